@@ -1,0 +1,28 @@
+# Two entry points (see README): `make run` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+EXTRAS ?= dev,onnx,openvino,tf,tvm
+
+.PHONY: setup run test slow lint
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/ios-bench list models
+	$(VENV)/bin/ios-bench show sample
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q $(ARGS)
+
+slow: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m slow $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .

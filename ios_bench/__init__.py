@@ -1,0 +1,1 @@
+"""ios_bench: the harness (CLI, sweeps, isolated cells, results store, reports)."""

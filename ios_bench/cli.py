@@ -1,0 +1,69 @@
+"""The ``ios-bench`` command line.
+
+Subcommands live one per module in ``ios_bench/commands/``; each module defines ``command``
+(a click command) and is discovered here, so adding a command touches only its own file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from . import commands as _commands_pkg
+from .errors import input_error_types
+
+
+class _Group(click.Group):
+    """Loads subcommands lazily so that ``ios-bench --help`` stays fast."""
+
+    def _modules(self) -> dict[str, str]:
+        return {m.name.replace("_", "-"): m.name for m in pkgutil.iter_modules(_commands_pkg.__path__)
+                if not m.name.startswith("_")}
+
+    def list_commands(self, ctx):
+        return sorted(self._modules())
+
+    def get_command(self, ctx, name):
+        module = self._modules().get(name)
+        if module is None:
+            return None
+        return importlib.import_module(f"{_commands_pkg.__name__}.{module}").command
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli():
+    """ios-bench: benchmark CNN inference frameworks on the same networks, with IOS.
+
+    \b
+    Typical use:
+      ios-bench list models              the model zoo
+      ios-bench list frameworks          adapters and whether they run here
+      ios-bench show inception_v3        a graph (and its schedule) as text
+      ios-bench run                      the default quick CPU sweep, then its report
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    errors = input_error_types()
+    try:
+        cli.main(args=argv, prog_name="ios-bench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
+    except errors as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except FileNotFoundError as e:
+        click.echo(f"error: {e.filename or e}: no such file", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    else:
+        sys.exit(0)

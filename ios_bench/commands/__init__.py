@@ -1,0 +1,1 @@
+"""One module per ``ios-bench`` subcommand; each defines ``command``."""

@@ -1,0 +1,43 @@
+"""Turning the user's words into graphs: a zoo model name or a JSON file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ios_core import models
+from ios_core.ir import Graph
+
+from .errors import InputError
+
+
+def load_graph(spec: str) -> Graph:
+    """``spec`` is a zoo model name or a path to a graph/schedule JSON file."""
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise InputError(f"{spec}: no such file")
+        return Graph.load(path)
+    return models.get(spec)
+
+
+def parse_list(text: str, what: str, choices: list[str] | None = None, all_word: str = "all") -> list[str]:
+    """Parse ``a,b,c`` (or ``all``) strictly: empty items and unknown names are errors."""
+    items = [s.strip() for s in text.split(",")]
+    if any(not s for s in items):
+        raise InputError(f"bad {what} list {text!r}: empty item")
+    if choices is not None:
+        if items == [all_word]:
+            return list(choices)
+        unknown = [s for s in items if s not in choices]
+        if unknown:
+            raise InputError(f"unknown {what} {', '.join(unknown)}; choose from: {', '.join(choices)}")
+    return items
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    out = []
+    for s in parse_list(text, what):
+        if not s.isdigit() or int(s) < 1:
+            raise InputError(f"bad {what} list {text!r}: {s!r} is not a positive integer")
+        out.append(int(s))
+    return out

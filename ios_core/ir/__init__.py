@@ -1,0 +1,14 @@
+"""The IOS graph IR: nodes with channel-slice inputs, blocks, graphs, JSON, validation."""
+
+from .builder import GraphBuilder, as_inputs, whole
+from .errors import GraphError
+from .graph import Block, Graph, Stages, atomic_write_text
+from .nodes import (ACTIVATIONS, NODE_TYPES, Activation, Conv, Element, Flatten, Identity, Linear, Node,
+                    Placeholder, Pool, Relu, Sequential, leaf_nodes)
+from .value import Inputs, Value
+
+__all__ = [
+    "ACTIVATIONS", "NODE_TYPES", "Activation", "Block", "Conv", "Element", "Flatten", "Graph", "GraphBuilder",
+    "GraphError", "Identity", "Inputs", "Linear", "Node", "Placeholder", "Pool", "Relu", "Sequential", "Stages",
+    "Value", "as_inputs", "atomic_write_text", "leaf_nodes", "whole",
+]

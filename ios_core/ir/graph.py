@@ -1,0 +1,385 @@
+"""Blocks and graphs, JSON in the reference IOS layout, validation, weights."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .errors import GraphError
+from .nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
+
+# A schedule of one block: stages run one after another; the groups of a stage run
+# concurrently; the operators (names) of a group run in order.
+Stages = list[list[list[str]]]
+
+
+class Block:
+    """Operators between an enter node (the previous block's exit, not part of this block)
+    and an exit node (part of it), in a topological order."""
+
+    def __init__(self, enter_node: Node, inner_nodes: list[Node] | None = None,
+                 exit_node: Node | None = None, stages: Stages | None = None):
+        self.enter_node = enter_node
+        self.inner_nodes: list[Node] = list(inner_nodes or [])
+        self.exit_node = exit_node
+        self.stages = stages
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The schedulable operators of the block: inner nodes, then the exit node."""
+        return self.inner_nodes + [self.exit_node]
+
+    def add(self, node: Node, is_exit: bool = False) -> Node:
+        node.infer_shape()
+        if is_exit:
+            self.exit_node = node
+        else:
+            self.inner_nodes.append(node)
+        return node
+
+    def sequential_stages(self) -> Stages:
+        return [[[node.name]] for node in self.nodes]
+
+    def to_json(self) -> dict:
+        return {
+            "enter_name": self.enter_node.name,
+            "enter_node": self.enter_node.to_json(),
+            "inner_nodes": [n.to_json() for n in self.inner_nodes],
+            "exit_node": self.exit_node.to_json(),
+            "stages": self.stages,
+        }
+
+    def readable_lines(self, indent: int = 2) -> list[str]:
+        by_name = {n.name: n for n in self.nodes}
+        stages = self.stages if self.stages is not None else self.sequential_stages()
+        pad = " " * indent
+        lines: list[str] = []
+        for stage in stages:
+            stage_lines: list[str] = []
+            for group in stage:
+                if len(group) > 1:
+                    group_lines = ["Sequential("]
+                    for name in group:
+                        group_lines += [pad + s for s in by_name[name].readable_lines(indent)]
+                    group_lines.append(")")
+                else:
+                    group_lines = by_name[group[0]].readable_lines(indent)
+                stage_lines.append(group_lines)
+            if len(stage_lines) > 1:
+                lines.append("Parallel(")
+                for gl in stage_lines:
+                    lines += [pad + s for s in gl]
+                lines.append(")")
+            else:
+                lines += stage_lines[0]
+        return lines
+
+
+class Graph:
+    """A CNN as a chain of blocks; ``graph.nodes()`` walks every schedulable operator once,
+    in a topological order, starting with the input placeholder."""
+
+    def __init__(self, name: str, input: Placeholder, blocks: list[Block]):
+        self.name = name
+        self.input = input
+        self.blocks = blocks
+
+    # ---- walking ------------------------------------------------------------------------
+    def nodes(self) -> Iterator[Node]:
+        yield self.input
+        for block in self.blocks:
+            yield from block.nodes
+
+    def operators(self) -> Iterator[Node]:
+        """Every executable operator (Sequential nodes expanded), in order, without the input."""
+        for block in self.blocks:
+            for node in block.nodes:
+                yield from leaf_nodes(node)
+
+    @property
+    def exit_node(self) -> Node:
+        return self.blocks[-1].exit_node
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.input.output_shape)
+
+    @property
+    def output_shape(self) -> tuple[int, int, int]:
+        return tuple(self.exit_node.output_shape)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes():
+            if n.name == name:
+                return n
+            if isinstance(n, Sequential):
+                for m in n.nodes:
+                    if m.name == name:
+                        return m
+        raise KeyError(name)
+
+    # ---- shapes, statistics -------------------------------------------------------------------
+    def infer_shape(self) -> None:
+        for node in self.nodes():
+            node.infer_shape()
+
+    def macs(self) -> int:
+        return sum(n.macs() for n in self.nodes())
+
+    def params(self) -> int:
+        return sum(n.params() for n in self.nodes())
+
+    def num_operators(self) -> int:
+        return sum(len(b.nodes) for b in self.blocks)
+
+    @property
+    def has_stages(self) -> bool:
+        return all(b.stages is not None for b in self.blocks)
+
+    # ---- validation --------------------------------------------------------------------------
+    def validate(self) -> Graph:
+        """Check structure, references, channel slices, shapes and stages; raise GraphError
+        naming the offending node. Returns ``self``."""
+        if not self.blocks:
+            raise GraphError(f"graph {self.name!r} has no blocks")
+        self.input.check()
+        seen: set[str] = {self.input.name}
+        prev_exit: Node = self.input
+        for bi, block in enumerate(self.blocks):
+            if block.enter_node is not prev_exit:
+                raise GraphError(f"block {bi}: enter node {block.enter_node.name!r} is not the previous "
+                                 f"block's exit {prev_exit.name!r}")
+            if block.exit_node is None:
+                raise GraphError(f"block {bi} has no exit node")
+            local = {block.enter_node.name}
+            for node in block.nodes:
+                for leaf in leaf_nodes(node):
+                    for v in leaf.values():
+                        if v.node.name not in local and v.node.name not in _inner_names(node, leaf):
+                            where = "a later node (cycle?)" if v.node.name not in seen else "another block"
+                            raise GraphError(f"node {leaf.name!r} reads {v.node.name!r}, which is {where}; "
+                                             f"a node may read only earlier nodes of its block and the "
+                                             f"block's enter node")
+                names = [node.name] + ([m.name for m in node.nodes] if isinstance(node, Sequential) else [])
+                for name in names:
+                    if name in seen:
+                        raise GraphError(f"node name {name!r} is used twice")
+                    seen.add(name)
+                stored = node.output_shape
+                node.check()
+                inferred = node.infer_shape()
+                if stored is not None and tuple(stored) != tuple(inferred):
+                    raise GraphError(f"node {node.name!r}: stored output shape {tuple(stored)} != inferred "
+                                     f"{tuple(inferred)}")
+                if min(inferred) <= 0:
+                    raise GraphError(f"node {node.name!r}: output shape {inferred} is empty")
+                local.add(node.name)
+            if block.stages is not None:
+                _check_stages(bi, block)
+            prev_exit = block.exit_node
+        return self
+
+    # ---- JSON ------------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"name": self.name, "input": self.input.to_json(),
+                "blocks": [b.to_json() for b in self.blocks]}
+
+    @staticmethod
+    def from_json(cfg: dict) -> Graph:
+        """Build (and validate) a graph from the reference IOS JSON layout."""
+        if not isinstance(cfg, dict):
+            raise GraphError("graph JSON must be an object with keys name, input, blocks")
+        for key in ("name", "input", "blocks"):
+            if key not in cfg:
+                raise GraphError(f"graph JSON lacks the key {key!r}")
+        defined: dict[str, Node] = {}
+        all_names = _collect_names(cfg)
+
+        def lookup(name: str) -> Node:
+            if name in defined:
+                return defined[name]
+            if name in all_names:
+                raise GraphError(f"node {name!r} is read before it is defined (cycle or wrong order)")
+            raise GraphError(f"unknown node {name!r}")
+
+        def build(ncfg: dict) -> Node:
+            if not isinstance(ncfg, dict) or "type" not in ncfg:
+                raise GraphError(f"malformed node entry {str(ncfg)[:80]!r}")
+            kind = ncfg["type"]
+            if kind not in NODE_TYPES:
+                raise GraphError(f"node {ncfg.get('name')!r} has unknown type {kind!r}")
+            if kind == "sequential":
+                inner = [build(c) for c in ncfg.get("nodes") or []]
+                if not inner:
+                    raise GraphError(f"sequential node {ncfg.get('name')!r} has no nodes")
+                node = Sequential(ncfg["name"], inner, ncfg.get("hint_name"))
+                if ncfg.get("output_shape") is not None:
+                    node.output_shape = tuple(ncfg["output_shape"])
+            else:
+                node = NODE_TYPES[kind].from_json(ncfg, lookup)
+            if node.name in defined:
+                raise GraphError(f"node name {node.name!r} is used twice")
+            defined[node.name] = node
+            return node
+
+        graph_input = build(cfg["input"])
+        if not isinstance(graph_input, Placeholder):
+            raise GraphError("graph input must be a placeholder")
+        blocks = []
+        enter = graph_input
+        for bi, bcfg in enumerate(cfg["blocks"]):
+            if not isinstance(bcfg, dict) or "exit_node" not in bcfg:
+                raise GraphError(f"block {bi} is malformed (needs inner_nodes and exit_node)")
+            enter_name = bcfg.get("enter_name", (bcfg.get("enter_node") or {}).get("name"))
+            if enter_name != enter.name:
+                raise GraphError(f"block {bi}: enter node {enter_name!r} is not {enter.name!r}")
+            inner = [build(c) for c in bcfg.get("inner_nodes", [])]
+            exit_node = build(bcfg["exit_node"])
+            blocks.append(Block(enter, inner, exit_node, bcfg.get("stages")))
+            enter = exit_node
+        return Graph(str(cfg["name"]), graph_input, blocks).validate()
+
+    def save(self, path: str | os.PathLike, weights: bool = True) -> None:
+        """Write ``path`` (JSON) and, if the graph has weights, ``path`` with ``.npz`` beside it."""
+        path = Path(path)
+        atomic_write_text(path, json.dumps(self.to_json(), indent=2))
+        if weights and self.has_weights:
+            self.save_weights(path.with_suffix(".npz"))
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> Graph:
+        path = Path(path)
+        try:
+            cfg = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise GraphError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        graph = Graph.from_json(cfg)
+        if path.with_suffix(".npz").exists():
+            graph.load_weights(path.with_suffix(".npz"))
+        return graph
+
+    # ---- weights -------------------------------------------------------------------------------
+    def weighted_nodes(self) -> list[Node]:
+        return [n for n in self.operators() if n.HAS_WEIGHTS]
+
+    @property
+    def has_weights(self) -> bool:
+        nodes = self.weighted_nodes()
+        return all(n.weights() for n in nodes) and bool(nodes)
+
+    def init_weights(self, seed: int = 0) -> Graph:
+        """Deterministic He-style weights: each operator draws from its own stream, derived
+        from ``seed`` and its name, so the weights do not depend on traversal order."""
+        for node in self.weighted_nodes():
+            node.init_weights(np.random.default_rng([seed, _stable_hash(node.name)]))
+        return self
+
+    def weights_dict(self) -> dict[str, np.ndarray]:
+        return {f"{n.name}/{k}": a for n in self.weighted_nodes() for k, a in n.weights().items()}
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, **self.weights_dict())
+        os.replace(tmp, path)
+
+    def load_weights(self, path: str | os.PathLike) -> Graph:
+        with np.load(path) as data:
+            for node in self.weighted_nodes():
+                keys = [k for k in data.files if k.startswith(node.name + "/")]
+                if not keys:
+                    raise GraphError(f"{path}: no weights for node {node.name!r}")
+                node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
+        return self
+
+    # ---- text -----------------------------------------------------------------------------------
+    def readable_lines(self, indent: int = 2) -> list[str]:
+        lines = ["Sequential("]
+        for block in self.blocks:
+            lines += [" " * indent + s for s in block.readable_lines(indent)]
+        lines.append(")")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.readable_lines(2))
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {self.num_operators()} operators in {len(self.blocks)} blocks>"
+
+
+def _inner_names(node: Node, leaf: Node) -> set[str]:
+    """Names a leaf inside a Sequential may read besides the block: earlier inner nodes."""
+    if not isinstance(node, Sequential):
+        return set()
+    names = set()
+    for m in node.nodes:
+        if m is leaf:
+            break
+        names.add(m.name)
+    return names
+
+
+def _check_stages(bi: int, block: Block) -> None:
+    names = [n.name for n in block.nodes]
+    position = {n: i for i, n in enumerate(names)}
+    by_name = {n.name: n for n in block.nodes}
+    done: set[str] = {block.enter_node.name}
+    scheduled: list[str] = []
+    for stage in block.stages:
+        if not stage or any(not g for g in stage):
+            raise GraphError(f"block {bi}: empty stage or group in its schedule")
+        stage_names = [name for group in stage for name in group]
+        for group in stage:
+            local = set()
+            for name in group:
+                if name not in position:
+                    raise GraphError(f"block {bi}: schedule names unknown operator {name!r}")
+                for pred in by_name[name].predecessors():
+                    if pred.name not in done and pred.name not in local:
+                        raise GraphError(f"block {bi}: operator {name!r} is scheduled before its input "
+                                         f"{pred.name!r} (or concurrently with it in another group)")
+                local.add(name)
+        done.update(stage_names)
+        scheduled += stage_names
+    if sorted(scheduled) != sorted(names):
+        missing = sorted(set(names) - set(scheduled))
+        extra = sorted(n for n in set(scheduled) if scheduled.count(n) > 1)
+        raise GraphError(f"block {bi}: schedule must name every operator exactly once "
+                         f"(missing {missing[:5]}, repeated {extra[:5]})")
+
+
+def _collect_names(cfg: dict) -> set[str]:
+    names: set[str] = set()
+
+    def walk(n):
+        if isinstance(n, dict) and "name" in n:
+            names.add(str(n["name"]))
+            for m in n.get("nodes") or []:
+                walk(m)
+
+    walk(cfg.get("input"))
+    for b in cfg.get("blocks") or []:
+        if isinstance(b, dict):
+            for n in b.get("inner_nodes") or []:
+                walk(n)
+            walk(b.get("exit_node"))
+    return names
+
+
+def _stable_hash(name: str) -> int:
+    import zlib
+
+    return zlib.crc32(name.encode())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that a crash never leaves it half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

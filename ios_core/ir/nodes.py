@@ -1,0 +1,490 @@
+"""IR operators.
+
+Every operator is a :class:`Node`. Its ``inputs`` are a list of *terms* concatenated along
+channels; each term is a list of :class:`Value` channel slices of equal shape that are summed
+(``element`` with ``op_type='mul'`` multiplies them). Shapes are ``(channels, height, width)``
+without the batch dimension, as in the reference IOS implementation, whose JSON layout
+``to_json``/``from_json`` read and write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+
+from .errors import GraphError
+from .value import Inputs, Value
+
+ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh")
+POOL_TYPES = ("max", "avg", "global_max", "global_avg")
+ELEMENT_OPS = ("add", "mul")
+
+Shape = tuple[int, int, int]
+Lookup = Callable[[str], "Node"]
+
+
+def _pair(v) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    a, b = v
+    return (int(a), int(b))
+
+
+def _window_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+class Node:
+    """Base class. Subclasses set ``TYPE`` and ``ATTRS`` (JSON keys with their defaults)."""
+
+    TYPE: ClassVar[str] = ""
+    # (attribute, default); a default of ``None`` means required in JSON.
+    ATTRS: ClassVar[tuple[tuple[str, object], ...]] = ()
+    # Attributes written to JSON only when they differ from their default (our extensions
+    # to the reference format, so reference files round-trip byte for byte).
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    HAS_WEIGHTS: ClassVar[bool] = False
+
+    def __init__(self, name: str, inputs: Inputs, hint_name: str | None = None, **attrs):
+        self.name = str(name)
+        self.hint_name = str(hint_name if hint_name is not None else name)
+        self.inputs: Inputs = [list(term) for term in inputs]
+        self.output_shape: Shape | None = None
+        for key, default in self.ATTRS:
+            setattr(self, key, self._coerce(key, attrs.pop(key, default)))
+        if attrs:
+            raise TypeError(f"{type(self).__name__} got unknown attributes {sorted(attrs)}")
+
+    # ---- attributes -------------------------------------------------------------------
+    @staticmethod
+    def _coerce(key: str, value):
+        if key in ("kernel", "stride", "padding", "dilation") and value is not None:
+            return _pair(value)
+        return value
+
+    @property
+    def type(self) -> str:
+        return self.TYPE
+
+    def values(self) -> list[Value]:
+        return [v for term in self.inputs for v in term]
+
+    def predecessors(self) -> list[Node]:
+        """Distinct nodes this node reads, in first-use order."""
+        seen: dict[int, Node] = {}
+        for v in self.values():
+            seen.setdefault(id(v.node), v.node)
+        return list(seen.values())
+
+    @property
+    def input_shape(self) -> Shape:
+        first = self.inputs[0][0]
+        _, h, w = first.node.output_shape
+        return (sum(term[0].length for term in self.inputs), h, w)
+
+    # ---- shapes, cost ---------------------------------------------------------------
+    def infer_shape(self) -> Shape:
+        self.output_shape = self._infer()
+        return self.output_shape
+
+    def _infer(self) -> Shape:
+        return self.input_shape
+
+    def check(self) -> None:
+        """Raise GraphError (naming this node) if its inputs are malformed."""
+        if not self.inputs or any(len(term) == 0 for term in self.inputs):
+            raise GraphError(f"node {self.name!r} ({self.TYPE}) has an empty input or term")
+        hw = None
+        for term in self.inputs:
+            for v in term:
+                shape = v.node.output_shape
+                if shape is None:
+                    raise GraphError(f"node {self.name!r} reads {v.node.name!r} whose shape is unknown")
+                if not (0 <= v.begin < v.end <= shape[0]):
+                    raise GraphError(
+                        f"node {self.name!r} reads channels [{v.begin}, {v.end}) of {v.node.name!r}, "
+                        f"which has {shape[0]} channels"
+                    )
+                if hw is None:
+                    hw = shape[1:]
+                elif tuple(shape[1:]) != tuple(hw):
+                    raise GraphError(
+                        f"node {self.name!r}: input {v.node.name!r} is {shape[1]}x{shape[2]}, "
+                        f"expected {hw[0]}x{hw[1]}"
+                    )
+            if len({v.length for v in term}) != 1:
+                raise GraphError(f"node {self.name!r}: values summed in one term differ in channel count")
+
+    def macs(self) -> int:
+        """Multiply-accumulate operations for one image (convolutions and linear layers)."""
+        return 0
+
+    def params(self) -> int:
+        return 0
+
+    # ---- weights ----------------------------------------------------------------------
+    def weights(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def set_weights(self, arrays: dict[str, np.ndarray]) -> None:  # pragma: no cover - base
+        pass
+
+    def init_weights(self, rng: np.random.Generator) -> None:
+        pass
+
+    # ---- JSON -------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        cfg: dict = {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name}
+        cfg["inputs"] = [[v.to_json() for v in term] for term in self.inputs]
+        for key, default in self.ATTRS:
+            value = getattr(self, key)
+            if key in self.OPTIONAL and value == default:
+                continue
+            cfg[key] = list(value) if isinstance(value, tuple) else value
+        cfg["output_shape"] = list(self.output_shape) if self.output_shape is not None else None
+        return cfg
+
+    @classmethod
+    def from_json(cls, cfg: dict, lookup: Lookup) -> Node:
+        name = cfg.get("name")
+        if name is None:
+            raise GraphError(f"a {cfg.get('type')!r} node has no name")
+        inputs = _parse_inputs(cfg.get("inputs"), str(name), lookup)
+        attrs = {}
+        for key, default in cls.ATTRS:
+            if key in cfg:
+                attrs[key] = cfg[key]
+            elif default is None:
+                raise GraphError(f"node {name!r} ({cls.TYPE}) lacks the field {key!r}")
+        try:
+            node = cls(name, inputs, hint_name=cfg.get("hint_name"), **attrs)
+        except (TypeError, ValueError) as e:
+            raise GraphError(f"node {name!r}: {e}") from None
+        if cfg.get("output_shape") is not None:
+            node.output_shape = tuple(int(s) for s in cfg["output_shape"])
+        return node
+
+    # ---- text ---------------------------------------------------------------------------
+    def input_str(self, op: str = "+") -> str:
+        terms = [op.join(v.node.hint_name for v in term) for term in self.inputs]
+        if len(terms) == 1:
+            return f"({terms[0]})" if len(self.inputs[0]) > 1 else terms[0]
+        return "Concat(" + ",".join(terms) + ")"
+
+    def readable_lines(self, indent: int = 2) -> list[str]:
+        return [f"[{self.hint_name}]{type(self).__name__}({self.input_str()})"]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def _parse_inputs(raw, name: str, lookup: Lookup) -> Inputs:
+    if raw is None:
+        raise GraphError(f"node {name!r} has no inputs")
+    if not isinstance(raw, list):
+        raise GraphError(f"node {name!r}: inputs must be a list of terms")
+    inputs: Inputs = []
+    for term in raw:
+        if not isinstance(term, list):
+            raise GraphError(f"node {name!r}: each input term must be a list of [node, begin, end]")
+        values = []
+        for item in term:
+            if not (isinstance(item, list) and len(item) == 3):
+                raise GraphError(f"node {name!r}: malformed input value {item!r}")
+            values.append(Value(lookup(str(item[0])), int(item[1]), int(item[2])))
+        inputs.append(values)
+    return inputs
+
+
+class Placeholder(Node):
+    TYPE = "placeholder"
+
+    def __init__(self, name: str, output_shape, hint_name: str | None = None):
+        super().__init__(name, [], hint_name)
+        self.output_shape = tuple(int(s) for s in output_shape)
+
+    def _infer(self) -> Shape:
+        return self.output_shape
+
+    def check(self) -> None:
+        if len(self.output_shape) != 3 or min(self.output_shape) <= 0:
+            raise GraphError(f"placeholder {self.name!r} has a bad shape {self.output_shape}")
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name,
+                "output_shape": list(self.output_shape)}
+
+    @classmethod
+    def from_json(cls, cfg: dict, lookup: Lookup) -> Node:
+        if "output_shape" not in cfg:
+            raise GraphError(f"placeholder {cfg.get('name')!r} lacks output_shape")
+        return cls(cfg["name"], cfg["output_shape"], cfg.get("hint_name"))
+
+    def readable_lines(self, indent: int = 2) -> list[str]:
+        return [f"[{self.hint_name}]Placeholder"]
+
+
+class Conv(Node):
+    """2-D convolution with fused bias and activation."""
+
+    TYPE = "conv"
+    ATTRS = (("out_channels", None), ("kernel", None), ("stride", (1, 1)), ("padding", (0, 0)),
+             ("dilation", (1, 1)), ("groups", 1), ("act", "identity"))
+    OPTIONAL = frozenset({"dilation"})
+    HAS_WEIGHTS = True
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        self.out_channels = int(self.out_channels)
+        self.groups = int(self.groups)
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.act!r}")
+        self.weight: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+
+    def _infer(self) -> Shape:
+        c, h, w = self.input_shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
+        return (self.out_channels, _window_out(h, kh, sh, ph, dh), _window_out(w, kw, sw, pw, dw))
+
+    def check(self) -> None:
+        super().check()
+        cin = self.input_shape[0]
+        if cin % self.groups or self.out_channels % self.groups:
+            raise GraphError(
+                f"node {self.name!r}: groups={self.groups} does not divide {cin} input and "
+                f"{self.out_channels} output channels"
+            )
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        return (self.out_channels, self.input_shape[0] // self.groups, *self.kernel)
+
+    def macs(self) -> int:
+        _, ho, wo = self.output_shape
+        return self.out_channels * ho * wo * int(np.prod(self.weight_shape[1:]))
+
+    def params(self) -> int:
+        return int(np.prod(self.weight_shape)) + self.out_channels
+
+    def weights(self):
+        return {} if self.weight is None else {"weight": self.weight, "bias": self.bias}
+
+    def set_weights(self, arrays):
+        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
+        if w.shape != self.weight_shape or b.shape != (self.out_channels,):
+            raise GraphError(f"node {self.name!r}: weight shape {w.shape} != {self.weight_shape}")
+        self.weight, self.bias = w, b
+
+    def init_weights(self, rng):
+        fan_in = int(np.prod(self.weight_shape[1:]))
+        gain = 2.0 if self.act == "relu" else 1.0
+        self.weight = (rng.standard_normal(self.weight_shape) * np.sqrt(gain / fan_in)).astype(np.float32)
+        self.bias = (rng.standard_normal(self.out_channels) * 0.01).astype(np.float32)
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]Conv2d({self.input_str()})"]
+
+
+class Pool(Node):
+    """max / avg (padding counted in the average, as cuDNN's INCLUDE_PADDING) / global pools."""
+
+    TYPE = "pool"
+    ATTRS = (("pool_type", None), ("kernel", (1, 1)), ("stride", (1, 1)), ("padding", (0, 0)))
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        if self.pool_type not in POOL_TYPES:
+            raise ValueError(f"unknown pool_type {self.pool_type!r}")
+
+    @property
+    def is_global(self) -> bool:
+        return self.pool_type.startswith("global")
+
+    def _infer(self) -> Shape:
+        c, h, w = self.input_shape
+        if self.is_global:
+            self.kernel, self.stride, self.padding = (h, w), (1, 1), (0, 0)
+            return (c, 1, 1)
+        (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
+        return (c, _window_out(h, kh, sh, ph), _window_out(w, kw, sw, pw))
+
+    def readable_lines(self, indent=2):
+        names = {"max": "MaxPool2d", "avg": "AvgPool2d", "global_max": "GlobalMaxPool2d",
+                 "global_avg": "GlobalAvgPool2d"}
+        return [f"[{self.hint_name}]{names[self.pool_type]}({self.input_str()})"]
+
+
+class Element(Node):
+    """Element-wise combination of the values of each term: ``add`` sums, ``mul`` multiplies."""
+
+    TYPE = "element"
+    ATTRS = (("op_type", "add"),)
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        if self.op_type not in ELEMENT_OPS:
+            raise ValueError(f"unknown element op {self.op_type!r}")
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]{self.input_str('*' if self.op_type == 'mul' else '+')}"]
+
+
+class Identity(Node):
+    """Identity; with several terms it is a concatenation, with several values a sum."""
+
+    TYPE = "identity"
+
+    def readable_lines(self, indent=2):
+        s = self.input_str()
+        return [f"[{self.hint_name}]{s if s.startswith('C') else '(' + s + ')'}"]
+
+
+class Activation(Node):
+    TYPE = "activation"
+    ATTRS = (("act_type", None), ("inplace", False))
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        if self.act_type not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.act_type!r}")
+
+    def readable_lines(self, indent=2):
+        return [f"{self.act_type.capitalize()}@{self.hint_name}({self.input_str()})"]
+
+
+class Relu(Node):
+    TYPE = "relu"
+
+    @property
+    def act_type(self) -> str:
+        return "relu"
+
+
+class Flatten(Node):
+    """Flattens (C, H, W) to (C*H*W, 1, 1): the classifier tail's reshape."""
+
+    TYPE = "flatten"
+
+    def _infer(self) -> Shape:
+        c, h, w = self.input_shape
+        return (c * h * w, 1, 1)
+
+
+class Linear(Node):
+    """Fully connected layer on the flattened input, with fused bias and activation."""
+
+    TYPE = "linear"
+    ATTRS = (("out_features", None), ("act", "identity"))
+    HAS_WEIGHTS = True
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        self.out_features = int(self.out_features)
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.act!r}")
+        self.weight: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+
+    @property
+    def in_features(self) -> int:
+        return int(np.prod(self.input_shape))
+
+    def _infer(self) -> Shape:
+        return (self.out_features, 1, 1)
+
+    def macs(self) -> int:
+        return self.in_features * self.out_features
+
+    def params(self) -> int:
+        return self.in_features * self.out_features + self.out_features
+
+    weights = Conv.weights
+
+    @property
+    def weight_shape(self):
+        return (self.out_features, self.in_features)
+
+    def set_weights(self, arrays):
+        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
+        if w.shape != self.weight_shape or b.shape != (self.out_features,):
+            raise GraphError(f"node {self.name!r}: weight shape {w.shape} != {self.weight_shape}")
+        self.weight, self.bias = w, b
+
+    def init_weights(self, rng):
+        gain = 2.0 if self.act == "relu" else 1.0
+        self.weight = (rng.standard_normal(self.weight_shape) * np.sqrt(gain / self.in_features)).astype(
+            np.float32)
+        self.bias = (rng.standard_normal(self.out_features) * 0.01).astype(np.float32)
+
+
+class Sequential(Node):
+    """A chain of operators scheduled as one unit; its inputs are its first node's inputs."""
+
+    TYPE = "sequential"
+
+    def __init__(self, name: str, nodes: list[Node], hint_name: str | None = None):
+        if not nodes:
+            raise ValueError("a sequential node needs at least one inner node")
+        self.nodes = list(nodes)
+        super().__init__(name, nodes[0].inputs, hint_name)
+        self.inputs = nodes[0].inputs  # shared, not copied: one source of truth
+
+    def _infer(self) -> Shape:
+        for node in self.nodes:
+            node.infer_shape()
+        return self.nodes[-1].output_shape
+
+    def check(self) -> None:
+        inner = set()
+        for node in self.nodes:
+            node.check()
+            for v in node.values():
+                if node is not self.nodes[0] and id(v.node) not in inner and v.node not in self.predecessors():
+                    raise GraphError(f"node {node.name!r} inside sequential {self.name!r} reads "
+                                     f"{v.node.name!r}, which is neither inside it nor one of its inputs")
+            inner.add(id(node))
+
+    def predecessors(self) -> list[Node]:
+        inner = {id(n) for n in self.nodes}
+        seen: dict[int, Node] = {}
+        for node in self.nodes:
+            for v in node.values():
+                if id(v.node) not in inner:
+                    seen.setdefault(id(v.node), v.node)
+        return list(seen.values())
+
+    def macs(self) -> int:
+        return sum(n.macs() for n in self.nodes)
+
+    def params(self) -> int:
+        return sum(n.params() for n in self.nodes)
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name,
+                "nodes": [n.to_json() for n in self.nodes],
+                "output_shape": list(self.output_shape) if self.output_shape else None}
+
+    @classmethod
+    def from_json(cls, cfg, lookup):
+        raise AssertionError("Sequential is built by ios_core.ir.serialize")  # pragma: no cover
+
+    def readable_lines(self, indent=2):
+        lines = [f"[{self.hint_name}]Sequential("]
+        for node in self.nodes:
+            lines.extend(" " * indent + line for line in node.readable_lines(indent))
+        lines.append(")")
+        return lines
+
+
+NODE_TYPES: dict[str, type[Node]] = {
+    cls.TYPE: cls
+    for cls in (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten, Linear, Sequential)
+}
+
+
+def leaf_nodes(node: Node) -> list[Node]:
+    """The executable operators of a node: its inner nodes for a Sequential, else itself."""
+    return node.nodes if isinstance(node, Sequential) else [node]
