@@ -7,7 +7,8 @@ class InputError(Exception):
 
 def input_error_types() -> tuple[type[BaseException], ...]:
     """Exception types that the CLI reports as one-line input errors (exit 2)."""
+    from adapters import UnknownFramework
     from ios_core.ir import GraphError
     from ios_core.models import UnknownModel
 
-    return (InputError, GraphError, UnknownModel)
+    return (InputError, GraphError, UnknownModel, UnknownFramework)

@@ -3,8 +3,22 @@
 from .builder import GraphBuilder, as_inputs, whole
 from .errors import GraphError
 from .graph import Block, Graph, Stages, atomic_write_text
-from .nodes import (ACTIVATIONS, NODE_TYPES, Activation, Conv, Element, Flatten, Identity, Linear, Node,
-                    Placeholder, Pool, Relu, Sequential, leaf_nodes)
+from .nodes import (
+                    ACTIVATIONS,
+                    NODE_TYPES,
+                    Activation,
+                    Conv,
+                    Element,
+                    Flatten,
+                    Identity,
+                    Linear,
+                    Node,
+                    Placeholder,
+                    Pool,
+                    Relu,
+                    Sequential,
+                    leaf_nodes,
+)
 from .value import Inputs, Value
 
 __all__ = [

@@ -16,8 +16,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .graph import Block, Graph
-from .nodes import (Activation, Conv, Element, Flatten, Identity, Linear, Node, Placeholder, Pool, Relu,
-                    Sequential)
+from .nodes import Activation, Conv, Element, Flatten, Identity, Linear, Node, Placeholder, Pool, Relu, Sequential
 from .value import Inputs, Value
 
 

@@ -1,0 +1,40 @@
+"""Output checks against the oracle: one comparison, used by the runtime, adapters and harness."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+# Documented default: float32 engines that reorder reductions (Winograd, FFT, fused kernels)
+# stay well inside this on the zoo's He-initialized weights; max error is measured relative
+# to the largest magnitude of the reference output.
+DEFAULT_RTOL = 1e-3
+
+
+@dataclass
+class CheckResult:
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float  # max |out - ref| / max |ref|
+    tolerance: float
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -> CheckResult:
+    out = np.asarray(out)
+    ref = np.asarray(ref)
+    if out.shape != ref.shape:
+        return CheckResult(False, float("inf"), float("inf"), tolerance,
+                           f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+    if not np.isfinite(out).all():
+        return CheckResult(False, float("inf"), float("inf"), tolerance, "non-finite values in output")
+    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    scale = float(np.abs(ref).max()) or 1.0
+    max_abs = float(diff.max()) if diff.size else 0.0
+    rel = max_abs / scale
+    ok = rel <= tolerance
+    return CheckResult(ok, max_abs, rel, tolerance, "" if ok else f"max rel error {rel:.2e} > {tolerance:.0e}")

@@ -1,0 +1,5 @@
+"""Schedules for IOS graphs."""
+
+from .stage import Stage
+
+__all__ = ["Stage"]
