@@ -7,11 +7,24 @@ imports no framework; a module is imported only when its adapter is asked for.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from .base import Adapter, Compiled
 
-# name -> "module:attribute" (an Adapter instance). Filled in by each adapter module's author.
-_REGISTRY: dict[str, str] = {}
+# name -> "module:attribute" (an Adapter instance). A name is listed only once its module
+# exists, so each adapter lands by adding its own module.
+_REGISTRY: dict[str, str] = {
+    "ios": "adapters.ios:IOS",  # the IOS runtime on a scheduled graph (ios_core.runtime)
+    "torch": "adapters.pytorch:EAGER",
+    "torch-compile": "adapters.pytorch:COMPILE",
+    "tensorflow": "adapters.tensorflow:PLAIN",
+    "tensorflow-xla": "adapters.tensorflow:XLA",
+    "onnxruntime": "adapters.onnxruntime:SEQUENTIAL",
+    "onnxruntime-parallel": "adapters.onnxruntime:PARALLEL",
+    "openvino": "adapters.openvino:OPENVINO",
+    "tvm": "adapters.tvm:DEFAULT",
+    "tvm-tuned": "adapters.tvm:TUNED",
+}
 
 
 class UnknownFramework(ValueError):
@@ -19,15 +32,23 @@ class UnknownFramework(ValueError):
 
 
 def register(name: str, target: str) -> None:
+    """Add an adapter (e.g. a test-only one) under ``name``: ``target`` is "module:attribute"."""
     _REGISTRY[name] = target
 
 
 def names() -> list[str]:
-    return list(_REGISTRY)
+    return [name for name, target in _REGISTRY.items() if _module_exists(target.split(":")[0])]
+
+
+def _module_exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def get(name: str) -> Adapter:
-    if name not in _REGISTRY:
+    if name not in names():
         raise UnknownFramework(f"unknown framework {name!r}; known: {', '.join(_REGISTRY)}")
     module, attr = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), attr)
