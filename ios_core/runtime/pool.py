@@ -1,0 +1,112 @@
+"""A persistent pool of worker threads that run the groups of a parallel stage.
+
+Intra-op threads per worker. PyTorch's CPU build uses OpenMP (``ATen parallel backend:
+OpenMP``; oneDNN convolutions use the same runtime). ``torch.set_num_threads(n)`` stores
+``n`` in a process-wide atomic *and* calls ``omp_set_num_threads(n)``, which sets the
+OpenMP ``nthreads-var`` ICV of the *calling* thread only; ``torch.get_num_threads()`` and
+every parallel region opened by that thread read that per-thread ICV. A thread that has
+not run a parallel region yet lazily initializes its ICV from the process-wide atomic (a
+thread-local "initialized" flag). So each worker first triggers its lazy initialization
+(``torch.get_num_threads()``), then sets its own thread count; afterwards no other thread
+can change it, and it does not change the caller's. ``tests/test_runtime_threads.py``
+checks all of this.
+
+The calling thread runs the first task itself (one fewer wake-up); the pool grows on demand
+and is shared by every runtime of the process (guarded by a lock, so two runtimes used from
+two threads take turns on it).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import torch
+
+Task = tuple[Callable[[], None], int]  # (function, intra-op threads)
+
+
+class _Worker:
+    def __init__(self, index: int, done: queue.SimpleQueue):
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.done = done
+        self.threads = 0
+        self.thread = threading.Thread(target=self._loop, name=f"ios-worker-{index}", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        self.threads = torch.get_num_threads()  # lazy per-thread OpenMP initialization happens here
+        while True:
+            item = self.inbox.get()
+            if item is None:
+                return
+            fn, nthreads = item
+            try:
+                if nthreads != self.threads:
+                    torch.set_num_threads(nthreads)
+                    self.threads = nthreads
+                fn()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                self.done.put(e)
+            else:
+                self.done.put(None)
+
+
+class WorkerPool:
+    def __init__(self):
+        self._workers: list[_Worker] = []
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    def _ensure(self, n: int) -> None:
+        while len(self._workers) < n:
+            self._workers.append(_Worker(len(self._workers), self._done))
+
+    def run(self, tasks: list[Task], caller_threads: int) -> None:
+        """Run ``tasks`` concurrently: the first on the calling thread, the rest on workers;
+        return when all are done (re-raising the first failure). The caller's intra-op thread
+        count is restored to ``caller_threads`` afterwards."""
+        with self._lock:
+            self._ensure(len(tasks) - 1)
+            for worker, task in zip(self._workers, tasks[1:]):
+                worker.inbox.put(task)
+            error: BaseException | None = None
+            fn, nthreads = tasks[0]
+            try:
+                if nthreads != caller_threads:
+                    torch.set_num_threads(nthreads)
+                fn()
+            except BaseException as e:  # noqa: BLE001
+                error = e
+            finally:
+                if nthreads != caller_threads:
+                    torch.set_num_threads(caller_threads)
+                for _ in tasks[1:]:
+                    r = self._done.get()
+                    if r is not None and error is None:
+                        error = r
+            if error is not None:
+                raise error
+
+
+_POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def shared_pool() -> WorkerPool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = WorkerPool()
+        return _POOL
+
+
+def split_threads(total: int, workers: int) -> list[int]:
+    """Divide ``total`` intra-op threads among ``workers`` (at least one each)."""
+    base, extra = divmod(max(total, workers), workers)
+    return [base + (1 if i < extra else 0) for i in range(workers)]
