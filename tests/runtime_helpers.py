@@ -1,0 +1,71 @@
+"""Graphs and schedules the runtime tests share."""
+
+from __future__ import annotations
+
+import copy
+
+from ios_core.ir import Graph, GraphBuilder, Value
+
+
+def mixed_graph(channels: int = 8, size: int = 6) -> Graph:
+    """Every operator kind the runtime runs: slices, sums, products, pass-through identities,
+    concatenations of whole outputs and of slices, a Sequential, activations, pools, linear."""
+    b = GraphBuilder("mixed", (channels, size, size))
+    x = b.input
+    a = b.conv(x, channels, 3, padding=1)
+    c = b.conv(x, channels, 1, act="identity")
+    with b.sequential() as seq:
+        r = b.relu(x)
+        b.conv(r, channels, 3, padding=1, act="sigmoid")
+    s = seq.output
+    d = b.conv(Value(a.node, 0, channels // 2), channels // 2, 1, act="tanh")
+    e = b.add([a, c])
+    m = b.mul([c, s])
+    cat = b.concat([a, c, s, d])  # d written in place, the others too
+    b.end_block(cat)
+    y = b.conv(Value(b.blocks[-1].exit_node, 0, 2 * channels), channels, 1)
+    y2 = b.conv(Value(b.blocks[-1].exit_node, channels, 3 * channels), channels, 3, padding=1)
+    t = b.add([y, y2])
+    cat2 = b.concat([t, Value(b.blocks[-1].exit_node, 0, channels), y2])  # one slice copied
+    p = b.max_pool(cat2, 3, 2, 1)
+    q = b.avg_pool(cat2, 3, 2, 1)
+    b.end_block(b.concat([p, q]))
+    g1 = b.pool(Value(b.blocks[-1].exit_node, 0, 6 * channels), "global_max")
+    g2 = b.global_avg_pool(Value(b.blocks[-1].exit_node, 0, 6 * channels))
+    f = b.flatten(b.add([g1, g2]))
+    act = b.activation(f, "tanh")
+    b.end_block(b.linear(act, 10))
+    del e, m
+    return b.finish()
+
+
+def level_schedule(graph: Graph) -> Graph:
+    """A copy of ``graph`` whose blocks run in ASAP levels: every operator whose inputs are
+    ready forms its own group of one parallel stage."""
+    g = Graph.from_json(copy.deepcopy(graph.to_json()))
+    _copy_weights(graph, g)
+    for block in g.blocks:
+        done = {block.enter_node.name}
+        left = list(block.nodes)
+        stages = []
+        while left:
+            ready = [n for n in left if all(p.name in done for p in n.predecessors())]
+            stages.append([[n.name] for n in ready])
+            done.update(n.name for n in ready)
+            left = [n for n in left if n.name not in done]
+        block.stages = stages
+    return g.validate()
+
+
+def sequential_schedule(graph: Graph) -> Graph:
+    g = Graph.from_json(copy.deepcopy(graph.to_json()))
+    _copy_weights(graph, g)
+    for block in g.blocks:
+        block.stages = block.sequential_stages()
+    return g.validate()
+
+
+def _copy_weights(src: Graph, dst: Graph) -> None:
+    if src.has_weights:
+        for a, b in zip(src.weighted_nodes(), dst.weighted_nodes()):
+            b.set_weights(a.weights())

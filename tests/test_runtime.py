@@ -1,0 +1,126 @@
+"""The IOS runtime computes what the oracle computes, for every schedule we can make."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
+
+from ios_core import models
+from ios_core.check import compare
+from ios_core.ir import Graph
+from ios_core.reference import random_input
+from ios_core.reference import run as oracle
+from ios_core.runtime import Runtime
+
+FAST_MODELS = ["sample", "squeezenet"]
+
+
+def _check(graph: Graph, schedule: Graph, batch: int, threads: int = 2, **kw) -> Runtime:
+    x = random_input(graph, batch, seed=batch)
+    rt = Runtime(schedule, batch, threads=threads, **kw)
+    res = compare(rt.run(x), oracle(graph, x))
+    assert res.passed, res.reason
+    # plan once, run many: a second run on another input is still right
+    x2 = random_input(graph, batch, seed=batch + 10)
+    assert compare(rt.run(x2), oracle(graph, x2)).passed
+    return rt
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    return mixed_graph().init_weights(3)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("schedule", ["none", "sequential", "levels"])
+def test_mixed_graph_every_op(mixed, batch, schedule):
+    sched = {"none": mixed, "sequential": sequential_schedule(mixed), "levels": level_schedule(mixed)}[schedule]
+    rt = _check(mixed, sched, batch)
+    assert rt.stats["zero_copy_concat_inputs"] > 0
+    if schedule == "levels":
+        assert rt.stats["parallel_stages"] > 0 and rt.stats["max_workers"] == 2
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("name", FAST_MODELS)
+def test_zoo_models_sequential_and_levels(name, batch):
+    g = models.get(name).init_weights(0)
+    _check(g, g, batch)
+    _check(g, level_schedule(g), batch)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_reference_schedule_file(data_dir, batch):
+    g = Graph.load(data_dir / "tiny_schedule.json").init_weights(0)
+    assert g.has_stages
+    rt = _check(g, g, batch)
+    assert rt.stats["parallel_stages"] == 2
+
+
+def test_one_worker_and_one_thread(mixed):
+    sched = level_schedule(mixed)
+    _check(mixed, sched, 2, threads=1)
+    _check(mixed, sched, 2, threads=2, max_workers=1)
+
+
+def test_memory_plan_reuses_and_reports(mixed):
+    rt = Runtime(models.get("squeezenet").init_weights(0), 1)
+    st = rt.stats
+    assert 0 < st["peak_activation_bytes"] < st["naive_activation_bytes"]
+    assert st["concat_buffers"] == 8 and st["zero_copy_concat_inputs"] == 16  # every fire's expand convs
+
+
+def test_output_not_aliased_between_runs():
+    g = models.get("sample", input_shape=(8, 5, 5)).init_weights(0)
+    rt = Runtime(g, 1)
+    x1, x2 = random_input(g, 1, 1), random_input(g, 1, 2)
+    y1 = rt.run(x1)
+    y2 = rt.run(x2)
+    assert not np.array_equal(y1, y2)
+    assert compare(y1, oracle(g, x1)).passed
+
+
+def test_measure_with_stage_profile(mixed):
+    sched = level_schedule(mixed)
+    rt = Runtime(sched, 1)
+    m = rt.measure(warmup=1, number=2, repeat=3, profile_stages=True)
+    assert len(m.samples_ms) == 3 and m.number == 2
+    assert len(m.stage_ms) == 3 and all(len(s) == len(rt.stages) for s in m.stage_ms)
+    assert all(t >= 0 for s in m.stage_ms for t in s)
+    assert sum(m.stage_mean_ms) <= m.mean * 1.5 + 0.05
+    assert m.meta["threads"] == 2 and m.meta["peak_activation_bytes"] > 0
+    m2 = rt.measure(warmup=0, number=1, repeat=2)
+    assert m2.stage_ms is None
+
+
+def test_measure_operators(mixed):
+    rt = Runtime(mixed, 1)
+    m, names, op_ms = rt.measure_operators(warmup=1, repeat=2)
+    assert len(names) == len(op_ms) == rt.stats["operators"]
+    assert all(t > 0 for t in op_ms)
+
+
+def test_bad_input():
+    g = models.get("sample", input_shape=(8, 5, 5)).init_weights(0)
+    rt = Runtime(g, 2)
+    with pytest.raises(ValueError, match="input shape"):
+        rt.run(random_input(g, 1))
+    with pytest.raises(ValueError, match="no weights"):
+        Runtime(models.get("sample", input_shape=(8, 5, 5)), 1)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        Runtime(g, 1, device="cuda")
+
+
+def test_adapter_runs_the_schedule(mixed):
+    import adapters
+
+    assert "ios" in adapters.names()
+    ios = adapters.get("ios")
+    assert ios.available() is None
+    sched = level_schedule(mixed)
+    compiled = ios.build(sched, 2, threads=2)
+    x = random_input(mixed, 2)
+    assert compare(compiled.run(x), oracle(mixed, x)).passed
+    assert compiled.info["parallel_stages"] > 0
+    assert compiled.info["threads"] == 2

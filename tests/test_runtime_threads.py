@@ -1,0 +1,93 @@
+"""Concurrency is real: groups of a parallel stage overlap in time on different threads, each
+with its share of the intra-op threads, and the caller's thread count is left alone."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ios_core.check import compare
+from ios_core.ir import GraphBuilder
+from ios_core.reference import random_input
+from ios_core.reference import run as oracle
+from ios_core.runtime import Runtime, split_threads
+
+
+def _two_branch_graph():
+    b = GraphBuilder("two", (64, 56, 56))
+    x = b.input
+    a = b.conv(b.conv(x, 64, 3, padding=1), 64, 3, padding=1)
+    c = b.conv(b.conv(x, 64, 3, padding=1), 64, 3, padding=1)
+    b.end_block(b.concat([a, c]))
+    g = b.finish().init_weights(0)
+    block = g.blocks[0]
+    names = [n.name for n in block.nodes]  # conv a1, conv a2, conv c1, conv c2, concat
+    block.stages = [[[names[0], names[1]], [names[2], names[3]]], [[names[4]]]]
+    return g.validate()
+
+
+def test_groups_overlap_in_time():
+    g = _two_branch_graph()
+    trace: list = []
+    rt = Runtime(g, 1, threads=2, trace=trace)
+    x = random_input(g, 1)
+    caller = torch.get_num_threads()
+    for _ in range(3):
+        y = rt.run(x)
+    assert compare(y, oracle(g, x)).passed
+    assert torch.get_num_threads() == caller
+    runs = [trace[i:i + 2] for i in range(0, len(trace), 2)]
+    assert len(runs) == 3
+    overlapped = 0
+    for run in runs:
+        a, b = sorted(run, key=lambda r: r["task"])
+        assert a["thread"] != b["thread"]
+        assert a["threads"] == 1 and b["threads"] == 1  # 2 cores shared by 2 groups
+        if a["start_ns"] < b["end_ns"] and b["start_ns"] < a["end_ns"]:
+            overlapped += 1
+    assert overlapped >= 2, runs
+
+
+def test_caller_thread_count_restored_even_if_different():
+    g = _two_branch_graph()
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        rt = Runtime(g, 1, threads=2)
+        rt.run(random_input(g, 1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_set_num_threads_is_per_thread():
+    """What the pool relies on: torch.set_num_threads in a thread that has initialized its
+    OpenMP state changes only that thread's intra-op thread count."""
+    main_before = torch.get_num_threads()
+    seen = {}
+    ready, go = threading.Event(), threading.Event()
+
+    def worker(name, n):
+        torch.get_num_threads()  # lazy per-thread initialization
+        torch.set_num_threads(n)
+        ready.set() if name == "a" else None
+        go.wait(5)
+        seen[name] = torch.get_num_threads()
+
+    ta = threading.Thread(target=worker, args=("a", 1))
+    ta.start()
+    ready.wait(5)
+    tb = threading.Thread(target=worker, args=("b", 2))
+    tb.start()
+    go.set()
+    ta.join()
+    tb.join()
+    assert seen == {"a": 1, "b": 2}
+    assert torch.get_num_threads() == main_before
+
+
+def test_split_threads():
+    assert split_threads(2, 2) == [1, 1]
+    assert split_threads(16, 3) == [6, 5, 5]
+    assert split_threads(2, 1) == [2]
