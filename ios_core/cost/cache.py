@@ -1,0 +1,190 @@
+"""The persistent profile database: measured stage latencies, reused across runs, batch
+sizes and models.
+
+One SQLite file (``profiles.sqlite``), by default in the user cache directory
+(``platformdirs.user_cache_dir("ios-bench")``). ``IOS_BENCH_CACHE`` overrides the location:
+a path ending in ``.sqlite`` or ``.db`` names the database file, anything else a directory
+that holds ``profiles.sqlite``. An explicit ``path`` argument wins over both.
+
+Rows are keyed by the device fingerprint (CPU model, logical core count, torch version,
+machine), the batch size, the thread budget, the measurement method (protocol and mode) and
+a canonical stage signature (operator parameters and input shapes, never node names). The
+database runs in WAL mode with a busy timeout, so two processes optimizing at once both
+read and write it safely (writes are single INSERT OR REPLACE statements).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sqlite3
+import threading
+import time
+from functools import cache
+from pathlib import Path
+
+from ..ir import Node, Sequential
+
+ENV_VAR = "IOS_BENCH_CACHE"
+DB_NAME = "profiles.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS stage_latency (
+    device TEXT NOT NULL,
+    batch_size INTEGER NOT NULL,
+    threads INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    latency_ms REAL NOT NULL,
+    std_ms REAL,
+    samples INTEGER,
+    created REAL NOT NULL,
+    description TEXT,
+    PRIMARY KEY (device, batch_size, threads, method, signature)
+);
+CREATE TABLE IF NOT EXISTS devices (
+    device TEXT PRIMARY KEY,
+    description TEXT NOT NULL
+);
+"""
+
+
+def default_path() -> Path:
+    env = os.environ.get(ENV_VAR)
+    if env:
+        p = Path(env).expanduser()
+        return p if p.suffix in (".sqlite", ".db") else p / DB_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("ios-bench")) / DB_NAME
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@cache
+def device_fingerprint(device: str = "cpu") -> tuple[str, str]:
+    """(short key, description) of the machine measurements are valid for."""
+    import torch
+
+    parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(), "machine": platform.machine(),
+             "torch": torch.__version__}
+    if device.startswith("cuda"):
+        try:
+            parts["gpu"] = torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001 - no GPU here
+            parts["gpu"] = "unavailable"
+    desc = json.dumps(parts, sort_keys=True)
+    return hashlib.sha256(desc.encode()).hexdigest()[:16], desc
+
+
+# ---- canonical stage signatures --------------------------------------------------------------
+def _node_desc(node: Node, local: dict[int, int], externals: dict[int, int]) -> dict:
+    if isinstance(node, Sequential):
+        inner = []
+        for leaf in node.nodes:
+            inner.append(_node_desc(leaf, local, externals))
+            local[id(leaf)] = len(local)
+        return {"type": "sequential", "nodes": inner}
+    d: dict = {"type": node.TYPE, "shape": list(node.output_shape)}
+    for key, _ in node.ATTRS:
+        if key == "inplace":
+            continue
+        v = getattr(node, key)
+        d[key] = list(v) if isinstance(v, tuple) else v
+    ins = []
+    for term in node.inputs:
+        t = []
+        for v in term:
+            src = v.node
+            if id(src) in local:
+                ref = ["s", local[id(src)]]
+            else:
+                ref = ["x", externals.setdefault(id(src), len(externals)), list(src.output_shape)]
+            t.append(ref + [v.begin, v.end])
+        ins.append(t)
+    d["inputs"] = ins
+    return d
+
+
+def stage_signature(kind: str, groups: list[list[Node]]) -> tuple[str, str]:
+    """(sha256 key, JSON description) of a stage: the kind, and for each group, each node's
+    type, attributes, output shape and inputs, where an input is either an earlier node of the
+    stage (by position) or an external value (numbered in first-use order, with its shape)."""
+    local: dict[int, int] = {}
+    externals: dict[int, int] = {}
+    out = []
+    for group in groups:
+        g = []
+        for node in group:
+            g.append(_node_desc(node, local, externals))
+            local[id(node)] = len(local)
+        out.append(g)
+    desc = json.dumps({"kind": kind, "groups": out}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(desc.encode()).hexdigest(), desc
+
+
+class ProfileCache:
+    """The SQLite profile database, with hit/miss counters for this process."""
+
+    def __init__(self, path: str | os.PathLike | None = None, device: str = "cpu"):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        if self.path.suffix not in (".sqlite", ".db") and (self.path.is_dir() or not self.path.suffix):
+            self.path = self.path / DB_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.device, self.device_description = device_fingerprint(device)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+        self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+        self._retry(lambda: self._conn.executescript(_SCHEMA))
+        self._retry(lambda: self._conn.execute("INSERT OR IGNORE INTO devices VALUES (?, ?)",
+                                               (self.device, self.device_description)))
+
+    def _retry(self, fn, attempts: int = 20):
+        for i in range(attempts):
+            try:
+                with self._lock:
+                    return fn()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
+                    raise
+                time.sleep(0.05 * (i + 1))
+
+    def get(self, batch_size: int, threads: int, method: str, signature: str) -> float | None:
+        row = self._retry(lambda: self._conn.execute(
+            "SELECT latency_ms FROM stage_latency WHERE device=? AND batch_size=? AND threads=? AND method=? "
+            "AND signature=?", (self.device, batch_size, threads, method, signature)).fetchone())
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return float(row[0])
+
+    def put(self, batch_size: int, threads: int, method: str, signature: str, latency_ms: float,
+            std_ms: float | None = None, samples: int | None = None, description: str | None = None) -> None:
+        self._retry(lambda: self._conn.execute(
+            "INSERT OR REPLACE INTO stage_latency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.device, batch_size, threads, method, signature, float(latency_ms), std_ms, samples, time.time(),
+             description)))
+
+    def count(self) -> int:
+        return self._retry(lambda: self._conn.execute(
+            "SELECT COUNT(*) FROM stage_latency WHERE device=?", (self.device,)).fetchone()[0])
+
+    def stats(self) -> dict:
+        return {"path": str(self.path), "hits": self.hits, "misses": self.misses, "device": self.device}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,215 @@
+"""The measured cost model: the latency of a stage is what the runtime takes to run it.
+
+``make_measured_cost_model(**options)`` returns a :class:`MeasuredCostModel`, whose
+``stage_latency(stage, batch_size)`` builds just that stage with the runtime's planner
+(random weights, random inputs of the right shapes), times it with the one measurement
+function and returns the median in milliseconds. Results are cached in memory and, unless
+``cache=False``, in the persistent profile database (``ios_core.cost.cache``), keyed by the
+device fingerprint, batch size, thread budget, method and the stage's canonical signature,
+so re-optimizing, another batch size or another model with the same operators reuse them.
+
+Modes
+-----
+``mode="stage"`` (default) measures every distinct stage the optimizer asks about: exact,
+and what the reference implementation does, but the DP asks about many stages (5,479 for
+inception_v3, 240,704 for nasnet at r=3, s=8).
+
+``mode="composed"`` measures each distinct *operator* once per thread share and composes a
+stage's latency from them: the groups are assigned to workers as the runtime assigns them
+(longest first, threads divided), a worker's time is the sum of its operators' latencies at
+its thread share, and the stage's time is the slowest worker plus the measured cost of one
+concurrent dispatch. The number of measurements grows with the number of distinct operators
+(hundreds), not of stages, which is what makes nasnet's IOS-Both optimization feasible on a
+CPU; it ignores contention between concurrent groups (memory bandwidth, the GIL between small
+kernels), so it is optimistic about parallel stages. ``docs/runtime.md`` shows how much
+schedule quality it gives up.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..ir import Node, leaf_nodes
+from ..measure import measure
+from ..optimizer.stage import Stage
+from ..runtime.plan import build_program
+from ..runtime.pool import shared_pool, split_threads
+from ..runtime.runtime import resolve_threads
+from .cache import ProfileCache, stage_signature
+
+
+def _stage_groups(stage: Stage) -> list[list[Node]]:
+    if stage.kind == "merge":
+        from ..optimizer.merge import merge_convs
+
+        convs = [g[0] for g in stage.groups]
+        return [[merge_convs(convs, "merged_" + "_".join(c.name for c in convs))]]
+    return [list(g) for g in stage.groups]
+
+
+def _externals(groups: list[list[Node]]) -> list[Node]:
+    inside = {id(n) for g in groups for n in g}
+    for g in groups:
+        for n in g:
+            for leaf in leaf_nodes(n):
+                inside.add(id(leaf))
+    out: dict[int, Node] = {}
+    for g in groups:
+        for n in g:
+            for p in n.predecessors():
+                if id(p) not in inside:
+                    out.setdefault(id(p), p)
+    return list(out.values())
+
+
+class MeasuredCostModel:
+    def __init__(self, threads: int | None = None, device: str = "cpu", warmup: int = 2, number: int = 1,
+                 repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str = "stage",
+                 seed: int = 0):
+        if device != "cpu":
+            raise RuntimeError("the measured cost model runs stages on the CPU runtime only; "
+                               "the CUDA runtime is not implemented in this build")
+        if mode not in ("stage", "composed"):
+            raise ValueError(f"mode must be 'stage' or 'composed', not {mode!r}")
+        self.threads = resolve_threads(threads)
+        self.device = device
+        self.protocol = dict(warmup=warmup, number=number, repeat=repeat, min_sample_ms=min_sample_ms)
+        self.mode = mode
+        self.seed = seed
+        self.method = f"runtime-median:w{warmup}n{number}r{repeat}m{min_sample_ms or 0}"
+        if cache is True:
+            self.cache: ProfileCache | None = ProfileCache(device=device)
+        elif cache is False or cache is None:
+            self.cache = None
+        elif isinstance(cache, ProfileCache):
+            self.cache = cache
+        else:
+            self.cache = ProfileCache(cache, device=device)
+        self._memo: dict[tuple, float] = {}
+        self.measured = 0  # stages actually timed by this object
+        self.measure_seconds = 0.0
+        self.calls = 0
+        self._dispatch_ms: float | None = None
+
+    # ---- public ----------------------------------------------------------------------------
+    def stage_latency(self, stage: Stage, batch_size: int) -> float:
+        self.calls += 1
+        if self.mode == "composed":
+            return self._composed(stage, batch_size)
+        return self._latency(stage.kind, stage.groups, batch_size, self.threads, lambda: _stage_groups(stage))
+
+    @property
+    def hits(self) -> int:
+        return self.cache.hits if self.cache else 0
+
+    @property
+    def misses(self) -> int:
+        return self.cache.misses if self.cache else self.measured
+
+    def stats(self) -> dict:
+        return {"mode": self.mode, "threads": self.threads, "calls": self.calls, "measured": self.measured,
+                "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
+                "cache": str(self.cache.path) if self.cache else None, "method": self.method}
+
+    def __repr__(self) -> str:
+        return f"MeasuredCostModel({self.stats()})"
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build) -> float:
+        sig, desc = stage_signature(kind, groups)
+        key = (batch_size, threads, sig)
+        if key in self._memo:
+            return self._memo[key]
+        value = None
+        if self.cache is not None:
+            value = self.cache.get(batch_size, threads, self.method, sig)
+        if value is None:
+            ms, std, samples = self._measure(build(), batch_size, threads)
+            value = ms
+            if self.cache is not None:
+                self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000])
+        self._memo[key] = value
+        return value
+
+    def _measure(self, groups: list[list[Node]], batch_size: int, threads: int) -> tuple[float, float, int]:
+        t0 = time.perf_counter()
+        externals = _externals(groups)
+        outputs = [n for g in groups for n in g]
+        prog = build_program([groups], externals, outputs, batch_size, threads, random_weights=True,
+                             seed=self.seed)
+        gen = torch.Generator().manual_seed(self.seed)
+        for ext in externals:
+            prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
+        caller = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            with torch.inference_mode():
+                m = measure(prog.run, **self.protocol)
+        finally:
+            torch.set_num_threads(caller)
+        self.measured += 1
+        self.measure_seconds += time.perf_counter() - t0
+        return m.median, m.std, m.repeat
+
+    def _composed(self, stage: Stage, batch_size: int) -> float:
+        groups = _stage_groups(stage)
+        if len(groups) == 1:
+            return self._ops_latency(groups[0], batch_size, self.threads)
+        nworkers = min(len(groups), self.threads)
+        if nworkers <= 1:
+            return sum(self._ops_latency(g, batch_size, self.threads) for g in groups)
+        costs = [sum(max(leaf.macs(), 1) for n in g for leaf in leaf_nodes(n)) for g in groups]
+        order = sorted(range(len(groups)), key=lambda i: -costs[i])
+        loads = [0] * nworkers
+        assigned: list[list[int]] = [[] for _ in range(nworkers)]
+        for i in order:
+            w = min(range(nworkers), key=lambda j: loads[j])
+            assigned[w].append(i)
+            loads[w] += costs[i]
+        per = split_threads(self.threads, nworkers)
+        worst = max(sum(self._ops_latency(groups[i], batch_size, t) for i in a) for a, t in zip(assigned, per))
+        return worst + self.dispatch_ms()
+
+    def _ops_latency(self, group: list[Node], batch_size: int, threads: int) -> float:
+        """Sum of the group's operators, each measured alone (one-operator stages, cached)."""
+        total = 0.0
+        for node in group:
+            for leaf in leaf_nodes(node):
+                if leaf.TYPE == "identity" and len(leaf.inputs) == 1 and len(leaf.inputs[0]) == 1:
+                    continue  # a pass-through: no work
+                total += self._latency("parallel", [[leaf]], batch_size, threads, lambda leaf=leaf: [[leaf]])
+        return total
+
+    def dispatch_ms(self) -> float:
+        """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once."""
+        if self._dispatch_ms is None:
+            pool = shared_pool()
+            n = min(self.threads, 8)
+            per = split_threads(self.threads, n)
+            tasks = [((lambda: None), t) for t in per]
+            m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
+            self._dispatch_ms = m.median
+        return self._dispatch_ms
+
+
+def make_measured_cost_model(**options) -> MeasuredCostModel:
+    """Factory used by ``ios_core.cost.make_cost_model("measured", **options)``; options are
+    :class:`MeasuredCostModel`'s (threads, warmup, number, repeat, min_sample_ms, cache = True |
+    False | path | ProfileCache, mode = "stage" | "composed", seed)."""
+    return MeasuredCostModel(**options)
+
+
+def estimate_operator_count(stages: list[Stage]) -> int:
+    """Distinct operators among ``stages`` (what ``mode="composed"`` measures, per thread share)."""
+    sigs = set()
+    for st in stages:
+        for g in st.groups:
+            for n in g:
+                for leaf in leaf_nodes(n):
+                    sigs.add(stage_signature("parallel", [[leaf]])[0])
+    return len(sigs)
+
+
+__all__ = ["MeasuredCostModel", "estimate_operator_count", "make_measured_cost_model"]
