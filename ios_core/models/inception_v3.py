@@ -81,7 +81,7 @@ def _inception_e(b: GraphBuilder, x):
     return b.end_block(b.concat([v1, v3a, v3b, vda, vdb, vp]))
 
 
-@register("inception_v3", "Inception v3 (torchvision architecture, no aux head), 299x299")
+@register("inception_v3", "Inception v3 (torchvision, no aux head), 299x299")
 def inception_v3(num_classes: int = 1000, image_size: int = 299):
     if image_size < 75:
         raise ValueError(f"inception_v3 needs image_size >= 75, got {image_size}")

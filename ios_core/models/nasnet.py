@@ -141,7 +141,7 @@ def _end(b: GraphBuilder, out_terms, carry_terms):
     return Value(node, 0, n_out), (Value(node, n_out, node.output_shape[0]) if carry_terms else None)
 
 
-@register("nasnet", "NASNet-A Large (6 @ 4032), 331x331")
+@register("nasnet", "NASNet-A Large 6@4032, 331x331")
 def nasnet(num_classes: int = 1000, image_size: int = 331, stem_filters: int = 96, filters: int = 168,
            reference: bool = False):
     b = GraphBuilder("nasnet", (3, image_size, image_size))

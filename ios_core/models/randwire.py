@@ -99,6 +99,6 @@ def build_randwire(name: str, graphs, channels: int = 154, num_classes: int = 10
     return b.finish()
 
 
-@register("randwire", "RandWire-WS large (C=154, WS(4, 0.75), seeded), 224x224")
+@register("randwire", "RandWire-WS large, C=154, seeded, 224x224")
 def randwire(seed: int = 0, channels: int = 154, num_classes: int = 1000, image_size: int = 224):
     return build_randwire("randwire", stage_graphs(seed), channels, num_classes, image_size)

@@ -47,16 +47,16 @@ def _resnet(name: str, unit, layers, num_classes: int, image_size: int):
     return b.finish()
 
 
-@register("resnet18", "ResNet-18 (torchvision, BN folded), 224x224")
+@register("resnet18", "ResNet-18 (torchvision), 224x224")
 def resnet18(num_classes: int = 1000, image_size: int = 224):
     return _resnet("resnet18", _basic, (2, 2, 2, 2), num_classes, image_size)
 
 
-@register("resnet34", "ResNet-34 (torchvision, BN folded), 224x224")
+@register("resnet34", "ResNet-34 (torchvision), 224x224")
 def resnet34(num_classes: int = 1000, image_size: int = 224):
     return _resnet("resnet34", _basic, (3, 4, 6, 3), num_classes, image_size)
 
 
-@register("resnet50", "ResNet-50 v1.5 (torchvision, BN folded), 224x224")
+@register("resnet50", "ResNet-50 (torchvision), 224x224")
 def resnet50(num_classes: int = 1000, image_size: int = 224):
     return _resnet("resnet50", _bottleneck, (3, 4, 6, 3), num_classes, image_size)

@@ -38,7 +38,7 @@ def _vgg(name: str, num_classes: int, image_size: int):
 def _register(name: str):
     letter = {"vgg11": "A", "vgg13": "B", "vgg16": "D", "vgg19": "E"}[name]
 
-    @register(name, f"VGG {name[3:]} (torchvision {name}, config {letter}), 224x224")
+    @register(name, f"VGG-{name[3:]} (torchvision, cfg {letter}), 224x224")
     def build(num_classes: int = 1000, image_size: int = 224):
         return _vgg(name, num_classes, image_size)
 
