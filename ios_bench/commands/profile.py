@@ -1,0 +1,97 @@
+"""ios-bench profile --model M --batch B [--schedule FILE] [--strategy S]"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from ..loading import load_graph
+
+STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
+
+
+def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int, threads: int | None):
+    if strategy is None:
+        return graph, None
+    try:
+        from ios_core import optimize
+        from ios_core.cost import make_cost_model
+    except ImportError as e:  # the scheduler not installed
+        raise InputError(f"--strategy needs the IOS optimizer, which is not available ({e})") from None
+    options = {"mode": cost_mode, "threads": threads} if cost == "measured" else {}
+    cm = make_cost_model(cost, **options)
+    return optimize(graph, strategy, cm, batch_size=batch), cm
+
+
+@click.command("profile")
+@click.option("--model", "model", default=None, help="zoo model name or graph JSON file")
+@click.option("--batch", "batch", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--schedule", "schedule", type=click.Path(dir_okay=False), default=None,
+              help="a schedule file (graph JSON with stages, e.g. written by ios-bench optimize or the reference IOS)")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
+              help="optimize the model first with this strategy (default: the graph's own stages, or sequential)")
+@click.option("--cost", type=click.Choice(["synthetic", "measured"]), default="synthetic", show_default=True,
+              help="cost model for --strategy")
+@click.option("--cost-mode", type=click.Choice(["stage", "composed"]), default="stage", show_default=True,
+              help="measured cost model mode")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="thread budget (default: torch's)")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--number", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="weights seed (when the graph has none)")
+@click.option("--show-graph/--no-show-graph", default=True, show_default=True, help="print the scheduled graph")
+def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, number, repeat, seed, show_graph):
+    """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.
+
+    \b
+    Examples:
+      ios-bench profile --model sample
+      ios-bench profile --model inception_v3 --strategy both
+      ios-bench profile --schedule tests/data/tiny_schedule.json --batch 2
+    """
+    import numpy as np
+
+    from ios_core.runtime import Runtime
+
+    if model is None and schedule is None:
+        raise InputError("give --model or --schedule")
+    if schedule is not None and strategy is not None:
+        raise InputError("--schedule already fixes the stages: drop --strategy")
+    graph = load_graph(schedule if schedule is not None else model)
+    if model is not None and schedule is not None:
+        base = load_graph(model)
+        if base.name != graph.name:
+            raise InputError(f"schedule {schedule} is for {graph.name!r}, not {base.name!r}")
+    if not graph.has_weights:
+        graph.init_weights(seed)
+    graph, cm = _schedule(graph, strategy, cost, cost_mode, batch, threads)
+    if not graph.has_weights:
+        graph.init_weights(seed)
+    rt = Runtime(graph, batch, threads=threads)
+    m = rt.measure(warmup=warmup, number=number, repeat=repeat, profile_stages=True)
+    stage_ms = m.stage_mean_ms
+    if show_graph:
+        click.echo(str(graph))
+    label = strategy or ("given" if graph.has_stages else "sequential")
+    click.echo(f"{label.capitalize()} schedule: {m.median:.3f} ms (median; mean {m.mean:.3f} ± {m.std:.3f}, "
+               f"min {m.min:.3f}, {m.repeat}x{m.number}, batch {batch}, {rt.threads} threads)")
+    click.echo(f"      Stage latency: {np.array2string(np.array(stage_ms), precision=5, max_line_width=100)}")
+    click.echo("")
+    total = sum(stage_ms) or 1.0
+    click.echo(f"{'stage':>5} {'groups':>6} {'ms':>9} {'share':>6}  operators")
+    for i, (names, ms) in enumerate(zip(m.meta["stage_names"], stage_ms)):
+        groups = " | ".join(",".join(_hint(graph, n) for n in g) for g in names)
+        click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {groups}")
+    st = rt.stats
+    click.echo(f"# {graph.name}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
+               f"operators, sum of stages {sum(stage_ms):.3f} ms, whole graph {m.median:.3f} ms, "
+               f"peak activations {st['peak_activation_bytes'] / 2**20:.2f} MiB")
+    if cm is not None and hasattr(cm, "stats"):
+        click.echo(f"# cost model: {cm.stats()}")
+
+
+def _hint(graph, name) -> str:
+    try:
+        return graph.node(name).hint_name
+    except KeyError:
+        return name
