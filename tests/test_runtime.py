@@ -13,7 +13,10 @@ from ios_core.reference import random_input
 from ios_core.reference import run as oracle
 from ios_core.runtime import Runtime
 
-FAST_MODELS = ["sample", "squeezenet"]
+# small inputs keep the default run fast; the slow test below runs the whole zoo at full size
+FAST_MODELS = {"sample": {"input_shape": (64, 15, 15)}, "squeezenet": {"image_size": 96},
+               "inception_v3": {"image_size": 107}, "randwire": {"image_size": 64, "channels": 16},
+               "nasnet": {"image_size": 64, "stem_filters": 16, "filters": 16}}
 
 
 def _check(graph: Graph, schedule: Graph, batch: int, threads: int = 2, **kw) -> Runtime:
@@ -42,10 +45,10 @@ def test_mixed_graph_every_op(mixed, batch, schedule):
         assert rt.stats["parallel_stages"] > 0 and rt.stats["max_workers"] == 2
 
 
-@pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("name", FAST_MODELS)
+@pytest.mark.parametrize("name,batch", [("sample", 1), ("sample", 2), ("squeezenet", 1), ("squeezenet", 2),
+                                        ("inception_v3", 1), ("randwire", 2), ("nasnet", 1)])
 def test_zoo_models_sequential_and_levels(name, batch):
-    g = models.get(name).init_weights(0)
+    g = models.get(name, **FAST_MODELS[name]).init_weights(0)
     _check(g, g, batch)
     _check(g, level_schedule(g), batch)
 
@@ -124,3 +127,51 @@ def test_adapter_runs_the_schedule(mixed):
     assert compare(compiled.run(x), oracle(mixed, x)).passed
     assert compiled.info["parallel_stages"] > 0
     assert compiled.info["threads"] == 2
+
+
+def _optimizer():
+    try:
+        from ios_core.cost import make_cost_model
+        from ios_core.optimizer import optimize
+    except ImportError:
+        pytest.skip("the IOS optimizer is not on this branch yet")
+    return optimize, make_cost_model
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "greedy", "merge", "parallel", "both"])
+def test_optimized_schedules_match_oracle(strategy):
+    optimize, make_cost_model = _optimizer()
+    g = models.get("squeezenet", image_size=64).init_weights(0)
+    sched = optimize(g, strategy, make_cost_model("synthetic"), batch_size=1)
+    for batch in (1, 2):
+        _check(g, sched, batch)
+
+
+def test_measured_cost_model_drives_the_optimizer(tmp_path):
+    optimize, make_cost_model = _optimizer()
+    g = models.get("sample", input_shape=(16, 8, 8)).init_weights(0)
+    opts = dict(cache=tmp_path / "p.sqlite", warmup=1, number=1, repeat=2, min_sample_ms=None)
+    cm = make_cost_model("measured", **opts)
+    sched = optimize(g, "both", cm, batch_size=1)
+    assert cm.measured > 0 and cm.misses == cm.measured
+    _check(g, sched, 1)
+    cm2 = make_cost_model("measured", **opts)
+    sched2 = optimize(g, "both", cm2, batch_size=1)
+    assert cm2.misses == 0 and cm2.measured == 0 and cm2.hits > 0
+    assert [b.stages for b in sched2.blocks] == [b.stages for b in sched.blocks]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("name", models.names())
+def test_every_zoo_model_every_strategy(name, batch):
+    g = models.get(name).init_weights(0)
+    _check(g, g, batch)
+    _check(g, level_schedule(g), batch)
+    try:
+        from ios_core.cost import make_cost_model
+        from ios_core.optimizer import optimize
+    except ImportError:
+        return
+    for strategy in ["greedy", "merge", "parallel", "both"]:
+        _check(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch)

@@ -174,23 +174,22 @@ def build_program(stages: list[list[list[Node]]], externals: list[Node], outputs
 
     concat_of: dict[int, tuple[Node, int]] = {}  # producer leaf -> (concat leaf, channel offset)
     concats: list[Node] = []
+    aliased_terms: dict[int, set[int]] = {}  # concat leaf -> indices of terms written in place
     for leaf in leaves:
         if leaf.TYPE != "identity" or id(leaf) in alias_of or len(leaf.inputs) < 2:
             continue
-        if any(len(term) != 1 for term in leaf.inputs):
-            continue
         concats.append(leaf)
         offset = 0
-        seen: set[int] = set()
-        for term in leaf.inputs:
+        aliased_terms[id(leaf)] = set()
+        for ti, term in enumerate(leaf.inputs):
             v = term[0]
             p = root(v.node)
-            ok = (whole(v) and p.output_shape[0] == v.length and id(p) in stage_of and stage_of[id(p)] >= 0
-                  and id(p) not in concat_of and id(p) not in seen and p.TYPE not in ("identity", "flatten")
+            ok = (len(term) == 1 and whole(v) and p.output_shape[0] == v.length and id(p) in stage_of
+                  and stage_of[id(p)] >= 0 and id(p) not in concat_of and p.TYPE not in ("identity", "flatten")
                   and p.output_shape[1:] == leaf.output_shape[1:])
             if ok:
                 concat_of[id(p)] = (leaf, offset)
-                seen.add(id(p))
+                aliased_terms[id(leaf)].add(ti)
             offset += v.length
     concat_ids = {id(c) for c in concats}
 
@@ -332,26 +331,17 @@ def build_program(stages: list[list[list[Node]]], externals: list[Node], outputs
         if id(leaf) in alias_of:
             return None
         if id(leaf) in concat_ids:
-            # copy the terms that were not written in place
-            copies = []
-            offset = 0
-            for term in leaf.inputs:
-                v = term[0]
-                p = root(v.node)
-                if concat_of.get(id(p), (None,))[0] is not leaf or not whole(v):
-                    k = slot_of(v.node)
-                    full = p.output_shape[0]
-                    copies.append((offset, v.length, k, None if (v.begin == 0 and v.end == full) else v.begin))
-                offset += v.length
-            if not copies:
-                return None
+            # the terms not written in place by their producers: a copy into the slice, or a sum
+            # (product) computed straight into it
             buf = env[o]
-
-            def concat_op():
-                for off, ln, k, b in copies:
-                    src = env[k] if b is None else env[k].narrow(1, b, ln)
-                    buf.narrow(1, off, ln).copy_(src)
-            return concat_op
+            fns = []
+            offset = 0
+            for ti, term in enumerate(leaf.inputs):
+                if ti not in aliased_terms[id(leaf)]:
+                    fns.append(_term_into(buf.narrow(1, offset, term[0].length), [getter_value(v) for v in term],
+                                          kind == "element" and leaf.op_type == "mul"))
+                offset += term[0].length
+            return _seq(fns) if fns else None
         get = getter(leaf)
         if kind == "conv":
             w = _weight(leaf, "weight", leaf.weight_shape, random_weights, rng)
@@ -451,6 +441,23 @@ def build_program(stages: list[list[list[Node]]], externals: list[Node], outputs
         "threads": threads,
     }
     return program
+
+
+def _term_into(dst, getters, mul):
+    if len(getters) == 1:
+        g = getters[0]
+        return lambda: dst.copy_(g())
+    op = torch.mul if mul else torch.add
+    a, b = getters[0], getters[1]
+    rest = getters[2:]
+    if not rest:
+        return lambda: op(a(), b(), out=dst)
+
+    def f():
+        op(a(), b(), out=dst)
+        for g in rest:
+            dst.mul_(g()) if mul else dst.add_(g())
+    return f
 
 
 def _with_release(fn, env, release):
