@@ -1,0 +1,45 @@
+"""ios-bench profile: the stage latency view of a schedule."""
+
+from __future__ import annotations
+
+import pytest
+
+from ios_bench.cli import main
+from ios_core import models
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_profile_reference_schedule(data_dir, capsys):
+    code, out, err = _run(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--batch", "2",
+                           "--repeat", "2", "--warmup", "1"], capsys)
+    assert code == 0, err
+    assert "Parallel(" in out and "Given schedule:" in out and "Stage latency: [" in out
+    lines = [ln for ln in out.splitlines() if ln.strip()[:1].isdigit() and "%" in ln]
+    assert len(lines) == 6  # six stages, two of them with two groups
+    assert sum(1 for ln in lines if ln.split()[1] == "2") == 2
+    assert "2 parallel" in out and "whole graph" in out
+
+
+def test_profile_model_json_sequential(tmp_path, capsys):
+    g = models.get("sample", input_shape=(16, 8, 8))
+    path = tmp_path / "sample_small.json"
+    g.save(path)
+    code, out, err = _run(["profile", "--model", str(path), "--repeat", "2", "--no-show-graph"], capsys)
+    assert code == 0, err
+    assert out.startswith("Sequential schedule:")
+    assert "5 stages (0 parallel)" in out
+
+
+def test_profile_bad_input(data_dir, capsys):
+    code, _, err = _run(["profile"], capsys)
+    assert code == 2 and "--model or --schedule" in err
+    code, _, err = _run(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--strategy", "both"], capsys)
+    assert code == 2 and "drop --strategy" in err
+    code, _, err = _run(["profile", "--model", "no_such_model"], capsys)
+    assert code == 2
