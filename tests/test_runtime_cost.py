@@ -129,3 +129,18 @@ def test_bad_options():
         MeasuredCostModel(mode="guess", cache=False)
     with pytest.raises(RuntimeError):
         MeasuredCostModel(device="cuda", cache=False)
+
+
+def test_merge_stage_is_measured_as_one_convolution(tmp_path):
+    from ios_core.optimizer.merge import can_merge
+
+    _, nodes = _fire(0)
+    assert can_merge([nodes[0], nodes[1]])
+    cm = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **FAST)
+    merged = cm.stage_latency(Stage("merge", [[nodes[0]], [nodes[1]]]), 1)
+    par = cm.stage_latency(Stage("parallel", [[nodes[0]], [nodes[1]]]), 1)
+    assert merged > 0 and par > 0 and cm.measured == 2  # distinct signatures
+    # the merged stage's signature does not depend on names either
+    _, other = _fire(3)
+    cm2 = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **FAST)
+    assert cm2.stage_latency(Stage("merge", [[other[0]], [other[1]]]), 1) == merged and cm2.hits == 1
