@@ -37,6 +37,11 @@ class _Worker:
 
     def _loop(self) -> None:
         self.threads = torch.get_num_threads()  # lazy per-thread OpenMP initialization happens here
+        # inference mode is thread-local: workers stay in it, as the runtime's caller is
+        with torch.inference_mode():
+            self._serve()
+
+    def _serve(self) -> None:
         while True:
             item = self.inbox.get()
             if item is None:
