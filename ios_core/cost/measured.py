@@ -88,6 +88,7 @@ class MeasuredCostModel:
         else:
             self.cache = ProfileCache(cache, device=device)
         self._memo: dict[tuple, float] = {}
+        self._op_memo: dict[tuple, tuple[Node, float]] = {}  # composed mode: operator object -> latency
         self.measured = 0  # stages actually timed by this object
         self.measure_seconds = 0.0
         self.calls = 0
@@ -175,11 +176,20 @@ class MeasuredCostModel:
     def _ops_latency(self, group: list[Node], batch_size: int, threads: int) -> float:
         """Sum of the group's operators, each measured alone (one-operator stages, cached)."""
         total = 0.0
+        memo = self._op_memo
         for node in group:
             for leaf in leaf_nodes(node):
+                key = (id(leaf), batch_size, threads)
+                hit = memo.get(key)
+                if hit is not None and hit[0] is leaf:
+                    total += hit[1]
+                    continue
                 if leaf.TYPE == "identity" and len(leaf.inputs) == 1 and len(leaf.inputs[0]) == 1:
-                    continue  # a pass-through: no work
-                total += self._latency("parallel", [[leaf]], batch_size, threads, lambda leaf=leaf: [[leaf]])
+                    ms = 0.0  # a pass-through: no work
+                else:
+                    ms = self._latency("parallel", [[leaf]], batch_size, threads, lambda leaf=leaf: [[leaf]])
+                memo[key] = (leaf, ms)  # the node is kept, so its id is not reused
+                total += ms
         return total
 
     def dispatch_ms(self) -> float:
