@@ -175,3 +175,19 @@ def test_every_zoo_model_every_strategy(name, batch):
         return
     for strategy in ["greedy", "merge", "parallel", "both"]:
         _check(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch)
+
+
+def test_arena_reuse_respects_views_of_a_buffer():
+    """A channel slice of a concatenation (a view of its buffer) read after another
+    concatenation of the same size was written: the buffer's storage must not be reused."""
+    from ios_core.ir import GraphBuilder, Value
+
+    b = GraphBuilder("views", (4, 5, 5))
+    x = b.input
+    cat1 = b.concat([b.conv(x, 4, 1), b.conv(x, 4, 3, padding=1)])
+    s = b.identity(Value(cat1.node, 0, 4))  # a view of cat1's buffer
+    cat2 = b.concat([b.conv(x, 4, 3, padding=1), b.conv(x, 4, 1)])
+    b.end_block(b.add([s, Value(cat2.node, 0, 4)]))
+    g = b.finish().init_weights(0)
+    rt = _check(g, g, 2)
+    assert rt.stats["concat_buffers"] == 2

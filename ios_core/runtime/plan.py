@@ -225,6 +225,17 @@ def build_program(stages: list[list[list[Node]]], externals: list[Node], outputs
         if id(leaf) not in alias_of:
             first_def.setdefault(slot[id(leaf)], si)
     keep = {slot_of(o) for o in outputs}
+    # an operator whose output may be a view of its input (a channel slice, a reshape) keeps
+    # that input's storage alive as long as itself: matters for arena storage reuse
+    for leaf in reversed(leaves):
+        if id(leaf) in alias_of or leaf.TYPE not in ("identity", "element", "flatten"):
+            continue
+        if len(leaf.inputs) != 1 or len(leaf.inputs[0]) != 1:
+            continue
+        k, parent = slot[id(leaf)], slot_of(leaf.inputs[0][0].node)
+        if k in keep:
+            keep.add(parent)
+        last_use[parent] = max(last_use.get(parent, -1), last_use.get(k, -1))
     nstages = len(stages)
 
     def shape_of(node: Node) -> tuple:
