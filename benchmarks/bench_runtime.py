@@ -117,6 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     args.threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(args.threads)  # the oracle path runs on this thread with the same budget
     args.strategies = [s for s in args.strategies.split(",") if s]
     names = [m for m in args.models.split(",") if m]
     known = models.names()
