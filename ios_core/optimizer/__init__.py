@@ -7,8 +7,16 @@
 """
 
 from .merge import can_merge, merge_convs, merge_offsets
-from .optimize import DEFAULT_MAX_PART_SIZE, STRATEGIES, OptimizeStats, StageCoster, copy_graph, optimize
+from .optimize import (
+    DEFAULT_MAX_PART_SIZE,
+    STRATEGIES,
+    OptimizeStats,
+    StageCoster,
+    copy_graph,
+    optimize,
+    schedule_cost,
+)
 from .stage import Stage
 
 __all__ = ["DEFAULT_MAX_PART_SIZE", "STRATEGIES", "OptimizeStats", "Stage", "StageCoster", "can_merge", "copy_graph",
-           "merge_convs", "merge_offsets", "optimize"]
+           "merge_convs", "merge_offsets", "optimize", "schedule_cost"]

@@ -301,3 +301,17 @@ def _progress_bar(graph: Graph, part_size: int):
 
     parts = sum((len(b.nodes) + part_size - 1) // part_size for b in graph.blocks)
     return tqdm(total=parts, desc=f"IOS search {graph.name}", unit="part", leave=False)
+
+
+def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
+    """Total latency of a scheduled graph's stages under ``cost_model``, each stage asked as a
+    parallel stage of its groups (merged convolutions are plain operators by now)."""
+    if not graph.has_stages:
+        raise ValueError(f"graph {graph.name!r} has no schedule (stages) on every block")
+    total = 0.0
+    for block in graph.blocks:
+        by_name = {n.name: n for n in block.nodes}
+        for stage in block.stages:
+            groups = [[by_name[name] for name in group] for group in stage]
+            total += float(cost_model.stage_latency(Stage("parallel", groups), batch_size))
+    return total
