@@ -192,17 +192,23 @@ class PartSearch:
             cache = self.parallel_cache
             masks = self.endings(state)
             self.transitions += len(masks)
+            best_mask = 0
             for mask in masks:
-                cost = cache.get(mask)
-                if cost is None:
-                    cost = cache[mask] = self.parallel_cost(mask, self.groups(state, mask))
-                rest = state & ~mask
-                sub = value.get(rest)
-                if sub is None:
-                    sub = self._solve(rest)
-                val = cost + sub
+                try:  # the common case: stage costed and sub-state solved already
+                    val = cache[mask] + value[state ^ mask]
+                except KeyError:
+                    cost = cache.get(mask)
+                    if cost is None:
+                        cost = cache[mask] = self.parallel_cost(mask, self.groups(state, mask))
+                    rest = state ^ mask
+                    sub = value.get(rest)
+                    if sub is None:
+                        sub = self._solve(rest)
+                    val = cost + sub
                 if val < best:
-                    best, choice = val, ("parallel", mask)
+                    best, best_mask = val, mask
+            if best_mask:
+                choice = ("parallel", best_mask)
         if self.use_merge:
             if not self.use_parallel:
                 for u in self.sinks(state):
