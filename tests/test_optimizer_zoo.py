@@ -129,3 +129,21 @@ def test_cli_optimize_bad_input():
     with pytest.raises(SystemExit) as e:
         main(["optimize", "--model", "no_such_model"])
     assert e.value.code == 2
+
+
+def test_chained_merges_read_slices_of_an_earlier_merge():
+    b = GraphBuilder("chain", (5, 9, 9))
+    x = b.input
+    a = b.conv(x, 4, 1)
+    c = b.conv(x, 3, 3, padding=1)
+    d = b.conv(a, 2, 3, padding=1)
+    e = b.conv(a, 3, 1)
+    b.end_block(b.concat([c, d, e]))
+    graph = b.finish().init_weights(5)
+    out = optimize(graph, "merge", SyntheticCostModel(launch_ms=1.0))  # launches dominate: merge all
+    merged = [n for n in out.operators() if n.name.endswith("_merged")]
+    assert len(merged) == 2
+    first, second = merged
+    assert [(v.node, v.begin, v.end) for v in second.values()] == [(first, 0, 4)]
+    x_in = reference.random_input(graph, 2, 1)
+    assert compare(reference.run(out, x_in), reference.run(graph, x_in), 1e-5).passed
