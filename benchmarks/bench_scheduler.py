@@ -28,6 +28,9 @@ from ios_core.optimizer import optimize  # noqa: E402
 
 DEFAULT_MODELS = "inception_v3,nasnet,randwire,squeezenet"
 MIRROR = "/work/.mirror/mit-han-lab+inter-operator-scheduler/repo"
+# our zoo name -> the reference's model function
+REFERENCE_NAMES = {"nasnet": "nasnet_large", "randwire": "randwire_large", "vgg11": "vgg_11", "vgg13": "vgg_13",
+                   "vgg16": "vgg_16", "vgg19": "vgg_19"}
 REFERENCE_OPT = {"both": "dp_parallel_merge", "parallel": "dp_parallel", "merge": "dp_merge"}
 
 
@@ -124,6 +127,7 @@ def main(argv=None):
                 f"{row['stages_costed']:>9}{row['search_s']:>10.3f}{row['cost_ms']:>10.3f}")
         if tree:
             ref_name = Path(spec).stem if spec.endswith(".json") else spec
+            ref_name = REFERENCE_NAMES.get(ref_name, ref_name)
             ref = run_reference(tree, ref_name, args.strategy, r, s, args.max_part_size, args.reference_timeout)
             row["reference"] = ref
             if "error" in ref:
