@@ -248,3 +248,25 @@ def test_random_graphs_cover_merges():
         merged += out.optimize_stats.merged
     assert merged > 0
     assert np.isfinite(merged)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_state_count_is_the_number_of_down_sets(seed, capsys):
+    from ios_core.optimizer.dp import count_states, descendants
+    from ios_core.optimizer.optimize import _block_edges
+
+    graph = random_graph(200 + seed, max_ops=10)
+    # a state is a non-empty set S with: u in S and v an ancestor of u => v in S
+    expected = 0
+    for block in graph.blocks:
+        n = len(block.nodes)
+        desc = descendants(_block_edges(block))
+        here = sum(1 for m in range(1, 1 << n)
+                   if all(not (m >> u & 1) or all(m >> v & 1 for v in range(n) if desc[v] >> u & 1)
+                          for u in range(n)))
+        assert count_states((1 << n) - 1, desc) == here
+        expected += here
+    for strategy in ("merge", "parallel", "both"):
+        out = optimize(graph, strategy, SyntheticCostModel(), progress=True)
+        assert out.optimize_stats.states == expected
+    assert "IOS" in capsys.readouterr().err  # the progress bar went to stderr

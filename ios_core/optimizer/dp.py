@@ -77,6 +77,22 @@ def chain_decomposition(part: int, desc: Sequence[int]) -> list[list[int]]:
     return chains
 
 
+def count_states(part: int, desc: Sequence[int]) -> int:
+    """How many states the DP of ``part`` solves: its non-empty predecessor-closed subsets
+    (every one is reached, since removing a single sink is always a stage). For progress bars."""
+    seen = {part}
+    todo = [part]
+    while todo:
+        state = todo.pop()
+        for u in iter_bits(state):
+            if desc[u] & state == 1 << u:
+                rest = state ^ (1 << u)
+                if rest and rest not in seen:
+                    seen.add(rest)
+                    todo.append(rest)
+    return len(seen)
+
+
 class PartSearch:
     """Minimum-cost schedule of one part. ``parallel_cost(mask, groups)`` and
     ``merge_cost(mask, members)`` return stage latencies (the caller memoizes them);

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..ir import Block, Graph, GraphError, Node, Value, leaf_nodes
-from .dp import PartSearch, descendants, iter_bits
+from .dp import PartSearch, count_states, descendants, iter_bits
 from .merge import can_merge, merge_convs, merge_key, merge_offsets
 from .stage import Stage
 
@@ -107,7 +107,7 @@ def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     stats = OptimizeStats(strategy, batch_size, max_group_size, max_num_groups, max_part_size,
                           blocks=len(new.blocks), cost_model=type(cost_model).__name__)
     coster = StageCoster(cost_model, batch_size)
-    bar = _progress_bar(new, max_part_size) if progress else None
+    bar = _progress_bar(new, strategy, max_part_size) if progress else None
     taken = set(n.name for n in new.nodes()) | set(n.name for n in new.operators())
     start = time.perf_counter()
     try:
@@ -196,12 +196,8 @@ def _schedule_block(bi, block, strategy, coster, r, s, part_size, stats, bar):
 
     on_state = None
     if bar is not None:
-        counter = [0]
-
         def on_state():
-            counter[0] += 1
-            if counter[0] % 500 == 0:
-                bar.set_postfix(states=stats.states + counter[0], refresh=False)
+            bar.update(1)
 
     plan = []
     for begin in range(0, n, part_size):
@@ -218,8 +214,6 @@ def _schedule_block(bi, block, strategy, coster, r, s, part_size, stats, bar):
             mask = sum(1 << u for g in groups for u in g)
             cost = merge_cost(mask, [g[0] for g in groups]) if kind == "merge" else parallel_cost(mask, groups)
             plan.append((kind, groups, cost))
-        if bar is not None:
-            bar.update(1)
     return plan
 
 
@@ -296,11 +290,19 @@ def _fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
-def _progress_bar(graph: Graph, part_size: int):
+def _progress_bar(graph: Graph, strategy: str, part_size: int):
+    """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
+    if strategy in ("sequential", "greedy"):
+        return None
     from tqdm import tqdm
 
-    parts = sum((len(b.nodes) + part_size - 1) // part_size for b in graph.blocks)
-    return tqdm(total=parts, desc=f"IOS search {graph.name}", unit="part", leave=False)
+    total = 0
+    for block in graph.blocks:
+        desc = descendants(_block_edges(block))
+        n = len(block.nodes)
+        for begin in range(0, n, part_size):
+            total += count_states(sum(1 << u for u in range(begin, min(n, begin + part_size))), desc)
+    return tqdm(total=total, desc=f"IOS {strategy} {graph.name}", unit="state", leave=False, mininterval=0.25)
 
 
 def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
