@@ -105,7 +105,7 @@ def test_cli_optimize_writes_a_loadable_schedule(tmp_path):
     target = tmp_path / "sched.json"
     stats = tmp_path / "stats.json"
     runner = CliRunner()
-    res = runner.invoke(cli, ["optimize", "--model", "sample", "--strategy", "both", "-r", "2", "-g", "4",
+    res = runner.invoke(cli, ["optimize", "--model", "sample", "--strategy", "both", "-r", "2", "-s", "4",
                               "--weights-seed", "0", "-o", str(target), "--stats-json", str(stats)])
     assert res.exit_code == 0, res.output
     assert "states" in res.output and "stages costed" in res.output

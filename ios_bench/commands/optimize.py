@@ -32,18 +32,18 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
 @click.option("--model", "-m", "model", required=True, help="zoo model name or graph JSON file")
 @click.option("--batch", "-b", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
               help="batch size to optimize for")
-@click.option("--strategy", "-s", type=click.Choice(STRATEGIES), default="both", show_default=True,
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="both", show_default=True,
               help="sequential | greedy | merge (IOS-Merge) | parallel (IOS-Parallel) | both (IOS-Both)")
 @click.option("--max-group-size", "-r", type=click.IntRange(min=1), default=3, show_default=True,
               help="most operators in one group of a parallel stage (pruning r)")
-@click.option("--max-num-groups", "-g", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-num-groups", "-s", type=click.IntRange(min=1), default=8, show_default=True,
               help="most groups in one parallel stage (pruning s)")
 @click.option("--max-part-size", type=click.IntRange(min=1), default=DEFAULT_MAX_PART_SIZE, show_default=True,
               help="blocks with more operators are split into parts searched one after another")
 @click.option("--cost", "cost_kind", type=click.Choice(COST_KINDS), default="synthetic", show_default=True,
               help="cost model: analytical (synthetic) or timed on a device (measured)")
 @click.option("--cost-option", "cost_options", multiple=True, metavar="KEY=VALUE",
-              help="option for the cost model, e.g. device=cuda or launch_ms=0.01 (repeatable)")
+              help="option for the cost model, e.g. launch_ms=0.01 (synthetic) or mode=composed (measured); repeatable")
 @click.option("--weights-seed", type=int, default=None,
               help="initialize weights with this seed (if the graph has none) and save them beside the schedule")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
