@@ -15,7 +15,6 @@ TensorFlow is imported only when one of these adapters is checked or built.
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import numpy as np
@@ -27,7 +26,6 @@ from .base import Adapter, Compiled
 
 
 def _tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
     return tf
@@ -78,7 +76,11 @@ class _Emitter:
             (ph, pw) = op.padding
             padding = "VALID" if (ph, pw) == (0, 0) else [[0, 0], [ph, ph], [pw, pw], [0, 0]]
             if conv_kind == "depthwise":
-                y = tf.nn.depthwise_conv2d(x, kernel, [1, *op.stride, 1], padding, dilations=list(op.dilation))
+                # Explicit padding on depthwise convs crashes grappler's shape inference (TF 2.21
+                # aborts the process), so pad first and convolve 'VALID'.
+                if padding != "VALID":
+                    x = tf.pad(x, padding)
+                y = tf.nn.depthwise_conv2d(x, kernel, [1, *op.stride, 1], "VALID", dilations=list(op.dilation))
             else:
                 y = tf.nn.conv2d(x, kernel, list(op.stride), padding, dilations=list(op.dilation))
             return _act(tf, op.act)(tf.nn.bias_add(y, bias))
