@@ -127,7 +127,7 @@ def export(graph: Graph, batch_size: int | None = 1, path: str | Path | None = N
     import onnx
     import onnx.helper as oh
 
-    if not graph.has_weights:
+    if any(op.HAS_WEIGHTS and not op.weights() for op in graph.operators()):
         raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
     if batch_size is not None and int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
