@@ -151,12 +151,16 @@ class TFCompiled(Compiled):
     def __init__(self, fn, info):
         super().__init__(info)
         self.fn = fn
+        self.tf = _tf()
 
     def prepare(self, x: np.ndarray):
-        return _tf().constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1)))
+        tf = _tf()
+        with tf.device("/CPU:0"):
+            return tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1)))
 
     def execute(self, prepared):
-        return self.fn(prepared)
+        with self.tf.device("/CPU:0"):  # CPU even where TensorFlow sees a GPU
+            return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
         return np.ascontiguousarray(out.numpy().transpose(0, 3, 1, 2))
