@@ -92,7 +92,7 @@ def test_adapter_matches_oracle(built, cases, name, model, batch):
     np.testing.assert_array_equal(x, reference.random_input(graph, batch, seed=batch))
 
 
-@pytest.mark.parametrize("name", [n for n in ADAPTERS if n != "torch-compile"] + ["torch-compile"])
+@pytest.mark.parametrize("name", ADAPTERS)
 def test_adapter_records_its_build(built, name):
     compiled = built(name, "sample", 1)
     info = compiled.info
