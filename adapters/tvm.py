@@ -482,43 +482,26 @@ def _default_cost_model() -> str:
         return "random"
 
 
-def _task_records(database, task, target) -> list:
-    mod = task.dispatched[0]
-    if not database.has_workload(mod):
-        return []
-    workload = database.commit_workload(mod)
-    return database.get_top_k(workload, 1 << 30)
-
-
 def _has_records(database, task, target) -> bool:
-    return len(_task_records(database, task, target)) > 0
-
-
-def _count_records(database) -> dict:
-    """Tuning records per workload (by structural hash of the workload module)."""
-    import tvm
-
-    counts: dict[int, int] = {}
-    for rec in database.get_all_tuning_records():
-        h = tvm.ir.structural_hash(rec.workload.mod)
-        counts[h] = counts.get(h, 0) + 1
-    return counts
+    mod = task.dispatched[0]
+    return bool(database.has_workload(mod) and database.get_top_k(database.commit_workload(mod), 1))
 
 
 def task_table(database, tasks, target, tuned_now: set[str]) -> list[dict]:
     """One row per task: name, weight (occurrences in the model), trials recorded in the
-    database, best measured latency (ms) and whether this build tuned it."""
-    import tvm
-
-    counts = _count_records(database)
+    database (all measured candidates, failed ones included), best measured latency (ms) and
+    whether this build tuned it."""
+    records = database.get_all_tuning_records()
     rows = []
     for i, task in enumerate(tasks):
-        recs = _task_records(database, task, target)
-        best = None
-        if recs:
-            secs = [float(s) for s in recs[0].run_secs] if recs[0].run_secs else []
+        mod = task.dispatched[0]
+        best, trials = None, 0
+        if database.has_workload(mod):
+            workload = database.commit_workload(mod)
+            trials = sum(1 for rec in records if rec.workload.same_as(workload))
+            top = database.get_top_k(workload, 1)
+            secs = [float(s) for s in top[0].run_secs] if top and top[0].run_secs else []
             best = 1000.0 * sum(secs) / len(secs) if secs else None
-        trials = counts.get(tvm.ir.structural_hash(task.dispatched[0]), len(recs))
         rows.append({"id": i, "task": task.task_name, "weight": int(task.weight), "trials": int(trials),
                      "best_ms": best, "tuned_now": task.task_name in tuned_now})
     return rows

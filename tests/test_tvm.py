@@ -74,8 +74,11 @@ def test_every_operator_matches_oracle_at_batch_2():
 @needs_tvm
 def test_avg_pool_counts_padding_like_the_oracle():
     b = GraphBuilder("avgpad", (3, 5, 5))
-    b.end_block(b.pool(b.input, "avg", kernel=3, stride=1, padding=1))
+    c = b.conv(b.input, 3, 1, act="identity")
+    b.end_block(b.pool(c, "avg", kernel=3, stride=1, padding=1))
     graph = b.finish().init_weights(0)
+    conv = c.node  # made an identity map, so the pool sees the input unchanged
+    conv.set_weights({"weight": np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1), "bias": np.zeros(3, np.float32)})
     x = np.ones((1, 3, 5, 5), np.float32)
     out = TVM.build(graph, batch_size=1, threads=1).run(x)
     # a corner window sees 4 ones and 5 zeros of padding: 4/9 when padding counts (not 1.0)

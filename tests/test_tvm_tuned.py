@@ -2,7 +2,8 @@
 
 One module-scoped build pair keeps the cost down: MetaSchedule's first use in a process imports
 TVM's tensor intrinsics (about a minute of CPU on the 2-core machines), then each trial takes
-about a second."""
+about a second. The two tuning tests are marked slow for that minute: run them with
+``pytest -m slow tests/test_tvm_tuned.py``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def builds(tmp_path_factory):
     return graph, db, first, after_first, second
 
 
+@pytest.mark.slow
 def test_tiny_budget_tunes_every_task_and_matches(builds):
     graph, db, first, after_first, _ = builds
     info = first.info
@@ -63,6 +65,7 @@ def test_tiny_budget_tunes_every_task_and_matches(builds):
     assert "Estimated total latency" in table and rows[0]["task"][:20] in table
 
 
+@pytest.mark.slow
 def test_second_build_reuses_database_without_tuning(builds):
     graph, db, first, after_first, second = builds
     info = second.info
