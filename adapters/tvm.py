@@ -265,6 +265,26 @@ def _base_info(target, threads_effective: int) -> dict:
 
 
 
+# apache-tvm 0.27.0.post1 was built against apache-tvm-ffi 0.1.14; with 0.1.15.post2 (which its
+# ">=0.1.14.post0" requirement lets pip pick) serializing any TIR node to JSON segfaults, and
+# MetaSchedule serializes every task. The untuned build never serializes and works with both.
+KNOWN_BAD_FFI = ("0.1.15",)
+
+
+def ffi_incompatibility() -> str | None:
+    """Why MetaSchedule would crash with the installed apache-tvm-ffi, or None."""
+    try:
+        from importlib.metadata import version
+
+        tvm_v, ffi_v = version("apache-tvm"), version("apache-tvm-ffi")
+    except Exception:
+        return None
+    if tvm_v.startswith("0.27") and ffi_v.startswith(KNOWN_BAD_FFI):
+        return (f"apache-tvm-ffi {ffi_v} is ABI-incompatible with apache-tvm {tvm_v} (TIR JSON serialization "
+                "segfaults, MetaSchedule needs it); install apache-tvm-ffi==0.1.14.post0")
+    return None
+
+
 def _compile_default(mod, target):
     import tvm
     from tvm import relax
@@ -311,6 +331,10 @@ class TVMAdapter(Adapter):
 
 class TunedTVMAdapter(TVMAdapter):
     """``tvm-tuned``: MetaSchedule-tuned build with a persistent, reusable database."""
+
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        return reason if reason is not None else ffi_incompatibility()
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
         from tvm.s_tir import meta_schedule as ms

@@ -92,3 +92,17 @@ def test_default_database_location_is_keyed_by_target_and_model():
 def test_unknown_option_is_rejected():
     with pytest.raises(ValueError, match="unknown options"):
         TUNED.build(tiny_graph(), batch_size=1, trails=3)
+
+
+def test_known_bad_tvm_ffi_makes_tuned_unavailable(monkeypatch):
+    import importlib.metadata
+
+    import adapters.tvm as tvm_adapter
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda d: {"apache-tvm": "0.27.0.post1", "apache-tvm-ffi": "0.1.15.post2"}.get(d) or real(d))
+    reason = tvm_adapter.ffi_incompatibility()
+    assert reason and "0.1.14.post0" in reason
+    assert TUNED.available() == reason
+    assert adapters.get("tvm").available() is None  # the untuned build does not serialize TIR
