@@ -15,11 +15,13 @@ Build options (``adapter.build(graph, batch, threads=..., **options)``):
 
 ``target``        a TVM target string or dict (default: the host, ``llvm -mcpu=<host cpu>
                   -num-cores <threads>``).
-``trials``        (tvm-tuned) MetaSchedule trial budget over all tasks (default 64 per task
-                  up to :data:`DEFAULT_TRIALS` in all); ``trials_per_task`` caps one task.
+``trials_per_task`` (tvm-tuned) trials per task (default :data:`DEFAULT_TRIALS_PER_TASK`);
+``trials``        (tvm-tuned) budget over all tasks tuned in this build (default
+                  ``min(DEFAULT_TRIALS, trials_per_task x tasks)``).
 ``db``            (tvm-tuned) the database folder.
 ``retune``        (tvm-tuned) tune every task even if the database has records for it.
 ``cost_model``    (tvm-tuned) ``xgb`` when xgboost is importable, else ``random``.
+``strategy``      (tvm-tuned) ``evolutionary`` with xgb, else ``replay-trace``.
 ``num_trials_per_iter``, ``seed``: passed to MetaSchedule.
 
 ``compiled.info`` records the tvm version, target, threads, precision (fp32), build seconds
@@ -264,7 +266,6 @@ def _base_info(target, threads_effective: int) -> dict:
             "precision": "fp32"}
 
 
-
 # apache-tvm 0.27.0.post1 was built against apache-tvm-ffi 0.1.14; with 0.1.15.post2 (which its
 # ">=0.1.14.post0" requirement lets pip pick) serializing any TIR node to JSON segfaults, and
 # MetaSchedule serializes every task. The untuned build never serializes and works with both.
@@ -321,6 +322,9 @@ class TVMAdapter(Adapter):
         return mod, target, info
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
+        unknown = set(options) - {"target"}
+        if unknown:
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['target']")
         mod, target, info = self._prepare(graph, batch_size, threads, options)
         t0 = time.perf_counter()
         ex = _compile_default(mod, target)

@@ -127,3 +127,10 @@ def test_available_says_why_when_tvm_missing(monkeypatch, name):
 
 def test_unavailable_on_gpu():
     assert "cuda" in (TVM.available("cuda") or "")
+
+
+@needs_tvm
+def test_unknown_option_is_rejected():
+    graph = models.get("sample", input_shape=(4, 5, 5)).init_weights(0)
+    with pytest.raises(ValueError, match="unknown options"):
+        TVM.build(graph, 1, trials=3)
