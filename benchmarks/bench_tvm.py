@@ -50,9 +50,9 @@ def ios_sequential(graph, batch, threads):
     reason = ios.available()
     if reason:
         return None, reason
-    try:
+    try:  # the option's name is the ios adapter's; fall back to its default (recorded in info)
         return ios.build(graph, batch, threads=threads, strategy="sequential"), None
-    except TypeError:
+    except (TypeError, ValueError):
         return ios.build(graph, batch, threads=threads), None
 
 
@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="inception_v3,squeezenet")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--trials-per-task", type=int, default=8, help="tvm-tuned trial budget per task")
+    p.add_argument("--trials-per-task", type=int, default=None,
+                   help="tvm-tuned trial budget per task (default: the adapter's, 8)")
     p.add_argument("--trials", type=int, default=None, help="tvm-tuned total trial budget (default per-task x tasks)")
     p.add_argument("--retune", action="store_true", help="tune again even if the database has records")
     p.add_argument("--db-root", default=None, help="database folder root (default runs/tvm_db/<target>/)")
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-tuned", action="store_true")
     p.add_argument("--json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # tables appear as each model finishes
 
     rows = []
     for name in args.models.split(","):
@@ -81,7 +83,9 @@ def main(argv=None) -> int:
         for fw in ["tvm"] + ([] if args.skip_tuned else ["tvm-tuned"]):
             opts = {}
             if fw == "tvm-tuned":
-                opts = {"trials_per_task": args.trials_per_task, "retune": args.retune}
+                opts = {"retune": args.retune}
+                if args.trials_per_task is not None:
+                    opts["trials_per_task"] = args.trials_per_task
                 if args.trials is not None:
                     opts["trials"] = args.trials
                 if args.db_root:
