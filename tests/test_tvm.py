@@ -136,3 +136,14 @@ def test_unknown_option_is_rejected():
     graph = models.get("sample", input_shape=(4, 5, 5)).init_weights(0)
     with pytest.raises(ValueError, match="unknown options"):
         TVM.build(graph, 1, trials=3)
+
+
+@needs_tvm
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["alexnet", "resnet18", "inception_v3", "randwire", "nasnet"])
+def test_zoo_model_matches_oracle(name):
+    """Untuned TVM runs naive loops (inception_v3 ~15 s, nasnet about a minute per run here)."""
+    graph = models.get(name).init_weights(0)
+    x = reference.random_input(graph, 1)
+    check = compare(TVM.build(graph, batch_size=1, threads=2).run(x), reference.run(graph, x), TVM.tolerance)
+    assert check.passed, check
