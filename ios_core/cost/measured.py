@@ -195,12 +195,18 @@ class MeasuredCostModel:
     def dispatch_ms(self) -> float:
         """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once."""
         if self._dispatch_ms is None:
-            pool = shared_pool()
-            n = min(self.threads, 8)
-            per = split_threads(self.threads, n)
-            tasks = [((lambda: None), t) for t in per]
-            m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
-            self._dispatch_ms = m.median
+            sig = f"pool-dispatch:{min(self.threads, 8)}"
+            cached = self.cache.get(1, self.threads, self.method, sig) if self.cache is not None else None
+            if cached is None:
+                pool = shared_pool()
+                n = min(self.threads, 8)
+                per = split_threads(self.threads, n)
+                tasks = [((lambda: None), t) for t in per]
+                m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
+                cached = m.median
+                if self.cache is not None:
+                    self.cache.put(1, self.threads, self.method, sig, cached, m.std, m.repeat, sig)
+            self._dispatch_ms = cached
         return self._dispatch_ms
 
 
