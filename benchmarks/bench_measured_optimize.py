@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cache", default=None, help="profile database path (default: IOS_BENCH_CACHE or user cache)")
     p.add_argument("--repeat", type=int, default=10, help="samples when timing the schedules")
+    p.add_argument("--stage-warmup", type=int, default=2, help="measured cost model: warmup runs per stage")
+    p.add_argument("--stage-repeat", type=int, default=5, help="measured cost model: samples per stage")
     p.add_argument("--once", action="store_true", help="optimize once per mode (skip the cached re-run)")
     args = p.parse_args(argv)
     from ios_core import optimize
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
         schedules = {"sequential": graph}
         for mode in [m for m in args.modes.split(",") if m]:
             for attempt in (1,) if args.once else (1, 2):
-                options = dict(mode=mode, threads=threads)
+                options = dict(mode=mode, threads=threads, warmup=args.stage_warmup, repeat=args.stage_repeat)
                 if args.cache:
                     options["cache"] = args.cache
                 cm = make_cost_model("measured", **options)
