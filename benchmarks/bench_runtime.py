@@ -15,6 +15,7 @@ Every figure is a median of ``--repeat`` samples from ``ios_core.measure.measure
 from this one run. Usage:
 
     PYTHONPATH=. python benchmarks/bench_runtime.py --models squeezenet --repeat 5
+    GOMP_SPINCOUNT=20000 PYTHONPATH=. python benchmarks/bench_runtime.py   # see docs/runtime.md
     PYTHONPATH=. python benchmarks/bench_runtime.py --cost measured --cost-mode composed --json out.json
 """
 
