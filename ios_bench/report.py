@@ -43,7 +43,8 @@ class Table:
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in self.headers)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in self.rows)
         note = f"<p class='note'>{html.escape(self.note)}</p>" if self.note else ""
-        return f"<h4>{html.escape(self.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+        return (f"<h4>{html.escape(self.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+                f"</table>{note}")
 
 
 def _geomean(xs: list[float]) -> float:
@@ -150,7 +151,8 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
     rows.append(geo)
     if metric == "latency":
         title = f"Latency (ms), batch {bs}, {device}"
-        note = "median ± std of the timing samples; GeoMean over models, only where every model ran with a correct output"
+        note = ("median ± std of the timing samples; GeoMean over models, only where every model ran with a "
+                "correct output")
     else:
         title = f"Throughput (images/s), batch {bs}, {device}"
         note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
@@ -219,7 +221,7 @@ def env_table(env: dict) -> Table:
     cpu, mem, osi, py = env.get("cpu", {}), env.get("memory", {}), env.get("os", {}), env.get("python", {})
     fw = env.get("frameworks") or {}
     fw_text = []
-    for dev, adapters in fw.items():
+    for _dev, adapters in fw.items():
         for name, info in (adapters or {}).items():
             if isinstance(info, dict):
                 fw_text.append(f"{name} {info.get('version') or ''}".strip() + ("" if not info.get("reason") else

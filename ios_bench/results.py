@@ -105,7 +105,8 @@ class Store:
             f.truncate(keep)
             f.flush()
             os.fsync(f.fileno())
-        return f"{self.path}:{line_no}: removed an unfinished record ({len(data) - keep} bytes) left by an interrupted write"
+        return (f"{self.path}:{line_no}: removed an unfinished record ({len(data) - keep} bytes) left by an "
+                "interrupted write")
 
     def records(self, on_problem: Callable[[str], None] | None = None) -> list[dict]:
         if not self.path.exists():
