@@ -133,7 +133,8 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=_die_with_parent if os.name == "posix" else None)
         timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
@@ -165,6 +166,18 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     if result.get("status") != "ok":
         result["stderr_tail"] = tail(log_path)
     return result
+
+
+def _die_with_parent() -> None:
+    """In the worker, before exec: new session (so a timeout kills the whole group) and, on
+    Linux, SIGKILL when the sweep process dies (a killed sweep leaves no orphan running)."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
