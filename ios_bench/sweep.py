@@ -348,22 +348,25 @@ class Sweep:
         for bs in self.plan.batch_sizes:
             stem = safe_name(f"{model}-b{bs}")
             ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
+            in_path = self.folder / "refs" / f"{stem}.input.npy"
             meta = _read_json(meta_path)
-            if meta and meta.get("status") == "ok" and ref_path.exists():
-                out[bs] = meta
+            if meta and meta.get("status") == "ok" and ref_path.exists() and in_path.exists():
+                out[bs] = {**meta, "ref_path": str(ref_path), "input_path": str(in_path)}
             else:
                 missing.append(bs)
         if not missing:
             return out
         stem = safe_name(model)
         paths = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.npy") for bs in missing]
+        inputs = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.input.npy") for bs in missing]
         spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing, "ref_paths": paths,
+                "input_paths": inputs,
                 "seed": self.plan.seed, "input_seed": self.plan.input_seed,
                 "result_path": str(self.folder / "work" / f"{stem}.ref-result.json")}
         res = run_worker(spec, self.plan.timeout, self.folder / "logs" / f"{stem}.reference.log", self.plan.threads)
-        for bs, path in zip(missing, paths):
+        for bs, path, in_path in zip(missing, paths, inputs):
             if res.get("status") == "ok":
-                meta = {"status": "ok", "ref_path": path, **res["batches"][str(bs)]}
+                meta = {"status": "ok", "ref_path": path, "input_path": in_path, **res["batches"][str(bs)]}
                 _atomic_json(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.json", meta)
             else:
                 meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
@@ -407,8 +410,8 @@ class Sweep:
         stem = cell.file_stem
         spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size, "device": cell.device,
                 "adapter": cell.adapter, "schedule": cell.schedule, "threads": plan.threads, "seed": plan.seed,
-                "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"),
-                "ref_path": str(self.folder / "refs" / f"{safe_name(f'{cell.model}-b{cell.batch_size}')}.npy"),
+                "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
+                "input_path": ref["input_path"],
                 "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
                 "result_path": str(self.folder / "work" / f"{stem}.result.json")}

@@ -50,15 +50,6 @@ def _load_graph(spec: dict):
     return graph
 
 
-def _input(graph, spec: dict):
-    import hashlib
-
-    from ios_core.reference import random_input
-
-    x = random_input(graph, spec["batch_size"], seed=spec["input_seed"])
-    return x, hashlib.sha1(x.tobytes()).hexdigest()
-
-
 def task_probe(spec: dict) -> dict:
     import adapters
 
@@ -97,7 +88,9 @@ def _has_optimizer() -> bool:
 
 
 def task_reference(spec: dict) -> dict:
-    """Oracle outputs for one model at every batch size of the sweep (refs/<model>-b<N>.npy)."""
+    """Oracle outputs for one model at every batch size of the sweep (refs/<model>-b<N>.npy), and
+    the seeded inputs (ios_core.reference.random_input) every cell then loads, so that a cell
+    worker imports no framework it does not use (torch only when its adapter needs it)."""
     import hashlib
 
     import numpy as np
@@ -107,14 +100,15 @@ def task_reference(spec: dict) -> dict:
 
     graph = _load_graph(spec)
     out = {}
-    for bs, path in zip(spec["batch_sizes"], spec["ref_paths"]):
+    for bs, path, in_path in zip(spec["batch_sizes"], spec["ref_paths"], spec["input_paths"]):
         x = random_input(graph, bs, seed=spec["input_seed"])
         t0 = time.perf_counter()
         y = reference.run(graph, x)
         seconds = time.perf_counter() - t0
-        tmp = f"{path}.{os.getpid()}.tmp.npy"
-        np.save(tmp, y)
-        os.replace(tmp, path)
+        for arr, target in ((x, in_path), (y, path)):
+            tmp = f"{target}.{os.getpid()}.tmp.npy"
+            np.save(tmp, arr)
+            os.replace(tmp, target)
         out[str(bs)] = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
                         "seconds": seconds}
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
@@ -162,6 +156,8 @@ def _schedule(graph, spec: dict, result: dict):
 
 
 def task_cell(spec: dict, result: dict) -> dict:
+    import hashlib
+
     import numpy as np
 
     import adapters
@@ -186,7 +182,8 @@ def task_cell(spec: dict, result: dict) -> dict:
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
     result["phase"] = "input"
-    x, sha = _input(graph, spec)
+    x = np.load(spec["input_path"])
+    sha = hashlib.sha1(x.tobytes()).hexdigest()
     if spec.get("input_sha1") and sha != spec["input_sha1"]:
         raise RuntimeError(f"seeded input differs from the reference's ({sha[:12]} != {spec['input_sha1'][:12]})")
     ref = np.load(spec["ref_path"])
@@ -236,10 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         load_plugins()
-        if threads and spec["task"] != "probe":
-            import torch
-
-            torch.set_num_threads(int(threads))
         task = spec["task"]
         if task == "probe":
             result.update(task_probe(spec))

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from ios_bench import results
 
@@ -45,7 +44,8 @@ def ios_schedules_available() -> bool:
         from ios_core.optimizer import optimize  # noqa: F401
     except ImportError:
         return False
-    return importlib.util.find_spec("ios_core.cost") is not None and importlib.util.find_spec("adapters.ios") is not None
+    found = importlib.util.find_spec
+    return found("ios_core.cost") is not None and found("adapters.ios") is not None
 
 
 def real_frameworks() -> list[str]:
@@ -72,7 +72,7 @@ def wait_for(pred, timeout=120.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-FAST = ["--warmup", "0", "--repeat", "3", "--min-sample-ms", "0", "--no-progress"]
+FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress"]
 
 
 def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
@@ -91,7 +91,7 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     assert df["cell"].is_unique
     assert set(df["status"]) == {"ok"}, df[["cell", "reason"]].to_string()
     assert df["check_passed"].all()
-    assert all(len(s) == 3 for s in df["samples_ms"])
+    assert all(len(s) == 2 for s in df["samples_ms"])
     assert (df["median_ms"] > 0).all() and (df["throughput"] > 0).all()
     assert set(df["threads"]) == {os.cpu_count()}
     # the oracle ran once per model, in its own worker
@@ -125,20 +125,19 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
 
 
 def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):
-    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-crash,test-hang,test-raise,test-ref",
-            "--out", "runs/bad", "--timeout", "15", *FAST]
+    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-crash,test-hang,test-raise",
+            "--out", "runs/bad", "--timeout", "12", *FAST]
     p = cli(args, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     run = tmp_path / "runs" / "bad"
     recs = {r["framework"]: r for r in results.read_records(run)}
-    assert set(recs) == {"test-crash", "test-hang", "test-raise", "test-ref"}
+    assert set(recs) == {"test-crash", "test-hang", "test-raise"}
     crash, hang, raised = recs["test-crash"], recs["test-hang"], recs["test-raise"]
     assert crash["status"] == "failed" and "SIGSEGV" in crash["reason"]
     assert "Segmentation fault" in crash["stderr_tail"]
     assert hang["status"] == "failed" and hang["reason"].startswith("timeout")
     assert raised["status"] == "failed" and raised["reason"].startswith("build: RuntimeError")
     assert "Traceback" in raised["stderr_tail"]
-    assert recs["test-ref"]["status"] == "ok" and recs["test-ref"]["check"]["passed"]
     assert workers_of(run) == []  # the hung worker was killed
     md = (tmp_path / "reports" / "bad" / "report.md").read_text()
     failures = md.split("## Failures")[1]
@@ -147,14 +146,15 @@ def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):
 
 
 def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
-    args = ["run", "--models", "tiny_a", "--batch", "1,2", "--frameworks", "test-ref,test-ref2", "--out", "runs/k",
+    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref,test-ref2", "--out", "runs/k",
             "--timeout", "120", "--no-report", *FAST]
     extra = {"TEST_SLOW_EXECUTE_S": "0.3"}
     run = tmp_path / "runs" / "k"
     store = run / "results.jsonl"
     proc = start(args, tmp_path, extra)
     try:
-        wait_for(lambda: store.exists() and store.read_bytes().count(b"\n") >= 1, what="the first record")
+        # kill while the second cell is in flight (its worker has started)
+        wait_for(lambda: (run / "logs" / "tiny_a-b1-test-ref2-cpu.log").exists(), what="the second cell")
         proc.kill()  # SIGKILL: no cleanup at all
         proc.wait(timeout=30)
     finally:
@@ -164,13 +164,13 @@ def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
     data = store.read_bytes()
     assert data.endswith(b"\n")
     before = [json.loads(line) for line in data.splitlines()]
-    assert 1 <= len(before) < 4
+    assert len(before) == 1 and before[0]["framework"] == "test-ref"
     p = cli(["run", "--resume", "--out", "runs/k", "--no-progress"], tmp_path, extra)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert f"resuming: {len(before)} of 4 cells already finished" in p.stderr
+    assert "resuming: 1 of 2 cells already finished" in p.stderr
     after = results.read_records(run)
     cells = [r["cell"] for r in after]
-    assert sorted(cells) == sorted({f"tiny_a|b{b}|{f}|cpu" for b in (1, 2) for f in ("test-ref", "test-ref2")})
+    assert sorted(cells) == ["tiny_a|b1|test-ref2|cpu", "tiny_a|b1|test-ref|cpu"]
     assert after[: len(before)] == before  # finished records untouched
     assert all(r["status"] == "ok" for r in after)
     assert (tmp_path / "reports" / "k" / "report.md").exists()
