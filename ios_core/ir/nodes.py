@@ -281,8 +281,8 @@ class Conv(Node):
     def init_weights(self, rng):
         fan_in = int(np.prod(self.weight_shape[1:]))
         gain = 2.0 if self.act == "relu" else 1.0
-        self.weight = (rng.standard_normal(self.weight_shape) * np.sqrt(gain / fan_in)).astype(np.float32)
-        self.bias = (rng.standard_normal(self.out_channels) * 0.01).astype(np.float32)
+        self.weight = rng.standard_normal(self.weight_shape, dtype=np.float32) * np.float32(np.sqrt(gain / fan_in))
+        self.bias = rng.standard_normal(self.out_channels, dtype=np.float32) * np.float32(0.01)
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]Conv2d({self.input_str()})"]
@@ -415,9 +415,9 @@ class Linear(Node):
 
     def init_weights(self, rng):
         gain = 2.0 if self.act == "relu" else 1.0
-        self.weight = (rng.standard_normal(self.weight_shape) * np.sqrt(gain / self.in_features)).astype(
-            np.float32)
-        self.bias = (rng.standard_normal(self.out_features) * 0.01).astype(np.float32)
+        self.weight = rng.standard_normal(self.weight_shape, dtype=np.float32) * np.float32(
+            np.sqrt(gain / self.in_features))
+        self.bias = rng.standard_normal(self.out_features, dtype=np.float32) * np.float32(0.01)
 
 
 class Sequential(Node):

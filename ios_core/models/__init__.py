@@ -1,6 +1,15 @@
 """The model zoo: ``names()`` and ``get(name, **options)``."""
 
-from . import sample, squeezenet  # noqa: F401  (registers the builders)
+from . import (  # noqa: F401  (registers the builders)
+    alexnet,
+    inception_v3,
+    nasnet,
+    randwire,
+    resnet,
+    sample,
+    squeezenet,
+    vgg,
+)
 from .registry import UnknownModel, describe, get, names, register
 
 __all__ = ["UnknownModel", "describe", "get", "names", "register"]
