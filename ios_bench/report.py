@@ -80,6 +80,9 @@ def load_run(folder: str | os.PathLike):
     problems: list[str] = []
     records = read_records(folder, on_problem=problems.append)
     df = pd.DataFrame([flatten(r) for r in records])
+    for col in ("cell", "model", "batch_size", "framework", "device", "status"):
+        if col not in df.columns:
+            df[col] = None
     # a resumed run may have repeated a cell only if the store was edited by hand: keep the last
     df = df.drop_duplicates(subset="cell", keep="last").reset_index(drop=True)
     env = {}

@@ -209,15 +209,15 @@ class Sweep:
     # -- setup ----------------------------------------------------------------------------------
     def prepare_folder(self) -> None:
         check_writable(self.folder)
+        if not self.resume and self.store.path.exists() and self.store.path.stat().st_size:
+            raise InputError(f"{self.folder} already holds results; use --resume to continue it or another --out")
         for sub in ("refs", "schedules", "logs", "work"):
             (self.folder / sub).mkdir(exist_ok=True)
         msg = self.store.repair()
         if msg:
             self.say(f"[yellow]warning:[/] {msg}")
-        plan_path = self.folder / PLAN_FILE
-        if not self.resume and self.store.path.exists() and self.store.path.stat().st_size:
-            raise InputError(f"{self.folder} already holds results; use --resume to continue it or another --out")
-        _atomic_json(plan_path, self.plan.to_dict())
+        self.store.path.touch()  # an empty store is a valid run (and reportable)
+        _atomic_json(self.folder / PLAN_FILE, self.plan.to_dict())
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
@@ -313,6 +313,9 @@ class Sweep:
         todo = [c for c in cells if c.key not in done]
         if self.resume and done:
             self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
+        if not cells:
+            self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
+                     "(see `ios-bench list frameworks`)")
         env["cells_planned"] = len(cells)
         env["notes"] = self.notes
         stats = {"planned": len(cells), "ran": 0, "ok": 0, "failed": 0, "skipped": 0}
