@@ -115,6 +115,12 @@ def _fmt(v: float, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def _fmt_pm(value: float, spread: float) -> str:
+    """``value ±spread`` with the spread at the value's precision."""
+    digits = 0 if abs(value) >= 1000 else 1 if abs(value) >= 100 else 3
+    return f"{value:,.{digits}f} ±{spread:,.{digits}f}"
+
+
 def _status_text(row) -> str:
     return "failed" if row["status"] == "failed" else "skipped"
 
@@ -139,7 +145,7 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
             bad = "" if r["check_passed"] else " (wrong output)"
             if metric == "latency":
                 val, spread = r["median_ms"], r["std_ms"]
-                row.append(f"{_fmt(val)} ±{_fmt(spread)}{bad}")
+                row.append(f"{_fmt_pm(val, spread)}{bad}")
             else:
                 val = r["throughput"]
                 row.append(f"{_fmt(val, 1)} [{_fmt(r['throughput_p10'], 1)}-{_fmt(r['throughput_p90'], 1)}]{bad}")

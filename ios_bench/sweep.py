@@ -326,6 +326,9 @@ class Sweep:
             self._write_env(env_path, env, previous)
             try:
                 self._run_cells(todo, clocks, stats, len(cells) - len(todo), len(cells))
+            except BaseException as e:
+                env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
+                raise
             finally:
                 clocks.restore()
                 clocks.state["after"] = clocks.snapshot()
