@@ -115,18 +115,14 @@ def task_reference(spec: dict) -> dict:
             "params": graph.params(), "operators": graph.num_operators()}
 
 
-def _make_cost_model(name: str, **kwargs):
-    import inspect
-
+def _make_cost_model(kind: str, device: str, threads: int | None):
+    """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
+    cell's thread budget (and its persistent profile cache); the synthetic one needs nothing."""
     from ios_core.cost import make_cost_model
 
-    try:
-        params = inspect.signature(make_cost_model).parameters
-        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            kwargs = {k: v for k, v in kwargs.items() if k in params}
-    except (TypeError, ValueError):
-        kwargs = {}
-    return make_cost_model(name, **kwargs)
+    if kind == "measured":
+        return make_cost_model("measured", device=device, threads=threads)
+    return make_cost_model(kind)
 
 
 def _schedule(graph, spec: dict, result: dict):
@@ -144,11 +140,17 @@ def _schedule(graph, spec: dict, result: dict):
     import ios_core
     from ios_core.ir.graph import atomic_write_text
 
-    cost = _make_cost_model(spec["cost_model"], device=spec["device"], batch_size=spec["batch_size"],
-                            threads=spec["threads"])
+    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
     t0 = time.perf_counter()
     sched = ios_core.optimize(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
     result["optimize_seconds"] = time.perf_counter() - t0
+    result["cost_model"] = spec["cost_model"]
+    stats = getattr(sched, "optimize_stats", None)
+    if stats is not None:
+        try:
+            result["optimize_stats"] = stats.summary() if callable(getattr(stats, "summary", None)) else str(stats)
+        except Exception:
+            pass
     if not sched.has_weights:
         sched.init_weights(spec["seed"])
     atomic_write_text(path, json.dumps(sched.to_json(), indent=1))
