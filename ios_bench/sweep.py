@@ -328,6 +328,8 @@ class Sweep:
                 self._run_cells(todo, clocks, stats, len(cells) - len(todo), len(cells))
             except BaseException as e:
                 env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
+                self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
+                         f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
                 raise
             finally:
                 clocks.restore()
