@@ -63,7 +63,8 @@ def compare_runs(a, b, min_change: float = 0.05) -> tuple[list[Change], list[str
         elif not _good(x) and _good(y):
             verdict = "fixed (was " + ("wrong output" if x["status"] == "ok" else x["status"]) + ")"
         elif not _good(x) and not _good(y):
-            verdict = f"not comparable ({x['status']} / {y['status']})"
+            st = lambda r: "wrong output" if r["status"] == "ok" else r["status"]
+            verdict = f"not comparable ({st(x)} / {st(y)})"
         else:
             change = mb / ma - 1.0
             noise = max(min_change, math.hypot(_spread(x), _spread(y)))

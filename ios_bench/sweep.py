@@ -64,6 +64,7 @@ class Plan:
     repeat: int = 20
     min_sample_ms: float | None = 10.0
     timeout: float = 600.0
+    optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     seed: int = 0
     input_seed: int = 0
@@ -427,8 +428,11 @@ class Sweep:
             sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}") + ".json"
             spec["schedule_path"] = str(self.folder / "schedules" / sched_name)
             record["schedule_file"] = f"schedules/{sched_name}"
+        timeout = plan.timeout
+        if cell.schedule and not Path(spec["schedule_path"]).exists():
+            timeout += plan.optimize_timeout
         before = clocks.observe()
-        res = run_worker(spec, plan.timeout, self.folder / "logs" / f"{stem}.log", plan.threads)
+        res = run_worker(spec, timeout, self.folder / "logs" / f"{stem}.log", plan.threads)
         after = clocks.observe()
         res.pop("pid", None)
         record.update(res)

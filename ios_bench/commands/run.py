@@ -14,7 +14,8 @@ from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Swe
 # option name -> Plan field
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
-                 "min_sample_ms": "min_sample_ms", "timeout": "timeout", "threads": "threads", "seed": "seed",
+                 "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
+                 "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz"}
 
 
@@ -73,6 +74,8 @@ def parse_schedules(text: str) -> list[str]:
               help="Thread budget for every framework [default: all cores].")
 @click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1),
               help="Seconds per cell before it counts as hung.")
+@click.option("--optimize-timeout", default=3600.0, show_default=True, type=click.FloatRange(1),
+              help="Extra seconds an IOS cell may spend searching its schedule.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Weights seed (input seed is the same).")
 @click.option("--cost-model", default="measured", show_default=True, help="IOS optimizer cost model.")
 @click.option("--lock-clocks", is_flag=True, help="Lock CPU governor/turbo and GPU clocks; restored at exit.")
@@ -84,7 +87,8 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--no-progress", is_flag=True, help="No progress bar (one line per cell only).")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, repeat, min_sample_ms, threads,
-            timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report, no_progress):
+            timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report,
+            no_progress):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -100,7 +104,8 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
               "device": parse_list(device, "device", ["cpu", "cuda"]), "warmup": warmup, "number": number,
-              "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout, "threads": threads,
+              "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
+              "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
     if out is None and resume:
         found = latest_run()
