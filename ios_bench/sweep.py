@@ -387,7 +387,8 @@ class Sweep:
 
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
-                            disable=not self.show_progress, transient=True)
+                            disable=not self.show_progress, transient=True,
+                            refresh_per_second=1)  # the parent stays quiet while a cell is timed
         refs: dict[str, dict] = {}
         with progress:
             task = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1,
