@@ -126,14 +126,28 @@ def _make_cost_model(kind: str, device: str, threads: int | None):
 
 
 def _schedule(graph, spec: dict, result: dict):
-    """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run."""
+    """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run.
+
+    The schedule is stored as JSON (reference layout) without weights: every operator the
+    original graph has gets its weights from the seed again; operators the optimizer created
+    (merged convolutions, weights derived from the originals) are kept in ``<name>.merged.npz``.
+    """
+    import numpy as np
+
     from ios_core.ir import Graph
 
     path = spec["schedule_path"]
+    extra = path[: -len(".json")] + ".merged.npz"
     if os.path.exists(path):
-        sched = Graph.load(path)
-        if not sched.has_weights:
-            sched.init_weights(spec["seed"])
+        with open(path) as f:
+            sched = Graph.from_json(json.load(f))
+        sched.init_weights(spec["seed"])
+        if os.path.exists(extra):
+            with np.load(extra) as data:
+                for node in sched.weighted_nodes():
+                    keys = [k for k in data.files if k.startswith(node.name + "/")]
+                    if keys:
+                        node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
         result["optimize_seconds"] = None
         result["schedule_reused"] = True
         return sched
@@ -153,7 +167,14 @@ def _schedule(graph, spec: dict, result: dict):
             pass
     if not sched.has_weights:
         sched.init_weights(spec["seed"])
-    atomic_write_text(path, json.dumps(sched.to_json(), indent=1))
+    original = {n.name for n in graph.weighted_nodes()}
+    new = {f"{n.name}/{k}": a for n in sched.weighted_nodes() if n.name not in original
+           for k, a in n.weights().items()}
+    if new:
+        tmp = f"{extra}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, **new)
+        os.replace(tmp, extra)
+    atomic_write_text(path, json.dumps(sched.to_json(), indent=1))  # last: its presence means "complete"
     return sched
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from ios_bench import results
 
@@ -174,6 +175,25 @@ def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
     assert after[: len(before)] == before  # finished records untouched
     assert all(r["status"] == "ok" for r in after)
     assert (tmp_path / "reports" / "k" / "report.md").exists()
+
+
+@pytest.mark.skipif(not ios_schedules_available(), reason="IOS optimizer/runtime not installed")
+def test_resumed_ios_cell_reuses_its_schedule_with_merged_weights(tmp_path):
+    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref", "--schedules", "merge,both",
+            "--cost-model", "synthetic", "--out", "runs/s", "--no-report", *FAST]
+    p = cli(args, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = tmp_path / "runs" / "s"
+    store = run / "results.jsonl"
+    lines = store.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3
+    store.write_bytes(b"".join(line for line in lines if b'"ios-' not in line))  # as if killed before storing
+    p = cli(["run", "--resume", "--out", "runs/s", "--no-report", "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = {r["framework"]: r for r in results.read_records(run)}
+    for fw in ("ios-merge", "ios-both"):
+        assert recs[fw]["status"] == "ok" and recs[fw]["schedule_reused"] is True
+        assert recs[fw]["check"]["passed"], recs[fw]["check"]
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
