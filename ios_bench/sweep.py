@@ -230,11 +230,28 @@ class Sweep:
         if self.plan.frameworks is not None:
             names = list(self.plan.frameworks) + [IOS_ADAPTER]
         probes = {}
+        timeout = max(self.plan.timeout, 120)
         for device in self.plan.devices:
             spec = {"task": "probe", "device": device, "names": names,
                     "result_path": str(self.folder / "work" / f"probe-{device}.json")}
-            probes[device] = run_worker(spec, max(self.plan.timeout, 120), self.folder / "logs" / f"probe-{device}.log",
-                                        self.plan.threads)
+            res = run_worker(spec, timeout, self.folder / "logs" / f"probe-{device}.log", self.plan.threads)
+            if res.get("status") != "ok":
+                # frameworks imported together can clash (one crash takes all down): ask one by one
+                self.say(f"[yellow]warning:[/] probing all frameworks at once failed ({res.get('reason')}); "
+                         "probing them one by one")
+                import adapters
+
+                res = {"status": "ok", "adapters": {}, "optimize": False}
+                for name in names or adapters.names():
+                    one = run_worker({**spec, "names": [name], "result_path": str(self.folder / "work" /
+                                                                                  f"probe-{device}-{name}.json")},
+                                     timeout, self.folder / "logs" / f"probe-{device}-{name}.log", self.plan.threads)
+                    if one.get("status") == "ok":
+                        res["adapters"].update(one.get("adapters") or {})
+                        res["optimize"] = res["optimize"] or bool(one.get("optimize"))
+                    else:
+                        res["adapters"][name] = {"reason": f"probe failed: {one.get('reason')}", "version": None}
+            probes[device] = res
         return probes
 
     def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:

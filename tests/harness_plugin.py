@@ -3,7 +3,8 @@ through ``IOS_BENCH_PLUGINS=tests.harness_plugin``.
 
 Adapters: ``test-ref`` / ``test-ref2`` compute the oracle (two "frameworks" that agree),
 ``test-wrong`` returns a perturbed output, ``test-raise`` fails to build, ``test-crash`` segfaults
-in the timed call, ``test-hang`` hangs in the timed call. ``TEST_SLOW_EXECUTE_S`` makes the
+in the timed call, ``test-hang`` hangs in the timed call, ``test-probecrash`` segfaults when asked
+whether it is available. ``TEST_SLOW_EXECUTE_S`` makes the
 reference adapters sleep in each timed call (to kill a sweep mid-way).
 """
 
@@ -73,14 +74,22 @@ class _RefAdapter(Adapter):
         return _RefCompiled(graph, self.mode)
 
 
+class _ProbeCrash(_RefAdapter):
+    """Crashes the process that asks whether it is available (a framework whose import segfaults)."""
+
+    def available(self, device="cpu"):
+        ctypes.string_at(0)
+
+
 REF = _RefAdapter("test-ref")
+PROBE_CRASH = _ProbeCrash("test-probecrash")
 REF2 = _RefAdapter("test-ref2")
 WRONG = _RefAdapter("test-wrong", "wrong")
 RAISE = _RefAdapter("test-raise", "raise")
 CRASH = _RefAdapter("test-crash", "crash")
 HANG = _RefAdapter("test-hang", "hang")
 for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-raise", "RAISE"),
-                     ("test-crash", "CRASH"), ("test-hang", "HANG")]:
+                     ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH")]:
     adapters.register(_name, f"tests.harness_plugin:{_attr}")
 
 __all__ = ["np"]

@@ -126,13 +126,16 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
 
 
 def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):
-    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-crash,test-hang,test-raise",
-            "--out", "runs/bad", "--timeout", "12", *FAST]
+    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks",
+            "test-crash,test-hang,test-raise,test-probecrash", "--out", "runs/bad", "--timeout", "12", *FAST]
     p = cli(args, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     run = tmp_path / "runs" / "bad"
     recs = {r["framework"]: r for r in results.read_records(run)}
-    assert set(recs) == {"test-crash", "test-hang", "test-raise"}
+    assert set(recs) == {"test-crash", "test-hang", "test-raise", "test-probecrash"}
+    assert "probing them one by one" in p.stderr
+    probe = recs["test-probecrash"]
+    assert probe["status"] == "skipped" and probe["reason"].startswith("probe failed: crashed")
     crash, hang, raised = recs["test-crash"], recs["test-hang"], recs["test-raise"]
     assert crash["status"] == "failed" and "SIGSEGV" in crash["reason"]
     assert "Segmentation fault" in crash["stderr_tail"]

@@ -245,3 +245,13 @@ def test_resume_needs_a_run_folder(tmp_path, capsys, monkeypatch):
     assert e.value.code == 2
     assert "no run folder" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "runs")
+
+
+def test_run_refuses_a_folder_with_results_unless_resumed(tmp_path, capsys):
+    from ios_bench.cli import main
+
+    Store(tmp_path / "old").append(rec())
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--models", "sample", "--frameworks", "all", "--out", str(tmp_path / "old"), "--no-report"])
+    assert e.value.code == 2
+    assert "already holds results; use --resume" in capsys.readouterr().err
