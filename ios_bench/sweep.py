@@ -322,6 +322,9 @@ class Sweep:
         env["plan"] = self.plan.to_dict()
         previous = _read_json(env_path) if self.resume else None
         self.say(f"run folder: {self.folder}")
+        env["warnings"] = busy_warnings()
+        for w in env["warnings"]:
+            self.say(f"[yellow]warning:[/] {w}")
         probes = self.probe()
         env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
         cells = self.plan_cells(probes, graphs)
@@ -465,6 +468,19 @@ class Sweep:
         record.setdefault("status", "failed")
         record["finished"] = _now()
         return record
+
+
+def busy_warnings() -> list[str]:
+    """What makes timings noisy before the sweep starts (pyperf checks the same)."""
+    out = []
+    cores = os.cpu_count() or 1
+    try:
+        load1 = os.getloadavg()[0]
+        if load1 >= 0.75 * cores:
+            out.append(f"the machine is busy (load average {load1:.1f} on {cores} cores): timings will be noisy")
+    except OSError:
+        pass
+    return out
 
 
 def describe(record: dict) -> str:
