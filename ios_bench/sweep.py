@@ -334,6 +334,11 @@ class Sweep:
         todo = [c for c in cells if c.key not in done]
         if self.resume and done:
             self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
+        if cells:
+            variants = list(dict.fromkeys(label(c.framework) for c in cells))
+            self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
+                     f"{len(variants)} ({', '.join(variants)}) x {', '.join(self.plan.devices)}; "
+                     f"{self.plan.threads} threads per cell")
         if not cells:
             self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
                      "(see `ios-bench list frameworks`)")
