@@ -356,6 +356,8 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     intro = [("text", f"Run folder: {run_folder}. {summary}.")]
     if env.get("clocks"):
         intro.append(("text", f"Clocks: {env['clocks']}."))
+    for note in env.get("notes") or []:
+        intro.append(("text", f"Note: {note}."))
     for w in env.get("warnings") or []:
         intro.append(("warn", f"when the run started: {w}"))
     for p in problems:
