@@ -255,3 +255,48 @@ def test_run_refuses_a_folder_with_results_unless_resumed(tmp_path, capsys):
         main(["run", "--models", "sample", "--frameworks", "all", "--out", str(tmp_path / "old"), "--no-report"])
     assert e.value.code == 2
     assert "already holds results; use --resume" in capsys.readouterr().err
+
+
+def test_report_from_a_store_with_a_corrupt_line(tmp_path, capsys):
+    from ios_bench.cli import main
+
+    run = tmp_path / "runs" / "r"
+    store = Store(run)
+    for model in ("m1", "m2"):
+        for fw, median in (("torch", 10.0), ("ios-both", 5.0)):
+            store.append({**rec(model=model, fw=fw, median=median), "label": fw, "p10_ms": median * 0.9,
+                          "p90_ms": median * 1.1, "throughput_p10": 1000 / (median * 1.1),
+                          "throughput_p90": 1000 / (median * 0.9)})
+    with open(store.path, "a") as f:
+        f.write("{broken\n")
+    store.append(rec(model="m1", fw="crashy", status="failed"))
+    (run / "env.json").write_text(json.dumps({"clocks": "unlocked (test)", "cpu": {"model": "Test CPU"}}))
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run), "--out", str(tmp_path / "rep")])
+    assert e.value.code == 0
+    out = capsys.readouterr()
+    assert "results.jsonl:5: corrupt record skipped" in out.err
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| model | torch | crashy | IOS-Both |" in md
+    assert "| m1 | 10.000 ±0.200 | failed | 5.000 ±0.200 |" in md
+    assert "| m2 | 10.000 ±0.200 |  | 5.000 ±0.200 |" in md
+    assert "| GeoMean | 10.000 | - | 5.000 |" in md
+    assert "| m1 | 100.0 [90.9-111.1] | failed | 200.0 [181.8-222.2] |" in md
+    assert "| m1 | 2.00x |" in md and "| GeoMean | 2.00x |" in md  # IOS-Both speedup over torch
+    assert "| m1 | 1 | crashy | cpu | failed | crashed |" in md
+    assert "results.jsonl:5: corrupt record skipped" in md  # the report says so too
+    assert "Test CPU" in md and "unlocked (test)" in md
+    for png in ("normalized_throughput_cpu_b1.png", "vs_batch_m1_cpu.png"):
+        assert (tmp_path / "rep" / png).stat().st_size > 1000
+
+
+def test_env_command_prints_json(capsys):
+    from ios_bench.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["env", "--no-frameworks"])
+    assert e.value.code == 0
+    env = json.loads(capsys.readouterr().out)
+    for key in ("cpu", "memory", "os", "python", "packages", "git", "clocks", "clock_settings", "thread_env"):
+        assert key in env
+    assert env["cpu"]["logical_cores"] == os.cpu_count()
