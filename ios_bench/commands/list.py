@@ -20,17 +20,35 @@ def models_table() -> Table:
     return table
 
 
-def frameworks_table() -> Table:
+def framework_rows() -> list[dict]:
+    """One row per registered adapter: name, available (bool), version or the reason it cannot
+    run here, output tolerance, precision and description. Never raises for one bad adapter."""
     import adapters
 
-    table = Table(title="Frameworks")
-    for col in ("name", "status", "version / reason"):
-        table.add_column(col)
+    rows = []
     for name in adapters.names():
-        adapter = adapters.get(name)
-        reason = adapter.available()
-        status = "[green]available[/]" if reason is None else "[yellow]unavailable[/]"
-        table.add_row(name, status, reason or adapter.version() or "")
+        try:
+            adapter = adapters.get(name)
+            reason = adapter.available()
+            rows.append({"name": name, "available": reason is None, "reason": reason, "version": adapter.version(),
+                         "tolerance": adapter.tolerance, "precision": adapter.precision,
+                         "description": adapter.description})
+        except Exception as e:  # a broken adapter module: report it, keep listing the others
+            rows.append({"name": name, "available": False, "version": None, "tolerance": None, "precision": None,
+                         "reason": f"adapter failed to load ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+                         "description": ""})
+    return rows
+
+
+def frameworks_table() -> Table:
+    table = Table(title="Frameworks (device cpu)")
+    for col in ("name", "status", "version / reason", "tolerance", "description"):
+        table.add_column(col)
+    for row in framework_rows():
+        status = "[green]available[/]" if row["available"] else "[yellow]unavailable[/]"
+        tol = f"{row['tolerance']:.0e}" if row["tolerance"] is not None else ""
+        table.add_row(row["name"], status, (row["version"] or "") if row["available"] else row["reason"], tol,
+                      row["description"])
     return table
 
 

@@ -1,0 +1,169 @@
+"""Export an IOS graph (with its weights) to an ONNX model.
+
+    from adapters.onnx_export import export
+    model = export(graph, batch_size=1, path="model.onnx")   # onnx.ModelProto, also saved
+    model = export(graph, batch_size=None)                    # dynamic batch dimension "N"
+
+NCHW float32, one input ``input`` (N, C, H, W) and one output ``output``. Mapping:
+conv -> Conv (+ Relu/Sigmoid/Tanh for the fused activation), pools -> MaxPool /
+AveragePool(count_include_pad=1, the IR counts padding) / GlobalAveragePool / GlobalMaxPool,
+channel slices -> Slice on axis 1, summed values -> Add / Sum, multiplied -> Mul, terms ->
+Concat(axis=1), flatten -> Reshape(N, -1, 1, 1), linear -> Flatten + Gemm(transB) + activation
++ Reshape. The opset is recorded in the model (``opset_import``) and in its metadata.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+
+from ios_core.ir import Graph, Node
+
+from ._lowering import Primitives, lower
+
+DEFAULT_OPSET = 17
+MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broadcast quirks
+
+_ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+
+class _Builder:
+    def __init__(self, graph: Graph):
+        import onnx.helper as oh
+        import onnx.numpy_helper as onh
+
+        self.oh, self.onh = oh, onh
+        self.graph = graph
+        self.nodes: list = []
+        self.initializers: list = []
+        self._constants: dict[tuple, str] = {}
+        self._ids = itertools.count()
+
+    def fresh(self, hint: str) -> str:
+        return f"{hint}:{next(self._ids)}"
+
+    def op(self, op_type: str, inputs: list[str], hint: str, **attrs) -> str:
+        out = self.fresh(hint)
+        self.nodes.append(self.oh.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def const(self, values, dtype=np.int64) -> str:
+        arr = np.asarray(values, dtype=dtype)
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if key not in self._constants:
+            name = f"const:{len(self._constants)}"
+            self.initializers.append(self.onh.from_array(arr, name))
+            self._constants[key] = name
+        return self._constants[key]
+
+    def weight(self, node: Node, key: str, arr: np.ndarray) -> str:
+        name = f"{node.name}.{key}"
+        self.initializers.append(self.onh.from_array(np.ascontiguousarray(arr, dtype=np.float32), name))
+        return name
+
+    # ---- composition primitives ----------------------------------------------------------
+    def primitives(self) -> Primitives:
+        def slice_channels(t, b, e):
+            return self.op("Slice", [t, self.const([b]), self.const([e]), self.const([1])], "slice")
+
+        def add(ts):
+            return self.op("Add", ts, "add") if len(ts) == 2 else self.op("Sum", ts, "sum")
+
+        def mul(ts):
+            acc = ts[0]
+            for t in ts[1:]:
+                acc = self.op("Mul", [acc, t], "mul")
+            return acc
+
+        def concat(ts):
+            return self.op("Concat", ts, "concat", axis=1)
+
+        return Primitives(slice_channels, add, mul, concat)
+
+    def act(self, x: str, act: str, hint: str) -> str:
+        return x if act == "identity" else self.op(_ACT_OPS[act], [x], hint)
+
+    # ---- operators ---------------------------------------------------------------------------
+    def emit(self, node: Node, x: str) -> str:
+        kind = node.TYPE
+        name = node.name
+        if kind == "conv":
+            (ph, pw) = node.padding
+            y = self.op("Conv", [x, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
+                        f"{name}.conv", kernel_shape=list(node.kernel), strides=list(node.stride),
+                        pads=[ph, pw, ph, pw], dilations=list(node.dilation), group=node.groups)
+            return self.act(y, node.act, f"{name}.act")
+        if kind == "pool":
+            if node.pool_type == "global_avg":
+                return self.op("GlobalAveragePool", [x], name)
+            if node.pool_type == "global_max":
+                return self.op("GlobalMaxPool", [x], name)
+            (ph, pw) = node.padding
+            attrs = dict(kernel_shape=list(node.kernel), strides=list(node.stride), pads=[ph, pw, ph, pw])
+            if node.pool_type == "max":
+                return self.op("MaxPool", [x], name, **attrs)
+            return self.op("AveragePool", [x], name, count_include_pad=1, **attrs)
+        if kind in ("identity", "element"):
+            return x
+        if kind in ("relu", "activation"):
+            return self.act(x, node.act_type, name)
+        if kind == "flatten":
+            return self.op("Reshape", [x, self.const([0, -1, 1, 1])], name)
+        if kind == "linear":
+            flat = self.op("Flatten", [x], f"{name}.flatten", axis=1)
+            y = self.op("Gemm", [flat, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
+                        f"{name}.gemm", transB=1)
+            y = self.act(y, node.act, f"{name}.act")
+            return self.op("Reshape", [y, self.const([0, -1, 1, 1])], name)
+        raise NotImplementedError(f"onnx export: no conversion for node type {kind!r}")
+
+
+def export(graph: Graph, batch_size: int | None = 1, path: str | Path | None = None,
+           opset: int = DEFAULT_OPSET, check: bool = True):
+    """The graph as an ``onnx.ModelProto`` (saved to ``path`` when given). ``batch_size=None``
+    makes the batch dimension dynamic (``N``)."""
+    import onnx
+    import onnx.helper as oh
+
+    if any(op.HAS_WEIGHTS and not op.weights() for op in graph.operators()):
+        raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
+    if batch_size is not None and int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+    if int(opset) < MIN_OPSET:
+        raise ValueError(f"opset {opset} is too old: the exporter needs >= {MIN_OPSET}")
+    b = _Builder(graph)
+    out = lower(graph, "input", b.primitives(), b.emit)
+    # Name the result "output": rename the tensor (and every use), or copy the input through.
+    if out == "input":
+        b.nodes.append(oh.make_node("Identity", ["input"], ["output"], name="output"))
+    else:
+        for n in b.nodes:
+            for seq in (n.input, n.output):
+                for i, t in enumerate(seq):
+                    if t == out:
+                        seq[i] = "output"
+    n_dim = "N" if batch_size is None else int(batch_size)
+    c, h, w = graph.input_shape
+    oc, oh_, ow = graph.output_shape
+    onnx_graph = oh.make_graph(
+        b.nodes, graph.name,
+        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [n_dim, c, h, w])],
+        [oh.make_tensor_value_info("output", onnx.TensorProto.FLOAT, [n_dim, oc, oh_, ow])],
+        initializer=b.initializers,
+    )
+    model = oh.make_model(onnx_graph, producer_name="ios-bench", opset_imports=[oh.make_opsetid("", int(opset))])
+    # The oldest IR version that carries this opset: keeps the file loadable by runtimes lagging onnx.
+    model.ir_version = oh.find_min_ir_version_for(list(model.opset_import))
+    oh.set_model_props(model, {"ios_bench.graph": graph.name, "ios_bench.opset": str(opset),
+                               "ios_bench.batch_size": "dynamic" if batch_size is None else str(batch_size)})
+    if check:
+        onnx.checker.check_model(model)
+    if path is not None:
+        onnx.save(model, str(path))
+    return model
+
+
+def opset_of(model) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))

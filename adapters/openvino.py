@@ -1,0 +1,98 @@
+"""OpenVINO adapter on the exported ONNX model: CPU plugin, latency performance hint.
+
+Precision is forced to float32 (``INFERENCE_PRECISION_HINT=f32``): on CPUs with AVX512_BF16
+or AMX the CPU plugin otherwise silently computes in bf16. The precision the compiled model
+reports is read back and recorded (``info["inference_precision"]``) so a result never
+claims f32 it did not get. Threads: ``INFERENCE_NUM_THREADS`` = the thread budget.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._lowering import resolve_threads
+from .base import Adapter, Compiled
+from .onnx_export import DEFAULT_OPSET, export
+
+
+class OVCompiled(Compiled):
+    def __init__(self, compiled_model, info):
+        super().__init__(info)
+        self.compiled_model = compiled_model
+        self.request = compiled_model.create_infer_request()
+
+    def prepare(self, x: np.ndarray):
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def execute(self, prepared):
+        self.request.infer({0: prepared}, share_inputs=True, share_outputs=True)
+        return self.request.get_output_tensor(0).data
+
+    def finish(self, out) -> np.ndarray:
+        return np.array(out, dtype=np.float32, copy=True)  # the request's buffer is reused next call
+
+
+_LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+# Tolerance of the explicit bf16/f16 variants (8/11-bit mantissas), relative to max |reference|.
+LOW_PRECISION_TOLERANCE = 5e-2
+
+
+def _prop(compiled_model, key: str):
+    """A compiled model's property as plain text ("f32", "LATENCY", "2"), None if unreadable."""
+    try:
+        value = compiled_model.get_property(key)
+    except Exception:
+        return None
+    if hasattr(value, "to_string"):  # ov.Type -> "f32", "bf16"
+        return value.to_string()
+    if hasattr(value, "name") and not isinstance(value, str):  # enums such as PerformanceMode
+        return str(value.name)
+    return str(value)
+
+
+class OpenVINO(Adapter):
+    def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
+               performance_hint="LATENCY", **options):
+        import openvino as ov
+
+        if options:
+            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
+        n = resolve_threads(threads)
+        t0 = time.perf_counter()
+        model = export(graph, batch_size, opset=opset)
+        export_seconds = time.perf_counter() - t0
+        core = ov.Core()
+        with tempfile.TemporaryDirectory(prefix="ios-bench-ov-") as tmp:
+            path = Path(tmp) / "model.onnx"
+            path.write_bytes(model.SerializeToString())
+            t1 = time.perf_counter()
+            ov_model = core.read_model(str(path))
+            config = {"PERFORMANCE_HINT": performance_hint, "INFERENCE_PRECISION_HINT": precision,
+                      "INFERENCE_NUM_THREADS": str(n)}
+            compiled_model = core.compile_model(ov_model, "CPU", config)
+        got = _prop(compiled_model, "INFERENCE_PRECISION_HINT")
+        info = {
+            "threads": n, "intra_op_threads": _prop(compiled_model, "INFERENCE_NUM_THREADS"),
+            "performance_hint": _prop(compiled_model, "PERFORMANCE_HINT"),
+            "num_streams": _prop(compiled_model, "NUM_STREAMS"),
+            "inference_precision": got, "precision": _LABELS.get(got, str(got)),
+            "opset": opset, "framework_version": ov.get_version(),
+            "export_seconds": export_seconds, "compile_seconds": time.perf_counter() - t1,
+        }
+        if got != precision:
+            info["precision_note"] = f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}"
+        if got != "f32":  # an explicit lower-precision variant: a looser, documented tolerance
+            info["tolerance"] = LOW_PRECISION_TOLERANCE
+        return OVCompiled(compiled_model, info)
+
+
+OPENVINO = OpenVINO(
+    name="openvino",
+    description="OpenVINO CPU plugin on the exported ONNX model, latency hint, f32 forced",
+    requires=("openvino", "onnx"),
+    tolerance=1e-3,
+)

@@ -1,0 +1,84 @@
+"""ios-bench optimize --model M --batch B --strategy S [-o schedule.json]"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ios_core.cost import COST_KINDS, make_cost_model
+from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, optimize
+
+from ..errors import InputError
+from ..loading import load_graph
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"bad --cost-option {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+@click.command("optimize")
+@click.option("--model", "-m", "model", required=True, help="zoo model name or graph JSON file")
+@click.option("--batch", "-b", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="batch size to optimize for")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="both", show_default=True,
+              help="sequential | greedy | merge (IOS-Merge) | parallel (IOS-Parallel) | both (IOS-Both)")
+@click.option("--max-group-size", "-r", type=click.IntRange(min=1), default=3, show_default=True,
+              help="most operators in one group of a parallel stage (pruning r)")
+@click.option("--max-num-groups", "-s", type=click.IntRange(min=1), default=8, show_default=True,
+              help="most groups in one parallel stage (pruning s)")
+@click.option("--max-part-size", type=click.IntRange(min=1), default=DEFAULT_MAX_PART_SIZE, show_default=True,
+              help="blocks with more operators are split into parts searched one after another")
+@click.option("--cost", "cost_kind", type=click.Choice(COST_KINDS), default="synthetic", show_default=True,
+              help="cost model: analytical (synthetic) or timed on a device (measured)")
+@click.option("--cost-option", "cost_options", multiple=True, metavar="KEY=VALUE",
+              help="option for the cost model, e.g. launch_ms=0.01 (synthetic) or mode=composed (measured); repeatable")
+@click.option("--weights-seed", type=int, default=None,
+              help="initialize weights with this seed (if the graph has none) and save them beside the schedule")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="schedule file to write (reference IOS JSON); default: print the stats only")
+@click.option("--stats-json", type=click.Path(dir_okay=False), default=None, help="also write the statistics as JSON")
+@click.option("--progress/--no-progress", default=None, help="progress bar (default: when stderr is a terminal)")
+def command(model, batch_size, strategy, max_group_size, max_num_groups, max_part_size, cost_kind, cost_options,
+            weights_seed, output, stats_json, progress):
+    """Schedule a network with IOS (or a baseline) and write the schedule file.
+
+    The schedule file is the reference implementation's JSON layout (the graph, with merged
+    convolutions applied and a ``stages`` list per block); ``ios-bench show FILE`` prints it.
+    """
+    graph = load_graph(model)
+    if weights_seed is not None and not graph.has_weights:
+        graph.init_weights(weights_seed)
+    try:
+        cost_model = make_cost_model(cost_kind, **_parse_options(cost_options))
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise InputError(f"cost model {cost_kind!r}: {e}") from None
+    if progress is None:
+        progress = sys.stderr.isatty()
+    scheduled = optimize(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
+                         max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress)
+    stats = scheduled.optimize_stats
+    click.echo(f"{graph.name}: {graph.num_operators()} operators in {len(graph.blocks)} blocks, cost model "
+               f"{stats.cost_model}")
+    click.echo(f"  search: {stats.states} states, {stats.transitions} transitions, {stats.stages_costed} stages "
+               f"costed, {stats.search_seconds:.3f} s")
+    click.echo(f"  schedule ({strategy}, batch {batch_size}, r={max_group_size}, s={max_num_groups}): "
+               f"{stats.num_stages} stages, {stats.merged} merged convolutions, estimated latency "
+               f"{stats.cost_ms:.4f} ms")
+    if stats_json:
+        Path(stats_json).write_text(json.dumps(stats.to_dict(), indent=2))
+    if output:
+        scheduled.save(output, weights=scheduled.has_weights)
+        click.echo(f"  wrote {output}" + (f" (+ {Path(output).with_suffix('.npz').name})"
+                                          if scheduled.has_weights else ""))

@@ -1,0 +1,319 @@
+"""``optimize``: schedule every block of a graph with one strategy.
+
+Strategies: ``sequential`` (one operator per stage, block order), ``greedy`` (the paper's
+baseline: every ready operator goes into the next parallel stage, at most ``max_num_groups``
+per stage), ``merge`` / ``parallel`` / ``both`` (IOS-Merge / IOS-Parallel / IOS-Both: the
+dynamic program of :mod:`ios_core.optimizer.dp`).
+
+The result is a new graph (the input is never modified): merge stages are applied as graph
+transforms (a merged convolution replaces the originals and its consumers read their channel
+slices), every block carries ``stages``, and ``graph.optimize_stats`` holds the search figures.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..ir import Block, Graph, GraphError, Node, Value, leaf_nodes
+from .dp import PartSearch, count_states, descendants, iter_bits
+from .merge import can_merge, merge_convs, merge_key, merge_offsets
+from .stage import Stage
+
+STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
+DEFAULT_MAX_PART_SIZE = 100
+
+
+@dataclass
+class OptimizeStats:
+    """Figures of one ``optimize`` call (``states``/``transitions`` are 0 for the baselines)."""
+
+    strategy: str
+    batch_size: int
+    r: int  # max_group_size
+    s: int  # max_num_groups
+    max_part_size: int
+    blocks: int = 0
+    parts: int = 0
+    states: int = 0
+    transitions: int = 0
+    stages_costed: int = 0  # distinct stages the cost model was asked about (each once)
+    search_seconds: float = 0.0  # the searches (and cost model calls), not the graph copy or transform
+    cost_ms: float = 0.0  # the schedule's total latency under the cost model
+    num_stages: int = 0
+    merged: int = 0  # merge stages applied (convolutions merged into one)
+    cost_model: str = ""
+    per_block: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"strategy={self.strategy} batch={self.batch_size} r={self.r} s={self.s}: "
+                f"{self.states} states, {self.transitions} transitions, {self.stages_costed} stages costed, "
+                f"{self.search_seconds:.3f} s search; {self.num_stages} stages ({self.merged} merges), "
+                f"cost {self.cost_ms:.4f} ms")
+
+
+class StageCoster:
+    """Asks the cost model about each distinct stage once. Keys are canonical: a stage is
+    identified by its kind and the set of its operators (which determines its groups); a
+    single operator is always the same stage, whichever strategy produced it."""
+
+    def __init__(self, cost_model, batch_size: int):
+        self.cost_model = cost_model
+        self.batch_size = batch_size
+        self.cache: dict[tuple, float] = {}
+
+    def latency(self, kind: str, key: object, groups: list[list[Node]]) -> float:
+        if kind == "merge" and len(groups) == 1:
+            kind = "parallel"
+        k = (kind, key)
+        hit = self.cache.get(k)
+        if hit is None:
+            hit = float(self.cost_model.stage_latency(Stage(kind, groups), self.batch_size))
+            self.cache[k] = hit
+        return hit
+
+    @property
+    def count(self) -> int:
+        return len(self.cache)
+
+
+def copy_graph(graph: Graph) -> Graph:
+    """A deep, independent copy (through the JSON layout; weights copied)."""
+    new = Graph.from_json(graph.to_json())
+    originals = {n.name: n for n in graph.operators()}
+    for node in new.operators():
+        src = originals[node.name]
+        if src.HAS_WEIGHTS and src.weights():
+            node.set_weights({k: a.copy() for k, a in src.weights().items()})
+    return new
+
+
+def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
+             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False) -> Graph:
+    """Schedule ``graph``; returns a new graph carrying its stages and ``optimize_stats``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
+                     ("max_num_groups", max_num_groups), ("max_part_size", max_part_size)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{label} must be a positive integer, not {v!r}")
+    if not hasattr(cost_model, "stage_latency"):
+        raise TypeError("cost_model must have stage_latency(stage, batch_size) -> ms")
+    graph.validate()
+    new = copy_graph(graph)
+    stats = OptimizeStats(strategy, batch_size, max_group_size, max_num_groups, max_part_size,
+                          blocks=len(new.blocks), cost_model=type(cost_model).__name__)
+    coster = StageCoster(cost_model, batch_size)
+    bar = _progress_bar(new, strategy, max_part_size) if progress else None
+    taken = set(n.name for n in new.nodes()) | set(n.name for n in new.operators())
+    try:
+        for bi, block in enumerate(new.blocks):
+            t0 = time.perf_counter()
+            states0, trans0, costed0 = stats.states, stats.transitions, coster.count
+            plan = _schedule_block(bi, block, strategy, coster, max_group_size, max_num_groups, max_part_size,
+                                   stats, bar)
+            search_time = time.perf_counter() - t0
+            stats.search_seconds += search_time
+            block_cost = sum(c for _, _, c in plan)
+            stats.cost_ms += block_cost
+            stats.per_block.append({"block": bi, "operators": len(block.nodes), "states": stats.states - states0,
+                                    "transitions": stats.transitions - trans0,
+                                    "stages_costed": coster.count - costed0, "stages": len(plan),
+                                    "cost_ms": block_cost, "seconds": search_time})
+            stats.num_stages += len(plan)
+            stats.merged += _apply(block, plan, taken)
+    finally:
+        if bar is not None:
+            bar.close()
+    stats.stages_costed = coster.count
+    new.validate()
+    new.optimize_stats = stats
+    return new
+
+
+# ---- per block -----------------------------------------------------------------------------------------
+def _block_edges(block: Block) -> list[int]:
+    nodes = block.nodes
+    index = {id(n): i for i, n in enumerate(nodes)}
+    succ = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        for pred in node.predecessors():
+            j = index.get(id(pred))
+            if j is not None:
+                succ[j] |= 1 << i
+    return succ
+
+
+def _schedule_block(bi, block, strategy, coster, r, s, part_size, stats, bar):
+    """[(kind, groups of operator indices, latency)] in execution order."""
+    nodes = block.nodes
+    n = len(nodes)
+    succ = _block_edges(block)
+    pred = [0] * n
+    for i in range(n):
+        for j in iter_bits(succ[i]):
+            pred[j] |= 1 << i
+    desc = descendants(succ)
+
+    def parallel_cost(mask, groups):
+        return coster.latency("parallel", (bi, mask), [[nodes[u] for u in g] for g in groups])
+
+    def merge_cost(mask, members):
+        return coster.latency("merge", (bi, mask), [[nodes[u]] for u in members])
+
+    if strategy == "sequential":
+        return [("parallel", [[u]], parallel_cost(1 << u, [[u]])) for u in range(n)]
+    if strategy == "greedy":
+        plan, done = [], 0
+        left = (1 << n) - 1
+        while left:
+            ready = [u for u in iter_bits(left) if pred[u] & ~done == 0]
+            for k in range(0, len(ready), s):
+                chunk = ready[k:k + s]
+                mask = sum(1 << u for u in chunk)
+                plan.append(("parallel", [[u] for u in chunk], parallel_cost(mask, [[u] for u in chunk])))
+            for u in ready:
+                done |= 1 << u
+                left &= ~(1 << u)
+        return plan
+
+    exit_index = n - 1
+    merge_class = [None] * n
+    if strategy in ("merge", "both"):
+        for u, node in enumerate(nodes):
+            if u != exit_index:
+                merge_class[u] = merge_key(node)
+    mergeable_cache: dict[int, bool] = {}
+
+    def mergeable(mask, members):
+        ok = mergeable_cache.get(mask)
+        if ok is None:
+            ok = mergeable_cache[mask] = can_merge([nodes[u] for u in members])
+        return ok
+
+    on_state = None
+    if bar is not None:
+        def on_state():
+            bar.update(1)
+
+    plan = []
+    for begin in range(0, n, part_size):
+        part = sum(1 << u for u in range(begin, min(n, begin + part_size)))
+        search = PartSearch(part, desc, max_group_size=r, max_num_groups=s,
+                            use_parallel=strategy in ("parallel", "both"), use_merge=strategy in ("merge", "both"),
+                            merge_class=merge_class, parallel_cost=parallel_cost, merge_cost=merge_cost,
+                            mergeable=mergeable, on_state=on_state)
+        search.solve()
+        stats.parts += 1
+        stats.states += search.states
+        stats.transitions += search.transitions
+        for kind, groups in search.stages():
+            mask = sum(1 << u for g in groups for u in g)
+            cost = merge_cost(mask, [g[0] for g in groups]) if kind == "merge" else parallel_cost(mask, groups)
+            plan.append((kind, groups, cost))
+    return plan
+
+
+def _apply(block: Block, plan, taken: set[str]) -> int:
+    """Rewrite ``block`` to follow ``plan``: order its operators by stage, build merged
+    convolutions, point consumers at their channel slices, set ``block.stages``."""
+    nodes = block.nodes
+    exit_node = block.exit_node
+    order: list[Node] = []
+    stages: list[list[list[str]]] = []
+    remap: dict[int, tuple[Node, int]] = {}
+    merged = 0
+    for kind, groups, _ in plan:
+        if kind == "merge" and len(groups) > 1:
+            convs = [nodes[g[0]] for g in groups]
+            name = _fresh_name(convs[0].name + "_merged", taken)
+            conv = merge_convs(convs, name)
+            for c, (b, _) in zip(convs, merge_offsets(convs)):
+                remap[id(c)] = (conv, b)
+            order.append(conv)
+            stages.append([[conv.name]])
+            merged += 1
+        else:
+            stage = []
+            for g in groups:
+                stage.append([nodes[u].name for u in g])
+                order.extend(nodes[u] for u in g)
+            stages.append(stage)
+    if remap:
+        for node in order:
+            for leaf in leaf_nodes(node):
+                _rewrite_inputs(leaf, remap)
+    if exit_node not in order:  # pragma: no cover - the exit never merges
+        raise GraphError("internal error: the block's exit operator was merged away")
+    block.inner_nodes = [nd for nd in order if nd is not exit_node]
+    block.stages = stages
+    # keep the exit node last in the node list, as the IR requires; stages say when it runs
+    return merged
+
+
+def _rewrite_inputs(node: Node, remap: dict[int, tuple[Node, int]]) -> None:
+    changed = False
+    terms = []
+    for term in node.inputs:
+        new_term = []
+        for v in term:
+            hit = remap.get(id(v.node))
+            if hit is not None:
+                conv, off = hit
+                v = Value(conv, v.begin + off, v.end + off)
+                changed = True
+            new_term.append(v)
+        terms.append(new_term)
+    if not changed:
+        return
+    # concatenating adjacent slices of one output is reading the wider slice
+    compact: list[list[Value]] = []
+    for term in terms:
+        if compact and len(term) == 1 and len(compact[-1]) == 1:
+            a, b = compact[-1][0], term[0]
+            if a.node is b.node and a.end == b.begin:
+                compact[-1] = [Value(a.node, a.begin, b.end)]
+                continue
+        compact.append(term)
+    node.inputs[:] = compact  # in place: a Sequential shares its first node's input list
+
+
+def _fresh_name(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    taken.add(name)
+    return name
+
+
+def _progress_bar(graph: Graph, strategy: str, part_size: int):
+    """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
+    if strategy in ("sequential", "greedy"):
+        return None
+    from tqdm import tqdm
+
+    total = 0
+    for block in graph.blocks:
+        desc = descendants(_block_edges(block))
+        n = len(block.nodes)
+        for begin in range(0, n, part_size):
+            total += count_states(sum(1 << u for u in range(begin, min(n, begin + part_size))), desc)
+    return tqdm(total=total, desc=f"IOS {strategy} {graph.name}", unit="state", leave=False, mininterval=0.25)
+
+
+def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
+    """Total latency of a scheduled graph's stages under ``cost_model``, each stage asked as a
+    parallel stage of its groups (merged convolutions are plain operators by now)."""
+    if not graph.has_stages:
+        raise ValueError(f"graph {graph.name!r} has no schedule (stages) on every block")
+    total = 0.0
+    for block in graph.blocks:
+        by_name = {n.name: n for n in block.nodes}
+        for stage in block.stages:
+            groups = [[by_name[name] for name in group] for group in stage]
+            total += float(cost_model.stage_latency(Stage("parallel", groups), batch_size))
+    return total

@@ -1,0 +1,152 @@
+"""Every available adapter computes the oracle's output (within its documented tolerance) on
+the sample network, squeezenet and a small inception-style graph, at batch 1 and 2; and it
+records what it was built with (threads, precision, version, build/compile time, opset)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from adapter_graphs import mini_inception
+
+import adapters
+from ios_core import models, reference
+from ios_core.check import compare
+
+ADAPTERS = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel",
+            "openvino"]
+MODELS = {
+    "sample": lambda: models.get("sample", input_shape=(32, 15, 15)),
+    "squeezenet": lambda: models.get("squeezenet", image_size=64),  # same operators, smaller images
+    "mini_inception": mini_inception,
+}
+# torch.compile takes ~50 s per cold compile (inductor builds C++ kernels; cached afterwards in
+# the inductor cache): only the small graphs run by default, the rest with -m slow.
+SLOW = {("torch-compile", "squeezenet", 1), ("torch-compile", "squeezenet", 2), ("torch-compile", "mini_inception", 2)}
+
+
+def _cases():
+    for name in ADAPTERS:
+        for model in MODELS:
+            for batch in (1, 2):
+                marks = [pytest.mark.slow] if (name, model, batch) in SLOW else []
+                yield pytest.param(name, model, batch, marks=marks, id=f"{name}-{model}-b{batch}")
+
+
+@pytest.fixture(scope="module")
+def cases():
+    """(model, batch) -> (graph with weights, input, oracle output), built once per module."""
+    cache: dict = {}
+
+    def get(model: str, batch: int):
+        if (model, batch) not in cache:
+            graph = MODELS[model]()
+            graph.init_weights(seed=7)
+            x = reference.random_input(graph, batch, seed=batch)
+            cache[model, batch] = (graph, x, reference.run(graph, x))
+        return cache[model, batch]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def built(cases):
+    """(adapter, model, batch) -> Compiled, each built once per module (TF/XLA builds are slow)."""
+    cache: dict = {}
+
+    def get(name: str, model: str, batch: int):
+        adapter = adapters.get(name)
+        reason = adapter.available()
+        if reason is not None:
+            pytest.skip(f"{name} unavailable: {reason}")
+        if (name, model, batch) not in cache:
+            graph, _, _ = cases(model, batch)
+            cache[name, model, batch] = adapter.build(graph, batch_size=batch, device="cpu", threads=2)
+        return cache[name, model, batch]
+
+    return get
+
+
+def test_registry_lists_every_adapter():
+    assert set(ADAPTERS) <= set(adapters.names())
+    for name in ADAPTERS:
+        adapter = adapters.get(name)
+        assert isinstance(adapter, adapters.Adapter)
+        assert adapter.name == name
+        assert 0 < adapter.tolerance <= 1e-3
+        assert adapter.precision == "fp32"
+
+
+@pytest.mark.parametrize("name,model,batch", list(_cases()))
+def test_adapter_matches_oracle(built, cases, name, model, batch):
+    graph, x, ref = cases(model, batch)
+    compiled = built(name, model, batch)
+    out = compiled.run(x)
+    assert out.dtype == np.float32 and out.shape == (batch, *graph.output_shape)
+    result = compare(out, ref, adapters.get(name).tolerance)
+    assert result.passed, f"{name} on {model} batch {batch}: {result.reason}"
+    # The timed path (what the harness measures) gives the same answer, repeatedly.
+    prepared = compiled.prepare(x)
+    again = compiled.finish(compiled.execute(prepared))
+    np.testing.assert_allclose(again, out, rtol=0, atol=1e-5 * float(np.abs(ref).max()))
+    # The input is not modified by any framework.
+    np.testing.assert_array_equal(x, reference.random_input(graph, batch, seed=batch))
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_adapter_records_its_build(built, name):
+    compiled = built(name, "sample", 1)
+    info = compiled.info
+    assert info["threads"] == 2
+    assert info["precision"] == "fp32"
+    assert info["framework_version"]
+    assert info["build_seconds"] > 0
+    assert info["tolerance"] == adapters.get(name).tolerance
+    if name.startswith("torch"):
+        assert info["intra_op_threads"] == 2
+    if name == "torch-compile":
+        assert info["compile_seconds"] > 0 and info["backend"] == "inductor"
+    if name.startswith("tensorflow"):
+        assert info["layout"] == "NHWC" and info["jit_compile"] == name.endswith("xla")
+        assert info["compile_seconds"] > 0
+    if name.startswith("onnxruntime"):
+        assert info["opset"] >= 13 and info["intra_op_threads"] == 2
+        assert info["execution_mode"] == ("ORT_PARALLEL" if name.endswith("parallel") else "ORT_SEQUENTIAL")
+        assert info["inter_op_threads"] == "default"
+    if name == "openvino":
+        # f32 forced and read back: this CPU's plugin would otherwise pick bf16.
+        assert info["inference_precision"] == "f32"
+        assert info["intra_op_threads"] == "2" and info["performance_hint"] == "LATENCY"
+        assert info["opset"] >= 13
+
+
+def test_batch_mismatch_is_refused(built, cases):
+    """A program built for batch 1 is not silently run on a batch of 2 (static-shape engines)."""
+    _, x2, _ = cases("sample", 2)
+    compiled = built("onnxruntime", "sample", 1)
+    with pytest.raises(Exception):  # noqa: B017 - each engine raises its own error type
+        compiled.run(x2)
+
+
+def test_openvino_bf16_variant_is_labelled(cases):
+    adapter = adapters.get("openvino")
+    if adapter.available():
+        pytest.skip(adapter.available())
+    graph, x, ref = cases("sample", 1)
+    compiled = adapter.build(graph, 1, threads=1, precision="bf16")
+    if compiled.info["inference_precision"] != "bf16":
+        pytest.skip("this CPU has no bf16 inference in OpenVINO")
+    assert compiled.info["precision"] == "bf16"
+    assert compiled.info["tolerance"] > adapter.tolerance
+    assert compare(compiled.run(x), ref, compiled.info["tolerance"]).passed
+
+
+def test_build_without_weights_fails():
+    graph = MODELS["sample"]()
+    with pytest.raises(ValueError, match="no weights"):
+        adapters.get("torch").build(graph, 1)
+
+
+def test_unknown_build_option_fails(cases):
+    graph, _, _ = cases("sample", 1)
+    with pytest.raises(TypeError, match="unknown build options"):
+        adapters.get("onnxruntime").build(graph, 1, threads=1, bogus=True)
