@@ -268,8 +268,7 @@ class Graph:
 
     @property
     def has_weights(self) -> bool:
-        nodes = self.weighted_nodes()
-        return all(n.weights() for n in nodes) and bool(nodes)
+        return all(n.weights() for n in self.weighted_nodes())
 
     def init_weights(self, seed: int = 0) -> Graph:
         """Deterministic He-style weights: each operator draws from its own stream, derived

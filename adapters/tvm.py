@@ -1,0 +1,564 @@
+"""TVM adapters: the IOS graph as a Relax module, compiled for the host CPU and run on the Relax VM.
+
+Two adapters:
+
+* ``tvm`` (:data:`DEFAULT`): the graph is written directly with Relax's ``BlockBuilder``
+  (one Relax op per IR operation, weights bound as constants) and compiled with the default
+  Relax pipeline TVM uses for ``llvm`` targets (``relax.get_default_pipeline(target)``:
+  legalization to TIR, constant folding, operator fusion, then lowering) without any tuning.
+* ``tvm-tuned`` (:data:`TUNED`): the same module, its fused TIR functions tuned with
+  MetaSchedule for the same target. Records go to a persistent JSON database under
+  ``runs/tvm_db/<target-hash>/<model>_b<batch>/`` (option ``db=``); tasks that already have
+  records there are not tuned again, so a second build with the same database tunes nothing.
+
+Build options (``adapter.build(graph, batch, threads=..., **options)``):
+
+``target``        a TVM target string or dict (default: the host, ``llvm -mcpu=<host cpu>
+                  -num-cores <threads>``).
+``trials_per_task`` (tvm-tuned) trials per task (default :data:`DEFAULT_TRIALS_PER_TASK`).
+``trials``        (tvm-tuned) budget over all tasks tuned in this build (default
+                  ``trials_per_task x tasks``); each scheduler round gives every task
+                  ``trials / tasks`` trials (at most 64), so a small budget still covers all tasks.
+``db``            (tvm-tuned) the database folder.
+``retune``        (tvm-tuned) tune every task even if the database has records for it.
+``cost_model``    (tvm-tuned) ``xgb`` when xgboost is importable, else ``random``.
+``strategy``      (tvm-tuned) ``evolutionary`` with xgb, else ``replay-trace``.
+``num_trials_per_iter``, ``seed``: passed to MetaSchedule.
+
+``compiled.info`` records the tvm version, target, threads, precision (fp32), build seconds
+and, for tvm-tuned, tuning seconds (separate from build), the database path, ``tuned_now``
+(tasks tuned in this build) and ``tasks``: one row per task (name, weight, trials in the
+database, best latency in ms, tuned now?) like the task-scheduler table of TVM's tutorials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ios_core.ir import Graph, leaf_nodes
+
+from .base import Adapter, Compiled
+
+# A small default for a CPU sweep: about 1 s per trial here, so inception_v3 (63 tasks) tunes
+# in about 8 minutes the first time and never again for the same target.
+DEFAULT_TRIALS_PER_TASK = 8
+DEFAULT_DB_ROOT = Path("runs") / "tvm_db"
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph -> Relax
+# ---------------------------------------------------------------------------------------------
+def to_relax(graph: Graph, batch_size: int, bind: bool = True):
+    """Write ``graph`` as a Relax ``IRModule`` whose ``main(x)`` takes NCHW float32 input.
+
+    Weights become parameters of ``main`` named after their node (``<node>.weight``,
+    ``<node>.bias``); with ``bind`` they are bound as constants (``BindParams``), which is
+    what is compiled. Returns ``(mod, params)`` with ``params`` the name -> array map.
+    """
+    import tvm
+    from tvm import relax
+
+    R = relax.op
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType((batch_size, *graph.input_shape), "float32"))
+    weight_vars: list[relax.Var] = []
+    params: dict[str, np.ndarray] = {}
+
+    def weight(node, key: str, array: np.ndarray) -> relax.Var:
+        name = f"{node.name}.{key}"
+        v = relax.Var(name, relax.TensorType(array.shape, "float32"))
+        weight_vars.append(v)
+        params[name] = np.ascontiguousarray(array, dtype=np.float32)
+        return v
+
+    def act(y, kind: str):
+        if kind == "identity":
+            return y
+        if kind == "relu":
+            return bb.emit(R.nn.relu(y))
+        if kind == "sigmoid":
+            return bb.emit(R.sigmoid(y))
+        if kind == "tanh":
+            return bb.emit(R.tanh(y))
+        raise NotImplementedError(f"activation {kind!r}")
+
+    # The function's parameter list must be known up front: collect the weights first.
+    def collect():
+        for node in graph.operators():
+            if node.TYPE == "conv":
+                weight(node, "weight", node.weight)
+                weight(node, "bias", node.bias)
+            elif node.TYPE == "linear":
+                # stored transposed (in, out): the matmul is then a plain x @ W
+                weight(node, "weight", node.weight.T)
+                weight(node, "bias", node.bias)
+
+    collect()
+    wv = dict(zip(params, weight_vars))
+
+    with bb.function("main", [x_var, *weight_vars]):
+        with bb.dataflow():
+            out: dict[str, relax.Expr] = {graph.input.name: x_var}
+            shapes: dict[str, tuple] = {graph.input.name: graph.input.output_shape}
+
+            def value(v):
+                t = out[v.node.name]
+                c = shapes[v.node.name][0]
+                if v.begin == 0 and v.end == c:
+                    return t
+                return bb.emit(R.strided_slice(t, axes=[1], begin=[v.begin], end=[v.end]))
+
+            def gather(node):
+                mul = node.TYPE == "element" and node.op_type == "mul"
+                terms = []
+                for term in node.inputs:
+                    acc = None
+                    for v in term:
+                        t = value(v)
+                        acc = t if acc is None else bb.emit(R.multiply(acc, t) if mul else R.add(acc, t))
+                    terms.append(acc)
+                return terms[0] if len(terms) == 1 else bb.emit(R.concat(terms, axis=1))
+
+            for block in graph.blocks:
+                for node in block.nodes:
+                    for op in leaf_nodes(node):
+                        y = apply(bb, op, gather(op), wv, act, batch_size)
+                        out[op.name] = y
+                        shapes[op.name] = op.output_shape
+                    last = leaf_nodes(node)[-1]
+                    out[node.name] = out[last.name]
+                    shapes[node.name] = last.output_shape
+            result = bb.emit_output(out[graph.exit_node.name])
+        bb.emit_func_output(result)
+
+    mod = bb.get()
+    if bind:
+        mod = relax.transform.BindParams("main", {k: tvm.runtime.tensor(a) for k, a in params.items()})(mod)
+    return mod, params
+
+
+def apply(bb, node, x, wv, act, batch_size: int):
+    """Emit one (non-Sequential) operator on its composed input ``x``."""
+    from tvm import relax
+
+    R = relax.op
+    kind = node.TYPE
+    if kind == "conv":
+        (ph, pw) = node.padding
+        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=(ph, pw, ph, pw),
+                                dilation=node.dilation, groups=node.groups, data_layout="NCHW",
+                                kernel_layout="OIHW", out_dtype="float32"))
+        bias = bb.emit(R.reshape(wv[f"{node.name}.bias"], (1, node.out_channels, 1, 1)))
+        y = bb.emit(R.add(y, bias))
+        return act(y, node.act)
+    if kind == "pool":
+        if node.pool_type == "global_avg":
+            return bb.emit(R.mean(x, axis=[2, 3], keepdims=True))
+        if node.pool_type == "global_max":
+            return bb.emit(R.max(x, axis=[2, 3], keepdims=True))
+        (ph, pw) = node.padding
+        common = dict(pool_size=node.kernel, strides=node.stride, padding=(ph, pw, ph, pw), layout="NCHW")
+        if node.pool_type == "max":
+            return bb.emit(R.nn.max_pool2d(x, **common))
+        # The IR (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
+        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=True, **common))
+    if kind in ("identity", "element"):
+        return x
+    if kind in ("relu", "activation"):
+        return act(x, node.act_type)
+    if kind == "flatten":
+        c, h, w = node.output_shape
+        return bb.emit(R.reshape(x, (batch_size, c, 1, 1)))
+    if kind == "linear":
+        flat = bb.emit(R.reshape(x, (batch_size, node.in_features)))
+        y = bb.emit(R.matmul(flat, wv[f"{node.name}.weight"], out_dtype="float32"))
+        y = bb.emit(R.add(y, wv[f"{node.name}.bias"]))
+        y = act(y, node.act)
+        return bb.emit(R.reshape(y, (batch_size, node.out_features, 1, 1)))
+    raise NotImplementedError(f"tvm adapter: no conversion for node type {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Target and threads
+# ---------------------------------------------------------------------------------------------
+def configure_threads(threads: int | None) -> int:
+    """Make the TVM runtime use ``threads`` worker threads; returns the count in effect.
+
+    TVM's pool reads ``TVM_NUM_THREADS`` when it first starts (by default it uses half the
+    logical CPUs on x86, assuming hyper-threading); once started it can only be narrowed,
+    which ``runtime.config_threadpool`` does. The harness runs each cell in a fresh process,
+    so setting the variable here, before the first run, is what normally takes effect.
+    """
+    import tvm
+
+    if threads is not None:
+        os.environ["TVM_NUM_THREADS"] = str(int(threads))
+    actual = int(tvm.runtime.num_threads())  # starts the pool if it was not started
+    if threads is not None and actual != threads:
+        tvm.get_global_func("runtime.config_threadpool")(1, int(threads))
+        actual = int(tvm.runtime.num_threads())
+        if actual != threads:
+            log.warning("TVM runtime pool already started with %d threads; asked for %d", actual, threads)
+    return actual
+
+
+def host_target(threads: int | None = None, spec=None):
+    """The compilation target: ``spec`` (a target string or dict) if given, else the host CPU
+    (``llvm -mcpu=<LLVM's name for this CPU> -num-cores <threads>``)."""
+    import tvm
+    from tvm.target import codegen
+
+    if spec is not None:
+        return tvm.target.Target(spec)
+    config: dict = {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
+    if threads:
+        config["num-cores"] = int(threads)
+    return tvm.target.Target(config)
+
+
+def target_key(target) -> str:
+    """A short stable hash naming a target's tuning database folder."""
+    return hashlib.sha1(str(target).encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled programs
+# ---------------------------------------------------------------------------------------------
+class TVMCompiled(Compiled):
+    """A Relax VM executable: ``prepare`` copies the input into a TVM tensor (untimed),
+    ``execute`` calls ``main`` (synchronous on the CPU), ``finish`` copies back to numpy."""
+
+    def __init__(self, executable, info: dict):
+        import tvm
+        from tvm import relax
+
+        super().__init__(info)
+        self.executable = executable
+        self.device = tvm.cpu(0)
+        self.vm = relax.VirtualMachine(executable, self.device)
+        self._main = self.vm["main"]
+
+    def prepare(self, x: np.ndarray):
+        import tvm
+
+        return tvm.runtime.tensor(np.ascontiguousarray(x, dtype=np.float32), self.device)
+
+    def execute(self, prepared):
+        return self._main(prepared)
+
+    def finish(self, out) -> np.ndarray:
+        return out.numpy()
+
+
+def _base_info(target, threads_effective: int) -> dict:
+    import tvm
+
+    return {"tvm_version": tvm.__version__, "target": str(target), "tvm_threads": threads_effective,
+            "precision": "fp32"}
+
+
+# apache-tvm 0.27.0.post1 was built against apache-tvm-ffi 0.1.14; with 0.1.15.post2 (which its
+# ">=0.1.14.post0" requirement lets pip pick) serializing any TIR node to JSON segfaults, and
+# MetaSchedule serializes every task. The untuned build never serializes and works with both.
+KNOWN_BAD_FFI = ("0.1.15",)
+
+
+def ffi_incompatibility() -> str | None:
+    """Why MetaSchedule would crash with the installed apache-tvm-ffi, or None."""
+    try:
+        from importlib.metadata import version
+
+        tvm_v, ffi_v = version("apache-tvm"), version("apache-tvm-ffi")
+    except Exception:
+        return None
+    if tvm_v.startswith("0.27") and ffi_v.startswith(KNOWN_BAD_FFI):
+        return (f"apache-tvm-ffi {ffi_v} is ABI-incompatible with apache-tvm {tvm_v} (TIR JSON serialization "
+                "segfaults, MetaSchedule needs it); install apache-tvm-ffi==0.1.14.post0")
+    return None
+
+
+def _compile_default(mod, target):
+    import tvm
+    from tvm import relax
+
+    # The Relax pipeline TVM registers for llvm targets (legalize to TIR, fold constants,
+    # fuse operators, lower); the TIR side uses tvm.compile's default TIR pipeline.
+    return tvm.compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
+
+
+class TVMAdapter(Adapter):
+    """``tvm``: the untuned default build (see the module docstring)."""
+
+    def distribution(self) -> str:
+        return "apache-tvm"
+
+    def version(self) -> str | None:
+        v = super().version()
+        if v is None:
+            try:
+                import tvm
+
+                return str(tvm.__version__)
+            except Exception:
+                return None
+        return v
+
+    def _prepare(self, graph: Graph, batch_size: int, threads: int | None, options: dict):
+        threads_effective = configure_threads(threads)
+        target = host_target(threads or threads_effective, options.get("target"))
+        t0 = time.perf_counter()
+        mod, _ = to_relax(graph, batch_size)
+        info = _base_info(target, threads_effective)
+        info["convert_seconds"] = time.perf_counter() - t0
+        return mod, target, info
+
+    def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
+        unknown = set(options) - {"target"}
+        if unknown:
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['target']")
+        mod, target, info = self._prepare(graph, batch_size, threads, options)
+        t0 = time.perf_counter()
+        ex = _compile_default(mod, target)
+        info["compile_seconds"] = time.perf_counter() - t0
+        info["pipeline"] = "relax.get_default_pipeline(llvm), untuned"
+        return TVMCompiled(ex, info)
+
+
+class TunedTVMAdapter(TVMAdapter):
+    """``tvm-tuned``: MetaSchedule-tuned build with a persistent, reusable database."""
+
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        return reason if reason is not None else ffi_incompatibility()
+
+    def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
+        from tvm.s_tir import meta_schedule as ms
+
+        unknown = set(options) - TUNED_OPTIONS
+        if unknown:
+            raise ValueError(f"tvm-tuned: unknown options {sorted(unknown)}; known: {sorted(TUNED_OPTIONS)}")
+        mod, target, info = self._prepare(graph, batch_size, threads, options)
+        db_dir = Path(options.get("db") or DEFAULT_DB_ROOT / target_key(target) / f"{_safe(graph.name)}_b{batch_size}")
+        db_dir.mkdir(parents=True, exist_ok=True)
+        _write_target_note(db_dir, target)
+        database = ms.database.JSONDatabase(work_dir=str(db_dir))
+
+        t0 = time.perf_counter()
+        tasks = [t for t in ms.relax_integration.extract_tasks(fuse_for_tuning(mod, target), target)
+                 if not t.mod.attrs or not t.mod.attrs.get("tirx.is_scheduled", False)]
+        info["extract_seconds"] = time.perf_counter() - t0
+        retune = bool(options.get("retune", False))
+        todo = [t for t in tasks if retune or not _has_records(database, t, target)]
+
+        per_task = int(options.get("trials_per_task", DEFAULT_TRIALS_PER_TASK))
+        total = int(options.get("trials", per_task * max(len(todo), 1)))
+        per_iter = int(options.get("num_trials_per_iter", max(1, min(64, per_task, total // max(len(todo), 1)))))
+        cost_model = options.get("cost_model") or _default_cost_model()
+        t0 = time.perf_counter()
+        strategy = None
+        if todo and total > 0:
+            builder, runner = in_process_measurers()
+            # Without a learned cost model (xgboost), evolutionary search ranks candidates by
+            # random scores at a high cost per round: plain trace replay samples the same space.
+            strategy = options.get("strategy") or ("evolutionary" if cost_model == "xgb" else "replay-trace")
+            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                todo, work_dir=str(db_dir), seed=options.get("seed", 0), strategy=strategy,
+                num_threads=int(threads or info["tvm_threads"]))
+            ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(db_dir),
+                          max_trials_global=total, max_trials_per_task=min(per_task, total),
+                          num_trials_per_iter=per_iter,
+                          builder=builder, runner=runner, database=database, cost_model=cost_model,
+                          # the default list also deletes build artifacts from disk; ours live in memory
+                          measure_callbacks=[ms.measure_callback.AddToDatabase(),
+                                             ms.measure_callback.UpdateCostModel()])
+        info["tuning_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ex = ms.relax_integration.compile_relax(database, mod, target, params=None)
+        info["compile_seconds"] = time.perf_counter() - t0
+
+        todo_names = {t.task_name for t in todo} if total > 0 else set()
+        table = task_table(database, tasks, target, todo_names)
+        info.update({
+            "pipeline": "MetaSchedule (relax_integration.compile_relax)",
+            "database": str(db_dir),
+            "trial_budget": total if todo else 0,
+            "trials_per_task": per_task,
+            "cost_model": cost_model,
+            "search_strategy": strategy if todo and total > 0 else None,
+            "tasks_total": len(tasks),
+            "tuned_now": len(todo_names),
+            "tasks_untuned": sum(1 for row in table if row["trials"] == 0),
+            "tasks": table,
+            "estimated_latency_ms": sum(row["weight"] * row["best_ms"] for row in table if row["best_ms"] is not None),
+        })
+        return TVMCompiled(ex, info)
+
+
+def fuse_for_tuning(mod, target):
+    """Legalize and fuse as ``compile_relax`` does before it applies the database, so that the
+    extracted tasks are exactly the fused TIR functions it later looks up."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    with target:
+        seq = tvm.transform.Sequential([
+            *pipeline.library_dispatch_passes(target),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ])
+        return seq(mod)
+
+
+def in_process_measurers(number: int = 3, repeat: int = 1, min_repeat_ms: int = 20):
+    """A MetaSchedule builder and runner that compile and time candidates in this process.
+
+    TVM's ``LocalBuilder``/``LocalRunner`` start worker processes that each import TVM's
+    tensor intrinsics (tens of CPU seconds) and kill builds after 30 s, which on a small shared
+    machine fails every candidate. Here the built module stays in memory (keyed by a token
+    passed as the artifact path) and is timed with ``time_evaluator`` as LocalRunner does.
+    A candidate crashing the process would end the build: on CPU with MetaSchedule's own
+    post-processors that is not expected.
+    """
+    import itertools
+
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
+    from tvm.s_tir.meta_schedule.runner.local_runner import (
+        LocalRunnerFuture,
+        default_alloc_argument,
+        default_run_evaluator,
+    )
+
+    modules: dict[str, object] = {}
+    counter = itertools.count()
+    config = EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                             enable_cpu_cache_flush=False)
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        def build(self, build_inputs):
+            results = []
+            for inp in build_inputs:
+                try:
+                    rt_mod = default_build(inp.mod, inp.target, None)
+                except Exception as e:  # a candidate the compiler rejects: MetaSchedule skips it
+                    results.append(BuilderResult(None, f"InProcessBuilder: {type(e).__name__}: {e}"))
+                    continue
+                key = f"inproc:{next(counter)}"
+                modules[key] = rt_mod
+                results.append(BuilderResult(key, None))
+            return results
+
+    @derived_object
+    class InProcessRunner(PyRunner):
+        def run(self, runner_inputs):
+            futures = []
+            for inp in runner_inputs:
+                key = str(inp.artifact_path)
+                try:
+                    rt_mod = modules.pop(key)
+                    device = tvm.runtime.device(str(inp.device_type), 0)
+                    args = default_alloc_argument(device, tuple(a.as_json() for a in inp.args_info), 1)
+                    costs = default_run_evaluator(rt_mod, device, config, args)
+                    futures.append(LocalRunnerFuture(res=costs, error_message=None))
+                except Exception as e:
+                    futures.append(LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {e}"))
+            return futures
+
+    return InProcessBuilder(), InProcessRunner()
+
+
+TUNED_OPTIONS = frozenset({"target", "trials", "trials_per_task", "db", "retune", "cost_model",
+                           "num_trials_per_iter", "seed", "strategy"})
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "graph"
+
+
+def _write_target_note(db_dir: Path, target) -> None:
+    note = db_dir.parent / "target.json"
+    if not note.exists():
+        try:
+            note.write_text(json.dumps({"target": str(target)}, indent=1) + "\n")
+        except OSError:
+            pass
+
+
+def _default_cost_model() -> str:
+    try:
+        import xgboost  # noqa: F401
+
+        return "xgb"
+    except Exception:
+        return "random"
+
+
+def _has_records(database, task, target) -> bool:
+    mod = task.dispatched[0]
+    return bool(database.has_workload(mod) and database.get_top_k(database.commit_workload(mod), 1))
+
+
+def task_table(database, tasks, target, tuned_now: set[str]) -> list[dict]:
+    """One row per task: name, weight (occurrences in the model), trials recorded in the
+    database (all measured candidates, failed ones included), best measured latency (ms) and
+    whether this build tuned it."""
+    records = database.get_all_tuning_records()
+    rows = []
+    for i, task in enumerate(tasks):
+        mod = task.dispatched[0]
+        best, trials = None, 0
+        if database.has_workload(mod):
+            workload = database.commit_workload(mod)
+            trials = sum(1 for rec in records if rec.workload.same_as(workload))
+            top = database.get_top_k(workload, 1)
+            secs = [float(s) for s in top[0].run_secs] if top and top[0].run_secs else []
+            best = 1000.0 * sum(secs) / len(secs) if secs else None
+        rows.append({"id": i, "task": task.task_name, "weight": int(task.weight), "trials": int(trials),
+                     "best_ms": best, "tuned_now": task.task_name in tuned_now})
+    return rows
+
+
+def format_task_table(rows: list[dict]) -> str:
+    """The task-scheduler style table: ID | Name | Weight | Trials | Latency (ms) | Weighted."""
+    lines = [f"{'ID':>3} | {'Name':<44} | {'Weight':>6} | {'Trials':>6} | {'Latency (ms)':>12} | {'Weighted':>9}",
+             "-" * 98]
+    for r in rows:
+        lat = f"{r['best_ms']:.4f}" if r["best_ms"] is not None else "N/A"
+        wl = f"{r['best_ms'] * r['weight']:.4f}" if r["best_ms"] is not None else "N/A"
+        lines.append(f"{r['id']:>3} | {r['task'][:44]:<44} | {r['weight']:>6} | {r['trials']:>6} | {lat:>12} | {wl:>9}")
+    total = sum(r["best_ms"] * r["weight"] for r in rows if r["best_ms"] is not None)
+    lines.append("-" * 98)
+    lines.append(f"Estimated total latency: {total:.4f} ms   Trials: {sum(r['trials'] for r in rows)}")
+    return "\n".join(lines)
+
+
+_REQUIRES = ("tvm",)
+DEFAULT = TVMAdapter(
+    name="tvm",
+    description="Apache TVM (Relax): default llvm pipeline for the host CPU, untuned, Relax VM",
+    requires=_REQUIRES,
+)
+TUNED = TunedTVMAdapter(
+    name="tvm-tuned",
+    description="Apache TVM (Relax) tuned with MetaSchedule; persistent database under runs/tvm_db",
+    requires=_REQUIRES,
+)
