@@ -1,0 +1,26 @@
+"""ios-bench report RUN [--out reports/NAME]"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("report")
+@click.argument("run")
+@click.option("--out", default=None, help="Report folder [default: reports/<run name>].")
+def command(run, out):
+    """Write report.md, report.html, results.csv and PNG plots for a run folder (latency and
+    throughput tables with GeoMean, speedup of IOS-Both, normalized-throughput and vs-batch
+    plots with their spread, output checks, failures, environment)."""
+    from ..report import write_report
+
+    run_path = Path(run)
+    target = Path(out) if out else Path("reports") / run_path.resolve().name
+    paths = write_report(run_path, target)
+    for p in paths["problems"]:
+        click.echo(f"warning: {p}", err=True)
+    click.echo(f"report: {paths['html']}")
+    click.echo(f"        {paths['md']}")
+    click.echo(f"        {paths['csv']}")

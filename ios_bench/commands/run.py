@@ -1,0 +1,143 @@
+"""ios-bench run: the sweep (models x batch sizes x frameworks + IOS schedules x devices)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from ..errors import InputError
+from ..loading import parse_int_list, parse_list
+from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Sweep, default_run_name, latest_run
+
+# option name -> Plan field
+_PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
+                 "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
+                 "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
+                 "threads": "threads", "seed": "seed",
+                 "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz"}
+
+
+def parse_models(text: str) -> list[str]:
+    from ios_core import models
+
+    from ..worker import load_plugins
+
+    load_plugins()
+    items = parse_list(text, "model")
+    if items == ["all"]:
+        return models.names()
+    unknown = [m for m in items if m not in models.names() and not (m.endswith(".json") or Path(m).is_file())]
+    if unknown:
+        raise InputError(f"unknown model {', '.join(unknown)}; choose from: {', '.join(models.names())} "
+                         "(or a graph .json file)")
+    for m in items:
+        if m.endswith(".json") and not Path(m).is_file():
+            raise InputError(f"{m}: no such file")
+    return items
+
+
+def parse_frameworks(text: str) -> list[str]:
+    import adapters
+
+    from ..worker import load_plugins
+
+    load_plugins()
+    peers = [n for n in adapters.names() if n != IOS_ADAPTER]
+    if text.strip() == IOS_ADAPTER:
+        raise InputError(f"{IOS_ADAPTER!r} runs IOS schedules: choose them with --schedules")
+    return parse_list(text, "framework", peers)
+
+
+def parse_schedules(text: str) -> list[str]:
+    if text.strip() == "none":
+        return []
+    return parse_list(text, "schedule", list(SCHEDULES))
+
+
+@click.command("run")
+@click.option("--models", "models_", default=",".join(DEFAULT_MODELS), show_default=True,
+              help="Comma-separated zoo names or graph .json files, or 'all'.")
+@click.option("--batch", default="1", show_default=True, help="Batch sizes, e.g. 1,16,32.")
+@click.option("--frameworks", default=None,
+              help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
+@click.option("--schedules", default=None,
+              help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda (comma-separated for several).")
+@click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
+@click.option("--number", default=1, show_default=True, type=click.IntRange(1), help="Runs per timing sample.")
+@click.option("--repeat", default=20, show_default=True, type=click.IntRange(1), help="Timing samples kept.")
+@click.option("--min-sample-ms", default=10.0, show_default=True, type=click.FloatRange(0),
+              help="Raise runs per sample until a sample lasts this long (0: off).")
+@click.option("--threads", default=None, type=click.IntRange(1),
+              help="Thread budget for every framework [default: all cores].")
+@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds per cell before it counts as hung.")
+@click.option("--optimize-timeout", default=3600.0, show_default=True, type=click.FloatRange(1),
+              help="Extra seconds an IOS cell may spend searching its schedule.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Weights seed (input seed is the same).")
+@click.option("--cost-model", default="measured", show_default=True, help="IOS optimizer cost model.")
+@click.option("--lock-clocks", is_flag=True, help="Lock CPU governor/turbo and GPU clocks; restored at exit.")
+@click.option("--gpu-clock", default=None, type=click.IntRange(1), help="SM clock (MHz) for --lock-clocks.")
+@click.option("--out", default=None, help="Run folder [default: runs/<date-time>].")
+@click.option("--resume", is_flag=True, help="Continue a run folder (default: the latest), skipping finished cells.")
+@click.option("--report-out", default=None, help="Report folder [default: reports/<run name>].")
+@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (one line per cell only).")
+@click.pass_context
+def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, repeat, min_sample_ms, threads,
+            timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report,
+            no_progress):
+    """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
+    worker process, output checked against the oracle, timed with the shared protocol, appended
+    to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
+
+    With no options: the quick CPU sweep (sample + squeezenet, batch 1, every available
+    framework, IOS sequential/greedy/both). Full sweep: --models all --batch 1,16,32.
+    """
+    import json
+
+    from ..report import write_report
+
+    values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
+              "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
+              "schedules": parse_schedules(schedules) if schedules is not None else None,
+              "device": parse_list(device, "device", ["cpu", "cuda"]), "warmup": warmup, "number": number,
+              "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
+              "optimize_timeout": optimize_timeout, "threads": threads,
+              "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
+    if out is None and resume:
+        found = latest_run()
+        if found is None:
+            raise InputError("--resume: no run folder under runs/; name one with --out")
+        folder = found
+    else:
+        folder = Path(out) if out else Path("runs") / default_run_name()
+    plan = Plan()
+    if resume and (folder / PLAN_FILE).is_file():
+        try:
+            plan = Plan.from_dict(json.loads((folder / PLAN_FILE).read_text()))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise InputError(f"{folder / PLAN_FILE}: corrupt plan ({e})") from e
+        given = {k for k in _PLAN_OPTIONS if ctx.get_parameter_source(k if k != "models" else "models_")
+                 == ParameterSource.COMMANDLINE}
+    elif resume and not folder.is_dir():
+        raise InputError(f"--resume: {folder} is not a run folder")
+    else:
+        given = set(_PLAN_OPTIONS)
+    for opt in given:
+        value = values[opt]
+        if opt == "threads" and value is None:
+            continue
+        setattr(plan, _PLAN_OPTIONS[opt], value)
+    plan.input_seed = plan.seed
+    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress)
+    stats = sweep.run()
+    sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
+              f"results in {folder}")
+    if not no_report:
+        target = Path(report_out) if report_out else Path("reports") / folder.name
+        paths = write_report(folder, target)
+        click.echo(f"report: {paths['html']}")
+        click.echo(f"        {paths['md']}")

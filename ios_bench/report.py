@@ -1,0 +1,423 @@
+"""Reports for a run folder: ``report.md``, ``report.html``, ``results.csv`` and PNG plots.
+
+Contents: per device and batch size, the latency table (ms, model x framework, the paper's
+layout, GeoMean row), the throughput table (images/s), the speedup of IOS-Both over each peer;
+the normalized-throughput bar chart per model (the paper's figure), latency/throughput vs batch
+size; every cell with its output check; failures with their reasons; the environment.
+
+Spread: tables show the median with ± the standard deviation of the timing samples; plots show
+the median with the p10-p90 range of the samples (error bars / bands).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from pathlib import Path
+
+from .errors import InputError
+from .results import flatten, read_records
+from .sweep import ENV_FILE, SCHEDULES, check_writable
+
+IOS_BOTH = "ios-both"
+
+
+# ---- small table model rendered to Markdown and HTML -------------------------------------------
+
+class Table:
+    def __init__(self, title: str, headers: list[str], rows: list[list[str]], note: str = ""):
+        self.title, self.headers, self.rows, self.note = title, headers, rows, note
+
+    def md(self) -> str:
+        esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+        lines = [f"**{self.title}**", "", "| " + " | ".join(map(esc, self.headers)) + " |",
+                 "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
+        lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in self.rows]
+        if self.note:
+            lines += ["", f"_{self.note}_"]
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in self.headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in self.rows)
+        note = f"<p class='note'>{html.escape(self.note)}</p>" if self.note else ""
+        return (f"<h4>{html.escape(self.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+                f"</table>{note}")
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _label(fw: str) -> str:
+    from .sweep import label
+
+    return label(fw)
+
+
+def framework_order(df) -> list[str]:
+    """Peers in order of appearance, then IOS schedules in the optimizer's order."""
+    seen = list(dict.fromkeys(df["framework"]))
+    peers = [f for f in seen if not f.startswith("ios-")]
+    ios = [f"ios-{s}" for s in SCHEDULES if f"ios-{s}" in seen] + [f for f in seen if f.startswith("ios-")
+                                                                    and f[4:] not in SCHEDULES]
+    return peers + ios
+
+
+# ---- loading ------------------------------------------------------------------------------------
+
+def load_run(folder: str | os.PathLike):
+    """(DataFrame of cells, env dict, list of problems). Raises InputError for a non-run."""
+    import pandas as pd
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a run folder")
+    if not (folder / "results.jsonl").exists():
+        raise InputError(f"{folder}: no results.jsonl (not a run folder, or no cell has finished yet)")
+    problems: list[str] = []
+    records = read_records(folder, on_problem=problems.append)
+    df = pd.DataFrame([flatten(r) for r in records])
+    for col in ("cell", "model", "batch_size", "framework", "device", "status"):
+        if col not in df.columns:
+            df[col] = None
+    # a resumed run may have repeated a cell only if the store was edited by hand: keep the last
+    df = df.drop_duplicates(subset="cell", keep="last").reset_index(drop=True)
+    env = {}
+    if (folder / ENV_FILE).exists():
+        try:
+            env = json.loads((folder / ENV_FILE).read_text())
+        except json.JSONDecodeError as e:
+            problems.append(f"{folder / ENV_FILE}: corrupt ({e}); environment not shown")
+    for col in ("median_ms", "std_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10", "throughput_p90",
+                "check_passed", "reason", "label", "schedule", "build_seconds", "precision", "check_max_rel_err",
+                "optimize_seconds", "stderr_tail"):
+        if col not in df.columns:
+            df[col] = None
+    return df, env, problems
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+def _ok(df):
+    return df[df["status"] == "ok"]
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    return f"{v:.{digits}f}"
+
+
+def _fmt_pm(value: float, spread: float) -> str:
+    """``value ±spread`` with the spread at the value's precision."""
+    digits = 0 if abs(value) >= 1000 else 1 if abs(value) >= 100 else 3
+    return f"{value:,.{digits}f} ±{spread:,.{digits}f}"
+
+
+def _status_text(row) -> str:
+    return "failed" if row["status"] == "failed" else "skipped"
+
+
+def metric_table(df, device: str, bs: int, metric: str) -> Table:
+    """Latency ('latency', ms) or throughput ('throughput', images/s): models x frameworks."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs)]
+    fws = framework_order(sub)
+    models = list(dict.fromkeys(sub["model"]))
+    rows, per_fw = [], {fw: {} for fw in fws}
+    for m in models:
+        row = [m]
+        for fw in fws:
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            if cell.empty:
+                row.append("")
+                continue
+            r = cell.iloc[0]
+            if r["status"] != "ok":
+                row.append(_status_text(r))
+                continue
+            bad = "" if r["check_passed"] else " (wrong output)"
+            if metric == "latency":
+                val, spread = r["median_ms"], r["std_ms"]
+                row.append(f"{_fmt_pm(val, spread)}{bad}")
+            else:
+                val = r["throughput"]
+                row.append(f"{_fmt(val, 1)} [{_fmt(r['throughput_p10'], 1)}-{_fmt(r['throughput_p90'], 1)}]{bad}")
+            if r["check_passed"]:
+                per_fw[fw][m] = val
+        rows.append(row)
+    geo = ["GeoMean"]
+    for fw in fws:
+        vals = per_fw[fw]
+        geo.append(_fmt(_geomean(list(vals.values())), 1 if metric != "latency" else 3)
+                   if vals and len(vals) == len(models) else "-")
+    rows.append(geo)
+    if metric == "latency":
+        title = f"Latency (ms), batch {bs}, {device}"
+        note = ("median ± std of the timing samples; GeoMean over models, only where every model ran with a "
+                "correct output")
+    else:
+        title = f"Throughput (images/s), batch {bs}, {device}"
+        note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
+    return Table(title, ["model"] + [_label(f) for f in fws], rows, note)
+
+
+def speedup_table(df, device: str, bs: int) -> Table | None:
+    sub = _ok(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    sub = sub[sub["check_passed"] == True]  # noqa: E712 - pandas
+    if IOS_BOTH not in set(sub["framework"]):
+        return None
+    peers = [f for f in framework_order(sub) if f != IOS_BOTH]
+    models = list(dict.fromkeys(sub["model"]))
+    rows, per = [], {p: [] for p in peers}
+    for m in models:
+        ios = sub[(sub["model"] == m) & (sub["framework"] == IOS_BOTH)]
+        row = [m]
+        for p in peers:
+            peer = sub[(sub["model"] == m) & (sub["framework"] == p)]
+            if ios.empty or peer.empty:
+                row.append("-")
+                continue
+            s = peer.iloc[0]["median_ms"] / ios.iloc[0]["median_ms"]
+            per[p].append(s)
+            row.append(f"{s:.2f}x")
+        rows.append(row)
+    rows.append(["GeoMean"] + [f"{_geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
+                               for p in peers])
+    return Table(f"Speedup of IOS-Both over each peer (latency ratio), batch {bs}, {device}",
+                 ["model"] + [_label(p) for p in peers], rows, "peer median latency / IOS-Both median latency; "
+                 ">1 means IOS-Both is faster")
+
+
+def cells_table(df) -> Table:
+    rows = []
+    for _, r in df.sort_values(["device", "model", "batch_size"], kind="stable").iterrows():
+        if r["status"] == "ok":
+            check = "ok" if r["check_passed"] else "WRONG"
+            check += f" ({r['check_max_rel_err']:.1e})" if r["check_max_rel_err"] is not None else ""
+            rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
+                         _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
+                         _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or ""])
+        else:
+            rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
+                         "", "", "", "", "", "", ""])
+    return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ms", "std ms",
+                                "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision"],
+                 rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
+                 "tolerance")
+
+
+def failures_table(df) -> Table | None:
+    bad = df[df["status"] != "ok"]
+    wrong = df[(df["status"] == "ok") & (df["check_passed"] == False)]  # noqa: E712
+    if bad.empty and wrong.empty:
+        return None
+    rows = [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"], r["reason"] or ""]
+            for _, r in bad.iterrows()]
+    rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], "wrong output",
+              r.get("check_reason") or ""] for _, r in wrong.iterrows()]
+    return Table("Failures", ["model", "batch", "framework", "device", "status", "reason"], rows,
+                 "stderr tails are in the HTML report and in the run folder's logs/")
+
+
+def env_table(env: dict) -> Table:
+    cpu, mem, osi, py = env.get("cpu", {}), env.get("memory", {}), env.get("os", {}), env.get("python", {})
+    fw = env.get("frameworks") or {}
+    fw_text = []
+    for _dev, adapters in fw.items():
+        for name, info in (adapters or {}).items():
+            if isinstance(info, dict):
+                fw_text.append(f"{name} {info.get('version') or ''}".strip() + ("" if not info.get("reason") else
+                                                                                 " (unavailable)"))
+    plan = env.get("plan") or {}
+    rows = [
+        ["CPU", f"{cpu.get('model', '?')}, {cpu.get('physical_cores', '?')} cores / {cpu.get('logical_cores', '?')} "
+                f"threads"],
+        ["memory", f"{mem.get('total_gib', '?')} GiB"],
+        ["OS", osi.get("distribution") or osi.get("platform", "?")],
+        ["Python", py.get("version", "?")],
+        ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())],
+        ["frameworks", ", ".join(sorted(set(fw_text)))],
+        ["GPU", json.dumps(env.get("gpu")) if isinstance(env.get("gpu"), list) else str(env.get("gpu", "?"))],
+        ["clocks", str(env.get("clocks", "?"))],
+        ["threads per cell", str(plan.get("threads", "?"))],
+        ["protocol", f"warmup {plan.get('warmup')}, repeat {plan.get('repeat')} samples of number "
+                     f"{plan.get('number')} (min {plan.get('min_sample_ms')} ms per sample)"],
+        ["git commit", (env.get("git") or {}).get("commit", "?") + (" (dirty)" if (env.get("git") or {})
+                                                                     .get("dirty") else "")],
+        ["command line", " ".join(env.get("command_line") or [])],
+        ["captured", str(env.get("captured", "?"))],
+    ]
+    return Table("Environment", ["", ""], rows)
+
+
+# ---- plots --------------------------------------------------------------------------------------
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _correct(df):
+    """Cells that ran and computed the right output (the only ones plotted)."""
+    ok = _ok(df)
+    return ok[ok["check_passed"] == True]  # noqa: E712 - pandas
+
+
+def plot_normalized(df, device: str, bs: int, path: Path) -> bool:
+    sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    if sub.empty:
+        return False
+    plt = _plt()
+    fws = framework_order(sub)
+    models = list(dict.fromkeys(sub["model"]))
+    width = 0.8 / max(len(fws), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(models) * max(1, len(fws)) * 0.35 + 3), 4))
+    for i, fw in enumerate(fws):
+        xs, ys, lo, hi = [], [], [], []
+        for j, m in enumerate(models):
+            best = sub[sub["model"] == m]["throughput"].max()
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            if cell.empty or not best:
+                continue
+            r = cell.iloc[0]
+            xs.append(j + (i - (len(fws) - 1) / 2) * width)
+            ys.append(r["throughput"] / best)
+            lo.append(max(0.0, (r["throughput"] - r["throughput_p10"]) / best))
+            hi.append(max(0.0, (r["throughput_p90"] - r["throughput"]) / best))
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=_label(fw))
+    ax.set_xticks(range(len(models)), models)
+    ax.set_ylabel("normalized throughput (best = 1)")
+    ax.set_title(f"Normalized throughput, batch {bs}, {device} (error bars: p10-p90; correct outputs only)")
+    ax.legend(fontsize="small", ncol=min(4, len(fws)))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_vs_batch(df, model: str, device: str, path: Path) -> bool:
+    sub = _correct(df[(df["device"] == device) & (df["model"] == model)])
+    if sub.empty:
+        return False
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for fw in framework_order(sub):
+        d = sub[sub["framework"] == fw].sort_values("batch_size")
+        bs = d["batch_size"].tolist()
+        line = a1.plot(bs, d["median_ms"], marker="o", label=_label(fw))[0]
+        a1.fill_between(bs, d["p10_ms"], d["p90_ms"], color=line.get_color(), alpha=0.2)
+        a2.plot(bs, d["throughput"], marker="o", color=line.get_color(), label=_label(fw))
+        a2.fill_between(bs, d["throughput_p10"], d["throughput_p90"], color=line.get_color(), alpha=0.2)
+    for ax, ylabel in ((a1, "latency (ms)"), (a2, "throughput (images/s)")):
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        batches = sorted(set(sub["batch_size"]))
+        ax.set_xticks(batches)
+    a1.set_title(f"{model}, {device}: latency vs batch (band: p10-p90)")
+    a2.set_title("throughput vs batch (band: p10-p90)")
+    a2.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ---- the report ---------------------------------------------------------------------------------
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;
+margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child
+{text-align:left}th{background:#f0f0f0}.note{color:#555;font-size:90%}.warn{color:#a40}img{max-width:100%}
+pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:85%}"""
+
+
+def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
+    """Write report.md, report.html, results.csv and PNG plots into ``out``; returns their paths."""
+    run_folder, out = Path(run_folder), Path(out)
+    df, env, problems = load_run(run_folder)
+    check_writable(out)
+    name = run_folder.name
+    sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str)])
+    summary = (f"{len(df)} cells: {int((df['status'] == 'ok').sum())} ok, {int((df['status'] == 'failed').sum())} "
+               f"failed, {int((df['status'] == 'skipped').sum())} skipped; "
+               f"{int(((df['status'] == 'ok') & (df['check_passed'] == False)).sum())} with a wrong output")  # noqa: E712
+    intro = [("text", f"Run folder: {run_folder}. {summary}.")]
+    if env.get("clocks"):
+        intro.append(("text", f"Clocks: {env['clocks']}."))
+    for note in env.get("notes") or []:
+        intro.append(("text", f"Note: {note}."))
+    for w in env.get("warnings") or []:
+        intro.append(("warn", f"when the run started: {w}"))
+    for p in problems:
+        intro.append(("warn", p))
+    sections.append(("Summary", intro))
+    for device in dict.fromkeys(df["device"]):
+        batches = sorted(set(df[df["device"] == device]["batch_size"]))
+        for bs in batches:
+            items: list = [metric_table(df, device, bs, "latency"), metric_table(df, device, bs, "throughput")]
+            sp = speedup_table(df, device, bs)
+            items.append(sp if sp else ("text", "No IOS-Both result with a correct output: no speedup table."))
+            png = out / f"normalized_throughput_{device}_b{bs}.png"
+            if plot_normalized(df, device, bs, png):
+                items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))
+            sections.append((f"{device}, batch size {bs}", items))
+        items = []
+        for model in dict.fromkeys(df[df["device"] == device]["model"]):
+            png = out / f"vs_batch_{model}_{device}.png"
+            if plot_vs_batch(df, model, device, png):
+                items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
+        if items:
+            sections.append((f"{device}: latency and throughput vs batch size", items))
+    sections.append(("Every cell", [cells_table(df)]))
+    fails = failures_table(df)
+    if fails:
+        tails = [("pre", f"{r['model']} b{r['batch_size']} {_label(r['framework'])}: {r['reason']}\n"
+                         f"{r['stderr_tail']}") for _, r in df.iterrows()
+                 if r["status"] == "failed" and isinstance(r.get("stderr_tail"), str) and r["stderr_tail"]]
+        sections.append(("Failures", [fails] + tails))
+    sections.append(("Environment", [env_table(env)]))
+
+    md = [f"# ios-bench report: {name}", ""]
+    body = [f"<h1>ios-bench report: {html.escape(name)}</h1>"]
+    for heading, items in sections:
+        md += [f"## {heading}", ""]
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        for it in items:
+            if isinstance(it, Table):
+                md.append(it.md())
+                body.append(it.html())
+            elif it[0] == "img":
+                md += [f"![{it[2]}]({it[1]})", ""]
+                body.append(f"<figure><img src='{html.escape(it[1])}' alt='{html.escape(it[2])}'>"
+                            f"<figcaption>{html.escape(it[2])}</figcaption></figure>")
+            elif it[0] == "warn":
+                md += [f"> warning: {it[1]}", ""]
+                body.append(f"<p class='warn'>warning: {html.escape(it[1])}</p>")
+            elif it[0] == "pre":
+                body.append(f"<details><summary>{html.escape(it[1].splitlines()[0])}</summary>"
+                            f"<pre>{html.escape(it[1])}</pre></details>")
+            else:
+                md += [it[1], ""]
+                body.append(f"<p>{html.escape(it[1])}</p>")
+    md_path, html_path, csv_path = out / "report.md", out / "report.html", out / "results.csv"
+    md_path.write_text("\n".join(md) + "\n")
+    html_path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ios-bench {html.escape(name)}"
+                         f"</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    csv = df.drop(columns=[c for c in ("stderr_tail",) if c in df.columns]).copy()
+    if "samples_ms" in csv.columns:
+        csv["samples_ms"] = csv["samples_ms"].map(lambda s: " ".join(f"{x:.6g}" for x in s)
+                                                  if isinstance(s, list) else "")
+    csv.to_csv(csv_path, index=False)
+    return {"md": md_path, "html": html_path, "csv": csv_path, "problems": problems}

@@ -1,0 +1,538 @@
+"""Sweep planning and execution: models x batch sizes x (frameworks + IOS schedules) x devices.
+
+Every task runs in its own worker process (:mod:`ios_bench.worker`) with the thread budget in
+its environment and a timeout; the parent never imports a framework. Per (model, batch) a
+reference task computes the oracle output once (``refs/``); each cell then checks its output
+against it and is timed with ``ios_core.measure.measure``. Finished cells are appended to the
+store (:mod:`ios_bench.results`) as they finish; ``resume`` skips cells already stored.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import envinfo
+from .clocks import ClockLock
+from .errors import InputError
+from .results import Store, cell_key
+from .worker import thread_env
+
+SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
+DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
+DEFAULT_MODELS = ("sample", "squeezenet")
+# Left out of the default sweep's "every available framework" (tuning takes far more than minutes);
+# named explicitly or with --frameworks all they run.
+SLOW_FRAMEWORKS = ("tvm-tuned",)
+IOS_ADAPTER = "ios"
+PLAN_FILE = "plan.json"
+ENV_FILE = "env.json"
+
+
+def schedule_key(schedule: str) -> str:
+    return f"ios-{schedule}"
+
+
+def label(framework: str) -> str:
+    """Display name: ``ios-both`` -> ``IOS-Both``; frameworks keep their registry name."""
+    if framework.startswith("ios-"):
+        return "IOS-" + framework[4:].capitalize()
+    return framework
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+@dataclass
+class Plan:
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    batch_sizes: list[int] = field(default_factory=lambda: [1])
+    frameworks: list[str] | None = None  # None: every available framework except SLOW_FRAMEWORKS
+    schedules: list[str] | None = None  # None: DEFAULT_SCHEDULES where the optimizer exists
+    devices: list[str] = field(default_factory=lambda: ["cpu"])
+    warmup: int = 3
+    number: int = 1
+    repeat: int = 20
+    min_sample_ms: float | None = 10.0
+    timeout: float = 600.0
+    optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    seed: int = 0
+    input_seed: int = 0
+    cost_model: str = "measured"
+    lock_clocks: bool = False
+    gpu_clock_mhz: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Cell:
+    model: str  # graph name
+    model_spec: str  # zoo name or JSON path
+    batch_size: int
+    framework: str  # adapter name, or ios-<schedule>
+    device: str
+    schedule: str | None = None
+    adapter: str = ""
+    weight: float = 1.0  # relative expected duration (progress ETA)
+    skip_reason: str | None = None  # known before running (framework unavailable here)
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.model, self.batch_size, self.framework, self.device)
+
+    @property
+    def file_stem(self) -> str:
+        return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}")
+
+
+# ---- worker processes -------------------------------------------------------------------------
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def tail(path: Path, lines: int = 25, chars: int = 3000) -> str:
+    try:
+        text = path.read_bytes()[-chars * 4:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
+def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) -> dict:
+    """Run one task in a fresh process; returns the worker's result, or a failure record with
+    the reason (crash signal, exit code, timeout) and the tail of its output."""
+    result_path = Path(spec["result_path"])
+    result_path.unlink(missing_ok=True)
+    env = dict(os.environ)
+    if threads:
+        env.update(thread_env(threads))
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=_die_with_parent if os.name == "posix" else None)
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            rc = proc.returncode
+        except BaseException:  # SIGINT/SIGTERM in the parent: take the worker down with us
+            _kill_group(proc)
+            raise
+    wall = time.perf_counter() - t0
+    result = None
+    if result_path.exists():
+        try:
+            result = json.loads(result_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            result = None
+        result_path.unlink(missing_ok=True)
+    if result is None:
+        if timed_out:
+            reason = f"timeout: no result after {timeout:g} s (hang?); worker killed"
+        elif rc is not None and rc < 0:
+            sig = _signal_name(rc)
+            reason = f"crashed: worker killed by {sig}" + (" (out of memory?)" if sig == "SIGKILL" else "")
+        else:
+            reason = f"crashed: worker exited with code {rc} without a result"
+        result = {"status": "failed", "reason": reason, "returncode": rc}
+    result["wall_seconds"] = round(wall, 3)
+    if result.get("status") != "ok":
+        result["stderr_tail"] = tail(log_path)
+    return result
+
+
+def _die_with_parent() -> None:
+    """In the worker, before exec: new session (so a timeout kills the whole group) and, on
+    Linux, SIGKILL when the sweep process dies (a killed sweep leaves no orphan running)."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its children only
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+# ---- the sweep --------------------------------------------------------------------------------
+
+class Sweep:
+    def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
+                 progress: bool = True):
+        from rich.console import Console
+
+        self.plan = plan
+        self.folder = Path(folder)
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.resume = resume
+        self.show_progress = progress
+        self.store = Store(self.folder)
+        self.notes: list[str] = []
+
+    # -- setup ----------------------------------------------------------------------------------
+    def prepare_folder(self) -> None:
+        check_writable(self.folder)
+        if not self.resume and self.store.path.exists() and self.store.path.stat().st_size:
+            raise InputError(f"{self.folder} already holds results; use --resume to continue it or another --out")
+        for sub in ("refs", "schedules", "logs", "work"):
+            (self.folder / sub).mkdir(exist_ok=True)
+        msg = self.store.repair()
+        if msg:
+            self.say(f"[yellow]warning:[/] {msg}")
+        self.store.path.touch()  # an empty store is a valid run (and reportable)
+        _atomic_json(self.folder / PLAN_FILE, self.plan.to_dict())
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def probe(self) -> dict:
+        """Which adapters run here (and their versions), asked in a worker so that the parent
+        imports no framework. Only the named frameworks are probed when the plan names them."""
+        names = None
+        if self.plan.frameworks is not None:
+            names = list(self.plan.frameworks) + [IOS_ADAPTER]
+        probes = {}
+        timeout = max(self.plan.timeout, 120)
+        for device in self.plan.devices:
+            spec = {"task": "probe", "device": device, "names": names,
+                    "result_path": str(self.folder / "work" / f"probe-{device}.json")}
+            res = run_worker(spec, timeout, self.folder / "logs" / f"probe-{device}.log", self.plan.threads)
+            if res.get("status") != "ok":
+                # frameworks imported together can clash (one crash takes all down): ask one by one
+                self.say(f"[yellow]warning:[/] probing all frameworks at once failed ({res.get('reason')}); "
+                         "probing them one by one")
+                import adapters
+
+                res = {"status": "ok", "adapters": {}, "optimize": False}
+                for name in names or adapters.names():
+                    one = run_worker({**spec, "names": [name], "result_path": str(self.folder / "work" /
+                                                                                  f"probe-{device}-{name}.json")},
+                                     timeout, self.folder / "logs" / f"probe-{device}-{name}.log", self.plan.threads)
+                    if one.get("status") == "ok":
+                        res["adapters"].update(one.get("adapters") or {})
+                        res["optimize"] = res["optimize"] or bool(one.get("optimize"))
+                    else:
+                        res["adapters"][name] = {"reason": f"probe failed: {one.get('reason')}", "version": None}
+            probes[device] = res
+        return probes
+
+    def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:
+        import adapters
+
+        plan = self.plan
+        cells: list[Cell] = []
+        noted = set()
+        for device in plan.devices:
+            probe = probes.get(device) or {}
+            avail = probe.get("adapters") or {}
+            if probe.get("status") != "ok":
+                self.say(f"[red]probe failed on {device}:[/] {probe.get('reason')}")
+            peers = [n for n in adapters.names() if n != IOS_ADAPTER]
+            if plan.frameworks is None:
+                fws = []
+                for n in peers:
+                    reason = (avail.get(n) or {}).get("reason", "not probed")
+                    if n in SLOW_FRAMEWORKS:
+                        note = f"{n}: left out of the default sweep (slow; name it with --frameworks)"
+                    elif reason:
+                        note = f"{n} unavailable on {device}: {reason}"
+                    else:
+                        fws.append(n)
+                        continue
+                    if note not in noted:
+                        noted.add(note)
+                        self.notes.append(note)
+                fw_cells = [(n, None) for n in fws]
+            else:
+                fw_cells = [(n, (avail.get(n) or {}).get("reason", "not probed")) for n in plan.frameworks]
+            ios_reason = None
+            if not probe.get("optimize"):
+                ios_reason = "the IOS optimizer (ios_core.optimize with ios_core.cost) is not installed"
+            elif (avail.get(IOS_ADAPTER) or {"reason": f"adapter {IOS_ADAPTER!r} is not installed"}).get("reason"):
+                ios_reason = (avail.get(IOS_ADAPTER) or {}).get("reason") or f"adapter {IOS_ADAPTER!r} is not installed"
+            if plan.schedules is None:
+                scheds = [] if ios_reason else list(DEFAULT_SCHEDULES)
+                if ios_reason:
+                    self.notes.append(f"IOS schedules left out on {device}: {ios_reason}")
+                sched_cells = [(s, None) for s in scheds]
+            else:
+                sched_cells = [(s, ios_reason) for s in plan.schedules]
+            for spec in plan.models:
+                g = graphs[spec]
+                gmacs = g.macs() / 1e9
+                for bs in plan.batch_sizes:
+                    runs = plan.warmup + plan.repeat * plan.number
+                    weight = 2.0 + gmacs * bs * runs / 20.0 + (plan.min_sample_ms or 0) * plan.repeat / 1000
+                    for fw, reason in fw_cells:
+                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason))
+                    for s, reason in sched_cells:
+                        cells.append(Cell(g.name, spec, bs, schedule_key(s), device, s, IOS_ADAPTER, weight * 1.5,
+                                          reason))
+        return cells
+
+    # -- run ------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        from .loading import load_graph
+        from .worker import load_plugins
+
+        load_plugins()
+        graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        self.prepare_folder()
+        env_path = self.folder / ENV_FILE
+        env = envinfo.collect(self.plan.devices[0], frameworks=False)
+        env["run"] = self.folder.name
+        env["plan"] = self.plan.to_dict()
+        previous = _read_json(env_path) if self.resume else None
+        self.say(f"run folder: {self.folder}")
+        env["warnings"] = busy_warnings()
+        for w in env["warnings"]:
+            self.say(f"[yellow]warning:[/] {w}")
+        probes = self.probe()
+        env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
+        cells = self.plan_cells(probes, graphs)
+        for note in self.notes:
+            self.say(f"[dim]note:[/] {note}")
+        done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+        todo = [c for c in cells if c.key not in done]
+        if self.resume and done:
+            self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
+        if cells:
+            variants = list(dict.fromkeys(label(c.framework) for c in cells))
+            self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
+                     f"{len(variants)} ({', '.join(variants)}) x {', '.join(self.plan.devices)}; "
+                     f"{self.plan.threads} threads per cell")
+        if not cells:
+            self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
+                     "(see `ios-bench list frameworks`)")
+        env["cells_planned"] = len(cells)
+        env["notes"] = self.notes
+        stats = {"planned": len(cells), "ran": 0, "ok": 0, "failed": 0, "skipped": 0}
+        with ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
+                       echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
+            env["clocks"] = clocks.state.get("clocks")
+            env["clock_settings"] = clocks.state
+            self._write_env(env_path, env, previous)
+            try:
+                self._run_cells(todo, clocks, stats, len(cells) - len(todo), len(cells))
+            except BaseException as e:
+                env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
+                self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
+                         f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
+                raise
+            finally:
+                clocks.restore()
+                clocks.state["after"] = clocks.snapshot()
+                env["clock_settings"] = clocks.state
+                env["finished"] = _now()
+                env["stats"] = stats
+                self._write_env(env_path, env, previous)
+        return stats
+
+    def _write_env(self, path: Path, env: dict, previous: dict | None) -> None:
+        if previous:
+            sessions = previous.get("sessions", [])
+            first = {k: v for k, v in previous.items() if k != "sessions"}
+            merged = {**first, "sessions": sessions + [env]}
+            _atomic_json(path, merged)
+        else:
+            _atomic_json(path, env)
+
+    def _references(self, model: str, model_spec: str) -> dict:
+        """Oracle outputs for ``model`` at every batch size: computed once per run, in a worker.
+        Returns {batch_size: {"status", "input_sha1", "ref_path", ...}}."""
+        out, missing = {}, []
+        for bs in self.plan.batch_sizes:
+            stem = safe_name(f"{model}-b{bs}")
+            ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
+            in_path = self.folder / "refs" / f"{stem}.input.npy"
+            meta = _read_json(meta_path)
+            if meta and meta.get("status") == "ok" and ref_path.exists() and in_path.exists():
+                out[bs] = {**meta, "ref_path": str(ref_path), "input_path": str(in_path)}
+            else:
+                missing.append(bs)
+        if not missing:
+            return out
+        stem = safe_name(model)
+        paths = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.npy") for bs in missing]
+        inputs = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.input.npy") for bs in missing]
+        spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing, "ref_paths": paths,
+                "input_paths": inputs,
+                "seed": self.plan.seed, "input_seed": self.plan.input_seed,
+                "result_path": str(self.folder / "work" / f"{stem}.ref-result.json")}
+        res = run_worker(spec, self.plan.timeout, self.folder / "logs" / f"{stem}.reference.log", self.plan.threads)
+        for bs, path, in_path in zip(missing, paths, inputs):
+            if res.get("status") == "ok":
+                meta = {"status": "ok", "ref_path": path, "input_path": in_path, **res["batches"][str(bs)]}
+                _atomic_json(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.json", meta)
+            else:
+                meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
+            out[bs] = meta
+        return out
+
+    def _run_cells(self, todo: list[Cell], clocks: ClockLock, stats: dict, already: int, total: int) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
+                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+                            disable=not self.show_progress, transient=True,
+                            refresh_per_second=1)  # the parent stays quiet while a cell is timed
+        refs: dict[str, dict] = {}
+        with progress:
+            task = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1,
+                                     cells=f"{already}/{total} cells")
+            for i, cell in enumerate(todo, start=already + 1):
+                progress.update(task, description=f"{cell.model} b{cell.batch_size} {label(cell.framework)}")
+                record = self._run_cell(cell, refs, clocks)
+                self.store.append(record)
+                stats["ran"] += 1
+                stats[record["status"]] = stats.get(record["status"], 0) + 1
+                progress.advance(task, cell.weight)
+                progress.update(task, cells=f"{i}/{total} cells")
+                self.say(f"[{i}/{total}] {describe(record)}")
+
+    def _run_cell(self, cell: Cell, refs: dict, clocks: ClockLock) -> dict:
+        plan = self.plan
+        record = {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
+                  "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
+                  "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
+                  "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
+        if cell.skip_reason:
+            return {**record, "status": "skipped", "reason": cell.skip_reason, "finished": _now()}
+        if cell.model not in refs:
+            refs[cell.model] = self._references(cell.model, cell.model_spec)
+        ref = refs[cell.model][cell.batch_size]
+        if ref.get("status") != "ok":
+            return {**record, "status": "failed", "reason": f"reference output failed: {ref.get('reason')}",
+                    "stderr_tail": ref.get("stderr_tail", ""), "finished": _now()}
+        stem = cell.file_stem
+        spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size, "device": cell.device,
+                "adapter": cell.adapter, "schedule": cell.schedule, "threads": plan.threads, "seed": plan.seed,
+                "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
+                "input_path": ref["input_path"],
+                "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
+                "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
+                "result_path": str(self.folder / "work" / f"{stem}.result.json")}
+        if cell.schedule:
+            sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}") + ".json"
+            spec["schedule_path"] = str(self.folder / "schedules" / sched_name)
+            record["schedule_file"] = f"schedules/{sched_name}"
+        timeout = plan.timeout
+        if cell.schedule and not Path(spec["schedule_path"]).exists():
+            timeout += plan.optimize_timeout
+        before = clocks.observe()
+        res = run_worker(spec, timeout, self.folder / "logs" / f"{stem}.log", plan.threads)
+        after = clocks.observe()
+        res.pop("pid", None)
+        record.update(res)
+        record["clocks"] = {**{f"{k}_before": v for k, v in before.items()},
+                            **{f"{k}_after": v for k, v in after.items()}}
+        record["log"] = f"logs/{stem}.log"
+        if record.get("status") == "ok" and record.get("median_ms"):
+            bs = cell.batch_size
+            record["throughput"] = bs * 1000.0 / record["median_ms"]
+            record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
+            record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
+        record.setdefault("status", "failed")
+        record["finished"] = _now()
+        return record
+
+
+def busy_warnings() -> list[str]:
+    """What makes timings noisy before the sweep starts (pyperf checks the same)."""
+    out = []
+    cores = os.cpu_count() or 1
+    try:
+        load1 = os.getloadavg()[0]
+        if load1 >= 0.75 * cores:
+            out.append(f"the machine is busy (load average {load1:.1f} on {cores} cores): timings will be noisy")
+    except OSError:
+        pass
+    return out
+
+
+def describe(record: dict) -> str:
+    head = f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}"
+    if record["status"] == "ok":
+        check = record.get("check") or {}
+        mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"
+        return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
+    color = "yellow" if record["status"] == "skipped" else "red"
+    return f"{head}: [{color}]{record['status']}[/]: {record.get('reason', '')}"
+
+
+def check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"cannot write to {folder}: {e.strerror or e}") from e
+
+
+def default_run_name() -> str:
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def latest_run(root: Path = Path("runs")) -> Path | None:
+    runs = [p for p in root.glob("*") if (p / PLAN_FILE).exists()] if root.is_dir() else []
+    return max(runs, key=lambda p: (p / PLAN_FILE).stat().st_mtime) if runs else None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _atomic_json(path: Path, data: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,295 @@
+"""One cell in its own process: ``python -m ios_bench.worker SPEC_JSON``.
+
+The parent (:mod:`ios_bench.sweep`) starts one worker per task with the thread budget already in
+its environment; the worker sets the same variables again before importing any framework, runs
+the task and writes its result as JSON to ``spec["result_path"]`` (atomically). A worker that
+crashes or hangs writes nothing; the parent then records the failure with the stderr tail.
+
+Tasks:
+  probe      which adapters can run on the device, and their versions
+  reference  the oracle output for (model, batch), saved once per run (refs/)
+  cell       build one framework (or IOS schedule), check its output, time it
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TVM_NUM_THREADS")
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment variables giving every framework the same thread budget."""
+    env = {k: str(threads) for k in THREAD_VARS}
+    env["TF_NUM_INTEROP_THREADS"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def load_plugins() -> list[str]:
+    """Import the modules named in ``IOS_BENCH_PLUGINS`` (comma-separated); they may register
+    extra models (``ios_core.models.register``) or adapters (``adapters.register``)."""
+    import importlib
+
+    names = [m.strip() for m in os.environ.get("IOS_BENCH_PLUGINS", "").split(",") if m.strip()]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def _load_graph(spec: dict):
+    from .loading import load_graph
+
+    graph = load_graph(spec["model_spec"])
+    if not graph.has_weights:
+        graph.init_weights(spec["seed"])
+    return graph
+
+
+def task_probe(spec: dict) -> dict:
+    import adapters
+
+    out = {}
+    wanted = spec.get("names")
+    for name in adapters.names():
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            a = adapters.get(name)
+            reason = a.available(spec["device"])
+            out[name] = {"reason": reason, "version": a.version(), "precision": getattr(a, "precision", None),
+                         "devices": list(getattr(a, "devices", ()))}
+        except Exception as e:
+            out[name] = {"reason": f"{type(e).__name__}: {e}", "version": None}
+    extras = {}
+    try:
+        import ios_core
+
+        extras["optimize"] = hasattr(ios_core, "optimize") and _has_optimizer()
+    except Exception as e:  # pragma: no cover
+        extras["optimize"] = False
+        extras["optimize_reason"] = str(e)
+    return {"status": "ok", "adapters": out, **extras}
+
+
+def _has_optimizer() -> bool:
+    import importlib.util
+
+    try:
+        import ios_core.optimizer as opt
+
+        return hasattr(opt, "optimize") and importlib.util.find_spec("ios_core.cost") is not None
+    except Exception:
+        return False
+
+
+def task_reference(spec: dict) -> dict:
+    """Oracle outputs for one model at every batch size of the sweep (refs/<model>-b<N>.npy), and
+    the seeded inputs (ios_core.reference.random_input) every cell then loads, so that a cell
+    worker imports no framework it does not use (torch only when its adapter needs it)."""
+    import hashlib
+
+    import numpy as np
+
+    from ios_core import reference
+    from ios_core.reference import random_input
+
+    graph = _load_graph(spec)
+    out = {}
+    for bs, path, in_path in zip(spec["batch_sizes"], spec["ref_paths"], spec["input_paths"]):
+        x = random_input(graph, bs, seed=spec["input_seed"])
+        t0 = time.perf_counter()
+        y = reference.run(graph, x)
+        seconds = time.perf_counter() - t0
+        for arr, target in ((x, in_path), (y, path)):
+            tmp = f"{target}.{os.getpid()}.tmp.npy"
+            np.save(tmp, arr)
+            os.replace(tmp, target)
+        out[str(bs)] = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
+                        "seconds": seconds}
+    return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
+            "params": graph.params(), "operators": graph.num_operators()}
+
+
+def _make_cost_model(kind: str, device: str, threads: int | None):
+    """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
+    cell's thread budget (and its persistent profile cache); the synthetic one needs nothing."""
+    from ios_core.cost import make_cost_model
+
+    if kind == "measured":
+        return make_cost_model("measured", device=device, threads=threads)
+    return make_cost_model(kind)
+
+
+def _schedule(graph, spec: dict, result: dict):
+    """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run.
+
+    The schedule is stored as JSON (reference layout) without weights: every operator the
+    original graph has gets its weights from the seed again; operators the optimizer created
+    (merged convolutions, weights derived from the originals) are kept in ``<name>.merged.npz``.
+    """
+    import numpy as np
+
+    from ios_core.ir import Graph
+
+    path = spec["schedule_path"]
+    extra = path[: -len(".json")] + ".merged.npz"
+    if os.path.exists(path):
+        with open(path) as f:
+            sched = Graph.from_json(json.load(f))
+        sched.init_weights(spec["seed"])
+        if os.path.exists(extra):
+            with np.load(extra) as data:
+                for node in sched.weighted_nodes():
+                    keys = [k for k in data.files if k.startswith(node.name + "/")]
+                    if keys:
+                        node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
+        result["optimize_seconds"] = None
+        result["schedule_reused"] = True
+        return sched
+    import ios_core
+    from ios_core.ir.graph import atomic_write_text
+
+    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
+    t0 = time.perf_counter()
+    sched = ios_core.optimize(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    result["optimize_seconds"] = time.perf_counter() - t0
+    result["cost_model"] = spec["cost_model"]
+    stats = getattr(sched, "optimize_stats", None)
+    if stats is not None:
+        try:
+            result["optimize_stats"] = stats.summary() if callable(getattr(stats, "summary", None)) else str(stats)
+        except Exception:
+            pass
+    if not sched.has_weights:
+        sched.init_weights(spec["seed"])
+    original = {n.name for n in graph.weighted_nodes()}
+    new = {f"{n.name}/{k}": a for n in sched.weighted_nodes() if n.name not in original
+           for k, a in n.weights().items()}
+    if new:
+        tmp = f"{extra}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, **new)
+        os.replace(tmp, extra)
+    atomic_write_text(path, json.dumps(sched.to_json(), indent=1))  # last: its presence means "complete"
+    return sched
+
+
+def task_cell(spec: dict, result: dict) -> dict:
+    import hashlib
+
+    import numpy as np
+
+    import adapters
+    from ios_core.check import compare
+    from ios_core.measure import measure
+
+    result["phase"] = "load"
+    graph = _load_graph(spec)
+    if spec.get("schedule"):
+        result["phase"] = "optimize"
+        graph = _schedule(graph, spec, result)
+        result["stages"] = sum(len(b.stages) for b in graph.blocks) if graph.has_stages else None
+    adapter = adapters.get(spec["adapter"])
+    reason = adapter.available(spec["device"])
+    if reason is not None:
+        result.pop("phase", None)
+        result.update(status="skipped", reason=reason)
+        return result
+    result["phase"] = "build"
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **spec.get("options", {}))
+    info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
+    result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
+                  framework_version=info.get("framework_version"))
+    result["phase"] = "input"
+    x = np.load(spec["input_path"])
+    sha = hashlib.sha1(x.tobytes()).hexdigest()
+    if spec.get("input_sha1") and sha != spec["input_sha1"]:
+        raise RuntimeError(f"seeded input differs from the reference's ({sha[:12]} != {spec['input_sha1'][:12]})")
+    ref = np.load(spec["ref_path"])
+    prepared = compiled.prepare(x)
+    result["phase"] = "check"
+    out = compiled.finish(compiled.execute(prepared))
+    compiled.sync()
+    tol = info.get("tolerance") or getattr(adapter, "tolerance", None)
+    check = compare(out, ref, tol) if tol else compare(out, ref)
+    result["check"] = check.to_dict()
+    result["phase"] = "measure"
+    m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
+                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync)
+    result.update(m.summary())
+    result["samples_ms"] = m.samples_ms
+    result["status"] = "ok"
+    result.pop("phase", None)
+    return result
+
+
+def _jsonable(v) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _threads_seen(result: dict) -> None:
+    if "torch" in sys.modules:
+        try:
+            result["torch_threads"] = sys.modules["torch"].get_num_threads()
+        except Exception:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = json.loads(argv[0])
+    threads = spec.get("threads")
+    if threads:  # before any framework import
+        os.environ.update(thread_env(int(threads)))
+    import faulthandler
+
+    faulthandler.enable()  # a segfault leaves a Python traceback in the stderr tail
+    result: dict = {"pid": os.getpid()}
+    t0 = time.perf_counter()
+    try:
+        load_plugins()
+        task = spec["task"]
+        if task == "probe":
+            result.update(task_probe(spec))
+        elif task == "reference":
+            result.update(task_reference(spec))
+        elif task == "cell":
+            result = task_cell(spec, result)
+        else:
+            raise ValueError(f"unknown task {task!r}")
+    except BaseException as e:  # noqa: B036 - every failure becomes this cell's record
+        import traceback
+
+        traceback.print_exc()
+        phase = result.pop("phase", None)
+        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        result.update(status="failed", reason=f"{phase + ': ' if phase else ''}{type(e).__name__}"
+                      + (f": {msg}" if msg else ""))
+    _threads_seen(result)
+    try:
+        import resource
+
+        result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    except Exception:
+        pass
+    result["worker_seconds"] = time.perf_counter() - t0
+    path = spec["result_path"]
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return 0 if result.get("status") in ("ok", "skipped") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

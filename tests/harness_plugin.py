@@ -1,0 +1,95 @@
+"""Test-only models and adapters for the harness tests, loaded in the sweep and in every worker
+through ``IOS_BENCH_PLUGINS=tests.harness_plugin``.
+
+Adapters: ``test-ref`` / ``test-ref2`` compute the oracle (two "frameworks" that agree),
+``test-wrong`` returns a perturbed output, ``test-raise`` fails to build, ``test-crash`` segfaults
+in the timed call, ``test-hang`` hangs in the timed call, ``test-probecrash`` segfaults when asked
+whether it is available. ``TEST_SLOW_EXECUTE_S`` makes the
+reference adapters sleep in each timed call (to kill a sweep mid-way).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+import adapters
+from adapters.base import Adapter, Compiled
+from ios_core import models
+from ios_core.ir import GraphBuilder
+
+
+def _tiny(name: str, channels: int, hw: int):
+    def build():
+        b = GraphBuilder(name, (channels, hw, hw))
+        x = b.input
+        a = b.conv(x, channels, 3, padding=1)
+        c = b.conv(x, channels, 1)
+        a = b.conv(a, channels, 3, padding=1)
+        b.end_block(b.concat([a, c]))
+        return b.finish()
+
+    return build
+
+
+if "tiny_a" not in models.names():
+    models.register("tiny_a", "test: 3 convs on 4x6x6")(_tiny("tiny_a", 4, 6))
+    models.register("tiny_b", "test: 3 convs on 6x5x5")(_tiny("tiny_b", 6, 5))
+
+
+class _RefCompiled(Compiled):
+    def __init__(self, graph, mode: str):
+        super().__init__()
+        self.graph = graph
+        self.mode = mode
+
+    def execute(self, x):
+        from ios_core import reference
+
+        if self.mode == "crash":
+            ctypes.string_at(0)  # a real segfault
+        if self.mode == "hang":
+            while True:
+                time.sleep(1)
+        delay = float(os.environ.get("TEST_SLOW_EXECUTE_S", "0") or 0)
+        if delay:
+            time.sleep(delay)
+        y = reference.run(self.graph, x)
+        if self.mode == "wrong":
+            y = y + 1.0
+        return y
+
+
+class _RefAdapter(Adapter):
+    def __init__(self, name: str, mode: str = "ok"):
+        super().__init__(name=name, description=f"test adapter ({mode})", requires=("numpy",), devices=("cpu", "cuda"))
+        self.mode = mode
+
+    def _build(self, graph, batch_size, device, threads, **options):
+        if self.mode == "raise":
+            raise RuntimeError("this test adapter always fails to build")
+        return _RefCompiled(graph, self.mode)
+
+
+class _ProbeCrash(_RefAdapter):
+    """Crashes the process that asks whether it is available (a framework whose import segfaults)."""
+
+    def available(self, device="cpu"):
+        ctypes.string_at(0)
+
+
+REF = _RefAdapter("test-ref")
+PROBE_CRASH = _ProbeCrash("test-probecrash")
+REF2 = _RefAdapter("test-ref2")
+WRONG = _RefAdapter("test-wrong", "wrong")
+RAISE = _RefAdapter("test-raise", "raise")
+CRASH = _RefAdapter("test-crash", "crash")
+HANG = _RefAdapter("test-hang", "hang")
+for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-raise", "RAISE"),
+                     ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH")]:
+    adapters.register(_name, f"tests.harness_plugin:{_attr}")
+
+__all__ = ["np"]
