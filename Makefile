@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/ios-bench list models
-	$(VENV)/bin/ios-bench show sample
+	$(VENV)/bin/ios-bench run $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q $(ARGS)

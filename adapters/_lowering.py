@@ -63,15 +63,3 @@ def lower(graph: Graph, x: Any, prims: Primitives, emit: Callable[[Node, Any], A
     return outputs[graph.exit_node.name]
 
 
-def resolve_threads(threads: int | None) -> int:
-    """The intra-op thread budget: ``threads`` or, when not given, the number of usable cores."""
-    if threads is not None:
-        if int(threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        return int(threads)
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1

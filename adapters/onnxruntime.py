@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from ._lowering import resolve_threads
+from ios_core.threads import resolve_threads
+
 from .base import Adapter, Compiled
 from .onnx_export import DEFAULT_OPSET, export
 

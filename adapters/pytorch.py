@@ -25,8 +25,9 @@ import torch.fx
 import torch.nn as nn
 
 from ios_core.ir import Graph, Node
+from ios_core.threads import resolve_threads
 
-from ._lowering import Primitives, lower, resolve_threads
+from ._lowering import Primitives, lower
 from .base import Adapter, Compiled
 
 

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write every row (all samples, build info) to this file")
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "FRAMEWORK"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    from adapters._lowering import resolve_threads
+    from ios_core.threads import resolve_threads
 
     args.threads = resolve_threads(args.threads)
     if args.cell:

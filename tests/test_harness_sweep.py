@@ -127,7 +127,8 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
 
 def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):
     args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks",
-            "test-crash,test-hang,test-raise,test-probecrash", "--out", "runs/bad", "--timeout", "12", *FAST]
+            "test-crash,test-hang,test-raise,test-probecrash", "--schedules", "none", "--out", "runs/bad",
+            "--timeout", "12", *FAST]
     p = cli(args, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     run = tmp_path / "runs" / "bad"
@@ -150,7 +151,8 @@ def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):
 
 
 def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
-    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref,test-ref2", "--out", "runs/k",
+    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref,test-ref2", "--schedules", "none",
+            "--out", "runs/k",
             "--timeout", "120", "--no-report", *FAST]
     extra = {"TEST_SLOW_EXECUTE_S": "0.3"}
     run = tmp_path / "runs" / "k"

@@ -36,7 +36,7 @@ from ..measure import measure
 from ..optimizer.stage import Stage
 from ..runtime.plan import build_program
 from ..runtime.pool import shared_pool, split_threads
-from ..runtime.runtime import resolve_threads
+from ..threads import resolve_threads
 from .cache import ProfileCache, stage_signature
 
 

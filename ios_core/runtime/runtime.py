@@ -7,6 +7,7 @@ import torch
 
 from ..ir import Graph, Node
 from ..measure import Measurement, measure
+from ..threads import resolve_threads
 from .plan import Program, build_program
 
 
@@ -20,14 +21,6 @@ def graph_stages(graph: Graph) -> list[list[list[Node]]]:
         else:
             stages += [[[by_name[name] for name in group] for group in stage] for stage in block.stages]
     return stages
-
-
-def resolve_threads(threads: int | None) -> int:
-    if threads is None:
-        return torch.get_num_threads()
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, not {threads}")
-    return int(threads)
 
 
 class Runtime:
