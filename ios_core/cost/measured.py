@@ -35,7 +35,7 @@ from ..ir import Node, leaf_nodes
 from ..measure import measure
 from ..optimizer.stage import Stage
 from ..runtime.plan import build_program
-from ..runtime.pool import shared_pool, split_threads
+from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
 from .cache import ProfileCache, stage_signature
 
@@ -162,13 +162,7 @@ class MeasuredCostModel:
         if nworkers <= 1:
             return sum(self._ops_latency(g, batch_size, self.threads) for g in groups)
         costs = [sum(max(leaf.macs(), 1) for n in g for leaf in leaf_nodes(n)) for g in groups]
-        order = sorted(range(len(groups)), key=lambda i: -costs[i])
-        loads = [0] * nworkers
-        assigned: list[list[int]] = [[] for _ in range(nworkers)]
-        for i in order:
-            w = min(range(nworkers), key=lambda j: loads[j])
-            assigned[w].append(i)
-            loads[w] += costs[i]
+        assigned = assign_groups(costs, nworkers)
         per = split_threads(self.threads, nworkers)
         worst = max(sum(self._ops_latency(groups[i], batch_size, t) for i in a) for a, t in zip(assigned, per))
         return worst + self.dispatch_ms()

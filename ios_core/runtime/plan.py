@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..ir import Node, Sequential, leaf_nodes
-from .pool import shared_pool, split_threads
+from .pool import assign_groups, shared_pool, split_threads
 
 F32 = 4
 
@@ -500,15 +500,7 @@ def _stage_fn(group_ops, costs, threads, max_workers, pool, trace=None, si=0):
     if nworkers <= 1:
         return _seq([f for fns in group_ops for f in fns]), 1
     # longest-processing-time assignment of groups to workers, by multiply-accumulates
-    order = sorted(range(len(group_ops)), key=lambda i: -costs[i])
-    loads = [0] * nworkers
-    assigned: list[list[int]] = [[] for _ in range(nworkers)]
-    for i in order:
-        w = min(range(nworkers), key=lambda j: loads[j])
-        assigned[w].append(i)
-        loads[w] += costs[i]
-    for a in assigned:
-        a.sort()
+    assigned = assign_groups(costs, nworkers)
     per = split_threads(threads, nworkers)
     tasks = [(_seq([f for i in a for f in group_ops[i]]), t) for a, t in zip(assigned, per)]
     if trace is not None:

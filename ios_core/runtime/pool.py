@@ -115,3 +115,16 @@ def split_threads(total: int, workers: int) -> list[int]:
     """Divide ``total`` intra-op threads among ``workers`` (at least one each)."""
     base, extra = divmod(max(total, workers), workers)
     return [base + (1 if i < extra else 0) for i in range(workers)]
+
+
+def assign_groups(costs: list[float], workers: int) -> list[list[int]]:
+    """Longest-processing-time assignment of groups (by cost) to ``workers``; each worker's
+    group indices in ascending order. The runtime runs stages this way and the measured cost
+    model predicts them the same way."""
+    loads = [0.0] * workers
+    assigned: list[list[int]] = [[] for _ in range(workers)]
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        w = min(range(workers), key=lambda j: loads[j])
+        assigned[w].append(i)
+        loads[w] += costs[i]
+    return [sorted(a) for a in assigned]
