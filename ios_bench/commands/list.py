@@ -57,4 +57,7 @@ def frameworks_table() -> Table:
 def command(what: str):
     """List the model zoo (name, input shape, #operators, GMACs, params) or the frameworks
     (adapters) with whether each can run on this machine and why not."""
-    Console().print(models_table() if what == "models" else frameworks_table())
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
+        console = Console(width=200)
+    console.print(models_table() if what == "models" else frameworks_table())
