@@ -14,3 +14,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run ``ios-bench ARGV`` in-process; returns (exit code, stdout, stderr)."""
+    from ios_bench.cli import main
+
+    def run(argv):
+        with pytest.raises(SystemExit) as e:
+            main(list(argv))
+        captured = capsys.readouterr()
+        return e.value.code, captured.out, captured.err
+
+    return run

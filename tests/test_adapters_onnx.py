@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from adapter_graphs import mini_inception
 
-from ios_bench.cli import main
 from ios_core import models, reference
 from ios_core.check import compare
 from ios_core.ir import GraphBuilder, Value
@@ -96,16 +95,11 @@ def test_bad_arguments(graph):
         export(models.get("sample", input_shape=(8, 5, 5)))
 
 
-def _cli(args, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    captured = capsys.readouterr()
-    return e.value.code, captured.out, captured.err
 
 
-def test_cli_export(tmp_path, capsys):
+def test_cli_export(tmp_path, run_cli):
     path = tmp_path / "sample.onnx"
-    code, out, _ = _cli(["export", "sample", "-o", str(path), "--batch", "2"], capsys)
+    code, out, _ = run_cli(["export", "sample", "-o", str(path), "--batch", "2"])
     assert code == 0 and "opset 17" in out and "batch 2" in out
     model = onnx.load(str(path))
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 2
@@ -116,10 +110,9 @@ def test_cli_export(tmp_path, capsys):
     assert compare(_run(model, x), reference.run(g, x)).passed
 
 
-def test_cli_export_graph_json_with_saved_weights(tmp_path, capsys, graph):
+def test_cli_export_graph_json_with_saved_weights(tmp_path, run_cli, graph):
     graph.save(tmp_path / "g.json")
-    code, out, _ = _cli(["export", str(tmp_path / "g.json"), "-o", str(tmp_path / "g.onnx"), "--dynamic-batch"],
-                        capsys)
+    code, out, _ = run_cli(["export", str(tmp_path / "g.json"), "-o", str(tmp_path / "g.onnx"), "--dynamic-batch"])
     assert code == 0 and "saved weights" in out and "dynamic" in out
     x = reference.random_input(graph, 2)
     np.testing.assert_allclose(_run(onnx.load(str(tmp_path / "g.onnx")), x), reference.run(graph, x), atol=1e-4)
@@ -135,9 +128,9 @@ def test_cli_export_graph_json_with_saved_weights(tmp_path, capsys, graph):
     (["export", "sample", "-o", "x.txt"], ".onnx"),
     (["export", "missing.json", "-o", "x.onnx"], "no such file"),
 ])
-def test_cli_export_bad_input(tmp_path, capsys, monkeypatch, args, message):
+def test_cli_export_bad_input(tmp_path, run_cli, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
-    code, out, err = _cli(args, capsys)
+    code, out, err = run_cli(args)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("error:")

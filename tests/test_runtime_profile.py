@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
-from ios_bench.cli import main
 from ios_core import models
 
 
-def _run(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-def test_profile_reference_schedule(data_dir, capsys):
-    code, out, err = _run(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--batch", "2",
-                           "--repeat", "2", "--warmup", "1"], capsys)
+def test_profile_reference_schedule(data_dir, run_cli):
+    code, out, err = run_cli(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--batch", "2",
+                           "--repeat", "2", "--warmup", "1"])
     assert code == 0, err
     assert "Parallel(" in out and "Given schedule:" in out and "Stage latency: [" in out
     lines = [ln for ln in out.splitlines() if ln.strip()[:1].isdigit() and "%" in ln]
@@ -26,20 +16,20 @@ def test_profile_reference_schedule(data_dir, capsys):
     assert "2 parallel" in out and "whole graph" in out
 
 
-def test_profile_model_json_sequential(tmp_path, capsys):
+def test_profile_model_json_sequential(tmp_path, run_cli):
     g = models.get("sample", input_shape=(16, 8, 8))
     path = tmp_path / "sample_small.json"
     g.save(path)
-    code, out, err = _run(["profile", "--model", str(path), "--repeat", "2", "--no-show-graph"], capsys)
+    code, out, err = run_cli(["profile", "--model", str(path), "--repeat", "2", "--no-show-graph"])
     assert code == 0, err
     assert out.startswith("Sequential schedule:")
     assert "5 stages (0 parallel)" in out
 
 
-def test_profile_bad_input(data_dir, capsys):
-    code, _, err = _run(["profile"], capsys)
+def test_profile_bad_input(data_dir, run_cli):
+    code, _, err = run_cli(["profile"])
     assert code == 2 and "--model or --schedule" in err
-    code, _, err = _run(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--strategy", "both"], capsys)
+    code, _, err = run_cli(["profile", "--schedule", str(data_dir / "tiny_schedule.json"), "--strategy", "both"])
     assert code == 2 and "drop --strategy" in err
-    code, _, err = _run(["profile", "--model", "no_such_model"], capsys)
+    code, _, err = run_cli(["profile", "--model", "no_such_model"])
     assert code == 2
