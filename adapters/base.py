@@ -95,13 +95,26 @@ class Adapter:
         import time
 
         t0 = time.perf_counter()
-        compiled = self._build(graph, batch_size, device, threads, **{**self.options, **options})
+        options = {**self.options, **options}
+        self._check_options(options)
+        compiled = self._build(graph, batch_size, device, threads, **options)
         compiled.info.setdefault("build_seconds", time.perf_counter() - t0)
         compiled.info.setdefault("threads", threads)
         compiled.info.setdefault("precision", self.precision)
         compiled.info.setdefault("framework_version", self.version())
         compiled.info.setdefault("tolerance", self.tolerance)
         return compiled
+
+    def _check_options(self, options: dict) -> None:
+        """Reject build options that ``_build`` does not name (unless it takes ``**options``)."""
+        import inspect
+
+        params = inspect.signature(self._build).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown build options {unknown}")
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
         raise NotImplementedError

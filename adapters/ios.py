@@ -33,8 +33,9 @@ class IOSAdapter(Adapter):
     def version(self) -> str | None:
         return torch.__version__
 
-    def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
-        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=options.get("max_workers"))
+    def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
+               max_workers: int | None = None) -> Compiled:
+        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers)
         info = {**rt.stats, "scheduled": graph.has_stages, "kernels": f"torch {torch.__version__} (oneDNN)"}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)

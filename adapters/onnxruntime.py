@@ -38,11 +38,9 @@ class ORTCompiled(Compiled):
 
 class OnnxRuntime(Adapter):
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, execution_mode="sequential",
-               opset=DEFAULT_OPSET, optimization="all", **options):
+               opset=DEFAULT_OPSET, optimization="all"):
         import onnxruntime as ort
 
-        if options:
-            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
         n = resolve_threads(threads)
         t0 = time.perf_counter()
         model = export(graph, batch_size, opset=opset)

@@ -57,11 +57,9 @@ def _prop(compiled_model, key: str):
 
 class OpenVINO(Adapter):
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
-               performance_hint="LATENCY", **options):
+               performance_hint="LATENCY"):
         import openvino as ov
 
-        if options:
-            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
         n = resolve_threads(threads)
         t0 = time.perf_counter()
         model = export(graph, batch_size, opset=opset)

@@ -143,11 +143,9 @@ class TorchCompiled(Compiled):
 
 
 class TorchEager(Adapter):
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, **options):
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None):
         import torch
 
-        if options:
-            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
         n = resolve_threads(threads)
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__}
         t0 = time.perf_counter()
@@ -169,11 +167,9 @@ class TorchCompile(Adapter):
         return None
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, mode=None, backend="inductor",
-               dynamic=False, **options):
+               dynamic=False):
         import torch
 
-        if options:
-            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
         n = resolve_threads(threads)
         # Set before compiling: inductor's generated C++ bakes in the OpenMP thread count.
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__,

@@ -176,9 +176,7 @@ class TensorFlow(Adapter):
         except Exception:
             return None
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, **options):
-        if options:
-            raise TypeError(f"{self.name}: unknown build options {sorted(options)}")
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False):
         tf = _tf()
         n = resolve_threads(threads)
         jit = bool(jit_compile)
