@@ -44,16 +44,12 @@ def time_compiled(compiled, x, args):
 
 def ios_sequential(graph, batch, threads):
     """The IOS runtime's sequential schedule, via the ``ios`` adapter when it has landed."""
-    if "ios" not in adapters.names():
-        return None, "adapters/ios.py not on this branch yet"
     ios = adapters.get("ios")
     reason = ios.available()
     if reason:
         return None, reason
-    try:  # the option's name is the ios adapter's; fall back to its default (recorded in info)
-        return ios.build(graph, batch, threads=threads, strategy="sequential"), None
-    except (TypeError, ValueError):
-        return ios.build(graph, batch, threads=threads), None
+    # the ios adapter runs the graph's schedule; a zoo graph has none, so it runs sequentially
+    return ios.build(graph, batch, threads=threads), None
 
 
 def main(argv=None) -> int:
