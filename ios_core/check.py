@@ -10,6 +10,19 @@ import numpy as np
 # stay well inside this on the zoo's He-initialized weights; max error is measured relative
 # to the largest magnitude of the reference output.
 DEFAULT_RTOL = 1e-3
+# The one rule for the tolerance of a check: it follows the precision the sweep *asked* for,
+# never what an engine reports it computed in (an engine that silently falls back to a lower
+# precision must fail its check, not pass at a looser tolerance). bf16/fp16 have 8/11-bit
+# mantissas; they are only ever explicit, separately labelled variants.
+PRECISION_TOLERANCE = {"fp32": DEFAULT_RTOL, "bf16": 5e-2, "fp16": 5e-2}
+
+
+def tolerance_for(precision: str = "fp32") -> float:
+    """The output check's relative tolerance for a requested precision (KeyError if unknown)."""
+    try:
+        return PRECISION_TOLERANCE[precision]
+    except KeyError:
+        raise KeyError(f"unknown precision {precision!r}; known: {', '.join(PRECISION_TOLERANCE)}") from None
 
 
 @dataclass

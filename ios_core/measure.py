@@ -3,16 +3,23 @@
 Protocol (the reference IOS implementation's and TVM's): ``warmup`` untimed calls, then
 ``repeat`` samples, each ``number`` back-to-back calls timed together; with ``min_sample_ms``
 the number of calls per sample is raised (doubling) until one sample lasts at least that long.
-Every sample is kept, as per-call milliseconds.
+Every sample is kept, as per-call milliseconds (``samples_ms``: the sample's time / ``number``).
+
+The clock is also read after every call, so the time of each single call is kept too
+(``call_ms``): percentiles, median, std, min and max are over those per-call times (computed
+with numpy), so a p90 is the tail of single calls, not a mean over many calls. The value the
+last timed call returned is kept (``last``) so that callers can check it, not only a result
+computed before timing.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
+from array import array
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass
@@ -22,56 +29,64 @@ class Measurement:
     warmup: int
     stage_ms: list[list[float]] | None = None  # per sample, the time of each stage (ms)
     meta: dict = field(default_factory=dict)
+    call_ms: list[float] | None = None  # every timed call's own time (ms)
+    last: object = field(default=None, repr=False, compare=False)  # what the last timed call returned
 
     @property
     def repeat(self) -> int:
         return len(self.samples_ms)
 
+    def _times(self) -> np.ndarray:
+        return np.asarray(self.call_ms if self.call_ms else self.samples_ms, dtype=np.float64)
+
     @property
     def mean(self) -> float:
-        return statistics.fmean(self.samples_ms)
+        return float(np.mean(self._times()))
 
     @property
     def median(self) -> float:
-        return statistics.median(self.samples_ms)
+        return float(np.median(self._times()))
 
     @property
     def std(self) -> float:
-        return statistics.stdev(self.samples_ms) if len(self.samples_ms) > 1 else 0.0
+        t = self._times()
+        return float(np.std(t, ddof=1)) if t.size > 1 else 0.0
 
     @property
     def min(self) -> float:
-        return min(self.samples_ms)
+        return float(np.min(self._times()))
 
     @property
     def max(self) -> float:
-        return max(self.samples_ms)
+        return float(np.max(self._times()))
 
     def percentile(self, q: float) -> float:
-        """Linear-interpolated percentile, q in [0, 100]."""
-        xs = sorted(self.samples_ms)
-        pos = (len(xs) - 1) * q / 100.0
-        lo, hi = math.floor(pos), math.ceil(pos)
-        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+        """Linear-interpolated percentile of the per-call times, q in [0, 100]."""
+        return float(np.percentile(self._times(), q))
 
     @property
     def stage_mean_ms(self) -> list[float] | None:
         if not self.stage_ms:
             return None
-        return [statistics.fmean(col) for col in zip(*self.stage_ms)]
+        return [float(np.mean(col)) for col in zip(*self.stage_ms)]
 
     def summary(self) -> dict:
-        return {"mean_ms": self.mean, "median_ms": self.median, "std_ms": self.std, "min_ms": self.min,
-                "max_ms": self.max, "p10_ms": self.percentile(10), "p90_ms": self.percentile(90),
-                "repeat": self.repeat, "number": self.number, "warmup": self.warmup}
+        p10, p50, p90, p99 = (float(v) for v in np.percentile(self._times(), [10, 50, 90, 99]))
+        return {"mean_ms": self.mean, "median_ms": p50, "std_ms": self.std, "min_ms": self.min,
+                "max_ms": self.max, "p10_ms": p10, "p90_ms": p90, "p99_ms": p99,
+                "repeat": self.repeat, "number": self.number, "warmup": self.warmup,
+                "calls": len(self.call_ms) if self.call_ms else self.repeat * self.number,
+                "percentiles_over": "calls" if self.call_ms else "samples"}
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"samples_ms": list(self.samples_ms), "number": self.number, "warmup": self.warmup,
+                "stage_ms": self.stage_ms, "meta": self.meta,
+                "call_ms": list(self.call_ms) if self.call_ms is not None else None}
 
     @classmethod
     def from_dict(cls, d: dict) -> Measurement:
-        return cls(**{k: d[k] for k in ("samples_ms", "number", "warmup") },
-                   stage_ms=d.get("stage_ms"), meta=d.get("meta") or {})
+        return cls(**{k: d[k] for k in ("samples_ms", "number", "warmup")},
+                   stage_ms=d.get("stage_ms"), meta=d.get("meta") or {}, call_ms=d.get("call_ms"))
 
     def __str__(self) -> str:
         return (f"{self.median:.3f} ms median (mean {self.mean:.3f} ± {self.std:.3f}, "
@@ -83,37 +98,53 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
             sync: Callable[[], None] | None = None) -> Measurement:
     """Time ``fn()``.
 
-    ``sync`` (e.g. a CUDA stream synchronize) is called before each clock read, so
-    asynchronous devices are timed to completion. ``stage_times``, when given, is read after
-    each sample and must return that sample's per-stage times (ms, per call); the callee is
-    expected to accumulate them over the sample's calls and reset itself when read.
+    ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
+    read, so asynchronous devices are timed to completion and each call's time is its latency.
+    ``stage_times``, when given, is read after each sample and must return that sample's
+    per-stage times (ms, per call); the callee is expected to accumulate them over the sample's
+    calls and reset itself when read.
     """
     if warmup < 0 or number < 1 or repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
-    sync = sync or (lambda: None)
     clock = time.perf_counter_ns
     for _ in range(warmup):
         fn()
-    sync()
+    if sync is not None:
+        sync()
     if min_sample_ms:
         while True:
             t0 = clock()
             for _ in range(number):
                 fn()
-            sync()
+            if sync is not None:
+                sync()
             if (clock() - t0) / 1e6 >= min_sample_ms or number >= 1 << 20:
                 break
             number *= 2
     if stage_times is not None:
         stage_times()  # discard what warmup and calibration accumulated
     samples: list[float] = []
+    calls = array("q")  # nanoseconds per call
     stages: list[list[float]] | None = [] if stage_times is not None else None
+    last = None
     for _ in range(repeat):
-        t0 = clock()
-        for _ in range(number):
-            fn()
-        sync()
-        samples.append((clock() - t0) / 1e6 / number)
+        start = prev = clock()
+        if sync is None:
+            for _ in range(number):
+                last = fn()
+                now = clock()
+                calls.append(now - prev)
+                prev = now
+        else:
+            for _ in range(number):
+                last = fn()
+                sync()
+                now = clock()
+                calls.append(now - prev)
+                prev = now
+        samples.append((prev - start) / 1e6 / number)
         if stages is not None:
             stages.append([t / number for t in stage_times()])
-    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages)
+    call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
+    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, call_ms=call_ms,
+                       last=last)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 
 from ios_core.check import compare
@@ -91,3 +92,40 @@ def test_split_threads():
     assert split_threads(2, 2) == [1, 1]
     assert split_threads(16, 3) == [6, 5, 5]
     assert split_threads(2, 1) == [2]
+
+
+def test_an_interrupted_run_never_lets_the_next_one_return_early():
+    """Run 1 is interrupted while a worker still runs its task; run 2 queues behind it and must
+    return only once its own task is done (not on run 1's late completion)."""
+    import signal
+    import threading
+    import time
+
+    from ios_core.runtime.pool import WorkerPool
+
+    class Interrupted(Exception):
+        pass
+
+    pool = WorkerPool()
+    release = threading.Event()
+    done2 = []
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Interrupted):
+            pool.run([(lambda: None, 1), (release.wait, 1)], 1)  # interrupted while waiting for its worker
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    threading.Timer(0.2, release.set).start()  # run 1's task finishes while run 2 waits
+
+    def second():
+        time.sleep(0.3)
+        done2.append(True)
+
+    pool.run([(lambda: None, 1), (second, 1)], 1)
+    assert done2 == [True]

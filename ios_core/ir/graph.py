@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_write, atomic_write_text
 from .errors import GraphError
 from .nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
 
@@ -281,10 +282,8 @@ class Graph:
         return {f"{n.name}/{k}": a for n in self.weighted_nodes() for k, a in n.weights().items()}
 
     def save_weights(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **self.weights_dict())
-        os.replace(tmp, path)
+        weights = self.weights_dict()
+        atomic_write(path, lambda f: np.savez(f, **weights))
 
     def load_weights(self, path: str | os.PathLike) -> Graph:
         with np.load(path) as data:
@@ -373,12 +372,3 @@ def _stable_hash(name: str) -> int:
     import zlib
 
     return zlib.crc32(name.encode())
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that a crash never leaves it half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

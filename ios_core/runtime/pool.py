@@ -13,7 +13,9 @@ checks all of this.
 
 The calling thread runs the first task itself (one fewer wake-up); the pool grows on demand
 and is shared by every runtime of the process (guarded by a lock, so two runtimes used from
-two threads take turns on it).
+two threads take turns on it). Every task carries its own future: a run waits for the futures
+of its own tasks only, so a run that was interrupted while its tasks were still running (they
+finish later) can never make the next run return before its own tasks are done.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import torch
 
@@ -28,9 +31,8 @@ Task = tuple[Callable[[], None], int]  # (function, intra-op threads)
 
 
 class _Worker:
-    def __init__(self, index: int, done: queue.SimpleQueue):
+    def __init__(self, index: int):
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.done = done
         self.threads = 0
         self.thread = threading.Thread(target=self._loop, name=f"ios-worker-{index}", daemon=True)
         self.thread.start()
@@ -46,22 +48,21 @@ class _Worker:
             item = self.inbox.get()
             if item is None:
                 return
-            fn, nthreads = item
+            fn, nthreads, future = item
             try:
                 if nthreads != self.threads:
                     torch.set_num_threads(nthreads)
                     self.threads = nthreads
                 fn()
             except BaseException as e:  # noqa: BLE001 - handed to the caller
-                self.done.put(e)
+                future.set_exception(e)
             else:
-                self.done.put(None)
+                future.set_result(None)
 
 
 class WorkerPool:
     def __init__(self):
         self._workers: list[_Worker] = []
-        self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
 
     @property
@@ -70,7 +71,7 @@ class WorkerPool:
 
     def _ensure(self, n: int) -> None:
         while len(self._workers) < n:
-            self._workers.append(_Worker(len(self._workers), self._done))
+            self._workers.append(_Worker(len(self._workers)))
 
     def run(self, tasks: list[Task], caller_threads: int) -> None:
         """Run ``tasks`` concurrently: the first on the calling thread, the rest on workers;
@@ -78,8 +79,11 @@ class WorkerPool:
         count is restored to ``caller_threads`` afterwards."""
         with self._lock:
             self._ensure(len(tasks) - 1)
-            for worker, task in zip(self._workers, tasks[1:]):
-                worker.inbox.put(task)
+            futures: list[Future] = []
+            for worker, (task_fn, task_threads) in zip(self._workers, tasks[1:]):
+                future: Future = Future()
+                futures.append(future)
+                worker.inbox.put((task_fn, task_threads, future))
             error: BaseException | None = None
             fn, nthreads = tasks[0]
             try:
@@ -91,8 +95,8 @@ class WorkerPool:
             finally:
                 if nthreads != caller_threads:
                     torch.set_num_threads(caller_threads)
-                for _ in tasks[1:]:
-                    r = self._done.get()
+                for future in futures:  # this run's own tasks, whatever an earlier run left behind
+                    r = future.exception()
                     if r is not None and error is None:
                         error = r
             if error is not None:
