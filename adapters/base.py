@@ -26,7 +26,10 @@ from ios_core.ir import Graph
 
 class Compiled:
     """A built program. Subclasses implement ``execute`` (and ``prepare``/``finish`` when the
-    framework's input or output is not a NCHW numpy array)."""
+    framework's input or output is not a NCHW numpy array). ``info`` records its configuration:
+    at least ``threads``, ``precision`` (what the engine reports it computes in),
+    ``execution_mode`` and ``tuning`` (the budget spent, or "none"); the harness stores it with
+    the cell and the report shows it per peer."""
 
     def __init__(self, info: dict | None = None):
         # Recorded with every result: build_seconds, threads, precision, framework version, ...
@@ -57,9 +60,10 @@ class Adapter:
     description: str = ""
     requires: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("cpu",)
-    tolerance: float = DEFAULT_RTOL
+    tolerance: float = DEFAULT_RTOL  # may only be tighter than ios_core.check.tolerance_for(precision)
     precision: str = "fp32"
     options: dict = field(default_factory=dict)
+    mode: str = ""  # how the framework executes (eager, ORT_PARALLEL, XLA, ...): shown in reports
 
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
@@ -103,6 +107,10 @@ class Adapter:
         compiled.info.setdefault("precision", self.precision)
         compiled.info.setdefault("framework_version", self.version())
         compiled.info.setdefault("tolerance", self.tolerance)
+        # The configuration every report shows per peer: threads, precision, execution mode and
+        # tuning budget ("none" for frameworks that are not tuned).
+        compiled.info.setdefault("execution_mode", self.mode or "default")
+        compiled.info.setdefault("tuning", "none")
         return compiled
 
     def _check_options(self, options: dict) -> None:

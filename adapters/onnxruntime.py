@@ -6,8 +6,11 @@
   parallelism (independent branches run concurrently on the inter-op pool), the closest
   peer to IOS on CPU.
 
-Both use all graph optimizations (``ORT_ENABLE_ALL``); intra-op threads = the thread budget,
-inter-op threads at ONNX Runtime's default (0) unless ``inter_op_threads`` is given.
+Both use all graph optimizations (``ORT_ENABLE_ALL``) and stay inside the one thread budget
+``n`` (``ios_core.threads.resolve_threads``): sequential mode has ``n`` intra-op threads;
+parallel mode has ``inter_op_threads`` (default ``n``) inter-op threads with
+``n // inter_op_threads`` intra-op threads each, so the two pools together never hold more than
+``n`` threads (ONNX Runtime's default would add an inter-op pool the size of the machine on top).
 """
 
 from __future__ import annotations
@@ -46,9 +49,15 @@ class OnnxRuntime(Adapter):
         model = export(graph, batch_size, opset=opset)
         export_seconds = time.perf_counter() - t0
         so = ort.SessionOptions()
-        so.intra_op_num_threads = n
-        if inter_op_threads is not None:
-            so.inter_op_num_threads = int(inter_op_threads)
+        if execution_mode == "parallel":
+            inter = min(n, int(inter_op_threads)) if inter_op_threads is not None else n
+            if inter < 1:
+                raise ValueError(f"inter_op_threads must be >= 1, got {inter_op_threads}")
+            intra = max(1, n // inter)
+        else:
+            inter, intra = 1, n
+        so.intra_op_num_threads = intra
+        so.inter_op_num_threads = inter
         so.execution_mode = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL,
                              "parallel": ort.ExecutionMode.ORT_PARALLEL}[execution_mode]
         so.graph_optimization_level = {
@@ -60,8 +69,7 @@ class OnnxRuntime(Adapter):
         t1 = time.perf_counter()
         session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         info = {
-            "threads": n, "intra_op_threads": n,
-            "inter_op_threads": int(inter_op_threads) if inter_op_threads is not None else "default",
+            "threads": n, "intra_op_threads": intra, "inter_op_threads": inter,
             "execution_mode": f"ORT_{execution_mode.upper()}", "graph_optimization": optimization,
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
             "export_seconds": export_seconds, "session_seconds": time.perf_counter() - t1,
@@ -75,6 +83,7 @@ SEQUENTIAL = OnnxRuntime(
     requires=("onnxruntime", "onnx"),
     tolerance=1e-3,
     options={"execution_mode": "sequential"},
+    mode="ORT_SEQUENTIAL",
 )
 
 PARALLEL = OnnxRuntime(
@@ -83,4 +92,5 @@ PARALLEL = OnnxRuntime(
     requires=("onnxruntime", "onnx"),
     tolerance=1e-3,
     options={"execution_mode": "parallel"},
+    mode="ORT_PARALLEL",
 )

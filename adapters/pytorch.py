@@ -192,6 +192,7 @@ EAGER = TorchEager(
     description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW",
     requires=("torch",),
     tolerance=1e-4,
+    mode="eager (inference_mode)",
 )
 
 COMPILE = TorchCompile(
@@ -199,4 +200,5 @@ COMPILE = TorchCompile(
     description="torch.compile, inductor backend on CPU; compile time recorded apart from latency",
     requires=("torch",),
     tolerance=1e-3,
+    mode="torch.compile (inductor)",
 )

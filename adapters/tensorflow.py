@@ -200,6 +200,7 @@ PLAIN = TensorFlow(
     requires=("tensorflow",),
     tolerance=1e-3,
     options={},
+    mode="tf.function graph",
 )
 
 XLA = TensorFlow(
@@ -208,4 +209,5 @@ XLA = TensorFlow(
     requires=("tensorflow",),
     tolerance=1e-3,
     options={"jit_compile": True},
+    mode="tf.function + XLA (jit_compile)",
 )

@@ -34,7 +34,6 @@ database, best latency in ms, tuned now?) like the task-scheduler table of TVM's
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -43,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ios_core.atomic import atomic_write_json
 from ios_core.ir import Graph, leaf_nodes
 
 from .base import Adapter, Compiled
@@ -331,6 +331,7 @@ class TVMAdapter(Adapter):
         ex = _compile_default(mod, target)
         info["compile_seconds"] = time.perf_counter() - t0
         info["pipeline"] = "relax.get_default_pipeline(llvm), untuned"
+        info["execution_mode"] = "Relax VM, default llvm pipeline"
         return TVMCompiled(ex, info)
 
 
@@ -401,6 +402,11 @@ class TunedTVMAdapter(TVMAdapter):
             "tasks_untuned": sum(1 for row in table if row["trials"] == 0),
             "tasks": table,
             "estimated_latency_ms": sum(row["weight"] * row["best_ms"] for row in table if row["best_ms"] is not None),
+            "execution_mode": "Relax VM, MetaSchedule-tuned kernels",
+            "tuning": (f"MetaSchedule: {sum(row['trials'] for row in table)} trials in the database over "
+                       f"{len(tasks)} tasks ({per_task} per task asked; {total if todo else 0} run in this build, "
+                       f"{sum(1 for row in table if row['trials'] == 0)} tasks untuned)"),
+            "tuning_trials": sum(row["trials"] for row in table),
         })
         return TVMCompiled(ex, info)
 
@@ -498,7 +504,7 @@ def _write_target_note(db_dir: Path, target) -> None:
     note = db_dir.parent / "target.json"
     if not note.exists():
         try:
-            note.write_text(json.dumps({"target": str(target)}, indent=1) + "\n")
+            atomic_write_json(note, {"target": str(target)})
         except OSError:
             pass
 
