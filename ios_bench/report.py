@@ -17,6 +17,8 @@ import math
 import os
 from pathlib import Path
 
+from ios_core.atomic import atomic_write, atomic_write_text
+
 from .errors import InputError
 from .results import flatten, read_records
 from .sweep import ENV_FILE, SCHEDULES, check_writable
@@ -85,17 +87,26 @@ def load_run(folder: str | os.PathLike):
             df[col] = None
     # a resumed run may have repeated a cell only if the store was edited by hand: keep the last
     df = df.drop_duplicates(subset="cell", keep="last").reset_index(drop=True)
+    if "check_passed" in df.columns:  # records written before the "wrong" status existed
+        df.loc[(df["status"] == "ok") & (df["check_passed"] != True), "status"] = "wrong"  # noqa: E712
     env = {}
     if (folder / ENV_FILE).exists():
         try:
-            env = json.loads((folder / ENV_FILE).read_text())
-        except json.JSONDecodeError as e:
-            problems.append(f"{folder / ENV_FILE}: corrupt ({e}); environment not shown")
+            env = json.loads((folder / ENV_FILE).read_bytes())
+        except (ValueError, RecursionError) as e:
+            problems.append(f"{folder / ENV_FILE}: corrupt ({type(e).__name__}: {str(e)[:80]}); environment not shown")
+        if not isinstance(env, dict):
+            problems.append(f"{folder / ENV_FILE}: corrupt (not a JSON object); environment not shown")
+            env = {}
     for col in ("median_ms", "std_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10", "throughput_p90",
                 "check_passed", "reason", "label", "schedule", "build_seconds", "precision", "check_max_rel_err",
                 "optimize_seconds", "stderr_tail"):
         if col not in df.columns:
             df[col] = None
+    for col in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "throughput",
+                "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "check_max_rel_err"):
+        if col in df.columns:  # absent values become NaN (records are validated: no text in these)
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df, env, problems
 
 
@@ -125,6 +136,9 @@ def _status_text(row) -> str:
     return "failed" if row["status"] == "failed" else "skipped"
 
 
+TIMED = ("ok", "wrong")  # statuses that carry timings (a wrong cell is shown, never aggregated)
+
+
 def metric_table(df, device: str, bs: int, metric: str) -> Table:
     """Latency ('latency', ms) or throughput ('throughput', images/s): models x frameworks."""
     sub = df[(df["device"] == device) & (df["batch_size"] == bs)]
@@ -139,17 +153,18 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
                 row.append("")
                 continue
             r = cell.iloc[0]
-            if r["status"] != "ok":
+            if r["status"] not in TIMED:
                 row.append(_status_text(r))
                 continue
-            bad = "" if r["check_passed"] else " (wrong output)"
+            good = r["status"] == "ok" and r["check_passed"] == True  # noqa: E712
+            bad = "" if good else " (wrong output)"
             if metric == "latency":
                 val, spread = r["median_ms"], r["std_ms"]
                 row.append(f"{_fmt_pm(val, spread)}{bad}")
             else:
                 val = r["throughput"]
                 row.append(f"{_fmt(val, 1)} [{_fmt(r['throughput_p10'], 1)}-{_fmt(r['throughput_p90'], 1)}]{bad}")
-            if r["check_passed"]:
+            if good:
                 per_fw[fw][m] = val
         rows.append(row)
     geo = ["GeoMean"]
@@ -198,9 +213,9 @@ def speedup_table(df, device: str, bs: int) -> Table | None:
 def cells_table(df) -> Table:
     rows = []
     for _, r in df.sort_values(["device", "model", "batch_size"], kind="stable").iterrows():
-        if r["status"] == "ok":
-            check = "ok" if r["check_passed"] else "WRONG"
-            check += f" ({r['check_max_rel_err']:.1e})" if r["check_max_rel_err"] is not None else ""
+        if r["status"] in TIMED:
+            check = "ok" if r["status"] == "ok" else "WRONG"
+            check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
             rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
                          _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
                          _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or ""])
@@ -213,9 +228,38 @@ def cells_table(df) -> Table:
                  "tolerance")
 
 
+def config_table(df) -> Table | None:
+    """Each framework's configuration as it ran (from its build info): thread budget, the threads
+    it used, precision, execution mode and tuning budget, so that no peer's setup is hidden."""
+    ran = df[df["status"].isin(TIMED)]
+    if ran.empty:
+        return None
+    rows = []
+
+    def distinct(d, col) -> str:
+        vals = [str(v) for v in d[col] if v is not None and not (isinstance(v, float) and math.isnan(v))] \
+            if col in d.columns else []
+        return ", ".join(dict.fromkeys(vals)) or "-"
+
+    for (device, fw), d in ran.groupby(["device", "framework"], sort=False):
+        def values(col, d=d):
+            return distinct(d, col)
+
+        threads = values("threads")
+        used = values("config_threads")
+        split = f"{values('config_intra_op_threads')} intra x {values('config_inter_op_threads')} inter" \
+            if values("config_inter_op_threads") != "-" else ""
+        rows.append([_label(fw), device, threads, used + (f" ({split})" if split else ""), values("precision"),
+                     values("config_execution_mode"), values("config_tuning")])
+    return Table("Configuration of each framework", ["framework", "device", "thread budget", "threads used",
+                                                     "precision", "execution mode", "tuning budget"], rows,
+                 "as each framework's build reported it; every cell gets the same thread budget and fp32 unless "
+                 "a row says otherwise")
+
+
 def failures_table(df) -> Table | None:
-    bad = df[df["status"] != "ok"]
-    wrong = df[(df["status"] == "ok") & (df["check_passed"] == False)]  # noqa: E712
+    bad = df[~df["status"].isin(TIMED)]
+    wrong = df[df["status"] == "wrong"]
     if bad.empty and wrong.empty:
         return None
     rows = [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"], r["reason"] or ""]
@@ -227,31 +271,35 @@ def failures_table(df) -> Table | None:
 
 
 def env_table(env: dict) -> Table:
-    cpu, mem, osi, py = env.get("cpu", {}), env.get("memory", {}), env.get("os", {}), env.get("python", {})
-    fw = env.get("frameworks") or {}
+    def part(key) -> dict:  # a hand-edited env.json may hold anything: show '?' rather than fail
+        value = env.get(key)
+        return value if isinstance(value, dict) else {}
+
+    cpu, mem, osi, py = part("cpu"), part("memory"), part("os"), part("python")
+    fw = part("frameworks")
     fw_text = []
     for _dev, adapters in fw.items():
-        for name, info in (adapters or {}).items():
+        for name, info in (adapters if isinstance(adapters, dict) else {}).items():
             if isinstance(info, dict):
                 fw_text.append(f"{name} {info.get('version') or ''}".strip() + ("" if not info.get("reason") else
                                                                                  " (unavailable)"))
-    plan = env.get("plan") or {}
+    plan = part("plan")
     rows = [
         ["CPU", f"{cpu.get('model', '?')}, {cpu.get('physical_cores', '?')} cores / {cpu.get('logical_cores', '?')} "
                 f"threads"],
         ["memory", f"{mem.get('total_gib', '?')} GiB"],
         ["OS", osi.get("distribution") or osi.get("platform", "?")],
         ["Python", py.get("version", "?")],
-        ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())],
+        ["packages", ", ".join(f"{k} {v}" for k, v in part("packages").items())],
         ["frameworks", ", ".join(sorted(set(fw_text)))],
         ["GPU", json.dumps(env.get("gpu")) if isinstance(env.get("gpu"), list) else str(env.get("gpu", "?"))],
         ["clocks", str(env.get("clocks", "?"))],
         ["threads per cell", str(plan.get("threads", "?"))],
         ["protocol", f"warmup {plan.get('warmup')}, repeat {plan.get('repeat')} samples of number "
                      f"{plan.get('number')} (min {plan.get('min_sample_ms')} ms per sample)"],
-        ["git commit", (env.get("git") or {}).get("commit", "?") + (" (dirty)" if (env.get("git") or {})
-                                                                     .get("dirty") else "")],
-        ["command line", " ".join(env.get("command_line") or [])],
+        ["git commit", str(part("git").get("commit", "?")) + (" (dirty)" if part("git").get("dirty") else "")],
+        ["command line", " ".join(map(str, env.get("command_line") or [])) if isinstance(env.get("command_line"),
+                                                                                           list) else "?"],
         ["captured", str(env.get("captured", "?"))],
     ]
     return Table("Environment", ["", ""], rows)
@@ -268,18 +316,44 @@ def _plt():
     return plt
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h", "8", "d", "H", "1", "2", "3", "4", "+")
+_HATCHES = ("", "//", "\\\\", "xx", "..", "oo", "--", "++", "**", "||", "OO")
+
+
+def series_styles(names: list[str]) -> dict[str, dict]:
+    """Every series its own colour and its own marker (bars: its own hatch as well), the same in
+    every plot of a report; colours from matplotlib's tab20/tab20b (40 distinct ones)."""
+    from matplotlib import colormaps
+
+    colors = [colormaps["tab20"](i) for i in (*range(0, 20, 2), *range(1, 20, 2))] + \
+        [colormaps["tab20b"](i) for i in range(20)]
+    out = {}
+    for i, name in enumerate(dict.fromkeys(names)):
+        out[name] = {"color": colors[i % len(colors)], "marker": _MARKERS[i % len(_MARKERS)],
+                     "hatch": _HATCHES[i % len(_HATCHES)]}
+    return out
+
+
+def _num(value, default: float) -> float:
+    """A number from a cell (``default`` where an older or partial record lacks it)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return default
+    return float(value)
+
+
 def _correct(df):
     """Cells that ran and computed the right output (the only ones plotted)."""
     ok = _ok(df)
     return ok[ok["check_passed"] == True]  # noqa: E712 - pandas
 
 
-def plot_normalized(df, device: str, bs: int, path: Path) -> bool:
+def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = None) -> bool:
     sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
     if sub.empty:
         return False
     plt = _plt()
     fws = framework_order(sub)
+    styles = styles or series_styles(fws)
     models = list(dict.fromkeys(sub["model"]))
     width = 0.8 / max(len(fws), 1)
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(models) * max(1, len(fws)) * 0.35 + 3), 4))
@@ -293,33 +367,41 @@ def plot_normalized(df, device: str, bs: int, path: Path) -> bool:
             r = cell.iloc[0]
             xs.append(j + (i - (len(fws) - 1) / 2) * width)
             ys.append(r["throughput"] / best)
-            lo.append(max(0.0, (r["throughput"] - r["throughput_p10"]) / best))
-            hi.append(max(0.0, (r["throughput_p90"] - r["throughput"]) / best))
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=_label(fw))
+            lo.append(max(0.0, (r["throughput"] - _num(r["throughput_p10"], r["throughput"])) / best))
+            hi.append(max(0.0, (_num(r["throughput_p90"], r["throughput"]) - r["throughput"]) / best))
+        st = styles[fw]
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=st["color"], hatch=st["hatch"], edgecolor="0.25",
+               linewidth=0.5)
+        # the series' marker on top of each bar, so the legend tells series apart without colour
+        ax.plot(xs, ys, linestyle="none", marker=st["marker"], color=st["color"], markeredgecolor="black",
+                markersize=6, label=_label(fw))
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("normalized throughput (best = 1)")
     ax.set_title(f"Normalized throughput, batch {bs}, {device} (error bars: p10-p90; correct outputs only)")
     ax.legend(fontsize="small", ncol=min(4, len(fws)))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
-def plot_vs_batch(df, model: str, device: str, path: Path) -> bool:
+def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None = None) -> bool:
     sub = _correct(df[(df["device"] == device) & (df["model"] == model)])
     if sub.empty:
         return False
     plt = _plt()
+    styles = styles or series_styles(framework_order(sub))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for fw in framework_order(sub):
         d = sub[sub["framework"] == fw].sort_values("batch_size")
         bs = d["batch_size"].tolist()
-        line = a1.plot(bs, d["median_ms"], marker="o", label=_label(fw))[0]
-        a1.fill_between(bs, d["p10_ms"], d["p90_ms"], color=line.get_color(), alpha=0.2)
-        a2.plot(bs, d["throughput"], marker="o", color=line.get_color(), label=_label(fw))
-        a2.fill_between(bs, d["throughput_p10"], d["throughput_p90"], color=line.get_color(), alpha=0.2)
+        color, marker = styles[fw]["color"], styles[fw]["marker"]
+        a1.plot(bs, d["median_ms"], marker=marker, color=color, label=_label(fw))
+        a1.fill_between(bs, d["p10_ms"].fillna(d["median_ms"]), d["p90_ms"].fillna(d["median_ms"]), color=color,
+                        alpha=0.2)
+        a2.plot(bs, d["throughput"], marker=marker, color=color, label=_label(fw))
+        a2.fill_between(bs, d["throughput_p10"].fillna(d["throughput"]), d["throughput_p90"].fillna(d["throughput"]),
+                        color=color, alpha=0.2)
     for ax, ylabel in ((a1, "latency (ms)"), (a2, "throughput (images/s)")):
         ax.set_xlabel("batch size")
         ax.set_ylabel(ylabel)
@@ -330,9 +412,15 @@ def plot_vs_batch(df, model: str, device: str, path: Path) -> bool:
     a2.set_title("throughput vs batch (band: p10-p90)")
     a2.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
+
+
+def _save(fig, path: Path) -> None:
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png"))
+    finally:
+        _plt().close(fig)
 
 
 # ---- the report ---------------------------------------------------------------------------------
@@ -352,17 +440,19 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str)])
     summary = (f"{len(df)} cells: {int((df['status'] == 'ok').sum())} ok, {int((df['status'] == 'failed').sum())} "
                f"failed, {int((df['status'] == 'skipped').sum())} skipped; "
-               f"{int(((df['status'] == 'ok') & (df['check_passed'] == False)).sum())} with a wrong output")  # noqa: E712
+               f"{int((df['status'] == 'wrong').sum())} with a wrong output (shown, never in a GeoMean, speedup "
+               "or plot)")
     intro = [("text", f"Run folder: {run_folder}. {summary}.")]
     if env.get("clocks"):
         intro.append(("text", f"Clocks: {env['clocks']}."))
-    for note in env.get("notes") or []:
+    for note in env.get("notes") if isinstance(env.get("notes"), list) else []:
         intro.append(("text", f"Note: {note}."))
-    for w in env.get("warnings") or []:
+    for w in env.get("warnings") if isinstance(env.get("warnings"), list) else []:
         intro.append(("warn", f"when the run started: {w}"))
     for p in problems:
         intro.append(("warn", p))
     sections.append(("Summary", intro))
+    styles = series_styles(framework_order(df))  # one style per series across every plot
     for device in dict.fromkeys(df["device"]):
         batches = sorted(set(df[df["device"] == device]["batch_size"]))
         for bs in batches:
@@ -370,16 +460,19 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             sp = speedup_table(df, device, bs)
             items.append(sp if sp else ("text", "No IOS-Both result with a correct output: no speedup table."))
             png = out / f"normalized_throughput_{device}_b{bs}.png"
-            if plot_normalized(df, device, bs, png):
+            if plot_normalized(df, device, bs, png, styles):
                 items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))
             sections.append((f"{device}, batch size {bs}", items))
         items = []
         for model in dict.fromkeys(df[df["device"] == device]["model"]):
             png = out / f"vs_batch_{model}_{device}.png"
-            if plot_vs_batch(df, model, device, png):
+            if plot_vs_batch(df, model, device, png, styles):
                 items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
         if items:
             sections.append((f"{device}: latency and throughput vs batch size", items))
+    config = config_table(df)
+    if config:
+        sections.append(("Configuration", [config]))
     sections.append(("Every cell", [cells_table(df)]))
     fails = failures_table(df)
     if fails:
@@ -412,12 +505,12 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                 md += [it[1], ""]
                 body.append(f"<p>{html.escape(it[1])}</p>")
     md_path, html_path, csv_path = out / "report.md", out / "report.html", out / "results.csv"
-    md_path.write_text("\n".join(md) + "\n")
-    html_path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ios-bench {html.escape(name)}"
-                         f"</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    atomic_write_text(md_path, "\n".join(md) + "\n")
+    atomic_write_text(html_path, "<!doctype html><html><head><meta charset='utf-8'><title>ios-bench "
+                      f"{html.escape(name)}</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
     csv = df.drop(columns=[c for c in ("stderr_tail",) if c in df.columns]).copy()
     if "samples_ms" in csv.columns:
         csv["samples_ms"] = csv["samples_ms"].map(lambda s: " ".join(f"{x:.6g}" for x in s)
                                                   if isinstance(s, list) else "")
-    csv.to_csv(csv_path, index=False)
+    atomic_write_text(csv_path, csv.to_csv(index=False))
     return {"md": md_path, "html": html_path, "csv": csv_path, "problems": problems}

@@ -21,6 +21,9 @@ from .errors import InputError
 
 SCHEMA = 1
 RESULTS_FILE = "results.jsonl"
+# ok: ran and its output matched the oracle (before and after timing); wrong: ran and was timed,
+# but an output check failed (kept out of every aggregate); failed: did not run; skipped: could not.
+STATUSES = ("ok", "wrong", "failed", "skipped")
 REQUIRED = ("cell", "model", "batch_size", "framework", "device", "status")
 
 
@@ -40,20 +43,59 @@ def cell_key(model: str, batch_size: int, framework: str, device: str) -> str:
     return f"{model}|b{batch_size}|{framework}|{device}"
 
 
-def _check(rec) -> str | None:
+TEXT_FIELDS = ("cell", "model", "framework", "device", "status")
+OPTIONAL_TEXT = ("label", "kind", "schedule", "adapter", "reason", "stderr_tail", "precision", "log")
+NUMBER_FIELDS = ("mean_ms", "median_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "p99_ms", "throughput",
+                 "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "wall_seconds", "threads",
+                 "repeat", "number", "warmup", "attempt")
+TIMING_FIELDS = ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms")  # required where a cell was timed
+
+
+def _number(v) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_record(rec) -> str | None:
+    """Why ``rec`` is not a record this version can use (None when it is): required fields with
+    their types, a known status, finite numbers, and timings wherever a cell was timed."""
     if not isinstance(rec, dict):
         return f"not a JSON object ({type(rec).__name__})"
     missing = [k for k in REQUIRED if k not in rec]
     if missing:
         return f"missing {', '.join(missing)}"
+    bad = [k for k in TEXT_FIELDS if not isinstance(rec[k], str)]
+    bad += [k for k in OPTIONAL_TEXT if rec.get(k) is not None and not isinstance(rec[k], str)]
+    if not isinstance(rec["batch_size"], int) or isinstance(rec["batch_size"], bool) or rec["batch_size"] < 1:
+        bad.append("batch_size")
+    bad += [k for k in NUMBER_FIELDS if rec.get(k) is not None and not _number(rec[k])]
+    samples = rec.get("samples_ms")
+    if samples is not None and not (isinstance(samples, list) and all(_number(v) for v in samples)):
+        bad.append("samples_ms")
+    for k in ("check", "info", "clocks"):
+        if rec.get(k) is not None and not isinstance(rec[k], dict):
+            bad.append(k)
+    if isinstance(rec.get("check"), dict) and not isinstance(rec["check"].get("passed"), bool):
+        bad.append("check.passed")
+    if bad:
+        return f"wrongly typed field{'s' * (len(bad) > 1)} {', '.join(dict.fromkeys(bad))}"
+    if rec["status"] not in STATUSES:
+        return f"unknown status {rec['status']!r} (known: {', '.join(STATUSES)})"
+    if rec["status"] in ("ok", "wrong"):
+        absent = [k for k in TIMING_FIELDS if rec.get(k) is None]
+        if absent or rec.get("check") is None:
+            return f"a timed cell without {', '.join(absent + ['check'] * (rec.get('check') is None))}"
     if rec["cell"] != cell_key(rec["model"], rec["batch_size"], rec["framework"], rec["device"]):
         return "cell key does not match its fields"
     return None
 
 
 def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | None = None) -> list[dict]:
-    """All valid records of a results file; each corrupt line is reported through ``on_problem``
-    (default: a ``CorruptRecord`` warning) as ``FILE:LINE: reason`` and skipped."""
+    """All valid records of a results file, in file order; each corrupt or wrongly typed line is
+    reported through ``on_problem`` (default: a ``CorruptRecord`` warning) as ``FILE:LINE:
+    reason`` and skipped, a cell recorded twice is reported (a retry, with ``attempt``, is not),
+    and a record of an unknown schema version refuses the whole file (``InputError``)."""
     path = results_path(path)
     if not path.exists():
         raise InputError(f"{path}: no such results file")
@@ -63,6 +105,7 @@ def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | No
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from e
     records, bad = [], 0
+    seen: dict[str, int] = {}
     lines = data.split(b"\n")
     for i, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -70,15 +113,23 @@ def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | No
         last = i == len(lines)  # no newline after it: an unfinished write
         try:
             rec = json.loads(raw.decode("utf-8"))
-            problem = _check(rec)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            problem = f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]})"
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            rec, problem = None, f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]})"
+        else:
+            if isinstance(rec, dict) and rec.get("schema", SCHEMA) != SCHEMA:
+                raise InputError(f"{path}:{i}: record schema {str(rec.get('schema'))[:20]!r} is not one this "
+                                 f"ios-bench reads (schema {SCHEMA}); use the ios-bench version that wrote it")
+            problem = check_record(rec)
         if problem is None and last:
             problem = "unterminated last line (partial write)"
         if problem:
             bad += 1
             report(f"{path}:{i}: corrupt record skipped: {problem}")
             continue
+        cell = rec["cell"]
+        if cell in seen and not rec.get("attempt"):
+            report(f"{path}:{i}: cell {cell} recorded again (first at line {seen[cell]}); the later record is used")
+        seen[cell] = i
         records.append(rec)
     if bad and not records:
         raise InputError(f"{path}: corrupt results file: no valid record ({bad} corrupt line{'s' * (bad > 1)})")
@@ -116,8 +167,12 @@ class Store:
     def finished(self, on_problem: Callable[[str], None] | None = None) -> set[str]:
         return {r["cell"] for r in self.records(on_problem)}
 
+    def latest(self, on_problem: Callable[[str], None] | None = None) -> dict[str, dict]:
+        """Each cell's last record (a retried cell's latest attempt)."""
+        return {r["cell"]: r for r in self.records(on_problem)}
+
     def append(self, record: dict) -> None:
-        problem = _check(record)
+        problem = check_record(record)
         if problem:
             raise ValueError(f"refusing to store an invalid record: {problem}")
         line = (json.dumps({"schema": SCHEMA, **record}, default=_json_default) + "\n").encode()
@@ -151,6 +206,9 @@ COLUMNS = ("model", "batch_size", "framework", "label", "kind", "schedule", "dev
            "precision", "threads", "build_seconds", "optimize_seconds", "framework_version", "reason")
 
 
+CONFIG_KEYS = ("threads", "intra_op_threads", "inter_op_threads", "precision", "execution_mode", "tuning")
+
+
 def flatten(rec: dict) -> dict:
     row = {k: v for k, v in rec.items() if k not in ("check", "info", "clocks")}
     check = rec.get("check") or {}
@@ -159,6 +217,9 @@ def flatten(rec: dict) -> dict:
     row["check_max_abs_err"] = check.get("max_abs_err")
     row["check_tolerance"] = check.get("tolerance")
     row["check_reason"] = check.get("reason")
+    info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
+    for key in CONFIG_KEYS:  # each peer's configuration, shown by the report
+        row[f"config_{key}"] = info.get(key)
     clocks = rec.get("clocks") or {}
     for k, v in clocks.items():
         row[f"clock_{k}"] = v if not isinstance(v, list) else (v[0] if len(v) == 1 else str(v))

@@ -20,20 +20,29 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ios_core.atomic import atomic_write_json
+from ios_core.threads import usable_cores
+
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
-from .results import Store, cell_key
-from .worker import thread_env
+from .locks import FileLock
+from .results import Store, cell_key, check_record
+from .worker import PARENT_ENV, thread_env
 
 SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
 DEFAULT_MODELS = ("sample", "squeezenet")
-# Left out of the default sweep's "every available framework" (tuning takes far more than minutes);
-# named explicitly or with --frameworks all they run.
-SLOW_FRAMEWORKS = ("tvm-tuned",)
+# Left out of the default sweep's "every available framework"; named explicitly or with
+# --frameworks all they run. Untuned TVM is a strawman here (hundreds of ms to seconds per run on
+# these CPUs, far from what a TVM user would deploy); tuning takes far more than minutes.
+SLOW_FRAMEWORKS = {
+    "tvm": "untuned TVM (hundreds of ms to seconds per run here) is no fair peer; tvm-tuned is the tuned one",
+    "tvm-tuned": "tuning takes far more than minutes",
+}
 IOS_ADAPTER = "ios"
 PLAN_FILE = "plan.json"
+LOCK_FILE = ".lock"
 ENV_FILE = "env.json"
 
 
@@ -65,10 +74,11 @@ class Plan:
     min_sample_ms: float | None = 10.0
     timeout: float = 600.0
     optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
-    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    threads: int = field(default_factory=usable_cores)  # the CPU affinity mask, not os.cpu_count()
     seed: int = 0
     input_seed: int = 0
     cost_model: str = "measured"
+    precision: str = "fp32"  # every cell's output is checked at this precision's tolerance
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
 
@@ -76,9 +86,77 @@ class Plan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Plan:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
+    def from_dict(cls, d: dict, base: str | os.PathLike | None = None) -> Plan:
+        """A plan from ``plan.json``, every field type-checked (``InputError`` naming the field).
+        Model files given by a relative path are relative to ``base`` (the run folder)."""
+        if not isinstance(d, dict):
+            raise InputError(f"not a JSON object ({type(d).__name__})")
+        kwargs = {}
+        for name in cls.__dataclass_fields__:
+            if name not in d:
+                continue
+            value = d[name]
+            check, what = _PLAN_TYPES.get(name, (lambda v: True, ""))
+            if not check(value):
+                raise InputError(f"field {name!r} is {str(value)[:40]!r}, expected {what}")
+            kwargs[name] = value
+        plan = cls(**kwargs)
+        if base is not None:
+            plan.models = [_from_base(m, Path(base)) for m in plan.models]
+        return plan
+
+
+def _is_int(v, lo: int | None = None) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo)
+
+
+def _is_num(v, lo: float = 0.0) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+
+
+def _str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(s, str) and s for s in v)
+
+
+_PLAN_TYPES = {
+    "models": (lambda v: _str_list(v) and bool(v), "a list of model names or files"),
+    "batch_sizes": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(b, 1) for b in v),
+                    "a list of positive integers"),
+    "frameworks": (lambda v: v is None or _str_list(v), "null or a list of names"),
+    "schedules": (lambda v: v is None or _str_list(v), "null or a list of names"),
+    "devices": (lambda v: _str_list(v) and bool(v), "a list of devices"),
+    "warmup": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "number": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "repeat": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "min_sample_ms": (lambda v: v is None or _is_num(v), "null or a number >= 0"),
+    "timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "optimize_timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "threads": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "seed": (_is_int, "an integer"),
+    "input_seed": (_is_int, "an integer"),
+    "cost_model": (lambda v: isinstance(v, str), "a string"),
+    "precision": (lambda v: isinstance(v, str), "a string"),
+    "lock_clocks": (lambda v: isinstance(v, bool), "true or false"),
+    "gpu_clock_mhz": (lambda v: v is None or _is_int(v, 1), "null or a positive integer"),
+}
+
+
+def _from_base(spec: str, base: Path) -> str:
+    """A model file named relative to the run folder becomes absolute; zoo names stay."""
+    if (spec.endswith(".json") or "/" in spec) and not Path(spec).is_absolute():
+        return str((base / spec).resolve())
+    return spec
+
+
+def absolute_model_spec(spec: str) -> str:
+    """What plan.json stores for a model: zoo names as given, files as absolute paths (so that
+    ``--resume`` works from any folder)."""
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        return str(path.resolve())
+    return spec
 
 
 @dataclass
@@ -130,12 +208,15 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
+    env[PARENT_ENV] = str(os.getpid())  # the worker dies with this process (see worker.die_with_parent)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=_die_with_parent if os.name == "posix" else None)
+                                # its own session, so a timeout kills its whole group; no preexec_fn,
+                                # which is unsafe while other threads are alive
+                                start_new_session=os.name == "posix")
         timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
@@ -169,18 +250,6 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     return result
 
 
-def _die_with_parent() -> None:
-    """In the worker, before exec: new session (so a timeout kills the whole group) and, on
-    Linux, SIGKILL when the sweep process dies (a killed sweep leaves no orphan running)."""
-    os.setsid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its children only
@@ -196,13 +265,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 class Sweep:
     def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
-                 progress: bool = True):
+                 progress: bool = True, retry_failed: bool = False):
         from rich.console import Console
 
         self.plan = plan
         self.folder = Path(folder)
         self.console = console or Console(stderr=True, soft_wrap=True)
-        self.resume = resume
+        self.resume = resume or retry_failed
+        self.retry_failed = retry_failed
         self.show_progress = progress
         self.store = Store(self.folder)
         self.notes: list[str] = []
@@ -218,10 +288,13 @@ class Sweep:
         if msg:
             self.say(f"[yellow]warning:[/] {msg}")
         self.store.path.touch()  # an empty store is a valid run (and reportable)
-        _atomic_json(self.folder / PLAN_FILE, self.plan.to_dict())
+        atomic_write_json(self.folder / PLAN_FILE, self.plan.to_dict())
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
+
+    def _warn_ignored(self, message: str) -> None:
+        self.say(f"[yellow]warning:[/] {message}; its earlier sessions are not kept")
 
     def probe(self) -> dict:
         """Which adapters run here (and their versions), asked in a worker so that the parent
@@ -271,7 +344,7 @@ class Sweep:
                 for n in peers:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
                     if n in SLOW_FRAMEWORKS:
-                        note = f"{n}: left out of the default sweep (slow; name it with --frameworks)"
+                        note = f"{n}: left out of the default sweep ({SLOW_FRAMEWORKS[n]}; name it with --frameworks)"
                     elif reason:
                         note = f"{n} unavailable on {device}: {reason}"
                     else:
@@ -315,12 +388,18 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        check_writable(self.folder)
+        # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
+        with FileLock(self.folder / LOCK_FILE, f"ios-bench run on {self.folder}"):
+            return self._run_locked(graphs)
+
+    def _run_locked(self, graphs: dict) -> dict:
         self.prepare_folder()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(self.plan.devices[0], frameworks=False)
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
-        previous = _read_json(env_path) if self.resume else None
+        previous = _read_json(env_path, self._warn_ignored) if self.resume else None
         self.say(f"run folder: {self.folder}")
         env["warnings"] = busy_warnings()
         for w in env["warnings"]:
@@ -330,10 +409,15 @@ class Sweep:
         cells = self.plan_cells(probes, graphs)
         for note in self.notes:
             self.say(f"[dim]note:[/] {note}")
-        done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+        latest = self.store.latest(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+        done = {k for k, r in latest.items() if not (self.retry_failed and r["status"] == "failed")}
+        self._attempts = {k: int(r.get("attempt") or 1) for k, r in latest.items()}
         todo = [c for c in cells if c.key not in done]
         if self.resume and done:
             self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
+        retried = [c for c in todo if c.key in latest]
+        if retried:
+            self.say(f"retrying {len(retried)} failed cell(s)")
         if cells:
             variants = list(dict.fromkeys(label(c.framework) for c in cells))
             self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
@@ -344,7 +428,7 @@ class Sweep:
                      "(see `ios-bench list frameworks`)")
         env["cells_planned"] = len(cells)
         env["notes"] = self.notes
-        stats = {"planned": len(cells), "ran": 0, "ok": 0, "failed": 0, "skipped": 0}
+        stats = {"planned": len(cells), "ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0}
         with ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
                        echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
             env["clocks"] = clocks.state.get("clocks")
@@ -371,9 +455,9 @@ class Sweep:
             sessions = previous.get("sessions", [])
             first = {k: v for k, v in previous.items() if k != "sessions"}
             merged = {**first, "sessions": sessions + [env]}
-            _atomic_json(path, merged)
+            atomic_write_json(path, merged)
         else:
-            _atomic_json(path, env)
+            atomic_write_json(path, env)
 
     def _references(self, model: str, model_spec: str) -> dict:
         """Oracle outputs for ``model`` at every batch size: computed once per run, in a worker.
@@ -383,8 +467,8 @@ class Sweep:
             stem = safe_name(f"{model}-b{bs}")
             ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
             in_path = self.folder / "refs" / f"{stem}.input.npy"
-            meta = _read_json(meta_path)
-            if meta and meta.get("status") == "ok" and ref_path.exists() and in_path.exists():
+            meta = _read_json(meta_path, lambda m: self.say(f"[yellow]warning:[/] {m}; computing it again"))
+            if meta and meta.get("status") == "ok" and _npy_ok(ref_path) and _npy_ok(in_path):
                 out[bs] = {**meta, "ref_path": str(ref_path), "input_path": str(in_path)}
             else:
                 missing.append(bs)
@@ -401,7 +485,7 @@ class Sweep:
         for bs, path, in_path in zip(missing, paths, inputs):
             if res.get("status") == "ok":
                 meta = {"status": "ok", "ref_path": path, "input_path": in_path, **res["batches"][str(bs)]}
-                _atomic_json(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.json", meta)
+                atomic_write_json(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.json", meta)
             else:
                 meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
             out[bs] = meta
@@ -421,6 +505,12 @@ class Sweep:
             for i, cell in enumerate(todo, start=already + 1):
                 progress.update(task, description=f"{cell.model} b{cell.batch_size} {label(cell.framework)}")
                 record = self._run_cell(cell, refs, clocks)
+                problem = check_record(record)
+                if problem:  # never lose a cell (nor crash the sweep) over a malformed worker result
+                    record = {k: record[k] for k in ("cell", "model", "batch_size", "framework", "device", "label",
+                                                     "started", "log", "attempt") if k in record}
+                    record.update(status="failed", reason=f"invalid result from the worker: {problem}",
+                                  finished=_now())
                 self.store.append(record)
                 stats["ran"] += 1
                 stats[record["status"]] = stats.get(record["status"], 0) + 1
@@ -434,6 +524,8 @@ class Sweep:
                   "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
                   "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
                   "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
+        if cell.key in getattr(self, "_attempts", {}):  # a retry: the later record supersedes the earlier
+            record["attempt"] = self._attempts[cell.key] + 1
         if cell.skip_reason:
             return {**record, "status": "skipped", "reason": cell.skip_reason, "finished": _now()}
         if cell.model not in refs:
@@ -448,7 +540,7 @@ class Sweep:
                 "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
                 "input_path": ref["input_path"],
                 "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
-                "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
+                "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model, "precision": plan.precision,
                 "result_path": str(self.folder / "work" / f"{stem}.result.json")}
         if cell.schedule:
             sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}") + ".json"
@@ -465,7 +557,7 @@ class Sweep:
         record["clocks"] = {**{f"{k}_before": v for k, v in before.items()},
                             **{f"{k}_after": v for k, v in after.items()}}
         record["log"] = f"logs/{stem}.log"
-        if record.get("status") == "ok" and record.get("median_ms"):
+        if record.get("status") in ("ok", "wrong") and record.get("median_ms"):
             bs = cell.batch_size
             record["throughput"] = bs * 1000.0 / record["median_ms"]
             record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
@@ -478,7 +570,7 @@ class Sweep:
 def busy_warnings() -> list[str]:
     """What makes timings noisy before the sweep starts (pyperf checks the same)."""
     out = []
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     try:
         load1 = os.getloadavg()[0]
         if load1 >= 0.75 * cores:
@@ -490,9 +582,9 @@ def busy_warnings() -> list[str]:
 
 def describe(record: dict) -> str:
     head = f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}"
-    if record["status"] == "ok":
+    if record["status"] in ("ok", "wrong"):
         check = record.get("check") or {}
-        mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"
+        mark = "output ok" if record["status"] == "ok" else f"[red]WRONG OUTPUT[/] ({check.get('reason', '?')})"
         return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
     color = "yellow" if record["status"] == "skipped" else "red"
     return f"{head}: [{color}]{record['status']}[/]: {record.get('reason', '')}"
@@ -521,18 +613,30 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _read_json(path: Path) -> dict | None:
+def _npy_ok(path: Path) -> bool:
+    """A readable .npy file (header and size), e.g. not truncated by a crash or edited by hand."""
+    import numpy as np
+
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
+        np.load(path, mmap_mode="r")
+        return True
+    except (OSError, ValueError):
+        return False
 
 
-def _atomic_json(path: Path, data: dict) -> None:
+def _read_json(path: Path, on_problem=None) -> dict | None:
+    """A JSON object from ``path``; None if absent or corrupt (reported through ``on_problem``)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        problem = f"{type(e).__name__}: {str(e)[:80]}"
+    else:
+        if isinstance(data, dict):
+            return data
+        problem = f"not a JSON object ({type(data).__name__})"
+    if on_problem:
+        on_problem(f"{path}: corrupt ({problem})")
+    return None

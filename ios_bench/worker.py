@@ -8,7 +8,8 @@ crashes or hangs writes nothing; the parent then records the failure with the st
 Tasks:
   probe      which adapters can run on the device, and their versions
   reference  the oracle output for (model, batch), saved once per run (refs/)
-  cell       build one framework (or IOS schedule), check its output, time it
+  cell       build one framework (or IOS schedule), check its output, time it, check the
+             output of the last timed call again (status ``wrong`` when either check fails)
 """
 
 from __future__ import annotations
@@ -28,6 +29,27 @@ def thread_env(threads: int) -> dict[str, str]:
     env["TF_NUM_INTEROP_THREADS"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
+
+
+PARENT_ENV = "IOS_BENCH_PARENT_PID"
+
+
+def die_with_parent() -> None:
+    """On Linux: SIGKILL this worker when the sweep process that started it dies (a killed sweep
+    leaves no orphan running). Set here, at the worker's start, rather than in a ``preexec_fn``
+    (unsafe in a parent with threads); if the parent died before this ran, exit at once."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        return
+    if os.getppid() != int(parent):
+        os._exit(1)
 
 
 def load_plugins() -> list[str]:
@@ -96,6 +118,7 @@ def task_reference(spec: dict) -> dict:
     import numpy as np
 
     from ios_core import reference
+    from ios_core.atomic import atomic_write
     from ios_core.reference import random_input
 
     graph = _load_graph(spec)
@@ -106,9 +129,7 @@ def task_reference(spec: dict) -> dict:
         y = reference.run(graph, x)
         seconds = time.perf_counter() - t0
         for arr, target in ((x, in_path), (y, path)):
-            tmp = f"{target}.{os.getpid()}.tmp.npy"
-            np.save(tmp, arr)
-            os.replace(tmp, target)
+            atomic_write(target, lambda f, arr=arr: np.save(f, arr))
         out[str(bs)] = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
                         "seconds": seconds}
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
@@ -128,31 +149,21 @@ def _make_cost_model(kind: str, device: str, threads: int | None):
 def _schedule(graph, spec: dict, result: dict):
     """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run.
 
-    The schedule is stored as JSON (reference layout) without weights: every operator the
-    original graph has gets its weights from the seed again; operators the optimizer created
-    (merged convolutions, weights derived from the originals) are kept in ``<name>.merged.npz``.
+    The schedule is persisted only through ``Graph.save``/``Graph.load`` (the JSON in the
+    reference layout and its weights as ``.npz`` beside it), so a model's own weights - and those
+    the optimizer derived for merged operators - are kept exactly; nothing is re-seeded. A
+    schedule whose weights are missing (a run killed between the two files) is searched again.
     """
-    import numpy as np
-
     from ios_core.ir import Graph
 
     path = spec["schedule_path"]
-    extra = path[: -len(".json")] + ".merged.npz"
     if os.path.exists(path):
-        with open(path) as f:
-            sched = Graph.from_json(json.load(f))
-        sched.init_weights(spec["seed"])
-        if os.path.exists(extra):
-            with np.load(extra) as data:
-                for node in sched.weighted_nodes():
-                    keys = [k for k in data.files if k.startswith(node.name + "/")]
-                    if keys:
-                        node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
-        result["optimize_seconds"] = None
-        result["schedule_reused"] = True
-        return sched
+        sched = Graph.load(path)
+        if sched.has_weights:
+            result["optimize_seconds"] = None
+            result["schedule_reused"] = True
+            return sched
     import ios_core
-    from ios_core.ir.graph import atomic_write_text
 
     cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
     t0 = time.perf_counter()
@@ -166,15 +177,8 @@ def _schedule(graph, spec: dict, result: dict):
         except Exception:
             pass
     if not sched.has_weights:
-        sched.init_weights(spec["seed"])
-    original = {n.name for n in graph.weighted_nodes()}
-    new = {f"{n.name}/{k}": a for n in sched.weighted_nodes() if n.name not in original
-           for k, a in n.weights().items()}
-    if new:
-        tmp = f"{extra}.{os.getpid()}.tmp.npz"
-        np.savez(tmp, **new)
-        os.replace(tmp, extra)
-    atomic_write_text(path, json.dumps(sched.to_json(), indent=1))  # last: its presence means "complete"
+        raise RuntimeError(f"the optimizer returned {spec['schedule']!r} schedule without weights")
+    sched.save(path)
     return sched
 
 
@@ -184,7 +188,7 @@ def task_cell(spec: dict, result: dict) -> dict:
     import numpy as np
 
     import adapters
-    from ios_core.check import compare
+    from ios_core.check import compare, tolerance_for
     from ios_core.measure import measure
 
     result["phase"] = "load"
@@ -204,6 +208,17 @@ def task_cell(spec: dict, result: dict) -> dict:
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
+    # The tolerance follows the precision the sweep asked for, never the one the engine reports
+    # (nor a looser tolerance it declares): an engine that ignores the request fails the cell.
+    requested = spec.get("precision") or "fp32"
+    result["precision_requested"] = requested
+    got = info.get("precision") or adapter.precision
+    if got != requested:
+        result.pop("phase", None)
+        result.update(status="failed", reason=f"precision: asked for {requested}, {adapter.name} computes in {got}"
+                      + (f" ({info['precision_note']})" if info.get("precision_note") else ""))
+        return result
+    tol = min(tolerance_for(requested), adapter.tolerance)  # an adapter may only tighten it
     result["phase"] = "input"
     x = np.load(spec["input_path"])
     sha = hashlib.sha1(x.tobytes()).hexdigest()
@@ -212,19 +227,29 @@ def task_cell(spec: dict, result: dict) -> dict:
     ref = np.load(spec["ref_path"])
     prepared = compiled.prepare(x)
     result["phase"] = "check"
-    out = compiled.finish(compiled.execute(prepared))
+    before = compare(compiled.finish(compiled.execute(prepared)), ref, tol)
     compiled.sync()
-    tol = info.get("tolerance") or getattr(adapter, "tolerance", None)
-    check = compare(out, ref, tol) if tol else compare(out, ref)
-    result["check"] = check.to_dict()
     result["phase"] = "measure"
     m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
                 repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync)
+    result["phase"] = "check"
+    after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
+    result["check"] = combined_check(before, after)
     result.update(m.summary())
     result["samples_ms"] = m.samples_ms
-    result["status"] = "ok"
+    result["status"] = "ok" if result["check"]["passed"] else "wrong"
     result.pop("phase", None)
     return result
+
+
+def combined_check(before, after) -> dict:
+    """One verdict over the check before timing and the check of the last timed call's output
+    (a racy schedule can be right once): passed only if both passed; errors are the worse."""
+    worst = max((before, after), key=lambda c: c.max_rel_err)
+    reasons = [f"{when}: {c.reason}" for when, c in (("before timing", before), ("after timing", after))
+               if not c.passed]
+    return {**worst.to_dict(), "passed": before.passed and after.passed, "reason": "; ".join(reasons),
+            "before": before.to_dict(), "after": after.to_dict()}
 
 
 def _jsonable(v) -> bool:
@@ -245,6 +270,7 @@ def _threads_seen(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    die_with_parent()
     spec = json.loads(argv[0])
     threads = spec.get("threads")
     if threads:  # before any framework import
@@ -281,13 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         pass
     result["worker_seconds"] = time.perf_counter() - t0
-    path = spec["result_path"]
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from ios_core.atomic import atomic_write_json
+
+    atomic_write_json(spec["result_path"], result, indent=None)
     return 0 if result.get("status") in ("ok", "skipped") else 1
 
 

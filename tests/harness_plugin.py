@@ -2,10 +2,13 @@
 through ``IOS_BENCH_PLUGINS=tests.harness_plugin``.
 
 Adapters: ``test-ref`` / ``test-ref2`` compute the oracle (two "frameworks" that agree),
-``test-wrong`` returns a perturbed output, ``test-raise`` fails to build, ``test-crash`` segfaults
-in the timed call, ``test-hang`` hangs in the timed call, ``test-probecrash`` segfaults when asked
-whether it is available. ``TEST_SLOW_EXECUTE_S`` makes the
-reference adapters sleep in each timed call (to kill a sweep mid-way).
+``test-wrong`` returns a perturbed output, ``test-racy`` is right on its first call only (a racy
+schedule), ``test-lowprec`` reports bf16 and declares a loose tolerance, ``test-loose`` claims
+fp32 but declares a loose tolerance (both 1 % off), ``test-raise`` fails to build (unless
+``TEST_RAISE_OK`` is set), ``test-crash`` segfaults in the timed call, ``test-hang`` hangs in the
+timed call, ``test-probecrash`` segfaults when asked whether it is available.
+``TEST_SLOW_EXECUTE_S`` makes the reference adapters sleep in each timed call (to kill a sweep
+mid-way).
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ if "tiny_a" not in models.names():
 
 class _RefCompiled(Compiled):
     def __init__(self, graph, mode: str):
-        super().__init__()
+        super().__init__({"precision": "bf16"} if mode == "lowprec" else {})
         self.graph = graph
         self.mode = mode
+        self.calls = 0
 
     def execute(self, x):
         from ios_core import reference
@@ -58,20 +62,24 @@ class _RefCompiled(Compiled):
         if delay:
             time.sleep(delay)
         y = reference.run(self.graph, x)
-        if self.mode == "wrong":
+        self.calls += 1
+        if self.mode == "wrong" or (self.mode == "racy" and self.calls > 1):
             y = y + 1.0
+        if self.mode in ("lowprec", "loose"):
+            y = y * np.float32(1.01)
         return y
 
 
 class _RefAdapter(Adapter):
     def __init__(self, name: str, mode: str = "ok"):
-        super().__init__(name=name, description=f"test adapter ({mode})", requires=("numpy",), devices=("cpu", "cuda"))
-        self.mode = mode
+        super().__init__(name=name, description=f"test adapter ({mode})", requires=("numpy",), devices=("cpu", "cuda"),
+                         tolerance=5e-2 if mode in ("lowprec", "loose") else 1e-3, mode=f"test ({mode})")
+        self.kind = mode
 
     def _build(self, graph, batch_size, device, threads, **options):
-        if self.mode == "raise":
-            raise RuntimeError("this test adapter always fails to build")
-        return _RefCompiled(graph, self.mode)
+        if self.kind == "raise" and not os.environ.get("TEST_RAISE_OK"):
+            raise RuntimeError("this test adapter fails to build (unless TEST_RAISE_OK is set)")
+        return _RefCompiled(graph, self.kind)
 
 
 class _ProbeCrash(_RefAdapter):
@@ -85,10 +93,14 @@ REF = _RefAdapter("test-ref")
 PROBE_CRASH = _ProbeCrash("test-probecrash")
 REF2 = _RefAdapter("test-ref2")
 WRONG = _RefAdapter("test-wrong", "wrong")
+RACY = _RefAdapter("test-racy", "racy")
+LOWPREC = _RefAdapter("test-lowprec", "lowprec")
+LOOSE = _RefAdapter("test-loose", "loose")
 RAISE = _RefAdapter("test-raise", "raise")
 CRASH = _RefAdapter("test-crash", "crash")
 HANG = _RefAdapter("test-hang", "hang")
-for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-raise", "RAISE"),
+for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-racy", "RACY"),
+                     ("test-lowprec", "LOWPREC"), ("test-loose", "LOOSE"), ("test-raise", "RAISE"),
                      ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH")]:
     adapters.register(_name, f"tests.harness_plugin:{_attr}")
 

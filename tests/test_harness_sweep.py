@@ -183,12 +183,25 @@ def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
 
 
 @pytest.mark.skipif(not ios_schedules_available(), reason="IOS optimizer/runtime not installed")
-def test_resumed_ios_cell_reuses_its_schedule_with_merged_weights(tmp_path):
-    args = ["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref", "--schedules", "merge,both",
+def test_resumed_ios_cell_reuses_its_schedule_with_the_models_own_weights(tmp_path):
+    """A graph file with its own weights (not the sweep's seed): the schedules stored by the first
+    run (merged weights included) and reused on --resume keep them (Graph.save/load only; nothing
+    is re-seeded), so the reused IOS cells still match the oracle."""
+    from ios_core.ir import GraphBuilder
+
+    b = GraphBuilder("mine", (4, 6, 6))
+    x = b.input
+    a = b.conv(b.conv(x, 4, 3, padding=1), 4, 3, padding=1)
+    c = b.conv(x, 4, 1)
+    b.end_block(b.concat([a, c]))
+    b.finish().init_weights(seed=1234).save(tmp_path / "mine.json")
+    args = ["run", "--models", "mine.json", "--batch", "1", "--frameworks", "test-ref", "--schedules", "merge,both",
             "--cost-model", "synthetic", "--out", "runs/s", "--no-report", *FAST]
     p = cli(args, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     run = tmp_path / "runs" / "s"
+    assert sorted(f.name for f in (run / "schedules").iterdir()) == [
+        "mine-b1-cpu-both.json", "mine-b1-cpu-both.npz", "mine-b1-cpu-merge.json", "mine-b1-cpu-merge.npz"]
     store = run / "results.jsonl"
     lines = store.read_bytes().splitlines(keepends=True)
     assert len(lines) == 3
@@ -196,6 +209,7 @@ def test_resumed_ios_cell_reuses_its_schedule_with_merged_weights(tmp_path):
     p = cli(["run", "--resume", "--out", "runs/s", "--no-report", "--no-progress"], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     recs = {r["framework"]: r for r in results.read_records(run)}
+    assert recs["test-ref"]["status"] == "ok"
     for fw in ("ios-merge", "ios-both"):
         assert recs[fw]["status"] == "ok" and recs[fw]["schedule_reused"] is True
         assert recs[fw]["check"]["passed"], recs[fw]["check"]

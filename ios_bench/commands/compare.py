@@ -11,24 +11,32 @@ import click
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--min-change", default=0.05, show_default=True, type=click.FloatRange(0),
-              help="Smallest relative change reported as a regression/improvement, whatever the noise.")
+              help="Smallest relative change reported as a regression/improvement, however significant.")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Significance level of the Mann-Whitney U test.")
+@click.option("--confidence", default=0.95, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Confidence level of the bootstrap interval of each change.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
-def command(run_a, run_b, min_change, fail_on_regression):
-    """Per-cell change of median latency from RUN_A to RUN_B; flags regressions beyond noise
-    (the larger of --min-change and the cells' combined p10-p90 half-spread)."""
+def command(run_a, run_b, min_change, alpha, confidence, fail_on_regression):
+    """Per-cell change of median latency from RUN_A to RUN_B over the stored timing samples, with
+    a bootstrap confidence interval; a change is flagged only when a Mann-Whitney U test rejects
+    (p < --alpha), the interval excludes zero and the change is at least --min-change."""
     from rich.console import Console
     from rich.table import Table
 
     from ..compare import compare_runs
     from ..sweep import label
 
-    changes, problems = compare_runs(run_a, run_b, min_change)
+    changes, problems = compare_runs(run_a, run_b, min_change, alpha, confidence)
     err = Console(stderr=True, soft_wrap=True)
     for p in problems:
         err.print(f"[yellow]warning:[/] {p}", highlight=False)
-    table = Table(title=f"{run_a} -> {run_b} (median latency)")
-    for col in ("model", "batch", "framework", "device", "A ms", "B ms", "change", "noise", "verdict"):
-        table.add_column(col, justify="right" if col in ("batch", "A ms", "B ms", "change", "noise") else "left")
+    table = Table(title=f"{run_a} -> {run_b} (median of the timing samples)")
+    ci = f"{confidence:.0%} CI"
+    numeric = ("batch", "A ms", "B ms", "change", ci, "p")
+    for col in ("model", "batch", "framework", "device", "A ms", "B ms", "change", ci, "p", "verdict"):
+        table.add_column(col, justify="right" if col in numeric else "left")
     colors = {"regression": "red", "improvement": "green", "fixed": "green"}
     for c in changes:
         color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
@@ -37,7 +45,8 @@ def command(run_a, run_b, min_change, fail_on_regression):
                       f"{c.median_a:.3f}" if c.median_a is not None else "-",
                       f"{c.median_b:.3f}" if c.median_b is not None else "-",
                       f"{c.change:+.1%}" if c.change is not None else "-",
-                      f"±{c.noise:.1%}" if c.noise is not None else "-", verdict)
+                      f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}]" if c.ci_low is not None else "-",
+                      f"{c.p_value:.3g}" if c.p_value is not None else "-", verdict)
     out = Console()
     (out if out.is_terminal else Console(width=160)).print(table)
     regressions = [c for c in changes if c.verdict.startswith("regression")]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ios_core.atomic import atomic_write_json
 from ios_core.cost import COST_KINDS, make_cost_model
 from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, optimize
 
@@ -77,7 +78,7 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
                f"{stats.num_stages} stages, {stats.merged} merged convolutions, estimated latency "
                f"{stats.cost_ms:.4f} ms")
     if stats_json:
-        Path(stats_json).write_text(json.dumps(stats.to_dict(), indent=2))
+        atomic_write_json(stats_json, stats.to_dict(), indent=2)
     if output:
         scheduled.save(output, weights=scheduled.has_weights)
         click.echo(f"  wrote {output}" + (f" (+ {Path(output).with_suffix('.npz').name})"

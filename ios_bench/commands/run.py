@@ -9,7 +9,17 @@ from click.core import ParameterSource
 
 from ..errors import InputError
 from ..loading import parse_int_list, parse_list
-from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Sweep, default_run_name, latest_run
+from ..sweep import (
+    DEFAULT_MODELS,
+    IOS_ADAPTER,
+    PLAN_FILE,
+    SCHEDULES,
+    Plan,
+    Sweep,
+    absolute_model_spec,
+    default_run_name,
+    latest_run,
+)
 
 # option name -> Plan field
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
@@ -82,13 +92,16 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--gpu-clock", default=None, type=click.IntRange(1), help="SM clock (MHz) for --lock-clocks.")
 @click.option("--out", default=None, help="Run folder [default: runs/<date-time>].")
 @click.option("--resume", is_flag=True, help="Continue a run folder (default: the latest), skipping finished cells.")
+@click.option("--retry-failed", is_flag=True,
+              help="With --resume (implied): run the cells whose last record failed again (skipped and "
+                   "finished cells stay).")
 @click.option("--report-out", default=None, help="Report folder [default: reports/<run name>].")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (one line per cell only).")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, repeat, min_sample_ms, threads,
-            timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report,
-            no_progress):
+            timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, retry_failed, report_out,
+            no_report, no_progress):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -107,6 +120,7 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
+    resume = resume or retry_failed
     if out is None and resume:
         found = latest_run()
         if found is None:
@@ -115,11 +129,12 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
     else:
         folder = Path(out) if out else Path("runs") / default_run_name()
     plan = Plan()
+    values["models"] = [absolute_model_spec(m) for m in values["models"]]  # --resume works from anywhere
     if resume and (folder / PLAN_FILE).is_file():
         try:
-            plan = Plan.from_dict(json.loads((folder / PLAN_FILE).read_text()))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise InputError(f"{folder / PLAN_FILE}: corrupt plan ({e})") from e
+            plan = Plan.from_dict(json.loads((folder / PLAN_FILE).read_bytes()), base=folder)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, InputError) as e:
+            raise InputError(f"{folder / PLAN_FILE}: corrupt plan ({str(e)[:200]})") from None
         given = {k for k in _PLAN_OPTIONS if ctx.get_parameter_source(k if k != "models" else "models_")
                  == ParameterSource.COMMANDLINE}
     elif resume and not folder.is_dir():
@@ -132,9 +147,10 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
-    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress)
+    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress, retry_failed=retry_failed)
     stats = sweep.run()
-    sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
+    sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "
+              f"{stats['failed']} failed, {stats['skipped']} skipped; "
               f"results in {folder}")
     if not no_report:
         target = Path(report_out) if report_out else Path("reports") / folder.name
