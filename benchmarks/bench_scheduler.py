@@ -27,7 +27,9 @@ from ios_core.ir import Graph  # noqa: E402
 from ios_core.optimizer import optimize  # noqa: E402
 
 DEFAULT_MODELS = "inception_v3,nasnet,randwire,squeezenet"
-MIRROR = "/work/.mirror/mit-han-lab+inter-operator-scheduler/repo"
+# A git clone of the reference implementation (github.com/mit-han-lab/inter-operator-scheduler),
+# given with --reference-repo or IOS_REFERENCE_REPO; without one the reference column is skipped.
+REFERENCE_REPO_ENV = "IOS_REFERENCE_REPO"
 # our zoo name -> the reference's model function
 REFERENCE_NAMES = {"nasnet": "nasnet_large", "randwire": "randwire_large", "vgg11": "vgg_11", "vgg13": "vgg_13",
                    "vgg16": "vgg_16", "vgg19": "vgg_19"}
@@ -72,12 +74,12 @@ print(json.dumps({"states": sum(info["#states"]), "transitions": sum(info["#tran
 """
 
 
-def reference_tree() -> str | None:
-    """Extract the reference package from the mirror into a temporary folder (pydot stubbed)."""
-    if not os.path.isdir(MIRROR):
+def reference_tree(repo: str | None) -> str | None:
+    """Extract the reference package from its git clone into a temporary folder (pydot stubbed)."""
+    if not repo or not os.path.isdir(repo):
         return None
     root = tempfile.mkdtemp(prefix="ios_ref_")
-    archive = subprocess.run(["git", "-C", MIRROR, "archive", "HEAD", "python/ios"], capture_output=True, check=True)
+    archive = subprocess.run(["git", "-C", repo, "archive", "HEAD", "python/ios"], capture_output=True, check=True)
     subprocess.run(["tar", "x", "-C", root], input=archive.stdout, check=True)
     stubs = os.path.join(root, "stubs")
     os.makedirs(stubs)
@@ -107,13 +109,16 @@ def main(argv=None):
     p.add_argument("--max-part-size", type=int, default=100)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--reference", action="store_true", help="also time the reference implementation's DP")
+    p.add_argument("--reference-repo", default=os.environ.get(REFERENCE_REPO_ENV),
+                   help=f"git clone of the reference implementation [default: ${REFERENCE_REPO_ENV}]")
     p.add_argument("--reference-timeout", type=int, default=600)
     p.add_argument("--json", help="write the rows as JSON here")
     args = p.parse_args(argv)
 
-    tree = reference_tree() if args.reference else None
+    tree = reference_tree(args.reference_repo) if args.reference else None
     if args.reference and tree is None:
-        print(f"# reference mirror {MIRROR} not found; skipping the reference column")
+        print(f"# no clone of the reference implementation at {args.reference_repo!r} (--reference-repo or "
+              f"${REFERENCE_REPO_ENV}); skipping the reference column")
     r, s = args.max_group_size, args.max_num_groups
     print(f"# IOS scheduler search, strategy={args.strategy}, r={r}, s={s}, max_part_size={args.max_part_size}, "
           f"batch={args.batch}, synthetic cost model")

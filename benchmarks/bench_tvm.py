@@ -1,7 +1,7 @@
 """TVM (untuned and MetaSchedule-tuned) against the IOS runtime's sequential schedule.
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_tvm.py                 # inception_v3, squeezenet
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_tvm.py --models squeezenet --trials-per-task 4
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_tvm.py                 # inception_v3, squeezenet
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_tvm.py --models squeezenet --trials-per-task 4
 
 Every framework gets the same graph, weights, input and thread budget; every output is checked
 against the oracle; latencies come from ios_core.measure.measure on
