@@ -10,18 +10,119 @@ more from ``atexit``; it is idempotent.
 Where locking is impossible (no permission, no cpufreq interface as in most VMs, no GPU) this
 says so once and records ``unlocked (reason)``; the sweep carries on. All machine access goes
 through :mod:`ios_bench.system`.
+
+Only one sweep at a time may lock a machine's clocks: locking holds an ``flock`` on a machine-wide
+lock file (:func:`machine_lock_path`), released when its holder dies. What must be restored is
+saved (atomically, after every change) in the run folder's ``clocks.json`` and beside the machine
+lock, so that after a SIGKILL ``ios-bench clocks reset [RUN]`` restores it - and the next sweep
+that locks restores it first. A restore that fails is retried with backoff; what still fails is
+kept in the saved state for ``ios-bench clocks reset``.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
+import os
 import re
 import signal
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ios_core.atomic import atomic_write_json
+
 from . import system
+from .errors import InputError
+from .locks import Busy, FileLock
+
+STATE_FILE = "clocks.json"
+RESTORE_ATTEMPTS = 6  # backoff 0.05 s doubling: about 3 s in all before leaving it to `clocks reset`
+
+
+def machine_lock_path() -> Path:
+    """The machine-wide clock lock: ``IOS_BENCH_CLOCK_LOCK``, else beside a fake sysfs root
+    (``IOS_BENCH_SYSFS``, how tests replace the machine), else in the temporary folder."""
+    if os.environ.get("IOS_BENCH_CLOCK_LOCK"):
+        return Path(os.environ["IOS_BENCH_CLOCK_LOCK"])
+    if os.environ.get("IOS_BENCH_SYSFS"):
+        return Path(os.environ["IOS_BENCH_SYSFS"]) / ".ios-bench-clocks.lock"
+    return Path(tempfile.gettempdir()) / "ios-bench-clocks.lock"
+
+
+def machine_state_path() -> Path:
+    return machine_lock_path().with_suffix(".json")
+
+
+def _write_with_retry(path: Path, value: str, attempts: int = RESTORE_ATTEMPTS) -> str | None:
+    err = None
+    for i in range(attempts):
+        err = system.write(path, value)
+        if err is None:
+            return None
+        time.sleep(0.05 * 2 ** i)
+    return err
+
+
+def _reset_gpu_with_retry(index: str, attempts: int = RESTORE_ATTEMPTS) -> str | None:
+    err = None
+    for i in range(attempts):
+        r = system.run(["nvidia-smi", "-i", index, "--reset-gpu-clocks"])
+        if r.ok:
+            return None
+        err = r.error()
+        time.sleep(0.05 * 2 ** i)
+    return err
+
+
+def read_state(path: Path) -> dict | None:
+    """A saved clock state ({"cpu": [[file, value], ...], "gpus": [index, ...]}), None if absent."""
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as e:
+        raise InputError(f"{path}: corrupt clock state ({type(e).__name__})") from None
+    def pair(p) -> bool:
+        return isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p)
+
+    ok = isinstance(data, dict) and isinstance(data.get("cpu", []), list) and isinstance(data.get("gpus", []), list) \
+        and all(pair(p) for p in data.get("cpu", [])) and all(isinstance(g, str) for g in data.get("gpus", []))
+    if not ok:
+        raise InputError(f"{path}: corrupt clock state (unexpected layout)")
+    return data
+
+
+def reset_from(path: Path, echo: Callable[[str], None] | None = None) -> tuple[int, list[str]]:
+    """Restore what a saved state says (each write retried); returns (settings restored, problems).
+    The state file is removed when everything was restored, else rewritten with what is left."""
+    state = read_state(path)
+    if state is None:
+        return 0, []
+    left_cpu, left_gpu, problems, done = [], [], [], 0
+    for file, value in reversed(state.get("cpu", [])):
+        err = _write_with_retry(Path(file), value)
+        if err:
+            left_cpu.insert(0, [file, value])
+            problems.append(err)
+        else:
+            done += 1
+    for index in state.get("gpus", []):
+        err = _reset_gpu_with_retry(index)
+        if err:
+            left_gpu.append(index)
+            problems.append(err)
+        else:
+            done += 1
+    if left_cpu or left_gpu:
+        atomic_write_json(path, {"cpu": left_cpu, "gpus": left_gpu})
+    else:
+        Path(path).unlink(missing_ok=True)
+    if echo and done:
+        echo(f"clocks: restored {done} setting(s) saved in {path}")
+    return done, problems
 
 
 class Terminated(SystemExit):
@@ -102,8 +203,10 @@ class ClockLock:
     """Context manager: lock clocks on enter (when ``lock``), restore on exit whatever happens."""
 
     def __init__(self, lock: bool, devices: list[str] | tuple[str, ...] = ("cpu",), gpu_clock_mhz: int | None = None,
-                 echo: Callable[[str], None] | None = None):
+                 echo: Callable[[str], None] | None = None, state_path: str | os.PathLike | None = None):
         self.lock = lock
+        self.state_paths = [machine_state_path()] + ([Path(state_path)] if state_path else [])
+        self._machine_lock: FileLock | None = None
         self.use_gpu = any(d.startswith("cuda") for d in devices)
         self.gpu_clock_mhz = gpu_clock_mhz
         self.echo = echo or (lambda s: print(s, file=sys.stderr))
@@ -114,7 +217,26 @@ class ClockLock:
         self.state: dict = {"requested": lock}
 
     # ---- public -------------------------------------------------------------------------------
+    def reserve(self) -> None:
+        """Take the machine-wide clock lock (``InputError`` if another sweep holds it) and restore
+        what a killed sweep left locked. Called by ``__enter__``; a sweep calls it early to refuse
+        before it writes anything."""
+        if not self.lock or self._machine_lock is not None:
+            return
+        lock = FileLock(machine_lock_path(), "a sweep with --lock-clocks")
+        try:
+            lock.acquire()
+        except Busy as e:
+            raise InputError(f"--lock-clocks: the clocks of this machine are locked by another sweep ({e})") from None
+        self._machine_lock = lock
+        left = machine_state_path()
+        if left.exists():  # a sweep was killed with its clocks locked: restore before reading them
+            _, problems = reset_from(left, self.echo)
+            if problems:
+                self.echo("warning: could not restore the clocks a killed sweep left locked: " + "; ".join(problems))
+
     def __enter__(self) -> ClockLock:
+        self.reserve()
         self.state["before"] = self.snapshot()
         self._install_handlers()  # always: SIGTERM must unwind the sweep (and kill its worker)
         if not self.lock:
@@ -141,28 +263,55 @@ class ClockLock:
         self.restore()
         self.state["after"] = self.snapshot()
         self._uninstall_handlers()
+        self.release()
+
+    def release(self) -> None:
+        """Give the machine-wide clock lock back (idempotent; after restoring)."""
+        if self._machine_lock is not None:
+            self._machine_lock.release()
+            self._machine_lock = None
+
+    def _save(self) -> None:
+        """Persist what restore must undo (after every change), for ``ios-bench clocks reset``."""
+        state = {"cpu": [[str(p), v] for p, v in self._restore_cpu], "gpus": list(self._locked_gpus)}
+        for path in self.state_paths:
+            try:
+                if state["cpu"] or state["gpus"]:
+                    atomic_write_json(path, state)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as e:
+                self.echo(f"warning: cannot save the clock state to {path}: {e.strerror or e}")
 
     def restore(self) -> None:
-        """Undo every change made (idempotent; also called from atexit and signal paths)."""
+        """Undo every change made, each retried with backoff (idempotent; also called from atexit
+        and signal paths). What cannot be restored stays saved for ``ios-bench clocks reset``."""
         if self._restored:
             return
         self._restored = True
-        problems = []
+        problems, left_cpu, left_gpu = [], [], []
         for path, value in reversed(self._restore_cpu):
-            err = system.write(path, value)
+            err = _write_with_retry(path, value)
             if err:
                 problems.append(err)
+                left_cpu.insert(0, (path, value))
         for idx in self._locked_gpus:
-            r = system.run(["nvidia-smi", "-i", idx, "--reset-gpu-clocks"])
-            if not r.ok:
-                problems.append(r.error())
+            err = _reset_gpu_with_retry(idx)
+            if err:
+                problems.append(err)
+                left_gpu.append(idx)
+        changed = bool(self._restore_cpu or self._locked_gpus)
+        self._restore_cpu[:] = left_cpu
+        self._locked_gpus[:] = left_gpu
+        if changed:
+            self._save()
         if problems:
-            self.echo("warning: could not restore clocks: " + "; ".join(problems))
+            where = self.state_paths[-1]
+            self.echo("warning: could not restore clocks: " + "; ".join(problems)
+                      + f"; run `ios-bench clocks reset {where.parent}` to try again")
             self.state["restore_problems"] = problems
-        elif self._restore_cpu or self._locked_gpus:
+        elif changed:
             self.state["restored"] = True
-        self._restore_cpu.clear()
-        self._locked_gpus.clear()
 
     def snapshot(self) -> dict:
         snap = {"cpu": read_cpu_settings()}
@@ -203,6 +352,7 @@ class ClockLock:
                     self.restore_cpu_only()
                     return None, f"CPU: {err}"
                 self._restore_cpu.append((gov, old))
+                self._save()
         note = "CPU governor performance"
         boost = _boost_file()
         if boost:
@@ -214,15 +364,16 @@ class ClockLock:
                     note += f", turbo left on ({err})"
                 else:
                     self._restore_cpu.append((path, old))
+                    self._save()
                     note += ", turbo off"
             elif old == off:
                 note += ", turbo already off"
         return note, None
 
     def restore_cpu_only(self) -> None:
-        for path, value in reversed(self._restore_cpu):
-            system.write(path, value)
-        self._restore_cpu.clear()
+        left = [(p, v) for p, v in reversed(self._restore_cpu) if _write_with_retry(p, v)]
+        self._restore_cpu[:] = list(reversed(left))
+        self._save()
 
     # ---- GPU ----------------------------------------------------------------------------------
     def _lock_gpu(self) -> tuple[str | None, str | None]:
@@ -238,6 +389,7 @@ class ClockLock:
             if not r.ok:
                 return (", ".join(done) or None), f"GPU {g['index']}: {r.error()}"
             self._locked_gpus.append(g["index"])
+            self._save()
             done.append(f"GPU {g['index']} at {int(mhz)} MHz")
         return ", ".join(done), None
 

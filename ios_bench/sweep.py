@@ -24,6 +24,7 @@ from ios_core.atomic import atomic_write_json
 from ios_core.threads import usable_cores
 
 from . import envinfo
+from .clocks import STATE_FILE as CLOCK_STATE_FILE
 from .clocks import ClockLock
 from .errors import InputError
 from .locks import FileLock
@@ -391,9 +392,15 @@ class Sweep:
         check_writable(self.folder)
         # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
         with FileLock(self.folder / LOCK_FILE, f"ios-bench run on {self.folder}"):
-            return self._run_locked(graphs)
+            clocks = ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
+                               echo=lambda s: self.say(f"[yellow]{s}[/]"), state_path=self.folder / CLOCK_STATE_FILE)
+            clocks.reserve()  # one sweep with locked clocks per machine: refused before anything is written
+            try:
+                return self._run_locked(graphs, clocks)
+            finally:
+                clocks.release()
 
-    def _run_locked(self, graphs: dict) -> dict:
+    def _run_locked(self, graphs: dict, clock_lock: ClockLock) -> dict:
         self.prepare_folder()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(self.plan.devices[0], frameworks=False)
@@ -429,8 +436,7 @@ class Sweep:
         env["cells_planned"] = len(cells)
         env["notes"] = self.notes
         stats = {"planned": len(cells), "ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0}
-        with ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
-                       echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
+        with clock_lock as clocks:
             env["clocks"] = clocks.state.get("clocks")
             env["clock_settings"] = clocks.state
             self._write_env(env_path, env, previous)

@@ -422,3 +422,119 @@ def test_resume_from_another_folder_and_retry_failed(tmp_path):
         ("test-ref", "ok", None), ("test-raise", "failed", None), ("test-raise", "ok", 2)]
     md = (elsewhere / "reports" / "r" / "report.md").read_text()
     assert "| mine | 1 | test-raise | cpu | ok |" in md
+
+
+# ---- clock locking (item 16) ------------------------------------------------------------------------
+
+LOCK_AND_DIE = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from ios_bench.clocks import ClockLock
+lock = ClockLock(True, ["cpu"], echo=lambda s: None, state_path=sys.argv[1])
+lock.__enter__()
+print("locked", flush=True)
+if sys.argv[3] == "die":
+    os.kill(os.getpid(), signal.SIGKILL)
+import time
+time.sleep(120)
+"""
+
+
+def _fake_machine(tmp_path, monkeypatch):
+    from test_harness_units import fake_sysfs
+
+    cpu = fake_sysfs(tmp_path / "sys")
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path / "sys"))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))  # no nvidia-smi
+    return cpu
+
+
+def test_clocks_reset_after_a_sigkill(tmp_path, monkeypatch, run_cli):
+    import subprocess
+    import sys
+
+    cpu = _fake_machine(tmp_path, monkeypatch)
+    run = tmp_path / "runs" / "k"
+    run.mkdir(parents=True)
+    p = subprocess.run([sys.executable, "-c", LOCK_AND_DIE, str(run / "clocks.json"), str(ROOT), "die"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == -9 and "locked" in p.stdout
+    assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "performance"  # left locked by the dead sweep
+    saved = json.loads((run / "clocks.json").read_text())
+    assert [v for _, v in saved["cpu"]] == ["powersave", "powersave", "0"]
+    code, out, err = run_cli(["clocks", "reset", str(run)])
+    assert code == 0, err
+    assert "restored 3 clock setting(s)" in out
+    assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "powersave"
+    assert (cpu / "cpu1/cpufreq/scaling_governor").read_text() == "powersave"
+    assert (cpu / "intel_pstate/no_turbo").read_text() == "0"
+    assert not (run / "clocks.json").exists()
+    code, out, err = run_cli(["clocks", "reset", str(run)])
+    assert code == 0 and "nothing to restore" in out
+
+
+def test_the_next_lock_restores_what_a_killed_sweep_left(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from ios_bench.clocks import ClockLock
+
+    cpu = _fake_machine(tmp_path, monkeypatch)
+    p = subprocess.run([sys.executable, "-c", LOCK_AND_DIE, str(tmp_path / "c.json"), str(ROOT), "die"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == -9
+    said = []
+    with ClockLock(True, ["cpu"], echo=said.append) as lock:
+        assert lock.state["before"]["cpu"]["governors"] == ["powersave"]  # the real previous value
+    assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "powersave"
+    assert any("restored 3 setting(s)" in s for s in said)
+
+
+def test_two_sweeps_cannot_lock_clocks_at_once(tmp_path, monkeypatch, run_cli):
+    import subprocess
+    import sys
+
+    from ios_bench.clocks import ClockLock
+    from ios_bench.errors import InputError
+
+    _fake_machine(tmp_path, monkeypatch)
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_AND_DIE, str(tmp_path / "c.json"), str(ROOT), "hold"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(InputError, match="locked by another sweep"):
+            ClockLock(True, ["cpu"], echo=lambda s: None).__enter__()
+        code, out, err = run_cli(["clocks", "reset"])
+        assert code == 2 and "running sweep holds the clocks" in err
+        folder = tmp_path / "runs" / "second"
+        code, out, err = run_cli(["run", "--lock-clocks", "--out", str(folder), "--models", "sample",
+                                  "--frameworks", "torch", "--schedules", "none", "--no-progress"])
+        assert code == 2 and err.count("\n") == 1 and "locked by another sweep" in err
+        assert not (folder / "results.jsonl").exists() and not (folder / "plan.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with ClockLock(False, ["cpu"]):  # not locking needs no machine lock
+        pass
+
+
+def test_a_failing_restore_is_retried(tmp_path, monkeypatch):
+    from ios_bench import clocks as clk
+    from ios_bench import system
+
+    cpu = _fake_machine(tmp_path, monkeypatch)
+    real_write, failures = system.write, {"n": 0}
+
+    def flaky(path, value):
+        if value == "powersave" and failures["n"] < 2:  # the first two restores of a governor fail
+            failures["n"] += 1
+            return f"{path}: Device or resource busy"
+        return real_write(path, value)
+
+    monkeypatch.setattr(system, "write", flaky)
+    with clk.ClockLock(True, ["cpu"], echo=lambda s: None, state_path=tmp_path / "clocks.json") as lock:
+        assert (tmp_path / "clocks.json").exists()
+    assert failures["n"] == 2
+    assert lock.state["restored"] is True
+    assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "powersave"
+    assert not (tmp_path / "clocks.json").exists()
