@@ -25,6 +25,9 @@ def parse_list(text: str, what: str, choices: list[str] | None = None, all_word:
     items = [s.strip() for s in text.split(",")]
     if any(not s for s in items):
         raise InputError(f"bad {what} list {text!r}: empty item")
+    twice = [s for s in dict.fromkeys(items) if items.count(s) > 1]
+    if twice:  # one cell per (model, batch, framework): a repeated item would run or be checked twice
+        raise InputError(f"bad {what} list {text!r}: {', '.join(twice)} listed twice")
     if choices is not None:
         if items == [all_word]:
             return list(choices)
@@ -39,5 +42,18 @@ def parse_int_list(text: str, what: str) -> list[int]:
     for s in parse_list(text, what):
         if not s.isdigit() or int(s) < 1:
             raise InputError(f"bad {what} list {text!r}: {s!r} is not a positive integer")
+        if int(s) in out:  # "1,01" names batch 1 twice
+            raise InputError(f"bad {what} list {text!r}: {int(s)} listed twice")
         out.append(int(s))
     return out
+
+
+def unique_names(graphs: dict) -> None:
+    """Cells, reference outputs and schedules are keyed by a graph's name: two graphs of one sweep
+    with the same name (two files, or a file named like a zoo model) are refused in one line."""
+    seen: dict[str, str] = {}
+    for spec, graph in graphs.items():
+        if graph.name in seen:
+            raise InputError(f"{seen[graph.name]} and {spec} are both named {graph.name!r}: every graph of a sweep "
+                             "needs its own name (change the \"name\" of one file)")
+        seen[graph.name] = spec

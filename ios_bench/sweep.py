@@ -384,11 +384,12 @@ class Sweep:
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
-        from .loading import load_graph
+        from .loading import load_graph, unique_names
         from .worker import load_plugins
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        unique_names(graphs)
         check_writable(self.folder)
         # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
         with FileLock(self.folder / LOCK_FILE, f"ios-bench run on {self.folder}"):

@@ -538,3 +538,30 @@ def test_a_failing_restore_is_retried(tmp_path, monkeypatch):
     assert lock.state["restored"] is True
     assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "powersave"
     assert not (tmp_path / "clocks.json").exists()
+
+
+# ---- one graph, one name, one cell (item 10) ----------------------------------------------------------
+
+@pytest.mark.parametrize("option, value", [("--models", "sample,sample"), ("--batch", "1,2,1"), ("--batch", "1,01"),
+                                           ("--frameworks", "torch,onnxruntime,torch"),
+                                           ("--schedules", "both,both")])
+def test_a_repeated_list_item_is_refused(tmp_path, run_cli, option, value):
+    out = tmp_path / "runs" / "r"
+    code, _, err = run_cli(["run", option, value, "--out", str(out), "--no-progress"])
+    assert code == 2 and err.count("\n") == 1 and "listed twice" in err, err
+    assert not out.exists()
+
+
+def test_two_graphs_with_one_name_are_refused(tmp_path, run_cli, monkeypatch):
+    from ios_core import models
+
+    monkeypatch.chdir(tmp_path)
+    g = models.get("sample")
+    g.save(tmp_path / "a.json", weights=False)
+    (tmp_path / "b.json").write_text((tmp_path / "a.json").read_text())
+    for specs in ("a.json,b.json", "sample,a.json", "a.json,./a.json"):
+        code, _, err = run_cli(["run", "--models", specs, "--frameworks", "torch", "--schedules", "none",
+                                "--out", "runs/r", "--no-progress"])
+        assert code == 2 and err.count("\n") == 1, err
+        assert "both named 'sample'" in err or "listed twice" in err
+        assert not (tmp_path / "runs").exists()

@@ -130,6 +130,9 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
         folder = Path(out) if out else Path("runs") / default_run_name()
     plan = Plan()
     values["models"] = [absolute_model_spec(m) for m in values["models"]]  # --resume works from anywhere
+    same = [m for m in dict.fromkeys(values["models"]) if values["models"].count(m) > 1]
+    if same:
+        raise InputError(f"bad model list {models_!r}: {', '.join(same)} listed twice")
     if resume and (folder / PLAN_FILE).is_file():
         try:
             plan = Plan.from_dict(json.loads((folder / PLAN_FILE).read_bytes()), base=folder)
