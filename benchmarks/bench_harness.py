@@ -14,7 +14,6 @@ timed runs (process start, imports, loading the graph, the output check).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from ios_bench.sweep import Plan, Sweep  # noqa: E402
 from ios_core import models, reference  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.measure import measure  # noqa: E402
+from ios_core.threads import usable_cores  # noqa: E402
 
 
 def in_process(model: str, batch: int, framework: str, threads: int, args) -> dict:
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--model", default="squeezenet")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--framework", default=None, help="default: onnxruntime, else torch, else the first available")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=usable_cores())
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--min-sample-ms", type=float, default=10.0)

@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+from ios_core.threads import usable_cores
+
 from . import system
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
@@ -30,7 +32,8 @@ def cpu_info() -> dict:
     flag_set = set(flags.group(1).split()) if flags else set()
     interesting = sorted(f for f in flag_set if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
     info = {"model": model.group(1).strip() if model else platform.processor() or platform.machine(),
-            "architecture": platform.machine(), "logical_cores": os.cpu_count(), "isa_flags": interesting}
+            "architecture": platform.machine(), "logical_cores": os.cpu_count(), "isa_flags": interesting,
+            "usable_cores": usable_cores()}  # the affinity mask: the default thread budget
     try:
         import psutil
 

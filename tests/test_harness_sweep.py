@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from ios_bench import results
+from ios_core.threads import usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,7 +95,7 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     assert df["check_passed"].all()
     assert all(len(s) == 2 for s in df["samples_ms"])
     assert (df["median_ms"] > 0).all() and (df["throughput"] > 0).all()
-    assert set(df["threads"]) == {os.cpu_count()}
+    assert set(df["threads"]) == {usable_cores()}  # the affinity mask, not os.cpu_count()
     # the oracle ran once per model, in its own worker
     assert sorted(p.name for p in (run / "logs").glob("*.reference.log")) == ["tiny_a.reference.log",
                                                                               "tiny_b.reference.log"]
