@@ -57,6 +57,10 @@ def test_tiny_budget_tunes_every_task_and_matches(builds):
     assert all(1 <= r["trials"] <= 2 for r in rows), rows
     assert all(r["best_ms"] is not None and r["best_ms"] > 0 for r in rows), rows
     assert info["tuning_seconds"] > 0 and info["trial_budget"] > 0
+    # the budget is recorded and shown (the report's configuration table reads "tuning")
+    assert info["tuning_trials"] == sum(r["trials"] for r in rows) > 0
+    assert info["tuning"].startswith(f"MetaSchedule: {info['tuning_trials']} trials")
+    assert info["execution_mode"] == "Relax VM, MetaSchedule-tuned kernels"
     assert info["precision"] == "fp32" and info["tvm_threads"] == 2
     x = reference.random_input(graph, 1)
     check = compare(first.run(x), reference.run(graph, x), TUNED.tolerance)
