@@ -1,0 +1,126 @@
+"""Fleet sweeps on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster).
+
+Two labelled nodes (alpha, beta) share the module; the sweep runs through the real CLI in its
+own driver process (``--executor ray --ray-address``), with the test adapters of
+tests/harness_plugin.py. Every process the cluster starts is shut down at the end of the module.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ios_bench import results
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE_MB = 100 * 2**20
+FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report",
+        "--schedules", "none", "--threads", "1"]
+
+
+def node_args(name: str, device: str) -> dict:
+    return {"num_cpus": 1, "object_store_memory": STORE_MB,
+            "labels": {"ios-bench/name": name, "ios-bench/device": device}}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": STORE_MB,
+                                                      "include_dashboard": False})
+    try:
+        c.add_node(**node_args("alpha", "alpha"))
+        c.add_node(**node_args("beta", "beta"))
+        c.wait_for_nodes()
+        yield c
+    finally:
+        c.shutdown()
+
+
+def cli(args, cwd, timeout=240):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
+    return subprocess.run([sys.executable, "-m", "ios_bench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(300)
+def test_ray_and_local_executors_run_the_same_cells_once_with_their_node(cluster, tmp_path):
+    sweep = ["--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2", *FAST]
+    p = cli(["run", *sweep, "--out", "runs/local"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = cli(["run", *sweep, "--device", "cpu,cuda:V100", "--out", "runs/ray", "--executor", "ray",
+             "--ray-address", cluster.address], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    local = results.read_records(tmp_path / "runs" / "local")
+    fleet = results.read_records(tmp_path / "runs" / "ray")
+    ran = [r for r in fleet if r["device"] == "cpu"]
+    assert sorted(r["cell"] for r in ran) == sorted(r["cell"] for r in local)
+    assert len({r["cell"] for r in ran}) == len(ran) == 4  # each exactly once
+    assert all(r["status"] == "ok" and r["check"]["passed"] for r in local + ran), [r.get("reason") for r in ran]
+    # node identity: the labelled node names, and each node's own env.json
+    assert {r["node"] for r in ran} <= {"alpha", "beta"}
+    for r in ran:
+        env = json.loads((tmp_path / "runs" / "ray" / r["node_env"]).read_text())
+        assert env["node"]["name"] == r["node"] and env["node"]["labels"]["ios-bench/device"] == r["node"]
+        assert r["threads"] == 1 and r["affinity"] and len(r["affinity"]) == 1
+        assert (tmp_path / "runs" / "ray" / r["log"]).is_file()
+    # one (model, batch, device) stays on one node: a table row compares like with like
+    for model in ("tiny_a", "tiny_b"):
+        assert len({r["node"] for r in ran if r["model"] == model}) == 1
+    assert {r["node"] for r in local} == {local[0]["node"]} and local[0]["node_env"] == "env.json"
+    # a device no node offers: skipped with the reason, stored before anything ran
+    skipped = [r for r in fleet if r["device"] == "cuda:V100"]
+    assert len(skipped) == 4 and all(r["status"] == "skipped" for r in skipped)
+    assert all("no node offers cuda:V100" in r["reason"] for r in skipped)
+    assert [r["device"] for r in fleet[:4]] == ["cuda:V100"] * 4
+    assert "plan: cpu -> " in p.stderr and "not on alpha: has no GPU" in p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_node_killed_mid_sweep_then_resume_runs_every_cell_once(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_SLOW_EXECUTE_S", "0.4")  # inherited by the node's processes only
+    gamma = cluster.add_node(**node_args("gamma", "gamma"))
+    monkeypatch.delenv("TEST_SLOW_EXECUTE_S")
+    run = tmp_path / "runs" / "k"
+    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
+            "--device", "cpu:gamma", *FAST, "--out", "runs/k", "--executor", "ray", "--ray-address", cluster.address]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
+    proc = subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.time()
+        store = run / "results.jsonl"
+        while not (store.exists() and store.read_bytes().count(b"\n") >= 1):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.time() - t0 < 240, "no cell finished"
+            time.sleep(0.2)
+        cluster.remove_node(gamma, allow_graceful=False)  # the node dies while its next cell runs
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    assert "cells not run" in err and "--resume" in err
+    before = results.read_records(run)
+    assert 1 <= len(before) < 4 and all(r["status"] == "ok" and r["node"] == "gamma" for r in before)
+
+    cluster.add_node(**node_args("gamma2", "gamma"))
+    p = cli(["run", "--resume", "--out", "runs/k", "--no-progress", "--no-report", "--executor", "ray",
+             "--ray-address", cluster.address], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    after = results.read_records(run)
+    assert after[: len(before)] == before  # finished records untouched
+    cells = [r["cell"] for r in after]
+    assert sorted(cells) == sorted(f"{m}|b1|{fw}|cpu:gamma" for m in ("tiny_a", "tiny_b")
+                                   for fw in ("test-ref", "test-ref2"))
+    assert all(r["status"] == "ok" for r in after)
+    assert {r["node"] for r in after[len(before):]} == {"gamma2"}
+    assert (run / "nodes" / "gamma2" / "env.json").is_file()
