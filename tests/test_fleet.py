@@ -16,9 +16,6 @@ import pytest
 
 from ios_bench import results
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 STORE_MB = 100 * 2**20
 FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report",
@@ -32,6 +29,9 @@ def node_args(name: str, device: str) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster():
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": STORE_MB,
                                                       "include_dashboard": False})
@@ -42,6 +42,49 @@ def cluster():
         yield c
     finally:
         c.shutdown()
+
+
+def test_devices_are_matched_to_node_resources_and_labels():
+    from ios_bench.errors import InputError
+    from ios_bench.executors import Node, node_offers, parse_device
+
+    cpu = Node("a", "a", cpus=4, labels={"ios-bench/device": "epyc"})
+    v100 = Node("b", "b", cpus=8, gpus=2, accelerators=["V100"])
+    local = Node("l", "l", cpus=2, labels={"gpu_model": "Tesla V100-SXM2-16GB"}, any_cuda=True)
+    assert node_offers(cpu, "cpu") is None and node_offers(cpu, "cpu:epyc") is None
+    assert node_offers(cpu, "cuda") == "has no GPU" and node_offers(cpu, "cpu:xeon") == "carries no label 'xeon'"
+    assert node_offers(v100, "cuda:V100") is None and node_offers(v100, "cuda:a100") is not None
+    assert node_offers(local, "cuda:v100") is None  # a product name matches as a substring
+    assert parse_device("cuda:V100") == ("cuda", "V100") and parse_device("cpu") == ("cpu", None)
+    for bad in ("tpu", "cuda:", "cuda:a b", "cpu:$(x)"):
+        with pytest.raises(InputError):
+            parse_device(bad)
+
+
+def _record(model, fw, node, ms, device="cpu"):
+    return {"cell": f"{model}|b1|{fw}|{device}", "model": model, "batch_size": 1, "framework": fw, "device": device,
+            "status": "ok", "median_ms": ms, "std_ms": 0.1, "p10_ms": ms, "p90_ms": ms, "throughput": 1000 / ms,
+            "throughput_p10": 1000 / ms, "throughput_p90": 1000 / ms, "check": {"passed": True}, "node": node}
+
+
+def test_report_groups_cells_by_device_kind_and_node(tmp_path):
+    from ios_bench.report import write_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    recs = [_record("m1", "torch", "alpha", 2.0), _record("m1", "ios-both", "alpha", 1.0),
+            _record("m2", "torch", "beta", 4.0), _record("m2", "ios-both", "beta", 3.0),
+            _record("m1", "torch", "gpu1", 0.5, "cuda:V100")]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    md = write_report(run, tmp_path / "rep")["md"].read_text()
+    for place in ("cpu on alpha", "cpu on beta", "cuda:V100 on gpu1"):
+        assert f"**Latency (ms), batch 1, {place}**" in md
+    alpha = md.split("**Latency (ms), batch 1, cpu on alpha**")[1].split("**")[0]
+    assert "| m1 | 2.000 ±0.100 | 1.000 ±0.100 |" in alpha and "| m2 |" not in alpha  # no table mixes nodes
+    across = md.split("**Latency (ms) across devices and nodes, batch 1**")[1].split("_median")[0]
+    assert "| model | framework | cpu on alpha | cpu on beta | cuda:V100 on gpu1 |" in across
+    assert "| m1 | torch | 2.000 ±0.100 | - | 0.500 ±0.100 |" in across
+    assert "| m1 | 1 | torch | cpu | ok |" in md and "| alpha |" in md.split("## Every cell")[1]
 
 
 def cli(args, cwd, timeout=240):
