@@ -167,3 +167,38 @@ def test_node_killed_mid_sweep_then_resume_runs_every_cell_once(cluster, tmp_pat
     assert all(r["status"] == "ok" for r in after)
     assert {r["node"] for r in after[len(before):]} == {"gamma2"}
     assert (run / "nodes" / "gamma2" / "env.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_node_lost_mid_cell_costs_that_cell_only_and_it_is_retried_on_another(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_SLOW_EXECUTE_S", "0.4")
+    doomed = cluster.add_node(**node_args("omega1", "omega"))
+    cluster.add_node(**node_args("omega2", "omega"))
+    monkeypatch.delenv("TEST_SLOW_EXECUTE_S")
+    run = tmp_path / "runs" / "r"
+    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
+            "--device", "cpu:omega", *FAST, "--out", "runs/r", "--executor", "ray", "--ray-address", cluster.address]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
+    proc = subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.time()
+        store = run / "results.jsonl"
+        while not (store.exists() and b'"omega1"' in store.read_bytes()):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.time() - t0 < 240, "no cell finished on omega1"
+            time.sleep(0.2)
+        cluster.remove_node(doomed, allow_graceful=False)  # its group's next cell is in flight
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    recs = results.read_records(run)
+    assert sorted(r["cell"] for r in recs) == sorted(f"{m}|b1|{fw}|cpu:omega" for m in ("tiny_a", "tiny_b")
+                                                     for fw in ("test-ref", "test-ref2"))
+    assert all(r["status"] == "ok" for r in recs)
+    if "node omega1 lost" in err:  # the loss hit a running cell (not the gap between two cells)
+        assert "retrying" in err
+    assert {r["node"] for r in recs} >= {"omega1", "omega2"}
