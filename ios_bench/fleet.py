@@ -130,7 +130,9 @@ class RayExecutor(Executor):
         self._fn = ray.remote(max_calls=1, max_retries=0)(_node_task)
         self.nodes = self._list_nodes()
         where = self.address or "a local Ray instance"
-        say(f"ray: {len(self.nodes)} node(s) at {where}: " + ", ".join(map(describe_node, self.nodes)))
+        from rich.markup import escape
+
+        say(escape(f"ray: {len(self.nodes)} node(s) at {where}: " + ", ".join(map(describe_node, self.nodes))))
         if not self.nodes:
             raise InputError(f"the Ray cluster at {where} has no node with a CPU or GPU")
         return self.nodes
@@ -303,8 +305,10 @@ class RayExecutor(Executor):
                             done(t, {"status": "failed", "reason": "lost twice: its node died while it ran (" +
                                      ", ".join(lost_on[t.key]) + ")", "node": node.name, "node_id": node.id})
                         else:
-                            self.say(f"[yellow]node {node.name} lost[/] ({_ray_reason(e)}): retrying "
-                                     f"{t.key} once on another node")
+                            from rich.markup import escape
+
+                            self.say(f"[yellow]node {escape(node.name)} lost[/] ({escape(_ray_reason(e))}): "
+                                     f"retrying {escape(t.key)} once on another node")
                             pending.insert(0, t)
                         continue
                     done(t, self._collect(t, node, out))

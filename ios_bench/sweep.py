@@ -381,9 +381,11 @@ class Sweep:
             if self.executor.name == "local" and len(self.executor.nodes) == 1:
                 continue
             where = ", ".join(f"{n} ({k} cells)" for n, k in counts.items()) or "no node"
-            self.say(f"plan: {device} -> {where}")
+            from rich.markup import escape
+
+            self.say(escape(f"plan: {device} -> {where}"))
             for n, why in self.placement.get(device, {}).get("not", {}).items():
-                self.say(f"[dim]      not on {n}: {why}[/]")
+                self.say(f"[dim]{escape(f'      not on {n}: {why}')}[/]")
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
