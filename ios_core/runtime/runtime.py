@@ -7,6 +7,7 @@ import torch
 
 from ..ir import Graph, Node
 from ..measure import Measurement, measure
+from ..optimizer.stage import Schedule
 from ..threads import resolve_threads
 from .emit_torch import Program, emit
 from .plan import Plan, make_plan
@@ -16,14 +17,7 @@ PROVIDERS = ("torch",)  # kernel providers implemented in this build
 
 def graph_stages(graph: Graph) -> list[list[list[Node]]]:
     """The graph's stages as nodes (blocks without stages run sequentially)."""
-    stages: list[list[list[Node]]] = []
-    for block in graph.blocks:
-        by_name = {n.name: n for n in block.nodes}
-        if block.stages is None:
-            stages += [[[node]] for node in block.nodes]
-        else:
-            stages += [[[by_name[name] for name in group] for group in stage] for stage in block.stages]
-    return stages
+    return Schedule.of(graph).node_groups()
 
 
 class Runtime:
