@@ -12,7 +12,6 @@ from ios_core.ir import Graph
 from ios_core.runtime import Runtime, graph_stages, make_plan
 from ios_core.runtime.plan import ALIAS, CONCAT, INTO, Plan
 
-
 SCHEDULES = {
     "mixed-seq": lambda: sequential_schedule(mixed_graph()),
     "mixed-levels": lambda: level_schedule(mixed_graph()),
@@ -81,7 +80,7 @@ def check_invariants(plan: Plan) -> None:
                 assert a.offset + a.nbytes <= b.offset or b.offset + b.nbytes <= a.offset, (a, b)
     # concurrent groups never share storage: a buffer written in a parallel stage is written by
     # one group, and buffers of different groups of that stage live at once (so are disjoint above)
-    for st_index, st in enumerate(plan.stages):
+    for st in plan.stages:
         if len(st.groups) < 2:
             continue
         owner: dict[int, int] = {}
