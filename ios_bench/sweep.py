@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ios_core.atomic import atomic_write, atomic_write_json
+from ios_core.optimizer import STRATEGIES
 from ios_core.threads import usable_cores
 
 from . import envinfo
@@ -32,7 +33,7 @@ from .locks import FileLock
 from .results import Store, cell_key, check_record
 from .worker import PARENT_ENV, thread_env
 
-SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
+SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's one list
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
 DEFAULT_MODELS = ("sample", "squeezenet")
 # Left out of the default sweep's "every available framework"; named explicitly or with
