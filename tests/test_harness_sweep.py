@@ -31,7 +31,7 @@ def env_for(extra=None):
     return env
 
 
-def cli(args, cwd, extra=None, timeout=240):
+def cli(args, cwd, extra=None, timeout=900):
     return subprocess.run([sys.executable, "-m", "ios_bench", *args], cwd=cwd, env=env_for(extra),
                           capture_output=True, text=True, timeout=timeout)
 
