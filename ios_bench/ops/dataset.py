@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from ios_core.atomic import atomic_write
 from ios_core.cost.features import feature_names
 
 from ..errors import InputError
@@ -106,9 +107,8 @@ class Writer:
         self.folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         path = self.folder / f"part-{stamp}-{os.getpid()}-{len(self.parts):04d}.parquet"
-        tmp = path.with_name("." + path.name + ".tmp")
-        pq.write_table(pa.Table.from_pylist(self.rows), tmp)
-        os.replace(tmp, path)
+        table = pa.Table.from_pylist(self.rows)
+        atomic_write(path, lambda f: pq.write_table(table, f))
         self.parts.append(path)
         self.written += len(self.rows)
         self.rows = []

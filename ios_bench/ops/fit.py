@@ -14,12 +14,12 @@ named, since a predictor fitted across machines would describe none of them.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ios_core.atomic import atomic_write_text
 from ios_core.cost.features import feature_names
 from ios_core.cost.learned import FORMAT, default_model_path, provider_features
 
@@ -118,9 +118,7 @@ def fit(df, out: Path, holdout: list[str] | None = None, machine: str | None = N
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "booster": booster.model_to_string()}
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name("." + out.name + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, out)
+    atomic_write_text(out, json.dumps(doc))
     return doc
 
 

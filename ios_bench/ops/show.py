@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+
+from ios_core.atomic import atomic_write
 
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">")
 
@@ -107,7 +108,5 @@ def plots(df, folder: Path) -> list[Path]:
 
 
 def _save(fig, path: Path) -> Path:
-    tmp = path.with_name("." + path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     return path
