@@ -72,6 +72,8 @@ class Plan:
     cost_model: str = "measured"
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
+    executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
+    ray_address: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -167,8 +167,7 @@ def test_node_killed_mid_sweep_then_resume_runs_every_cell_once(cluster, tmp_pat
     assert 1 <= len(before) < 4 and all(r["status"] == "ok" and r["node"] == "gamma" for r in before)
 
     cluster.add_node(**node_args("gamma2", "gamma"))
-    p = cli(["run", "--resume", "--out", "runs/k", "--no-progress", "--no-report", "--executor", "ray",
-             "--ray-address", cluster.address], tmp_path)
+    p = cli(["run", "--resume", "--out", "runs/k", "--no-progress", "--no-report"], tmp_path)  # its executor again
     assert p.returncode == 0, p.stderr[-3000:]
     after = results.read_records(run)
     assert after[: len(before)] == before  # finished records untouched
