@@ -84,6 +84,8 @@ class Plan:
     precision: str = "fp32"  # every cell's output is checked at this precision's tolerance
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
+    executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
+    ray_address: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -143,6 +145,8 @@ _PLAN_TYPES = {
     "precision": (lambda v: isinstance(v, str), "a string"),
     "lock_clocks": (lambda v: isinstance(v, bool), "true or false"),
     "gpu_clock_mhz": (lambda v: v is None or _is_int(v, 1), "null or a positive integer"),
+    "executor": (lambda v: isinstance(v, str), "a string"),
+    "ray_address": (lambda v: v is None or isinstance(v, str), "null or a string"),
 }
 
 
@@ -483,7 +487,16 @@ class Sweep:
                 clocks.release()
 
     def _run_locked(self, graphs: dict, clock_lock: ClockLock) -> dict:
-        self.prepare_folder()
+        try:
+            nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
+        except BaseException:
+            self.executor.close()
+            raise
+        try:
+            self.prepare_folder()
+        except BaseException:
+            self.executor.close()
+            raise
         self._keep_model_files()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
@@ -497,7 +510,6 @@ class Sweep:
             self.say(f"[yellow]warning:[/] {w}")
         stats = {"planned": 0, "ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
-            nodes = self.executor.open(self.folder, self.say)
             env["nodes"] = [n.to_dict() for n in nodes]
             probes = self.probe()
             self._write_node_envs()
