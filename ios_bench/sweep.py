@@ -315,6 +315,7 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        fresh = not self.folder.exists()
         self.prepare_folder()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(self.plan.devices[0], frameworks=False)
@@ -328,6 +329,19 @@ class Sweep:
         probes = self.probe()
         env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
         cells = self.plan_cells(probes, graphs)
+        for device in self.plan.devices:
+            mine = [c for c in cells if c.device == device]
+            if device != "cpu" and all(c.skip_reason for c in mine):
+                # nothing would run: say what is missing instead of writing an all-skipped run
+                reasons = list(dict.fromkeys([f"{c.framework}: {c.skip_reason}" for c in mine]
+                                             + [n for n in self.notes if f" on {device}" in n]))
+                if fresh:
+                    import shutil
+
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                raise InputError(f"nothing can run on {device}: " + "; ".join(reasons[:4])
+                                 + (f"; ... ({len(reasons) - 4} more)" if len(reasons) > 4 else "")
+                                 + " (`ios-bench doctor` lists what runs here)")
         for note in self.notes:
             self.say(f"[dim]note:[/] {note}")
         done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))

@@ -107,6 +107,12 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
+    if any(d.startswith("cuda") for d in values["device"]):
+        from ios_core.gpu import gpu_missing
+
+        reason = gpu_missing()
+        if reason is not None:
+            raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     if out is None and resume:
         found = latest_run()
         if found is None:
