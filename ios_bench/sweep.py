@@ -270,6 +270,8 @@ class Sweep:
                 fws = []
                 for n in peers:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
+                    if device not in (avail.get(n) or {}).get("devices", [device]):
+                        continue  # a GPU-only adapter in a CPU sweep (or the reverse): not a finding
                     if n in SLOW_FRAMEWORKS:
                         note = f"{n}: left out of the default sweep (slow; name it with --frameworks)"
                     elif reason:

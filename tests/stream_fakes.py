@@ -64,3 +64,130 @@ class FakeDevice:
             elif kind == "launch":
                 self.order.append((s.index, n))
                 obj()
+
+
+class TorchQueueDevice:
+    """The CUDA executor's device interface (see ``ios_core.runtime.cuda_device.CupyDevice``)
+    on the CPU: torch tensors for memory (fresh memory is filled with NaN, so reading what
+    nothing wrote shows), torch kernels writing into the given views, and the fake device's
+    streams: nothing runs until :meth:`drain`, which executes queued work in a random order
+    CUDA allows. ``capture`` records the command list; ``replay`` issues it again."""
+
+    def __init__(self, seed: int = 0):
+        self.fake = FakeDevice(0, 0, seed)
+        self.captured = 0
+
+    # memory
+    def empty(self, n):
+        import torch
+
+        return torch.full((int(n),), float("nan"))
+
+    def empty_shaped(self, shape):
+        import torch
+
+        return torch.full(tuple(shape), float("nan"))
+
+    def view(self, base, start, shape):
+        size = 1
+        for d in shape:
+            size *= d
+        return base[start:start + size].view(tuple(shape))
+
+    def narrow(self, v, c0, c1):
+        return v[:, c0:c1]
+
+    # streams
+    def stream(self, index):
+        s = FakeStream(self.fake, index)
+        self.fake.streams.append(s)
+        return s
+
+    def event(self):
+        e = FakeEvent(self.fake, len(self.fake.events))
+        self.fake.events.append(e)
+        return e
+
+    def bind_streams(self, streams):
+        pass
+
+    def launcher(self, stream, index, fn, name):
+        return lambda: stream.launch(name, fn)
+
+    def finalize(self, nstreams):
+        pass
+
+    def capture(self, stream0, calls):
+        self.captured += 1
+        return list(calls)
+
+    def replay(self, graph, stream0):
+        for call in graph:
+            call()
+
+    def stats(self):
+        return {"device": "fake"}
+
+    def drain(self):
+        self.fake.drain()
+
+    def write(self, view, x, stream):
+        import torch
+
+        self.drain()
+        view.copy_(torch.from_numpy(x))
+
+    def read(self, view, stream):
+        return view.contiguous().numpy().copy()
+
+    def sync(self, stream):
+        self.drain()
+
+    def timer(self, stream):
+        return None
+
+    # kernels (torch, into the given views)
+    def conv(self, op, x, out, stream):
+        import torch
+
+        w, b = torch.from_numpy(op.weight), torch.from_numpy(op.bias)
+        act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
+        st, pd, dl, gr = tuple(op.stride), tuple(op.padding), tuple(op.dilation), op.groups
+        return lambda: out.copy_(act(torch.conv2d(x, w, b, st, pd, dl, gr)))
+
+    def pool(self, op, x, out):
+        import torch.nn.functional as F
+
+        if op.pool_type == "global_avg":
+            return lambda: out.copy_(x.mean((2, 3), keepdim=True))
+        if op.pool_type == "global_max":
+            return lambda: out.copy_(x.amax((2, 3), keepdim=True))
+        k, s, p = tuple(op.kernel), tuple(op.stride), tuple(op.padding)
+        if op.pool_type == "max":
+            return lambda: out.copy_(F.max_pool2d(x, k, s, p))
+        return lambda: out.copy_(F.avg_pool2d(x, k, s, p, count_include_pad=True))
+
+    def activation(self, kind, x, out):
+        import torch
+
+        fn = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[kind]
+        return lambda: out.copy_(fn(x))
+
+    def flatten(self, x, out):
+        return lambda: out.view(x.shape).copy_(x)
+
+    def linear(self, op, x, out, stream):
+        import torch
+
+        w, b = torch.from_numpy(op.weight), torch.from_numpy(op.bias)
+        act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
+        n = x.shape[0]
+        return lambda: out.copy_(act(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape))
+
+    def combine(self, views, how, dst):
+        def run():
+            acc = views[0].clone()
+            for v in views[1:]:
+                acc = acc * v if how == "mul" else acc + v
+            dst.copy_(acc)
+        return run

@@ -119,3 +119,62 @@ def test_doctor_without_gpu_gives_a_reason_per_framework(run_cli):
     for status, reason in rows.values():
         assert status == "no" and reason
     assert "cuda paths" not in out  # nothing run without a GPU
+
+
+class FakeNVML:
+    """nvidia-ml-py's functions the clock lock calls, recording them."""
+
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, gpus=1, fail_lock=False):
+        self.calls, self.gpus, self.fail_lock = [], gpus, fail_lock
+
+    def nvmlInit(self):
+        self.calls.append("init")
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return 1980
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        if self.fail_lock:
+            raise RuntimeError("NVMLError_NoPermission")
+        self.calls.append(("lock", h, lo, hi))
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        self.calls.append(("reset", h))
+
+
+def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypatch):
+    from ios_bench import clocks
+
+    nvml = FakeNVML(gpus=2)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    with pytest.raises(RuntimeError, match="boom"):
+        with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
+            assert ("lock", "h0", 1980, 1980) in nvml.calls and ("lock", "h1", 1980, 1980) in nvml.calls
+            assert "GPU 0 at 1980 MHz (NVML)" in lock.state["clocks"]
+            raise RuntimeError("boom")
+    assert ("reset", "h0") in nvml.calls and ("reset", "h1") in nvml.calls
+    resets = [c for c in nvml.calls if c[0] == "reset"]
+    lock.restore()  # idempotent: no second reset
+    assert [c for c in nvml.calls if c[0] == "reset"] == resets
+
+
+def test_gpu_clock_lock_without_permission_says_why(tmp_path, monkeypatch):
+    from ios_bench import clocks
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(fail_lock=True))
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
+        pass
+    assert "GPU (NVML): RuntimeError: NVMLError_NoPermission" in lock.state["clocks"]

@@ -34,6 +34,14 @@ class Runtime:
     concurrent task's thread and start/end times.
     """
 
+    def __new__(cls, graph: Graph, batch_size: int = 1, device: str = "cpu", *args, **kwargs):
+        if cls is Runtime and isinstance(device, str) and device.startswith("cuda"):
+            # the CUDA executor: same interface, see ios_core.runtime.cuda
+            from .cuda import CudaRuntime
+
+            return CudaRuntime(graph, batch_size, device, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
                  max_workers: int | None = None, trace: list | None = None):
         if device != "cpu":
