@@ -207,3 +207,50 @@ class CudaEventTimer:
         self._end.record(self.stream)
         self._end.synchronize()
         return float(self._cupy.cuda.get_elapsed_time(self._start, self._end))
+
+
+class UtilizationSampler:
+    """Samples the GPU's SM utilization (NVML ``nvmlDeviceGetUtilizationRates``: the percent of
+    the last sample period in which a kernel ran) every ``period_s`` on a background thread, as
+    the IOS paper's utilization experiment does. Use as a context manager; ``samples`` holds
+    ``(seconds since start, gpu %, memory %)``."""
+
+    def __init__(self, device: int = 0, period_s: float = 0.005):
+        self.device, self.period_s = device, period_s
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = None
+        self._thread = None
+
+    def __enter__(self):
+        import threading
+        import time
+
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        handle = pynvml.nvmlDeviceGetHandleByIndex(self.device)
+        self._stop = threading.Event()
+        t0 = time.perf_counter()
+
+        def loop():
+            while not self._stop.is_set():
+                u = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                self.samples.append((time.perf_counter() - t0, int(u.gpu), int(u.memory)))
+                self._stop.wait(self.period_s)
+
+        self._thread = threading.Thread(target=loop, name="gpu-util", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    @property
+    def mean_gpu_percent(self) -> float | None:
+        return sum(s[1] for s in self.samples) / len(self.samples) if self.samples else None

@@ -115,7 +115,7 @@ class TorchQueueDevice:
         return lambda: stream.launch(name, fn)
 
     def finalize(self, nstreams):
-        pass
+        return []
 
     def capture(self, stream0, calls):
         self.captured += 1
@@ -129,7 +129,15 @@ class TorchQueueDevice:
         return {"device": "fake"}
 
     def drain(self):
-        self.fake.drain()
+        import torch
+
+        # one intra-op thread: tiny kernels with an OpenMP team spin badly on a loaded machine
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self.fake.drain()
+        finally:
+            torch.set_num_threads(threads)
 
     def write(self, view, x, stream):
         import torch
@@ -147,10 +155,10 @@ class TorchQueueDevice:
         return None
 
     # kernels (torch, into the given views)
-    def conv(self, op, x, out, stream):
+    def conv(self, op, x, out, stream, weight, bias):
         import torch
 
-        w, b = torch.from_numpy(op.weight), torch.from_numpy(op.bias)
+        w, b = torch.from_numpy(weight), torch.from_numpy(bias)
         act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
         st, pd, dl, gr = tuple(op.stride), tuple(op.padding), tuple(op.dilation), op.groups
         return lambda: out.copy_(act(torch.conv2d(x, w, b, st, pd, dl, gr)))
@@ -176,10 +184,10 @@ class TorchQueueDevice:
     def flatten(self, x, out):
         return lambda: out.view(x.shape).copy_(x)
 
-    def linear(self, op, x, out, stream):
+    def linear(self, op, x, out, stream, weight, bias):
         import torch
 
-        w, b = torch.from_numpy(op.weight), torch.from_numpy(op.bias)
+        w, b = torch.from_numpy(weight), torch.from_numpy(bias)
         act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
         n = x.shape[0]
         return lambda: out.copy_(act(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape))

@@ -178,3 +178,29 @@ def test_gpu_clock_lock_without_permission_says_why(tmp_path, monkeypatch):
     with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
         pass
     assert "GPU (NVML): RuntimeError: NVMLError_NoPermission" in lock.state["clocks"]
+
+
+def test_profile_device_cuda_without_gpu_exits_2(run_cli, monkeypatch):
+    monkeypatch.setattr(gpu, "cuda_missing", lambda cudnn=True: "no usable CUDA GPU (test)")
+    code, out, err = run_cli(["profile", "--model", "sample", "--device", "cuda"])
+    assert code == 2 and "no usable CUDA GPU (test)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_utilization_sampler_reads_nvml_until_stopped(monkeypatch):
+    import time
+
+    class Rates:
+        gpu, memory = 87, 12
+
+    calls = []
+    fake = types.SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("down"),
+                                 nvmlDeviceGetHandleByIndex=lambda i: f"h{i}",
+                                 nvmlDeviceGetUtilizationRates=lambda h: Rates())
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with gpu.UtilizationSampler(period_s=0.001) as util:
+        time.sleep(0.05)
+    n = len(util.samples)
+    time.sleep(0.01)
+    assert n >= 3 and len(util.samples) == n  # stopped
+    assert util.mean_gpu_percent == 87 and calls == ["init", "down"]
+    assert all(b >= a for (a, _, _), (b, _, _) in zip(util.samples, util.samples[1:]))

@@ -50,9 +50,11 @@ ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: on
 class CudaProgram:
     """A plan turned into launches on ``device``'s streams (see the module docstring)."""
 
-    def __init__(self, plan: Plan, device, cuda_graph: bool = False):
+    def __init__(self, plan: Plan, device, cuda_graph: bool = False, random_weights: bool = False, seed: int = 0):
         self.plan = plan
         self.dev = device
+        self._rng = np.random.default_rng(seed)
+        self._random_weights = random_weights
         self.arena = device.empty(max(plan.arena_bytes // F32, 1))
         self.inputs: dict[str, int] = {}
         self._views: dict[int, object] = {}
@@ -80,7 +82,7 @@ class CudaProgram:
         self.events = [device.event() for _ in range(sp.events)]
         device.bind_streams(self.stream_objs)
         self.kernels = [self._kernel(task.payload, sp.stream_of[i]) for i, task in enumerate(sp.tasks)]
-        device.finalize(sp.streams)  # workspaces sized by the kernels just built
+        self._owned = device.finalize(sp.streams)  # workspaces; what the kernels reference stays alive with us
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
         self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
                       "scratch_bytes": sum(need) * F32}
@@ -157,7 +159,8 @@ class CudaProgram:
         else:
             x = self.value_view(self.plan.read(comp.single))
         if kind == "conv":
-            main = dev.conv(op, x, out, stream)
+            main = dev.conv(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
+                            self._weight(op, "bias", (op.out_channels,)))
         elif kind == "pool":
             main = dev.pool(op, x, out)
         elif kind in ("relu", "activation"):
@@ -165,10 +168,19 @@ class CudaProgram:
         elif kind == "flatten":
             main = dev.flatten(x, out)
         elif kind == "linear":
-            main = dev.linear(op, x, out, stream)
+            main = dev.linear(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
+                              self._weight(op, "bias", (op.out_features,)))
         else:
             raise NotImplementedError(f"the CUDA runtime has no kernel for node type {kind!r}")
         return _seq(prep + [main])
+
+    def _weight(self, op, attr: str, shape) -> np.ndarray:
+        arr = getattr(op, attr, None)
+        if arr is None or self._random_weights:
+            if arr is None and not self._random_weights:
+                raise ValueError(f"node {op.name!r} has no weights: call graph.init_weights(seed)")
+            arr = (self._rng.standard_normal(shape) * 0.05).astype(np.float32)
+        return np.ascontiguousarray(arr, dtype=np.float32)
 
     def _term_into(self, term, how: str, dst):
         return self.dev.combine([self.value_view(self.plan.read(sl)) for sl in term.slices], how, dst)

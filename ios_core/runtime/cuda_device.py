@@ -29,11 +29,17 @@ class CupyDevice:
         self.device = cupy.cuda.Device(device_id)
         self.device.use()
         self.k = Kernels()
+        self._streams: dict[int, object] = {}  # stream index -> Stream, reused by every program
+        self._handles: dict[int, object] = {}  # stream index -> cuDNN handle bound to it
+        self._stats: dict = {}
+        self._begin()
+
+    def _begin(self) -> None:
+        """State of the program being built (the device serves one program after another)."""
         self.handles: list = []
         self.ws_need: list[int] = []
         self._ws_users: list[tuple[int, list]] = []
-        self.workspaces: list = []
-        self.keep: list = []  # weights and private buffers referenced by closures
+        self.keep: list = []  # weights, workspaces and private buffers the closures reference
         self.fused = 0
         self.unfused = 0
 
@@ -74,17 +80,22 @@ class CupyDevice:
 
     # ---- streams ------------------------------------------------------------------------------
     def stream(self, index: int):
-        return self.cp.cuda.Stream(non_blocking=True)
+        if index not in self._streams:
+            self._streams[index] = self.cp.cuda.Stream(non_blocking=True)
+        return self._streams[index]
 
     def event(self):
         return self.cp.cuda.Event(disable_timing=True)
 
     def bind_streams(self, streams) -> None:
-        """One cuDNN handle per stream (a handle carries its stream)."""
-        for s in streams:
-            h = self.cudnn.create_handle()
-            self.cudnn.set_stream(handle=h, stream=s.ptr)
-            self.handles.append(h)
+        """One cuDNN handle per stream (a handle carries its stream), created once per stream."""
+        self._begin()
+        for i, s in enumerate(streams):
+            if i not in self._handles:
+                h = self.cudnn.create_handle()
+                self.cudnn.set_stream(handle=h, stream=s.ptr)
+                self._handles[i] = h
+            self.handles.append(self._handles[i])
             self.ws_need.append(0)
 
     def launcher(self, stream, index: int, fn, name: str):
@@ -95,11 +106,16 @@ class CupyDevice:
             fn()
         return launch
 
-    def finalize(self, nstreams: int) -> None:
-        """Workspaces: one per stream, as large as its largest convolution needs."""
-        self.workspaces = [self.cp.empty(max(1, need), dtype=self.cp.uint8) for need in self.ws_need]
+    def finalize(self, nstreams: int) -> list:
+        """Workspaces: one per stream, as large as its largest convolution needs. Returns what
+        the program's closures reference (the program keeps it alive)."""
+        workspaces = [self.cp.empty(max(1, need), dtype=self.cp.uint8) for need in self.ws_need]
         for s, holder in self._ws_users:
-            holder[0] = int(self.workspaces[s].data.ptr)
+            holder[0] = int(workspaces[s].data.ptr)
+        owned = self.keep + workspaces
+        self._stats = {"convs_fused": self.fused, "convs_unfused": self.unfused}
+        self.keep = []
+        return owned
 
     def capture(self, stream0, calls):
         """The whole command list captured from stream 0 into one CUDA graph."""
@@ -119,19 +135,19 @@ class CupyDevice:
         graph.launch(stream0)
 
     def stats(self) -> dict:
-        return {"convs_fused": self.fused, "convs_unfused": self.unfused, "tf32": False,
-                "cudnn": self.cudnn.backend_version_string(), "cupy": self.cp.__version__}
+        return {**self._stats, "tf32": False, "cudnn": self.cudnn.backend_version_string(),
+                "cupy": self.cp.__version__}
 
     # ---- kernels -------------------------------------------------------------------------------
-    def conv(self, op, x, out, stream: int):
+    def conv(self, op, x, out, stream: int, weight_np, bias_np):
         n, cin, h, w = x.shape
         isz = x.itemsize
         conv = build_conv(self.handles[stream], n=n, cin=cin, h=h, w=w, cout=op.out_channels, kernel=tuple(op.kernel),
                           stride=tuple(op.stride), padding=tuple(op.padding), dilation=tuple(op.dilation),
                           groups=op.groups, act=op.act, in_stride=[s // isz for s in x.strides],
                           out_stride=[s // isz for s in out.strides], out_hw=tuple(out.shape[2:]))
-        weight = self.upload(op.weight)
-        bias = self.upload(op.bias).reshape(1, -1, 1, 1)
+        weight = self.upload(weight_np)
+        bias = self.upload(bias_np).reshape(1, -1, 1, 1)
         self.ws_need[stream] = max(self.ws_need[stream], conv.workspace_bytes)
         holder = [0]
         self._ws_users.append((stream, holder))
@@ -170,11 +186,11 @@ class CupyDevice:
         copy = self.k.copy
         return lambda: copy(x, dst)
 
-    def linear(self, op, x, out, stream: int):
+    def linear(self, op, x, out, stream: int, weight_np, bias_np):
         n = x.shape[0]
         x2 = x.reshape(n, -1)
-        w_t = self.upload(np.ascontiguousarray(op.weight.T))
-        bias = self.upload(op.bias).reshape(1, -1, 1, 1)
+        w_t = self.upload(np.ascontiguousarray(weight_np.T))
+        bias = self.upload(bias_np).reshape(1, -1, 1, 1)
         tmp = self.empty_shaped((n, op.out_features))
         self.keep.append(tmp)
         tmp4 = tmp.reshape(n, op.out_features, 1, 1)
