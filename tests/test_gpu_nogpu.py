@@ -204,3 +204,16 @@ def test_utilization_sampler_reads_nvml_until_stopped(monkeypatch):
     assert n >= 3 and len(util.samples) == n  # stopped
     assert util.mean_gpu_percent == 87 and calls == ["init", "down"]
     assert all(b >= a for (a, _, _), (b, _, _) in zip(util.samples, util.samples[1:]))
+
+
+def test_run_device_cuda_with_nothing_runnable_exits_2_and_writes_nothing(run_cli, tmp_path, monkeypatch):
+    """A GPU is there (pretended) but no framework can use it: one line naming why, no run."""
+    monkeypatch.setattr(gpu, "gpu_missing", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["run", "--device", "cuda", "--models", "sample", "--frameworks", "torch",
+                              "--schedules", "none", "--out", "runs/x", "--no-progress"])
+    assert code == 2, (out, err)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: nothing can run on cuda: torch: "), err
+    assert err.strip().splitlines()[-1] == errors[0]
+    assert not (tmp_path / "runs" / "x").exists()
