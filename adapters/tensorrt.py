@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.ir import Graph, Node
+from ios_core.lowering import Primitives, lower
 
-from ._lowering import Primitives, lower
 from .base import Adapter, Compiled
 
 DEFAULT_CACHE = Path("runs") / "trt_engines"

@@ -33,17 +33,11 @@ project's development (see README).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from .plan import F32
+from .plan import CONCAT, F32, Plan, ValueRef
 from .streams import JOIN, START, Region, Task, bind, plan_streams
 
-if TYPE_CHECKING:
-    from .plan import Plan, ValueRef
-
-CONCAT = "concat"  # ios_core.runtime.plan's step mode for a concatenation
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
 
 

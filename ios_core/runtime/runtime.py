@@ -46,9 +46,6 @@ class Runtime:
         if provider not in PROVIDERS:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
         if device != "cpu":
-            if device.startswith("cuda"):
-                raise RuntimeError("the IOS runtime's CUDA path is not implemented in this build; "
-                                   "use device='cpu' (see docs/runtime.md)")
             raise ValueError(f"unknown device {device!r}")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
