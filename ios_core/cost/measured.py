@@ -37,7 +37,7 @@ import time
 import torch
 
 from ..ir import Node, leaf_nodes
-from ..measure import measure
+from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
 from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
@@ -152,9 +152,17 @@ class MeasuredCostModel:
         self._memo[key] = value
         return value
 
+    def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
+        """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
+        return self._measurement(_stage_groups(stage), batch_size, self.threads)
+
     def _measure(self, groups: list[list[Node]], batch_size: int, threads: int) -> tuple[float, float, int]:
+        m = self._measurement(groups, batch_size, threads)
+        return m.median, m.std, m.repeat
+
+    def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int) -> Measurement:
         if self._gpu is not None:
-            return self._measure_cuda(groups, batch_size)
+            return self._measurement_cuda(groups, batch_size)
         t0 = time.perf_counter()
         externals = _externals(groups)
         outputs = [n for g in groups for n in g]
@@ -172,9 +180,9 @@ class MeasuredCostModel:
             torch.set_num_threads(caller)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
-        return m.median, m.std, m.repeat
+        return m
 
-    def _measure_cuda(self, groups: list[list[Node]], batch_size: int) -> tuple[float, float, int]:
+    def _measurement_cuda(self, groups: list[list[Node]], batch_size: int) -> Measurement:
         """The stage as its own CUDA program (the runtime's plan and executor, one stream per
         group), timed with CUDA events on stream 0 by the one measurement function."""
         import numpy as np
@@ -196,7 +204,7 @@ class MeasuredCostModel:
         m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
-        return m.median, m.std, m.repeat
+        return m
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
         groups = _stage_groups(stage)
