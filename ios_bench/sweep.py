@@ -446,7 +446,7 @@ class Sweep:
         spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size, "device": cell.device,
                 "adapter": cell.adapter, "schedule": cell.schedule, "threads": plan.threads, "seed": plan.seed,
                 "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
-                "input_path": ref["input_path"],
+                "input_path": ref["input_path"], "source_ref_path": ref.get("source_ref_path"),
                 "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
                 "result_path": str(self.folder / "work" / f"{stem}.result.json")}
