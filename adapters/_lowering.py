@@ -16,7 +16,8 @@ from typing import Any
 from ios_core.ir import Graph, Node, leaf_nodes
 
 # Node types every converter must handle (the zoo uses all of them).
-SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "sequential")
+SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "affine",
+                   "shuffle", "resize", "sequential")
 
 
 @dataclass

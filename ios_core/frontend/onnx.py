@@ -383,8 +383,8 @@ class _Importer:
     def _affine(self, act: _Act, scale, shift) -> _Act:
         c = act.shape[0]
         node = self._add(Affine, [[v] for v in act.values], self._hint())
-        node.weight = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32), (c,)))
-        node.bias = np.ascontiguousarray(np.broadcast_to(np.asarray(shift, np.float32), (c,)))
+        node.weight = np.array(np.broadcast_to(np.asarray(scale, np.float32), (c,)))
+        node.bias = np.array(np.broadcast_to(np.asarray(shift, np.float32), (c,)))
         return _Act([whole(node)], act.rank)
 
     def _activation(self, ins, act_type: str, alpha: float = 0.0, beta: float = 0.0) -> _Act:
@@ -455,8 +455,7 @@ class _Importer:
                          padding_end=(bottom, right) if (bottom, right) != (top, left) else (),
                          dilation=dilations, groups=groups)
         node.weight = np.array(w, dtype=np.float32)
-        node.bias = (np.zeros(w.shape[0], np.float32) if b is None
-                     else np.ascontiguousarray(b.reshape(-1), dtype=np.float32))
+        node.bias = np.zeros(w.shape[0], np.float32) if b is None else np.array(b.reshape(-1), dtype=np.float32)
         if node.bias.shape != (w.shape[0],):
             self.refuse(f"bias shape {b.shape} != ({w.shape[0]},)")
         return _Act([whole(node)])
@@ -770,9 +769,8 @@ class _Importer:
             self.refuse(f"weight {weight.shape} does not fit {x.shape[0]} input features")
         node = self._add(Linear, [[v] for v in x.values], self._hint(), out_features=int(weight.shape[0]))
         node.weight = np.array(weight, dtype=np.float32)
-        node.bias = np.ascontiguousarray(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1)
-                                                         if np.size(bias) > 1 else np.float32(bias),
-                                                         (weight.shape[0],)), dtype=np.float32)
+        node.bias = np.array(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (weight.shape[0],)),
+                             dtype=np.float32)
         return _Act([whole(node)], 2)
 
     def _op_Gemm(self, ins, attrs):

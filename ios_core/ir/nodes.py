@@ -353,6 +353,21 @@ class Pool(_Padded, Node):
         pt, pl, pb, pr = self.pads
         return (c, _window_out(h, kh, sh, pt, 1, pb), _window_out(w, kw, sw, pl, 1, pr))
 
+    def input_counts(self) -> np.ndarray:
+        """(out_h, out_w) float32: how many input (not padding) positions each window covers;
+        the divisor of an average that excludes padding."""
+        _, h, w = self.input_shape
+        _, ho, wo = self.output_shape if self.output_shape is not None else self._infer()
+        pt, pl, _, _ = self.pads
+
+        def per_dim(size, out, k, s, p):
+            start = np.arange(out) * s - p
+            return np.clip(start + k, 0, size) - np.clip(start, 0, size)
+
+        rows = per_dim(h, ho, self.kernel[0], self.stride[0], pt)
+        cols = per_dim(w, wo, self.kernel[1], self.stride[1], pl)
+        return np.outer(rows, cols).astype(np.float32)
+
     def readable_lines(self, indent=2):
         names = {"max": "MaxPool2d", "avg": "AvgPool2d", "global_max": "GlobalMaxPool2d",
                  "global_avg": "GlobalAvgPool2d"}
@@ -595,6 +610,23 @@ class Resize(Node):
 
     def _infer(self) -> Shape:
         return (self.input_shape[0], *self.size)
+
+    def interpolation(self, axis: int) -> np.ndarray:
+        """(out, in) float32 matrix of the bilinear weights along ``axis`` (0: height, 1: width):
+        the resize is ``A_h @ x @ A_w.T`` per channel (for engines without a matching resize)."""
+        n_in, n_out = self.input_shape[1 + axis], self.size[axis]
+        i = np.arange(n_out, dtype=np.float64)
+        if self.align_corners:
+            src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+        else:
+            src = np.maximum((i + 0.5) * (n_in / n_out) - 0.5, 0.0)
+        lo = np.minimum(np.floor(src).astype(int), n_in - 1)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = src - lo
+        m = np.zeros((n_out, n_in))
+        np.add.at(m, (np.arange(n_out), lo), 1.0 - frac)
+        np.add.at(m, (np.arange(n_out), hi), frac)
+        return m.astype(np.float32)
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]Resize{self.size[0]}x{self.size[1]}({self.input_str()})"]
