@@ -329,3 +329,45 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path, run_cli):
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
     code, _, err = run_cli(["import", str(tmp_path / "junk.onnx")])
     assert code == 2 and "not a readable ONNX model" in err
+
+
+def test_sweep_on_an_onnx_file_checks_against_the_original(tmp_path):
+    """`ios-bench run --models net.onnx`: a framework and an IOS schedule, each cell in its
+    worker, checked against the oracle and onnxruntime on the original file (the file's weights,
+    fixed batch 2 here: the independent reference runs in chunks for batch 4)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _small_cnn(tmp_path / "net.onnx", batch=2)
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--models", str(tmp_path / "net.onnx"), "--batch",
+                        "4", "--frameworks", "onnxruntime", "--schedules", "greedy", "--out", "runs/r", "--warmup",
+                        "0", "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--no-report"], cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "runs" / "r" / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and {r["kind"] for r in records} == {"framework", "ios"}
+    for r in records:
+        assert r["status"] == "ok", r.get("reason")
+        assert r["check"]["passed"] and r["check"]["source"]["passed"], r["check"]
+
+
+def test_cli_optimize_profile_export_on_onnx(tmp_path, run_cli):
+    _small_cnn(tmp_path / "net.onnx")
+    sched = tmp_path / "sched.json"
+    code, _, err = run_cli(["optimize", "--model", str(tmp_path / "net.onnx"), "--batch", "1", "--strategy", "both",
+                            "-o", str(sched)])
+    assert code == 0, err
+    code, out, err = run_cli(["profile", "--model", str(tmp_path / "net.onnx"), "--schedule", str(sched),
+                              "--repeat", "2", "--warmup", "0", "--no-show-graph"])
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(sched), "-o", str(tmp_path / "again.onnx"), "--dynamic-batch"])
+    assert code == 0, err
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    a = ort.InferenceSession(str(tmp_path / "net.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    b = ort.InferenceSession(str(tmp_path / "again.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    np.testing.assert_allclose(b.reshape(a.shape), a, rtol=0, atol=1e-4 * np.abs(a).max())
