@@ -2,8 +2,10 @@
 
 CPU: every core's cpufreq governor set to ``performance`` and turbo/boost switched off (what
 ``pyperf system tune`` does), previous values restored afterwards. NVIDIA GPU (only when the
-sweep uses a ``cuda`` device): ``nvidia-smi --lock-gpu-clocks`` to the requested or maximum SM
-clock, ``--reset-gpu-clocks`` afterwards. The restore runs on normal exit, on an exception, on
+sweep uses a ``cuda`` device): the SM clock locked to the requested or maximum value through
+NVML (``nvmlDeviceSetGpuLockedClocks``, nvidia-ml-py) and reset afterwards
+(``nvmlDeviceResetGpuLockedClocks``); without NVML, ``nvidia-smi --lock-gpu-clocks`` and
+``--reset-gpu-clocks``. The restore runs on normal exit, on an exception, on
 SIGINT and on SIGTERM/SIGHUP (turned into ``SystemExit`` so every ``finally`` runs), and once
 more from ``atexit``; it is idempotent.
 
@@ -211,7 +213,8 @@ class ClockLock:
         self.gpu_clock_mhz = gpu_clock_mhz
         self.echo = echo or (lambda s: print(s, file=sys.stderr))
         self._restore_cpu: list[tuple[Path, str]] = []  # (file, previous value)
-        self._locked_gpus: list[str] = []
+        self._locked_gpus: list[str] = []  # locked with nvidia-smi
+        self._nvml_locked: list[int] = []  # locked with NVML
         self._old_handlers: dict[int, object] = {}
         self._restored = False
         self.state: dict = {"requested": lock}
@@ -300,7 +303,13 @@ class ClockLock:
             if err:
                 problems.append(err)
                 left_gpu.append(idx)
-        changed = bool(self._restore_cpu or self._locked_gpus)
+        nvml_changed = bool(self._nvml_locked)
+        if self._nvml_locked:  # NVML-locked GPUs (not in the saved state: nvidia-smi resets them too)
+            err = _nvml_reset(self._nvml_locked)
+            if err:
+                problems.append(err)
+            self._nvml_locked.clear()
+        changed = bool(self._restore_cpu or self._locked_gpus) or nvml_changed
         self._restore_cpu[:] = left_cpu
         self._locked_gpus[:] = left_gpu
         if changed:
@@ -377,6 +386,9 @@ class ClockLock:
 
     # ---- GPU ----------------------------------------------------------------------------------
     def _lock_gpu(self) -> tuple[str | None, str | None]:
+        nvml = _nvml()
+        if nvml is not None:
+            return self._lock_gpu_nvml(nvml)
         gpus, reason = query_gpus()
         if not gpus:
             return None, f"GPU: {reason}"
@@ -391,6 +403,19 @@ class ClockLock:
             self._locked_gpus.append(g["index"])
             self._save()
             done.append(f"GPU {g['index']} at {int(mhz)} MHz")
+        return ", ".join(done), None
+
+    def _lock_gpu_nvml(self, nvml) -> tuple[str | None, str | None]:
+        done = []
+        try:
+            for i in range(nvml.nvmlDeviceGetCount()):
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                mhz = self.gpu_clock_mhz or nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)
+                nvml.nvmlDeviceSetGpuLockedClocks(h, int(mhz), int(mhz))
+                self._nvml_locked.append(i)
+                done.append(f"GPU {i} at {int(mhz)} MHz (NVML)")
+        except Exception as e:  # NVMLError_NoPermission (needs root), NotSupported, ...
+            return (", ".join(done) or None), f"GPU (NVML): {type(e).__name__}: {e}"
         return ", ".join(done), None
 
     # ---- signals ------------------------------------------------------------------------------
@@ -414,3 +439,27 @@ class ClockLock:
             except (ValueError, TypeError):
                 pass
         self._old_handlers.clear()
+
+
+def _nvml():
+    """The initialized ``pynvml`` module, or None (not installed, no driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _nvml_reset(indices: list[int]) -> str | None:
+    nvml = _nvml()
+    if nvml is None:
+        return "NVML unavailable: GPU clocks not reset (run nvidia-smi --reset-gpu-clocks)"
+    problems = []
+    for i in indices:
+        try:
+            nvml.nvmlDeviceResetGpuLockedClocks(nvml.nvmlDeviceGetHandleByIndex(i))
+        except Exception as e:
+            problems.append(f"GPU {i}: {type(e).__name__}: {e}")
+    return "; ".join(problems) or None

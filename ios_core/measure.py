@@ -10,6 +10,13 @@ The clock is also read after every call, so the time of each single call is kept
 with numpy), so a p90 is the tail of single calls, not a mean over many calls. The value the
 last timed call returned is kept (``last``) so that callers can check it, not only a result
 computed before timing.
+
+On a GPU the samples are taken on the device's own clock: pass ``timer`` (e.g.
+``ios_core.gpu.CudaEventTimer(stream)``, or an adapter's ``Compiled.timer()``), whose
+``start()`` records an event before a sample's calls and ``stop()`` records one after them,
+waits for it and returns the milliseconds between the two (per-call times are then not
+available: statistics are over samples). Without a timer the host clock is read after
+``sync()``. ``Measurement.meta["clock"]`` says which clock was used.
 """
 
 from __future__ import annotations
@@ -93,16 +100,34 @@ class Measurement:
                 f"min {self.min:.3f}, {self.repeat}x{self.number})")
 
 
+class HostTimer:
+    """The host clock around a sample, read after ``sync()`` (the default timer)."""
+
+    clock = "host"
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self.sync = sync or (lambda: None)
+        self._t0 = 0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> float:
+        self.sync()
+        return (time.perf_counter_ns() - self._t0) / 1e6
+
+
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
-            sync: Callable[[], None] | None = None) -> Measurement:
+            sync: Callable[[], None] | None = None, timer=None) -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
     read, so asynchronous devices are timed to completion and each call's time is its latency.
     ``stage_times``, when given, is read after each sample and must return that sample's
     per-stage times (ms, per call); the callee is expected to accumulate them over the sample's
-    calls and reset itself when read.
+    calls and reset itself when read. ``timer`` (``start()``, ``stop() -> ms``) replaces the host
+    clock, e.g. with CUDA events; samples are then timed as a whole.
     """
     if warmup < 0 or number < 1 or repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
@@ -127,6 +152,18 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     calls = array("q")  # nanoseconds per call
     stages: list[list[float]] | None = [] if stage_times is not None else None
     last = None
+    if timer is not None:  # a device clock: whole samples only
+        for _ in range(repeat):
+            timer.start()
+            for _ in range(number):
+                last = fn()
+            samples.append(timer.stop() / number)
+            if stages is not None:
+                stages.append([t / number for t in stage_times()])
+        if sync is not None:
+            sync()
+        return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, last=last,
+                           meta={"clock": getattr(timer, "clock", type(timer).__name__)})
     for _ in range(repeat):
         start = prev = clock()
         if sync is None:
@@ -147,4 +184,4 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
             stages.append([t / number for t in stage_times()])
     call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
     return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, call_ms=call_ms,
-                       last=last)
+                       last=last, meta={"clock": "host"})
