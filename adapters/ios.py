@@ -34,9 +34,11 @@ class IOSAdapter(Adapter):
         return torch.__version__
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None) -> Compiled:
-        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers)
-        info = {**rt.stats, "scheduled": graph.has_stages, "kernels": f"torch {torch.__version__} (oneDNN)"}
+               max_workers: int | None = None, provider: str = "torch") -> Compiled:
+        kw = {"provider": provider} if provider != "torch" else {}  # the runtime's kernel provider
+        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers, **kw)
+        info = {**rt.stats, "scheduled": graph.has_stages, "provider": provider,
+                "kernels": f"torch {torch.__version__} (oneDNN)" if provider == "torch" else provider}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 

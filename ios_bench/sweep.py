@@ -20,11 +20,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ios_core.threads import ENV_VARS, policy_name, spin_env, spin_policy, thread_env
+
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
 from .results import Store, cell_key
-from .worker import thread_env
 
 SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
@@ -37,14 +38,32 @@ PLAN_FILE = "plan.json"
 ENV_FILE = "env.json"
 
 
-def schedule_key(schedule: str) -> str:
-    return f"ios-{schedule}"
+IOS_PROVIDERS = ("torch", "onnxruntime", "openvino")  # the IOS runtime's kernel providers
+DEFAULT_IOS_PROVIDER = "torch"
+
+
+def schedule_key(schedule: str, provider: str = DEFAULT_IOS_PROVIDER) -> str:
+    """``ios-both`` (the default torch provider) or ``ios-both[onnxruntime]``."""
+    return f"ios-{schedule}" if provider == DEFAULT_IOS_PROVIDER else f"ios-{schedule}[{provider}]"
+
+
+def split_framework(framework: str) -> tuple[str, str | None]:
+    """``ios-both[openvino]`` -> (``ios-both``, ``openvino``); ``ios-both`` -> (``ios-both``, ``torch``);
+    a peer framework -> (name, None)."""
+    if not framework.startswith("ios-"):
+        return framework, None
+    if framework.endswith("]") and "[" in framework:
+        base, provider = framework[:-1].split("[", 1)
+        return base, provider
+    return framework, DEFAULT_IOS_PROVIDER
 
 
 def label(framework: str) -> str:
-    """Display name: ``ios-both`` -> ``IOS-Both``; frameworks keep their registry name."""
+    """Display name: ``ios-both`` -> ``IOS-Both``, ``ios-both[onnxruntime]`` -> ``IOS-Both[onnxruntime]``;
+    frameworks keep their registry name."""
     if framework.startswith("ios-"):
-        return "IOS-" + framework[4:].capitalize()
+        base, provider = split_framework(framework)
+        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]")
     return framework
 
 
@@ -71,6 +90,9 @@ class Plan:
     cost_model: str = "measured"
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
+    ios_providers: list[str] = field(default_factory=lambda: [DEFAULT_IOS_PROVIDER])  # IOS kernel providers
+    # one spin/wait policy for every cell (ios_core.threads.SPIN_POLICIES; IOS_BENCH_SPIN_POLICY)
+    spin_policy: str = field(default_factory=policy_name)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +114,7 @@ class Cell:
     adapter: str = ""
     weight: float = 1.0  # relative expected duration (progress ETA)
     skip_reason: str | None = None  # known before running (framework unavailable here)
+    provider: str | None = None  # IOS cells: the runtime's kernel provider
 
     @property
     def key(self) -> str:
@@ -127,6 +150,7 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     env = dict(os.environ)
     if threads:
         env.update(thread_env(threads))
+    env = spin_env(spec.get("spin_policy"), env)  # the worker sets it again before any framework import
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -232,7 +256,7 @@ class Sweep:
         probes = {}
         timeout = max(self.plan.timeout, 120)
         for device in self.plan.devices:
-            spec = {"task": "probe", "device": device, "names": names,
+            spec = {"task": "probe", "spin_policy": self.plan.spin_policy, "device": device, "names": names,
                     "result_path": str(self.folder / "work" / f"probe-{device}.json")}
             res = run_worker(spec, timeout, self.folder / "logs" / f"probe-{device}.log", self.plan.threads)
             if res.get("status") != "ok":
@@ -304,8 +328,9 @@ class Sweep:
                     for fw, reason in fw_cells:
                         cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason))
                     for s, reason in sched_cells:
-                        cells.append(Cell(g.name, spec, bs, schedule_key(s), device, s, IOS_ADAPTER, weight * 1.5,
-                                          reason))
+                        for prov in plan.ios_providers:
+                            cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
+                                              weight * 2.5, reason, provider=prov))
         return cells
 
     # -- run ------------------------------------------------------------------------------------
@@ -320,6 +345,10 @@ class Sweep:
         env = envinfo.collect(self.plan.devices[0], frameworks=False)
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
+        # what every worker runs under (the parent's own environment is not the cells')
+        env["spin_policy"] = spin_policy(self.plan.spin_policy)
+        cell_env = spin_env(self.plan.spin_policy, {**os.environ, **thread_env(self.plan.threads)})
+        env["thread_env"] = {k: cell_env[k] for k in ENV_VARS if k in cell_env}
         previous = _read_json(env_path) if self.resume else None
         self.say(f"run folder: {self.folder}")
         env["warnings"] = busy_warnings()
@@ -335,7 +364,9 @@ class Sweep:
         if self.resume and done:
             self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
         if cells:
-            variants = list(dict.fromkeys(label(c.framework) for c in cells))
+            from rich.markup import escape
+
+            variants = list(dict.fromkeys(escape(label(c.framework)) for c in cells))
             self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
                      f"{len(variants)} ({', '.join(variants)}) x {', '.join(self.plan.devices)}; "
                      f"{self.plan.threads} threads per cell")
@@ -393,7 +424,8 @@ class Sweep:
         stem = safe_name(model)
         paths = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.npy") for bs in missing]
         inputs = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.input.npy") for bs in missing]
-        spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing, "ref_paths": paths,
+        spec = {"task": "reference", "spin_policy": self.plan.spin_policy, "model_spec": model_spec,
+                "batch_sizes": missing, "ref_paths": paths,
                 "input_paths": inputs,
                 "seed": self.plan.seed, "input_seed": self.plan.input_seed,
                 "result_path": str(self.folder / "work" / f"{stem}.ref-result.json")}
@@ -408,6 +440,7 @@ class Sweep:
         return out
 
     def _run_cells(self, todo: list[Cell], clocks: ClockLock, stats: dict, already: int, total: int) -> None:
+        from rich.markup import escape
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
@@ -419,7 +452,7 @@ class Sweep:
             task = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1,
                                      cells=f"{already}/{total} cells")
             for i, cell in enumerate(todo, start=already + 1):
-                progress.update(task, description=f"{cell.model} b{cell.batch_size} {label(cell.framework)}")
+                progress.update(task, description=escape(f"{cell.model} b{cell.batch_size} {label(cell.framework)}"))
                 record = self._run_cell(cell, refs, clocks)
                 self.store.append(record)
                 stats["ran"] += 1
@@ -433,6 +466,7 @@ class Sweep:
         record = {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
                   "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
                   "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
+                  **({"provider": cell.provider} if cell.schedule else {}),
                   "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
         if cell.skip_reason:
             return {**record, "status": "skipped", "reason": cell.skip_reason, "finished": _now()}
@@ -443,7 +477,8 @@ class Sweep:
             return {**record, "status": "failed", "reason": f"reference output failed: {ref.get('reason')}",
                     "stderr_tail": ref.get("stderr_tail", ""), "finished": _now()}
         stem = cell.file_stem
-        spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size, "device": cell.device,
+        spec = {"task": "cell", "spin_policy": plan.spin_policy, "model_spec": cell.model_spec,
+                "batch_size": cell.batch_size, "device": cell.device,
                 "adapter": cell.adapter, "schedule": cell.schedule, "threads": plan.threads, "seed": plan.seed,
                 "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
                 "input_path": ref["input_path"],
@@ -451,7 +486,9 @@ class Sweep:
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
                 "result_path": str(self.folder / "work" / f"{stem}.result.json")}
         if cell.schedule:
-            sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}") + ".json"
+            spec["provider"] = cell.provider or DEFAULT_IOS_PROVIDER
+            suffix = "" if spec["provider"] == DEFAULT_IOS_PROVIDER else f"-{spec['provider']}"
+            sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}{suffix}") + ".json"
             spec["schedule_path"] = str(self.folder / "schedules" / sched_name)
             record["schedule_file"] = f"schedules/{sched_name}"
         timeout = plan.timeout
@@ -489,7 +526,9 @@ def busy_warnings() -> list[str]:
 
 
 def describe(record: dict) -> str:
-    head = f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}"
+    from rich.markup import escape  # labels such as IOS-Both[onnxruntime] are not markup
+
+    head = escape(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}")
     if record["status"] == "ok":
         check = record.get("check") or {}
         mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"

@@ -44,6 +44,9 @@ class OptimizeStats:
     merged: int = 0  # merge stages applied (convolutions merged into one)
     cost_model: str = ""
     per_block: list[dict] = field(default_factory=list)
+    # the end-of-search check against the sequential schedule (cost models that can run schedules:
+    # ``cost_model.validate_schedule``); None when not done
+    validation: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +55,15 @@ class OptimizeStats:
         return (f"strategy={self.strategy} batch={self.batch_size} r={self.r} s={self.s}: "
                 f"{self.states} states, {self.transitions} transitions, {self.stages_costed} stages costed, "
                 f"{self.search_seconds:.3f} s search; {self.num_stages} stages ({self.merged} merges), "
-                f"cost {self.cost_ms:.4f} ms")
+                f"cost {self.cost_ms:.4f} ms" + (f"; {validation_text(self.validation)}" if self.validation else ""))
+
+
+def validation_text(v: dict) -> str:
+    """One line saying what the end-of-search check measured and which schedule was kept."""
+    head = (f"measured with the runtime: schedule {v['schedule_ms']:.3f} ms, sequential {v['sequential_ms']:.3f} ms")
+    if v["kept"] == "sequential":
+        return head + " -> the schedule was slower: the SEQUENTIAL schedule is returned instead"
+    return head + " -> schedule kept"
 
 
 class StageCoster:
@@ -92,8 +103,14 @@ def copy_graph(graph: Graph) -> Graph:
 
 
 def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
-             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False) -> Graph:
-    """Schedule ``graph``; returns a new graph carrying its stages and ``optimize_stats``."""
+             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False,
+             validate: bool = True) -> Graph:
+    """Schedule ``graph``; returns a new graph carrying its stages and ``optimize_stats``.
+
+    ``validate``: when the cost model can run schedules (``validate_schedule``, the measured
+    cost model), a schedule other than sequential is timed against the sequential one with the
+    real runtime at the end; if it is not faster, the sequential schedule is returned instead,
+    and ``optimize_stats.validation`` says so (``kept``, both times)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
@@ -131,6 +148,21 @@ def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     stats.stages_costed = coster.count
     new.validate()
     new.optimize_stats = stats
+    check = getattr(cost_model, "validate_schedule", None)
+    if validate and strategy != "sequential" and callable(check):
+        seq = optimize(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
+                       validate=False)
+        verdict = dict(check(new, seq, batch_size))
+        verdict["schedule_cost_ms"] = stats.cost_ms
+        verdict["sequential_cost_ms"] = seq.optimize_stats.cost_ms
+        stats.validation = verdict
+        if verdict["kept"] == "sequential":
+            # the DP's figures stay; the schedule returned (and its estimate) are the sequential one's
+            stats.cost_ms = seq.optimize_stats.cost_ms
+            stats.num_stages = seq.optimize_stats.num_stages
+            stats.merged = 0
+            seq.optimize_stats = stats
+            return seq
     return new
 
 
