@@ -223,3 +223,27 @@ def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
     assert "| m | IOS-Both | torch | 12.000 | 8.000 | -33.3% | 10.000 | 0.83x | " + SLOWER_FLAG in md
     assert "| m | IOS-Both[openvino] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | ok |" in md
     assert "Mean absolute prediction error: 17.8% over 3 cells" in md
+
+
+def test_bad_spin_policy_is_a_one_line_error(run_cli, monkeypatch):
+    monkeypatch.setenv(threads.POLICY_VAR, "hot")
+    code, out, err = run_cli(["list", "models"])
+    assert code == 2 and "unknown spin policy 'hot'" in err
+
+
+def test_second_optimization_reuses_block_schedules(tmp_path):
+    g, _ = _fan()
+    g.init_weights(0)
+    db = tmp_path / "p.sqlite"
+    first = optimize(g, "both", MeasuredCostModel(threads=2, cache=db, **FAST), validate=False)
+    assert first.optimize_stats.blocks_reused == 0 and first.optimize_stats.states > 0
+    cm = MeasuredCostModel(threads=2, cache=db, **FAST)
+    second = optimize(g, "both", cm, validate=False)
+    st = second.optimize_stats
+    assert st.blocks_reused == len(g.blocks) and st.states == 0 and cm.calls == 0
+    assert [b.stages for b in second.blocks] == [b.stages for b in first.blocks]
+    assert st.cost_ms == pytest.approx(first.optimize_stats.cost_ms)
+    assert "block schedules reused" in st.summary()
+    # other search parameters or another provider/mode are other keys
+    other = optimize(g, "both", MeasuredCostModel(threads=2, cache=db, mode="composed", **FAST), validate=False)
+    assert other.optimize_stats.blocks_reused == 0

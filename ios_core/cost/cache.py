@@ -45,6 +45,13 @@ CREATE TABLE IF NOT EXISTS stage_latency (
     description TEXT,
     PRIMARY KEY (device, batch_size, threads, method, signature)
 );
+CREATE TABLE IF NOT EXISTS block_plans (
+    device TEXT NOT NULL,
+    key TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (device, key)
+);
 CREATE TABLE IF NOT EXISTS devices (
     device TEXT PRIMARY KEY,
     description TEXT NOT NULL
@@ -204,6 +211,17 @@ class ProfileCache:
             "INSERT OR REPLACE INTO stage_latency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (self.device, batch_size, threads, method, signature, float(latency_ms), std_ms, samples, time.time(),
              description)))
+
+    def get_plan(self, key: str) -> list | None:
+        """A block's schedule the optimizer found before with the same costs (``put_plan``)."""
+        row = self._retry(lambda: self._conn.execute(
+            "SELECT plan FROM block_plans WHERE device=? AND key=?", (self.device, key)).fetchone())
+        return json.loads(row[0]) if row else None
+
+    def put_plan(self, key: str, plan: list) -> None:
+        text = json.dumps(plan, separators=(",", ":"))
+        self._retry(lambda: self._conn.execute("INSERT OR REPLACE INTO block_plans VALUES (?, ?, ?, ?)",
+                                               (self.device, key, text, time.time())))
 
     def count(self) -> int:
         return self._retry(lambda: self._conn.execute(

@@ -169,6 +169,15 @@ class MeasuredCostModel:
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.stats()})"
 
+    def plan_store(self):
+        """Where ``ios_core.optimize`` keeps the schedules it found with this cost model (the
+        profile database), and the key part naming the costs; None without a database."""
+        if self.cache is None:
+            return None
+        ident = (f"{self.method}|{self.mode}|t{self.threads}|{self.provider}|m{self.margin}|"
+                 f"{self.protocol}")
+        return self.cache, ident
+
     def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 5) -> dict:
         """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
         runtime (this model's provider and threads), alternating, ``repeat`` samples each after a

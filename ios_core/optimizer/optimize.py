@@ -42,6 +42,7 @@ class OptimizeStats:
     cost_ms: float = 0.0  # the schedule's total latency under the cost model
     num_stages: int = 0
     merged: int = 0  # merge stages applied (convolutions merged into one)
+    blocks_reused: int = 0  # blocks whose schedule came from the cost model's plan store (no search)
     cost_model: str = ""
     per_block: list[dict] = field(default_factory=list)
     # the end-of-search check against the sequential schedule (cost models that can run schedules:
@@ -55,7 +56,9 @@ class OptimizeStats:
         return (f"strategy={self.strategy} batch={self.batch_size} r={self.r} s={self.s}: "
                 f"{self.states} states, {self.transitions} transitions, {self.stages_costed} stages costed, "
                 f"{self.search_seconds:.3f} s search; {self.num_stages} stages ({self.merged} merges), "
-                f"cost {self.cost_ms:.4f} ms" + (f"; {validation_text(self.validation)}" if self.validation else ""))
+                f"cost {self.cost_ms:.4f} ms"
+                + (f"; {self.blocks_reused} block schedules reused (no search)" if self.blocks_reused else "")
+                + (f"; {validation_text(self.validation)}" if self.validation else ""))
 
 
 def validation_text(v: dict) -> str:
@@ -125,13 +128,29 @@ def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
                           blocks=len(new.blocks), cost_model=type(cost_model).__name__)
     coster = StageCoster(cost_model, batch_size)
     bar = _progress_bar(new, strategy, max_part_size) if progress else None
+    # a cost model with a persistent store (the measured one) keeps each block's schedule: the same
+    # block, strategy and costs give the same schedule again without a search
+    store = cost_model.plan_store() if callable(getattr(cost_model, "plan_store", None)) else None
+    if strategy in ("sequential", "greedy"):
+        store = None
     taken = set(n.name for n in new.nodes()) | set(n.name for n in new.operators())
     try:
         for bi, block in enumerate(new.blocks):
             t0 = time.perf_counter()
             states0, trans0, costed0 = stats.states, stats.transitions, coster.count
-            plan = _schedule_block(bi, block, strategy, coster, max_group_size, max_num_groups, max_part_size,
-                                   stats, bar)
+            key = None if store is None else _plan_key(store[1], new, bi, strategy, batch_size, max_group_size,
+                                                        max_num_groups, max_part_size)
+            saved = store[0].get_plan(key) if key else None
+            if saved is not None:
+                plan = [(kind, groups, cost) for kind, groups, cost in saved]
+                stats.blocks_reused += 1
+                if bar is not None:
+                    bar.update(_block_states(block, max_part_size))
+            else:
+                plan = _schedule_block(bi, block, strategy, coster, max_group_size, max_num_groups, max_part_size,
+                                       stats, bar)
+                if key:
+                    store[0].put_plan(key, [[kind, groups, cost] for kind, groups, cost in plan])
             search_time = time.perf_counter() - t0
             stats.search_seconds += search_time
             block_cost = sum(c for _, _, c in plan)
@@ -322,18 +341,32 @@ def _fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
+def _plan_key(ident: str, graph: Graph, bi: int, strategy: str, batch_size: int, r: int, s: int, part: int) -> str:
+    """The block's structure (operators, names, attributes, output shapes), the search parameters
+    and the cost model's identity."""
+    import hashlib
+    import json
+
+    block = graph.blocks[bi]
+    desc = {k: v for k, v in block.to_json().items() if k != "stages"}
+    desc["shapes"] = [list(n.output_shape) for n in block.nodes]
+    desc["search"] = [strategy, batch_size, r, s, part, ident]
+    return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _block_states(block: Block, part_size: int) -> int:
+    desc = descendants(_block_edges(block))
+    n = len(block.nodes)
+    return sum(count_states(sum(1 << u for u in range(b, min(n, b + part_size))), desc) for b in range(0, n, part_size))
+
+
 def _progress_bar(graph: Graph, strategy: str, part_size: int):
     """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
     if strategy in ("sequential", "greedy"):
         return None
     from tqdm import tqdm
 
-    total = 0
-    for block in graph.blocks:
-        desc = descendants(_block_edges(block))
-        n = len(block.nodes)
-        for begin in range(0, n, part_size):
-            total += count_states(sum(1 << u for u in range(begin, min(n, begin + part_size))), desc)
+    total = sum(_block_states(block, part_size) for block in graph.blocks)
     return tqdm(total=total, desc=f"IOS {strategy} {graph.name}", unit="state", leave=False, mininterval=0.25)
 
 
