@@ -119,8 +119,9 @@ def test_calibrated_mode_measures_operators_concurrently_and_caches(tmp_path):
     t_one = cm.stage_latency(one, 1)
     assert t_par > 0 and t_one > 0
     # distinct operators x (the full budget for the single stage, concurrent 1+1 for the parallel
-    # one): two distinct convolution shapes concurrent (the two 3x3 are the same operator), one alone
-    assert cm.measured == 3
+    # one): two distinct convolution shapes concurrent (the two 3x3 are the same operator), one
+    # alone, and the pool dispatch
+    assert cm.measured == 4
     assert t_par >= cm.dispatch_ms()
     again = MeasuredCostModel(threads=2, cache=db, **FAST)
     assert again.stage_latency(par, 1) == t_par and again.stage_latency(one, 1) == t_one
@@ -136,7 +137,7 @@ def test_hybrid_mode_measures_or_prunes_every_concurrent_stage():
         assert cm.stage_latency(st, 1) > 0
     singles = 2  # the 1x1 and the 3x3 operators at the full budget
     composed_shares = 2  # composition at one thread each (optimistic, alone)
-    primed = cm.measured - singles - composed_shares
+    primed = cm.measured - singles - composed_shares - 1  # and the pool dispatch
     assert cm.pruned + primed == len(stages)
     with pytest.raises(ValueError, match="mode must be one of"):
         MeasuredCostModel(mode="fast", cache=False)

@@ -432,6 +432,7 @@ class MeasuredCostModel:
                 else:
                     m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
                     cached, std = m.median, m.std
+                self.measured += 1
                 if self.cache is not None:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, m.repeat, sig)
             self._dispatch_ms = cached
