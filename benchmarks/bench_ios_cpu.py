@@ -73,8 +73,8 @@ def child(spec: dict) -> dict:
         out.update(status="ok", ms=m.median, std=m.std, check=check.passed, precision=c.info.get("precision"))
         return out
     # IOS on one provider: Sequential and Both, optimized with the measured cost model on that provider
-    from ios_core import optimize
     from ios_core.cost import make_cost_model
+    from ios_core.optimizer import schedule
     from ios_core.runtime import Runtime
 
     provider = spec["name"]
@@ -88,9 +88,9 @@ def child(spec: dict) -> dict:
         for _ in range(runs):
             cm = make_cost_model("measured", **cost_opts)
             t0 = time.perf_counter()
-            sched = optimize(graph, strategy, cm, batch_size=bs)
+            res = schedule(graph, strategy, cm, batch_size=bs)
             secs.append(time.perf_counter() - t0)
-        st = sched.optimize_stats
+        sched, st = res.graph, res.stats
         rt = Runtime(sched, bs, threads=spec["threads"], **kw)
         ok = compare(rt.run(x), ref, 1e-3).passed
         m = rt.measure(x=x, **proto)

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ios_core.optimizer import STRATEGIES
 from ios_core.threads import ENV_VARS, policy_name, spin_env, spin_policy, thread_env
 
 from . import envinfo
@@ -28,7 +29,7 @@ from .errors import InputError
 from .executors import Executor, LocalExecutor, Task, device_kind
 from .results import Store, cell_key
 
-SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
+SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's one list
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
 DEFAULT_MODELS = ("sample", "squeezenet")
 # Left out of the default sweep's "every available framework" (tuning takes far more than minutes);

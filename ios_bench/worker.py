@@ -147,26 +147,22 @@ def _schedule(graph, spec: dict, result: dict):
             if key in saved:
                 result[key] = saved[key]
         return sched
-    import ios_core
     from ios_core.ir.graph import atomic_write_text
+    from ios_core.optimizer import schedule
 
     cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"], spec.get("provider", "torch"))
     t0 = time.perf_counter()
-    sched = ios_core.optimize(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    optimized = schedule(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
     result["cost_model"] = spec["cost_model"]
     if callable(getattr(cost, "stats", None)):
         result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if _jsonable(v)}
-    stats = getattr(sched, "optimize_stats", None)
-    if stats is not None:
-        # the DP's estimate of the schedule handed over (an estimate, never a measurement)
-        result["predicted_ms"] = getattr(stats, "cost_ms", None)
-        if getattr(stats, "validation", None):
-            result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
-        try:
-            result["optimize_stats"] = stats.summary() if callable(getattr(stats, "summary", None)) else str(stats)
-        except Exception:
-            pass
+    stats = optimized.stats
+    result["predicted_ms"] = stats.cost_ms  # the DP's estimate of the schedule handed over (an estimate)
+    if stats.validation:
+        result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
+    result["optimize_stats"] = stats.summary()
     if not sched.has_weights:
         sched.init_weights(spec["seed"])
     original = {n.name for n in graph.weighted_nodes()}

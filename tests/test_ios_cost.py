@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from runtime_helpers import mixed_graph
 
-from ios_core import optimize, threads
+from ios_core import threads
 from ios_core.cost import cache as cost_cache
 from ios_core.cost.measured import MeasuredCostModel
 from ios_core.ir import GraphBuilder
+from ios_core.optimizer import schedule
 from ios_core.optimizer.stage import Stage
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
@@ -163,19 +164,19 @@ class _Judge:
 def test_optimizer_returns_sequential_when_the_schedule_measures_slower():
     g, _ = _fan()
     judge = _Judge("sequential")
-    out = optimize(g, "both", judge)
-    st = out.optimize_stats
+    res = schedule(g, "both", judge)
+    out, st = res.graph, res.stats
     assert st.validation["kept"] == "sequential" and st.validation["schedule_ms"] == 2.0
     assert all(len(stage) == 1 and len(stage[0]) == 1 for b in out.blocks for stage in b.stages)
     assert st.cost_ms == pytest.approx(st.validation["sequential_cost_ms"])
     assert st.validation["schedule_cost_ms"] < st.validation["sequential_cost_ms"]
     assert "SEQUENTIAL schedule is returned" in st.summary()
-    kept = optimize(g, "both", _Judge("schedule"))
-    assert kept.optimize_stats.validation["kept"] == "schedule"
-    assert any(len(stage) > 1 for b in kept.blocks for stage in b.stages)
-    assert optimize(g, "both", _Judge("schedule"), validate=False).optimize_stats.validation is None
+    kept = schedule(g, "both", _Judge("schedule"))
+    assert kept.stats.validation["kept"] == "schedule"
+    assert any(len(stage) > 1 for b in kept.graph.blocks for stage in b.stages)
+    assert schedule(g, "both", _Judge("schedule"), validate=False).stats.validation is None
     j = _Judge("schedule")
-    optimize(g, "sequential", j)
+    schedule(g, "sequential", j)
     assert j.asked == []  # nothing to validate
 
 
@@ -183,8 +184,7 @@ def test_measured_validation_times_both_with_the_runtime():
     g, _ = _fan()
     g.init_weights(0)
     cm = MeasuredCostModel(threads=2, cache=False, **FAST)
-    out = optimize(g, "parallel", cm)
-    v = out.optimize_stats.validation
+    v = schedule(g, "parallel", cm).stats.validation
     assert v["schedule_ms"] > 0 and v["sequential_ms"] > 0 and v["kept"] in ("schedule", "sequential")
     assert (v["kept"] == "schedule") == (v["schedule_ms"] < v["sequential_ms"])
     assert v["provider"] == "torch"
@@ -236,15 +236,15 @@ def test_second_optimization_reuses_block_schedules(tmp_path):
     g, _ = _fan()
     g.init_weights(0)
     db = tmp_path / "p.sqlite"
-    first = optimize(g, "both", MeasuredCostModel(threads=2, cache=db, **FAST), validate=False)
-    assert first.optimize_stats.blocks_reused == 0 and first.optimize_stats.states > 0
+    first = schedule(g, "both", MeasuredCostModel(threads=2, cache=db, **FAST), validate=False)
+    assert first.stats.blocks_reused == 0 and first.stats.states > 0
     cm = MeasuredCostModel(threads=2, cache=db, **FAST)
-    second = optimize(g, "both", cm, validate=False)
-    st = second.optimize_stats
+    second = schedule(g, "both", cm, validate=False)
+    st = second.stats
     assert st.blocks_reused == len(g.blocks) and st.states == 0 and cm.calls == 0
-    assert [b.stages for b in second.blocks] == [b.stages for b in first.blocks]
-    assert st.cost_ms == pytest.approx(first.optimize_stats.cost_ms)
+    assert [b.stages for b in second.graph.blocks] == [b.stages for b in first.graph.blocks]
+    assert st.cost_ms == pytest.approx(first.stats.cost_ms)
     assert "block schedules reused" in st.summary()
     # other search parameters or another provider/mode are other keys
-    other = optimize(g, "both", MeasuredCostModel(threads=2, cache=db, mode="composed", **FAST), validate=False)
-    assert other.optimize_stats.blocks_reused == 0
+    other = schedule(g, "both", MeasuredCostModel(threads=2, cache=db, mode="composed", **FAST), validate=False)
+    assert other.stats.blocks_reused == 0

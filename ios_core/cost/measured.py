@@ -50,7 +50,7 @@ import torch
 from ..ir import Node, leaf_nodes
 from ..measure import measure
 from ..optimizer.stage import Stage
-from ..runtime.plan import build_program
+from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
 from .cache import ProfileCache, library_version, stage_signature
@@ -86,18 +86,10 @@ _PROVIDER_DIST = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "o
 
 
 def _planner_providers() -> tuple[str, ...]:
-    """Providers the runtime's planner accepts in this build (``build_program(provider=...)``)."""
-    import inspect
+    """Kernel providers the runtime has in this build (``ios_core.runtime.runtime.PROVIDERS``)."""
+    from ..runtime import runtime as _rt
 
-    if "provider" in inspect.signature(build_program).parameters:
-        try:
-            from ..runtime import providers as _p  # the kernel providers, where this build has them
-
-            names = getattr(_p, "names", None)
-            return tuple(names()) if callable(names) else tuple(getattr(_p, "PROVIDERS", PROVIDERS))
-        except ImportError:
-            return PROVIDERS
-    return ("torch",)
+    return tuple(getattr(_rt, "PROVIDERS", ("torch",)))
 
 
 class MeasuredCostModel:

@@ -1,4 +1,8 @@
-"""``optimize``: schedule every block of a graph with one strategy.
+"""``schedule`` / ``optimize``: schedule every block of a graph with one strategy.
+
+    result = schedule(graph, "both", cost_model, batch_size=1)   # OptimizeResult
+    result.graph, result.schedule, result.stats                    # Graph, Schedule, OptimizeStats
+    scheduled = optimize(graph, "both", cost_model)              # just the graph
 
 Strategies: ``sequential`` (one operator per stage, block order), ``greedy`` (the paper's
 baseline: every ready operator goes into the next parallel stage, at most ``max_num_groups``
@@ -7,7 +11,8 @@ dynamic program of :mod:`ios_core.optimizer.dp`).
 
 The result is a new graph (the input is never modified): merge stages are applied as graph
 transforms (a merged convolution replaces the originals and its consumers read their channel
-slices), every block carries ``stages``, and ``graph.optimize_stats`` holds the search figures.
+slices) and every block carries ``stages``; the search figures are returned beside it
+(:class:`OptimizeStats`), never attached to the graph.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from dataclasses import asdict, dataclass, field
 from ..ir import Block, Graph, GraphError, Node, Value, leaf_nodes
 from .dp import PartSearch, count_states, descendants, iter_bits
 from .merge import can_merge, merge_convs, merge_key, merge_offsets
-from .stage import Stage
+from .stage import Schedule, Stage
 
+# The one list of strategies (the CLI's choices, the sweep's schedules, the benchmarks).
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 DEFAULT_MAX_PART_SIZE = 100
 
@@ -105,15 +111,39 @@ def copy_graph(graph: Graph) -> Graph:
     return new
 
 
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What :func:`schedule` returns: the scheduled graph (a new graph carrying its stages,
+    merges applied), its :class:`Schedule`, and the search figures."""
+
+    graph: Graph
+    stats: OptimizeStats
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.of(self.graph)
+
+
 def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
              max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False,
              validate: bool = True) -> Graph:
-    """Schedule ``graph``; returns a new graph carrying its stages and ``optimize_stats``.
+    """Schedule ``graph``; returns a new graph carrying its stages (see :func:`schedule` for
+    the search figures and ``validate``)."""
+    return schedule(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
+                    max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress,
+                    validate=validate).graph
+
+
+def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
+             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE,
+             progress: bool = False, validate: bool = True) -> OptimizeResult:
+    """Schedule ``graph`` with ``strategy`` (one of :data:`STRATEGIES`) under ``cost_model``;
+    returns the scheduled graph with its statistics. The input graph is never modified.
 
     ``validate``: when the cost model can run schedules (``validate_schedule``, the measured
     cost model), a schedule other than sequential is timed against the sequential one with the
     real runtime at the end; if it is not faster, the sequential schedule is returned instead,
-    and ``optimize_stats.validation`` says so (``kept``, both times)."""
+    and ``stats.validation`` says so (``kept``, both times)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
@@ -166,23 +196,21 @@ def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
             bar.close()
     stats.stages_costed = coster.count
     new.validate()
-    new.optimize_stats = stats
     check = getattr(cost_model, "validate_schedule", None)
     if validate and strategy != "sequential" and callable(check):
-        seq = optimize(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
+        seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
                        validate=False)
-        verdict = dict(check(new, seq, batch_size))
+        verdict = dict(check(new, seq.graph, batch_size))
         verdict["schedule_cost_ms"] = stats.cost_ms
-        verdict["sequential_cost_ms"] = seq.optimize_stats.cost_ms
+        verdict["sequential_cost_ms"] = seq.stats.cost_ms
         stats.validation = verdict
         if verdict["kept"] == "sequential":
             # the DP's figures stay; the schedule returned (and its estimate) are the sequential one's
-            stats.cost_ms = seq.optimize_stats.cost_ms
-            stats.num_stages = seq.optimize_stats.num_stages
+            stats.cost_ms = seq.stats.cost_ms
+            stats.num_stages = seq.stats.num_stages
             stats.merged = 0
-            seq.optimize_stats = stats
-            return seq
-    return new
+            return OptimizeResult(seq.graph, stats)
+    return OptimizeResult(new, stats)
 
 
 # ---- per block -----------------------------------------------------------------------------------------
@@ -375,10 +403,4 @@ def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
     parallel stage of its groups (merged convolutions are plain operators by now)."""
     if not graph.has_stages:
         raise ValueError(f"graph {graph.name!r} has no schedule (stages) on every block")
-    total = 0.0
-    for block in graph.blocks:
-        by_name = {n.name: n for n in block.nodes}
-        for stage in block.stages:
-            groups = [[by_name[name] for name in group] for group in stage]
-            total += float(cost_model.stage_latency(Stage("parallel", groups), batch_size))
-    return total
+    return sum(float(cost_model.stage_latency(stage, batch_size)) for stage in Schedule.of(graph))
