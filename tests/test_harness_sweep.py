@@ -82,7 +82,7 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1,2", "--frameworks", ",".join(frameworks),
             "--schedules", ",".join(schedules) or "none", "--cost-model", "synthetic", "--out", "runs/e2e",
             "--timeout", "180", *FAST]
-    p = cli(args, tmp_path)
+    p = cli(args, tmp_path, timeout=600)  # 16 worker processes; IOS cells also time sequential
     assert p.returncode == 0, p.stderr[-3000:]
     assert "report: reports/e2e/report.html" in p.stdout
     run = tmp_path / "runs" / "e2e"
