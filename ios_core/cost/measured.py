@@ -48,7 +48,7 @@ import time
 import torch
 
 from ..ir import Node, leaf_nodes
-from ..measure import measure
+from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
 from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
@@ -224,8 +224,17 @@ class MeasuredCostModel:
         self._memo[key] = value
         return value
 
+    def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
+        """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
+        return self._measurement(_stage_groups(stage), batch_size, self.threads)
+
     def _measure(self, groups: list[list[Node]], batch_size: int, threads: int,
                  primed: bool = False) -> tuple[float, float, int]:
+        m = self._measurement(groups, batch_size, threads, primed)
+        return m.median, m.std, m.repeat
+
+    def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int,
+                     primed: bool = False) -> Measurement:
         """Time one stage (built alone with the runtime's planner). ``primed``: every run of the
         stage follows a ``threads``-wide OpenMP region, as a parallel stage follows the
         full-width operators around it in the runtime; then only the stage is timed, in the
@@ -260,16 +269,14 @@ class MeasuredCostModel:
                         return [v / 1e6]
 
                     m = measure(fn, stage_times=read, **self.protocol)
-                    per = [row[0] for row in m.stage_ms]
-                    result = (statistics.median(per), statistics.pstdev(per), m.repeat)
+                    m = Measurement(samples_ms=[row[0] for row in m.stage_ms], number=m.number, warmup=m.warmup)
                 else:
                     m = measure(prog.run, **self.protocol)
-                    result = (m.median, m.std, m.repeat)
         finally:
             torch.set_num_threads(caller)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
-        return result
+        return m
 
     def _primer_fn(self, threads: int):
         """A short (~tens of microseconds) element-wise op over ``threads`` OpenMP threads."""

@@ -50,6 +50,7 @@ class OptimizeStats:
     merged: int = 0  # merge stages applied (convolutions merged into one)
     blocks_reused: int = 0  # blocks whose schedule came from the cost model's plan store (no search)
     cost_model: str = ""
+    rounds: int = 1  # searches run: more than one when the cost model refines its answers (refine)
     per_block: list[dict] = field(default_factory=list)
     # the end-of-search check against the sequential schedule (cost models that can run schedules:
     # ``cost_model.validate_schedule``); None when not done
@@ -153,10 +154,47 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     if not hasattr(cost_model, "stage_latency"):
         raise TypeError("cost_model must have stage_latency(stage, batch_size) -> ms")
     graph.validate()
+    # A cost model that estimates first may ask to see what the search picked
+    # (``refine(stages, batch_size) -> number of stages it re-costed``); while it re-costs any,
+    # the search runs again with its new answers (ios_core.cost.learned measures the picks).
+    refine = getattr(cost_model, "refine", None)
+    originals = {n.name: n for b in graph.blocks for n in b.nodes}
+    rounds = 0
+    while True:
+        rounds += 1
+        result, picked = _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups,
+                                 max_part_size, progress and rounds == 1)
+        if refine is None:
+            break
+        stages = [Stage(kind, [[originals[n.name] for n in g] for g in groups]) for kind, groups in picked]
+        if not refine(stages, batch_size):
+            break
+    result.stats.rounds = rounds
+    new, stats = result.graph, result.stats
+    check = getattr(cost_model, "validate_schedule", None)
+    if validate and strategy != "sequential" and callable(check):
+        seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
+                       validate=False)
+        verdict = dict(check(new, seq.graph, batch_size))
+        verdict["schedule_cost_ms"] = stats.cost_ms
+        verdict["sequential_cost_ms"] = seq.stats.cost_ms
+        stats.validation = verdict
+        if verdict["kept"] == "sequential":
+            # the DP's figures stay; the schedule returned (and its estimate) are the sequential one's
+            stats.cost_ms = seq.stats.cost_ms
+            stats.num_stages = seq.stats.num_stages
+            stats.merged = 0
+            return OptimizeResult(seq.graph, stats)
+    return result
+
+
+def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups, max_part_size, progress):
+    """One search: (result, the picked stages as (kind, groups of the copy's nodes) before merging)."""
     new = copy_graph(graph)
     stats = OptimizeStats(strategy, batch_size, max_group_size, max_num_groups, max_part_size,
                           blocks=len(new.blocks), cost_model=type(cost_model).__name__)
     coster = StageCoster(cost_model, batch_size)
+    picked: list[tuple[str, list[list[Node]]]] = []
     bar = _progress_bar(new, strategy, max_part_size) if progress else None
     # a cost model with a persistent store (the measured one) keeps each block's schedule: the same
     # block, strategy and costs give the same schedule again without a search
@@ -190,27 +228,16 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
                                     "stages_costed": coster.count - costed0, "stages": len(plan),
                                     "cost_ms": block_cost, "seconds": search_time})
             stats.num_stages += len(plan)
+            for kind, groups, _ in plan:
+                kind = "merge" if kind == "merge" and len(groups) > 1 else "parallel"
+                picked.append((kind, [[block.nodes[u] for u in g] for g in groups]))
             stats.merged += _apply(block, plan, taken)
     finally:
         if bar is not None:
             bar.close()
     stats.stages_costed = coster.count
     new.validate()
-    check = getattr(cost_model, "validate_schedule", None)
-    if validate and strategy != "sequential" and callable(check):
-        seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
-                       validate=False)
-        verdict = dict(check(new, seq.graph, batch_size))
-        verdict["schedule_cost_ms"] = stats.cost_ms
-        verdict["sequential_cost_ms"] = seq.stats.cost_ms
-        stats.validation = verdict
-        if verdict["kept"] == "sequential":
-            # the DP's figures stay; the schedule returned (and its estimate) are the sequential one's
-            stats.cost_ms = seq.stats.cost_ms
-            stats.num_stages = seq.stats.num_stages
-            stats.merged = 0
-            return OptimizeResult(seq.graph, stats)
-    return OptimizeResult(new, stats)
+    return OptimizeResult(new, stats), picked
 
 
 # ---- per block -----------------------------------------------------------------------------------------
