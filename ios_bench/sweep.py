@@ -95,6 +95,8 @@ class Plan:
     ios_providers: list[str] = field(default_factory=lambda: [DEFAULT_IOS_PROVIDER])  # IOS kernel providers
     # one spin/wait policy for every cell (ios_core.threads.SPIN_POLICIES; IOS_BENCH_SPIN_POLICY)
     spin_policy: str = field(default_factory=policy_name)
+    executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
+    ray_address: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -421,7 +423,16 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
-        self.prepare_folder()
+        try:
+            nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
+        except BaseException:
+            self.executor.close()
+            raise
+        try:
+            self.prepare_folder()
+        except BaseException:
+            self.executor.close()
+            raise
         self._keep_model_files()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
@@ -440,7 +451,6 @@ class Sweep:
             self.say(f"[yellow]warning:[/] {w}")
         stats = {"planned": 0, "ran": 0, "ok": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
-            nodes = self.executor.open(self.folder, self.say)
             env["nodes"] = [n.to_dict() for n in nodes]
             probes = self.probe()
             self._write_node_envs()
