@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from ios_core.ir import Graph, Node
 from ios_core.kernels import TORCH_PRIMS
@@ -30,8 +31,96 @@ from ios_core.threads import resolve_threads
 from .base import Adapter, Compiled
 
 
-def _act_module(act: str) -> nn.Module:
-    return {"identity": nn.Identity, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}[act]()
+def _act_module(act: str, alpha: float = 0.0, beta: float = 0.0) -> nn.Module:
+    if act == "leaky_relu":
+        return nn.LeakyReLU(alpha)
+    if act == "hardsigmoid":
+        return _Clamped(alpha, beta, 0.0, 1.0)
+    if act == "clip":
+        return _Clamped(1.0, 0.0, alpha, beta)
+    return {"identity": nn.Identity, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu6": nn.ReLU6,
+            "hardswish": nn.Hardswish, "silu": nn.SiLU}[act]()
+
+
+class _Clamped(nn.Module):
+    """``clamp(scale * x + shift, lo, hi)``: hardsigmoid (its alpha, beta) and clip."""
+
+    def __init__(self, scale, shift, lo, hi):
+        super().__init__()
+        self.scale, self.shift, self.lo, self.hi = float(scale), float(shift), float(lo), float(hi)
+
+    def forward(self, x):
+        if self.scale != 1.0 or self.shift != 0.0:
+            x = x * self.scale + self.shift
+        return torch.clamp(x, self.lo, self.hi)
+
+
+class _Affine(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        c = node.channels
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(1, c, 1, 1))
+        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(1, c, 1, 1))
+        self.act = _act_module(node.act)
+
+    def forward(self, x):
+        return self.act(torch.addcmul(self.bias, x, self.weight))
+
+
+class _Shuffle(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.groups = node.groups
+        self.c, self.h, self.w = node.input_shape
+
+    def forward(self, x):
+        g, c, h, w = self.groups, self.c, self.h, self.w
+        return x.reshape(-1, g, c // g, h, w).transpose(1, 2).reshape(-1, c, h, w)
+
+
+class _Resize(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.size, self.mode = tuple(node.size), node.mode
+        self.align = node.align_corners if node.mode == "bilinear" else None
+
+    def forward(self, x):
+        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=self.align)
+
+
+class _AvgExcludePad(nn.Module):
+    """Average over the input positions of each window (padding not counted), any padding."""
+
+    def __init__(self, node: Node):
+        super().__init__()
+        top, left, bottom, right = node.pads
+        self.pads, self.kernel, self.stride = (left, right, top, bottom), node.kernel, node.stride
+        scale = float(node.kernel[0] * node.kernel[1]) / torch.from_numpy(node.input_counts())
+        self.register_buffer("scale", scale.view(1, 1, *scale.shape))
+
+    def forward(self, x):
+        return F.avg_pool2d(F.pad(x, self.pads), self.kernel, self.stride) * self.scale
+
+
+def _padded(node: Node, module: nn.Module, value: float = 0.0) -> nn.Module:
+    """``module`` after an explicit pad (asymmetric padding, or wider than torch's pools allow)."""
+    top, left, bottom, right = node.pads
+    return nn.Sequential(nn.ConstantPad2d((left, right, top, bottom), value), module)
+
+
+def _pool_module(node: Node) -> nn.Module:
+    native = node.symmetric and all(2 * p <= k for p, k in zip(node.padding, node.kernel))
+    if node.pool_type == "max":
+        if native:
+            return nn.MaxPool2d(node.kernel, node.stride, node.padding)
+        return _padded(node, nn.MaxPool2d(node.kernel, node.stride), float("-inf"))
+    if not node.count_include_pad:
+        if native:
+            return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=False)
+        return _AvgExcludePad(node)
+    if native:  # the IR's average counts padding (cuDNN INCLUDE_PADDING)
+        return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=True)
+    return _padded(node, nn.AvgPool2d(node.kernel, node.stride))
 
 
 class _Flatten(nn.Module):
@@ -52,24 +141,32 @@ def _op_module(node: Node) -> nn.Module:
     """An ``nn.Module`` computing one (non-Sequential) operator from its composed input."""
     kind = node.TYPE
     if kind == "conv":
-        conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride, node.padding,
-                         node.dilation, node.groups, bias=True)
+        conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride,
+                         node.padding if node.symmetric else 0, node.dilation, node.groups, bias=True)
         with torch.no_grad():
             conv.weight.copy_(torch.from_numpy(node.weight))
             conv.bias.copy_(torch.from_numpy(node.bias))
+        if not node.symmetric:
+            conv = _padded(node, conv)
         return nn.Sequential(conv, _act_module(node.act)) if node.act != "identity" else conv
     if kind == "pool":
-        if node.pool_type == "max":
-            return nn.MaxPool2d(node.kernel, node.stride, node.padding)
-        if node.pool_type == "avg":  # the IR's average counts padding (cuDNN INCLUDE_PADDING)
-            return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=True)
         if node.pool_type == "global_avg":
             return nn.AdaptiveAvgPool2d(1)
-        return nn.AdaptiveMaxPool2d(1)
+        if node.pool_type == "global_max":
+            return nn.AdaptiveMaxPool2d(1)
+        return _pool_module(node)
     if kind in ("identity", "element"):
         return nn.Identity()
-    if kind in ("relu", "activation"):
-        return _act_module(node.act_type)
+    if kind == "relu":
+        return nn.ReLU()
+    if kind == "activation":
+        return _act_module(node.act_type, node.alpha, node.beta)
+    if kind == "affine":
+        return _Affine(node)
+    if kind == "shuffle":
+        return _Shuffle(node)
+    if kind == "resize":
+        return _Resize(node)
     if kind == "flatten":
         return _Flatten()
     if kind == "linear":

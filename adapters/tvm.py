@@ -83,7 +83,10 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
         params[name] = np.ascontiguousarray(array, dtype=np.float32)
         return v
 
-    def act(y, kind: str):
+    def const(value):
+        return relax.const(float(value), "float32")
+
+    def act(y, kind: str, alpha: float = 0.0, beta: float = 0.0):
         if kind == "identity":
             return y
         if kind == "relu":
@@ -92,6 +95,19 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
             return bb.emit(R.sigmoid(y))
         if kind == "tanh":
             return bb.emit(R.tanh(y))
+        if kind == "relu6":
+            return bb.emit(R.clip(y, 0.0, 6.0))
+        if kind == "clip":
+            return bb.emit(R.clip(y, float(alpha), float(beta)))
+        if kind == "silu":
+            return bb.emit(R.nn.silu(y))
+        if kind == "leaky_relu":
+            return bb.emit(R.nn.leakyrelu(y, float(alpha)))
+        if kind == "hardsigmoid":
+            return bb.emit(R.clip(bb.emit(R.add(bb.emit(R.multiply(y, const(alpha))), const(beta))), 0.0, 1.0))
+        if kind == "hardswish":
+            r6 = bb.emit(R.clip(bb.emit(R.add(y, const(3.0))), 0.0, 6.0))
+            return bb.emit(R.multiply(y, bb.emit(R.multiply(r6, const(1.0 / 6.0)))))
         raise NotImplementedError(f"activation {kind!r}")
 
     # The function's parameter list must be known up front: collect the weights first.
@@ -104,6 +120,9 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
                 # stored transposed (in, out): the matmul is then a plain x @ W
                 weight(node, "weight", node.weight.T)
                 weight(node, "bias", node.bias)
+            elif node.TYPE == "affine":
+                weight(node, "weight", node.weight.reshape(1, -1, 1, 1))
+                weight(node, "bias", node.bias.reshape(1, -1, 1, 1))
 
     collect()
     wv = dict(zip(params, weight_vars))
@@ -133,8 +152,7 @@ def apply(bb, node, x, wv, act, batch_size: int):
     R = relax.op
     kind = node.TYPE
     if kind == "conv":
-        (ph, pw) = node.padding
-        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=(ph, pw, ph, pw),
+        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=node.pads,
                                 dilation=node.dilation, groups=node.groups, data_layout="NCHW",
                                 kernel_layout="OIHW", out_dtype="float32"))
         bias = bb.emit(R.reshape(wv[f"{node.name}.bias"], (1, node.out_channels, 1, 1)))
@@ -145,16 +163,34 @@ def apply(bb, node, x, wv, act, batch_size: int):
             return bb.emit(R.mean(x, axis=[2, 3], keepdims=True))
         if node.pool_type == "global_max":
             return bb.emit(R.max(x, axis=[2, 3], keepdims=True))
-        (ph, pw) = node.padding
-        common = dict(pool_size=node.kernel, strides=node.stride, padding=(ph, pw, ph, pw), layout="NCHW")
+        # padding (top, left, bottom, right), as the IR's pads
+        common = dict(pool_size=node.kernel, strides=node.stride, padding=node.pads, layout="NCHW")
         if node.pool_type == "max":
             return bb.emit(R.nn.max_pool2d(x, **common))
-        # The IR (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
-        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=True, **common))
+        # The IR's default (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
+        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=bool(node.count_include_pad), **common))
     if kind in ("identity", "element"):
         return x
-    if kind in ("relu", "activation"):
-        return act(x, node.act_type)
+    if kind == "relu":
+        return act(x, "relu")
+    if kind == "activation":
+        return act(x, node.act_type, node.alpha, node.beta)
+    if kind == "affine":
+        y = bb.emit(R.multiply(x, wv[f"{node.name}.weight"]))
+        return act(bb.emit(R.add(y, wv[f"{node.name}.bias"])), node.act)
+    if kind == "shuffle":
+        c, h, w = node.input_shape
+        g = node.groups
+        y = bb.emit(R.reshape(x, (batch_size, g, c // g, h, w)))
+        y = bb.emit(R.permute_dims(y, [0, 2, 1, 3, 4]))
+        return bb.emit(R.reshape(y, (batch_size, c, h, w)))
+    if kind == "resize":
+        if node.mode == "nearest":  # source pixel floor(i * in / out)
+            return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="nearest_neighbor",
+                                            coordinate_transformation_mode="asymmetric", rounding_method="floor"))
+        mode = "align_corners" if node.align_corners else "half_pixel"
+        return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="linear",
+                                        coordinate_transformation_mode=mode))
     if kind == "flatten":
         c, h, w = node.output_shape
         return bb.emit(R.reshape(x, (batch_size, c, 1, 1)))

@@ -512,7 +512,7 @@ class Sweep:
             if not (spec.endswith(".json") or src.is_file()):
                 continue
             dst = self.folder / self.model_file(spec)
-            dst.parent.mkdir(exist_ok=True)
+            dst.parent.mkdir(parents=True, exist_ok=True)
             if not dst.exists():
                 shutil.copyfile(src, dst.with_name(dst.name + ".tmp"))
                 os.replace(dst.with_name(dst.name + ".tmp"), dst)
@@ -523,9 +523,11 @@ class Sweep:
 
     @staticmethod
     def model_file(spec: str) -> str | None:
-        """Run-folder-relative copy of a graph file (None for a zoo name)."""
+        """Run-folder-relative copy of a graph file or an ONNX model (None for a zoo name)."""
         if not (spec.endswith(".json") or Path(spec).is_file()):
             return None
+        if spec.lower().endswith(".onnx"):  # keeps its file name: the imported graph is named after it
+            return f"models/{safe_name(spec[: -len('.onnx')])}/{Path(spec).name}"
         return f"models/{safe_name(spec.removesuffix('.json'))}.json"
 
     def _model_inputs(self, spec: dict, model_spec: str) -> list[str]:
@@ -533,7 +535,7 @@ class Sweep:
         if rel is None:
             return []
         spec["model_path"] = rel
-        npz = rel[: -len(".json")] + ".npz"
+        npz = str(Path(rel).with_suffix(".npz"))
         return [rel] + ([npz] if (self.folder / npz).exists() else [])
 
     def _write_node_envs(self) -> None:
@@ -583,7 +585,9 @@ class Sweep:
                     "result_path": f"work/{stem}.ref-result.json"}
             inputs = self._model_inputs(spec, model_spec)
             tasks.append(Task(f"reference:{model}", spec, f"logs/{stem}.reference.log", self.plan.timeout, "cpu",
-                              self.plan.threads, inputs=inputs, outputs=spec["ref_paths"] + spec["input_paths"],
+                              self.plan.threads, inputs=inputs,
+                              outputs=spec["ref_paths"] + spec["input_paths"]
+                              + [ref_file(model, bs, "source.npy") for bs in missing],
                               payload=(model, missing)))
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
             model, missing = task.payload
@@ -673,6 +677,10 @@ class Sweep:
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
                 "result_path": f"work/{stem}.result.json"}
         inputs = [spec["ref_path"], spec["input_path"]] + self._model_inputs(spec, cell.model_spec)
+        source_ref = ref_file(cell.model, cell.batch_size, "source.npy")
+        if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
+            spec["source_ref_path"] = source_ref
+            inputs.append(source_ref)
         outputs = []
         timeout = plan.timeout
         if cell.schedule:

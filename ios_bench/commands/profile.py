@@ -24,7 +24,7 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
 
 
 @click.command("profile")
-@click.option("--model", "model", default=None, help="zoo model name or graph JSON file")
+@click.option("--model", "model", default=None, help="zoo model name, graph JSON file or .onnx model")
 @click.option("--batch", "batch", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--schedule", "schedule", type=click.Path(dir_okay=False), default=None,
               help="a schedule file (graph JSON with stages, e.g. written by ios-bench optimize or the reference IOS)")

@@ -41,12 +41,13 @@ def parse_models(text: str) -> list[str]:
     items = parse_list(text, "model")
     if items == ["all"]:
         return models.names()
-    unknown = [m for m in items if m not in models.names() and not (m.endswith(".json") or Path(m).is_file())]
+    unknown = [m for m in items if m not in models.names()
+               and not (m.endswith((".json", ".onnx")) or Path(m).is_file())]
     if unknown:
         raise InputError(f"unknown model {', '.join(unknown)}; choose from: {', '.join(models.names())} "
-                         "(or a graph .json file)")
+                         "(or a graph .json file, or an .onnx model)")
     for m in items:
-        if m.endswith(".json") and not Path(m).is_file():
+        if m.endswith((".json", ".onnx")) and not Path(m).is_file():
             raise InputError(f"{m}: no such file")
     return items
 
@@ -78,7 +79,8 @@ def parse_schedules(text: str) -> list[str]:
 
 @click.command("run")
 @click.option("--models", "models_", default=",".join(DEFAULT_MODELS), show_default=True,
-              help="Comma-separated zoo names or graph .json files, or 'all'.")
+              help="Comma-separated zoo names, graph .json files or .onnx models (imported with their "
+                   "weights), or 'all'.")
 @click.option("--batch", default="1", show_default=True, help="Batch sizes, e.g. 1,16,32.")
 @click.option("--frameworks", default=None,
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
