@@ -9,6 +9,14 @@ Runs under ``torch.inference_mode``; input and output are NCHW float32 like the 
 ``torch.compile`` machinery (dynamo, inductor) is imported only when a ``torch-compile``
 program is built; compilation happens inside ``build`` (the first calls), so the recorded
 ``compile_seconds`` is separate from the measured latency.
+
+On ``device="cuda"`` the module and the input move to the GPU (the input outside the timed
+call), fp32 strict: TF32 is switched off for matrix products and cuDNN convolutions
+(``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``) and
+recorded (``info["tf32"]``); ``cudnn.benchmark`` is on (what a user tuning for speed does);
+samples are timed with CUDA events on the current stream. ``torch-compile-cudagraphs`` is
+``torch.compile(mode="reduce-overhead")``: inductor with CUDA graphs (GPU only). The GPU paths
+were written against torch's documented API and have not run on a GPU in this project.
 """
 
 from __future__ import annotations
@@ -214,23 +222,77 @@ def _set_threads(threads: int, inter_op: int | None) -> dict:
     return info
 
 
+def _cuda_reason() -> str | None:
+    if torch.cuda.is_available():
+        return None
+    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    return f"torch {torch.__version__} ({build}) sees no CUDA GPU"
+
+
+def _cuda_setup() -> dict:
+    """fp32 strict on the GPU: no TF32 in matrix products or cuDNN convolutions."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    return {"tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),
+            "cudnn_benchmark": True, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version()}
+
+
+class TorchCudaTimer:
+    """CUDA events on torch's current stream (``ios_core.measure.measure(timer=...)``)."""
+
+    clock = "cuda-events"
+
+    def __init__(self):
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> float:
+        self._end.record()
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end))
+
+
 class TorchCompiled(Compiled):
-    def __init__(self, fn, info):
+    def __init__(self, fn, info, device: str = "cpu"):
         super().__init__(info)
         self.fn = fn
+        self.device = device
+        self.cuda = device.startswith("cuda")
 
     def prepare(self, x: np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        if self.cuda:
+            t = t.to(self.device)
+            torch.cuda.synchronize()
+        return t
 
     def execute(self, prepared):
         with torch.inference_mode():
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
-        return out.detach().contiguous().numpy().copy()
+        return out.detach().cpu().contiguous().numpy().copy()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.current_stream().synchronize()
+
+    def timer(self):
+        return TorchCudaTimer() if self.cuda else None
 
 
 class TorchEager(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            reason = _cuda_reason()
+        return reason
+
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None):
         import torch
 
@@ -238,8 +300,11 @@ class TorchEager(Adapter):
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if device.startswith("cuda"):
+            info.update(_cuda_setup())
+            module = module.to(device)
         info["convert_seconds"] = time.perf_counter() - t0
-        return TorchCompiled(module, info)
+        return TorchCompiled(module, info, device)
 
 
 class TorchCompile(Adapter):
@@ -248,6 +313,13 @@ class TorchCompile(Adapter):
     def available(self, device: str = "cpu") -> str | None:
         reason = super().available(device)
         if reason is not None:
+            return reason
+        if device.startswith("cuda"):
+            import importlib.util
+
+            reason = _cuda_reason()
+            if reason is None and importlib.util.find_spec("triton") is None:
+                reason = "torch.compile's inductor backend needs Triton on CUDA (not installed)"
             return reason
         cxx = os.environ.get("CXX") or next((c for c in ("g++", "c++", "clang++") if shutil.which(c)), None)
         if cxx is None or shutil.which(cxx) is None:
@@ -264,27 +336,41 @@ class TorchCompile(Adapter):
                 "backend": backend, "mode": mode or "default"}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if device.startswith("cuda"):
+            info.update(_cuda_setup())
+            module = module.to(device)
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
-        x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32)
+        x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32, device=device)
         with torch.inference_mode():
             fn(x)  # compiles
             t1 = time.perf_counter()
             fn(x)  # a second call catches any recompilation (guards) before timing starts
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
-        return TorchCompiled(fn, info)
+        return TorchCompiled(fn, info, device)
 
 
 EAGER = TorchEager(
     name="torch",
-    description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW",
+    description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW; on cuda: cuDNN, TF32 off",
     requires=("torch",),
+    devices=("cpu", "cuda"),
     tolerance=1e-4,
 )
 
 COMPILE = TorchCompile(
     name="torch-compile",
-    description="torch.compile, inductor backend on CPU; compile time recorded apart from latency",
+    description="torch.compile, inductor backend (C++ on CPU, Triton on cuda); compile time recorded apart",
     requires=("torch",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
+)
+
+COMPILE_CUDAGRAPHS = TorchCompile(
+    name="torch-compile-cudagraphs",
+    description="torch.compile(mode='reduce-overhead'): inductor with CUDA graphs (GPU only), TF32 off",
+    requires=("torch",),
+    devices=("cuda",),
+    tolerance=1e-3,
+    options={"mode": "reduce-overhead"},
 )

@@ -10,6 +10,12 @@ counts the padding (cuDNN INCLUDE_PADDING). Pools therefore pad with ``tf.pad`` 
 average, -inf for max) then pool ``'VALID'`` (XLA does not take explicit pool padding).
 
 TensorFlow is imported only when one of these adapters is checked or built.
+
+On ``device="cuda"`` the function is traced and run under ``/GPU:0`` with TF32 switched off
+(``tf.config.experimental.enable_tensor_float_32_execution(False)``, recorded as
+``info["tf32"]``); the input is placed on the GPU outside the timed call and each sample ends
+with ``tf.test.experimental.sync_devices()``. Written against TensorFlow's documented API;
+not run on a GPU in this project.
 """
 
 from __future__ import annotations
@@ -190,26 +196,47 @@ def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
     return info
 
 
+def _tf_device(device: str) -> str:
+    return "/GPU:0" if device.startswith("cuda") else "/CPU:0"
+
+
 class TFCompiled(Compiled):
-    def __init__(self, fn, info):
+    def __init__(self, fn, info, device: str = "cpu"):
         super().__init__(info)
         self.fn = fn
         self.tf = _tf()
+        self.where = _tf_device(device)  # CPU even where TensorFlow sees a GPU, unless asked for cuda
+        self.gpu = device.startswith("cuda")
 
     def prepare(self, x: np.ndarray):
         tf = _tf()
-        with tf.device("/CPU:0"):
-            return tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1)))
+        with tf.device(self.where):
+            t = tf.identity(tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))))
+        self.sync()
+        return t
 
     def execute(self, prepared):
-        with self.tf.device("/CPU:0"):  # CPU even where TensorFlow sees a GPU
+        with self.tf.device(self.where):
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
         return np.ascontiguousarray(out.numpy().transpose(0, 3, 1, 2))
 
+    def sync(self) -> None:
+        if self.gpu:
+            self.tf.test.experimental.sync_devices()
+
 
 class TensorFlow(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            tf = _tf()
+            if not tf.config.list_physical_devices("GPU"):
+                built = "built with CUDA" if tf.test.is_built_with_cuda() else "a build without CUDA"
+                reason = f"TensorFlow {tf.__version__} ({built}) sees no GPU"
+        return reason
+
     def version(self) -> str | None:
         try:
             from importlib.metadata import version
@@ -224,8 +251,11 @@ class TensorFlow(Adapter):
         jit = bool(jit_compile)
         info = {"threads": n, **_set_threads(tf, n, inter_op_threads), "framework_version": tf.__version__,
                 "layout": "NHWC", "jit_compile": jit}
+        if device.startswith("cuda"):
+            tf.config.experimental.enable_tensor_float_32_execution(False)  # fp32 strict
+            info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         t0 = time.perf_counter()
-        with tf.device("/CPU:0"):
+        with tf.device(_tf_device(device)):
             fn = to_function(graph, batch_size, jit_compile=jit)
             x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]))
             fn(x).numpy()  # traces (and, with XLA, compiles)
@@ -233,13 +263,14 @@ class TensorFlow(Adapter):
             fn(x).numpy()
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
-        return TFCompiled(fn, info)
+        return TFCompiled(fn, info, device)
 
 
 PLAIN = TensorFlow(
     name="tensorflow",
     description="TensorFlow tf.function graph, NHWC (layout converted outside the timed call)",
     requires=("tensorflow",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
     options={},
 )
@@ -248,6 +279,7 @@ XLA = TensorFlow(
     name="tensorflow-xla",
     description="TensorFlow tf.function with jit_compile=True (XLA on CPU), NHWC",
     requires=("tensorflow",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
     options={"jit_compile": True},
 )

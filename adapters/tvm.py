@@ -251,15 +251,17 @@ def target_key(target) -> str:
 # ---------------------------------------------------------------------------------------------
 class TVMCompiled(Compiled):
     """A Relax VM executable: ``prepare`` copies the input into a TVM tensor (untimed),
-    ``execute`` calls ``main`` (synchronous on the CPU), ``finish`` copies back to numpy."""
+    ``execute`` calls ``main`` (synchronous on the CPU; on CUDA ``sync`` waits for the
+    device), ``finish`` copies back to numpy."""
 
-    def __init__(self, executable, info: dict):
+    def __init__(self, executable, info: dict, device: str = "cpu"):
         import tvm
         from tvm import relax
 
         super().__init__(info)
         self.executable = executable
-        self.device = tvm.cpu(0)
+        self.gpu = device.startswith("cuda")
+        self.device = tvm.cuda(_device_id(device)) if self.gpu else tvm.cpu(0)
         self.vm = relax.VirtualMachine(executable, self.device)
         self._main = self.vm["main"]
 
@@ -273,6 +275,48 @@ class TVMCompiled(Compiled):
 
     def finish(self, out) -> np.ndarray:
         return out.numpy()
+
+    def sync(self) -> None:
+        if self.gpu:
+            self.device.sync()
+
+
+def _device_id(device: str) -> int:
+    return int(device.split(":")[1]) if ":" in device else 0
+
+
+def cuda_reason(cudnn: bool = False) -> str | None:
+    """Why this TVM build cannot compile and run for CUDA here (or with cuDNN offload), or None."""
+    import tvm
+
+    if not tvm.runtime.enabled("cuda"):
+        return f"this TVM build ({tvm.__version__}) has no CUDA runtime"
+    if not tvm.cuda(0).exist:
+        return "TVM sees no CUDA GPU"
+    if cudnn and tvm.get_global_func("relax.ext.cudnn", True) is None:
+        return f"this TVM build ({tvm.__version__}) has no cuDNN codegen (built without USE_CUDNN)"
+    return None
+
+
+def cuda_target(spec=None):
+    import tvm
+
+    return tvm.target.Target(spec or "cuda")
+
+
+def _compile_cuda(mod, target, cudnn: bool):
+    """The default Relax pipeline for CUDA (legalize, fuse, DLight GPU schedules, lower); with
+    ``cudnn``, convolutions (with bias and ReLU where they match) are first partitioned out to
+    cuDNN (BYOC) and code-generated -- the paper's TVM-cuDNN."""
+    import tvm
+    from tvm import relax
+
+    if cudnn:
+        from tvm.relax.backend.cuda.cudnn import partition_for_cudnn
+
+        mod = partition_for_cudnn(mod)
+        mod = relax.transform.RunCodegen()(mod)
+    return tvm.compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
 
 
 def _base_info(target, threads_effective: int) -> dict:
@@ -337,10 +381,32 @@ class TVMAdapter(Adapter):
         info["convert_seconds"] = time.perf_counter() - t0
         return mod, target, info
 
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            reason = cuda_reason(cudnn=bool(self.options.get("cudnn")))
+        return reason
+
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
-        unknown = set(options) - {"target"}
+        unknown = set(options) - {"target", "cudnn"}
         if unknown:
-            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['target']")
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cudnn', 'target']")
+        if device.startswith("cuda"):
+            cudnn = bool(options.get("cudnn"))
+            target = cuda_target(options.get("target"))
+            t0 = time.perf_counter()
+            mod, _ = to_relax(graph, batch_size)
+            info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": "fp32",
+                    "convert_seconds": time.perf_counter() - t0, "cudnn": cudnn,
+                    # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its default
+                    "tf32": None if cudnn else False}
+            t0 = time.perf_counter()
+            ex = _compile_cuda(mod, target, cudnn)
+            info["compile_seconds"] = time.perf_counter() - t0
+            info["pipeline"] = "relax.get_default_pipeline(cuda)" + (" after partition_for_cudnn" if cudnn else "")
+            return TVMCompiled(ex, info, device)
+        if options.get("cudnn"):
+            raise ValueError("tvm: cudnn=True needs device cuda")
         mod, target, info = self._prepare(graph, batch_size, threads, options)
         t0 = time.perf_counter()
         ex = _compile_default(mod, target)
@@ -569,8 +635,16 @@ def format_task_table(rows: list[dict]) -> str:
 _REQUIRES = ("tvm",)
 DEFAULT = TVMAdapter(
     name="tvm",
-    description="Apache TVM (Relax): default llvm pipeline for the host CPU, untuned, Relax VM",
+    description="Apache TVM (Relax), untuned: default llvm pipeline for the host CPU; target cuda on GPUs",
     requires=_REQUIRES,
+    devices=("cpu", "cuda"),
+)
+CUDNN = TVMAdapter(
+    name="tvm-cudnn",
+    description="Apache TVM (Relax) for CUDA with convolutions offloaded to cuDNN (the paper's TVM-cuDNN)",
+    requires=_REQUIRES,
+    devices=("cuda",),
+    options={"cudnn": True},
 )
 TUNED = TunedTVMAdapter(
     name="tvm-tuned",

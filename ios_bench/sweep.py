@@ -354,6 +354,8 @@ class Sweep:
                 fws = []
                 for n in peers:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
+                    if device_kind(device) not in (avail.get(n) or {}).get("devices", [device_kind(device)]):
+                        continue  # a GPU-only adapter in a CPU sweep (or the reverse): not a finding
                     if n in SLOW_FRAMEWORKS:
                         note = f"{n}: left out of the default sweep (slow; name it with --frameworks)"
                     elif reason:
@@ -423,6 +425,7 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        fresh = not self.folder.exists()
         try:
             nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
         except BaseException:
@@ -456,6 +459,19 @@ class Sweep:
             self._write_node_envs()
             env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
             cells = self.plan_cells(probes, graphs)
+            gpus = [d for d in self.plan.devices if device_kind(d) != "cpu"]
+            if gpus and not self.resume and all(c.skip_reason for c in cells):
+                # nothing at all would run (a GPU sweep without what it needs): say what is missing
+                # instead of writing an all-skipped run
+                reasons = list(dict.fromkeys([f"{c.framework}: {c.skip_reason}" for c in cells]
+                                             + [n for n in self.notes if any(f" on {d}" in n for d in gpus)]))
+                if fresh:
+                    import shutil
+
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                raise InputError(f"nothing can run on {', '.join(gpus)}: " + "; ".join(reasons[:4])
+                                 + (f"; ... ({len(reasons) - 4} more)" if len(reasons) > 4 else "")
+                                 + " (`ios-bench doctor` lists what runs here)")
             for note in self.notes:
                 self.say(f"[dim]note:[/] {note}")
             self.show_placement(cells)

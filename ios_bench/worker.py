@@ -121,6 +121,37 @@ def task_reference(spec: dict) -> dict:
             "params": graph.params(), "operators": graph.num_operators()}
 
 
+def task_doctor(spec: dict) -> dict:
+    """One path (an adapter with options, on a device) on a small graph: built, run once
+    against the oracle, timed briefly with the shared measurement (``ios-bench doctor``)."""
+    import numpy as np
+
+    import adapters
+    from ios_core import reference
+    from ios_core.check import compare
+    from ios_core.measure import measure
+    from ios_core.reference import random_input
+
+    graph = _load_graph(spec)
+    adapter = adapters.get(spec["adapter"])
+    reason = adapter.available(spec["device"])
+    if reason is not None:
+        return {"status": "skipped", "reason": reason}
+    x = random_input(graph, spec["batch_size"], seed=spec["seed"])
+    ref = reference.run(graph, x)
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec.get("threads"), **spec.get("options", {}))
+    out = np.asarray(compiled.run(x))
+    compiled.sync()
+    tol = compiled.info.get("tolerance") or adapter.tolerance
+    check = compare(out, ref, tol)
+    prepared = compiled.prepare(x)
+    m = measure(lambda: compiled.execute(prepared), warmup=3, number=1, repeat=5, sync=compiled.sync,
+                timer=compiled.timer())
+    info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
+    return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
+            "info": info}
+
+
 def _source_path(graph) -> str | None:
     """The original ONNX file of an imported graph, when it is still there."""
     src = getattr(graph, "source", None) or {}
@@ -277,8 +308,10 @@ def task_cell(spec: dict, result: dict) -> dict:
             result["check"].update(passed=False, reason=f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
     m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync)
+                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
+                timer=compiled.timer())
     result.update(m.summary())
+    result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
     if spec.get("schedule"):
         _sequential_baseline(spec, result, adapter, original, options, prepared if spec["schedule"] == "sequential"
@@ -356,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             result.update(task_reference(spec))
         elif task == "cell":
             result = task_cell(spec, result)
+        elif task == "doctor":
+            result.update(task_doctor(spec))
         else:
             raise ValueError(f"unknown task {task!r}")
     except BaseException as e:  # noqa: B036 - every failure becomes this cell's record

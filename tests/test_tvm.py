@@ -140,7 +140,12 @@ def test_available_says_why_when_tvm_missing(monkeypatch, name):
 
 
 def test_unavailable_on_gpu():
-    assert "cuda" in (TVM.available("cuda") or "")
+    from ios_core.gpu import gpu_missing
+
+    if gpu_missing() is None:
+        pytest.skip("this machine has a GPU")
+    # tvm targets cuda where the build and a GPU allow; this CPU build says why not
+    assert "cuda" in (TVM.available("cuda") or "").lower()
 
 
 @needs_tvm

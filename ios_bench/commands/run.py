@@ -140,6 +140,13 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address}
+    if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
+        # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
+        from ios_core.gpu import gpu_missing
+
+        reason = gpu_missing()
+        if reason is not None:
+            raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     if out is None and resume:
         found = latest_run()
         if found is None:
