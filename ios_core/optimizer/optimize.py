@@ -175,7 +175,11 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     if validate and strategy != "sequential" and callable(check):
         seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
                        validate=False)
-        verdict = dict(check(new, seq.graph, batch_size))
+        verdict = check(new, seq.graph, batch_size)
+    else:
+        verdict = None
+    if verdict is not None:  # None: the cost model could not run this schedule (e.g. on CUDA)
+        verdict = dict(verdict)
         verdict["schedule_cost_ms"] = stats.cost_ms
         verdict["sequential_cost_ms"] = seq.stats.cost_ms
         stats.validation = verdict
