@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.threads import resolve_threads
+from ios_core.threads import ort_session_config, policy_name, resolve_threads
 
 from .base import Adapter, Compiled
 
@@ -110,6 +110,9 @@ class OnnxRuntime(Adapter):
             inter, intra = 1, n
         so.intra_op_num_threads = intra
         so.inter_op_num_threads = inter
+        spin = ort_session_config()  # the run's one spin/wait policy (ios_core.threads)
+        for key, value in spin.items():
+            so.add_session_config_entry(key, value)
         so.execution_mode = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL,
                              "parallel": ort.ExecutionMode.ORT_PARALLEL}[execution_mode]
         so.graph_optimization_level = {
@@ -128,6 +131,7 @@ class OnnxRuntime(Adapter):
         info = {
             "threads": n, "intra_op_threads": intra, "inter_op_threads": inter,
             "execution_mode": f"ORT_{execution_mode.upper()}", "graph_optimization": optimization,
+            "spin_policy": policy_name(), "spin_config": spin or "library default",
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
             "export_seconds": export_seconds, "session_seconds": time.perf_counter() - t1,
         }

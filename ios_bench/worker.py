@@ -19,16 +19,7 @@ import os
 import sys
 import time
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TVM_NUM_THREADS")
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """Environment variables giving every framework the same thread budget."""
-    env = {k: str(threads) for k in THREAD_VARS}
-    env["TF_NUM_INTEROP_THREADS"] = "1"
-    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
+from ios_core.threads import THREAD_VARS, apply_spin_policy, thread_env  # noqa: F401 - re-exported
 
 
 PARENT_ENV = "IOS_BENCH_PARENT_PID"
@@ -211,13 +202,14 @@ def run_onnx_source(path: str, x):
     return np.concatenate([sess.run(None, {inp.name: x[i:i + fixed]})[0] for i in range(0, x.shape[0], fixed)])
 
 
-def _make_cost_model(kind: str, device: str, threads: int | None):
+def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch"):
     """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
-    cell's thread budget (and its persistent profile cache); the synthetic one needs nothing."""
+    cell's thread budget and kernel provider (and its persistent profile cache; its default
+    mode, ``calibrated``); the synthetic one needs nothing."""
     from ios_core.cost import make_cost_model
 
     if kind == "measured":
-        return make_cost_model("measured", device=device, threads=threads)
+        return make_cost_model("measured", device=device, threads=threads, provider=provider)
     return make_cost_model(kind)
 
 
@@ -237,19 +229,33 @@ def _schedule(graph, spec: dict, result: dict):
         if sched.has_weights:
             result["optimize_seconds"] = None
             result["schedule_reused"] = True
+            saved = _read_json(path[: -len(".json")] + ".stats") or {}
+            for key in ("predicted_ms", "cost_model", "optimize_stats", "validation"):
+                if key in saved:
+                    result[key] = saved[key]
             return sched
     from ios_core.optimizer import schedule
 
-    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
+    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"], spec.get("provider", "torch"))
     t0 = time.perf_counter()
     optimized = schedule(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
     sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
     result["cost_model"] = spec["cost_model"]
-    result["optimize_stats"] = optimized.stats.summary()
+    if callable(getattr(cost, "stats", None)):
+        result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if _jsonable(v)}
+    stats = optimized.stats
+    result["predicted_ms"] = stats.cost_ms  # the DP's estimate of the schedule handed over (an estimate)
+    if stats.validation:
+        result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
+    result["optimize_stats"] = stats.summary()
     if not sched.has_weights:
         raise RuntimeError(f"the optimizer returned {spec['schedule']!r} schedule without weights")
-    sched.save(path)
+    from ios_core.atomic import atomic_write_text
+
+    saved = {k: result[k] for k in ("predicted_ms", "cost_model", "optimize_stats", "validation") if k in result}
+    atomic_write_text(path[: -len(".json")] + ".stats", json.dumps(saved, indent=1, default=str))
+    sched.save(path)  # the schedule and its weights (Graph.save), after its figures
     return sched
 
 
@@ -264,7 +270,10 @@ def task_cell(spec: dict, result: dict) -> dict:
 
     result["phase"] = "load"
     graph = _load_graph(spec)
+    original = graph
+    options = dict(spec.get("options", {}))
     if spec.get("schedule"):
+        result["provider"] = options["provider"] = spec.get("provider") or "torch"
         result["phase"] = "optimize"
         graph = _schedule(graph, spec, result)
         result["stages"] = sum(len(b.stages) for b in graph.blocks) if graph.has_stages else None
@@ -275,7 +284,7 @@ def task_cell(spec: dict, result: dict) -> dict:
         result.update(status="skipped", reason=reason)
         return result
     result["phase"] = "build"
-    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **spec.get("options", {}))
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **options)
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
@@ -318,6 +327,9 @@ def task_cell(spec: dict, result: dict) -> dict:
     result.update(m.summary())
     result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
+    if spec.get("schedule"):
+        _sequential_baseline(spec, result, adapter, original, options, prepared if spec["schedule"] == "sequential"
+                             else None, x)
     result["status"] = "ok" if result["check"]["passed"] else "wrong"
     result.pop("phase", None)
     return result
@@ -331,6 +343,36 @@ def combined_check(before, after) -> dict:
                if not c.passed]
     return {**worst.to_dict(), "passed": before.passed and after.passed, "reason": "; ".join(reasons),
             "before": before.to_dict(), "after": after.to_dict()}
+
+
+def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, same, x) -> None:
+    """``sequential_ms``: the sequential schedule on the same provider, in this worker, with the
+    same protocol (for the sequential schedule itself, its own median); ``predicted_error``: the
+    estimate's error against the measurement."""
+    from ios_core.measure import measure
+
+    if same is not None:
+        result["sequential_ms"] = result["median_ms"]
+    else:
+        result["phase"] = "sequential baseline"
+        seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
+        prepared = seq.prepare(x)
+        m = measure(lambda: seq.execute(prepared), warmup=spec["warmup"], number=spec["number"],
+                    repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=seq.sync)
+        result["sequential_ms"] = m.median
+        result["sequential_std_ms"] = m.std
+        del seq, prepared
+    result["speedup_over_sequential"] = result["sequential_ms"] / result["median_ms"]
+    if result.get("predicted_ms"):
+        result["prediction_error"] = (result["predicted_ms"] - result["median_ms"]) / result["median_ms"]
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def _jsonable(v) -> bool:
@@ -356,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = spec.get("threads")
     if threads:  # before any framework import
         os.environ.update(thread_env(int(threads)))
+    for warning in apply_spin_policy(spec.get("spin_policy")):  # before any framework import, too
+        print(f"warning: {warning}", file=sys.stderr)
     import faulthandler
 
     faulthandler.enable()  # a segfault leaves a Python traceback in the stderr tail
