@@ -18,8 +18,6 @@ from ios_core.threads import spin_policy, usable_cores
 
 from . import system
 
-from . import system
-
 # distributions whose versions matter for the results
 PACKAGES = ("numpy", "torch", "pandas", "onnx", "onnxruntime", "openvino", "tensorflow", "apache-tvm", "tensorrt",
             "cupy-cuda12x", "matplotlib")

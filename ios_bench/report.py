@@ -239,12 +239,13 @@ def across_table(df, bs: int) -> Table | None:
 SLOWER_FLAG = "SLOWER THAN SEQUENTIAL"
 
 
-def _num(v) -> float | None:
+def _num(v, default: float | None = None) -> float | None:
+    """A number from a cell, or ``default`` where an older or partial record lacks it."""
     try:
         f = float(v)
     except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
+        return default
+    return default if math.isnan(f) else f
 
 
 def slower_than_sequential(df) -> list:
@@ -354,13 +355,18 @@ def failures_table(df) -> Table | None:
                  "stderr tails are in the HTML report and in the run folder's logs/")
 
 
+def _plan_threads(env: dict):
+    plan = env.get("plan")
+    return plan.get("threads", "?") if isinstance(plan, dict) else "?"
+
+
 def _policy_text(env: dict) -> str:
     """The run's spin/wait policy (ios_core.threads), as the header and environment table show it."""
-    pol = env.get("spin_policy") or {}
+    pol = env.get("spin_policy") if isinstance(env.get("spin_policy"), dict) else {}
     if not pol:
         return "not recorded (a run from before the policy existed: library defaults)"
-    vars_ = ", ".join(f"{k}={v}" for k, v in (env.get("thread_env") or {}).items()
-                      if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
+    tenv = env.get("thread_env") if isinstance(env.get("thread_env"), dict) else {}
+    vars_ = ", ".join(f"{k}={v}" for k, v in tenv.items() if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
     return f"{pol.get('name')}: {pol.get('description', '')}" + (f" ({vars_})" if vars_ else "")
 
 
@@ -427,13 +433,6 @@ def series_styles(names: list[str]) -> dict[str, dict]:
         out[name] = {"color": colors[i % len(colors)], "marker": _MARKERS[i % len(_MARKERS)],
                      "hatch": _HATCHES[i % len(_HATCHES)]}
     return out
-
-
-def _num(value, default: float) -> float:
-    """A number from a cell (``default`` where an older or partial record lacks it)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return default
-    return float(value)
 
 
 def _correct(df):
@@ -540,7 +539,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     intro = [("text", f"Run folder: {run_folder}. {summary}.")]
     if env.get("clocks"):
         intro.append(("text", f"Clocks: {env['clocks']}."))
-    intro.append(("text", f"Threads per cell: {(env.get('plan') or {}).get('threads', '?')}; spin/wait policy "
+    intro.append(("text", f"Threads per cell: {_plan_threads(env)}; spin/wait policy "
                           f"for every cell: {_policy_text(env)}."))
     for note in env.get("notes") if isinstance(env.get("notes"), list) else []:
         intro.append(("text", f"Note: {note}."))

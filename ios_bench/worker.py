@@ -21,7 +21,6 @@ import time
 
 from ios_core.threads import THREAD_VARS, apply_spin_policy, thread_env  # noqa: F401 - re-exported
 
-
 PARENT_ENV = "IOS_BENCH_PARENT_PID"
 
 
