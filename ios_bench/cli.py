@@ -14,6 +14,7 @@ import click
 
 from . import commands as _commands_pkg
 from .errors import input_error_types
+from .escape import one_line
 
 
 class _Group(click.Group):
@@ -57,10 +58,10 @@ def main(argv: list[str] | None = None) -> None:
         e.show()
         sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
     except errors as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {one_line(e)}", err=True)
         sys.exit(2)
     except FileNotFoundError as e:
-        click.echo(f"error: {e.filename or e}: no such file", err=True)
+        click.echo(f"error: {one_line(e.filename or e)}: no such file", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
+from .escape import file_part, term
 from .results import Store, cell_key
 from .worker import thread_env
 
@@ -49,7 +49,8 @@ def label(framework: str) -> str:
 
 
 def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+    """A file name from names that come from files (model names): see ios_core.names.file_part."""
+    return file_part(text)
 
 
 @dataclass
@@ -216,7 +217,7 @@ class Sweep:
             (self.folder / sub).mkdir(exist_ok=True)
         msg = self.store.repair()
         if msg:
-            self.say(f"[yellow]warning:[/] {msg}")
+            self.say(f"[yellow]warning:[/] {term(msg)}")
         self.store.path.touch()  # an empty store is a valid run (and reportable)
         _atomic_json(self.folder / PLAN_FILE, self.plan.to_dict())
 
@@ -237,7 +238,7 @@ class Sweep:
             res = run_worker(spec, timeout, self.folder / "logs" / f"probe-{device}.log", self.plan.threads)
             if res.get("status") != "ok":
                 # frameworks imported together can clash (one crash takes all down): ask one by one
-                self.say(f"[yellow]warning:[/] probing all frameworks at once failed ({res.get('reason')}); "
+                self.say(f"[yellow]warning:[/] probing all frameworks at once failed ({term(res.get('reason'))}); "
                          "probing them one by one")
                 import adapters
 
@@ -264,7 +265,7 @@ class Sweep:
             probe = probes.get(device) or {}
             avail = probe.get("adapters") or {}
             if probe.get("status") != "ok":
-                self.say(f"[red]probe failed on {device}:[/] {probe.get('reason')}")
+                self.say(f"[red]probe failed on {term(device)}:[/] {term(probe.get('reason'))}")
             peers = [n for n in adapters.names() if n != IOS_ADAPTER]
             if plan.frameworks is None:
                 fws = []
@@ -321,23 +322,23 @@ class Sweep:
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
         previous = _read_json(env_path) if self.resume else None
-        self.say(f"run folder: {self.folder}")
+        self.say(f"run folder: {term(self.folder)}")
         env["warnings"] = busy_warnings()
         for w in env["warnings"]:
-            self.say(f"[yellow]warning:[/] {w}")
+            self.say(f"[yellow]warning:[/] {term(w)}")
         probes = self.probe()
         env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
         cells = self.plan_cells(probes, graphs)
         for note in self.notes:
-            self.say(f"[dim]note:[/] {note}")
-        done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+            self.say(f"[dim]note:[/] {term(note)}")
+        done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {term(m)}"))
         todo = [c for c in cells if c.key not in done]
         if self.resume and done:
             self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
         if cells:
             variants = list(dict.fromkeys(label(c.framework) for c in cells))
             self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
-                     f"{len(variants)} ({', '.join(variants)}) x {', '.join(self.plan.devices)}; "
+                     f"{len(variants)} ({term(', '.join(variants))}) x {term(', '.join(self.plan.devices))}; "
                      f"{self.plan.threads} threads per cell")
         if not cells:
             self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
@@ -346,7 +347,7 @@ class Sweep:
         env["notes"] = self.notes
         stats = {"planned": len(cells), "ran": 0, "ok": 0, "failed": 0, "skipped": 0}
         with ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
-                       echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
+                       echo=lambda s: self.say(f"[yellow]{term(s)}[/]")) as clocks:
             env["clocks"] = clocks.state.get("clocks")
             env["clock_settings"] = clocks.state
             self._write_env(env_path, env, previous)
@@ -355,7 +356,7 @@ class Sweep:
             except BaseException as e:
                 env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
                 self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
-                         f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
+                         f"{term(self.store.path)}; continue with: ios-bench run --resume --out {term(self.folder)}")
                 raise
             finally:
                 clocks.restore()
@@ -419,7 +420,8 @@ class Sweep:
             task = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1,
                                      cells=f"{already}/{total} cells")
             for i, cell in enumerate(todo, start=already + 1):
-                progress.update(task, description=f"{cell.model} b{cell.batch_size} {label(cell.framework)}")
+                progress.update(task, description=term(f"{cell.model} b{cell.batch_size} {label(cell.framework)}",
+                                                       newlines=False))
                 record = self._run_cell(cell, refs, clocks)
                 self.store.append(record)
                 stats["ran"] += 1
@@ -489,13 +491,15 @@ def busy_warnings() -> list[str]:
 
 
 def describe(record: dict) -> str:
-    head = f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}"
+    """One line of rich markup for a finished cell (names and reasons escaped)."""
+    head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
     if record["status"] == "ok":
         check = record.get("check") or {}
-        mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"
+        mark = ("output ok" if check.get("passed") else
+                f"[red]OUTPUT MISMATCH[/] ({term(check.get('reason', '?'), False)})")
         return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
     color = "yellow" if record["status"] == "skipped" else "red"
-    return f"{head}: [{color}]{record['status']}[/]: {record.get('reason', '')}"
+    return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"
 
 
 def check_writable(folder: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
+from ..escape import one_line
 from ..loading import load_graph
 
 
@@ -47,7 +48,8 @@ def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: b
         weights = f"weights seed {seed}"
     model = export(graph, None if dynamic_batch else batch, path=path, opset=opset)
     size = path.stat().st_size
-    click.echo(f"wrote {path}: {graph.name}, batch {'N (dynamic)' if dynamic_batch else batch}, opset {opset}, "
+    click.echo(f"wrote {path}: {one_line(graph.name)}, batch {'N (dynamic)' if dynamic_batch else batch}, "
+               f"opset {opset}, "
                f"{len(model.graph.node)} ONNX nodes, {graph.params() / 1e6:.2f} M params ({weights}), "
                f"{size / 2**20:.1f} MiB")
 

@@ -12,6 +12,7 @@ from ios_core.cost import COST_KINDS, make_cost_model
 from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, optimize
 
 from ..errors import InputError
+from ..escape import one_line
 from ..loading import load_graph
 
 
@@ -69,7 +70,7 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
     scheduled = optimize(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
                          max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress)
     stats = scheduled.optimize_stats
-    click.echo(f"{graph.name}: {graph.num_operators()} operators in {len(graph.blocks)} blocks, cost model "
+    click.echo(f"{one_line(graph.name)}: {graph.num_operators()} operators in {len(graph.blocks)} blocks, cost model "
                f"{stats.cost_model}")
     click.echo(f"  search: {stats.states} states, {stats.transitions} transitions, {stats.stages_costed} stages "
                f"costed, {stats.search_seconds:.3f} s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
+from ..escape import one_line, plain
 from ..loading import load_graph
 
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
@@ -71,7 +72,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
     m = rt.measure(warmup=warmup, number=number, repeat=repeat, profile_stages=True)
     stage_ms = m.stage_mean_ms
     if show_graph:
-        click.echo(str(graph))
+        click.echo(plain(graph))
     label = strategy or ("given" if graph.has_stages else "sequential")
     click.echo(f"{label.capitalize()} schedule: {m.median:.3f} ms (median; mean {m.mean:.3f} ± {m.std:.3f}, "
                f"min {m.min:.3f}, {m.repeat}x{m.number}, batch {batch}, {rt.threads} threads)")
@@ -81,9 +82,9 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
     click.echo(f"{'stage':>5} {'groups':>6} {'ms':>9} {'share':>6}  operators")
     for i, (names, ms) in enumerate(zip(m.meta["stage_names"], stage_ms)):
         groups = " | ".join(",".join(_hint(graph, n) for n in g) for g in names)
-        click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {groups}")
+        click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {one_line(groups)}")
     st = rt.stats
-    click.echo(f"# {graph.name}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
+    click.echo(f"# {one_line(graph.name)}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
                f"operators, sum of stages {sum(stage_ms):.3f} ms, whole graph {m.median:.3f} ms, "
                f"peak activations {st['peak_activation_bytes'] / 2**20:.2f} MiB")
     if cm is not None and hasattr(cm, "stats"):

@@ -8,6 +8,7 @@ import click
 from click.core import ParameterSource
 
 from ..errors import InputError
+from ..escape import term
 from ..loading import parse_int_list, parse_list
 from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Sweep, default_run_name, latest_run
 
@@ -135,7 +136,7 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
     sweep = Sweep(plan, folder, resume=resume, progress=not no_progress)
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
-              f"results in {folder}")
+              f"results in {term(folder)}")
     if not no_report:
         target = Path(report_out) if report_out else Path("reports") / folder.name
         paths = write_report(folder, target)
