@@ -6,11 +6,13 @@ import sys
 
 import click
 
+from ..options import FiniteFloat
+
 
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--min-change", default=0.05, show_default=True, type=click.FloatRange(0),
+@click.option("--min-change", default=0.05, show_default=True, type=FiniteFloat(0, 100),
               help="Smallest relative change reported as a regression/improvement, whatever the noise.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
 def command(run_a, run_b, min_change, fail_on_regression):

@@ -9,6 +9,7 @@ import click
 from ..errors import InputError
 from ..escape import one_line
 from ..loading import load_graph
+from ..outputs import check_output_file
 
 
 @click.command("export")
@@ -33,10 +34,9 @@ def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: b
     if opset < MIN_OPSET:
         raise InputError(f"--opset {opset} is too old: the exporter needs {MIN_OPSET} or newer")
     path = Path(output)
-    if not path.parent.is_dir():
-        raise InputError(f"{output}: directory {str(path.parent)!r} does not exist")
     if path.suffix.lower() != ".onnx":
         raise InputError(f"{output}: the output file should end in .onnx")
+    check_output_file(path, "-o/--output", create_parents=False)
     try:
         import onnx  # noqa: F401
     except ImportError as e:

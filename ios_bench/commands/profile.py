@@ -7,6 +7,7 @@ import click
 from ..errors import InputError
 from ..escape import one_line, plain
 from ..loading import load_graph
+from ..options import SEED, Threads
 
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 
@@ -35,11 +36,12 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
               help="cost model for --strategy")
 @click.option("--cost-mode", type=click.Choice(["stage", "composed"]), default="stage", show_default=True,
               help="measured cost model mode")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="thread budget (default: torch's)")
+@click.option("--threads", type=Threads(), default=None,
+              help="thread budget, at most the cores this process may use (default: all of them)")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--number", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="weights seed (when the graph has none)")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="weights seed (when the graph has none)")
 @click.option("--show-graph/--no-show-graph", default=True, show_default=True, help="print the scheduled graph")
 def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, number, repeat, seed, show_graph):
     """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.

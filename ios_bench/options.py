@@ -1,0 +1,56 @@
+"""Bounded option types for the CLI: numbers that are finite and in range, thread budgets that
+fit the cores this process may run on. A bad value is refused before any work starts."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+# Longest timeout accepted anywhere (a week): beyond it a number is a typo, not a plan.
+MAX_SECONDS = 7 * 24 * 3600.0
+MAX_SEED = 2**32 - 1
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in [min, max] that is not NaN or infinite (click's FloatRange lets NaN through)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        rv = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(rv, param, ctx)
+
+
+class Threads(click.IntRange):
+    """A thread budget from 1 to the number of cores in this process's CPU affinity mask."""
+
+    name = "threads"
+
+    def __init__(self):
+        super().__init__(min=1)
+
+    def convert(self, value, param, ctx):
+        from ios_core.threads import usable_cores
+
+        rv = super().convert(value, param, ctx)
+        cores = usable_cores()
+        if rv > cores:
+            self.fail(f"{rv} threads, but this process may use only {cores} core{'s' * (cores > 1)} "
+                      "(its CPU affinity mask)", param, ctx)
+        return rv
+
+
+SEED = click.IntRange(0, MAX_SEED)
+
+
+def finite_json(text: str):
+    """``json.loads`` that refuses NaN and Infinity (for KEY=VALUE options)."""
+    import json
+
+    def reject(name):
+        raise ValueError(f"{name} is not a finite number")
+
+    return json.loads(text, parse_constant=reject)
