@@ -316,6 +316,8 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
+            g.check_fits(max(self.plan.batch_sizes))
         self.prepare_folder()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(self.plan.devices[0], frameworks=False)

@@ -190,3 +190,16 @@ def test_optimize_labels_the_synthetic_figure_as_an_uncalibrated_estimate(tmp_pa
     assert "estimate" in figure[0] and "uncalibrated" in figure[0] and "not a measured latency" in figure[0]
     assert "latency" not in figure[0].split(":")[0]  # never called a latency
     assert "not calibrated" in json.loads(stats.read_text())["cost_ms_is"]
+
+
+@pytest.mark.parametrize("args", [
+    ["profile", "--model", "sample", "--batch", "100000000"],
+    ["optimize", "-m", "sample", "--batch", "100000000"],
+    ["export", "sample", "-o", "m.onnx", "--batch", "100000000"],
+    ["run", "--models", "sample", "--batch", "100000000", "--no-progress"],
+])
+def test_a_batch_that_cannot_fit_in_memory_is_refused_before_allocating(tmp_path, monkeypatch, run_cli, args):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(args)
+    assert one_line_error(code, out, err), (code, out, err)
+    assert "GiB" in err and _quiet_tree(tmp_path) == []

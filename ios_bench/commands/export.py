@@ -42,6 +42,7 @@ def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: b
     except ImportError as e:
         raise InputError(f"the onnx package is needed to export ({e})") from None
     graph = load_graph(model_or_json)
+    graph.check_fits(batch)
     weights = "saved weights"
     if not graph.has_weights:
         graph.init_weights(seed)

@@ -79,6 +79,7 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
         if output and Path(stats_json).resolve() == Path(output).resolve():
             raise InputError("--stats-json and -o name the same file")
     graph = load_graph(model)
+    graph.check_fits(batch_size)
     if weights_seed is not None and not graph.has_weights:
         graph.init_weights(weights_seed)
     try:

@@ -61,6 +61,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
     if schedule is not None and strategy is not None:
         raise InputError("--schedule already fixes the stages: drop --strategy")
     graph = load_graph(schedule if schedule is not None else model)
+    graph.check_fits(batch)
     if model is not None and schedule is not None:
         base = load_graph(model)
         if base.name != graph.name:
