@@ -51,13 +51,16 @@ def term(text, newlines: bool = True) -> str:
 
 # Inline Markdown syntax; line-start syntax (#, -, +, >) cannot occur: every line we write starts
 # with our own text or a table's "| ".
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
+_MD_SPECIAL = re.compile(r"([\\`*{}\[\]|~])")
+# An underscore inside a word (inception_v3) never starts emphasis; one at a word's edge may.
+_MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def md(text) -> str:
     """For Markdown (a table cell or a paragraph): one line, HTML and Markdown syntax inert."""
     text = plain(text, newlines=False)
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
+    text = _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
+    return _MD_EDGE_UNDERSCORE.sub(r"\\_", text)
 
 
 def csv_cell(value):
