@@ -15,7 +15,7 @@ def load_graph(spec: str) -> Graph:
     path = Path(spec)
     if spec.endswith(".json") or path.is_file():
         if not path.is_file():
-            raise InputError(f"{spec}: no such file")
+            raise InputError(f"{spec}: {'not a regular file' if path.exists() else 'no such file'}")
         return Graph.load(path)
     return models.get(spec)
 

@@ -318,3 +318,10 @@ def test_fuzz_bytes(raw):
 @given(_documents)
 def test_fuzz_random_documents(doc):
     _fuzz_documents(doc)
+
+
+def test_a_folder_or_device_named_like_a_graph_file_is_refused(tmp_path, run_cli):
+    (tmp_path / "dir.json").mkdir()
+    for spec in (str(tmp_path / "dir.json"), "/dev/zero", "/dev/null.json"):
+        code, out, err = run_cli(["show", spec])
+        assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error:"), (spec, err)
