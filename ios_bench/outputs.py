@@ -54,9 +54,9 @@ def _check_ancestor_writable(path: Path, what: str) -> None:
             break
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"{what} {path}: {parent} is not a folder")
+        raise InputError(f"cannot write to {path} ({what}): {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{what} {path}: cannot write in {parent} (permission denied)")
+        raise InputError(f"cannot write to {path} ({what}): {parent} is not writable (permission denied)")
 
 
 def _check_folder(path: Path, what: str, kind: str, accept) -> None:
