@@ -30,7 +30,7 @@ MAX_NAME_CHARS = 1000
 def as_int(value, what: str, minimum: int | None = None) -> int:
     """A JSON integer (not a bool, float or string) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise GraphError(f"{what} must be an integer, got {_show(value)}")
+        raise GraphError(f"{what} must be an integer, got {shown(value)}")
     if minimum is not None and value < minimum:
         raise GraphError(f"{what} must be >= {minimum}, got {value}")
     return value
@@ -40,7 +40,7 @@ def as_pair(value, what: str, minimum: int) -> tuple[int, int]:
     """An integer or a list of two integers (height, width), each at least ``minimum``."""
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
-            raise GraphError(f"{what} must be an integer or a list of two, got {_show(value)}")
+            raise GraphError(f"{what} must be an integer or a list of two, got {shown(value)}")
         return (as_int(value[0], what, minimum), as_int(value[1], what, minimum))
     v = as_int(value, what, minimum)
     return (v, v)
@@ -49,13 +49,13 @@ def as_pair(value, what: str, minimum: int) -> tuple[int, int]:
 def as_shape(value, what: str) -> tuple[int, int, int]:
     """(channels, height, width), each a positive integer."""
     if not isinstance(value, (list, tuple)) or len(value) != 3:
-        raise GraphError(f"{what} must be a list of 3 positive integers (C, H, W), got {_show(value)}")
+        raise GraphError(f"{what} must be a list of 3 positive integers (C, H, W), got {shown(value)}")
     return tuple(as_int(v, what, 1) for v in value)
 
 
 def as_name(value, what: str) -> str:
     if not isinstance(value, str) or not value:
-        raise GraphError(f"{what} must be a non-empty string, got {_show(value)}")
+        raise GraphError(f"{what} must be a non-empty string, got {shown(value)}")
     if len(value) > MAX_NAME_CHARS:
         raise GraphError(f"{what} is longer than {MAX_NAME_CHARS} characters")
     try:
@@ -67,25 +67,25 @@ def as_name(value, what: str) -> str:
 
 def as_list(value, what: str) -> list:
     if not isinstance(value, list):
-        raise GraphError(f"{what} must be a list, got {_show(value)}")
+        raise GraphError(f"{what} must be a list, got {shown(value)}")
     return value
 
 
 def as_dict(value, what: str) -> dict:
     if not isinstance(value, dict):
-        raise GraphError(f"{what} must be an object, got {_show(value)}")
+        raise GraphError(f"{what} must be an object, got {shown(value)}")
     return value
 
 
 def as_choice(value, what: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise GraphError(f"{what} must be one of {', '.join(choices)}, got {_show(value)}")
+        raise GraphError(f"{what} must be one of {', '.join(choices)}, got {shown(value)}")
     return value
 
 
 def as_bool(value, what: str) -> bool:
     if not isinstance(value, bool):
-        raise GraphError(f"{what} must be true or false, got {_show(value)}")
+        raise GraphError(f"{what} must be true or false, got {shown(value)}")
     return value
 
 
@@ -170,6 +170,6 @@ def read_json_file(path: str | os.PathLike):
     return parse_json_bytes(data, str(path))
 
 
-def _show(value) -> str:
+def shown(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

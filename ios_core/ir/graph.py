@@ -230,7 +230,7 @@ class Graph:
                 raise GraphError(f"{where} has no type")
             kind = ncfg["type"]
             if not isinstance(kind, str) or kind not in NODE_TYPES:
-                raise GraphError(f"node {ncfg.get('name')!r} has unknown type {fields._show(kind)}; "
+                raise GraphError(f"node {ncfg.get('name')!r} has unknown type {fields.shown(kind)}; "
                                  f"known: {', '.join(NODE_TYPES)}")
             if kind == "sequential":
                 seq_name = fields.as_name(ncfg.get("name"), "the name of a sequential node")
@@ -265,7 +265,7 @@ class Graph:
             enter_cfg = bcfg.get("enter_node")
             enter_name = bcfg.get("enter_name", enter_cfg.get("name") if isinstance(enter_cfg, dict) else None)
             if enter_name != enter.name:
-                raise GraphError(f"block {bi}: enter node {fields._show(enter_name)} is not {enter.name!r}")
+                raise GraphError(f"block {bi}: enter node {fields.shown(enter_name)} is not {enter.name!r}")
             inner_cfgs = fields.as_list(bcfg.get("inner_nodes", []), f"block {bi}: inner_nodes")
             inner = [build(c, f"an inner node of block {bi}") for c in inner_cfgs]
             exit_node = build(bcfg["exit_node"], f"the exit node of block {bi}")

@@ -199,7 +199,7 @@ def _parse_inputs(raw, name: str, lookup: Lookup) -> Inputs:
         values = []
         for item in fields.as_list(term, f"node {name!r}: an input term"):
             if not (isinstance(item, list) and len(item) == 3):
-                raise GraphError(f"node {name!r}: an input value must be [node, begin, end], got {fields._show(item)}")
+                raise GraphError(f"node {name!r}: an input value must be [node, begin, end], got {fields.shown(item)}")
             source = fields.as_name(item[0], f"node {name!r}: an input's node name")
             begin = fields.as_int(item[1], f"node {name!r}: channel begin", 0)
             end = fields.as_int(item[2], f"node {name!r}: channel end", 0)
