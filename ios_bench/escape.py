@@ -56,9 +56,16 @@ _MD_SPECIAL = re.compile(r"([\\`*{}\[\]|~])")
 _MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
+# A figure we formatted ("1.2 ±0.1", "100.0 [90.9-111.1]", "2.00x"): no letters, parentheses or
+# colons, so its brackets cannot form a link; left as it is so the Markdown stays readable.
+_MD_FIGURE = re.compile(r"[0-9.,±\s\[\]+\-x%e]*")
+
+
 def md(text) -> str:
     """For Markdown (a table cell or a paragraph): one line, HTML and Markdown syntax inert."""
     text = plain(text, newlines=False)
+    if _MD_FIGURE.fullmatch(text):
+        return text
     text = _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
     return _MD_EDGE_UNDERSCORE.sub(r"\\_", text)
 
