@@ -33,14 +33,30 @@ class Threads(click.IntRange):
         super().__init__(min=1)
 
     def convert(self, value, param, ctx):
-        from ios_core.threads import usable_cores
-
         rv = super().convert(value, param, ctx)
-        cores = usable_cores()
-        if rv > cores:
-            self.fail(f"{rv} threads, but this process may use only {cores} core{'s' * (cores > 1)} "
-                      "(its CPU affinity mask)", param, ctx)
+        problem = threads_problem(rv)
+        if problem:
+            self.fail(problem, param, ctx)
         return rv
+
+
+def threads_problem(threads: int) -> str | None:
+    """Why ``threads`` is more than this process may use, or None."""
+    from ios_core.threads import usable_cores
+
+    cores = usable_cores()
+    if threads > cores:
+        return (f"{threads} threads, but this process may use only {cores} core{'s' * (cores > 1)} "
+                "(its CPU affinity mask)")
+    return None
+
+
+def check_threads(threads: int, option: str) -> None:
+    from .errors import InputError
+
+    problem = threads_problem(threads)
+    if problem:
+        raise InputError(f"{option}: {problem}")
 
 
 SEED = click.IntRange(0, MAX_SEED)

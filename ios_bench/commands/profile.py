@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ios_core.optimizer import STRATEGIES
+
 from ..errors import InputError
 from ..escape import one_line, plain
 from ..loading import load_graph
 from ..options import SEED, Threads
-
-STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 
 
 def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int, threads: int | None):
