@@ -1,5 +1,7 @@
 """The IOS runtime as an adapter: runs the graph as given, with its stages (a graph without
-stages runs sequentially), on ``ios_core.runtime``."""
+stages runs sequentially), on ``ios_core.runtime``: torch CPU kernels on ``cpu``; on ``cuda``
+the CUDA executor (CuPy streams, cuDNN Frontend convolutions), with build option
+``cuda_graph=True`` for the whole schedule captured into one CUDA graph and replayed."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ class IOSCompiled(Compiled):
     def __init__(self, runtime: Runtime, info: dict):
         super().__init__(info)
         self.runtime = runtime
+        self.cuda = str(runtime.device).startswith("cuda")
 
     def prepare(self, x):
         return self.runtime.prepare(x)
@@ -25,7 +28,17 @@ class IOSCompiled(Compiled):
         return self.runtime.execute(prepared)
 
     def finish(self, out):
+        if self.cuda:
+            self.runtime.sync()
+            return self.runtime.dev.read(out, self.runtime._stream0)
         return out.contiguous().numpy().copy()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.runtime.sync()
+
+    def timer(self):
+        return self.runtime.timer() if self.cuda else None
 
 
 @dataclass
@@ -33,13 +46,29 @@ class IOSAdapter(Adapter):
     def version(self) -> str | None:
         return torch.__version__
 
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            from ios_core.gpu import cuda_missing
+
+            reason = cuda_missing()
+        return reason
+
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None) -> Compiled:
+               max_workers: int | None = None, cuda_graph: bool = False) -> Compiled:
+        if device.startswith("cuda"):
+            rt = Runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
+            info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
+                    "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}"}
+            return IOSCompiled(rt, info)
+        if cuda_graph:
+            raise ValueError("cuda_graph=True needs device cuda")
         rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers)
         info = {**rt.stats, "scheduled": graph.has_stages, "kernels": f"torch {torch.__version__} (oneDNN)"}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 
 
-IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule, torch CPU kernels, "
-                 "concurrent groups on worker threads", requires=("torch",))
+IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule; CPU: torch kernels, "
+                 "concurrent groups on worker threads; cuda: CuPy streams + cuDNN", requires=("torch",),
+                 devices=("cpu", "cuda"))

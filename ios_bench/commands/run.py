@@ -22,7 +22,8 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
-                 "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz"}
+                 "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
+                 "executor": "executor", "ray_address": "ray_address"}
 
 
 def parse_models(text: str) -> list[str]:
@@ -34,12 +35,13 @@ def parse_models(text: str) -> list[str]:
     items = parse_list(text, "model")
     if items == ["all"]:
         return models.names()
-    unknown = [m for m in items if m not in models.names() and not (m.endswith(".json") or Path(m).is_file())]
+    unknown = [m for m in items if m not in models.names()
+               and not (m.endswith((".json", ".onnx")) or Path(m).is_file())]
     if unknown:
         raise InputError(f"unknown model {', '.join(unknown)}; choose from: {', '.join(models.names())} "
-                         "(or a graph .json file)")
+                         "(or a graph .json file, or an .onnx model)")
     for m in items:
-        if m.endswith(".json") and not Path(m).is_file():
+        if m.endswith((".json", ".onnx")) and not Path(m).is_file():
             raise InputError(f"{m}: no such file")
     return items
 
@@ -71,7 +73,8 @@ def parse_schedules(text: str) -> list[str]:
 
 @click.command("run")
 @click.option("--models", "models_", default=",".join(DEFAULT_MODELS), show_default=True,
-              help="Comma-separated zoo names or graph .json files, or 'all'.")
+              help="Comma-separated zoo names, graph .json files or .onnx models (imported with their "
+                   "weights), or 'all'.")
 @click.option("--batch", default="1", show_default=True, help="Batch sizes, e.g. 1,16,32.")
 @click.option("--frameworks", default=None,
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
@@ -129,7 +132,15 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
-              "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
+              "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
+              "executor": executor, "ray_address": ray_address}
+    if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
+        # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
+        from ios_core.gpu import gpu_missing
+
+        reason = gpu_missing()
+        if reason is not None:
+            raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     if out is None and resume:
         found = latest_run()
         if found is None:
@@ -159,14 +170,14 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
-    if executor == "ray":
+    if plan.executor == "ray":  # --resume continues with the run's executor unless told otherwise
         if plan.lock_clocks:
             raise InputError("--lock-clocks locks this machine's clocks only: with --executor ray, lock them on each "
                              "node instead (see docs/fleet.md)")
         if threads is None and "threads" in given:
             plan.threads = None  # every CPU of the node each cell runs on
     sweep = Sweep(plan, folder, resume=resume, progress=not no_progress,
-                  executor=make_executor(executor, ray_address))
+                  executor=make_executor(plan.executor, plan.ray_address))
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
               f"results in {term(folder)}")
