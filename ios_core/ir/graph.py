@@ -185,8 +185,9 @@ class Graph:
                         raise GraphError(f"node {leaf.name!r}: output shape {tuple(leaf.output_shape)} is empty "
                                          "(a window larger than its padded input?)")
                     fields.check_elements(leaf.output_shape, f"node {leaf.name!r}: output")
-                    if leaf.HAS_WEIGHTS:
-                        fields.check_elements(leaf.weight_shape, f"node {leaf.name!r}: weight")
+                    weight_shape = getattr(leaf, "weight_shape", None) if leaf.HAS_WEIGHTS else None
+                    if weight_shape is not None:
+                        fields.check_elements(weight_shape, f"node {leaf.name!r}: weight")
                 local.add(node.name)
             if block.stages is not None:
                 _check_stages(bi, block)
