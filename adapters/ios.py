@@ -55,7 +55,7 @@ class IOSAdapter(Adapter):
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None, cuda_graph: bool = False) -> Compiled:
+               max_workers: int | None = None, cuda_graph: bool = False, provider: str = "torch") -> Compiled:
         if device.startswith("cuda"):
             rt = Runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
             info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
@@ -63,8 +63,10 @@ class IOSAdapter(Adapter):
             return IOSCompiled(rt, info)
         if cuda_graph:
             raise ValueError("cuda_graph=True needs device cuda")
-        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers)
-        info = {**rt.stats, "scheduled": graph.has_stages, "kernels": f"torch {torch.__version__} (oneDNN)"}
+        kw = {"provider": provider} if provider != "torch" else {}  # the runtime's kernel provider
+        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers, **kw)
+        info = {**rt.stats, "scheduled": graph.has_stages, "provider": provider,
+                "kernels": f"torch {torch.__version__} (oneDNN)" if provider == "torch" else provider}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 

@@ -98,6 +98,10 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
     click.echo(f"  schedule ({strategy}, batch {batch_size}, r={max_group_size}, s={max_num_groups}): "
                f"{stats.num_stages} stages, {stats.merged} merged convolutions")
     click.echo(f"  {ESTIMATE_LABELS[cost_kind]}: {stats.cost_ms:.4f} ms ({ESTIMATE_NOTES[cost_kind]})")
+    if getattr(stats, "validation", None):
+        from ios_core.optimizer.optimize import validation_text
+
+        click.echo(f"  validation: {validation_text(stats.validation)}")
     if stats_json:
         atomic_write_text(Path(stats_json), json.dumps({**stats.to_dict(), "cost_ms_is": ESTIMATE_NOTES[cost_kind]},
                                                        indent=2))
