@@ -37,7 +37,6 @@ import functools
 import hashlib
 import logging
 import os
-import re
 import time
 from pathlib import Path
 
@@ -578,7 +577,9 @@ TUNED_OPTIONS = frozenset({"target", "trials", "trials_per_task", "db", "retune"
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "graph"
+    from ios_core.names import file_part
+
+    return file_part(name)
 
 
 def _write_target_note(db_dir: Path, target) -> None:
