@@ -20,7 +20,7 @@ from .errors import InputError
 # Folder trees that belong to the operating system: nothing of ours is written inside them.
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
                 "/sys", "/usr", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/run", "/var/lock")
-RUN_FOLDER_MARKERS = ("plan.json", "results.jsonl")
+RUN_FOLDER_MARKERS = ("plan.json", "results.jsonl", ".lock")  # .lock: a sweep holds the folder
 REPORT_FILES = ("report.md", "report.html", "results.csv")
 
 
