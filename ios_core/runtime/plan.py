@@ -66,6 +66,11 @@ class Program:
     stats: dict = field(default_factory=dict)
     profiled_stage_fns: list[Callable[[], None]] | None = None
     stage_acc: list[int] | None = None
+    # provider programs (``pieces.build_provider_program``): the buffers the kernels read the
+    # inputs from (filling them directly saves a copy), the compiled kernels and their pieces
+    input_buffers: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    pieces: list = field(default_factory=list)
 
     def run(self) -> None:
         for f in self.stage_fns:
@@ -126,12 +131,18 @@ def _weight(node: Node, attr: str, shape, random_weights: bool, rng: np.random.G
 
 def build_program(stages: list[list[list[Node]]], externals: list[Node], outputs: list[Node], batch_size: int,
                   threads: int, random_weights: bool = False, max_workers: int | None = None,
-                  seed: int = 0, trace: list | None = None) -> Program:
+                  seed: int = 0, trace: list | None = None, provider: str = "torch") -> Program:
     """Plan ``stages`` (stage -> groups -> schedulable nodes, Sequential allowed) whose inputs
     are the ``externals`` (filled by the caller through ``input_slots``); ``outputs`` keep
     their values after the run (``output_slots``). ``trace``, a list, receives one record per
     concurrent task run (stage, task, thread id, intra-op threads, start and end ns): the
-    evidence that groups overlap."""
+    evidence that groups overlap. A ``provider`` other than torch plans pieces compiled by that
+    library (``pieces.build_provider_program``)."""
+    if provider != "torch":
+        from .pieces import build_provider_program
+
+        return build_provider_program(stages, externals, outputs, batch_size, threads, provider,
+                                      random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)
     rng = np.random.default_rng(seed)
     n = batch_size
     # ---- leaves, producers --------------------------------------------------------------

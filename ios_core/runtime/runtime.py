@@ -1,4 +1,5 @@
-"""The IOS runtime: executes a scheduled graph stage by stage on the CPU with torch kernels."""
+"""The IOS runtime: executes a scheduled graph stage by stage on the CPU, with the kernels of a
+provider (torch, onnxruntime, openvino)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 from ..ir import Graph, Node
 from ..measure import Measurement, measure
 from ..threads import resolve_threads
+from . import providers
 from .plan import Program, build_program
 
 
@@ -26,16 +28,19 @@ def graph_stages(graph: Graph) -> list[list[list[Node]]]:
 class Runtime:
     """Plan once, run many.
 
-    ``Runtime(graph, batch_size, device="cpu", threads=None)`` plans the graph's schedule
-    (``block.stages``; a block without stages runs sequentially): parallel stages run their
-    groups concurrently on a persistent worker pool with the ``threads`` intra-op threads
-    divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
-    stage's groups one after another on the calling thread); ``trace`` (a list) records each
+    ``Runtime(graph, batch_size, device="cpu", provider="torch", threads=None)`` plans the
+    graph's schedule (``block.stages``; a block without stages runs sequentially): parallel
+    stages run their groups concurrently on a persistent worker pool with the ``threads``
+    intra-op threads divided among the concurrent groups. ``provider`` names the kernel library
+    (``ios_core.runtime.providers``): ``torch`` runs the planned torch closures; ``onnxruntime``
+    and ``openvino`` compile pieces of the schedule once, each with its thread share
+    (``ios_core.runtime.pieces``). ``max_workers`` caps the concurrency (1 runs every stage's
+    groups one after another on the calling thread); ``trace`` (a list) records each
     concurrent task's thread and start/end times.
     """
 
-    def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
-                 max_workers: int | None = None, trace: list | None = None):
+    def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", provider: str = "torch",
+                 threads: int | None = None, *, max_workers: int | None = None, trace: list | None = None):
         if device != "cpu":
             if device.startswith("cuda"):
                 raise RuntimeError("the IOS runtime's CUDA path is not implemented in this build; "
@@ -48,10 +53,14 @@ class Runtime:
         self.graph = graph
         self.batch_size = batch_size
         self.device = device
+        providers.get(provider)  # a clear error for an unknown name before any planning
+        self.provider = provider
         self.threads = resolve_threads(threads)
         self.stages = graph_stages(graph)
         self.program: Program = build_program(self.stages, [graph.input], [graph.exit_node], batch_size,
-                                              self.threads, max_workers=max_workers, trace=trace)
+                                              self.threads, max_workers=max_workers, trace=trace,
+                                              provider=provider)
+        self.program.stats.setdefault("provider", provider)
         self._in = self.program.input_slots[graph.input.name]
         self._out = self.program.output_slots[graph.exit_node.name]
         self._shape = (batch_size, *graph.input_shape)
@@ -66,9 +75,16 @@ class Runtime:
         return self.program.stats["peak_activation_bytes"]
 
     def prepare(self, x: np.ndarray) -> torch.Tensor:
+        """The input as the program reads it. With a provider other than torch this fills the
+        buffer the kernels are bound to (so ``execute`` copies nothing) and returns it: valid
+        until the next ``prepare``."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.shape != self._shape:
             raise ValueError(f"input shape {x.shape} != {self._shape}")
+        buf = self.program.input_buffers.get(self.graph.input.name)
+        if buf is not None:
+            buf.copy_(torch.from_numpy(x))
+            return buf
         return torch.from_numpy(x)
 
     def execute(self, t: torch.Tensor) -> torch.Tensor:
