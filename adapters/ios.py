@@ -1,5 +1,6 @@
 """The IOS runtime as an adapter: runs the graph as given, with its stages (a graph without
-stages runs sequentially), on ``ios_core.runtime``."""
+stages runs sequentially), on ``ios_core.runtime``, with the kernel provider named by the
+build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openvino``)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,17 @@ class IOSAdapter(Adapter):
         return torch.__version__
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None) -> Compiled:
-        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers)
-        info = {**rt.stats, "scheduled": graph.has_stages, "kernels": f"torch {torch.__version__} (oneDNN)"}
+               max_workers: int | None = None, provider: str = "torch") -> Compiled:
+        rt = Runtime(graph, batch_size, device=device, provider=provider, threads=threads, max_workers=max_workers)
+        if provider == "torch":
+            kernels = f"torch {torch.__version__} (oneDNN)"
+        else:
+            kernels = f"{provider} {rt.stats.get('provider_version')}"
+        info = {**rt.stats, "scheduled": graph.has_stages, "kernels": kernels, "provider": provider}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 
 
-IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule, torch CPU kernels, "
+IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule, kernels of a provider "
+                 "(torch by default, onnxruntime, openvino), "
                  "concurrent groups on worker threads", requires=("torch",))
