@@ -27,6 +27,7 @@ def _prop(compiled_model, key: str):
 
 
 _CORE = None
+_ONNX_FRONTEND = None
 
 
 def core():
@@ -37,6 +38,20 @@ def core():
 
         _CORE = ov.Core()
     return _CORE
+
+
+def read_onnx(model_bytes: bytes):
+    """An ``ov.Model`` from ONNX bytes through the ONNX frontend named explicitly:
+    ``Core.read_model(bytes)`` guesses the format from the content and refused some valid
+    pieces ("Unable to read the model")."""
+    global _ONNX_FRONTEND
+    import io
+
+    if _ONNX_FRONTEND is None:
+        from openvino.frontend import FrontEndManager
+
+        _ONNX_FRONTEND = FrontEndManager().load_by_framework("onnx")
+    return _ONNX_FRONTEND.convert(_ONNX_FRONTEND.load(io.BytesIO(model_bytes)))
 
 
 class OVKernel(Kernel):
@@ -78,7 +93,7 @@ class OpenVINOProvider(Provider):
         t1 = time.perf_counter()
         cfg = provider_settings("openvino", threads)
         c = core()
-        compiled = c.compile_model(c.read_model(model.SerializeToString()), "CPU", cfg)
+        compiled = c.compile_model(read_onnx(model.SerializeToString()), "CPU", cfg)
         got = _prop(compiled, "INFERENCE_PRECISION_HINT")
         if got != "f32":
             raise RuntimeError(f"openvino compiled piece {piece.name!r} in {got}, not f32")
