@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,onnx,openvino,tf,tvm
+EXTRAS ?= dev,onnx,openvino,tf,tvm,ray
 
 .PHONY: setup run test slow lint
 

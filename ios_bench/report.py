@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .results import flatten, read_records
-from .sweep import ENV_FILE, SCHEDULES, check_writable
+from .sweep import ENV_FILE, SCHEDULES, check_writable, safe_name
 
 IOS_BOTH = "ios-both"
 
@@ -195,6 +195,32 @@ def speedup_table(df, device: str, bs: int) -> Table | None:
                  ">1 means IOS-Both is faster")
 
 
+def by_place(df):
+    """Cells grouped by where they ran: ``device`` becomes "cpu on NODE" when the run's cells ran on
+    more than one node (a fleet sweep), so that no table or plot mixes machines."""
+    if "node" not in df.columns or df["node"].nunique(dropna=True) <= 1:
+        return df
+    out = df.copy()
+    out["device"] = [f"{d} on {n}" if isinstance(n, str) and n else d for d, n in zip(df["device"], df["node"])]
+    return out
+
+
+def across_table(df, bs: int) -> Table | None:
+    """One cell (model, framework) measured on every device and node of the run, side by side:
+    device specialization reads along a row. None when the run measured one place only."""
+    sub = _correct(df[df["batch_size"] == bs])
+    places = list(dict.fromkeys(sub["device"]))
+    if len(places) < 2:
+        return None
+    rows = []
+    for (m, fw), grp in sub.groupby(["model", "framework"], sort=False):
+        by = {r["device"]: r for _, r in grp.iterrows()}
+        rows.append([m, _label(fw)] + [_fmt_pm(by[p]["median_ms"], by[p]["std_ms"]) if p in by else "-"
+                                       for p in places])
+    return Table(f"Latency (ms) across devices and nodes, batch {bs}", ["model", "framework"] + places, rows,
+                 "median ± std; correct outputs only; each column one device kind on one node")
+
+
 def cells_table(df) -> Table:
     rows = []
     for _, r in df.sort_values(["device", "model", "batch_size"], kind="stable").iterrows():
@@ -203,14 +229,21 @@ def cells_table(df) -> Table:
             check += f" ({r['check_max_rel_err']:.1e})" if r["check_max_rel_err"] is not None else ""
             rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
                          _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
-                         _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or ""])
+                         _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or "",
+                         _node(r)])
         else:
             rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
-                         "", "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", _node(r)])
     return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ms", "std ms",
-                                "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision"],
+                                "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
+                                "node"],
                  rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
                  "tolerance")
+
+
+def _node(r) -> str:
+    n = r.get("node")
+    return n if isinstance(n, str) else ""
 
 
 def failures_table(df) -> Table | None:
@@ -363,20 +396,24 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     for p in problems:
         intro.append(("warn", p))
     sections.append(("Summary", intro))
-    for device in dict.fromkeys(df["device"]):
-        batches = sorted(set(df[df["device"] == device]["batch_size"]))
+    places = by_place(df)  # device kind, and node when the run used more than one
+    across = [t for bs in sorted(set(places["batch_size"])) if (t := across_table(places, bs))]
+    if across:
+        sections.append(("Across devices and nodes", across))
+    for device in dict.fromkeys(places["device"]):
+        batches = sorted(set(places[places["device"] == device]["batch_size"]))
         for bs in batches:
-            items: list = [metric_table(df, device, bs, "latency"), metric_table(df, device, bs, "throughput")]
-            sp = speedup_table(df, device, bs)
+            items: list = [metric_table(places, device, bs, "latency"), metric_table(places, device, bs, "throughput")]
+            sp = speedup_table(places, device, bs)
             items.append(sp if sp else ("text", "No IOS-Both result with a correct output: no speedup table."))
-            png = out / f"normalized_throughput_{device}_b{bs}.png"
-            if plot_normalized(df, device, bs, png):
+            png = out / f"normalized_throughput_{safe_name(device)}_b{bs}.png"
+            if plot_normalized(places, device, bs, png):
                 items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))
             sections.append((f"{device}, batch size {bs}", items))
         items = []
-        for model in dict.fromkeys(df[df["device"] == device]["model"]):
-            png = out / f"vs_batch_{model}_{device}.png"
-            if plot_vs_batch(df, model, device, png):
+        for model in dict.fromkeys(places[places["device"] == device]["model"]):
+            png = out / f"vs_batch_{model}_{safe_name(device)}.png"
+            if plot_vs_batch(places, model, device, png):
                 items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
         if items:
             sections.append((f"{device}: latency and throughput vs batch size", items))

@@ -23,6 +23,7 @@ from pathlib import Path
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
+from .executors import Executor, LocalExecutor, Task, device_kind
 from .results import Store, cell_key
 from .worker import thread_env
 
@@ -92,6 +93,7 @@ class Cell:
     adapter: str = ""
     weight: float = 1.0  # relative expected duration (progress ETA)
     skip_reason: str | None = None  # known before running (framework unavailable here)
+    nodes: list[str] | None = None  # ids of the nodes that can run it (None: any offering the device)
 
     @property
     def key(self) -> str:
@@ -192,11 +194,35 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def merge_probes(probes: list[tuple[str, dict]]) -> dict:
+    """One probe for a device from its nodes' probes: an adapter is available when one node runs
+    it (``nodes``: those node ids; ``reason``: the first node's reason when none does)."""
+    merged = {"status": "failed", "adapters": {}, "optimize": False, "optimize_nodes": []}
+    reasons = []
+    for nid, p in probes:
+        if p.get("status") != "ok":
+            reasons.append(p.get("reason"))
+            continue
+        merged["status"] = "ok"
+        if p.get("optimize"):
+            merged["optimize"] = True
+            merged["optimize_nodes"].append(nid)
+        for name, info in (p.get("adapters") or {}).items():
+            m = merged["adapters"].setdefault(name, {**info, "nodes": []})
+            if not info.get("reason"):
+                if m.get("reason"):
+                    m.update({**info, "nodes": m["nodes"]})
+                m["nodes"].append(nid)
+    if merged["status"] != "ok":
+        merged["reason"] = "; ".join(str(r) for r in reasons)
+    return merged
+
+
 # ---- the sweep --------------------------------------------------------------------------------
 
 class Sweep:
     def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
-                 progress: bool = True):
+                 progress: bool = True, executor: Executor | None = None):
         from rich.console import Console
 
         self.plan = plan
@@ -206,6 +232,8 @@ class Sweep:
         self.show_progress = progress
         self.store = Store(self.folder)
         self.notes: list[str] = []
+        self.executor = executor or LocalExecutor()
+        self.placement: dict[str, dict] = {}  # device -> nodes offering it, and why the others do not
 
     # -- setup ----------------------------------------------------------------------------------
     def prepare_folder(self) -> None:
@@ -224,35 +252,58 @@ class Sweep:
         self.console.print(text, highlight=False)
 
     def probe(self) -> dict:
-        """Which adapters run here (and their versions), asked in a worker so that the parent
-        imports no framework. Only the named frameworks are probed when the plan names them."""
+        """Which adapters run where (and their versions), asked in a worker on every node that offers
+        each device, so that the driver imports no framework. Only the named frameworks are probed
+        when the plan names them. Returns {device: merged probe}: an adapter is available for a
+        device when one of its nodes runs it (``nodes`` lists those node ids)."""
         names = None
         if self.plan.frameworks is not None:
             names = list(self.plan.frameworks) + [IOS_ADAPTER]
-        probes = {}
         timeout = max(self.plan.timeout, 120)
+        per_node: dict[tuple[str, str], dict] = {}  # (node id, kind) -> probe
+        wanted: dict[str, list] = {}
         for device in self.plan.devices:
-            spec = {"task": "probe", "device": device, "names": names,
-                    "result_path": str(self.folder / "work" / f"probe-{device}.json")}
-            res = run_worker(spec, timeout, self.folder / "logs" / f"probe-{device}.log", self.plan.threads)
+            nodes, why = self.executor.match(device)
+            wanted[device] = nodes
+            self.placement[device] = {"nodes": [n.name for n in nodes], "not": why}
+            for n in nodes:
+                per_node.setdefault((n.id, device_kind(device)), {})
+        tasks = [self._probe_task(nid, kind, names, timeout) for nid, kind in per_node]
+        for t, res in zip(tasks, self.executor.probe(tasks)):
             if res.get("status") != "ok":
                 # frameworks imported together can clash (one crash takes all down): ask one by one
-                self.say(f"[yellow]warning:[/] probing all frameworks at once failed ({res.get('reason')}); "
-                         "probing them one by one")
+                self.say(f"[yellow]warning:[/] probing all frameworks at once failed on {res.get('node')} "
+                         f"({res.get('reason')}); probing them one by one")
                 import adapters
 
-                res = {"status": "ok", "adapters": {}, "optimize": False}
-                for name in names or adapters.names():
-                    one = run_worker({**spec, "names": [name], "result_path": str(self.folder / "work" /
-                                                                                  f"probe-{device}-{name}.json")},
-                                     timeout, self.folder / "logs" / f"probe-{device}-{name}.log", self.plan.threads)
+                nid, kind = t.payload
+                res = {**res, "status": "ok", "adapters": {}, "optimize": False}
+                ones = [self._probe_task(nid, kind, [name], timeout) for name in names or adapters.names()]
+                for one_task, one in zip(ones, self.executor.probe(ones)):
+                    name = one_task.spec["names"][0]
                     if one.get("status") == "ok":
                         res["adapters"].update(one.get("adapters") or {})
                         res["optimize"] = res["optimize"] or bool(one.get("optimize"))
                     else:
                         res["adapters"][name] = {"reason": f"probe failed: {one.get('reason')}", "version": None}
-            probes[device] = res
+            per_node[t.payload] = res
+        probes = {}
+        for device in self.plan.devices:
+            nodes = wanted[device]
+            if not nodes:
+                why = "; ".join(f"{k} {v}" for k, v in self.placement[device]["not"].items()) or "no nodes"
+                probes[device] = {"status": "ok", "no_node": f"no node offers {device} ({why})", "adapters": {},
+                                  "optimize": False}
+                continue
+            probes[device] = merge_probes([(n.id, per_node[(n.id, device_kind(device))]) for n in nodes])
         return probes
+
+    def _probe_task(self, node_id: str, kind: str, names: list[str] | None, timeout: float):
+        stem = safe_name(f"probe-{kind}" + (f"-{node_id[:12]}" if self.executor.name != "local" else "")
+                         + (f"-{names[0]}" if names and len(names) == 1 else ""))
+        spec = {"task": "probe", "device": kind, "names": names, "result_path": f"work/{stem}.json"}
+        return Task(stem, spec, f"logs/{stem}.log", timeout, kind, self.plan.threads, nodes=[node_id],
+                    payload=(node_id, kind))
 
     def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:
         import adapters
@@ -263,10 +314,15 @@ class Sweep:
         for device in plan.devices:
             probe = probes.get(device) or {}
             avail = probe.get("adapters") or {}
+            no_node = probe.get("no_node")
             if probe.get("status") != "ok":
                 self.say(f"[red]probe failed on {device}:[/] {probe.get('reason')}")
             peers = [n for n in adapters.names() if n != IOS_ADAPTER]
-            if plan.frameworks is None:
+            if no_node:  # every cell of this device is skipped, and shown as such before anything runs
+                fws = plan.frameworks if plan.frameworks is not None else [n for n in peers
+                                                                          if n not in SLOW_FRAMEWORKS]
+                fw_cells = [(n, no_node) for n in fws]
+            elif plan.frameworks is None:
                 fws = []
                 for n in peers:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
@@ -284,17 +340,22 @@ class Sweep:
             else:
                 fw_cells = [(n, (avail.get(n) or {}).get("reason", "not probed")) for n in plan.frameworks]
             ios_reason = None
-            if not probe.get("optimize"):
+            if no_node:
+                ios_reason = no_node
+            elif not probe.get("optimize"):
                 ios_reason = "the IOS optimizer (ios_core.optimize with ios_core.cost) is not installed"
             elif (avail.get(IOS_ADAPTER) or {"reason": f"adapter {IOS_ADAPTER!r} is not installed"}).get("reason"):
                 ios_reason = (avail.get(IOS_ADAPTER) or {}).get("reason") or f"adapter {IOS_ADAPTER!r} is not installed"
-            if plan.schedules is None:
+            if plan.schedules is None and not no_node:
                 scheds = [] if ios_reason else list(DEFAULT_SCHEDULES)
                 if ios_reason:
                     self.notes.append(f"IOS schedules left out on {device}: {ios_reason}")
                 sched_cells = [(s, None) for s in scheds]
             else:
-                sched_cells = [(s, ios_reason) for s in plan.schedules]
+                scheds = plan.schedules if plan.schedules is not None else list(DEFAULT_SCHEDULES)
+                sched_cells = [(s, ios_reason) for s in scheds]
+            ios_nodes = [n for n in (avail.get(IOS_ADAPTER) or {}).get("nodes") or []
+                         if n in (probe.get("optimize_nodes") or [])]
             for spec in plan.models:
                 g = graphs[spec]
                 gmacs = g.macs() / 1e9
@@ -302,11 +363,29 @@ class Sweep:
                     runs = plan.warmup + plan.repeat * plan.number
                     weight = 2.0 + gmacs * bs * runs / 20.0 + (plan.min_sample_ms or 0) * plan.repeat / 1000
                     for fw, reason in fw_cells:
-                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason))
+                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason,
+                                          (avail.get(fw) or {}).get("nodes")))
                     for s, reason in sched_cells:
                         cells.append(Cell(g.name, spec, bs, schedule_key(s), device, s, IOS_ADAPTER, weight * 1.5,
-                                          reason))
+                                          reason, ios_nodes))
         return cells
+
+    def show_placement(self, cells: list[Cell]) -> None:
+        """Which nodes can run which cells (printed before anything runs; kept in env.json)."""
+        names = {n.id: n.name for n in self.executor.nodes}
+        for device in self.plan.devices:
+            mine = [c for c in cells if c.device == device and not c.skip_reason]
+            counts = {names[nid]: sum(1 for c in mine if c.nodes is None or nid in c.nodes)
+                      for nid in names if names[nid] in self.placement.get(device, {}).get("nodes", [])}
+            self.placement.setdefault(device, {})["cells"] = counts
+            if self.executor.name == "local" and len(self.executor.nodes) == 1:
+                continue
+            where = ", ".join(f"{n} ({k} cells)" for n, k in counts.items()) or "no node"
+            from rich.markup import escape
+
+            self.say(escape(f"plan: {device} -> {where}"))
+            for n, why in self.placement.get(device, {}).get("not", {}).items():
+                self.say(f"[dim]{escape(f'      not on {n}: {why}')}[/]")
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -316,55 +395,112 @@ class Sweep:
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
         self.prepare_folder()
+        self._keep_model_files()
         env_path = self.folder / ENV_FILE
-        env = envinfo.collect(self.plan.devices[0], frameworks=False)
+        env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
+        env["executor"] = self.executor.name
         previous = _read_json(env_path) if self.resume else None
         self.say(f"run folder: {self.folder}")
         env["warnings"] = busy_warnings()
         for w in env["warnings"]:
             self.say(f"[yellow]warning:[/] {w}")
-        probes = self.probe()
-        env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
-        cells = self.plan_cells(probes, graphs)
-        for note in self.notes:
-            self.say(f"[dim]note:[/] {note}")
-        done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
-        todo = [c for c in cells if c.key not in done]
-        if self.resume and done:
-            self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
-        if cells:
-            variants = list(dict.fromkeys(label(c.framework) for c in cells))
-            self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch {self.plan.batch_sizes} x "
-                     f"{len(variants)} ({', '.join(variants)}) x {', '.join(self.plan.devices)}; "
-                     f"{self.plan.threads} threads per cell")
-        if not cells:
-            self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
-                     "(see `ios-bench list frameworks`)")
-        env["cells_planned"] = len(cells)
-        env["notes"] = self.notes
-        stats = {"planned": len(cells), "ran": 0, "ok": 0, "failed": 0, "skipped": 0}
-        with ClockLock(self.plan.lock_clocks, self.plan.devices, self.plan.gpu_clock_mhz,
-                       echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
-            env["clocks"] = clocks.state.get("clocks")
-            env["clock_settings"] = clocks.state
-            self._write_env(env_path, env, previous)
-            try:
-                self._run_cells(todo, clocks, stats, len(cells) - len(todo), len(cells))
-            except BaseException as e:
-                env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
-                self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
-                         f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
-                raise
-            finally:
-                clocks.restore()
-                clocks.state["after"] = clocks.snapshot()
+        stats = {"planned": 0, "ran": 0, "ok": 0, "failed": 0, "skipped": 0, "missing": 0}
+        try:
+            nodes = self.executor.open(self.folder, self.say)
+            env["nodes"] = [n.to_dict() for n in nodes]
+            probes = self.probe()
+            self._write_node_envs()
+            env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
+            cells = self.plan_cells(probes, graphs)
+            for note in self.notes:
+                self.say(f"[dim]note:[/] {note}")
+            self.show_placement(cells)
+            env["placement"] = self.placement
+            done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+            todo = [c for c in cells if c.key not in done]
+            if self.resume and done:
+                self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
+            if cells:
+                variants = list(dict.fromkeys(label(c.framework) for c in cells))
+                threads = self.plan.threads or "all the node's"
+                self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch "
+                         f"{self.plan.batch_sizes} x {len(variants)} ({', '.join(variants)}) x "
+                         f"{', '.join(self.plan.devices)}; {threads} threads per cell")
+            if not cells:
+                self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
+                         "(see `ios-bench list frameworks`)")
+            env["cells_planned"] = stats["planned"] = len(cells)
+            env["notes"] = self.notes
+            with ClockLock(self.plan.lock_clocks, [device_kind(d) for d in self.plan.devices],
+                           self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
+                env["clocks"] = clocks.state.get("clocks")
                 env["clock_settings"] = clocks.state
-                env["finished"] = _now()
-                env["stats"] = stats
                 self._write_env(env_path, env, previous)
+                if isinstance(self.executor, LocalExecutor):
+                    self.executor.observe = clocks.observe
+                try:
+                    self._run_cells(todo, stats, len(cells) - len(todo), len(cells))
+                except BaseException as e:
+                    env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
+                    self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
+                             f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
+                    raise
+                finally:
+                    clocks.restore()
+                    clocks.state["after"] = clocks.snapshot()
+                    env["clock_settings"] = clocks.state
+                    env["finished"] = _now()
+                    env["stats"] = stats
+                    self._write_env(env_path, env, previous)
+        finally:
+            self.executor.close()
         return stats
+
+    def _keep_model_files(self) -> None:
+        """A graph given as a file is copied into the run folder (``models/``): the run keeps the
+        graph it measured, and every node reads that copy (shipped to it with the task)."""
+        import shutil
+
+        for spec in self.plan.models:
+            src = Path(spec)
+            if not (spec.endswith(".json") or src.is_file()):
+                continue
+            dst = self.folder / self.model_file(spec)
+            dst.parent.mkdir(exist_ok=True)
+            if not dst.exists():
+                shutil.copyfile(src, dst.with_name(dst.name + ".tmp"))
+                os.replace(dst.with_name(dst.name + ".tmp"), dst)
+            weights = src.with_suffix(".npz")
+            if weights.exists() and not dst.with_suffix(".npz").exists():
+                shutil.copyfile(weights, dst.with_suffix(".npz.tmp"))
+                os.replace(dst.with_suffix(".npz.tmp"), dst.with_suffix(".npz"))
+
+    @staticmethod
+    def model_file(spec: str) -> str | None:
+        """Run-folder-relative copy of a graph file (None for a zoo name)."""
+        if not (spec.endswith(".json") or Path(spec).is_file()):
+            return None
+        return f"models/{safe_name(spec.removesuffix('.json'))}.json"
+
+    def _model_inputs(self, spec: dict, model_spec: str) -> list[str]:
+        rel = self.model_file(model_spec)
+        if rel is None:
+            return []
+        spec["model_path"] = rel
+        npz = rel[: -len(".json")] + ".npz"
+        return [rel] + ([npz] if (self.folder / npz).exists() else [])
+
+    def _write_node_envs(self) -> None:
+        """Each node's environment, ``nodes/<node>/env.json`` (the local executor's is env.json)."""
+        for node in self.executor.nodes:
+            env = self.executor.node_env(node)
+            if env is None:
+                continue
+            path = self.folder / node_env_path(node.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_json(path, {**env, "node": node.to_dict()})
 
     def _write_env(self, path: Path, env: dict, previous: dict | None) -> None:
         if previous:
@@ -375,96 +511,146 @@ class Sweep:
         else:
             _atomic_json(path, env)
 
-    def _references(self, model: str, model_spec: str) -> dict:
-        """Oracle outputs for ``model`` at every batch size: computed once per run, in a worker.
-        Returns {batch_size: {"status", "input_sha1", "ref_path", ...}}."""
-        out, missing = {}, []
-        for bs in self.plan.batch_sizes:
-            stem = safe_name(f"{model}-b{bs}")
-            ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
-            in_path = self.folder / "refs" / f"{stem}.input.npy"
-            meta = _read_json(meta_path)
-            if meta and meta.get("status") == "ok" and ref_path.exists() and in_path.exists():
-                out[bs] = {**meta, "ref_path": str(ref_path), "input_path": str(in_path)}
-            else:
-                missing.append(bs)
-        if not missing:
-            return out
-        stem = safe_name(model)
-        paths = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.npy") for bs in missing]
-        inputs = [str(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.input.npy") for bs in missing]
-        spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing, "ref_paths": paths,
-                "input_paths": inputs,
-                "seed": self.plan.seed, "input_seed": self.plan.input_seed,
-                "result_path": str(self.folder / "work" / f"{stem}.ref-result.json")}
-        res = run_worker(spec, self.plan.timeout, self.folder / "logs" / f"{stem}.reference.log", self.plan.threads)
-        for bs, path, in_path in zip(missing, paths, inputs):
-            if res.get("status") == "ok":
-                meta = {"status": "ok", "ref_path": path, "input_path": in_path, **res["batches"][str(bs)]}
-                _atomic_json(self.folder / "refs" / f"{safe_name(f'{model}-b{bs}')}.json", meta)
-            else:
-                meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
-            out[bs] = meta
+    def _references(self, models: dict[str, str]) -> dict:
+        """Oracle outputs for each model at every batch size: computed once per run, in a worker
+        (through the executor: on a node of the sweep). ``models``: {graph name: model spec}.
+        Returns {graph name: {batch_size: {"status", "input_sha1", ...}}}."""
+        out: dict[str, dict] = {}
+        tasks = []
+        for model, model_spec in models.items():
+            out[model], missing = {}, []
+            for bs in self.plan.batch_sizes:
+                stem = safe_name(f"{model}-b{bs}")
+                ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
+                in_path = self.folder / "refs" / f"{stem}.input.npy"
+                meta = _read_json(meta_path)
+                if meta and meta.get("status") == "ok" and ref_path.exists() and in_path.exists():
+                    out[model][bs] = meta
+                else:
+                    missing.append(bs)
+            if not missing:
+                continue
+            stem = safe_name(model)
+            spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing,
+                    "ref_paths": [ref_file(model, bs) for bs in missing],
+                    "input_paths": [ref_file(model, bs, "input.npy") for bs in missing],
+                    "seed": self.plan.seed, "input_seed": self.plan.input_seed,
+                    "result_path": f"work/{stem}.ref-result.json"}
+            inputs = self._model_inputs(spec, model_spec)
+            tasks.append(Task(f"reference:{model}", spec, f"logs/{stem}.reference.log", self.plan.timeout, "cpu",
+                              self.plan.threads, inputs=inputs, outputs=spec["ref_paths"] + spec["input_paths"],
+                              payload=(model, missing)))
+        for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
+            model, missing = task.payload
+            for bs in missing:
+                if res.get("status") == "ok":
+                    meta = {"status": "ok", **res["batches"][str(bs)]}
+                    _atomic_json(self.folder / ref_file(model, bs, "json"), meta)
+                else:
+                    meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
+                out[model][bs] = meta
         return out
 
-    def _run_cells(self, todo: list[Cell], clocks: ClockLock, stats: dict, already: int, total: int) -> None:
+    def _run_cells(self, todo: list[Cell], stats: dict, already: int, total: int) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
                             disable=not self.show_progress, transient=True,
                             refresh_per_second=1)  # the parent stays quiet while a cell is timed
-        refs: dict[str, dict] = {}
-        with progress:
-            task = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1,
-                                     cells=f"{already}/{total} cells")
-            for i, cell in enumerate(todo, start=already + 1):
-                progress.update(task, description=f"{cell.model} b{cell.batch_size} {label(cell.framework)}")
-                record = self._run_cell(cell, refs, clocks)
-                self.store.append(record)
-                stats["ran"] += 1
-                stats[record["status"]] = stats.get(record["status"], 0) + 1
-                progress.advance(task, cell.weight)
-                progress.update(task, cells=f"{i}/{total} cells")
-                self.say(f"[{i}/{total}] {describe(record)}")
+        count = [already]
 
-    def _run_cell(self, cell: Cell, refs: dict, clocks: ClockLock) -> dict:
+        def store(cell: Cell, record: dict) -> None:
+            self.store.append(record)
+            stats["ran"] += 1
+            stats[record["status"]] = stats.get(record["status"], 0) + 1
+            count[0] += 1
+            progress.advance(bar, cell.weight)
+            progress.update(bar, cells=f"{count[0]}/{total} cells")
+            self.say(f"[{count[0]}/{total}] {describe(record)}")
+
+        with progress:
+            bar = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1, cells=f"{already}/{total} cells")
+            # cells no node can run are reported (and stored) before anything runs
+            for cell in [c for c in todo if c.skip_reason]:
+                store(cell, {**self._record(cell), "status": "skipped", "reason": cell.skip_reason,
+                             "finished": _now()})
+            runnable = [c for c in todo if not c.skip_reason]
+            if runnable:
+                progress.update(bar, description="reference outputs")
+                refs = self._references({c.model: c.model_spec for c in runnable})
+            tasks = []
+            for cell in runnable:
+                ref = refs[cell.model][cell.batch_size]
+                if ref.get("status") != "ok":
+                    store(cell, {**self._record(cell), "status": "failed",
+                                 "reason": f"reference output failed: {ref.get('reason')}",
+                                 "stderr_tail": ref.get("stderr_tail", ""), "finished": _now()})
+                else:
+                    tasks.append(self._cell_task(cell, ref))
+            started: dict[str, str] = {}
+
+            def finished(task: Task, res: dict) -> None:
+                store(task.payload, self._cell_record(task, res, started.get(task.key)))
+
+            def starting(task: Task) -> None:
+                started[task.key] = _now()
+                progress.update(bar, description=f"{task.payload.model} b{task.payload.batch_size} "
+                                                 f"{label(task.payload.framework)}")
+
+            self.executor.starting = starting
+            missing = self.executor.run(tasks, finished)
+            stats["missing"] = len(missing)
+            if missing:
+                self.say(f"[yellow]{len(missing)} cells not run[/] (their nodes were lost and no other node can run "
+                         f"them): continue with: ios-bench run --resume --out {self.folder}")
+
+    def _record(self, cell: Cell) -> dict:
         plan = self.plan
-        record = {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
-                  "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
-                  "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
-                  "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
-        if cell.skip_reason:
-            return {**record, "status": "skipped", "reason": cell.skip_reason, "finished": _now()}
-        if cell.model not in refs:
-            refs[cell.model] = self._references(cell.model, cell.model_spec)
-        ref = refs[cell.model][cell.batch_size]
-        if ref.get("status") != "ok":
-            return {**record, "status": "failed", "reason": f"reference output failed: {ref.get('reason')}",
-                    "stderr_tail": ref.get("stderr_tail", ""), "finished": _now()}
+        return {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
+                "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
+                "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
+                "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
+
+    def _cell_task(self, cell: Cell, ref: dict) -> Task:
+        plan = self.plan
         stem = cell.file_stem
-        spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size, "device": cell.device,
-                "adapter": cell.adapter, "schedule": cell.schedule, "threads": plan.threads, "seed": plan.seed,
-                "input_seed": plan.input_seed, "input_sha1": ref.get("input_sha1"), "ref_path": ref["ref_path"],
-                "input_path": ref["input_path"],
+        spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size,
+                "device": device_kind(cell.device), "adapter": cell.adapter, "schedule": cell.schedule,
+                "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed,
+                "input_sha1": ref.get("input_sha1"), "ref_path": ref_file(cell.model, cell.batch_size),
+                "input_path": ref_file(cell.model, cell.batch_size, "input.npy"),
                 "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
-                "result_path": str(self.folder / "work" / f"{stem}.result.json")}
-        if cell.schedule:
-            sched_name = safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}") + ".json"
-            spec["schedule_path"] = str(self.folder / "schedules" / sched_name)
-            record["schedule_file"] = f"schedules/{sched_name}"
+                "result_path": f"work/{stem}.result.json"}
+        inputs = [spec["ref_path"], spec["input_path"]] + self._model_inputs(spec, cell.model_spec)
+        outputs = []
         timeout = plan.timeout
-        if cell.schedule and not Path(spec["schedule_path"]).exists():
-            timeout += plan.optimize_timeout
-        before = clocks.observe()
-        res = run_worker(spec, timeout, self.folder / "logs" / f"{stem}.log", plan.threads)
-        after = clocks.observe()
+        if cell.schedule:
+            sched = "schedules/" + safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}")
+            spec["schedule_path"] = sched + ".json"
+            both = [sched + ".json", sched + ".merged.npz"]
+            if (self.folder / spec["schedule_path"]).exists():
+                inputs += [p for p in both if (self.folder / p).exists()]
+            else:
+                outputs += both
+                timeout += plan.optimize_timeout
+        return Task(cell.key, spec, f"logs/{stem}.log", timeout, cell.device, plan.threads, inputs, outputs,
+                    cell.nodes, group=f"{cell.model}|b{cell.batch_size}|{cell.device}", payload=cell)
+
+    def _cell_record(self, task: Task, res: dict, started: str | None) -> dict:
+        cell: Cell = task.payload
+        record = self._record(cell)
+        if started:
+            record["started"] = started
+        if cell.schedule:
+            record["schedule_file"] = task.spec["schedule_path"]
+        res = dict(res)
         res.pop("pid", None)
         record.update(res)
-        record["clocks"] = {**{f"{k}_before": v for k, v in before.items()},
-                            **{f"{k}_after": v for k, v in after.items()}}
-        record["log"] = f"logs/{stem}.log"
+        record["log"] = task.log
+        if record.get("node") is not None and not record.get("node_env"):
+            record["node_env"] = node_env_path(record["node"]) if self.executor.name != "local" else ENV_FILE
         if record.get("status") == "ok" and record.get("median_ms"):
             bs = cell.batch_size
             record["throughput"] = bs * 1000.0 / record["median_ms"]
@@ -473,6 +659,15 @@ class Sweep:
         record.setdefault("status", "failed")
         record["finished"] = _now()
         return record
+
+
+def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:
+    """Run-folder-relative path of a reference output (``npy``), its input (``input.npy``) or meta."""
+    return f"refs/{safe_name(f'{model}-b{batch_size}')}.{ext}"
+
+
+def node_env_path(node: str) -> str:
+    return f"nodes/{safe_name(node)}/env.json"
 
 
 def busy_warnings() -> list[str]:
@@ -526,6 +721,17 @@ def _read_json(path: Path) -> dict | None:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _atomic_json(path: Path, data: dict) -> None:

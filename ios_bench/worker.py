@@ -44,7 +44,7 @@ def load_plugins() -> list[str]:
 def _load_graph(spec: dict):
     from .loading import load_graph
 
-    graph = load_graph(spec["model_spec"])
+    graph = load_graph(spec.get("model_path") or spec["model_spec"])  # model_path: the run's copy of a file
     if not graph.has_weights:
         graph.init_weights(spec["seed"])
     return graph

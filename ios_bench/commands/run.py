@@ -8,6 +8,7 @@ import click
 from click.core import ParameterSource
 
 from ..errors import InputError
+from ..executors import make_executor, parse_device
 from ..loading import parse_int_list, parse_list
 from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Sweep, default_run_name, latest_run
 
@@ -50,6 +51,13 @@ def parse_frameworks(text: str) -> list[str]:
     return parse_list(text, "framework", peers)
 
 
+def parse_devices(text: str) -> list[str]:
+    items = parse_list(text, "device")
+    for d in items:
+        parse_device(d)
+    return items
+
+
 def parse_schedules(text: str) -> list[str]:
     if text.strip() == "none":
         return []
@@ -64,7 +72,8 @@ def parse_schedules(text: str) -> list[str]:
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda (comma-separated for several).")
+@click.option("--device", default="cpu", show_default=True,
+              help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
 @click.option("--number", default=1, show_default=True, type=click.IntRange(1), help="Runs per timing sample.")
 @click.option("--repeat", default=20, show_default=True, type=click.IntRange(1), help="Timing samples kept.")
@@ -85,10 +94,15 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--report-out", default=None, help="Report folder [default: reports/<run name>].")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (one line per cell only).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where cells run: worker processes on this machine, or Ray tasks on a cluster's nodes "
+                   "(the ray extra; see docs/fleet.md).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Ray cluster to use with --executor ray (e.g. HEAD:6379) [default: start a local Ray instance].")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, repeat, min_sample_ms, threads,
             timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report,
-            no_progress):
+            no_progress, executor, ray_address):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -103,7 +117,7 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
     values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
-              "device": parse_list(device, "device", ["cpu", "cuda"]), "warmup": warmup, "number": number,
+              "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
@@ -132,7 +146,14 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
-    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress)
+    if executor == "ray":
+        if plan.lock_clocks:
+            raise InputError("--lock-clocks locks this machine's clocks only: with --executor ray, lock them on each "
+                             "node instead (see docs/fleet.md)")
+        if threads is None and "threads" in given:
+            plan.threads = None  # every CPU of the node each cell runs on
+    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress,
+                  executor=make_executor(executor, ray_address))
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
               f"results in {folder}")
@@ -141,3 +162,5 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
         paths = write_report(folder, target)
         click.echo(f"report: {paths['html']}")
         click.echo(f"        {paths['md']}")
+    if stats.get("missing"):
+        raise SystemExit(1)  # cells left for --resume (their nodes were lost)
