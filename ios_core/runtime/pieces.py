@@ -219,7 +219,7 @@ def build_provider_program(stages: list[list[list[Node]]], externals: list[Node]
         "provider_settings": _providers.provider_settings(prov.name, threads),
         "stages": len(stages), "steps": nsteps, "pieces": len(pieces),
         "parallel_stages": sum(1 for _, ts in steps if len(ts) > 1),
-        "operators": sum(len(p.leaves) for p in pieces),
+        "operators": sum(len(leaf_nodes(node)) for p in pieces for node in p.nodes),
         "arena_bytes": arena_bytes, "peak_activation_bytes": arena_bytes,
         "naive_activation_bytes": sum(numel(v) * F32 for v in values.values()),
         "max_workers": workers_used, "threads": threads, "compile_seconds": compile_seconds,

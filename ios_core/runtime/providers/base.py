@@ -30,22 +30,18 @@ from ...ir import Node, leaf_nodes
 class Piece:
     """Nodes compiled together. ``inputs``: nodes read but not computed here (as the values
     reference them: a Sequential stands for its last operator); ``outputs``: nodes of the
-    piece whose values are needed after it."""
+    piece whose values are needed after it. A provider reads only ``name``, ``nodes``,
+    ``inputs`` and ``outputs``: the runtime plan's pieces have them too."""
 
     name: str
     nodes: list[Node]
     inputs: list[Node]
     outputs: list[Node]
 
-    @property
-    def leaves(self) -> list[Node]:
-        return [leaf for node in self.nodes for leaf in leaf_nodes(node)]
 
-    def input_shapes(self, batch_size: int) -> list[tuple[int, ...]]:
-        return [(batch_size, *n.output_shape) for n in self.inputs]
-
-    def output_shapes(self, batch_size: int) -> list[tuple[int, ...]]:
-        return [(batch_size, *n.output_shape) for n in self.outputs]
+def shapes(nodes: Sequence[Node], batch_size: int) -> list[tuple[int, ...]]:
+    """The ``(N, C, H, W)`` shapes of the nodes' values."""
+    return [(batch_size, *n.output_shape) for n in nodes]
 
 
 def make_piece(name: str, nodes: list[Node], outputs: list[Node] | None = None) -> Piece:
@@ -78,16 +74,16 @@ class Kernel:
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """One-shot convenience (tests, tools): fresh output arrays, bound and run once."""
-        outs = [np.empty(s, np.float32) for s in self.piece.output_shapes(self.batch_size)]
+        outs = [np.empty(s, np.float32) for s in shapes(self.piece.outputs, self.batch_size)]
         self.bind([np.ascontiguousarray(x, dtype=np.float32) for x in inputs], outs)()
         return outs
 
     def _check(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         p, n = self.piece, self.batch_size
-        for kind, arrays, shapes in (("input", inputs, p.input_shapes(n)), ("output", outputs, p.output_shapes(n))):
-            if len(arrays) != len(shapes):
-                raise ValueError(f"piece {p.name!r}: {len(arrays)} {kind}s bound, expected {len(shapes)}")
-            for a, s in zip(arrays, shapes):
+        for kind, arrays, want in (("input", inputs, shapes(p.inputs, n)), ("output", outputs, shapes(p.outputs, n))):
+            if len(arrays) != len(want):
+                raise ValueError(f"piece {p.name!r}: {len(arrays)} {kind}s bound, expected {len(want)}")
+            for a, s in zip(arrays, want):
                 if a.shape != s or a.dtype != np.float32 or not a.flags.c_contiguous:
                     raise ValueError(f"piece {p.name!r}: {kind} must be a C-contiguous float32 array of shape {s}, "
                                      f"got {a.dtype} {a.shape}")
