@@ -1,4 +1,4 @@
-"""ONNX Runtime adapters on the exported ONNX model (``adapters.onnx_export``), CPU provider:
+"""ONNX Runtime adapters on the exported ONNX model (``ios_core.lowering.onnx``), CPU provider:
 
 - ``onnxruntime``: ``ORT_SEQUENTIAL``, operators one after another, each using the
   intra-op thread pool;
@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
+from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .onnx_export import DEFAULT_OPSET, export
 
 
 class ORTCompiled(Compiled):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .onnx_export import DEFAULT_OPSET, export
 
 
 class OVCompiled(Compiled):

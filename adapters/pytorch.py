@@ -13,8 +13,6 @@ program is built; compilation happens inside ``build`` (the first calls), so the
 
 from __future__ import annotations
 
-import functools
-import operator
 import os
 import shutil
 import time
@@ -25,9 +23,10 @@ import torch.fx
 import torch.nn as nn
 
 from ios_core.ir import Graph, Node
+from ios_core.kernels import TORCH_PRIMS
+from ios_core.lowering import lower
 from ios_core.threads import resolve_threads
 
-from ._lowering import Primitives, lower
 from .base import Adapter, Compiled
 
 
@@ -82,14 +81,6 @@ def _op_module(node: Node) -> nn.Module:
     raise NotImplementedError(f"torch adapter: no conversion for node type {kind!r}")
 
 
-_PRIMS = Primitives(
-    slice_channels=lambda t, b, e: t[:, b:e],
-    add=lambda ts: functools.reduce(operator.add, ts),
-    mul=lambda ts: functools.reduce(operator.mul, ts),
-    concat=lambda ts: torch.cat(ts, 1),
-)
-
-
 class GraphModule(nn.Module):
     """The whole graph; ``forward`` walks it (``to_module`` traces it once into plain code)."""
 
@@ -103,7 +94,7 @@ class GraphModule(nn.Module):
             self.ops[f"op{i}"] = _op_module(op)
 
     def forward(self, x):
-        return lower(self.graph, x, _PRIMS, lambda op, t: self.ops[self.keys[op.name]](t))
+        return lower(self.graph, x, TORCH_PRIMS, lambda op, t: self.ops[self.keys[op.name]](t))
 
 
 def to_module(graph: Graph) -> torch.fx.GraphModule:

@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from ios_core.ir import Graph, Node
+from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
-from ._lowering import Primitives, lower
 from .base import Adapter, Compiled
 
 

@@ -33,6 +33,7 @@ database, best latency in ms, tuned now?) like the task-scheduler table of TVM's
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -43,7 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ios_core.ir import Graph, leaf_nodes
+from ios_core.ir import Graph
+from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
 
@@ -108,37 +110,14 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
 
     with bb.function("main", [x_var, *weight_vars]):
         with bb.dataflow():
-            out: dict[str, relax.Expr] = {graph.input.name: x_var}
-            shapes: dict[str, tuple] = {graph.input.name: graph.input.output_shape}
-
-            def value(v):
-                t = out[v.node.name]
-                c = shapes[v.node.name][0]
-                if v.begin == 0 and v.end == c:
-                    return t
-                return bb.emit(R.strided_slice(t, axes=[1], begin=[v.begin], end=[v.end]))
-
-            def gather(node):
-                mul = node.TYPE == "element" and node.op_type == "mul"
-                terms = []
-                for term in node.inputs:
-                    acc = None
-                    for v in term:
-                        t = value(v)
-                        acc = t if acc is None else bb.emit(R.multiply(acc, t) if mul else R.add(acc, t))
-                    terms.append(acc)
-                return terms[0] if len(terms) == 1 else bb.emit(R.concat(terms, axis=1))
-
-            for block in graph.blocks:
-                for node in block.nodes:
-                    for op in leaf_nodes(node):
-                        y = apply(bb, op, gather(op), wv, act, batch_size)
-                        out[op.name] = y
-                        shapes[op.name] = op.output_shape
-                    last = leaf_nodes(node)[-1]
-                    out[node.name] = out[last.name]
-                    shapes[node.name] = last.output_shape
-            result = bb.emit_output(out[graph.exit_node.name])
+            prims = Primitives(
+                slice_channels=lambda t, b, e: bb.emit(R.strided_slice(t, axes=[1], begin=[b], end=[e])),
+                add=lambda ts: functools.reduce(lambda a, t: bb.emit(R.add(a, t)), ts),
+                mul=lambda ts: functools.reduce(lambda a, t: bb.emit(R.multiply(a, t)), ts),
+                concat=lambda ts: bb.emit(R.concat(ts, axis=1)),
+            )
+            out = lower(graph, x_var, prims, lambda op, x: apply(bb, op, x, wv, act, batch_size))
+            result = bb.emit_output(out)
         bb.emit_func_output(result)
 
     mod = bb.get()

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ios_core.cost import SyntheticCostModel  # noqa: E402
 from ios_core.ir import Graph  # noqa: E402
-from ios_core.optimizer import optimize  # noqa: E402
+from ios_core.optimizer import schedule  # noqa: E402
 
 DEFAULT_MODELS = "inception_v3,nasnet,randwire,squeezenet"
 MIRROR = "/work/.mirror/mit-han-lab+inter-operator-scheduler/repo"
@@ -45,10 +45,9 @@ def load(spec: str) -> Graph:
 def run_ours(spec, strategy, r, s, part, batch):
     graph = load(spec)
     t0 = time.perf_counter()
-    out = optimize(graph, strategy, SyntheticCostModel(), batch_size=batch, max_group_size=r, max_num_groups=s,
-                   max_part_size=part)
+    st = schedule(graph, strategy, SyntheticCostModel(), batch_size=batch, max_group_size=r, max_num_groups=s,
+                  max_part_size=part).stats
     wall = time.perf_counter() - t0
-    st = out.optimize_stats
     return {"model": graph.name, "ops": graph.num_operators(), "states": st.states, "transitions": st.transitions,
             "stages_costed": st.stages_costed, "search_s": st.search_seconds, "wall_s": wall, "cost_ms": st.cost_ms,
             "stages": st.num_stages}

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ios_core.cost import SyntheticCostModel  # noqa: E402
 from ios_core.ir import Graph  # noqa: E402
-from ios_core.optimizer import optimize  # noqa: E402
+from ios_core.optimizer import schedule  # noqa: E402
 
 
 def load(spec: str) -> Graph:
@@ -43,16 +43,16 @@ def main(argv=None):
     for spec in args.models.split(","):
         graph = load(spec)
         for batch in [int(b) for b in args.batch.split(",")]:
-            seq = optimize(graph, "sequential", SyntheticCostModel(), batch_size=batch).optimize_stats.cost_ms
+            seq = schedule(graph, "sequential", SyntheticCostModel(), batch_size=batch).stats.cost_ms
             print(f"# {graph.name}, batch {batch}, strategy {args.strategy}: sequential schedule {seq:.4f} ms")
             print(f"{'r':>3}{'s':>4}{'states':>9}{'transitions':>13}{'stages costed':>15}{'search s':>10}"
                   f"{'cost ms':>10}{'vs seq':>8}{'vs best':>9}")
             rows = []
             for r in rs:
                 for s in ss:
-                    out = optimize(graph, args.strategy, SyntheticCostModel(), batch_size=batch, max_group_size=r,
+                    res = schedule(graph, args.strategy, SyntheticCostModel(), batch_size=batch, max_group_size=r,
                                    max_num_groups=s, max_part_size=args.max_part_size)
-                    rows.append((r, s, out.optimize_stats))
+                    rows.append((r, s, res.stats))
             best = min(st.cost_ms for _, _, st in rows)
             for r, s, st in rows:
                 print(f"{r:>3}{s:>4}{st.states:>9}{st.transitions:>13}{st.stages_costed:>15}{st.search_seconds:>10.3f}"

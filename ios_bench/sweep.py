@@ -20,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ios_core.optimizer import STRATEGIES
+
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
@@ -27,7 +29,7 @@ from .executors import Executor, LocalExecutor, Task, device_kind
 from .results import Store, cell_key
 from .worker import thread_env
 
-SCHEDULES = ("sequential", "greedy", "merge", "parallel", "both")
+SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's one list
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
 DEFAULT_MODELS = ("sample", "squeezenet")
 # Left out of the default sweep's "every available framework" (tuning takes far more than minutes);

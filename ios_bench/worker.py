@@ -151,20 +151,16 @@ def _schedule(graph, spec: dict, result: dict):
         result["optimize_seconds"] = None
         result["schedule_reused"] = True
         return sched
-    import ios_core
     from ios_core.ir.graph import atomic_write_text
+    from ios_core.optimizer import schedule
 
     cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
     t0 = time.perf_counter()
-    sched = ios_core.optimize(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    optimized = schedule(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
     result["cost_model"] = spec["cost_model"]
-    stats = getattr(sched, "optimize_stats", None)
-    if stats is not None:
-        try:
-            result["optimize_stats"] = stats.summary() if callable(getattr(stats, "summary", None)) else str(stats)
-        except Exception:
-            pass
+    result["optimize_stats"] = optimized.stats.summary()
     if not sched.has_weights:
         sched.init_weights(spec["seed"])
     original = {n.name for n in graph.weighted_nodes()}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 
-from .ir import Node, Value
+from .ir import Node
+from .lowering.compose import Primitives, compose
 
 ACT_FN: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "identity": lambda t: t,
@@ -17,24 +20,19 @@ ACT_FN: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+# How the oracle composes inputs (``ios_core.lowering.compose``): slices are views, values
+# summed (multiplied) left to right, terms concatenated along channels.
+TORCH_PRIMS = Primitives(
+    slice_channels=lambda t, b, e: t[:, b:e],
+    add=lambda ts: functools.reduce(operator.add, ts),
+    mul=lambda ts: functools.reduce(operator.mul, ts),
+    concat=lambda ts: torch.cat(ts, 1),
+)
+
+
 def gather_input(node: Node, outputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """Compose a node's input: each term's channel slices summed (multiplied for element
-    mul), the terms concatenated along channels."""
-    mul = node.TYPE == "element" and node.op_type == "mul"
-    terms = []
-    for term in node.inputs:
-        acc = None
-        for v in term:
-            t = _slice(outputs[v.node.name], v)
-            acc = t if acc is None else (acc * t if mul else acc + t)
-        terms.append(acc)
-    return terms[0] if len(terms) == 1 else torch.cat(terms, dim=1)
-
-
-def _slice(t: torch.Tensor, v: Value) -> torch.Tensor:
-    if v.begin == 0 and v.end == t.shape[1]:
-        return t
-    return t[:, v.begin:v.end]
+    """A node's composed input from computed outputs (node name -> tensor)."""
+    return compose(node, outputs, TORCH_PRIMS)
 
 
 def apply(node: Node, x: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The numerical oracle: a plain sequential evaluation of a graph with torch CPU ops.
 
 Every runtime, schedule and adapter is checked against :func:`run`. It walks the graph in
-order, node by node, and ignores any schedule the graph carries.
+order, node by node (``ios_core.lowering.lower``, the walk every converter shares, with plain
+torch primitives and ``ios_core.kernels.apply``), and ignores any schedule the graph carries.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .ir import Graph, leaf_nodes
-from .kernels import apply, gather_input
+from .ir import Graph
+from .kernels import TORCH_PRIMS, apply
+from .lowering import lower
 
 
 def run(graph: Graph, x: np.ndarray) -> np.ndarray:
@@ -20,14 +22,9 @@ def run(graph: Graph, x: np.ndarray) -> np.ndarray:
         raise ValueError(f"input shape {tuple(x.shape[1:])} != graph input {graph.input_shape}")
     if not graph.has_weights:
         raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
-    outputs: dict[str, torch.Tensor] = {graph.input.name: torch.from_numpy(x)}
     with torch.inference_mode():
-        for block in graph.blocks:
-            for node in block.nodes:
-                for op in leaf_nodes(node):
-                    outputs[op.name] = apply(op, gather_input(op, outputs))
-                outputs[node.name] = outputs[leaf_nodes(node)[-1].name]
-        return outputs[graph.exit_node.name].contiguous().numpy().copy()
+        out = lower(graph, torch.from_numpy(x), TORCH_PRIMS, apply)
+        return out.contiguous().numpy().copy()
 
 
 def random_input(graph: Graph, batch_size: int = 1, seed: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from ios_core.ir import GraphBuilder, Value
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from adapters.onnx_export import DEFAULT_OPSET, export, opset_of  # noqa: E402
+from ios_core.lowering.onnx import DEFAULT_OPSET, export, opset_of  # noqa: E402
 
 
 def _run(model, x):

@@ -20,7 +20,7 @@ from ios_core import reference
 from ios_core.check import compare
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Conv, GraphBuilder, whole
-from ios_core.optimizer import Stage, can_merge, optimize, schedule_cost
+from ios_core.optimizer import Stage, can_merge, optimize, schedule, schedule_cost
 
 
 # ---- random graphs -------------------------------------------------------------------------------------
@@ -165,15 +165,16 @@ def test_dp_equals_brute_force(seed):
     for strategy in STRATS:
         for model in (SyntheticCostModel(), HashCostModel()):
             counting = CountingModel(model)
-            out = optimize(graph, strategy, counting, max_group_size=r, max_num_groups=s)
+            res = schedule(graph, strategy, counting, max_group_size=r, max_num_groups=s)
+            out = res.graph
             expected = sum(brute_force(block, strategy, model, r, s) for block in graph.blocks)
-            assert out.optimize_stats.cost_ms == pytest.approx(expected, rel=1e-9, abs=1e-12), (strategy, r, s)
+            assert res.stats.cost_ms == pytest.approx(expected, rel=1e-9, abs=1e-12), (strategy, r, s)
             assert len(set(counting.asked)) == len(counting.asked), "a stage was costed twice"
-            assert out.optimize_stats.stages_costed == len(counting.asked)
+            assert res.stats.stages_costed == len(counting.asked)
             check_schedule(out, r, s)
             if isinstance(model, SyntheticCostModel):
                 # merged convolutions cost the same as the merge stage they came from
-                assert schedule_cost(out, SyntheticCostModel()) == pytest.approx(out.optimize_stats.cost_ms)
+                assert schedule_cost(out, SyntheticCostModel()) == pytest.approx(res.stats.cost_ms)
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -194,12 +195,12 @@ def test_schedules_compute_the_oracle_output(seed):
 
 def test_parts_split_large_blocks_and_stay_valid():
     graph = random_graph(7, max_ops=10)
-    full = optimize(graph, "both", HashCostModel(), max_part_size=100)
-    split = optimize(graph, "both", HashCostModel(), max_part_size=3)
-    check_schedule(split, 3, 8)
+    full = schedule(graph, "both", HashCostModel(), max_part_size=100)
+    split = schedule(graph, "both", HashCostModel(), max_part_size=3)
+    check_schedule(split.graph, 3, 8)
     n = sum(len(b.nodes) for b in graph.blocks)
-    assert split.optimize_stats.parts >= (n + 2) // 3
-    assert split.optimize_stats.cost_ms >= full.optimize_stats.cost_ms - 1e-12
+    assert split.stats.parts >= (n + 2) // 3
+    assert split.stats.cost_ms >= full.stats.cost_ms - 1e-12
 
 
 def test_greedy_and_sequential_shapes():
@@ -244,8 +245,7 @@ def test_bad_arguments():
 def test_random_graphs_cover_merges():
     merged = 0
     for seed in SEEDS:
-        out = optimize(random_graph(seed), "merge", HashCostModel())
-        merged += out.optimize_stats.merged
+        merged += schedule(random_graph(seed), "merge", HashCostModel()).stats.merged
     assert merged > 0
     assert np.isfinite(merged)
 
@@ -267,6 +267,6 @@ def test_state_count_is_the_number_of_down_sets(seed, capsys):
         assert count_states((1 << n) - 1, desc) == here
         expected += here
     for strategy in ("merge", "parallel", "both"):
-        out = optimize(graph, strategy, SyntheticCostModel(), progress=True)
-        assert out.optimize_stats.states == expected
+        res = schedule(graph, strategy, SyntheticCostModel(), progress=True)
+        assert res.stats.states == expected
     assert "IOS" in capsys.readouterr().err  # the progress bar went to stderr

@@ -11,7 +11,7 @@ from ios_core import models, reference
 from ios_core.check import compare
 from ios_core.cost import SyntheticCostModel, make_cost_model
 from ios_core.ir import Graph, GraphBuilder
-from ios_core.optimizer import STRATEGIES, optimize, schedule_cost
+from ios_core.optimizer import STRATEGIES, Schedule, optimize, schedule, schedule_cost
 
 FAST = {"sample", "squeezenet"}
 
@@ -35,12 +35,15 @@ def _check_all_strategies(graph: Graph, batch_size: int = 1):
     ref = reference.run(graph, x)
     results = {}
     for strategy in STRATEGIES:
-        out = optimize(graph, strategy, SyntheticCostModel(), batch_size=batch_size)
+        res = schedule(graph, strategy, SyntheticCostModel(), batch_size=batch_size)
+        out = res.graph
         assert out.has_stages and out.validate() is out
+        assert not hasattr(out, "optimize_stats")  # statistics are returned, not attached
+        assert isinstance(res.schedule, Schedule) and len(res.schedule) == res.stats.num_stages
         check = compare(reference.run(out, x), ref)
         assert check.passed, (graph.name, strategy, check.reason)
-        results[strategy] = out
-    costs = {s: results[s].optimize_stats.cost_ms for s in STRATEGIES}
+        results[strategy] = res
+    costs = {s: results[s].stats.cost_ms for s in STRATEGIES}
     # the DP searches spaces that contain the sequential schedule
     for s in ("merge", "parallel", "both"):
         assert costs[s] <= costs["sequential"] + 1e-9
@@ -50,9 +53,9 @@ def _check_all_strategies(graph: Graph, batch_size: int = 1):
 
 def test_inception_like_graph_all_strategies_match_oracle():
     results = _check_all_strategies(inception_like(), batch_size=2)
-    merged = optimize(inception_like().init_weights(1), "merge", SyntheticCostModel(launch_ms=0.05))
-    assert merged.optimize_stats.merged >= 1  # the three 1x1 convolutions on the block input merge
-    assert results["parallel"].optimize_stats.states > 0
+    merged = schedule(inception_like().init_weights(1), "merge", SyntheticCostModel(launch_ms=0.05))
+    assert merged.stats.merged >= 1  # the three 1x1 convolutions on the block input merge
+    assert results["parallel"].stats.states > 0
 
 
 @pytest.mark.parametrize("name", sorted(FAST))
@@ -68,7 +71,8 @@ def test_every_zoo_model(name):
 
 def test_merge_transform_builds_weights_and_slices():
     graph = inception_like().init_weights(3)
-    out = optimize(graph, "merge", SyntheticCostModel(launch_ms=0.05))
+    res = schedule(graph, "merge", SyntheticCostModel(launch_ms=0.05))
+    out = res.graph
     merged = [n for n in out.operators() if n.name.endswith("_merged")]
     assert merged, "expected a merged convolution"
     for conv in merged:
@@ -79,7 +83,7 @@ def test_merge_transform_builds_weights_and_slices():
     assert not any(n.name.endswith("_merged") for n in graph.operators())
     again = Graph.from_json(json.loads(json.dumps(out.to_json())))
     assert [b.stages for b in again.blocks] == [b.stages for b in out.blocks]
-    assert schedule_cost(again, SyntheticCostModel(launch_ms=0.05)) == pytest.approx(out.optimize_stats.cost_ms)
+    assert schedule_cost(again, SyntheticCostModel(launch_ms=0.05)) == pytest.approx(res.stats.cost_ms)
 
 
 def test_make_cost_model():
@@ -95,8 +99,8 @@ def test_make_cost_model():
 
 def test_reference_schedule_file_reoptimizes():
     graph = Graph.load("tests/data/tiny_schedule.json")
-    out = optimize(graph, "both", SyntheticCostModel())
-    assert out.has_stages and out.optimize_stats.cost_ms > 0
+    res = schedule(graph, "both", SyntheticCostModel())
+    assert res.graph.has_stages and res.stats.cost_ms > 0
 
 
 def test_cli_optimize_writes_a_loadable_schedule(tmp_path):

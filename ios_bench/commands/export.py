@@ -22,7 +22,7 @@ from ..loading import load_graph
 def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: bool, opset: str | None, seed: str):
     """Export a zoo model or a graph/schedule JSON file, with its weights, to ONNX (NCHW float32,
     input 'input', output 'output'). The same exporter feeds the onnxruntime and openvino adapters."""
-    from adapters.onnx_export import DEFAULT_OPSET, MIN_OPSET, export
+    from ios_core.lowering.onnx import DEFAULT_OPSET, MIN_OPSET, export
 
     if not output:
         raise InputError("missing -o/--output FILE.onnx")

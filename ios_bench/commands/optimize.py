@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ios_core.cost import COST_KINDS, make_cost_model
-from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, optimize
+from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, schedule
 
 from ..errors import InputError
 from ..loading import load_graph
@@ -66,9 +66,9 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
         raise InputError(f"cost model {cost_kind!r}: {e}") from None
     if progress is None:
         progress = sys.stderr.isatty()
-    scheduled = optimize(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
-                         max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress)
-    stats = scheduled.optimize_stats
+    result = schedule(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
+                      max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress)
+    scheduled, stats = result.graph, result.stats
     click.echo(f"{graph.name}: {graph.num_operators()} operators in {len(graph.blocks)} blocks, cost model "
                f"{stats.cost_model}")
     click.echo(f"  search: {stats.states} states, {stats.transitions} transitions, {stats.stages_costed} stages "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
+from ios_core.optimizer import STRATEGIES
+
 from ..errors import InputError
 from ..loading import load_graph
-
-STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 
 
 def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int, threads: int | None):

@@ -34,7 +34,7 @@ import torch
 from ..ir import Node, leaf_nodes
 from ..measure import measure
 from ..optimizer.stage import Stage
-from ..runtime.plan import build_program
+from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
 from .cache import ProfileCache, stage_signature

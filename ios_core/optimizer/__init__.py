@@ -1,22 +1,27 @@
 """Schedules for IOS graphs: sequential, greedy, and the IOS dynamic program (merge / parallel / both).
 
-    from ios_core.optimizer import optimize
+    from ios_core.optimizer import schedule
     from ios_core.cost import SyntheticCostModel
-    scheduled = optimize(graph, "both", SyntheticCostModel(), batch_size=1)
-    print(scheduled.optimize_stats.summary())
+    result = schedule(graph, "both", SyntheticCostModel(), batch_size=1)
+    result.graph          # a new graph carrying its stages (what ``optimize`` returns)
+    result.schedule       # Schedule: per block, Stage(kind, groups of nodes)
+    print(result.stats.summary())
 """
 
 from .merge import can_merge, merge_convs, merge_offsets
 from .optimize import (
     DEFAULT_MAX_PART_SIZE,
     STRATEGIES,
+    OptimizeResult,
     OptimizeStats,
     StageCoster,
     copy_graph,
     optimize,
+    schedule,
     schedule_cost,
 )
-from .stage import Stage
+from .stage import Schedule, Stage
 
-__all__ = ["DEFAULT_MAX_PART_SIZE", "STRATEGIES", "OptimizeStats", "Stage", "StageCoster", "can_merge", "copy_graph",
-           "merge_convs", "merge_offsets", "optimize", "schedule_cost"]
+__all__ = ["DEFAULT_MAX_PART_SIZE", "STRATEGIES", "OptimizeResult", "OptimizeStats", "Schedule", "Stage",
+           "StageCoster", "can_merge", "copy_graph", "merge_convs", "merge_offsets", "optimize", "schedule",
+           "schedule_cost"]

@@ -1,4 +1,8 @@
-"""``optimize``: schedule every block of a graph with one strategy.
+"""``schedule`` / ``optimize``: schedule every block of a graph with one strategy.
+
+    result = schedule(graph, "both", cost_model, batch_size=1)   # OptimizeResult
+    result.graph, result.schedule, result.stats                    # Graph, Schedule, OptimizeStats
+    scheduled = optimize(graph, "both", cost_model)              # just the graph
 
 Strategies: ``sequential`` (one operator per stage, block order), ``greedy`` (the paper's
 baseline: every ready operator goes into the next parallel stage, at most ``max_num_groups``
@@ -7,7 +11,8 @@ dynamic program of :mod:`ios_core.optimizer.dp`).
 
 The result is a new graph (the input is never modified): merge stages are applied as graph
 transforms (a merged convolution replaces the originals and its consumers read their channel
-slices), every block carries ``stages``, and ``graph.optimize_stats`` holds the search figures.
+slices) and every block carries ``stages``; the search figures are returned beside it
+(:class:`OptimizeStats`), never attached to the graph.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from dataclasses import asdict, dataclass, field
 from ..ir import Block, Graph, GraphError, Node, Value, leaf_nodes
 from .dp import PartSearch, count_states, descendants, iter_bits
 from .merge import can_merge, merge_convs, merge_key, merge_offsets
-from .stage import Stage
+from .stage import Schedule, Stage
 
+# The one list of strategies (the CLI's choices, the sweep's schedules, the benchmarks).
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 DEFAULT_MAX_PART_SIZE = 100
 
@@ -91,9 +97,32 @@ def copy_graph(graph: Graph) -> Graph:
     return new
 
 
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What :func:`schedule` returns: the scheduled graph (a new graph carrying its stages,
+    merges applied), its :class:`Schedule`, and the search figures."""
+
+    graph: Graph
+    stats: OptimizeStats
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.of(self.graph)
+
+
 def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
              max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False) -> Graph:
-    """Schedule ``graph``; returns a new graph carrying its stages and ``optimize_stats``."""
+    """Schedule ``graph``; returns a new graph carrying its stages (see :func:`schedule` for
+    the search figures too)."""
+    return schedule(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
+                    max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress).graph
+
+
+def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
+             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE,
+             progress: bool = False) -> OptimizeResult:
+    """Schedule ``graph`` with ``strategy`` (one of :data:`STRATEGIES`) under ``cost_model``;
+    returns the scheduled graph with its statistics. The input graph is never modified."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
@@ -130,8 +159,7 @@ def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
             bar.close()
     stats.stages_costed = coster.count
     new.validate()
-    new.optimize_stats = stats
-    return new
+    return OptimizeResult(new, stats)
 
 
 # ---- per block -----------------------------------------------------------------------------------------
@@ -310,10 +338,4 @@ def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
     parallel stage of its groups (merged convolutions are plain operators by now)."""
     if not graph.has_stages:
         raise ValueError(f"graph {graph.name!r} has no schedule (stages) on every block")
-    total = 0.0
-    for block in graph.blocks:
-        by_name = {n.name: n for n in block.nodes}
-        for stage in block.stages:
-            groups = [[by_name[name] for name in group] for group in stage]
-            total += float(cost_model.stage_latency(Stage("parallel", groups), batch_size))
-    return total
+    return sum(float(cost_model.stage_latency(stage, batch_size)) for stage in Schedule.of(graph))

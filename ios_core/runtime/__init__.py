@@ -8,8 +8,10 @@
 See docs/runtime.md.
 """
 
-from .plan import Program, build_program
+from .emit_torch import Program, build_program, emit
+from .plan import Buffer, Piece, Plan, Step, ValueRef, make_plan
 from .pool import WorkerPool, shared_pool, split_threads
-from .runtime import Runtime, graph_stages
+from .runtime import PROVIDERS, Runtime, graph_stages
 
-__all__ = ["Program", "Runtime", "WorkerPool", "build_program", "graph_stages", "shared_pool", "split_threads"]
+__all__ = ["PROVIDERS", "Buffer", "Piece", "Plan", "Program", "Runtime", "Step", "ValueRef", "WorkerPool",
+           "build_program", "emit", "graph_stages", "make_plan", "shared_pool", "split_threads"]

@@ -8,39 +8,42 @@ import torch
 
 from ..ir import Graph, Node
 from ..measure import Measurement, measure
+from ..optimizer.stage import Schedule
 from ..threads import resolve_threads
 from . import providers
-from .plan import Program, build_program
+from .emit_provider import emit_provider
+from .emit_torch import Program, emit
+from .plan import Plan, make_plan
+
+PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build
 
 
 def graph_stages(graph: Graph) -> list[list[list[Node]]]:
     """The graph's stages as nodes (blocks without stages run sequentially)."""
-    stages: list[list[list[Node]]] = []
-    for block in graph.blocks:
-        by_name = {n.name: n for n in block.nodes}
-        if block.stages is None:
-            stages += [[[node]] for node in block.nodes]
-        else:
-            stages += [[[by_name[name] for name in group] for group in stage] for stage in block.stages]
-    return stages
+    return Schedule.of(graph).node_groups()
 
 
 class Runtime:
     """Plan once, run many.
 
-    ``Runtime(graph, batch_size, device="cpu", provider="torch", threads=None)`` plans the
-    graph's schedule (``block.stages``; a block without stages runs sequentially): parallel
-    stages run their groups concurrently on a persistent worker pool with the ``threads``
-    intra-op threads divided among the concurrent groups. ``provider`` names the kernel library
-    (``ios_core.runtime.providers``): ``torch`` runs the planned torch closures; ``onnxruntime``
-    and ``openvino`` compile pieces of the schedule once, each with its thread share
-    (``ios_core.runtime.pieces``). ``max_workers`` caps the concurrency (1 runs every stage's
-    groups one after another on the calling thread); ``trace`` (a list) records each
+    ``Runtime(graph, batch_size, device="cpu", threads=None, provider="torch")`` plans the
+    graph's schedule (``block.stages``; a block without stages runs sequentially) once
+    (``self.plan``, :mod:`ios_core.runtime.plan`) and emits it for the provider (``torch``:
+    closures over torch CPU kernels; ``onnxruntime``, ``openvino``: the plan's pieces, each
+    compiled once by that library with its thread share, :mod:`.emit_provider`;
+    ``self.program``): parallel stages run their
+    groups concurrently on a persistent worker pool with the ``threads`` intra-op threads
+    divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
+    stage's groups one after another on the calling thread); ``trace`` (a list) records each
     concurrent task's thread and start/end times.
     """
 
-    def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", provider: str = "torch",
-                 threads: int | None = None, *, max_workers: int | None = None, trace: list | None = None):
+    def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
+                 provider: str = "torch", max_workers: int | None = None, trace: list | None = None):
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
+        if provider != "torch":
+            providers.require(provider)  # says why the library cannot run here, before planning
         if device != "cpu":
             if device.startswith("cuda"):
                 raise RuntimeError("the IOS runtime's CUDA path is not implemented in this build; "
@@ -53,16 +56,17 @@ class Runtime:
         self.graph = graph
         self.batch_size = batch_size
         self.device = device
-        providers.get(provider)  # a clear error for an unknown name before any planning
-        self.provider = provider
         self.threads = resolve_threads(threads)
+        self.provider = provider
         self.stages = graph_stages(graph)
-        self.program: Program = build_program(self.stages, [graph.input], [graph.exit_node], batch_size,
-                                              self.threads, max_workers=max_workers, trace=trace,
-                                              provider=provider)
+        self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
+        if provider == "torch":
+            self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
+        else:
+            self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace)
         self.program.stats.setdefault("provider", provider)
         self._in = self.program.input_slots[graph.input.name]
-        self._out = self.program.output_slots[graph.exit_node.name]
+        self._out = self.program.output_getters[graph.exit_node.name]
         self._shape = (batch_size, *graph.input_shape)
 
     # ---- running -------------------------------------------------------------------------------
@@ -100,7 +104,7 @@ class Runtime:
         finally:
             if caller != self.threads:
                 torch.set_num_threads(caller)
-        return env[self._out]
+        return self._out()
 
     def run(self, x: np.ndarray) -> np.ndarray:
         return self.execute(self.prepare(x)).contiguous().numpy().copy()
@@ -129,7 +133,8 @@ class Runtime:
         finally:
             torch.set_num_threads(caller)
         m.meta.update({"threads": self.threads, "batch_size": self.batch_size, "device": self.device,
-                       "stages": len(self.stages), **{k: v for k, v in self.stats.items() if k != "threads"}})
+                       "stages": len(self.stages), "provider": self.provider,
+                       **{k: v for k, v in self.stats.items() if k != "threads"}})
         if profile_stages:
             m.meta["stage_names"] = prog.stage_names
         return m

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .base import Kernel, Piece, Provider
-from .onnx_piece import DEFAULT_OPSET, export_piece, input_name, output_name
+from .onnx_piece import DEFAULT_OPSET, export_piece
 from .settings import provider_settings
 
 
@@ -40,10 +40,10 @@ class ORTKernel(Kernel):
     def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Callable[[], None]:
         self._check(inputs, outputs)
         io = self.session.io_binding()
-        for i, a in enumerate(inputs):
-            io.bind_input(input_name(i), "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
-        for i, a in enumerate(outputs):
-            io.bind_output(output_name(i), "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
+        for node, a in zip(self.piece.inputs, inputs):
+            io.bind_input(node.name, "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
+        for node, a in zip(self.piece.outputs, outputs):
+            io.bind_output(node.name, "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
         keep = (list(inputs), list(outputs))  # the binding holds raw pointers: keep the arrays alive
         run = self.session._sess.run_with_iobinding
         binding = io._iobinding
@@ -57,7 +57,7 @@ class ORTKernel(Kernel):
     def run_plain(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """``InferenceSession.run`` with a feeds dictionary (allocates outputs): for comparing
         the per-call overhead with the bound call."""
-        return self.session.run(None, {input_name(i): a for i, a in enumerate(inputs)})
+        return self.session.run(None, {node.name: a for node, a in zip(self.piece.inputs, inputs)})
 
 
 class OnnxRuntimeProvider(Provider):

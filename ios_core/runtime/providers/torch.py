@@ -24,7 +24,7 @@ class TorchKernel(Kernel):
         self._check(inputs, outputs)
         prog, env = self.program, self.program.env
         ins = [(prog.input_slots[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.inputs, inputs)]
-        outs = [(prog.output_slots[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.outputs, outputs)]
+        outs = [(prog.output_getters[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.outputs, outputs)]
         threads = self.threads
 
         def call():
@@ -36,8 +36,8 @@ class TorchKernel(Kernel):
                     for k, t in ins:
                         env[k] = t
                     prog.run()
-                    for k, t in outs:
-                        t.copy_(env[k])
+                    for get, t in outs:
+                        t.copy_(get())
             finally:
                 if caller != threads:
                     torch.set_num_threads(caller)
@@ -49,7 +49,7 @@ class TorchProvider(Provider):
         return torch.__version__
 
     def _compile(self, piece, batch_size, threads, random_weights, seed):
-        from ..plan import build_program
+        from ..emit_torch import build_program
 
         prog = build_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
                              random_weights=random_weights, max_workers=1, seed=seed)

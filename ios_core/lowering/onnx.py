@@ -1,8 +1,12 @@
-"""Export an IOS graph (with its weights) to an ONNX model.
+"""Export an IOS graph (with its weights), or a piece of one, to an ONNX model.
 
-    from adapters.onnx_export import export
+    from ios_core.lowering.onnx import export, export_nodes
     model = export(graph, batch_size=1, path="model.onnx")   # onnx.ModelProto, also saved
     model = export(graph, batch_size=None)                    # dynamic batch dimension "N"
+    piece = export_nodes(nodes, inputs=[a, b], outputs=[c], batch_size=1)   # a runtime provider's piece
+
+The adapters (onnxruntime, openvino, ``ios-bench export``) and the runtime's kernel providers
+use this one exporter; it walks the graph with :mod:`ios_core.lowering.walk`.
 
 NCHW float32, one input ``input`` (N, C, H, W) and one output ``output``. Mapping:
 conv -> Conv (+ Relu/Sigmoid/Tanh for the fused activation), pools -> MaxPool /
@@ -15,13 +19,14 @@ Concat(axis=1), flatten -> Reshape(N, -1, 1, 1), linear -> Flatten + Gemm(transB
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from ios_core.ir import Graph, Node
-
-from ._lowering import Primitives, lower
+from ..ir import Graph, Node, leaf_nodes
+from .compose import Primitives
+from .walk import check_supported, lower, lower_nodes
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broadcast quirks
@@ -29,13 +34,17 @@ MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broad
 _ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 
 
+# (node, "weight" | "bias", the node's own array or None) -> the array to export
+Weights = Callable[[Node, str, "np.ndarray | None"], np.ndarray]
+
+
 class _Builder:
-    def __init__(self, graph: Graph):
+    def __init__(self, weights: Weights | None = None):
         import onnx.helper as oh
         import onnx.numpy_helper as onh
 
         self.oh, self.onh = oh, onh
-        self.graph = graph
+        self.weights = weights
         self.nodes: list = []
         self.initializers: list = []
         self._constants: dict[tuple, str] = {}
@@ -59,6 +68,8 @@ class _Builder:
         return self._constants[key]
 
     def weight(self, node: Node, key: str, arr: np.ndarray) -> str:
+        if self.weights is not None:
+            arr = self.weights(node, key, arr)
         name = f"{node.name}.{key}"
         self.initializers.append(self.onh.from_array(np.ascontiguousarray(arr, dtype=np.float32), name))
         return name
@@ -120,49 +131,95 @@ class _Builder:
         raise NotImplementedError(f"onnx export: no conversion for node type {kind!r}")
 
 
-def export(graph: Graph, batch_size: int | None = 1, path: str | Path | None = None,
-           opset: int = DEFAULT_OPSET, check: bool = True):
-    """The graph as an ``onnx.ModelProto`` (saved to ``path`` when given). ``batch_size=None``
-    makes the batch dimension dynamic (``N``)."""
-    import onnx
-    import onnx.helper as oh
-
-    if any(op.HAS_WEIGHTS and not op.weights() for op in graph.operators()):
-        raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
+def _check_args(nodes, batch_size, opset, what: str) -> None:
+    if any(op.HAS_WEIGHTS and not op.weights() for node in nodes for op in leaf_nodes(node)):
+        raise ValueError(f"{what} has no weights: call graph.init_weights(seed)")
     if batch_size is not None and int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
     if int(opset) < MIN_OPSET:
         raise ValueError(f"opset {opset} is too old: the exporter needs >= {MIN_OPSET}")
-    b = _Builder(graph)
-    out = lower(graph, "input", b.primitives(), b.emit)
-    # Name the result "output": rename the tensor (and every use), or copy the input through.
-    if out == "input":
-        b.nodes.append(oh.make_node("Identity", ["input"], ["output"], name="output"))
-    else:
+
+
+def _model(b: _Builder, name: str, inputs: list[tuple[str, tuple]], results: list[tuple[str, str, tuple]],
+           batch_size: int | None, opset: int, props: dict, check: bool):
+    """Finish the model: graph inputs ``(name, chw)``; graph outputs ``(tensor, name, chw)``
+    (the tensor renamed to ``name`` where it is produced here and named once, else copied
+    through an Identity)."""
+    import onnx
+    import onnx.helper as oh
+
+    produced = {t for n in b.nodes for t in n.output}
+    input_names = {n for n, _ in inputs}
+    counts: dict[str, int] = {}
+    for tensor, _, _ in results:
+        counts[tensor] = counts.get(tensor, 0) + 1
+    renames = {}
+    for tensor, out_name, _ in results:
+        if tensor == out_name:
+            continue
+        if tensor in produced and tensor not in input_names and counts[tensor] == 1:
+            renames[tensor] = out_name
+        else:
+            b.nodes.append(oh.make_node("Identity", [tensor], [out_name], name=out_name))
+    if renames:
         for n in b.nodes:
             for seq in (n.input, n.output):
                 for i, t in enumerate(seq):
-                    if t == out:
-                        seq[i] = "output"
+                    if t in renames:
+                        seq[i] = renames[t]
     n_dim = "N" if batch_size is None else int(batch_size)
-    c, h, w = graph.input_shape
-    oc, oh_, ow = graph.output_shape
     onnx_graph = oh.make_graph(
-        b.nodes, graph.name,
-        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [n_dim, c, h, w])],
-        [oh.make_tensor_value_info("output", onnx.TensorProto.FLOAT, [n_dim, oc, oh_, ow])],
+        b.nodes, name,
+        [oh.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [n_dim, *chw]) for n, chw in inputs],
+        [oh.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [n_dim, *chw]) for _, n, chw in results],
         initializer=b.initializers,
     )
     model = oh.make_model(onnx_graph, producer_name="ios-bench", opset_imports=[oh.make_opsetid("", int(opset))])
     # The oldest IR version that carries this opset: keeps the file loadable by runtimes lagging onnx.
     model.ir_version = oh.find_min_ir_version_for(list(model.opset_import))
-    oh.set_model_props(model, {"ios_bench.graph": graph.name, "ios_bench.opset": str(opset),
+    oh.set_model_props(model, {**props, "ios_bench.opset": str(opset),
                                "ios_bench.batch_size": "dynamic" if batch_size is None else str(batch_size)})
     if check:
         onnx.checker.check_model(model)
+    return model
+
+
+def export(graph: Graph, batch_size: int | None = 1, path: str | Path | None = None,
+           opset: int = DEFAULT_OPSET, check: bool = True):
+    """The graph as an ``onnx.ModelProto`` (saved to ``path`` when given), one input ``input``
+    and one output ``output``. ``batch_size=None`` makes the batch dimension dynamic (``N``)."""
+    import onnx
+
+    _check_args(list(graph.operators()), batch_size, opset, f"graph {graph.name!r}")
+    b = _Builder()
+    out = lower(graph, "input", b.primitives(), b.emit)
+    model = _model(b, graph.name, [("input", graph.input_shape)], [(out, "output", graph.output_shape)],
+                   batch_size, opset, {"ios_bench.graph": graph.name}, check)
     if path is not None:
         onnx.save(model, str(path))
     return model
+
+
+def export_nodes(nodes: list[Node], inputs: list[Node], outputs: list[Node], batch_size: int | None = 1,
+                 opset: int = DEFAULT_OPSET, name: str = "piece", check: bool = True, weights: Weights | None = None):
+    """A piece of a graph as an ``onnx.ModelProto``: ``nodes`` (schedulable nodes in a valid
+    order, Sequential allowed) computed from ``inputs`` (nodes computed elsewhere; the model's
+    inputs, named after them, each their whole output); the model's outputs are ``outputs``
+    (nodes among ``nodes`` or ``inputs``), named after them. A runtime kernel provider compiles
+    a plan piece (``ios_core.runtime.plan.Piece``) this way. ``weights`` replaces the nodes'
+    weights as they are exported (the measured cost model's stages of merged convolutions
+    have none: it passes seeded random ones)."""
+    nodes = list(nodes)
+    check_supported([op for n in nodes for op in leaf_nodes(n)], f"piece {name!r}")
+    _check_args(nodes if weights is None else [], batch_size, opset, f"piece {name!r}")
+    b = _Builder(weights)
+    values = lower_nodes(nodes, {x.name: x.name for x in inputs}, b.primitives(), b.emit)
+    missing = [o.name for o in outputs if o.name not in values]
+    if missing:
+        raise ValueError(f"piece {name!r}: outputs {missing} are neither computed in it nor its inputs")
+    return _model(b, name, [(x.name, x.output_shape) for x in inputs],
+                  [(values[o.name], o.name, o.output_shape) for o in outputs], batch_size, opset,
+                  {"ios_bench.piece": name}, check)
 
 
 def opset_of(model) -> int:

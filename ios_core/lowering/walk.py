@@ -1,0 +1,63 @@
+"""The graph walk every converter shares: operators in the oracle's order, inputs composed
+once (:mod:`ios_core.lowering.compose`), each operator handed to a framework's emitter.
+
+    out = lower(graph, x, prims, emit)       # emit(op, composed_input) -> op's output
+
+serves eager evaluation (the oracle, torch, TensorFlow tracing) and graph construction (the
+ONNX exporter, TVM's Relax builder). :func:`lower_nodes` does the same for a piece of a graph
+(some of its operators, fed with the outputs of others): what a runtime kernel provider
+compiles.
+
+Adding an operator type: define the IR node (``ios_core/ir/nodes.py``), add its ``TYPE`` to
+:data:`SUPPORTED_TYPES`, and give every emitter a branch for it (the oracle's
+``ios_core.kernels.apply``, ``ios_core.lowering.onnx``, and each adapter's emitter). The
+runtime's torch emitter falls back to ``ios_core.kernels.apply`` for a type it has no fast
+path for, and the composition of inputs needs nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from ..ir import Graph, Node, leaf_nodes
+from .compose import Primitives, compose
+
+# Node types every converter handles (the zoo uses all of them).
+SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "sequential")
+
+Emit = Callable[[Node, Any], Any]
+
+
+def check_supported(nodes: Iterable[Node], what: str, supported: Iterable[str] = SUPPORTED_TYPES) -> None:
+    """Refuse, naming them, node types no converter handles."""
+    unsupported = sorted({n.TYPE for n in nodes} - set(supported))
+    if unsupported:
+        raise NotImplementedError(f"{what} uses node types {unsupported} no converter handles")
+
+
+def schedulable_nodes(graph: Graph) -> Iterator[Node]:
+    """The schedulable nodes of ``graph`` (Sequential nodes unexpanded), in block order."""
+    for block in graph.blocks:
+        yield from block.nodes
+
+
+def lower_nodes(nodes: Iterable[Node], inputs: Mapping[str, Any], prims: Primitives, emit: Emit) -> dict[str, Any]:
+    """Emit ``nodes`` (schedulable nodes in a valid order; Sequential nodes expanded) whose
+    inputs are ``inputs`` (node name -> value) or each other's outputs. Returns every value by
+    node name: ``inputs``, each operator's output, and each Sequential's (its last operator's)."""
+    outputs: dict[str, Any] = dict(inputs)
+    for node in nodes:
+        ops = leaf_nodes(node)
+        for op in ops:
+            outputs[op.name] = emit(op, compose(op, outputs, prims))
+        outputs[node.name] = outputs[ops[-1].name]
+    return outputs
+
+
+def lower(graph: Graph, x: Any, prims: Primitives, emit: Emit,
+          supported: Iterable[str] = SUPPORTED_TYPES) -> Any:
+    """Walk ``graph`` from input ``x``; returns the exit node's output."""
+    check_supported(graph.operators(), f"graph {graph.name!r}", supported)
+    outputs = lower_nodes(schedulable_nodes(graph), {graph.input.name: x}, prims, emit)
+    return outputs[graph.exit_node.name]
