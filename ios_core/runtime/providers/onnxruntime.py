@@ -45,11 +45,19 @@ class ORTKernel(Kernel):
         for node, a in zip(self.piece.outputs, outputs):
             io.bind_output(node.name, "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
         keep = (list(inputs), list(outputs))  # the binding holds raw pointers: keep the arrays alive
-        run = self.session._sess.run_with_iobinding
-        binding = io._iobinding
+        # the C++ session's own method (what InferenceSession.run_with_iobinding calls, one Python
+        # frame less); the public method where the private names ever change
+        inner, binding = getattr(self.session, "_sess", None), getattr(io, "_iobinding", None)
+        if inner is not None and binding is not None and hasattr(inner, "run_with_iobinding"):
+            run = inner.run_with_iobinding
 
-        def call():
-            run(binding, None)
+            def call():
+                run(binding, None)
+        else:
+            public = self.session.run_with_iobinding
+
+            def call():
+                public(io)
         call.keep = keep  # type: ignore[attr-defined]
         call.io_binding = io  # type: ignore[attr-defined]
         return call
