@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from adapter_graphs import mini_inception
 from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 from ios_core import models, optimize, reference
@@ -18,6 +19,7 @@ SCHEDULES = {
     "squeezenet-levels": lambda: level_schedule(models.get("squeezenet", image_size=64)),
     "inception-both": lambda: optimize(models.get("inception_v3", image_size=107), "both", SyntheticCostModel()),
     "randwire-levels": lambda: level_schedule(models.get("randwire", image_size=64, channels=16)),
+    "mini-both": lambda: optimize(mini_inception(), "both", SyntheticCostModel()),
     "nasnet-levels": lambda: level_schedule(models.get("nasnet", image_size=64, stem_filters=16, filters=16)),
 }
 
@@ -31,8 +33,9 @@ class _Lazy(dict):
 PLANS = _Lazy()
 
 
-def _plan(graph: Graph, batch: int = 2, kinds=("concat",)) -> Plan:
-    return make_plan(graph_stages(graph), [graph.input], [graph.exit_node], batch, arena_kinds=kinds)
+def _plan(graph: Graph, batch: int = 2, kinds=("concat",), fuse: bool = False) -> Plan:
+    return make_plan(graph_stages(graph), [graph.input], [graph.exit_node], batch, arena_kinds=kinds,
+                     fuse_sequential=fuse)
 
 
 def check_invariants(plan: Plan) -> None:
@@ -100,6 +103,7 @@ def test_plan_invariants(name):
     # an executor that preallocates every buffer gets the same guarantees
     everything = _plan(graph, kinds=("concat", "value"))
     check_invariants(everything)
+    check_invariants(_plan(graph, fuse=True))  # what a kernel provider runs
     assert everything.arena_bytes <= sum(b.nbytes + 64 for b in everything.buffers if b.kind != "input")
 
 
@@ -132,23 +136,22 @@ def test_liveness_keeps_view_sources_alive():
 
 @pytest.mark.parametrize("fuse", [True, False])
 def test_pieces_cover_every_operator_once(fuse):
-    plan = _plan(PLANS["inception-both"])
-    pieces = plan.pieces(fuse_sequential=fuse)
+    plan = _plan(PLANS["inception-both"], fuse=fuse)
+    pieces = plan.pieces()
     seen = [s.op.name for p in pieces for s in p.steps]
     assert sorted(seen) == sorted(s.op.name for s in plan.steps) and len(seen) == len(set(seen))
-    stage_order = [p.stages[0] for p in pieces]
-    assert stage_order == sorted(stage_order)
+    assert [p.stage for p in pieces] == sorted(p.stage for p in pieces)
+    assert len(pieces) == sum(len(st.groups) for st in plan.stages)
     for p in pieces:
         inside = {s.op.name for s in p.steps} | {n.name for n in p.nodes}
         assert not any(x.name in inside for x in p.inputs)
         assert all(o.name in inside for o in p.outputs)
-        if len(p.stages) > 1:
-            assert all(len(plan.stages[si].groups) == 1 for si in p.stages)
-    assert pieces[-1].outputs[-1] is plan.outputs[0] or plan.outputs[0] in pieces[-1].outputs
-    if not fuse:
-        assert len(pieces) == sum(len(st.groups) for st in plan.stages)
-    else:
-        assert len(pieces) < sum(len(st.groups) for st in plan.stages)
+    assert plan.outputs[0] in pieces[-1].outputs
+    unfused = _plan(PLANS["inception-both"])
+    if fuse:  # runs of single-group stages became one stage each
+        assert len(plan.stages) < len(unfused.stages)
+        assert not any(len(a.groups) == 1 and len(b.groups) == 1 for a, b in zip(plan.stages, plan.stages[1:]))
+        assert sum(len(st.groups) > 1 for st in plan.stages) == sum(len(st.groups) > 1 for st in unfused.stages)
 
 
 def test_pieces_run_through_onnx_equal_the_oracle():
@@ -168,7 +171,7 @@ def test_pieces_run_through_onnx_equal_the_oracle():
     with torch.inference_mode():
         values = lower_nodes([n for b in graph.blocks for n in b.nodes], {graph.input.name: torch.from_numpy(x)},
                              TORCH_PRIMS, apply)
-    plan = _plan(graph)
+    plan = _plan(graph, fuse=True)
     for piece in plan.pieces():
         model = export_nodes(piece.nodes, piece.inputs, piece.outputs, batch_size=2, name=piece.name)
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -183,3 +186,63 @@ def test_runtime_rejects_unknown_providers():
         Runtime(g, 1, provider="nonesuch")
     rt = Runtime(g, 1, provider="torch", threads=1)
     assert rt.plan.stats()["stages"] == rt.stats["stages"]
+
+
+def _torch_piece(piece, io, threads):
+    """A kernel provider written with the oracle's kernels: checks the emit_pieces hook."""
+    import torch
+
+    from ios_core.kernels import TORCH_PRIMS, apply
+    from ios_core.lowering import lower_nodes
+
+    assert threads >= 1
+
+    def run():
+        with torch.inference_mode():
+            values = lower_nodes(piece.nodes, {name: get() for name, get in io.inputs.items()}, TORCH_PRIMS, apply)
+        for o in piece.outputs:
+            io.outputs[o.name](values[o.name])
+    return run
+
+
+def _ort_piece(piece, io, threads):
+    """The same through ONNX Runtime on the piece's ONNX export (what the onnxruntime provider does)."""
+    import onnxruntime as ort
+    import torch
+
+    from ios_core.lowering.onnx import export_nodes
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    model = export_nodes(piece.nodes, piece.inputs, piece.outputs, batch_size=None, name=piece.name)
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in piece.outputs]
+
+    def run():
+        feeds = {name: get().contiguous().numpy() for name, get in io.inputs.items()}
+        for name, y in zip(names, sess.run(names, feeds)):
+            io.outputs[name](torch.from_numpy(y))
+    return run
+
+
+@pytest.mark.parametrize("provider", ["torch", "onnxruntime"])
+@pytest.mark.parametrize("schedule", ["mixed-seq", "mixed-levels", "mini-both"])
+def test_emit_pieces_runs_a_provider_on_the_plan(provider, schedule):
+    import torch
+
+    from ios_core.runtime.emit_torch import emit_pieces
+
+    if provider == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    graph = PLANS[schedule]
+    graph.init_weights(4)
+    compile_piece = _torch_piece if provider == "torch" else _ort_piece
+    plan = _plan(graph, batch=2, fuse=True)
+    program = emit_pieces(plan, 2, compile_piece)
+    assert program.stats["operators"] == len([s for s in plan.steps if s.runs])
+    for seed in (0, 1):
+        x = reference.random_input(graph, 2, seed=seed)
+        program.env[program.input_slots[graph.input.name]] = torch.from_numpy(x)
+        program.run()
+        got = program.output(graph.exit_node.name).contiguous().numpy()
+        np.testing.assert_allclose(got, reference.run(graph, x), rtol=1e-4, atol=1e-4)

@@ -53,8 +53,8 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
       ios-bench profile --schedule tests/data/tiny_schedule.json --batch 2
       ios-bench profile --model squeezenet --strategy both --provider onnxruntime
 
-    With a provider other than torch, the rows are the runtime's steps: a parallel stage, or
-    a run of consecutive one-group stages compiled as one piece.
+    With a provider other than torch, a run of consecutive one-group stages is one stage
+    (compiled as one piece).
     """
     import numpy as np
 
@@ -92,14 +92,13 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     click.echo(f"      Stage latency: {np.array2string(np.array(stage_ms), precision=5, max_line_width=100)}")
     click.echo("")
     total = sum(stage_ms) or 1.0
-    row = "stage" if provider == "torch" else "step"
-    click.echo(f"{row:>5} {'groups':>6} {'ms':>9} {'share':>6}  operators")
+    click.echo(f"{'stage':>5} {'groups':>6} {'ms':>9} {'share':>6}  operators")
     for i, (names, ms) in enumerate(zip(m.meta["stage_names"], stage_ms)):
         groups = " | ".join(",".join(_hint(graph, n) for n in g) for g in names)
         click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {groups}")
     st = rt.stats
     if provider != "torch":
-        click.echo(f"# {provider} {st['provider_version']}: {st['pieces']} pieces in {st['steps']} steps, "
+        click.echo(f"# {provider} {st['provider_version']}: {st['pieces']} pieces, "
                    f"compiled in {st['compile_seconds']:.2f} s")
     click.echo(f"# {graph.name}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
                f"operators, sum of stages {sum(stage_ms):.3f} ms, whole graph {m.median:.3f} ms, "

@@ -26,7 +26,7 @@ import torch
 from .. import kernels
 from ..ir import Node
 from ..lowering import Primitives, Slice, evaluate
-from .plan import ALIAS, CONCAT, F32, INTO, Plan, Step, ValueRef, make_plan
+from .plan import ALIAS, CONCAT, F32, INTO, Piece, Plan, Step, ValueRef, make_plan
 from .pool import assign_groups, shared_pool, split_threads
 
 
@@ -93,9 +93,7 @@ class Program:
     stats: dict = field(default_factory=dict)
     profiled_stage_fns: list[Callable[[], None]] | None = None
     stage_acc: list[int] | None = None
-    # provider programs (``emit_provider``): the buffers the kernels read the inputs from
-    # (filling them directly saves a copy), the compiled kernels and their pieces
-    input_buffers: dict = field(default_factory=dict)
+    # provider programs (``emit_provider``): the compiled kernels and their pieces
     kernels: list = field(default_factory=list)
     pieces: list = field(default_factory=list)
 
@@ -196,6 +194,20 @@ class _Emitter:
         """A function returning the step's composed input (the one evaluator, with closures)."""
         return evaluate(step.inputs, self.read, CLOSURE_PRIMS)
 
+    def piece_io(self, piece: Piece) -> PieceIO:
+        destinations: dict[str, torch.Tensor | None] = {}
+        outputs: dict[str, Callable[[torch.Tensor], None]] = {}
+        env = self.env
+        for o in piece.outputs:
+            ref = self.plan.value(o)
+            if ref.buffer in self.fixed:
+                dest = destinations[o.name] = self.view(ref)
+                outputs[o.name] = lambda t, dest=dest: None if t is dest else dest.copy_(t)
+            else:
+                destinations[o.name] = None
+                outputs[o.name] = lambda t, k=ref.buffer: env.__setitem__(k, t)
+        return PieceIO({x.name: self.getter(self.plan.value(x)) for x in piece.inputs}, outputs, destinations)
+
     def weight(self, node: Node, attr: str, shape) -> torch.Tensor:
         return _weight(node, attr, shape, self.random_weights, self.rng)
 
@@ -282,6 +294,9 @@ class _Emitter:
         return op
 
 
+Task = tuple[list[str], list[Callable[[], None]], float]  # one group: names, closures, cost (for balancing)
+
+
 def emit(plan: Plan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
          trace: list | None = None) -> Program:
     """The torch CPU program of ``plan`` with ``threads`` intra-op threads in all. ``trace``, a
@@ -289,24 +304,87 @@ def emit(plan: Plan, threads: int, random_weights: bool = False, max_workers: in
     threads, start and end ns): the evidence that groups overlap. ``random_weights`` draws
     weights from ``seed`` (the measured cost model times stages without the graph's weights)."""
     em = _Emitter(plan, random_weights, seed)
+    stage_tasks: list[list[Task]] = []
+    for st in plan.stages:
+        tasks = []
+        for g in st.groups:
+            pairs = [(s.op.name, em.op(s)) for s in g.steps]
+            fns = [f for _, f in pairs if f is not None]
+            if fns:
+                tasks.append(([name for name, f in pairs if f is not None], fns, g.cost))
+        stage_tasks.append(tasks)
+    return _program(plan, em, stage_tasks, threads, max_workers, trace)
+
+
+@dataclass
+class PieceIO:
+    """How a compiled piece meets the program's buffers. ``inputs``: node name -> a function
+    returning that value's current tensor (NCHW float32, possibly a channel-slice view);
+    ``outputs``: node name -> a function storing the computed tensor; ``destinations``: node
+    name -> the preallocated tensor the output lands in (an arena view: a provider may write
+    there directly, e.g. through ONNX Runtime's IO binding, and then store that same tensor,
+    which costs nothing), or None where the output is a fresh tensor."""
+
+    inputs: dict[str, Callable[[], torch.Tensor]]
+    outputs: dict[str, Callable[[torch.Tensor], None]]
+    destinations: dict[str, torch.Tensor | None]
+
+
+# compile_piece(piece, io, threads) -> a closure running the piece (reading io.inputs, calling io.outputs)
+CompilePiece = Callable[[Piece, PieceIO, int], Callable[[], None]]
+
+
+def emit_pieces(plan: Plan, threads: int, compile_piece: CompilePiece, max_workers: int | None = None,
+                trace: list | None = None) -> Program:
+    """A program whose groups are pieces compiled by a kernel provider: ``compile_piece(piece,
+    io, threads)`` is called once per piece (:meth:`Plan.pieces`) with the intra-op threads
+    that piece gets when it runs (its share of a parallel stage, or all of ``threads``) and
+    returns the closure that runs it. Stages, the worker pool, releases, profiling and stats
+    are the torch program's. Plan with ``make_plan(..., fuse_sequential=True)`` so runs of
+    single-group stages are compiled as one piece."""
+    em = _Emitter(plan, False, 0)
+    pieces = plan.pieces()
+    by_stage: dict[int, list[Piece]] = {}
+    for p in pieces:
+        by_stage.setdefault(p.stage, []).append(p)
+    stage_tasks: list[list[Task]] = []
+    for si, st in enumerate(plan.stages):
+        stage_pieces = by_stage.get(si, [])
+        costs = [st.groups[p.group].cost for p in stage_pieces]
+        shares = group_threads(costs, threads, max_workers)
+        tasks = []
+        for p, cost, share in zip(stage_pieces, costs, shares):
+            fn = compile_piece(p, em.piece_io(p), share)
+            tasks.append(([p.name], [fn], cost))
+        stage_tasks.append(tasks)
+    return _program(plan, em, stage_tasks, threads, max_workers, trace)
+
+
+def group_threads(costs: Sequence[float], threads: int, max_workers: int | None = None) -> list[int]:
+    """The intra-op threads each group of a stage runs with (the assignment of :func:`_stage_fn`)."""
+    nworkers = min(len(costs), threads, max_workers or threads)
+    if nworkers <= 1:
+        return [threads] * len(costs)
+    shares = [threads] * len(costs)
+    for a, t in zip(assign_groups(list(costs), nworkers), split_threads(threads, nworkers)):
+        for i in a:
+            shares[i] = t
+    return shares
+
+
+def _program(plan: Plan, em: _Emitter, stage_tasks: list[list[Task]], threads: int, max_workers: int | None,
+             trace: list | None) -> Program:
     env = em.env
     pool = shared_pool()
     stage_fns: list[Callable[[], None]] = []
     op_fns: list[list[Callable[[], None]]] = []
     op_names: list[list[str]] = []
     workers_used = 1
-    for si, st in enumerate(plan.stages):
-        groups_ops, names, costs = [], [], []
-        for g in st.groups:
-            pairs = [(s.op, em.op(s)) for s in g.steps]
-            fns = [f for _, f in pairs if f is not None]
-            names += [leaf.name for leaf, f in pairs if f is not None]
-            if fns:
-                groups_ops.append(fns)
-                costs.append(g.cost)
+    for si, (st, tasks) in enumerate(zip(plan.stages, stage_tasks)):
+        groups_ops = [fns for _, fns, _ in tasks]
         op_fns.append([f for fns in groups_ops for f in fns])
-        op_names.append(names)
-        fn, nworkers = _stage_fn(groups_ops, costs, threads, max_workers, pool, trace, si)
+        op_names.append([name for names, _, _ in tasks for name in names])
+        fn, nworkers = _stage_fn(groups_ops, [c for _, _, c in tasks], threads, max_workers, pool, trace, si)
         workers_used = max(workers_used, nworkers)
         stage_fns.append(_with_release(fn, env, st.release) if st.release else fn)
     program = Program(
@@ -326,13 +404,13 @@ def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequenc
     keep their values after the run (``Program.output(name)``). Another ``provider``
     (``onnxruntime``, ``openvino``) emits the plan's pieces compiled by that library
     (:func:`ios_core.runtime.emit_provider.emit_provider`)."""
-    plan = make_plan(stages, externals, outputs, batch_size)
     if provider != "torch":
-        from .emit_provider import emit_provider
+        from .emit_provider import build_provider_program
 
-        return emit_provider(plan, provider, threads, random_weights=random_weights, max_workers=max_workers,
-                             seed=seed, trace=trace)
-    return emit(plan, threads, random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)
+        return build_provider_program(stages, externals, outputs, batch_size, threads, provider,
+                                      random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)
+    return emit(make_plan(stages, externals, outputs, batch_size), threads, random_weights=random_weights,
+                max_workers=max_workers, seed=seed, trace=trace)
 
 
 def _term_into(dst, getters, mul):

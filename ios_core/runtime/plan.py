@@ -20,8 +20,9 @@ of it:
    counted in stages, so groups running concurrently never share storage.
 
 Executors consume the plan: the torch CPU emitter (:mod:`ios_core.runtime.emit_torch`) turns
-it into closures; a kernel provider compiles :meth:`Plan.pieces` (a group, or a run of
-consecutive single-group stages, with its external input and output values); a CUDA
+it into closures; a kernel provider compiles :meth:`Plan.pieces` (a group; with
+``fuse_sequential`` planning a run of consecutive single-group stages is one group) with its
+external input and output values (:func:`ios_core.runtime.emit_torch.emit_pieces` runs them); a CUDA
 executor would map groups to streams, stages to events between them and run
 :func:`ios_core.runtime.passes.arena` over every buffer. See docs/runtime.md.
 """
@@ -136,8 +137,9 @@ class StagePlan:
 
 @dataclass
 class Piece:
-    """What a kernel provider compiles as one unit: ``nodes`` (schedulable nodes, in order)
-    of a group of a parallel stage, or of a run of consecutive single-group stages.
+    """What a kernel provider compiles as one unit: the ``nodes`` (schedulable nodes, in
+    order) of one group (with ``fuse_sequential`` planning, a run of consecutive single-group
+    stages is one group).
     ``inputs``: the values it reads that are computed elsewhere (external inputs or other
     pieces), as the nodes its operators name; ``outputs``: the values it computes that
     are read after it or kept, and those no operator reads (the schedule computes them, so a
@@ -145,8 +147,8 @@ class Piece:
     ``ios_core.lowering.onnx.export_nodes(piece.nodes, piece.inputs, piece.outputs)`` is the
     piece as an ONNX model."""
 
-    stages: tuple[int, ...]
-    group: int  # the group's index in its stage (0 for a run of single-group stages)
+    stage: int
+    group: int  # the group's index in its stage
     nodes: list[Node]
     steps: list[Step]
     inputs: list[Node]
@@ -154,7 +156,7 @@ class Piece:
 
     @property
     def name(self) -> str:
-        return f"s{self.stages[0]}" + (f"-{self.stages[-1]}" if len(self.stages) > 1 else "") + f"g{self.group}"
+        return f"s{self.stage}g{self.group}"
 
 
 @dataclass
@@ -186,26 +188,12 @@ class Plan:
         return self.buffers[self.value(node).buffer]
 
     # ---- pieces for kernel providers -------------------------------------------------------
-    def pieces(self, fuse_sequential: bool = True) -> list[Piece]:
-        """The plan cut into pieces, in execution order: each group of a parallel stage is a
-        piece; consecutive single-group stages form one piece (``fuse_sequential``) or one
-        piece each."""
-        spans: list[tuple[tuple[int, ...], int]] = []
-        run: list[int] = []
-        for si, st in enumerate(self.stages):
-            if len(st.groups) == 1 and fuse_sequential:
-                run.append(si)
-                continue
-            if run:
-                spans.append((tuple(run), 0))
-                run = []
-            spans += [((si,), gi) for gi in range(len(st.groups))]
-        if run:
-            spans.append((tuple(run), 0))
-        raw = []
-        for stages, gi in spans:
-            groups = [self.stages[si].groups[gi] for si in stages]
-            raw.append((stages, gi, [n for g in groups for n in g.nodes], [s for g in groups for s in g.steps]))
+    def pieces(self) -> list[Piece]:
+        """One piece per group, in execution order. Plan with ``make_plan(...,
+        fuse_sequential=True)`` to make each run of consecutive single-group stages one group
+        (one piece); lifetimes and the arena are then computed for what really runs."""
+        raw = [(si, gi, list(g.nodes), list(g.steps)) for si, st in enumerate(self.stages)
+               for gi, g in enumerate(st.groups)]
         # who reads what: a value leaves a piece when another piece reads it, or it is kept
         computed_in: dict[str, int] = {}
         for pi, (_, _, nodes, steps) in enumerate(raw):
@@ -220,7 +208,7 @@ class Plan:
                     read_by.setdefault(sl.source.name, set()).add(pi)
         kept = {o.name for o in self.outputs}
         out = []
-        for pi, (stages, gi, nodes, steps) in enumerate(raw):
+        for pi, (si, gi, nodes, steps) in enumerate(raw):
             inputs: dict[str, Node] = {}
             outputs: dict[str, Node] = {}
             for s in steps:
@@ -231,7 +219,7 @@ class Plan:
                 readers = read_by.get(n.name, set())
                 if n.name in kept or readers - {pi} or (not readers and n in nodes):
                     outputs.setdefault(n.name, n)
-            out.append(Piece(stages, gi, nodes, steps, list(inputs.values()), list(outputs.values())))
+            out.append(Piece(si, gi, nodes, steps, list(inputs.values()), list(outputs.values())))
         return out
 
     # ---- figures ----------------------------------------------------------------------------
@@ -256,16 +244,38 @@ class Plan:
         }
 
 
+def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[list[list[Node]]]:
+    """``stages`` with every run of consecutive single-group stages made one single-group
+    stage (its groups' nodes in order); parallel stages unchanged."""
+    out: list[list[list[Node]]] = []
+    run: list[Node] = []
+    for st in stages:
+        if len(st) == 1:
+            run += list(st[0])
+            continue
+        if run:
+            out.append([run])
+            run = []
+        out.append([list(g) for g in st])
+    if run:
+        out.append([run])
+    return out
+
+
 def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-              batch_size: int, arena_kinds: Sequence[str] = ("concat",)) -> Plan:
+              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False) -> Plan:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
     ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
     (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
-    ``("concat", "value")`` for an executor that preallocates everything)."""
+    ``("concat", "value")`` for an executor that preallocates everything).
+    ``fuse_sequential``: runs of consecutive single-group stages become one stage (what a
+    kernel provider compiles as one piece, to keep per-call overhead down)."""
     from .passes import aliasing, arena, liveness, resolve
 
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
+    if fuse_sequential:
+        stages = fuse_sequential_runs(stages)
     plan = resolve(stages, externals, outputs, batch_size)
     aliasing(plan)
     liveness(plan)

@@ -11,7 +11,7 @@ from ..measure import Measurement, measure
 from ..optimizer.stage import Schedule
 from ..threads import resolve_threads
 from . import providers
-from .emit_provider import emit_provider
+from .emit_provider import emit_provider, plan_for_provider
 from .emit_torch import Program, emit
 from .plan import Plan, make_plan
 
@@ -59,10 +59,11 @@ class Runtime:
         self.threads = resolve_threads(threads)
         self.provider = provider
         self.stages = graph_stages(graph)
-        self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
         if provider == "torch":
+            self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
         else:
+            self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace)
         self.program.stats.setdefault("provider", provider)
         self._in = self.program.input_slots[graph.input.name]
@@ -79,16 +80,9 @@ class Runtime:
         return self.program.stats["peak_activation_bytes"]
 
     def prepare(self, x: np.ndarray) -> torch.Tensor:
-        """The input as the program reads it. With a provider other than torch this fills the
-        buffer the kernels are bound to (so ``execute`` copies nothing) and returns it: valid
-        until the next ``prepare``."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.shape != self._shape:
             raise ValueError(f"input shape {x.shape} != {self._shape}")
-        buf = self.program.input_buffers.get(self.graph.input.name)
-        if buf is not None:
-            buf.copy_(torch.from_numpy(x))
-            return buf
         return torch.from_numpy(x)
 
     def execute(self, t: torch.Tensor) -> torch.Tensor:

@@ -68,6 +68,53 @@ class Kernel:
         self.piece = piece
         self.batch_size = batch_size
         self.info: dict = dict(info or {})
+        self.attached: dict = {}
+
+    def attach(self, io) -> Callable[[], None]:
+        """The closure the runtime runs for this piece, over a ``PieceIO`` of the plan
+        (``emit_torch.emit_pieces``): outputs are bound straight to their preallocated arena
+        views when contiguous (else to a private buffer, then copied there), inputs to the
+        tensors the plan's getters return (a strided channel slice is first copied to a
+        contiguous staging buffer). The binding is made once and remade only when an input's
+        memory changes (a caller handing in another input tensor)."""
+        import torch
+
+        piece, n = self.piece, self.batch_size
+        outs, stores, copied = [], [], 0
+        for o, shape in zip(piece.outputs, shapes(piece.outputs, n)):
+            d = io.destinations.get(o.name)
+            if d is None or not d.is_contiguous():
+                copied += d is not None
+                d = torch.empty(shape, dtype=torch.float32)
+            outs.append(d.numpy())
+            stores.append((io.outputs[o.name], d))
+        getters = [io.inputs[x.name] for x in piece.inputs]
+        staging: list = [None] * len(getters)
+        state: dict = {"ptrs": None, "run": None}
+        self.attached = {"outputs": outs, "copied_outputs": copied, "staged_inputs": 0}
+
+        def call():
+            ts = []
+            for i, get in enumerate(getters):
+                t = get()
+                if not t.is_contiguous():
+                    s = staging[i]
+                    if s is None:
+                        s = staging[i] = torch.empty(t.shape, dtype=torch.float32)
+                        self.attached["staged_inputs"] += 1
+                    s.copy_(t)
+                    t = s
+                ts.append(t)
+            ptrs = [t.data_ptr() for t in ts]
+            if ptrs != state["ptrs"]:
+                state["run"] = self.bind([t.numpy() for t in ts], outs)
+                state["ptrs"] = ptrs
+                state["inputs"] = ts  # the binding holds raw pointers: keep the tensors alive
+                self.attached["bound"] = state["run"]
+            state["run"]()
+            for store, t in stores:
+                store(t)
+        return call
 
     def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Callable[[], None]:
         raise NotImplementedError
