@@ -129,8 +129,8 @@ def bench_overhead(args) -> dict:
         if prov == "onnxruntime":
             fns["onnxruntime: InferenceSession.run(feeds)"] = lambda k=k: k.run_plain([x])
             io = k.session.io_binding()
-            io.bind_input("in0", "cpu", 0, np.float32, list(x.shape), x.ctypes.data)
-            io.bind_output("out0", "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
+            io.bind_input(piece.inputs[0].name, "cpu", 0, np.float32, list(x.shape), x.ctypes.data)
+            io.bind_output(piece.outputs[0].name, "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
             fns["onnxruntime: session.run_with_iobinding (public API)"] = \
                 lambda k=k, io=io: k.session.run_with_iobinding(io)
     n = 200
