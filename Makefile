@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,onnx,openvino,tf,tvm,ray
+EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned
 
 .PHONY: setup run test slow lint
 

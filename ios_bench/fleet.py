@@ -119,6 +119,9 @@ class RayExecutor(Executor):
             opts = {"log_to_driver": False, "configure_logging": False,
                     "job_config": ray.job_config.JobConfig(code_search_path=[root]), **self.init_options}
             if self.address:
+                why = unreachable(self.address)
+                if why:
+                    raise InputError(f"--ray-address {self.address}: cannot reach a Ray cluster there ({why})")
                 try:
                     ray.init(address=self.address, **opts)
                 except (ConnectionError, ValueError, RuntimeError) as e:
@@ -358,6 +361,22 @@ class RayExecutor(Executor):
             if best is None and (h is None or h not in alive or not self._eligible(t, alive[h], lost_on)):
                 best = t
         return best
+
+
+def unreachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why ``HOST:PORT`` takes no TCP connection (ray.init would wait minutes), or None."""
+    import socket
+
+    if address in ("auto", "local") or "://" in address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return "expected HOST:PORT"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__
+    return None
 
 
 def describe_node(n: Node) -> str:

@@ -74,6 +74,8 @@ class Plan:
     cost_model: str = "measured"
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
+    executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
+    ray_address: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -396,7 +398,16 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
-        self.prepare_folder()
+        try:
+            nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
+        except BaseException:
+            self.executor.close()
+            raise
+        try:
+            self.prepare_folder()
+        except BaseException:
+            self.executor.close()
+            raise
         self._keep_model_files()
         env_path = self.folder / ENV_FILE
         env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
@@ -410,7 +421,6 @@ class Sweep:
             self.say(f"[yellow]warning:[/] {w}")
         stats = {"planned": 0, "ran": 0, "ok": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
-            nodes = self.executor.open(self.folder, self.say)
             env["nodes"] = [n.to_dict() for n in nodes]
             probes = self.probe()
             self._write_node_envs()

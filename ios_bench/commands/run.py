@@ -17,7 +17,8 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
-                 "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz"}
+                 "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
+                 "executor": "executor", "ray_address": "ray_address"}
 
 
 def parse_models(text: str) -> list[str]:
@@ -120,7 +121,8 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
-              "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock}
+              "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
+              "executor": executor, "ray_address": ray_address}
     if out is None and resume:
         found = latest_run()
         if found is None:
@@ -146,14 +148,14 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
-    if executor == "ray":
+    if plan.executor == "ray":  # --resume continues with the run's executor unless told otherwise
         if plan.lock_clocks:
             raise InputError("--lock-clocks locks this machine's clocks only: with --executor ray, lock them on each "
                              "node instead (see docs/fleet.md)")
         if threads is None and "threads" in given:
             plan.threads = None  # every CPU of the node each cell runs on
     sweep = Sweep(plan, folder, resume=resume, progress=not no_progress,
-                  executor=make_executor(executor, ray_address))
+                  executor=make_executor(plan.executor, plan.ray_address))
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
               f"results in {folder}")

@@ -7,6 +7,8 @@ so a cost model is asked about each distinct stage once per search.
 - :class:`SyntheticCostModel` (``"synthetic"``): analytical, deterministic, no device needed.
 - ``"measured"``: times stages on a device through the runtime
   (``ios_core.cost.measured.make_measured_cost_model``).
+- ``"learned"``: a LightGBM stage-latency predictor fitted by ``ios-bench ops fit``, whose picks
+  are refined by measurement (``ios_core.cost.learned.make_learned_cost_model``; needs lightgbm).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from .synthetic import SyntheticCostModel
 
 __all__ = ["CostModel", "SyntheticCostModel", "make_cost_model", "COST_KINDS"]
 
-COST_KINDS = ("synthetic", "measured")
+COST_KINDS = ("synthetic", "measured", "learned")
 
 
 @runtime_checkable
@@ -42,4 +44,10 @@ def make_cost_model(kind: str = "synthetic", **options) -> CostModel:
         if factory is None:
             raise RuntimeError("ios_core.cost.measured has no make_measured_cost_model(**options)")
         return factory(**options)
+    if kind == "learned":
+        try:
+            from .learned import make_learned_cost_model
+        except ImportError as e:
+            raise RuntimeError(f"the learned cost model needs lightgbm ({e}); install ios-bench[learned]") from None
+        return make_learned_cost_model(**options)
     raise ValueError(f"unknown cost model {kind!r}; choose one of {', '.join(COST_KINDS)}")

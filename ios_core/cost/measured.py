@@ -32,7 +32,7 @@ import time
 import torch
 
 from ..ir import Node, leaf_nodes
-from ..measure import measure
+from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
 from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
@@ -134,7 +134,15 @@ class MeasuredCostModel:
         self._memo[key] = value
         return value
 
+    def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
+        """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
+        return self._measurement(_stage_groups(stage), batch_size, self.threads)
+
     def _measure(self, groups: list[list[Node]], batch_size: int, threads: int) -> tuple[float, float, int]:
+        m = self._measurement(groups, batch_size, threads)
+        return m.median, m.std, m.repeat
+
+    def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int) -> Measurement:
         t0 = time.perf_counter()
         externals = _externals(groups)
         outputs = [n for g in groups for n in g]
@@ -152,7 +160,7 @@ class MeasuredCostModel:
             torch.set_num_threads(caller)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
-        return m.median, m.std, m.repeat
+        return m
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
         groups = _stage_groups(stage)

@@ -49,6 +49,7 @@ class OptimizeStats:
     num_stages: int = 0
     merged: int = 0  # merge stages applied (convolutions merged into one)
     cost_model: str = ""
+    rounds: int = 1  # searches run: more than one when the cost model refines its answers (refine)
     per_block: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -132,10 +133,32 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     if not hasattr(cost_model, "stage_latency"):
         raise TypeError("cost_model must have stage_latency(stage, batch_size) -> ms")
     graph.validate()
+    # A cost model that estimates first may ask to see what the search picked
+    # (``refine(stages, batch_size) -> number of stages it re-costed``); while it re-costs any,
+    # the search runs again with its new answers (ios_core.cost.learned measures the picks).
+    refine = getattr(cost_model, "refine", None)
+    originals = {n.name: n for b in graph.blocks for n in b.nodes}
+    rounds = 0
+    while True:
+        rounds += 1
+        result, picked = _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups,
+                                 max_part_size, progress and rounds == 1)
+        if refine is None:
+            break
+        stages = [Stage(kind, [[originals[n.name] for n in g] for g in groups]) for kind, groups in picked]
+        if not refine(stages, batch_size):
+            break
+    result.stats.rounds = rounds
+    return result
+
+
+def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups, max_part_size, progress):
+    """One search: (result, the picked stages as (kind, groups of the copy's nodes) before merging)."""
     new = copy_graph(graph)
     stats = OptimizeStats(strategy, batch_size, max_group_size, max_num_groups, max_part_size,
                           blocks=len(new.blocks), cost_model=type(cost_model).__name__)
     coster = StageCoster(cost_model, batch_size)
+    picked: list[tuple[str, list[list[Node]]]] = []
     bar = _progress_bar(new, strategy, max_part_size) if progress else None
     taken = set(n.name for n in new.nodes()) | set(n.name for n in new.operators())
     try:
@@ -153,13 +176,16 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
                                     "stages_costed": coster.count - costed0, "stages": len(plan),
                                     "cost_ms": block_cost, "seconds": search_time})
             stats.num_stages += len(plan)
+            for kind, groups, _ in plan:
+                kind = "merge" if kind == "merge" and len(groups) > 1 else "parallel"
+                picked.append((kind, [[block.nodes[u] for u in g] for g in groups]))
             stats.merged += _apply(block, plan, taken)
     finally:
         if bar is not None:
             bar.close()
     stats.stages_costed = coster.count
     new.validate()
-    return OptimizeResult(new, stats)
+    return OptimizeResult(new, stats), picked
 
 
 # ---- per block -----------------------------------------------------------------------------------------

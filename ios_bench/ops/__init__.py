@@ -1,0 +1,1 @@
+"""The operator performance dataset (collect, fit, show); see ``ios-bench ops --help``."""

@@ -1,0 +1,180 @@
+"""The learned cost model: a gradient-boosted predictor of stage latency, refined by measurement.
+
+``ios-bench ops collect`` measures operators and their concurrent combinations into a dataset;
+``ios-bench ops fit`` trains a LightGBM regressor of log(latency) over the features of
+:mod:`ios_core.cost.features` and saves it as one JSON file (the booster's text, the feature
+names, the machine and providers it was fitted for, its held-out error). This module loads that
+file.
+
+:class:`LearnedCostModel` answers ``stage_latency`` from the predictor. Predictions are memoized
+by feature vector: repeated cells (randwire, nasnet) ask about hundreds of thousands of stages but
+only thousands of distinct feature vectors. With ``refine=True`` (the default) the model also
+takes part in the optimizer's refinement loop (:func:`ios_core.optimizer.optimize` calls
+``cost_model.refine(stages, batch_size)`` after each search): the stages of the schedule the
+search picked are measured with the measured cost model (the provider and thread budget the
+schedule will run with) and their measured latencies replace the predictions; the search runs
+again until it picks a schedule made only of measured stages. So the predictor ranks every
+candidate, and only candidates it ranks best at some point are measured: the schedule's cost is
+then a measured figure, and every alternative lost against it on predicted cost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..threads import resolve_threads
+from .cache import stage_signature
+from .features import Featurizer, feature_names
+
+FORMAT = "ios-bench-learned-cost/1"
+
+
+def default_model_path() -> Path:
+    """Where ``ios-bench ops fit`` writes and the learned cost model reads by default: beside the
+    profile database (``IOS_BENCH_CACHE`` moves both)."""
+    from .cache import default_path
+
+    return default_path().parent / "learned_cost.json"
+
+
+def provider_features(provider: str, providers: list[str]) -> list[float]:
+    return [float(provider == p) for p in providers]
+
+
+def load_model_file(path: str | Path) -> dict:
+    """Read a model file written by ``ios-bench ops fit``; ValueError if it is not one."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{p}: not a learned cost model file ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{p}: not a learned cost model file (format {FORMAT!r} expected)")
+    if doc.get("features") != feature_names():
+        raise ValueError(f"{p}: fitted with other features than this version computes; refit with "
+                         f"`ios-bench ops fit`")
+    return doc
+
+
+class LearnedCostModel:
+    """``LearnedCostModel(model, threads=None, provider="torch", refine=True, **measured_options)``.
+
+    ``model`` is a path to a file written by ``ios-bench ops fit`` (or its loaded dict).
+    ``measured_options`` go to the measured cost model used for refinement (warmup, repeat, cache...).
+    """
+
+    def __init__(self, model, threads: int | None = None, provider: str = "torch", refine: bool = True,
+                 device: str = "cpu", **measured_options):
+        import lightgbm as lgb
+
+        doc = model if isinstance(model, dict) else load_model_file(model)
+        self.doc = doc
+        self.path = None if isinstance(model, dict) else str(model)
+        self.providers = list(doc["providers"])
+        if provider not in self.providers:
+            raise ValueError(f"the learned model was fitted for providers {self.providers}, not {provider!r}")
+        self.provider = provider
+        self.threads = resolve_threads(threads)
+        self.booster = lgb.Booster(model_str=doc["booster"])
+        self._prov = np.array(provider_features(provider, self.providers))
+        self._featurizers: dict[int, Featurizer] = {}
+        self._memo: dict[bytes, float] = {}
+        self._measured: dict[tuple, tuple[str, float]] = {}  # names key -> (stage signature, measured ms)
+        self.device = device
+        self.refine_enabled = bool(refine)
+        self._measured_options = measured_options
+        self._measurer = None
+        self.calls = 0
+        self.predictions = 0
+        self.predict_seconds = 0.0
+        self.refined = 0
+
+    # ---- the cost model protocol --------------------------------------------------------------
+    def stage_latency(self, stage, batch_size: int) -> float:
+        self.calls += 1
+        hit = self._measured.get(self._key(stage, batch_size))
+        if hit is not None and hit[0] == stage_signature(stage.kind, stage.groups)[0]:
+            return hit[1]
+        return self.predict(stage.kind, stage.groups, batch_size)
+
+    def predict(self, kind: str, groups, batch_size: int) -> float:
+        """The predicted latency (ms) of a stage, memoized by feature vector."""
+        fz = self._featurizers.get(batch_size)
+        if fz is None:
+            fz = self._featurizers[batch_size] = Featurizer(batch_size)
+        x = np.concatenate([fz.stage_vector(kind, groups, self.threads), self._prov])
+        k = x.tobytes()
+        hit = self._memo.get(k)
+        if hit is None:
+            t0 = time.perf_counter()
+            hit = float(math.exp(self.booster.predict(x[None, :], num_threads=1)[0]))
+            self.predict_seconds += time.perf_counter() - t0
+            self.predictions += 1
+            self._memo[k] = hit
+        return hit
+
+    # ---- refinement: measure what the search picked --------------------------------------------
+    def refine(self, stages, batch_size: int) -> int:
+        """Measure the stages among ``stages`` not measured yet; returns how many were measured
+        (0: the schedule's cost is entirely measured, the optimizer can stop)."""
+        if not self.refine_enabled:
+            return 0
+        todo = []
+        for s in stages:
+            sig = stage_signature(s.kind, s.groups)[0]
+            hit = self._measured.get(self._key(s, batch_size))
+            if hit is None or hit[0] != sig:
+                todo.append((s, sig))
+        if not todo:
+            return 0
+        m = self.measurer()
+        for s, sig in todo:
+            self._measured[self._key(s, batch_size)] = (sig, float(m.stage_latency(s, batch_size)))
+        self.refined += len(todo)
+        return len(todo)
+
+    def measurer(self):
+        if self._measurer is None:
+            from .measured import make_measured_cost_model
+
+            opts = dict(self._measured_options)
+            if self.provider != "torch":
+                opts["provider"] = self.provider
+            self._measurer = make_measured_cost_model(threads=self.threads, device=self.device, **opts)
+        return self._measurer
+
+    @staticmethod
+    def _key(stage, batch_size: int) -> tuple:
+        """Names, not node objects: the optimizer searches a fresh copy of the graph each round.
+        A hit is confirmed by the stage's signature (names alone could come from another graph)."""
+        return (stage.kind, batch_size, tuple(tuple(n.name for n in g) for g in stage.groups))
+
+    def stats(self) -> dict:
+        out = {"model": self.path, "provider": self.provider, "threads": self.threads, "calls": self.calls,
+               "predictions": self.predictions, "predict_seconds": round(self.predict_seconds, 3),
+               "measured_stages": self.refined}
+        if self._measurer is not None:
+            out["measured"] = self._measurer.stats()
+        return out
+
+    def __repr__(self) -> str:
+        return f"LearnedCostModel({self.stats()})"
+
+
+def make_learned_cost_model(model=None, **options) -> LearnedCostModel:
+    """Factory for ``make_cost_model("learned", model=PATH, ...)``."""
+    if model is None:
+        model = default_model_path()
+        if not model.is_file():
+            raise ValueError(f"no learned model at {model}: run `ios-bench ops collect` then `ios-bench ops fit`, "
+                             f"or pass model=PATH")
+    return LearnedCostModel(model, **options)
+
+
+__all__ = ["FORMAT", "LearnedCostModel", "default_model_path", "load_model_file", "make_learned_cost_model",
+           "provider_features"]
