@@ -2,9 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned
+EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned,gpu-api
 
-.PHONY: setup run test slow lint
+.PHONY: setup run test slow lint test-gpu
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q $(ARGS)
+
+# On a machine with an NVIDIA GPU: `make test-gpu EXTRAS=dev,onnx,openvino,tf,tvm,gpu` (run
+# `ios-bench doctor` first); without a GPU every test here skips with its reason.
+test-gpu: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m gpu -rs $(ARGS)
 
 slow: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m slow $(ARGS)

@@ -17,6 +17,7 @@ _REGISTRY: dict[str, str] = {
     "ios": "adapters.ios:IOS",  # the IOS runtime on a scheduled graph (ios_core.runtime)
     "torch": "adapters.pytorch:EAGER",
     "torch-compile": "adapters.pytorch:COMPILE",
+    "torch-compile-cudagraphs": "adapters.pytorch:COMPILE_CUDAGRAPHS",  # GPU only
     "tensorflow": "adapters.tensorflow:PLAIN",
     "tensorflow-xla": "adapters.tensorflow:XLA",
     "onnxruntime": "adapters.onnxruntime:SEQUENTIAL",
@@ -24,6 +25,9 @@ _REGISTRY: dict[str, str] = {
     "openvino": "adapters.openvino:OPENVINO",
     "tvm": "adapters.tvm:DEFAULT",
     "tvm-tuned": "adapters.tvm:TUNED",
+    "tvm-cudnn": "adapters.tvm:CUDNN",  # GPU only
+    "tensorrt": "adapters.tensorrt:TENSORRT",  # GPU only
+    "tensorrt-noaux": "adapters.tensorrt:TENSORRT_NOAUX",  # GPU only
 }
 
 

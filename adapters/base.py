@@ -44,6 +44,11 @@ class Compiled:
     def sync(self) -> None:
         """Wait for asynchronous work (GPU); called by the measurement before each clock read."""
 
+    def timer(self):
+        """A device timer for ``ios_core.measure.measure`` (CUDA events on the stream this
+        program runs on), or None: the host clock after ``sync``."""
+        return None
+
     def run(self, x: np.ndarray) -> np.ndarray:
         return self.finish(self.execute(self.prepare(np.ascontiguousarray(x, dtype=np.float32))))
 

@@ -1,6 +1,8 @@
 """The IOS runtime as an adapter: runs the graph as given, with its stages (a graph without
-stages runs sequentially), on ``ios_core.runtime``, with the kernel provider named by the
-build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openvino``)."""
+stages runs sequentially), on ``ios_core.runtime``: on ``cpu`` the kernels of the provider named
+by the build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openvino``); on ``cuda``
+the CUDA executor (CuPy streams, cuDNN Frontend convolutions), with build option
+``cuda_graph=True`` for the whole schedule captured into one CUDA graph and replayed."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class IOSCompiled(Compiled):
     def __init__(self, runtime: Runtime, info: dict):
         super().__init__(info)
         self.runtime = runtime
+        self.cuda = str(runtime.device).startswith("cuda")
 
     def prepare(self, x):
         return self.runtime.prepare(x)
@@ -26,7 +29,17 @@ class IOSCompiled(Compiled):
         return self.runtime.execute(prepared)
 
     def finish(self, out):
+        if self.cuda:
+            self.runtime.sync()
+            return self.runtime.dev.read(out, self.runtime._stream0)
         return out.contiguous().numpy().copy()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.runtime.sync()
+
+    def timer(self):
+        return self.runtime.timer() if self.cuda else None
 
 
 @dataclass
@@ -34,9 +47,24 @@ class IOSAdapter(Adapter):
     def version(self) -> str | None:
         return torch.__version__
 
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            from ios_core.gpu import cuda_missing
+
+            reason = cuda_missing()
+        return reason
+
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None, provider: str = "torch") -> Compiled:
-        rt = Runtime(graph, batch_size, device=device, provider=provider, threads=threads, max_workers=max_workers)
+               max_workers: int | None = None, cuda_graph: bool = False, provider: str = "torch") -> Compiled:
+        if device.startswith("cuda"):
+            rt = Runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
+            info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
+                    "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}"}
+            return IOSCompiled(rt, info)
+        if cuda_graph:
+            raise ValueError("cuda_graph=True needs device cuda")
+        rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers)
         if provider == "torch":
             kernels = f"torch {torch.__version__} (oneDNN)"
         else:
@@ -46,6 +74,6 @@ class IOSAdapter(Adapter):
         return IOSCompiled(rt, info)
 
 
-IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule, kernels of a provider "
-                 "(torch by default, onnxruntime, openvino), "
-                 "concurrent groups on worker threads", requires=("torch",))
+IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule; CPU: torch kernels, "
+                 "concurrent groups on worker threads; cuda: CuPy streams + cuDNN", requires=("torch",),
+                 devices=("cpu", "cuda"))

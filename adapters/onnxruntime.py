@@ -8,6 +8,13 @@
 
 Both use all graph optimizations (``ORT_ENABLE_ALL``); intra-op threads = the thread budget,
 inter-op threads at ONNX Runtime's default (0) unless ``inter_op_threads`` is given.
+
+``onnxruntime`` on ``device="cuda"``: the CUDA execution provider (the ``onnxruntime-gpu``
+build) with ``use_tf32=0`` (fp32 strict, recorded as ``info["tf32"]``) and exhaustive cuDNN
+algorithm search; input and output stay on the GPU through I/O binding (the input is copied
+there outside the timed call). A session whose first provider is not CUDA (ONNX Runtime falls
+back silently) is refused. Written against ONNX Runtime's documented API; not run on a GPU in
+this project.
 """
 
 from __future__ import annotations
@@ -36,7 +43,53 @@ class ORTCompiled(Compiled):
         return self.session.run(self.output_names, prepared)[0]
 
 
+CUDA_PROVIDER = "CUDAExecutionProvider"
+CUDA_OPTIONS = {"use_tf32": "0", "cudnn_conv_algo_search": "EXHAUSTIVE", "do_copy_in_default_stream": "1"}
+
+
+class ORTCudaCompiled(Compiled):
+    """I/O binding on the GPU: ``prepare`` places the input there, ``execute`` runs the bound
+    session (ONNX Runtime returns once its stream is done), ``finish`` copies the output back."""
+
+    def __init__(self, session, info):
+        import onnxruntime as ort
+
+        super().__init__(info)
+        self.ort = ort
+        self.session = session
+        self.input_name = session.get_inputs()[0].name
+        self.output_name = session.get_outputs()[0].name
+        self.binding = session.io_binding()
+
+    def prepare(self, x: np.ndarray):
+        value = self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x, dtype=np.float32), "cuda", 0)
+        self.binding.bind_ortvalue_input(self.input_name, value)
+        self.binding.bind_output(self.output_name, "cuda", 0)
+        self.binding.synchronize_inputs()
+        return value
+
+    def execute(self, prepared):
+        self.session.run_with_iobinding(self.binding)
+        return self.binding
+
+    def finish(self, out) -> np.ndarray:
+        return out.copy_outputs_to_cpu()[0]
+
+    def sync(self) -> None:
+        self.binding.synchronize_outputs()
+
+
 class OnnxRuntime(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            import onnxruntime as ort
+
+            if CUDA_PROVIDER not in ort.get_available_providers():
+                reason = (f"onnxruntime {ort.__version__} has no {CUDA_PROVIDER} (the onnxruntime-gpu build is not "
+                          "installed)")
+        return reason
+
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, execution_mode="sequential",
                opset=DEFAULT_OPSET, optimization="all"):
         import onnxruntime as ort
@@ -58,7 +111,12 @@ class OnnxRuntime(Adapter):
             "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         }[optimization]
         t1 = time.perf_counter()
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        cuda = device.startswith("cuda")
+        providers = ([(CUDA_PROVIDER, {**CUDA_OPTIONS, "device_id": str(_device_id(device))}), "CPUExecutionProvider"]
+                     if cuda else ["CPUExecutionProvider"])
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers)
+        if cuda and session.get_providers()[0] != CUDA_PROVIDER:
+            raise RuntimeError(f"ONNX Runtime did not enable {CUDA_PROVIDER} (providers: {session.get_providers()})")
         info = {
             "threads": n, "intra_op_threads": n,
             "inter_op_threads": int(inter_op_threads) if inter_op_threads is not None else "default",
@@ -66,13 +124,21 @@ class OnnxRuntime(Adapter):
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
             "export_seconds": export_seconds, "session_seconds": time.perf_counter() - t1,
         }
+        if cuda:
+            info.update(tf32=False, cuda_provider_options=dict(CUDA_OPTIONS))
+            return ORTCudaCompiled(session, info)
         return ORTCompiled(session, info)
+
+
+def _device_id(device: str) -> int:
+    return int(device.split(":")[1]) if ":" in device else 0
 
 
 SEQUENTIAL = OnnxRuntime(
     name="onnxruntime",
-    description="ONNX Runtime (CPU provider) on the exported ONNX model, ORT_SEQUENTIAL",
+    description="ONNX Runtime on the exported ONNX model, ORT_SEQUENTIAL (CPU provider; CUDA provider on cuda)",
     requires=("onnxruntime", "onnx"),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
     options={"execution_mode": "sequential"},
 )

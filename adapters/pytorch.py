@@ -9,6 +9,14 @@ Runs under ``torch.inference_mode``; input and output are NCHW float32 like the 
 ``torch.compile`` machinery (dynamo, inductor) is imported only when a ``torch-compile``
 program is built; compilation happens inside ``build`` (the first calls), so the recorded
 ``compile_seconds`` is separate from the measured latency.
+
+On ``device="cuda"`` the module and the input move to the GPU (the input outside the timed
+call), fp32 strict: TF32 is switched off for matrix products and cuDNN convolutions
+(``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``) and
+recorded (``info["tf32"]``); ``cudnn.benchmark`` is on (what a user tuning for speed does);
+samples are timed with CUDA events on the current stream. ``torch-compile-cudagraphs`` is
+``torch.compile(mode="reduce-overhead")``: inductor with CUDA graphs (GPU only). The GPU paths
+were written against torch's documented API and have not run on a GPU in this project.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import numpy as np
 import torch
 import torch.fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from ios_core.ir import Graph, Node
 from ios_core.kernels import TORCH_PRIMS
@@ -30,8 +39,96 @@ from ios_core.threads import resolve_threads
 from .base import Adapter, Compiled
 
 
-def _act_module(act: str) -> nn.Module:
-    return {"identity": nn.Identity, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}[act]()
+def _act_module(act: str, alpha: float = 0.0, beta: float = 0.0) -> nn.Module:
+    if act == "leaky_relu":
+        return nn.LeakyReLU(alpha)
+    if act == "hardsigmoid":
+        return _Clamped(alpha, beta, 0.0, 1.0)
+    if act == "clip":
+        return _Clamped(1.0, 0.0, alpha, beta)
+    return {"identity": nn.Identity, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu6": nn.ReLU6,
+            "hardswish": nn.Hardswish, "silu": nn.SiLU}[act]()
+
+
+class _Clamped(nn.Module):
+    """``clamp(scale * x + shift, lo, hi)``: hardsigmoid (its alpha, beta) and clip."""
+
+    def __init__(self, scale, shift, lo, hi):
+        super().__init__()
+        self.scale, self.shift, self.lo, self.hi = float(scale), float(shift), float(lo), float(hi)
+
+    def forward(self, x):
+        if self.scale != 1.0 or self.shift != 0.0:
+            x = x * self.scale + self.shift
+        return torch.clamp(x, self.lo, self.hi)
+
+
+class _Affine(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        c = node.channels
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(1, c, 1, 1))
+        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(1, c, 1, 1))
+        self.act = _act_module(node.act)
+
+    def forward(self, x):
+        return self.act(torch.addcmul(self.bias, x, self.weight))
+
+
+class _Shuffle(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.groups = node.groups
+        self.c, self.h, self.w = node.input_shape
+
+    def forward(self, x):
+        g, c, h, w = self.groups, self.c, self.h, self.w
+        return x.reshape(-1, g, c // g, h, w).transpose(1, 2).reshape(-1, c, h, w)
+
+
+class _Resize(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.size, self.mode = tuple(node.size), node.mode
+        self.align = node.align_corners if node.mode == "bilinear" else None
+
+    def forward(self, x):
+        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=self.align)
+
+
+class _AvgExcludePad(nn.Module):
+    """Average over the input positions of each window (padding not counted), any padding."""
+
+    def __init__(self, node: Node):
+        super().__init__()
+        top, left, bottom, right = node.pads
+        self.pads, self.kernel, self.stride = (left, right, top, bottom), node.kernel, node.stride
+        scale = float(node.kernel[0] * node.kernel[1]) / torch.from_numpy(node.input_counts())
+        self.register_buffer("scale", scale.view(1, 1, *scale.shape))
+
+    def forward(self, x):
+        return F.avg_pool2d(F.pad(x, self.pads), self.kernel, self.stride) * self.scale
+
+
+def _padded(node: Node, module: nn.Module, value: float = 0.0) -> nn.Module:
+    """``module`` after an explicit pad (asymmetric padding, or wider than torch's pools allow)."""
+    top, left, bottom, right = node.pads
+    return nn.Sequential(nn.ConstantPad2d((left, right, top, bottom), value), module)
+
+
+def _pool_module(node: Node) -> nn.Module:
+    native = node.symmetric and all(2 * p <= k for p, k in zip(node.padding, node.kernel))
+    if node.pool_type == "max":
+        if native:
+            return nn.MaxPool2d(node.kernel, node.stride, node.padding)
+        return _padded(node, nn.MaxPool2d(node.kernel, node.stride), float("-inf"))
+    if not node.count_include_pad:
+        if native:
+            return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=False)
+        return _AvgExcludePad(node)
+    if native:  # the IR's average counts padding (cuDNN INCLUDE_PADDING)
+        return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=True)
+    return _padded(node, nn.AvgPool2d(node.kernel, node.stride))
 
 
 class _Flatten(nn.Module):
@@ -52,24 +149,32 @@ def _op_module(node: Node) -> nn.Module:
     """An ``nn.Module`` computing one (non-Sequential) operator from its composed input."""
     kind = node.TYPE
     if kind == "conv":
-        conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride, node.padding,
-                         node.dilation, node.groups, bias=True)
+        conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride,
+                         node.padding if node.symmetric else 0, node.dilation, node.groups, bias=True)
         with torch.no_grad():
             conv.weight.copy_(torch.from_numpy(node.weight))
             conv.bias.copy_(torch.from_numpy(node.bias))
+        if not node.symmetric:
+            conv = _padded(node, conv)
         return nn.Sequential(conv, _act_module(node.act)) if node.act != "identity" else conv
     if kind == "pool":
-        if node.pool_type == "max":
-            return nn.MaxPool2d(node.kernel, node.stride, node.padding)
-        if node.pool_type == "avg":  # the IR's average counts padding (cuDNN INCLUDE_PADDING)
-            return nn.AvgPool2d(node.kernel, node.stride, node.padding, count_include_pad=True)
         if node.pool_type == "global_avg":
             return nn.AdaptiveAvgPool2d(1)
-        return nn.AdaptiveMaxPool2d(1)
+        if node.pool_type == "global_max":
+            return nn.AdaptiveMaxPool2d(1)
+        return _pool_module(node)
     if kind in ("identity", "element"):
         return nn.Identity()
-    if kind in ("relu", "activation"):
-        return _act_module(node.act_type)
+    if kind == "relu":
+        return nn.ReLU()
+    if kind == "activation":
+        return _act_module(node.act_type, node.alpha, node.beta)
+    if kind == "affine":
+        return _Affine(node)
+    if kind == "shuffle":
+        return _Shuffle(node)
+    if kind == "resize":
+        return _Resize(node)
     if kind == "flatten":
         return _Flatten()
     if kind == "linear":
@@ -117,23 +222,77 @@ def _set_threads(threads: int, inter_op: int | None) -> dict:
     return info
 
 
+def _cuda_reason() -> str | None:
+    if torch.cuda.is_available():
+        return None
+    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    return f"torch {torch.__version__} ({build}) sees no CUDA GPU"
+
+
+def _cuda_setup() -> dict:
+    """fp32 strict on the GPU: no TF32 in matrix products or cuDNN convolutions."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    return {"tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),
+            "cudnn_benchmark": True, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version()}
+
+
+class TorchCudaTimer:
+    """CUDA events on torch's current stream (``ios_core.measure.measure(timer=...)``)."""
+
+    clock = "cuda-events"
+
+    def __init__(self):
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> float:
+        self._end.record()
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end))
+
+
 class TorchCompiled(Compiled):
-    def __init__(self, fn, info):
+    def __init__(self, fn, info, device: str = "cpu"):
         super().__init__(info)
         self.fn = fn
+        self.device = device
+        self.cuda = device.startswith("cuda")
 
     def prepare(self, x: np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        if self.cuda:
+            t = t.to(self.device)
+            torch.cuda.synchronize()
+        return t
 
     def execute(self, prepared):
         with torch.inference_mode():
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
-        return out.detach().contiguous().numpy().copy()
+        return out.detach().cpu().contiguous().numpy().copy()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.current_stream().synchronize()
+
+    def timer(self):
+        return TorchCudaTimer() if self.cuda else None
 
 
 class TorchEager(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            reason = _cuda_reason()
+        return reason
+
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None):
         import torch
 
@@ -141,8 +300,11 @@ class TorchEager(Adapter):
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if device.startswith("cuda"):
+            info.update(_cuda_setup())
+            module = module.to(device)
         info["convert_seconds"] = time.perf_counter() - t0
-        return TorchCompiled(module, info)
+        return TorchCompiled(module, info, device)
 
 
 class TorchCompile(Adapter):
@@ -151,6 +313,13 @@ class TorchCompile(Adapter):
     def available(self, device: str = "cpu") -> str | None:
         reason = super().available(device)
         if reason is not None:
+            return reason
+        if device.startswith("cuda"):
+            import importlib.util
+
+            reason = _cuda_reason()
+            if reason is None and importlib.util.find_spec("triton") is None:
+                reason = "torch.compile's inductor backend needs Triton on CUDA (not installed)"
             return reason
         cxx = os.environ.get("CXX") or next((c for c in ("g++", "c++", "clang++") if shutil.which(c)), None)
         if cxx is None or shutil.which(cxx) is None:
@@ -167,27 +336,41 @@ class TorchCompile(Adapter):
                 "backend": backend, "mode": mode or "default"}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if device.startswith("cuda"):
+            info.update(_cuda_setup())
+            module = module.to(device)
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
-        x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32)
+        x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32, device=device)
         with torch.inference_mode():
             fn(x)  # compiles
             t1 = time.perf_counter()
             fn(x)  # a second call catches any recompilation (guards) before timing starts
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
-        return TorchCompiled(fn, info)
+        return TorchCompiled(fn, info, device)
 
 
 EAGER = TorchEager(
     name="torch",
-    description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW",
+    description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW; on cuda: cuDNN, TF32 off",
     requires=("torch",),
+    devices=("cpu", "cuda"),
     tolerance=1e-4,
 )
 
 COMPILE = TorchCompile(
     name="torch-compile",
-    description="torch.compile, inductor backend on CPU; compile time recorded apart from latency",
+    description="torch.compile, inductor backend (C++ on CPU, Triton on cuda); compile time recorded apart",
     requires=("torch",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
+)
+
+COMPILE_CUDAGRAPHS = TorchCompile(
+    name="torch-compile-cudagraphs",
+    description="torch.compile(mode='reduce-overhead'): inductor with CUDA graphs (GPU only), TF32 off",
+    requires=("torch",),
+    devices=("cuda",),
+    tolerance=1e-3,
+    options={"mode": "reduce-overhead"},
 )

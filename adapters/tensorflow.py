@@ -10,6 +10,12 @@ counts the padding (cuDNN INCLUDE_PADDING). Pools therefore pad with ``tf.pad`` 
 average, -inf for max) then pool ``'VALID'`` (XLA does not take explicit pool padding).
 
 TensorFlow is imported only when one of these adapters is checked or built.
+
+On ``device="cuda"`` the function is traced and run under ``/GPU:0`` with TF32 switched off
+(``tf.config.experimental.enable_tensor_float_32_execution(False)``, recorded as
+``info["tf32"]``); the input is placed on the GPU outside the timed call and each sample ends
+with ``tf.test.experimental.sync_devices()``. Written against TensorFlow's documented API;
+not run on a GPU in this project.
 """
 
 from __future__ import annotations
@@ -32,8 +38,22 @@ def _tf():
     return tf
 
 
-def _act(tf, name: str):
-    return {"identity": tf.identity, "relu": tf.nn.relu, "sigmoid": tf.math.sigmoid, "tanh": tf.math.tanh}[name]
+def _act(tf, name: str, alpha: float = 0.0, beta: float = 0.0):
+    if name == "leaky_relu":
+        return lambda x: tf.nn.leaky_relu(x, alpha)
+    if name == "hardsigmoid":
+        return lambda x: tf.clip_by_value(x * alpha + beta, 0.0, 1.0)
+    if name == "clip":
+        return lambda x: tf.clip_by_value(x, alpha, beta)
+    if name == "hardswish":
+        return lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
+    return {"identity": tf.identity, "relu": tf.nn.relu, "sigmoid": tf.math.sigmoid, "tanh": tf.math.tanh,
+            "relu6": tf.nn.relu6, "silu": tf.nn.silu}[name]
+
+
+def _pads_nhwc(node) -> list[list[int]]:
+    top, left, bottom, right = node.pads
+    return [[0, 0], [top, bottom], [left, right], [0, 0]]
 
 
 def _flatten_nchw(tf, x, shape):
@@ -55,6 +75,14 @@ class _Emitter:
                 self.params[op.name] = self._conv_params(op)
             elif op.TYPE == "linear":
                 self.params[op.name] = (tf.constant(np.ascontiguousarray(op.weight.T)), tf.constant(op.bias))
+            elif op.TYPE == "resize" and op.mode == "bilinear":
+                self.params[op.name] = (tf.constant(op.interpolation(0)), tf.constant(op.interpolation(1)))
+            elif op.TYPE == "affine":
+                self.params[op.name] = (tf.constant(op.weight), tf.constant(op.bias))
+            elif op.TYPE == "pool" and op.pool_type == "avg" and not op.count_include_pad:
+                # window size / input positions in the window: rescales an average that counted padding
+                scale = float(op.kernel[0] * op.kernel[1]) / op.input_counts()
+                self.params[op.name] = (tf.constant(scale[None, :, :, None]),)
 
     def _conv_params(self, op):
         tf = self.tf
@@ -74,8 +102,7 @@ class _Emitter:
         kind = op.TYPE
         if kind == "conv":
             conv_kind, kernel, bias = self.params[op.name]
-            (ph, pw) = op.padding
-            padding = "VALID" if (ph, pw) == (0, 0) else [[0, 0], [ph, ph], [pw, pw], [0, 0]]
+            padding = "VALID" if not any(op.pads) else _pads_nhwc(op)
             if conv_kind == "depthwise":
                 # Explicit padding on depthwise convs crashes grappler's shape inference (TF 2.21
                 # aborts the process), so pad first and convolve 'VALID'.
@@ -90,16 +117,36 @@ class _Emitter:
                 return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
             if op.pool_type == "global_max":
                 return tf.reduce_max(x, axis=[1, 2], keepdims=True)
-            (ph, pw) = op.padding
-            if (ph, pw) != (0, 0):
+            if any(op.pads):
                 fill = -np.inf if op.pool_type == "max" else 0.0
-                x = tf.pad(x, [[0, 0], [ph, ph], [pw, pw], [0, 0]], constant_values=fill)
+                x = tf.pad(x, _pads_nhwc(op), constant_values=fill)
             pool = tf.nn.max_pool2d if op.pool_type == "max" else tf.nn.avg_pool2d
-            return pool(x, list(op.kernel), list(op.stride), "VALID")
+            y = pool(x, list(op.kernel), list(op.stride), "VALID")
+            if op.pool_type == "avg" and not op.count_include_pad:
+                y = y * self.params[op.name][0]
+            return y
         if kind in ("identity", "element"):
             return x
-        if kind in ("relu", "activation"):
-            return _act(tf, op.act_type)(x)
+        if kind == "relu":
+            return tf.nn.relu(x)
+        if kind == "activation":
+            return _act(tf, op.act_type, op.alpha, op.beta)(x)
+        if kind == "affine":
+            scale, shift = self.params[op.name]
+            return _act(tf, op.act)(x * scale + shift)
+        if kind == "shuffle":
+            c, h, w = op.input_shape
+            g = op.groups
+            y = tf.transpose(tf.reshape(x, [-1, h, w, g, c // g]), [0, 1, 2, 4, 3])
+            return tf.reshape(y, [-1, h, w, c])
+        if kind == "resize":
+            if op.mode == "nearest":  # source pixel floor(i * in / out): no half-pixel centers
+                return tf.compat.v1.image.resize_nearest_neighbor(x, list(op.size), align_corners=False,
+                                                                  half_pixel_centers=False)
+            # as two small matrix products: XLA's ResizeBilinear with half-pixel centers does not
+            # match TensorFlow's own kernel (nor PyTorch's) when upsampling (TF 2.21)
+            rows, cols = self.params[op.name]
+            return tf.einsum("jw,nhwc->nhjc", cols, tf.einsum("ih,nhwc->niwc", rows, x))
         if kind == "flatten":
             return tf.reshape(_flatten_nchw(tf, x, op.input_shape), [-1, 1, 1, op.output_shape[0]])
         if kind == "linear":
@@ -114,7 +161,8 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
     tf = _tf()
     prims = Primitives(
         slice_channels=lambda t, b, e: t[:, :, :, b:e],
-        add=lambda ts: tf.add_n(ts),
+        add=lambda ts: tf.add_n(ts) if len({tuple(t.shape[1:]) for t in ts}) == 1
+        else functools.reduce(tf.add, ts),  # a 1x1 value broadcast over a feature map
         mul=lambda ts: functools.reduce(tf.multiply, ts),
         concat=lambda ts: tf.concat(ts, axis=3),
     )
@@ -148,26 +196,47 @@ def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
     return info
 
 
+def _tf_device(device: str) -> str:
+    return "/GPU:0" if device.startswith("cuda") else "/CPU:0"
+
+
 class TFCompiled(Compiled):
-    def __init__(self, fn, info):
+    def __init__(self, fn, info, device: str = "cpu"):
         super().__init__(info)
         self.fn = fn
         self.tf = _tf()
+        self.where = _tf_device(device)  # CPU even where TensorFlow sees a GPU, unless asked for cuda
+        self.gpu = device.startswith("cuda")
 
     def prepare(self, x: np.ndarray):
         tf = _tf()
-        with tf.device("/CPU:0"):
-            return tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1)))
+        with tf.device(self.where):
+            t = tf.identity(tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))))
+        self.sync()
+        return t
 
     def execute(self, prepared):
-        with self.tf.device("/CPU:0"):  # CPU even where TensorFlow sees a GPU
+        with self.tf.device(self.where):
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
         return np.ascontiguousarray(out.numpy().transpose(0, 3, 1, 2))
 
+    def sync(self) -> None:
+        if self.gpu:
+            self.tf.test.experimental.sync_devices()
+
 
 class TensorFlow(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            tf = _tf()
+            if not tf.config.list_physical_devices("GPU"):
+                built = "built with CUDA" if tf.test.is_built_with_cuda() else "a build without CUDA"
+                reason = f"TensorFlow {tf.__version__} ({built}) sees no GPU"
+        return reason
+
     def version(self) -> str | None:
         try:
             from importlib.metadata import version
@@ -182,8 +251,11 @@ class TensorFlow(Adapter):
         jit = bool(jit_compile)
         info = {"threads": n, **_set_threads(tf, n, inter_op_threads), "framework_version": tf.__version__,
                 "layout": "NHWC", "jit_compile": jit}
+        if device.startswith("cuda"):
+            tf.config.experimental.enable_tensor_float_32_execution(False)  # fp32 strict
+            info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         t0 = time.perf_counter()
-        with tf.device("/CPU:0"):
+        with tf.device(_tf_device(device)):
             fn = to_function(graph, batch_size, jit_compile=jit)
             x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]))
             fn(x).numpy()  # traces (and, with XLA, compiles)
@@ -191,13 +263,14 @@ class TensorFlow(Adapter):
             fn(x).numpy()
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
-        return TFCompiled(fn, info)
+        return TFCompiled(fn, info, device)
 
 
 PLAIN = TensorFlow(
     name="tensorflow",
     description="TensorFlow tf.function graph, NHWC (layout converted outside the timed call)",
     requires=("tensorflow",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
     options={},
 )
@@ -206,6 +279,7 @@ XLA = TensorFlow(
     name="tensorflow-xla",
     description="TensorFlow tf.function with jit_compile=True (XLA on CPU), NHWC",
     requires=("tensorflow",),
+    devices=("cpu", "cuda"),
     tolerance=1e-3,
     options={"jit_compile": True},
 )

@@ -83,7 +83,10 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
         params[name] = np.ascontiguousarray(array, dtype=np.float32)
         return v
 
-    def act(y, kind: str):
+    def const(value):
+        return relax.const(float(value), "float32")
+
+    def act(y, kind: str, alpha: float = 0.0, beta: float = 0.0):
         if kind == "identity":
             return y
         if kind == "relu":
@@ -92,6 +95,19 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
             return bb.emit(R.sigmoid(y))
         if kind == "tanh":
             return bb.emit(R.tanh(y))
+        if kind == "relu6":
+            return bb.emit(R.clip(y, 0.0, 6.0))
+        if kind == "clip":
+            return bb.emit(R.clip(y, float(alpha), float(beta)))
+        if kind == "silu":
+            return bb.emit(R.nn.silu(y))
+        if kind == "leaky_relu":
+            return bb.emit(R.nn.leakyrelu(y, float(alpha)))
+        if kind == "hardsigmoid":
+            return bb.emit(R.clip(bb.emit(R.add(bb.emit(R.multiply(y, const(alpha))), const(beta))), 0.0, 1.0))
+        if kind == "hardswish":
+            r6 = bb.emit(R.clip(bb.emit(R.add(y, const(3.0))), 0.0, 6.0))
+            return bb.emit(R.multiply(y, bb.emit(R.multiply(r6, const(1.0 / 6.0)))))
         raise NotImplementedError(f"activation {kind!r}")
 
     # The function's parameter list must be known up front: collect the weights first.
@@ -104,6 +120,9 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
                 # stored transposed (in, out): the matmul is then a plain x @ W
                 weight(node, "weight", node.weight.T)
                 weight(node, "bias", node.bias)
+            elif node.TYPE == "affine":
+                weight(node, "weight", node.weight.reshape(1, -1, 1, 1))
+                weight(node, "bias", node.bias.reshape(1, -1, 1, 1))
 
     collect()
     wv = dict(zip(params, weight_vars))
@@ -133,8 +152,7 @@ def apply(bb, node, x, wv, act, batch_size: int):
     R = relax.op
     kind = node.TYPE
     if kind == "conv":
-        (ph, pw) = node.padding
-        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=(ph, pw, ph, pw),
+        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=node.pads,
                                 dilation=node.dilation, groups=node.groups, data_layout="NCHW",
                                 kernel_layout="OIHW", out_dtype="float32"))
         bias = bb.emit(R.reshape(wv[f"{node.name}.bias"], (1, node.out_channels, 1, 1)))
@@ -145,16 +163,34 @@ def apply(bb, node, x, wv, act, batch_size: int):
             return bb.emit(R.mean(x, axis=[2, 3], keepdims=True))
         if node.pool_type == "global_max":
             return bb.emit(R.max(x, axis=[2, 3], keepdims=True))
-        (ph, pw) = node.padding
-        common = dict(pool_size=node.kernel, strides=node.stride, padding=(ph, pw, ph, pw), layout="NCHW")
+        # padding (top, left, bottom, right), as the IR's pads
+        common = dict(pool_size=node.kernel, strides=node.stride, padding=node.pads, layout="NCHW")
         if node.pool_type == "max":
             return bb.emit(R.nn.max_pool2d(x, **common))
-        # The IR (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
-        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=True, **common))
+        # The IR's default (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
+        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=bool(node.count_include_pad), **common))
     if kind in ("identity", "element"):
         return x
-    if kind in ("relu", "activation"):
-        return act(x, node.act_type)
+    if kind == "relu":
+        return act(x, "relu")
+    if kind == "activation":
+        return act(x, node.act_type, node.alpha, node.beta)
+    if kind == "affine":
+        y = bb.emit(R.multiply(x, wv[f"{node.name}.weight"]))
+        return act(bb.emit(R.add(y, wv[f"{node.name}.bias"])), node.act)
+    if kind == "shuffle":
+        c, h, w = node.input_shape
+        g = node.groups
+        y = bb.emit(R.reshape(x, (batch_size, g, c // g, h, w)))
+        y = bb.emit(R.permute_dims(y, [0, 2, 1, 3, 4]))
+        return bb.emit(R.reshape(y, (batch_size, c, h, w)))
+    if kind == "resize":
+        if node.mode == "nearest":  # source pixel floor(i * in / out)
+            return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="nearest_neighbor",
+                                            coordinate_transformation_mode="asymmetric", rounding_method="floor"))
+        mode = "align_corners" if node.align_corners else "half_pixel"
+        return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="linear",
+                                        coordinate_transformation_mode=mode))
     if kind == "flatten":
         c, h, w = node.output_shape
         return bb.emit(R.reshape(x, (batch_size, c, 1, 1)))
@@ -215,15 +251,17 @@ def target_key(target) -> str:
 # ---------------------------------------------------------------------------------------------
 class TVMCompiled(Compiled):
     """A Relax VM executable: ``prepare`` copies the input into a TVM tensor (untimed),
-    ``execute`` calls ``main`` (synchronous on the CPU), ``finish`` copies back to numpy."""
+    ``execute`` calls ``main`` (synchronous on the CPU; on CUDA ``sync`` waits for the
+    device), ``finish`` copies back to numpy."""
 
-    def __init__(self, executable, info: dict):
+    def __init__(self, executable, info: dict, device: str = "cpu"):
         import tvm
         from tvm import relax
 
         super().__init__(info)
         self.executable = executable
-        self.device = tvm.cpu(0)
+        self.gpu = device.startswith("cuda")
+        self.device = tvm.cuda(_device_id(device)) if self.gpu else tvm.cpu(0)
         self.vm = relax.VirtualMachine(executable, self.device)
         self._main = self.vm["main"]
 
@@ -237,6 +275,48 @@ class TVMCompiled(Compiled):
 
     def finish(self, out) -> np.ndarray:
         return out.numpy()
+
+    def sync(self) -> None:
+        if self.gpu:
+            self.device.sync()
+
+
+def _device_id(device: str) -> int:
+    return int(device.split(":")[1]) if ":" in device else 0
+
+
+def cuda_reason(cudnn: bool = False) -> str | None:
+    """Why this TVM build cannot compile and run for CUDA here (or with cuDNN offload), or None."""
+    import tvm
+
+    if not tvm.runtime.enabled("cuda"):
+        return f"this TVM build ({tvm.__version__}) has no CUDA runtime"
+    if not tvm.cuda(0).exist:
+        return "TVM sees no CUDA GPU"
+    if cudnn and tvm.get_global_func("relax.ext.cudnn", True) is None:
+        return f"this TVM build ({tvm.__version__}) has no cuDNN codegen (built without USE_CUDNN)"
+    return None
+
+
+def cuda_target(spec=None):
+    import tvm
+
+    return tvm.target.Target(spec or "cuda")
+
+
+def _compile_cuda(mod, target, cudnn: bool):
+    """The default Relax pipeline for CUDA (legalize, fuse, DLight GPU schedules, lower); with
+    ``cudnn``, convolutions (with bias and ReLU where they match) are first partitioned out to
+    cuDNN (BYOC) and code-generated -- the paper's TVM-cuDNN."""
+    import tvm
+    from tvm import relax
+
+    if cudnn:
+        from tvm.relax.backend.cuda.cudnn import partition_for_cudnn
+
+        mod = partition_for_cudnn(mod)
+        mod = relax.transform.RunCodegen()(mod)
+    return tvm.compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
 
 
 def _base_info(target, threads_effective: int) -> dict:
@@ -301,10 +381,32 @@ class TVMAdapter(Adapter):
         info["convert_seconds"] = time.perf_counter() - t0
         return mod, target, info
 
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is None and device.startswith("cuda"):
+            reason = cuda_reason(cudnn=bool(self.options.get("cudnn")))
+        return reason
+
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
-        unknown = set(options) - {"target"}
+        unknown = set(options) - {"target", "cudnn"}
         if unknown:
-            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['target']")
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cudnn', 'target']")
+        if device.startswith("cuda"):
+            cudnn = bool(options.get("cudnn"))
+            target = cuda_target(options.get("target"))
+            t0 = time.perf_counter()
+            mod, _ = to_relax(graph, batch_size)
+            info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": "fp32",
+                    "convert_seconds": time.perf_counter() - t0, "cudnn": cudnn,
+                    # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its default
+                    "tf32": None if cudnn else False}
+            t0 = time.perf_counter()
+            ex = _compile_cuda(mod, target, cudnn)
+            info["compile_seconds"] = time.perf_counter() - t0
+            info["pipeline"] = "relax.get_default_pipeline(cuda)" + (" after partition_for_cudnn" if cudnn else "")
+            return TVMCompiled(ex, info, device)
+        if options.get("cudnn"):
+            raise ValueError("tvm: cudnn=True needs device cuda")
         mod, target, info = self._prepare(graph, batch_size, threads, options)
         t0 = time.perf_counter()
         ex = _compile_default(mod, target)
@@ -533,8 +635,16 @@ def format_task_table(rows: list[dict]) -> str:
 _REQUIRES = ("tvm",)
 DEFAULT = TVMAdapter(
     name="tvm",
-    description="Apache TVM (Relax): default llvm pipeline for the host CPU, untuned, Relax VM",
+    description="Apache TVM (Relax), untuned: default llvm pipeline for the host CPU; target cuda on GPUs",
     requires=_REQUIRES,
+    devices=("cpu", "cuda"),
+)
+CUDNN = TVMAdapter(
+    name="tvm-cudnn",
+    description="Apache TVM (Relax) for CUDA with convolutions offloaded to cuDNN (the paper's TVM-cuDNN)",
+    requires=_REQUIRES,
+    devices=("cuda",),
+    options={"cudnn": True},
 )
 TUNED = TunedTVMAdapter(
     name="tvm-tuned",

@@ -20,7 +20,8 @@ class _Group(click.Group):
     """Loads subcommands lazily so that ``ios-bench --help`` stays fast."""
 
     def _modules(self) -> dict[str, str]:
-        return {m.name.replace("_", "-"): m.name for m in pkgutil.iter_modules(_commands_pkg.__path__)
+        # a module named after a Python keyword carries a trailing underscore (import_.py -> import)
+        return {m.name.rstrip("_").replace("_", "-"): m.name for m in pkgutil.iter_modules(_commands_pkg.__path__)
                 if not m.name.startswith("_")}
 
     def list_commands(self, ctx):

@@ -2,8 +2,10 @@
 
 CPU: every core's cpufreq governor set to ``performance`` and turbo/boost switched off (what
 ``pyperf system tune`` does), previous values restored afterwards. NVIDIA GPU (only when the
-sweep uses a ``cuda`` device): ``nvidia-smi --lock-gpu-clocks`` to the requested or maximum SM
-clock, ``--reset-gpu-clocks`` afterwards. The restore runs on normal exit, on an exception, on
+sweep uses a ``cuda`` device): the SM clock locked to the requested or maximum value through
+NVML (``nvmlDeviceSetGpuLockedClocks``, nvidia-ml-py) and reset afterwards
+(``nvmlDeviceResetGpuLockedClocks``); without NVML, ``nvidia-smi --lock-gpu-clocks`` and
+``--reset-gpu-clocks``. The restore runs on normal exit, on an exception, on
 SIGINT and on SIGTERM/SIGHUP (turned into ``SystemExit`` so every ``finally`` runs), and once
 more from ``atexit``; it is idempotent.
 
@@ -108,7 +110,8 @@ class ClockLock:
         self.gpu_clock_mhz = gpu_clock_mhz
         self.echo = echo or (lambda s: print(s, file=sys.stderr))
         self._restore_cpu: list[tuple[Path, str]] = []  # (file, previous value)
-        self._locked_gpus: list[str] = []
+        self._locked_gpus: list[str] = []  # locked with nvidia-smi
+        self._nvml_locked: list[int] = []  # locked with NVML
         self._old_handlers: dict[int, object] = {}
         self._restored = False
         self.state: dict = {"requested": lock}
@@ -156,13 +159,18 @@ class ClockLock:
             r = system.run(["nvidia-smi", "-i", idx, "--reset-gpu-clocks"])
             if not r.ok:
                 problems.append(r.error())
+        if self._nvml_locked:
+            err = _nvml_reset(self._nvml_locked)
+            if err:
+                problems.append(err)
         if problems:
             self.echo("warning: could not restore clocks: " + "; ".join(problems))
             self.state["restore_problems"] = problems
-        elif self._restore_cpu or self._locked_gpus:
+        elif self._restore_cpu or self._locked_gpus or self._nvml_locked:
             self.state["restored"] = True
         self._restore_cpu.clear()
         self._locked_gpus.clear()
+        self._nvml_locked.clear()
 
     def snapshot(self) -> dict:
         snap = {"cpu": read_cpu_settings()}
@@ -226,6 +234,9 @@ class ClockLock:
 
     # ---- GPU ----------------------------------------------------------------------------------
     def _lock_gpu(self) -> tuple[str | None, str | None]:
+        nvml = _nvml()
+        if nvml is not None:
+            return self._lock_gpu_nvml(nvml)
         gpus, reason = query_gpus()
         if not gpus:
             return None, f"GPU: {reason}"
@@ -239,6 +250,19 @@ class ClockLock:
                 return (", ".join(done) or None), f"GPU {g['index']}: {r.error()}"
             self._locked_gpus.append(g["index"])
             done.append(f"GPU {g['index']} at {int(mhz)} MHz")
+        return ", ".join(done), None
+
+    def _lock_gpu_nvml(self, nvml) -> tuple[str | None, str | None]:
+        done = []
+        try:
+            for i in range(nvml.nvmlDeviceGetCount()):
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                mhz = self.gpu_clock_mhz or nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)
+                nvml.nvmlDeviceSetGpuLockedClocks(h, int(mhz), int(mhz))
+                self._nvml_locked.append(i)
+                done.append(f"GPU {i} at {int(mhz)} MHz (NVML)")
+        except Exception as e:  # NVMLError_NoPermission (needs root), NotSupported, ...
+            return (", ".join(done) or None), f"GPU (NVML): {type(e).__name__}: {e}"
         return ", ".join(done), None
 
     # ---- signals ------------------------------------------------------------------------------
@@ -262,3 +286,27 @@ class ClockLock:
             except (ValueError, TypeError):
                 pass
         self._old_handlers.clear()
+
+
+def _nvml():
+    """The initialized ``pynvml`` module, or None (not installed, no driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _nvml_reset(indices: list[int]) -> str | None:
+    nvml = _nvml()
+    if nvml is None:
+        return "NVML unavailable: GPU clocks not reset (run nvidia-smi --reset-gpu-clocks)"
+    problems = []
+    for i in indices:
+        try:
+            nvml.nvmlDeviceResetGpuLockedClocks(nvml.nvmlDeviceGetHandleByIndex(i))
+        except Exception as e:
+            problems.append(f"GPU {i}: {type(e).__name__}: {e}")
+    return "; ".join(problems) or None

@@ -11,8 +11,15 @@ from .errors import InputError
 
 
 def load_graph(spec: str) -> Graph:
-    """``spec`` is a zoo model name or a path to a graph/schedule JSON file."""
+    """``spec`` is a zoo model name, a path to a graph/schedule JSON file, or an ONNX model
+    (imported with its weights by ``ios_core.frontend.onnx``)."""
     path = Path(spec)
+    if spec.lower().endswith(".onnx"):
+        if not path.is_file():
+            raise InputError(f"{spec}: no such file")
+        from ios_core.frontend import onnx as onnx_frontend
+
+        return onnx_frontend.load(path)
     if spec.endswith(".json") or path.is_file():
         if not path.is_file():
             raise InputError(f"{spec}: no such file")

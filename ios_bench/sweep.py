@@ -330,6 +330,8 @@ class Sweep:
                 fws = []
                 for n in peers:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
+                    if device_kind(device) not in (avail.get(n) or {}).get("devices", [device_kind(device)]):
+                        continue  # a GPU-only adapter in a CPU sweep (or the reverse): not a finding
                     if n in SLOW_FRAMEWORKS:
                         note = f"{n}: left out of the default sweep (slow; name it with --frameworks)"
                     elif reason:
@@ -398,6 +400,7 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        fresh = not self.folder.exists()
         try:
             nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
         except BaseException:
@@ -426,6 +429,19 @@ class Sweep:
             self._write_node_envs()
             env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
             cells = self.plan_cells(probes, graphs)
+            gpus = [d for d in self.plan.devices if device_kind(d) != "cpu"]
+            if gpus and not self.resume and all(c.skip_reason for c in cells):
+                # nothing at all would run (a GPU sweep without what it needs): say what is missing
+                # instead of writing an all-skipped run
+                reasons = list(dict.fromkeys([f"{c.framework}: {c.skip_reason}" for c in cells]
+                                             + [n for n in self.notes if any(f" on {d}" in n for d in gpus)]))
+                if fresh:
+                    import shutil
+
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                raise InputError(f"nothing can run on {', '.join(gpus)}: " + "; ".join(reasons[:4])
+                                 + (f"; ... ({len(reasons) - 4} more)" if len(reasons) > 4 else "")
+                                 + " (`ios-bench doctor` lists what runs here)")
             for note in self.notes:
                 self.say(f"[dim]note:[/] {note}")
             self.show_placement(cells)
@@ -480,7 +496,7 @@ class Sweep:
             if not (spec.endswith(".json") or src.is_file()):
                 continue
             dst = self.folder / self.model_file(spec)
-            dst.parent.mkdir(exist_ok=True)
+            dst.parent.mkdir(parents=True, exist_ok=True)
             if not dst.exists():
                 shutil.copyfile(src, dst.with_name(dst.name + ".tmp"))
                 os.replace(dst.with_name(dst.name + ".tmp"), dst)
@@ -491,9 +507,11 @@ class Sweep:
 
     @staticmethod
     def model_file(spec: str) -> str | None:
-        """Run-folder-relative copy of a graph file (None for a zoo name)."""
+        """Run-folder-relative copy of a graph file or an ONNX model (None for a zoo name)."""
         if not (spec.endswith(".json") or Path(spec).is_file()):
             return None
+        if spec.lower().endswith(".onnx"):  # keeps its file name: the imported graph is named after it
+            return f"models/{safe_name(spec[: -len('.onnx')])}/{Path(spec).name}"
         return f"models/{safe_name(spec.removesuffix('.json'))}.json"
 
     def _model_inputs(self, spec: dict, model_spec: str) -> list[str]:
@@ -501,7 +519,7 @@ class Sweep:
         if rel is None:
             return []
         spec["model_path"] = rel
-        npz = rel[: -len(".json")] + ".npz"
+        npz = str(Path(rel).with_suffix(".npz"))
         return [rel] + ([npz] if (self.folder / npz).exists() else [])
 
     def _write_node_envs(self) -> None:
@@ -550,7 +568,9 @@ class Sweep:
                     "result_path": f"work/{stem}.ref-result.json"}
             inputs = self._model_inputs(spec, model_spec)
             tasks.append(Task(f"reference:{model}", spec, f"logs/{stem}.reference.log", self.plan.timeout, "cpu",
-                              self.plan.threads, inputs=inputs, outputs=spec["ref_paths"] + spec["input_paths"],
+                              self.plan.threads, inputs=inputs,
+                              outputs=spec["ref_paths"] + spec["input_paths"]
+                              + [ref_file(model, bs, "source.npy") for bs in missing],
                               payload=(model, missing)))
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
             model, missing = task.payload
@@ -636,6 +656,10 @@ class Sweep:
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model,
                 "result_path": f"work/{stem}.result.json"}
         inputs = [spec["ref_path"], spec["input_path"]] + self._model_inputs(spec, cell.model_spec)
+        source_ref = ref_file(cell.model, cell.batch_size, "source.npy")
+        if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
+            spec["source_ref_path"] = source_ref
+            inputs.append(source_ref)
         outputs = []
         timeout = plan.timeout
         if cell.schedule:

@@ -99,20 +99,95 @@ def task_reference(spec: dict) -> dict:
     from ios_core.reference import random_input
 
     graph = _load_graph(spec)
+    source = _source_path(graph)
     out = {}
     for bs, path, in_path in zip(spec["batch_sizes"], spec["ref_paths"], spec["input_paths"]):
         x = random_input(graph, bs, seed=spec["input_seed"])
         t0 = time.perf_counter()
         y = reference.run(graph, x)
         seconds = time.perf_counter() - t0
-        for arr, target in ((x, in_path), (y, path)):
+        arrays = [(x, in_path), (y, path)]
+        meta = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
+                "seconds": seconds}
+        if source is not None:
+            # an imported model: onnxruntime on the original file is a second, independent reference
+            from ios_core.check import compare
+
+            try:
+                ys = run_onnx_source(source, x).reshape(y.shape)
+            except Exception as e:  # no onnxruntime, or it cannot run the file: the oracle check remains
+                meta.update(source=source, source_error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            else:
+                src_path = source_ref_path(path)
+                arrays.append((ys, src_path))
+                meta.update(source=source, source_ref_path=src_path, source_check=compare(y, ys, 1e-4).to_dict())
+        for arr, target in arrays:
             tmp = f"{target}.{os.getpid()}.tmp.npy"
             np.save(tmp, arr)
             os.replace(tmp, target)
-        out[str(bs)] = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
-                        "seconds": seconds}
+        out[str(bs)] = meta
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
             "params": graph.params(), "operators": graph.num_operators()}
+
+
+def task_doctor(spec: dict) -> dict:
+    """One path (an adapter with options, on a device) on a small graph: built, run once
+    against the oracle, timed briefly with the shared measurement (``ios-bench doctor``)."""
+    import numpy as np
+
+    import adapters
+    from ios_core import reference
+    from ios_core.check import compare
+    from ios_core.measure import measure
+    from ios_core.reference import random_input
+
+    graph = _load_graph(spec)
+    adapter = adapters.get(spec["adapter"])
+    reason = adapter.available(spec["device"])
+    if reason is not None:
+        return {"status": "skipped", "reason": reason}
+    x = random_input(graph, spec["batch_size"], seed=spec["seed"])
+    ref = reference.run(graph, x)
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec.get("threads"), **spec.get("options", {}))
+    out = np.asarray(compiled.run(x))
+    compiled.sync()
+    tol = compiled.info.get("tolerance") or adapter.tolerance
+    check = compare(out, ref, tol)
+    prepared = compiled.prepare(x)
+    m = measure(lambda: compiled.execute(prepared), warmup=3, number=1, repeat=5, sync=compiled.sync,
+                timer=compiled.timer())
+    info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
+    return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
+            "info": info}
+
+
+def _source_path(graph) -> str | None:
+    """The original ONNX file of an imported graph, when it is still there."""
+    src = getattr(graph, "source", None) or {}
+    path = src.get("path") if src.get("format") == "onnx" else None
+    return path if path and os.path.isfile(path) else None
+
+
+def source_ref_path(ref_path: str) -> str:
+    return ref_path[: -len(".npy")] + ".source.npy" if ref_path.endswith(".npy") else ref_path + ".source.npy"
+
+
+def run_onnx_source(path: str, x):
+    """Run the original ONNX file with onnxruntime (CPU, no graph rewrites beyond ORT's defaults) on
+    ``x``; a file with a fixed batch size runs ``x`` in chunks of that size."""
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    fixed = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
+    if fixed is None or fixed == x.shape[0]:
+        return sess.run(None, {inp.name: x})[0]
+    if x.shape[0] % fixed:
+        raise ValueError(f"{path} has a fixed batch size {fixed}, which does not divide batch {x.shape[0]}")
+    return np.concatenate([sess.run(None, {inp.name: x[i:i + fixed]})[0] for i in range(0, x.shape[0], fixed)])
 
 
 def _make_cost_model(kind: str, device: str, threads: int | None):
@@ -141,7 +216,12 @@ def _schedule(graph, spec: dict, result: dict):
     if os.path.exists(path):
         with open(path) as f:
             sched = Graph.from_json(json.load(f))
+        # the model's own weights (an imported model's are the file's), else the seeded ones
         sched.init_weights(spec["seed"])
+        own = {n.name: n for n in graph.weighted_nodes()} if graph.has_weights else {}
+        for node in sched.weighted_nodes():
+            if node.name in own:
+                node.set_weights(own[node.name].weights())
         if os.path.exists(extra):
             with np.load(extra) as data:
                 for node in sched.weighted_nodes():
@@ -213,10 +293,18 @@ def task_cell(spec: dict, result: dict) -> dict:
     tol = info.get("tolerance") or getattr(adapter, "tolerance", None)
     check = compare(out, ref, tol) if tol else compare(out, ref)
     result["check"] = check.to_dict()
+    if spec.get("source_ref_path"):
+        # an imported model: also against onnxruntime on the original file
+        source = compare(out.reshape(-1), np.load(spec["source_ref_path"]).reshape(-1), check.tolerance)
+        result["check"]["source"] = source.to_dict()
+        if not source.passed:
+            result["check"].update(passed=False, reason=f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
     m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync)
+                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
+                timer=compiled.timer())
     result.update(m.summary())
+    result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
     result["status"] = "ok"
     result.pop("phase", None)
@@ -259,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             result.update(task_reference(spec))
         elif task == "cell":
             result = task_cell(spec, result)
+        elif task == "doctor":
+            result.update(task_doctor(spec))
         else:
             raise ValueError(f"unknown task {task!r}")
     except BaseException as e:  # noqa: B036 - every failure becomes this cell's record

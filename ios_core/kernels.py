@@ -17,8 +17,63 @@ ACT_FN: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
+    "relu6": lambda t: torch.clamp(t, 0.0, 6.0),
+    "hardswish": F.hardswish,  # x * relu6(x + 3) / 6
+    "silu": F.silu,  # x * sigmoid(x)
 }
 
+
+def activation(x: torch.Tensor, act: str, alpha: float = 0.0, beta: float = 0.0) -> torch.Tensor:
+    """Any IR activation; ``alpha``/``beta`` parametrize leaky_relu, hardsigmoid and clip."""
+    if act == "leaky_relu":
+        return F.leaky_relu(x, alpha)
+    if act == "hardsigmoid":
+        return torch.clamp(x * alpha + beta, 0.0, 1.0)
+    if act == "clip":
+        return torch.clamp(x, alpha, beta)
+    return ACT_FN[act](x)
+
+
+def pad_input(x: torch.Tensor, node: Node, value: float = 0.0) -> tuple[torch.Tensor, tuple[int, int]]:
+    """``x`` padded for a windowed node: symmetric padding is left to the kernel (returned as
+    its ``padding``), asymmetric padding is applied here with ``value``."""
+    if node.symmetric:
+        return x, tuple(node.padding)
+    top, left, bottom, right = node.pads
+    return F.pad(x, (left, right, top, bottom), value=value), (0, 0)
+
+
+def pool(x: torch.Tensor, node: Node) -> torch.Tensor:
+    """A non-global max or average pool with the IR's padding semantics."""
+    if node.pool_type == "max":
+        if node.symmetric and 2 * max(node.padding) <= min(node.kernel):
+            return F.max_pool2d(x, node.kernel, node.stride, node.padding)
+        top, left, bottom, right = node.pads
+        return F.max_pool2d(F.pad(x, (left, right, top, bottom), value=float("-inf")), node.kernel, node.stride)
+    if node.count_include_pad:
+        xp, padding = pad_input(x, node)
+        if 2 * max(padding) > min(node.kernel):
+            top, left, bottom, right = node.pads
+            xp, padding = F.pad(x, (left, right, top, bottom)), (0, 0)
+        return F.avg_pool2d(xp, node.kernel, node.stride, padding, count_include_pad=True)
+    # the average over the input positions only: window sums over window counts
+    top, left, bottom, right = node.pads
+    pads = (left, right, top, bottom)
+    ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+    sums = F.avg_pool2d(F.pad(x, pads), node.kernel, node.stride)
+    counts = F.avg_pool2d(F.pad(ones, pads), node.kernel, node.stride)
+    return sums / counts
+
+
+def shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
+    n, c, h, w = x.shape
+    return x.reshape(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+def resize(x: torch.Tensor, node: Node) -> torch.Tensor:
+    if node.mode == "nearest":
+        return F.interpolate(x, size=tuple(node.size), mode="nearest")
+    return F.interpolate(x, size=tuple(node.size), mode="bilinear", align_corners=node.align_corners)
 
 # How the oracle composes inputs (``ios_core.lowering.compose``): slices are views, values
 # summed (multiplied) left to right, terms concatenated along channels.
@@ -39,21 +94,30 @@ def apply(node: Node, x: torch.Tensor) -> torch.Tensor:
     """Apply one (non-Sequential) operator to its composed input ``x`` (NCHW, float32)."""
     kind = node.TYPE
     if kind == "conv":
-        y = F.conv2d(x, torch.from_numpy(node.weight), torch.from_numpy(node.bias), node.stride, node.padding,
+        x, padding = pad_input(x, node)
+        y = F.conv2d(x, torch.from_numpy(node.weight), torch.from_numpy(node.bias), node.stride, padding,
                      node.dilation, node.groups)
         return ACT_FN[node.act](y)
     if kind == "pool":
-        if node.pool_type == "max":
-            return F.max_pool2d(x, node.kernel, node.stride, node.padding)
-        if node.pool_type == "avg":
-            return F.avg_pool2d(x, node.kernel, node.stride, node.padding, count_include_pad=True)
         if node.pool_type == "global_avg":
             return x.mean(dim=(2, 3), keepdim=True)
-        return x.amax(dim=(2, 3), keepdim=True)
+        if node.pool_type == "global_max":
+            return x.amax(dim=(2, 3), keepdim=True)
+        return pool(x, node)
     if kind in ("identity", "element"):
         return x
-    if kind in ("relu", "activation"):
-        return ACT_FN[node.act_type](x)
+    if kind == "relu":
+        return torch.relu(x)
+    if kind == "activation":
+        return activation(x, node.act_type, node.alpha, node.beta)
+    if kind == "affine":
+        c = node.channels
+        y = x * torch.from_numpy(node.weight).view(1, c, 1, 1) + torch.from_numpy(node.bias).view(1, c, 1, 1)
+        return ACT_FN[node.act](y)
+    if kind == "shuffle":
+        return shuffle(x, node.groups)
+    if kind == "resize":
+        return resize(x, node)
     if kind == "flatten":
         return x.reshape(x.shape[0], -1, 1, 1)
     if kind == "linear":

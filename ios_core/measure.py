@@ -4,6 +4,12 @@ Protocol (the reference IOS implementation's and TVM's): ``warmup`` untimed call
 ``repeat`` samples, each ``number`` back-to-back calls timed together; with ``min_sample_ms``
 the number of calls per sample is raised (doubling) until one sample lasts at least that long.
 Every sample is kept, as per-call milliseconds.
+
+On a GPU the samples are taken on the device's own clock: pass ``timer`` (e.g.
+``ios_core.gpu.CudaEventTimer(stream)``, or an adapter's ``Compiled.timer()``), whose
+``start()`` records an event before a sample's calls and ``stop()`` records one after them,
+waits for it and returns the milliseconds between the two. Without a timer the host clock
+is read after ``sync()``. ``Measurement.meta["clock"]`` says which clock was used.
 """
 
 from __future__ import annotations
@@ -78,30 +84,47 @@ class Measurement:
                 f"min {self.min:.3f}, {self.repeat}x{self.number})")
 
 
+class HostTimer:
+    """The host clock around a sample, read after ``sync()`` (the default timer)."""
+
+    clock = "host"
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self.sync = sync or (lambda: None)
+        self._t0 = 0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> float:
+        self.sync()
+        return (time.perf_counter_ns() - self._t0) / 1e6
+
+
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
-            sync: Callable[[], None] | None = None) -> Measurement:
+            sync: Callable[[], None] | None = None, timer=None) -> Measurement:
     """Time ``fn()``.
 
-    ``sync`` (e.g. a CUDA stream synchronize) is called before each clock read, so
-    asynchronous devices are timed to completion. ``stage_times``, when given, is read after
+    ``sync`` (e.g. a CUDA stream synchronize) is called before each host clock read, so
+    asynchronous devices are timed to completion. ``timer`` (``start()``, ``stop() -> ms``)
+    replaces the host clock, e.g. with CUDA events. ``stage_times``, when given, is read after
     each sample and must return that sample's per-stage times (ms, per call); the callee is
     expected to accumulate them over the sample's calls and reset itself when read.
     """
     if warmup < 0 or number < 1 or repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
     sync = sync or (lambda: None)
-    clock = time.perf_counter_ns
+    timer = timer or HostTimer(sync)
     for _ in range(warmup):
         fn()
     sync()
     if min_sample_ms:
         while True:
-            t0 = clock()
+            timer.start()
             for _ in range(number):
                 fn()
-            sync()
-            if (clock() - t0) / 1e6 >= min_sample_ms or number >= 1 << 20:
+            if timer.stop() >= min_sample_ms or number >= 1 << 20:
                 break
             number *= 2
     if stage_times is not None:
@@ -109,11 +132,12 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     samples: list[float] = []
     stages: list[list[float]] | None = [] if stage_times is not None else None
     for _ in range(repeat):
-        t0 = clock()
+        timer.start()
         for _ in range(number):
             fn()
-        sync()
-        samples.append((clock() - t0) / 1e6 / number)
+        samples.append(timer.stop() / number)
         if stages is not None:
             stages.append([t / number for t in stage_times()])
-    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages)
+    sync()
+    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages,
+                       meta={"clock": getattr(timer, "clock", type(timer).__name__)})

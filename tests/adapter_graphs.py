@@ -37,3 +37,28 @@ def mini_inception(input_shape=(16, 12, 12)):
     x = b.end_block(b.concat([lin, gm, gv]))
     b.end_block(b.linear(x, 7))
     return b.finish()
+
+
+def imported_ops(input_shape=(8, 9, 9)):
+    """Every operator the ONNX importer added to the IR: asymmetric padding (conv, max and
+    average pools), averages excluding padding, the parametric and fused activations, affine,
+    channel shuffle, nearest/bilinear resize and a squeeze-excitation broadcast multiply."""
+    b = GraphBuilder("imported_ops", input_shape)
+    x = b.conv(b.input, 16, 3, stride=2, padding=(1, 0), padding_end=(1, 2), act="relu6")  # 9x9 -> 5x5
+    a = b.affine(x, act="hardswish")
+    p1 = b.pool(a, "max", 3, 2, padding=(0, 0), padding_end=(1, 1))  # ceil-mode style: 5x5 -> 2x2
+    p1 = b.resize(p1, (5, 5), "nearest")
+    p2 = b.pool(a, "avg", 3, 1, padding=1, count_include_pad=False)
+    p3 = b.pool(a, "avg", 2, 2, padding=(0, 0), padding_end=(1, 1))  # 5x5 -> 3x3, padding counted
+    p3 = b.resize(p3, (5, 5), "bilinear")
+    s = b.conv(b.pool(a, "global_avg"), 16, 1, act="silu")
+    s = b.activation(s, "hardsigmoid", 1 / 6, 0.5)
+    se = b.mul([p2, s])  # broadcast 1x1 over 5x5
+    y = b.end_block(b.concat([p1, se, p3]))  # 48 channels
+    y = b.shuffle(y, 4)
+    y1 = b.activation(Value(y.node, 0, 24), "leaky_relu", 0.1)
+    y2 = b.activation(Value(y.node, 24, 48), "clip", -0.5, 0.75)
+    y3 = b.resize(b.conv(y, 8, 1, act="sigmoid"), (9, 9), "bilinear", align_corners=True)
+    z = b.conv(b.concat([y1, y2]), 8, 3, padding=(1, 0), padding_end=(0, 2), groups=8, act="identity")
+    z = b.end_block(b.add([b.resize(z, (9, 9), "bilinear"), y3]))
+    return b.finish(b.linear(b.flatten(b.pool(z, "avg", 3, 3)), 5, act="tanh"))

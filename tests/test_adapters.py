@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_graphs import mini_inception
+from adapter_graphs import imported_ops, mini_inception
 
 import adapters
 from ios_core import models, reference
@@ -18,10 +18,12 @@ MODELS = {
     "sample": lambda: models.get("sample", input_shape=(32, 15, 15)),
     "squeezenet": lambda: models.get("squeezenet", image_size=64),  # same operators, smaller images
     "mini_inception": mini_inception,
+    "imported_ops": imported_ops,  # the operators the ONNX importer added to the IR
 }
 # torch.compile takes ~50 s per cold compile (inductor builds C++ kernels; cached afterwards in
 # the inductor cache): only the small graphs run by default, the rest with -m slow.
-SLOW = {("torch-compile", "squeezenet", 1), ("torch-compile", "squeezenet", 2), ("torch-compile", "mini_inception", 2)}
+SLOW = {("torch-compile", "squeezenet", 1), ("torch-compile", "squeezenet", 2), ("torch-compile", "mini_inception", 2),
+        ("torch-compile", "imported_ops", 1), ("torch-compile", "imported_ops", 2)}
 
 
 def _cases():

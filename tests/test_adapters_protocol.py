@@ -57,8 +57,19 @@ def test_torch_compile_without_a_compiler_is_a_reason(monkeypatch):
 
 
 def test_cpu_only_adapters_refuse_cuda():
-    for name in MINE:
+    for name in ("onnxruntime-parallel", "openvino"):
         assert "cuda" in adapters.get(name).available("cuda")
+
+
+def test_gpu_capable_adapters_say_why_not_on_cuda():
+    from ios_core.gpu import gpu_missing
+
+    if gpu_missing() is None:
+        pytest.skip("this machine has a GPU")
+    for name in ("ios", "torch", "torch-compile-cudagraphs", "onnxruntime", "tensorrt", "tensorrt-noaux"):
+        reason = adapters.get(name).available("cuda")
+        assert reason and "\n" not in reason, (name, reason)
+    assert "GPUs only" in adapters.get("tensorrt").available("cpu")
 
 
 def test_unknown_adapter_name():

@@ -147,6 +147,20 @@ def test_optimized_schedules_match_oracle(strategy):
         _check(g, sched, batch)
 
 
+@pytest.mark.parametrize("strategy", ["sequential", "greedy", "both"])
+def test_imported_operators_every_schedule(strategy):
+    """The operators the ONNX importer added (asymmetric padding, affine, shuffle, resize, SE
+    broadcast, parametric activations) under each schedule, concurrent groups included."""
+    from adapter_graphs import imported_ops
+
+    optimize, make_cost_model = _optimizer()
+    g = imported_ops().init_weights(2)
+    sched = optimize(g, strategy, make_cost_model("synthetic"), batch_size=2)
+    for batch in (1, 2):
+        _check(g, sched, batch)
+    _check(g, level_schedule(g), 2)
+
+
 def test_measured_cost_model_drives_the_optimizer(tmp_path):
     optimize, make_cost_model = _optimizer()
     g = models.get("sample", input_shape=(16, 8, 8)).init_weights(0)

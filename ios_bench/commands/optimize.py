@@ -29,7 +29,7 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
 
 
 @click.command("optimize")
-@click.option("--model", "-m", "model", required=True, help="zoo model name or graph JSON file")
+@click.option("--model", "-m", "model", required=True, help="zoo model name, graph JSON file or .onnx model")
 @click.option("--batch", "-b", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
               help="batch size to optimize for")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="both", show_default=True,

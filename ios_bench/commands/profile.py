@@ -24,7 +24,7 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
 
 
 @click.command("profile")
-@click.option("--model", "model", default=None, help="zoo model name or graph JSON file")
+@click.option("--model", "model", default=None, help="zoo model name, graph JSON file or .onnx model")
 @click.option("--batch", "batch", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--schedule", "schedule", type=click.Path(dir_okay=False), default=None,
               help="a schedule file (graph JSON with stages, e.g. written by ios-bench optimize or the reference IOS)")
@@ -42,8 +42,13 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
 @click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="weights seed (when the graph has none)")
 @click.option("--show-graph/--no-show-graph", default=True, show_default=True, help="print the scheduled graph")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="cuda: time the schedule on the IOS CUDA runtime while sampling SM utilization (NVML)")
+@click.option("--util-plot", type=click.Path(dir_okay=False), default=None,
+              help="with --device cuda: write the SM-utilization-over-time plot here [default: <model>-util.png]")
+@click.option("--cuda-graph", is_flag=True, help="with --device cuda: replay the schedule as one CUDA graph")
 def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider, warmup, number, repeat, seed,
-            show_graph):
+            show_graph, device, util_plot, cuda_graph):
     """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.
 
     \b
@@ -68,6 +73,14 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
 
     if model is None and schedule is None:
         raise InputError("give --model or --schedule")
+    if device == "cuda":
+        from ios_core.gpu import cuda_missing
+
+        missing = cuda_missing()
+        if missing is not None:
+            raise InputError(f"--device cuda: {missing}")
+    elif util_plot or cuda_graph:
+        raise InputError("--util-plot and --cuda-graph need --device cuda")
     if schedule is not None and strategy is not None:
         raise InputError("--schedule already fixes the stages: drop --strategy")
     graph = load_graph(schedule if schedule is not None else model)
@@ -80,6 +93,9 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     graph, cm = _schedule(graph, strategy, cost, cost_mode, batch, threads)
     if not graph.has_weights:
         graph.init_weights(seed)
+    if device == "cuda":
+        _profile_cuda(graph, batch, strategy, warmup, number, repeat, util_plot, cuda_graph, show_graph)
+        return
     rt = Runtime(graph, batch, provider=provider, threads=threads)
     m = rt.measure(warmup=warmup, number=number, repeat=repeat, profile_stages=True)
     stage_ms = m.stage_mean_ms
@@ -112,3 +128,42 @@ def _hint(graph, name) -> str:
         return graph.node(name).hint_name
     except KeyError:
         return name
+
+
+def _profile_cuda(graph, batch, strategy, warmup, number, repeat, util_plot, cuda_graph, show_graph):
+    """The schedule on the IOS CUDA runtime, timed with CUDA events while NVML samples the SM
+    utilization; the samples go to a plot (the seed's utilization experiment)."""
+    from pathlib import Path
+
+    from ios_core.gpu import UtilizationSampler
+    from ios_core.runtime import Runtime
+
+    rt = Runtime(graph, batch, device="cuda", cuda_graph=cuda_graph)
+    rt.measure(warmup=warmup, number=1, repeat=1)
+    with UtilizationSampler() as util:
+        m = rt.measure(warmup=0, number=number, repeat=repeat, min_sample_ms=200.0)
+    if show_graph:
+        click.echo(str(graph))
+    label = strategy or ("given" if graph.has_stages else "sequential")
+    st = rt.stats
+    click.echo(f"{label.capitalize()} schedule on cuda: {m.median:.3f} ms (median of {m.repeat}x{m.number}, "
+               f"CUDA events), {st['streams']} streams, {st['events']} events, cuda_graph={cuda_graph}; "
+               f"mean SM utilization {util.mean_gpu_percent or 0:.0f}% over {len(util.samples)} samples")
+    path = Path(util_plot or f"{graph.name}-util.png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot([s[0] for s in util.samples], [s[1] for s in util.samples], lw=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("SM utilization (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"{graph.name}, batch {batch}, {label} schedule (measured, NVML)")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    click.echo(f"utilization plot: {path}")

@@ -30,12 +30,13 @@ def parse_models(text: str) -> list[str]:
     items = parse_list(text, "model")
     if items == ["all"]:
         return models.names()
-    unknown = [m for m in items if m not in models.names() and not (m.endswith(".json") or Path(m).is_file())]
+    unknown = [m for m in items if m not in models.names()
+               and not (m.endswith((".json", ".onnx")) or Path(m).is_file())]
     if unknown:
         raise InputError(f"unknown model {', '.join(unknown)}; choose from: {', '.join(models.names())} "
-                         "(or a graph .json file)")
+                         "(or a graph .json file, or an .onnx model)")
     for m in items:
-        if m.endswith(".json") and not Path(m).is_file():
+        if m.endswith((".json", ".onnx")) and not Path(m).is_file():
             raise InputError(f"{m}: no such file")
     return items
 
@@ -67,7 +68,8 @@ def parse_schedules(text: str) -> list[str]:
 
 @click.command("run")
 @click.option("--models", "models_", default=",".join(DEFAULT_MODELS), show_default=True,
-              help="Comma-separated zoo names or graph .json files, or 'all'.")
+              help="Comma-separated zoo names, graph .json files or .onnx models (imported with their "
+                   "weights), or 'all'.")
 @click.option("--batch", default="1", show_default=True, help="Batch sizes, e.g. 1,16,32.")
 @click.option("--frameworks", default=None,
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
@@ -123,6 +125,13 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address}
+    if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
+        # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
+        from ios_core.gpu import gpu_missing
+
+        reason = gpu_missing()
+        if reason is not None:
+            raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     if out is None and resume:
         found = latest_run()
         if found is None:

@@ -7,10 +7,11 @@ a path ending in ``.sqlite`` or ``.db`` names the database file, anything else a
 that holds ``profiles.sqlite``. An explicit ``path`` argument wins over both.
 
 Rows are keyed by the device fingerprint (CPU model, logical core count, torch version,
-machine), the batch size, the thread budget, the measurement method (protocol and mode) and
-a canonical stage signature (operator parameters and input shapes, never node names). The
-database runs in WAL mode with a busy timeout, so two processes optimizing at once both
-read and write it safely (writes are single INSERT OR REPLACE statements).
+machine; on CUDA also the GPU's name, compute capability, driver, CUDA runtime, cuDNN version
+and SM clock, ``ios_core.gpu.fingerprint``), the batch size, the thread budget, the
+measurement method (protocol and mode) and a canonical stage signature (operator parameters
+and input shapes, never node names). The database runs in WAL mode with a busy timeout, so
+two processes optimizing at once both read and write it safely (writes are single INSERT OR REPLACE statements).
 """
 
 from __future__ import annotations
@@ -79,10 +80,13 @@ def device_fingerprint(device: str = "cpu") -> tuple[str, str]:
     parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(), "machine": platform.machine(),
              "torch": torch.__version__}
     if device.startswith("cuda"):
-        try:
-            parts["gpu"] = torch.cuda.get_device_name(0)
-        except Exception:  # noqa: BLE001 - no GPU here
-            parts["gpu"] = "unavailable"
+        # the GPU's name, driver, CUDA runtime, cuDNN and SM clock (a locked or different clock
+        # gives different latencies: a different key)
+        from ..gpu import fingerprint
+
+        fp = fingerprint(int(device.split(":")[1]) if ":" in device else 0)
+        parts["gpu"] = {k: fp.get(k) for k in ("name", "compute_capability", "driver", "cuda_runtime", "cudnn",
+                                               "sm_clock_mhz")}
     desc = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(desc.encode()).hexdigest()[:16], desc
 

@@ -8,6 +8,11 @@ function and returns the median in milliseconds. Results are cached in memory an
 device fingerprint, batch size, thread budget, method and the stage's canonical signature,
 so re-optimizing, another batch size or another model with the same operators reuse them.
 
+On ``device="cuda"`` each stage is planned and run as its own CUDA program (the CUDA
+executor, one stream per group) and timed with CUDA events; the database key then names the
+GPU, driver, CUDA, cuDNN and SM clock (``ios_core.gpu.fingerprint``). Not run on a GPU in
+this project's development.
+
 Modes
 -----
 ``mode="stage"`` (default) measures every distinct stage the optimizer asks about: exact,
@@ -67,10 +72,23 @@ def _externals(groups: list[list[Node]]) -> list[Node]:
 class MeasuredCostModel:
     def __init__(self, threads: int | None = None, device: str = "cpu", warmup: int = 2, number: int = 1,
                  repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str = "stage",
-                 seed: int = 0):
-        if device != "cpu":
-            raise RuntimeError("the measured cost model runs stages on the CPU runtime only; "
-                               "the CUDA runtime is not implemented in this build")
+                 seed: int = 0, backend=None):
+        self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
+        if device.startswith("cuda") and backend is None:
+            from ..gpu import cuda_missing
+
+            missing = cuda_missing()
+            if missing is not None:
+                raise RuntimeError(f"the measured cost model cannot time stages on {device}: {missing}")
+            from ..runtime.cuda_device import CupyDevice
+
+            self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
+        elif device != "cpu" and not device.startswith("cuda"):
+            raise ValueError(f"unknown device {device!r}")
+        if self._gpu is not None:
+            if mode != "stage":
+                raise ValueError("on cuda the measured cost model times whole stages (mode='stage')")
+            threads = 1  # not a GPU parameter: one database key whatever the thread budget
         if mode not in ("stage", "composed"):
             raise ValueError(f"mode must be 'stage' or 'composed', not {mode!r}")
         self.threads = resolve_threads(threads)
@@ -143,6 +161,8 @@ class MeasuredCostModel:
         return m.median, m.std, m.repeat
 
     def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int) -> Measurement:
+        if self._gpu is not None:
+            return self._measurement_cuda(groups, batch_size)
         t0 = time.perf_counter()
         externals = _externals(groups)
         outputs = [n for g in groups for n in g]
@@ -158,6 +178,30 @@ class MeasuredCostModel:
                 m = measure(prog.run, **self.protocol)
         finally:
             torch.set_num_threads(caller)
+        self.measured += 1
+        self.measure_seconds += time.perf_counter() - t0
+        return m
+
+    def _measurement_cuda(self, groups: list[list[Node]], batch_size: int) -> Measurement:
+        """The stage as its own CUDA program (the runtime's plan and executor, one stream per
+        group), timed with CUDA events on stream 0 by the one measurement function."""
+        import numpy as np
+
+        from ..runtime.cuda import CudaProgram
+        from ..runtime.plan import make_plan
+
+        t0 = time.perf_counter()
+        externals = _externals(groups)
+        outputs = [n for g in groups for n in g]
+        plan = make_plan([groups], externals, outputs, batch_size, arena_kinds=("concat", "value"))
+        dev = self._gpu
+        prog = CudaProgram(plan, dev, random_weights=True, seed=self.seed)
+        rng = np.random.default_rng(self.seed)
+        s0 = prog.stream_objs[0]
+        for ext in externals:
+            dev.write(prog.input_view(ext.name), rng.standard_normal((batch_size, *ext.output_shape),
+                                                                     dtype=np.float32), s0)
+        m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
         return m

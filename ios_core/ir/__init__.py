@@ -5,8 +5,10 @@ from .errors import GraphError
 from .graph import Block, Graph, Stages, atomic_write_text
 from .nodes import (
                     ACTIVATIONS,
+                    FUSED_ACTIVATIONS,
                     NODE_TYPES,
                     Activation,
+                    Affine,
                     Conv,
                     Element,
                     Flatten,
@@ -16,13 +18,16 @@ from .nodes import (
                     Placeholder,
                     Pool,
                     Relu,
+                    Resize,
                     Sequential,
+                    Shuffle,
                     leaf_nodes,
 )
 from .value import Inputs, Value
 
 __all__ = [
-    "ACTIVATIONS", "NODE_TYPES", "Activation", "Block", "Conv", "Element", "Flatten", "Graph", "GraphBuilder",
-    "GraphError", "Identity", "Inputs", "Linear", "Node", "Placeholder", "Pool", "Relu", "Sequential", "Stages",
-    "Value", "as_inputs", "atomic_write_text", "leaf_nodes", "whole",
+    "ACTIVATIONS", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "Conv", "Element",
+    "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "Placeholder",
+    "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",
+    "leaf_nodes", "whole",
 ]

@@ -16,7 +16,22 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .graph import Block, Graph
-from .nodes import Activation, Conv, Element, Flatten, Identity, Linear, Node, Placeholder, Pool, Relu, Sequential
+from .nodes import (
+    Activation,
+    Affine,
+    Conv,
+    Element,
+    Flatten,
+    Identity,
+    Linear,
+    Node,
+    Placeholder,
+    Pool,
+    Relu,
+    Resize,
+    Sequential,
+    Shuffle,
+)
 from .value import Inputs, Value
 
 
@@ -64,13 +79,16 @@ class GraphBuilder:
 
     # ---- operators ----------------------------------------------------------------------------
     def conv(self, inputs, out_channels: int, kernel=1, stride=1, padding=0, groups=1, act="relu",
-             dilation=1) -> Value:
+             dilation=1, padding_end=()) -> Value:
         return self._add(Conv(self._new_name(), as_inputs(inputs), out_channels=out_channels, kernel=kernel,
-                              stride=stride, padding=padding, groups=groups, act=act, dilation=dilation))
+                              stride=stride, padding=padding, groups=groups, act=act, dilation=dilation,
+                              padding_end=padding_end))
 
-    def pool(self, inputs, pool_type: str, kernel=1, stride=1, padding=0) -> Value:
+    def pool(self, inputs, pool_type: str, kernel=1, stride=1, padding=0, padding_end=(),
+             count_include_pad=True) -> Value:
         return self._add(Pool(self._new_name(), as_inputs(inputs), pool_type=pool_type, kernel=kernel,
-                              stride=stride, padding=padding))
+                              stride=stride, padding=padding, padding_end=padding_end,
+                              count_include_pad=count_include_pad))
 
     def max_pool(self, inputs, kernel, stride=None, padding=0) -> Value:
         return self.pool(inputs, "max", kernel, stride or kernel, padding)
@@ -97,8 +115,19 @@ class GraphBuilder:
     def relu(self, inputs) -> Value:
         return self._add(Relu(self._new_name(), as_inputs(inputs)))
 
-    def activation(self, inputs, act_type: str) -> Value:
-        return self._add(Activation(self._new_name(), as_inputs(inputs), act_type=act_type))
+    def activation(self, inputs, act_type: str, alpha: float = 0.0, beta: float = 0.0) -> Value:
+        return self._add(Activation(self._new_name(), as_inputs(inputs), act_type=act_type, alpha=alpha, beta=beta))
+
+    def affine(self, inputs, act="identity") -> Value:
+        """Per-channel scale and shift (weights from ``init_weights``)."""
+        return self._add(Affine(self._new_name(), as_inputs(inputs), act=act))
+
+    def shuffle(self, inputs, groups: int) -> Value:
+        return self._add(Shuffle(self._new_name(), as_inputs(inputs), groups=groups))
+
+    def resize(self, inputs, size, mode="nearest", align_corners=False) -> Value:
+        return self._add(Resize(self._new_name(), as_inputs(inputs), size=size, mode=mode,
+                                align_corners=align_corners))
 
     def flatten(self, inputs) -> Value:
         return self._add(Flatten(self._new_name(), as_inputs(inputs)))

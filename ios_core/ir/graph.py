@@ -87,6 +87,9 @@ class Graph:
         self.name = name
         self.input = input
         self.blocks = blocks
+        # Where an imported graph came from, e.g. {"format": "onnx", "path": ...}: lets the
+        # harness check outputs against the original file too. Written to JSON only when set.
+        self.source: dict | None = None
 
     # ---- walking ------------------------------------------------------------------------
     def nodes(self) -> Iterator[Node]:
@@ -185,8 +188,10 @@ class Graph:
 
     # ---- JSON ------------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        return {"name": self.name, "input": self.input.to_json(),
-                "blocks": [b.to_json() for b in self.blocks]}
+        cfg = {"name": self.name, "input": self.input.to_json(), "blocks": [b.to_json() for b in self.blocks]}
+        if self.source:
+            cfg["source"] = dict(self.source)
+        return cfg
 
     @staticmethod
     def from_json(cfg: dict) -> Graph:
@@ -241,7 +246,12 @@ class Graph:
             exit_node = build(bcfg["exit_node"])
             blocks.append(Block(enter, inner, exit_node, bcfg.get("stages")))
             enter = exit_node
-        return Graph(str(cfg["name"]), graph_input, blocks).validate()
+        graph = Graph(str(cfg["name"]), graph_input, blocks).validate()
+        source = cfg.get("source")
+        if source is not None and not (isinstance(source, dict) and all(isinstance(k, str) for k in source)):
+            raise GraphError("graph JSON: 'source' must be an object")
+        graph.source = source
+        return graph
 
     def save(self, path: str | os.PathLike, weights: bool = True) -> None:
         """Write ``path`` (JSON) and, if the graph has weights, ``path`` with ``.npz`` beside it."""

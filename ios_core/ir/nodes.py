@@ -17,7 +17,13 @@ import numpy as np
 from .errors import GraphError
 from .value import Inputs, Value
 
-ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh")
+# Activations: parameterless ones may be fused into a conv, linear or affine node (``act``);
+# ``leaky_relu`` (slope ``alpha``), ``hardsigmoid`` (``clip(alpha * x + beta, 0, 1)``) and
+# ``clip`` (``[alpha, beta]``) take parameters and exist only as ``activation`` nodes.
+FUSED_ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh", "relu6", "hardswish", "silu")
+PARAM_ACTIVATIONS = ("leaky_relu", "hardsigmoid", "clip")
+ACTIVATIONS = FUSED_ACTIVATIONS + PARAM_ACTIVATIONS
+RESIZE_MODES = ("nearest", "bilinear")
 POOL_TYPES = ("max", "avg", "global_max", "global_avg")
 ELEMENT_OPS = ("add", "mul")
 
@@ -32,8 +38,34 @@ def _pair(v) -> tuple[int, int]:
     return (int(a), int(b))
 
 
-def _window_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+def _window_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1, pad_end: int | None = None) -> int:
+    pad_end = pad if pad_end is None else pad_end
+    return (size + pad + pad_end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _fused_act(act) -> str:
+    if act not in FUSED_ACTIVATIONS:
+        raise ValueError(f"unknown fused activation {act!r} (one of {', '.join(FUSED_ACTIVATIONS)})")
+    return act
+
+
+class _Padded:
+    """Mixin for windowed operators: ``padding`` is (top, left); ``padding_end`` (bottom, right)
+    is optional and, when absent (``()``), equal to ``padding`` (symmetric, the reference format)."""
+
+    @property
+    def pads(self) -> tuple[int, int, int, int]:
+        """(top, left, bottom, right)."""
+        end = self.padding_end or self.padding
+        return (*self.padding, *end)
+
+    @property
+    def symmetric(self) -> bool:
+        return not self.padding_end or tuple(self.padding_end) == tuple(self.padding)
+
+    def _check_pads(self) -> None:
+        if min(self.pads) < 0:
+            raise ValueError(f"negative padding {self.pads}")
 
 
 class Node:
@@ -62,6 +94,8 @@ class Node:
     def _coerce(key: str, value):
         if key in ("kernel", "stride", "padding", "dilation") and value is not None:
             return _pair(value)
+        if key == "padding_end":
+            return _pair(value) if value not in (None, (), []) else ()
         return value
 
     @property
@@ -226,28 +260,29 @@ class Placeholder(Node):
         return [f"[{self.hint_name}]Placeholder"]
 
 
-class Conv(Node):
-    """2-D convolution with fused bias and activation."""
+class Conv(_Padded, Node):
+    """2-D convolution with fused bias and activation (``padding_end`` for asymmetric padding)."""
 
     TYPE = "conv"
     ATTRS = (("out_channels", None), ("kernel", None), ("stride", (1, 1)), ("padding", (0, 0)),
-             ("dilation", (1, 1)), ("groups", 1), ("act", "identity"))
-    OPTIONAL = frozenset({"dilation"})
+             ("dilation", (1, 1)), ("groups", 1), ("act", "identity"), ("padding_end", ()))
+    OPTIONAL = frozenset({"dilation", "padding_end"})
     HAS_WEIGHTS = True
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         self.out_channels = int(self.out_channels)
         self.groups = int(self.groups)
-        if self.act not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.act!r}")
+        self.act = _fused_act(self.act)
+        self._check_pads()
         self.weight: np.ndarray | None = None
         self.bias: np.ndarray | None = None
 
     def _infer(self) -> Shape:
         c, h, w = self.input_shape
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
-        return (self.out_channels, _window_out(h, kh, sh, ph, dh), _window_out(w, kw, sw, pw, dw))
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
+        pt, pl, pb, pr = self.pads
+        return (self.out_channels, _window_out(h, kh, sh, pt, dh, pb), _window_out(w, kw, sw, pl, dw, pr))
 
     def check(self) -> None:
         super().check()
@@ -288,16 +323,22 @@ class Conv(Node):
         return [f"[{self.hint_name}]Conv2d({self.input_str()})"]
 
 
-class Pool(Node):
-    """max / avg (padding counted in the average, as cuDNN's INCLUDE_PADDING) / global pools."""
+class Pool(_Padded, Node):
+    """max / avg / global pools. The average counts padding (as cuDNN's INCLUDE_PADDING) unless
+    ``count_include_pad`` is false; max pools pad with -inf. ``padding_end`` as in Conv."""
 
     TYPE = "pool"
-    ATTRS = (("pool_type", None), ("kernel", (1, 1)), ("stride", (1, 1)), ("padding", (0, 0)))
+    ATTRS = (("pool_type", None), ("kernel", (1, 1)), ("stride", (1, 1)), ("padding", (0, 0)),
+             ("padding_end", ()), ("count_include_pad", True))
+    OPTIONAL = frozenset({"padding_end", "count_include_pad"})
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         if self.pool_type not in POOL_TYPES:
             raise ValueError(f"unknown pool_type {self.pool_type!r}")
+        if not isinstance(self.count_include_pad, bool):
+            raise ValueError(f"count_include_pad must be true or false, got {self.count_include_pad!r}")
+        self._check_pads()
 
     @property
     def is_global(self) -> bool:
@@ -306,10 +347,26 @@ class Pool(Node):
     def _infer(self) -> Shape:
         c, h, w = self.input_shape
         if self.is_global:
-            self.kernel, self.stride, self.padding = (h, w), (1, 1), (0, 0)
+            self.kernel, self.stride, self.padding, self.padding_end = (h, w), (1, 1), (0, 0), ()
             return (c, 1, 1)
-        (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
-        return (c, _window_out(h, kh, sh, ph), _window_out(w, kw, sw, pw))
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        pt, pl, pb, pr = self.pads
+        return (c, _window_out(h, kh, sh, pt, 1, pb), _window_out(w, kw, sw, pl, 1, pr))
+
+    def input_counts(self) -> np.ndarray:
+        """(out_h, out_w) float32: how many input (not padding) positions each window covers;
+        the divisor of an average that excludes padding."""
+        _, h, w = self.input_shape
+        _, ho, wo = self.output_shape if self.output_shape is not None else self._infer()
+        pt, pl, _, _ = self.pads
+
+        def per_dim(size, out, k, s, p):
+            start = np.arange(out) * s - p
+            return np.clip(start + k, 0, size) - np.clip(start, 0, size)
+
+        rows = per_dim(h, ho, self.kernel[0], self.stride[0], pt)
+        cols = per_dim(w, wo, self.kernel[1], self.stride[1], pl)
+        return np.outer(rows, cols).astype(np.float32)
 
     def readable_lines(self, indent=2):
         names = {"max": "MaxPool2d", "avg": "AvgPool2d", "global_max": "GlobalMaxPool2d",
@@ -318,7 +375,11 @@ class Pool(Node):
 
 
 class Element(Node):
-    """Element-wise combination of the values of each term: ``add`` sums, ``mul`` multiplies."""
+    """Element-wise combination of the values of each term: ``add`` sums, ``mul`` multiplies.
+
+    With a single term, values of spatial size 1x1 broadcast over the others (the per-channel
+    scale of a squeeze-and-excitation block: ``x * sigmoid(fc(pool(x)))``); the node's size
+    is the largest of its values'."""
 
     TYPE = "element"
     ATTRS = (("op_type", "add"),)
@@ -327,6 +388,41 @@ class Element(Node):
         super().__init__(name, inputs, hint_name, **attrs)
         if self.op_type not in ELEMENT_OPS:
             raise ValueError(f"unknown element op {self.op_type!r}")
+
+    @property
+    def broadcasts(self) -> bool:
+        """Whether some value is 1x1 while the node is larger (a per-channel broadcast)."""
+        return len(self.inputs) == 1 and len({tuple(v.node.output_shape[1:]) for v in self.inputs[0]}) > 1
+
+    @property
+    def input_shape(self) -> Shape:
+        if len(self.inputs) != 1:
+            return super().input_shape
+        term = self.inputs[0]
+        h = max(v.node.output_shape[1] for v in term)
+        w = max(v.node.output_shape[2] for v in term)
+        return (term[0].length, h, w)
+
+    def check(self) -> None:
+        if len(self.inputs) != 1:
+            return super().check()
+        term = self.inputs[0]
+        if not term:
+            raise GraphError(f"node {self.name!r} ({self.TYPE}) has an empty input or term")
+        for v in term:
+            shape = v.node.output_shape
+            if shape is None:
+                raise GraphError(f"node {self.name!r} reads {v.node.name!r} whose shape is unknown")
+            if not (0 <= v.begin < v.end <= shape[0]):
+                raise GraphError(f"node {self.name!r} reads channels [{v.begin}, {v.end}) of {v.node.name!r}, "
+                                 f"which has {shape[0]} channels")
+        if len({v.length for v in term}) != 1:
+            raise GraphError(f"node {self.name!r}: values combined in one term differ in channel count")
+        _, h, w = self.input_shape
+        for v in term:
+            if tuple(v.node.output_shape[1:]) not in ((h, w), (1, 1)):
+                raise GraphError(f"node {self.name!r}: input {v.node.name!r} is {v.node.output_shape[1]}x"
+                                 f"{v.node.output_shape[2]}, expected {h}x{w} (or 1x1, broadcast)")
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]{self.input_str('*' if self.op_type == 'mul' else '+')}"]
@@ -343,13 +439,24 @@ class Identity(Node):
 
 
 class Activation(Node):
+    """An element-wise activation; ``alpha`` and ``beta`` parametrize ``leaky_relu``,
+    ``hardsigmoid`` and ``clip`` (see :data:`ACTIVATIONS`)."""
+
     TYPE = "activation"
-    ATTRS = (("act_type", None), ("inplace", False))
+    ATTRS = (("act_type", None), ("inplace", False), ("alpha", 0.0), ("beta", 0.0))
+    OPTIONAL = frozenset({"alpha", "beta"})
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         if self.act_type not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.act_type!r}")
+        for key in ("alpha", "beta"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                raise ValueError(f"{key} must be a finite number, got {value!r}")
+            setattr(self, key, float(value))
+        if self.act_type == "clip" and self.alpha > self.beta:
+            raise ValueError(f"clip needs alpha (min) <= beta (max), got [{self.alpha}, {self.beta}]")
 
     def readable_lines(self, indent=2):
         return [f"{self.act_type.capitalize()}@{self.hint_name}({self.input_str()})"]
@@ -383,8 +490,7 @@ class Linear(Node):
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         self.out_features = int(self.out_features)
-        if self.act not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.act!r}")
+        self.act = _fused_act(self.act)
         self.weight: np.ndarray | None = None
         self.bias: np.ndarray | None = None
 
@@ -418,6 +524,112 @@ class Linear(Node):
         self.weight = rng.standard_normal(self.weight_shape, dtype=np.float32) * np.float32(
             np.sqrt(gain / self.in_features))
         self.bias = rng.standard_normal(self.out_features, dtype=np.float32) * np.float32(0.01)
+
+
+class Affine(Node):
+    """Per-channel scale and shift, ``y = act(x * weight[c] + bias[c])``: a batch normalization
+    that follows no convolution (pre-activation networks), or a constant ``Mul``/``Add``/``Sub``."""
+
+    TYPE = "affine"
+    ATTRS = (("act", "identity"),)
+    OPTIONAL = frozenset({"act"})
+    HAS_WEIGHTS = True
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        self.act = _fused_act(self.act)
+        self.weight: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+
+    @property
+    def channels(self) -> int:
+        return self.input_shape[0]
+
+    def params(self) -> int:
+        return 2 * self.channels
+
+    weights = Conv.weights
+
+    def set_weights(self, arrays):
+        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
+        if w.shape != (self.channels,) or b.shape != (self.channels,):
+            raise GraphError(f"node {self.name!r}: scale/shift shapes {w.shape}, {b.shape} != ({self.channels},)")
+        self.weight, self.bias = w, b
+
+    def init_weights(self, rng):
+        self.weight = (1.0 + 0.1 * rng.standard_normal(self.channels)).astype(np.float32)
+        self.bias = (0.1 * rng.standard_normal(self.channels)).astype(np.float32)
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]Affine({self.input_str()})"]
+
+
+class Shuffle(Node):
+    """Channel shuffle of ShuffleNet: output channel ``j * groups + i`` is input channel
+    ``i * (C / groups) + j`` (``reshape(g, C/g) -> transpose -> reshape``)."""
+
+    TYPE = "shuffle"
+    ATTRS = (("groups", None),)
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        if isinstance(self.groups, bool) or not isinstance(self.groups, int) or self.groups < 1:
+            raise ValueError(f"groups must be a positive integer, got {self.groups!r}")
+
+    def check(self) -> None:
+        super().check()
+        if self.input_shape[0] % self.groups:
+            raise GraphError(f"node {self.name!r}: groups={self.groups} does not divide {self.input_shape[0]} "
+                             f"channels")
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]ChannelShuffle{self.groups}({self.input_str()})"]
+
+
+class Resize(Node):
+    """Spatial resize to ``size`` (height, width): ``nearest`` (the source pixel ``floor(i *
+    in / out)``, PyTorch's ``nearest``) or ``bilinear`` (half-pixel centers, or the corners
+    aligned with ``align_corners``)."""
+
+    TYPE = "resize"
+    ATTRS = (("size", None), ("mode", "nearest"), ("align_corners", False))
+    OPTIONAL = frozenset({"align_corners"})
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        try:
+            self.size = _pair(self.size)
+        except (TypeError, ValueError):
+            raise ValueError(f"size must be [height, width], got {self.size!r}") from None
+        if min(self.size) < 1:
+            raise ValueError(f"size must be positive, got {self.size}")
+        if self.mode not in RESIZE_MODES:
+            raise ValueError(f"unknown resize mode {self.mode!r} (one of {', '.join(RESIZE_MODES)})")
+        if not isinstance(self.align_corners, bool) or (self.align_corners and self.mode != "bilinear"):
+            raise ValueError("align_corners must be a boolean, true only for bilinear")
+
+    def _infer(self) -> Shape:
+        return (self.input_shape[0], *self.size)
+
+    def interpolation(self, axis: int) -> np.ndarray:
+        """(out, in) float32 matrix of the bilinear weights along ``axis`` (0: height, 1: width):
+        the resize is ``A_h @ x @ A_w.T`` per channel (for engines without a matching resize)."""
+        n_in, n_out = self.input_shape[1 + axis], self.size[axis]
+        i = np.arange(n_out, dtype=np.float64)
+        if self.align_corners:
+            src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+        else:
+            src = np.maximum((i + 0.5) * (n_in / n_out) - 0.5, 0.0)
+        lo = np.minimum(np.floor(src).astype(int), n_in - 1)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = src - lo
+        m = np.zeros((n_out, n_in))
+        np.add.at(m, (np.arange(n_out), lo), 1.0 - frac)
+        np.add.at(m, (np.arange(n_out), hi), frac)
+        return m.astype(np.float32)
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]Resize{self.size[0]}x{self.size[1]}({self.input_str()})"]
 
 
 class Sequential(Node):
@@ -481,7 +693,8 @@ class Sequential(Node):
 
 NODE_TYPES: dict[str, type[Node]] = {
     cls.TYPE: cls
-    for cls in (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten, Linear, Sequential)
+    for cls in (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten, Linear, Affine, Shuffle,
+                Resize, Sequential)
 }
 
 

@@ -9,8 +9,12 @@ The adapters (onnxruntime, openvino, ``ios-bench export``) and the runtime's ker
 use this one exporter; it walks the graph with :mod:`ios_core.lowering.walk`.
 
 NCHW float32, one input ``input`` (N, C, H, W) and one output ``output``. Mapping:
-conv -> Conv (+ Relu/Sigmoid/Tanh for the fused activation), pools -> MaxPool /
-AveragePool(count_include_pad=1, the IR counts padding) / GlobalAveragePool / GlobalMaxPool,
+conv -> Conv with (top, left, bottom, right) pads (+ the fused activation: Relu, Sigmoid, Tanh,
+Clip for relu6/clip, HardSwish, Mul(x, Sigmoid(x)) for silu, LeakyRelu, HardSigmoid), pools ->
+MaxPool / AveragePool(count_include_pad as the node says; the IR's default counts padding) /
+GlobalAveragePool / GlobalMaxPool, affine -> Mul + Add of (1, C, 1, 1) initializers, shuffle ->
+Reshape(N, g, C/g, H, W) + Transpose + Reshape, resize -> Resize (nearest: asymmetric/floor;
+bilinear: half_pixel or align_corners) with sizes taken from the input's batch at run time,
 channel slices -> Slice on axis 1, summed values -> Add / Sum, multiplied -> Mul, terms ->
 Concat(axis=1), flatten -> Reshape(N, -1, 1, 1), linear -> Flatten + Gemm(transB) + activation
 + Reshape. The opset is recorded in the model (``opset_import``) and in its metadata.
@@ -93,33 +97,72 @@ class _Builder:
 
         return Primitives(slice_channels, add, mul, concat)
 
-    def act(self, x: str, act: str, hint: str) -> str:
-        return x if act == "identity" else self.op(_ACT_OPS[act], [x], hint)
+    def act(self, x: str, act: str, hint: str, alpha: float = 0.0, beta: float = 0.0) -> str:
+        if act == "identity":
+            return x
+        if act in _ACT_OPS:
+            return self.op(_ACT_OPS[act], [x], hint)
+        if act == "relu6":
+            return self.op("Clip", [x, self.const(0.0, np.float32), self.const(6.0, np.float32)], hint)
+        if act == "clip":
+            return self.op("Clip", [x, self.const(alpha, np.float32), self.const(beta, np.float32)], hint)
+        if act == "hardswish":
+            return self.op("HardSwish", [x], hint)
+        if act == "silu":
+            return self.op("Mul", [x, self.op("Sigmoid", [x], f"{hint}.sigmoid")], hint)
+        if act == "leaky_relu":
+            return self.op("LeakyRelu", [x], hint, alpha=float(alpha))
+        if act == "hardsigmoid":
+            return self.op("HardSigmoid", [x], hint, alpha=float(alpha), beta=float(beta))
+        raise NotImplementedError(f"onnx export: no conversion for activation {act!r}")
 
     # ---- operators ---------------------------------------------------------------------------
     def emit(self, node: Node, x: str) -> str:
         kind = node.TYPE
         name = node.name
         if kind == "conv":
-            (ph, pw) = node.padding
             y = self.op("Conv", [x, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
                         f"{name}.conv", kernel_shape=list(node.kernel), strides=list(node.stride),
-                        pads=[ph, pw, ph, pw], dilations=list(node.dilation), group=node.groups)
+                        pads=list(node.pads), dilations=list(node.dilation), group=node.groups)
             return self.act(y, node.act, f"{name}.act")
         if kind == "pool":
             if node.pool_type == "global_avg":
                 return self.op("GlobalAveragePool", [x], name)
             if node.pool_type == "global_max":
                 return self.op("GlobalMaxPool", [x], name)
-            (ph, pw) = node.padding
-            attrs = dict(kernel_shape=list(node.kernel), strides=list(node.stride), pads=[ph, pw, ph, pw])
+            # ONNX pads are (top, left, bottom, right) like the IR's; MaxPool pads with -inf
+            attrs = dict(kernel_shape=list(node.kernel), strides=list(node.stride), pads=list(node.pads))
             if node.pool_type == "max":
                 return self.op("MaxPool", [x], name, **attrs)
-            return self.op("AveragePool", [x], name, count_include_pad=1, **attrs)
+            return self.op("AveragePool", [x], name, count_include_pad=int(node.count_include_pad), **attrs)
         if kind in ("identity", "element"):
             return x
-        if kind in ("relu", "activation"):
-            return self.act(x, node.act_type, name)
+        if kind == "relu":
+            return self.act(x, "relu", name)
+        if kind == "activation":
+            return self.act(x, node.act_type, name, node.alpha, node.beta)
+        if kind == "affine":
+            c = node.channels
+            y = self.op("Mul", [x, self.weight(node, "weight", node.weight.reshape(1, c, 1, 1))], f"{name}.scale")
+            y = self.op("Add", [y, self.weight(node, "bias", node.bias.reshape(1, c, 1, 1))], f"{name}.shift")
+            return self.act(y, node.act, f"{name}.act")
+        if kind == "shuffle":
+            c, h, w = node.input_shape
+            g = node.groups
+            y = self.op("Reshape", [x, self.const([0, g, c // g, h, w])], f"{name}.split")
+            y = self.op("Transpose", [y], f"{name}.transpose", perm=[0, 2, 1, 3, 4])
+            return self.op("Reshape", [y, self.const([0, c, h, w])], name)
+        if kind == "resize":
+            # sizes (N, C, H, W) with N taken from the input at run time (dynamic batch)
+            nc = self.op("Slice", [self.op("Shape", [x], f"{name}.shape"), self.const([0]), self.const([2])],
+                         f"{name}.nc")
+            sizes = self.op("Concat", [nc, self.const(list(node.size))], f"{name}.sizes", axis=0)
+            if node.mode == "nearest":
+                attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+            else:
+                attrs = dict(mode="linear", coordinate_transformation_mode="align_corners" if node.align_corners
+                             else "half_pixel")
+            return self.op("Resize", [x, "", "", sizes], name, **attrs)
         if kind == "flatten":
             return self.op("Reshape", [x, self.const([0, -1, 1, 1])], name)
         if kind == "linear":

@@ -24,7 +24,8 @@ from ..ir import Graph, Node, leaf_nodes
 from .compose import Primitives, compose
 
 # Node types every converter handles (the zoo uses all of them).
-SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "sequential")
+SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "affine",
+                   "shuffle", "resize", "sequential")
 
 Emit = Callable[[Node, Any], Any]
 

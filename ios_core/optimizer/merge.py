@@ -6,10 +6,10 @@ that every original convolution's taps land on exactly the input positions they 
 so channel slice ``[offset_i, offset_i + out_channels_i)`` of the merged output equals the
 output of convolution ``i`` (bias concatenated, same activation).
 
-Conditions (``can_merge``): every node is a ``Conv`` with ``groups == 1``; they read the same
-inputs (identical terms and channel slices); same stride, dilation, activation and output
-size; and a common padding exists that aligns the taps of all of them (always true for the
-usual "same" paddings, e.g. 1x1/p0, 3x3/p1, 5x5/p2).
+Conditions (``can_merge``): every node is a ``Conv`` with ``groups == 1`` and symmetric
+padding; they read the same inputs (identical terms and channel slices); same stride,
+dilation, activation and output size; and a common padding exists that aligns the taps of
+all of them (always true for the usual "same" paddings, e.g. 1x1/p0, 3x3/p1, 5x5/p2).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _shape(node: Node):
 def merge_key(conv: Node):
     """A hashable key: convolutions that can merge share it (the padding alignment is checked
     separately by ``can_merge``). ``None`` for nodes that never merge."""
-    if type(conv) is not Conv or conv.groups != 1:
+    if type(conv) is not Conv or conv.groups != 1 or not conv.symmetric:
         return None
     inputs = tuple(tuple((id(v.node), v.begin, v.end) for v in term) for term in conv.inputs)
     return (inputs, conv.stride, conv.dilation, conv.act, tuple(_shape(conv)[1:]))

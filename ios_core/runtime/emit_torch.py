@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from .. import kernels
 from ..ir import Node
@@ -31,7 +32,10 @@ from .pool import assign_groups, shared_pool, split_threads
 
 
 def _act_inplace(act: str):
-    return {"identity": None, "relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_}[act]
+    """A fused activation applied in place (None for identity)."""
+    return {"identity": None, "relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_,
+            "relu6": lambda t: t.clamp_(0.0, 6.0), "hardswish": lambda t: F.hardswish(t, inplace=True),
+            "silu": lambda t: F.silu(t, inplace=True)}[act]
 
 
 def _act_out(act: str):
@@ -42,11 +46,21 @@ def _act_out(act: str):
         return lambda y, out: torch.sigmoid(y, out=out)
     if act == "tanh":
         return lambda y, out: torch.tanh(y, out=out)
-    return lambda y, out: out.copy_(y)
+    if act == "identity":
+        return lambda y, out: out.copy_(y)
+    fn = kernels.ACT_FN[act]
+    return lambda y, out: out.copy_(fn(y))
 
 
-def _act_fn(act: str):
-    return {"identity": None, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[act]
+def _act_fn(leaf: Node):
+    """An activation node's function (None for identity)."""
+    act = leaf.act_type
+    if act in ("relu", "sigmoid", "tanh"):
+        return {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[act]
+    if act == "identity":
+        return None
+    alpha, beta = getattr(leaf, "alpha", 0.0), getattr(leaf, "beta", 0.0)
+    return lambda x: kernels.activation(x, act, alpha, beta)
 
 
 def _combine(op):
@@ -229,7 +243,7 @@ class _Emitter:
         o = step.out.buffer
         kind = leaf.TYPE
         get = self.composed(step)
-        if kind == "conv":
+        if kind == "conv" and leaf.symmetric:
             w = self.weight(leaf, "weight", leaf.weight_shape)
             bias = self.weight(leaf, "bias", (leaf.out_channels,))
             st, pd, dl, gr = leaf.stride, leaf.padding, leaf.dilation, leaf.groups
@@ -245,7 +259,7 @@ class _Emitter:
                 def conv_op():
                     env[o] = act(conv(get(), w, bias, st, pd, dl, gr))
             return conv_op
-        if kind == "pool":
+        if kind == "pool" and (leaf.is_global or (leaf.symmetric and leaf.count_include_pad)):
             pt, k_, s_, p_ = leaf.pool_type, leaf.kernel, leaf.stride, leaf.padding
             if pt == "max":
                 fn = lambda x: torch.max_pool2d(x, k_, s_, p_)
@@ -263,8 +277,10 @@ class _Emitter:
                 ga, gb = (self.read(sl) for sl in terms[0].slices)
                 return lambda: op2(ga(), gb(), out=out_view)
             fn = None
-        elif kind in ("relu", "activation"):
-            fn = _act_fn(leaf.act_type) or (lambda x: x)
+        elif kind == "relu":
+            fn = torch.relu
+        elif kind == "activation":
+            fn = _act_fn(leaf) or (lambda x: x)
         elif kind == "flatten":
             fn = lambda x: x.reshape(n, -1, 1, 1)
         elif kind == "linear":
@@ -279,7 +295,8 @@ class _Emitter:
                     act(y)
                 return y.view(n, -1, 1, 1)
         else:
-            # no fast path: the oracle's kernel (operator types added through the walk run here)
+            # no fast path: the oracle's kernel (operator types added through the walk run here, and
+            # convolutions and pools with asymmetric padding or averages excluding padding)
             fn = lambda x, leaf=leaf: kernels.apply(leaf, x)
         if out_view is not None:
             if fn is None:

@@ -38,6 +38,14 @@ class Runtime:
     concurrent task's thread and start/end times.
     """
 
+    def __new__(cls, graph: Graph, batch_size: int = 1, device: str = "cpu", *args, **kwargs):
+        if cls is Runtime and isinstance(device, str) and device.startswith("cuda"):
+            # the CUDA executor: same interface, see ios_core.runtime.cuda
+            from .cuda import CudaRuntime
+
+            return CudaRuntime(graph, batch_size, device, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
                  provider: str = "torch", max_workers: int | None = None, trace: list | None = None):
         if provider not in PROVIDERS:
@@ -45,9 +53,6 @@ class Runtime:
         if provider != "torch":
             providers.require(provider)  # says why the library cannot run here, before planning
         if device != "cpu":
-            if device.startswith("cuda"):
-                raise RuntimeError("the IOS runtime's CUDA path is not implemented in this build; "
-                                   "use device='cpu' (see docs/runtime.md)")
             raise ValueError(f"unknown device {device!r}")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")

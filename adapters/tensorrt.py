@@ -1,0 +1,308 @@
+"""TensorRT adapters (CUDA only): the IR lowered layer by layer into a TensorRT network through
+the one lowering walk, built into an fp32 engine and run with ``execute_async_v3``.
+
+* ``tensorrt``: TensorRT's default auxiliary streams -- it already runs independent
+  branches concurrently by itself, so it is partly inter-operator parallel.
+* ``tensorrt-noaux``: ``max_aux_streams = 0``, one stream: the sequential baseline.
+
+fp32 strict: TensorRT enables TF32 for convolutions and matrix products by default; it is
+cleared (``BuilderFlag.TF32``), and the flag's state is read back and recorded
+(``info["tf32"]``) with every cell. FP16/INT8 are never enabled.
+
+Explicit batch (TensorRT 10 has no other mode): the input is ``(batch, C, H, W)`` float32.
+Layers: ``add_convolution_nd`` (bias in the layer, activation as ``add_activation``),
+``add_pooling_nd`` (average pooling counts padding, like the IR), ``add_reduce`` for global
+pools, ``add_slice`` for channel slices, ``add_elementwise`` for sums and products,
+``add_concatenation`` on channels, ``add_shuffle`` + ``add_matrix_multiply`` for linear
+layers.
+
+Engines are cached on disk (``runs/trt_engines/``, option ``cache=``; ``cache=False`` turns
+it off), keyed by the graph's hash (structure and weights), the batch size, the TensorRT
+version, the GPU and the variant, so a sweep builds each engine once.
+
+Written against the TensorRT 10/11 Python API; it has never run on a GPU in this project's
+development (see README). ``tests/test_gpu_api.py`` checks the calls it makes exist in the
+installed bindings where they can be inspected.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ios_core.ir import Graph, Node
+from ios_core.lowering import Primitives, lower
+
+from .base import Adapter, Compiled
+
+DEFAULT_CACHE = Path("runs") / "trt_engines"
+WORKSPACE_BYTES = 1 << 30
+
+
+def graph_hash(graph: Graph) -> str:
+    """sha256 of the graph's structure (its JSON) and every weight array."""
+    import json
+
+    h = hashlib.sha256(json.dumps(graph.to_json(), sort_keys=True).encode())
+    for op in graph.operators():
+        for attr in ("weight", "bias"):
+            arr = getattr(op, attr, None)
+            if arr is not None:
+                h.update(op.name.encode())
+                h.update(np.ascontiguousarray(arr, dtype=np.float32).tobytes())
+    return h.hexdigest()
+
+
+class NetworkBuilder:
+    """Emits TensorRT layers for IR operators; keeps every weight array alive until the
+    engine is built (TensorRT reads them at build time, not when the layer is added)."""
+
+    def __init__(self, trt, network, batch_size: int):
+        self.trt, self.network, self.n = trt, network, batch_size
+        self.keep: list[np.ndarray] = []
+
+    def weights(self, arr) -> object:
+        a = np.ascontiguousarray(arr, dtype=np.float32)
+        self.keep.append(a)
+        return self.trt.Weights(a)
+
+    def prims(self) -> Primitives:
+        trt, net, n = self.trt, self.network, self.n
+
+        def slice_channels(t, b, e):
+            shape = tuple(t.shape)
+            layer = net.add_slice(t, start=(0, b, 0, 0), shape=(shape[0], e - b, shape[2], shape[3]),
+                                  stride=(1, 1, 1, 1))
+            return layer.get_output(0)
+
+        def combine(op):
+            def f(ts):
+                return functools.reduce(lambda a, b: net.add_elementwise(a, b, op).get_output(0), ts)
+            return f
+
+        def concat(ts):
+            layer = net.add_concatenation(list(ts))
+            layer.axis = 1
+            return layer.get_output(0)
+
+        del n
+        return Primitives(slice_channels=slice_channels, add=combine(trt.ElementWiseOperation.SUM),
+                          mul=combine(trt.ElementWiseOperation.PROD), concat=concat)
+
+    def act(self, t, kind: str):
+        trt = self.trt
+        if kind == "identity":
+            return t
+        types = {"relu": trt.ActivationType.RELU, "sigmoid": trt.ActivationType.SIGMOID,
+                 "tanh": trt.ActivationType.TANH}
+        return self.network.add_activation(t, types[kind]).get_output(0)
+
+    def __call__(self, op: Node, x):
+        trt, net, n = self.trt, self.network, self.n
+        kind = op.TYPE
+        if kind == "conv":
+            layer = net.add_convolution_nd(x, op.out_channels, tuple(op.kernel), self.weights(op.weight),
+                                           self.weights(op.bias))
+            layer.stride_nd = tuple(op.stride)
+            layer.padding_nd = tuple(op.padding)
+            layer.dilation_nd = tuple(op.dilation)
+            layer.num_groups = op.groups
+            layer.name = op.name
+            return self.act(layer.get_output(0), op.act)
+        if kind == "pool":
+            if op.pool_type in ("global_avg", "global_max"):
+                red = trt.ReduceOperation.AVG if op.pool_type == "global_avg" else trt.ReduceOperation.MAX
+                return net.add_reduce(x, red, (1 << 2) | (1 << 3), True).get_output(0)
+            ptype = trt.PoolingType.MAX if op.pool_type == "max" else trt.PoolingType.AVERAGE
+            layer = net.add_pooling_nd(x, ptype, tuple(op.kernel))
+            layer.stride_nd = tuple(op.stride)
+            layer.padding_nd = tuple(op.padding)
+            if op.pool_type == "avg":
+                layer.average_count_excludes_padding = False  # the IR counts padding (cuDNN INCLUDE_PADDING)
+            layer.name = op.name
+            return layer.get_output(0)
+        if kind in ("identity", "element"):
+            return x
+        if kind in ("relu", "activation"):
+            return self.act(x, op.act_type)
+        if kind == "flatten":
+            layer = net.add_shuffle(x)
+            layer.reshape_dims = (n, op.output_shape[0], 1, 1)
+            return layer.get_output(0)
+        if kind == "linear":
+            flat = net.add_shuffle(x)
+            flat.reshape_dims = (n, op.in_features)
+            w = net.add_constant((op.out_features, op.in_features), self.weights(op.weight)).get_output(0)
+            b = net.add_constant((1, op.out_features), self.weights(op.bias)).get_output(0)
+            mm = net.add_matrix_multiply(flat.get_output(0), trt.MatrixOperation.NONE, w,
+                                         trt.MatrixOperation.TRANSPOSE).get_output(0)
+            y = self.act(net.add_elementwise(mm, b, trt.ElementWiseOperation.SUM).get_output(0), op.act)
+            out = net.add_shuffle(y)
+            out.reshape_dims = (n, op.out_features, 1, 1)
+            return out.get_output(0)
+        raise NotImplementedError(f"tensorrt adapter: no conversion for node type {kind!r}")
+
+
+def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, logger=None) -> tuple[bytes, dict]:
+    """Serialized fp32 engine of ``graph`` and what the build recorded (TF32 state, layers)."""
+    import tensorrt as trt
+
+    logger = logger or trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # explicit batch: the only mode in TensorRT 10+
+    config = builder.create_builder_config()
+    config.clear_flag(trt.BuilderFlag.TF32)  # fp32 strict: TF32 is on by default
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+    if max_aux_streams is not None:
+        config.max_aux_streams = int(max_aux_streams)
+    emit = NetworkBuilder(trt, network, batch_size)
+    x = network.add_input("input", trt.float32, (batch_size, *graph.input_shape))
+    y = lower(graph, x, emit.prims(), emit)
+    y.name = "output"
+    network.mark_output(y)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise RuntimeError("TensorRT could not build the engine (see its log above)")
+    info = {"tf32": bool(config.get_flag(trt.BuilderFlag.TF32)), "fp16": bool(config.get_flag(trt.BuilderFlag.FP16)),
+            "layers": network.num_layers, "max_aux_streams": config.max_aux_streams}
+    return bytes(serialized), info
+
+
+class TRTCompiled(Compiled):
+    """A deserialized engine with one execution context; input and output live on the GPU
+    (``prepare`` copies the input there, outside the timed call); ``execute`` enqueues the
+    engine on its own non-blocking CuPy stream."""
+
+    def __init__(self, engine_bytes: bytes, batch_size: int, input_shape, info: dict):
+        import cupy
+        import tensorrt as trt
+
+        from ios_core.gpu import CudaEventTimer
+
+        super().__init__(info)
+        self.cupy = cupy
+        self.logger = trt.Logger(trt.Logger.WARNING)
+        self.runtime = trt.Runtime(self.logger)
+        self.engine = self.runtime.deserialize_cuda_engine(engine_bytes)
+        if self.engine is None:
+            raise RuntimeError("TensorRT could not deserialize the engine")
+        self.context = self.engine.create_execution_context()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.buffers = {}
+        for i in range(self.engine.num_io_tensors):
+            name = self.engine.get_tensor_name(i)
+            shape = tuple(self.engine.get_tensor_shape(name))
+            buf = cupy.empty(shape, dtype=cupy.float32)
+            self.buffers[name] = buf
+            self.context.set_tensor_address(name, int(buf.data.ptr))
+            mode = self.engine.get_tensor_mode(name)
+            if mode == trt.TensorIOMode.INPUT:
+                self.input_name = name
+            else:
+                self.output_name = name
+        self.info["aux_streams_used"] = getattr(self.engine, "num_aux_streams", None)
+        self._timer = CudaEventTimer(self.stream)
+
+    def prepare(self, x: np.ndarray):
+        buf = self.buffers[self.input_name]
+        buf.set(np.ascontiguousarray(x, dtype=np.float32), stream=self.stream)
+        self.stream.synchronize()
+        return buf
+
+    def execute(self, prepared):
+        if not self.context.execute_async_v3(self.stream.ptr):
+            raise RuntimeError("TensorRT execute_async_v3 failed")
+        return self.buffers[self.output_name]
+
+    def finish(self, out) -> np.ndarray:
+        self.stream.synchronize()
+        return self.cupy.asnumpy(out)
+
+    def sync(self) -> None:
+        self.stream.synchronize()
+
+    def timer(self):
+        return self._timer
+
+
+class TensorRTAdapter(Adapter):
+    def distribution(self) -> str:
+        return "tensorrt"
+
+    def version(self) -> str | None:
+        try:
+            import tensorrt as trt
+
+            return str(trt.__version__)
+        except Exception:
+            return super().version()
+
+    def available(self, device: str = "cpu") -> str | None:
+        if device not in self.devices:
+            return f"{self.name} runs on NVIDIA GPUs only (device cuda), not {device}"
+        from ios_core.gpu import tensorrt_missing
+
+        return tensorrt_missing()
+
+    def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
+               max_aux_streams: int | None = None, cache=True) -> Compiled:
+        import tensorrt as trt
+
+        from ios_core.gpu import fingerprint
+
+        fp = fingerprint()
+        variant = "default" if max_aux_streams is None else str(int(max_aux_streams))
+        key = hashlib.sha256("|".join([graph_hash(graph), str(batch_size), str(trt.__version__), str(fp.get("name")),
+                                       str(fp.get("compute_capability")), f"aux{variant}"]).encode()).hexdigest()[:24]
+        folder = None if cache is False else Path(DEFAULT_CACHE if cache is True else cache)
+        path = folder / f"{key}.engine" if folder else None
+        meta: dict = {}
+        t0 = time.perf_counter()
+        if path is not None and path.is_file():
+            engine = path.read_bytes()
+            cached = True
+            meta_path = path.with_suffix(".json")
+            if meta_path.is_file():
+                import json
+
+                meta = json.loads(meta_path.read_text())
+        else:
+            engine, meta = build_engine(graph, batch_size, max_aux_streams)
+            cached = False
+            if path is not None:
+                import json
+
+                folder.mkdir(parents=True, exist_ok=True)
+                for target, data in ((path, engine), (path.with_suffix(".json"), json.dumps(meta).encode())):
+                    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+                    tmp.write_bytes(data)
+                    os.replace(tmp, target)
+        info = {**meta, "engine_seconds": time.perf_counter() - t0, "engine_cached": cached,
+                "engine_cache": str(path) if path else None, "variant": f"max_aux_streams={variant}",
+                "precision": "fp32", "gpu": fp.get("name"), "framework_version": str(trt.__version__)}
+        if info.get("tf32"):
+            raise RuntimeError("TensorRT kept TF32 enabled after clear_flag(TF32): refusing a non-fp32 engine")
+        return TRTCompiled(engine, batch_size, graph.input_shape, info)
+
+
+TENSORRT = TensorRTAdapter(
+    name="tensorrt",
+    description="TensorRT fp32 engine (TF32 off), TensorRT's default auxiliary streams (its own branch parallelism)",
+    requires=("tensorrt",),
+    devices=("cuda",),
+    tolerance=1e-3,
+)
+
+TENSORRT_NOAUX = TensorRTAdapter(
+    name="tensorrt-noaux",
+    description="TensorRT fp32 engine (TF32 off), max_aux_streams=0: one stream, no branch parallelism",
+    requires=("tensorrt",),
+    devices=("cuda",),
+    tolerance=1e-3,
+    options={"max_aux_streams": 0},
+)

@@ -1,0 +1,256 @@
+"""What the CUDA paths need, whether this machine has it, and the GPU's identity.
+
+Everything here imports its GPU library lazily and never raises for a missing GPU: a
+machine without one gets a one-line reason (:func:`cuda_missing`), which is what
+``ios-bench doctor`` prints and what ``ios-bench run --device cuda`` stops with.
+
+* :func:`cuda_missing` -- ``None`` when the IOS CUDA runtime can run here, else what is
+  missing (the ``gpu`` extra, a driver, a GPU, the cuDNN library).
+* :func:`fingerprint` -- the GPU's name, driver, CUDA runtime, cuDNN and SM clock: the key
+  of the profile database for stages measured on this GPU (``ios_core.cost.cache``).
+* :class:`CudaEventTimer` -- times a sample with two CUDA events on one stream, the GPU's
+  own clock (``ios_core.measure.measure(..., timer=...)``).
+
+Nothing in this module has run on a GPU in this project's development (see README).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+GPU_EXTRA_HINT = "pip install 'ios-bench[gpu]'"
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module), None
+    except Exception as e:  # ImportError, or a broken install raising anything
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+
+
+def gpu_missing() -> str | None:
+    """Why this machine has no NVIDIA GPU to run on, or None. Asks NVML (nvidia-ml-py), then
+    ``nvidia-smi``, then CuPy, then torch: whichever is there; the first GPU found wins, else the
+    first reason is returned."""
+    reasons = []
+    pynvml, _ = _import("pynvml")
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            try:
+                n = pynvml.nvmlDeviceGetCount()
+            finally:
+                pynvml.nvmlShutdown()
+            if n > 0:
+                return None
+            reasons.append("no NVIDIA GPU (the driver lists none)")
+        except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            reasons.append(f"no NVIDIA GPU driver ({type(e).__name__}: {e})")
+    smi = _nvidia_smi_gpus()
+    if smi:
+        return None
+    if _import("cupy")[0] is not None:
+        r = cupy_missing()
+        if r is None:
+            return None
+        reasons.append(r)
+    torch, _ = _import("torch")
+    if torch is not None and torch.cuda.is_available():
+        return None
+    return reasons[0] if reasons else "no NVIDIA GPU found (no NVML, no nvidia-smi, no CuPy, torch sees no CUDA device)"
+
+
+def _nvidia_smi_gpus() -> list[str]:
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        r = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in r.stdout.splitlines() if line.strip()] if r.returncode == 0 else []
+
+
+def cupy_missing() -> str | None:
+    """Why CuPy cannot drive a GPU here, or None."""
+    cupy, err = _import("cupy")
+    if cupy is None:
+        return f"CuPy is not installed ({GPU_EXTRA_HINT}; {err})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CUDARuntimeError: no driver, insufficient driver, no device
+        return f"no usable CUDA GPU ({str(e).splitlines()[0][:160]})"
+    if n < 1:
+        return "no CUDA GPU (the driver lists none)"
+    return None
+
+
+def cudnn_missing() -> str | None:
+    """Why NVIDIA's cuDNN Frontend cannot run here, or None (checked after CuPy)."""
+    cudnn, err = _import("cudnn")
+    if cudnn is None:
+        return f"the cuDNN Frontend (nvidia-cudnn-frontend) is not installed ({GPU_EXTRA_HINT}; {err})"
+    try:
+        cudnn.backend_version()
+    except Exception as e:  # the frontend loads libcudnn lazily
+        return f"the cuDNN library is not loadable ({str(e).splitlines()[0][:160]}; pip install nvidia-cudnn-cu12)"
+    return None
+
+
+def cuda_missing(cudnn: bool = True) -> str | None:
+    """Why the IOS CUDA runtime cannot run here (the first thing missing), or None."""
+    return cupy_missing() or (cudnn_missing() if cudnn else None)
+
+
+def tensorrt_missing() -> str | None:
+    trt, err = _import("tensorrt")
+    if trt is None:
+        return f"TensorRT is not installed (pip install tensorrt; {err})"
+    return cupy_missing()
+
+
+def fingerprint(device: int = 0) -> dict:
+    """Identity of the GPU a measurement was taken on: name, compute capability, driver, CUDA
+    runtime, cuDNN and the current/maximum SM clock (NVML when available). Missing pieces are
+    ``None``; never raises."""
+    out: dict = {"name": None, "compute_capability": None, "driver": None, "cuda_runtime": None, "cudnn": None,
+                 "sm_clock_mhz": None, "max_sm_clock_mhz": None}
+    cupy, _ = _import("cupy")
+    if cupy is not None:
+        rt = cupy.cuda.runtime
+        try:
+            props = rt.getDeviceProperties(device)
+            name = props.get("name", b"")
+            out["name"] = name.decode() if isinstance(name, bytes) else str(name)
+            out["compute_capability"] = f"{props.get('major')}.{props.get('minor')}"
+        except Exception:
+            pass
+        for key, fn in (("driver", rt.driverGetVersion), ("cuda_runtime", rt.runtimeGetVersion)):
+            try:
+                out[key] = _cuda_version(int(fn()))
+            except Exception:
+                pass
+    cudnn, _ = _import("cudnn")
+    if cudnn is not None:
+        try:
+            out["cudnn"] = str(cudnn.backend_version_string())
+        except Exception:
+            pass
+    nv = nvml_info(device)
+    out["name"] = out["name"] or nv.get("name")
+    out["driver_cuda"] = out["driver"]  # the CUDA version the driver supports
+    out["driver"] = nv.get("driver_version") or out["driver"]  # e.g. 575.51.03
+    out["sm_clock_mhz"] = nv.get("sm_clock_mhz")
+    out["max_sm_clock_mhz"] = nv.get("max_sm_clock_mhz")
+    return out
+
+
+def fingerprint_key(fp: dict) -> str:
+    """The profile-database device key: ``cuda:<name>|drv<driver>|cuda<runtime>|cudnn<v>|sm<MHz>``."""
+    return (f"cuda:{fp.get('name')}|drv{fp.get('driver')}|cuda{fp.get('cuda_runtime')}|cudnn{fp.get('cudnn')}"
+            f"|sm{fp.get('sm_clock_mhz')}")
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}" if v else "0"
+
+
+def nvml_info(device: int = 0) -> dict:
+    """Name, driver version and SM clocks from NVML (nvidia-ml-py), or {} without it."""
+    pynvml, _ = _import("pynvml")
+    if pynvml is None:
+        return {}
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(device)
+        name = pynvml.nvmlDeviceGetName(h)
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        return {"name": name.decode() if isinstance(name, bytes) else name,
+                "driver_version": drv.decode() if isinstance(drv, bytes) else drv,
+                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)}
+    except Exception:
+        return {}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+class CudaEventTimer:
+    """Times a sample on the GPU's clock: an event recorded on ``stream`` before the sample's
+    calls and one after; ``stop`` waits for the second (only that event, not the device) and
+    returns the milliseconds between them (``cupy.cuda.get_elapsed_time``)."""
+
+    clock = "cuda-events"
+
+    def __init__(self, stream=None):
+        import cupy
+
+        self._cupy = cupy
+        self.stream = stream
+        self._start = cupy.cuda.Event()
+        self._end = cupy.cuda.Event()
+
+    def start(self) -> None:
+        self._start.record(self.stream)
+
+    def stop(self) -> float:
+        self._end.record(self.stream)
+        self._end.synchronize()
+        return float(self._cupy.cuda.get_elapsed_time(self._start, self._end))
+
+
+class UtilizationSampler:
+    """Samples the GPU's SM utilization (NVML ``nvmlDeviceGetUtilizationRates``: the percent of
+    the last sample period in which a kernel ran) every ``period_s`` on a background thread, as
+    the IOS paper's utilization experiment does. Use as a context manager; ``samples`` holds
+    ``(seconds since start, gpu %, memory %)``."""
+
+    def __init__(self, device: int = 0, period_s: float = 0.005):
+        self.device, self.period_s = device, period_s
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = None
+        self._thread = None
+
+    def __enter__(self):
+        import threading
+        import time
+
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        handle = pynvml.nvmlDeviceGetHandleByIndex(self.device)
+        self._stop = threading.Event()
+        t0 = time.perf_counter()
+
+        def loop():
+            while not self._stop.is_set():
+                u = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                self.samples.append((time.perf_counter() - t0, int(u.gpu), int(u.memory)))
+                self._stop.wait(self.period_s)
+
+        self._thread = threading.Thread(target=loop, name="gpu-util", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    @property
+    def mean_gpu_percent(self) -> float | None:
+        return sum(s[1] for s in self.samples) / len(self.samples) if self.samples else None

@@ -1,0 +1,285 @@
+"""The CUDA executor: the device-independent plan (:mod:`ios_core.runtime.plan`) run on CuPy
+streams with cuDNN Frontend convolutions and CuPy kernels.
+
+    rt = Runtime(graph, batch_size, device="cuda")                  # streams + events
+    rt = Runtime(graph, batch_size, device="cuda", cuda_graph=True)   # one CUDA graph, replayed
+
+How a plan becomes a GPU program:
+
+* **Memory.** Every buffer of the plan (each operator's output, each concatenation) lives in
+  one preallocated device arena, placed by the plan's arena pass over all buffer kinds; the
+  input has its own buffer. A producer whose output is a term of a concatenation writes
+  straight into its channel slice (the plan's ``into`` mode), so concatenations cost nothing
+  at run time. Composed inputs that no kernel can read as a strided view (a sum of slices
+  feeding a convolution) are built in a per-stream scratch buffer. Nothing is allocated
+  while running, so a run can be captured.
+* **Kernels** (:mod:`ios_core.runtime.cuda_kernels`), built once at construction: a cuDNN
+  Frontend graph per convolution (fused conv+bias+activation, or the convolution alone and a
+  CuPy bias+activation kernel where cuDNN has no fused fp32 engine; recorded in ``stats``),
+  CuPy kernels for the rest; per-stream cuDNN handles and workspaces.
+* **Streams** (:mod:`ios_core.runtime.streams`): one stream per concurrent group; a task
+  waits on an event only for a dependency on another stream (data produced there, or arena
+  storage still being read there); no device-wide synchronisation inside a run. Stream 0
+  forks the run and joins it.
+* **CUDA graph** (``cuda_graph=True``): the whole command list is captured once from stream 0
+  (``Stream.begin_capture``/``end_capture``, other streams joining through the fork events)
+  and each run is one ``Graph.launch`` -- the technique of Nimble and Opara.
+
+The executor is written once over a small device interface (:class:`CupyDevice`); the tests
+run the same executor on a fake device (torch CPU kernels, streams as queues executed in
+random CUDA-legal orders) against the oracle. The CuPy device has never run on a GPU in this
+project's development (see README).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .plan import CONCAT, F32, Plan, ValueRef
+from .streams import JOIN, START, Region, Task, bind, plan_streams
+
+ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
+
+
+class CudaProgram:
+    """A plan turned into launches on ``device``'s streams (see the module docstring)."""
+
+    def __init__(self, plan: Plan, device, cuda_graph: bool = False, random_weights: bool = False, seed: int = 0):
+        self.plan = plan
+        self.dev = device
+        self._rng = np.random.default_rng(seed)
+        self._random_weights = random_weights
+        self.arena = device.empty(max(plan.arena_bytes // F32, 1))
+        self.inputs: dict[str, int] = {}
+        self._views: dict[int, object] = {}
+        for b in plan.buffers:
+            if b.kind == "input":
+                self.inputs[b.node.name] = b.index
+                self._views[b.index] = device.empty_shaped(b.shape)
+            else:
+                if b.offset is None:
+                    raise ValueError(f"buffer {b.index} ({b.kind}) was not placed in the arena")
+                self._views[b.index] = device.view(self.arena, b.offset // F32, b.shape)
+        # 1. the tasks and the memory each touches; 2. streams and events for them
+        steps = [[[st for st in g.steps if st.runs] for g in stage.groups] for stage in plan.stages]
+        stages = [[[Task(st.op.name, *self._regions(st, si, gi), payload=st) for st in g] for gi, g in enumerate(grs)]
+                  for si, grs in enumerate(steps)]
+        in_regions = [self._region(plan.values[x.name]) for x in plan.externals]
+        out_regions = [self._region(plan.value(o)) for o in plan.outputs]
+        sp = self.streams = plan_streams(stages, in_regions, out_regions)
+        # 3. per-stream scratch (composed inputs), handles, workspaces; 4. the kernels
+        need = [0] * sp.streams
+        for i, task in enumerate(sp.tasks):
+            need[sp.stream_of[i]] = max(need[sp.stream_of[i]], self._scratch_elems(task.payload))
+        self.scratch = [device.empty(max(1, k)) for k in need]
+        self.stream_objs = [device.stream(s) for s in range(sp.streams)]
+        self.events = [device.event() for _ in range(sp.events)]
+        device.bind_streams(self.stream_objs)
+        self.kernels = [self._kernel(task.payload, sp.stream_of[i]) for i, task in enumerate(sp.tasks)]
+        self._owned = device.finalize(sp.streams)  # workspaces; what the kernels reference stays alive with us
+        self.calls = bind(sp, self.stream_objs, self.events, self._launch)
+        self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
+                      "scratch_bytes": sum(need) * F32}
+        self.graph = device.capture(self.stream_objs[0], self.calls) if cuda_graph else None
+
+    # ---- running -------------------------------------------------------------------------------
+    def input_view(self, name: str):
+        return self._views[self.inputs[name]]
+
+    def value_view(self, ref: ValueRef):
+        v = self._views[ref.buffer]
+        return v if ref.whole else self.dev.narrow(v, ref.begin, ref.end)
+
+    def run(self) -> None:
+        """Enqueue one run (asynchronous; complete when stream 0 is)."""
+        if self.graph is not None:
+            self.dev.replay(self.graph, self.stream_objs[0])
+            return
+        for call in self.calls:
+            call()
+
+    def _launch(self, s: int, ti: int):
+        if ti in (START, JOIN):
+            return None
+        return self.dev.launcher(self.stream_objs[s], s, self.kernels[ti], self.streams.tasks[ti].name)
+
+    # ---- memory ---------------------------------------------------------------------------------
+    def _region(self, ref: ValueRef) -> Region:
+        b = self.plan.buffers[ref.buffer]
+        storage, start = (INPUT + 1000 * ref.buffer, 0) if b.kind == "input" else (ARENA, b.offset // F32)
+        size = int(np.prod(b.shape))
+        return Region(storage, start, start + size, view=(storage, start, b.shape), c0=ref.begin, c1=ref.end)
+
+    def _needs_scratch(self, step) -> bool:
+        if step.mode == CONCAT or step.op.TYPE in ("identity", "element"):
+            return False
+        single = step.inputs.single
+        return single is None or (step.op.TYPE == "linear" and not self.plan.read(single).whole)
+
+    def _scratch_elems(self, step) -> int:
+        if not self._needs_scratch(step):
+            return 0
+        return self.plan.batch_size * step.inputs.channels * int(np.prod(step.op.input_shape[1:]))
+
+    def _regions(self, step, si: int, gi: int) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
+        reads = [self._region(self.plan.read(sl)) for sl in step.inputs.slices]
+        if step.mode == CONCAT:  # only the terms not written in place are read
+            reads = [self._region(self.plan.read(sl)) for ti, t in enumerate(step.inputs.terms)
+                     if ti not in step.in_place_terms for sl in t.slices]
+        writes = [self._region(step.out)]
+        if self._needs_scratch(step):
+            # private to the group's stream: groups sharing a stream run in order on it
+            scratch = Region(SCRATCH0 + 1000 * (si + 1) + gi, 0, self._scratch_elems(step))
+            writes.append(scratch)
+            reads.append(scratch)
+        return tuple(reads), tuple(writes)
+
+    # ---- kernels --------------------------------------------------------------------------------
+    def _kernel(self, step, stream: int):
+        dev, op, comp = self.dev, step.op, step.inputs
+        out = self.value_view(step.out)
+        if step.mode == CONCAT:
+            full = self._views[step.out.buffer]
+            return _seq([self._term_into(t, comp.op, dev.narrow(full, t.offset, t.offset + t.channels))
+                         for ti, t in enumerate(comp.terms) if ti not in step.in_place_terms])
+        kind = op.TYPE
+        if kind in ("identity", "element"):
+            return self._compose_into(comp, out)
+        prep = []
+        if self._needs_scratch(step):
+            shape = (self.plan.batch_size, comp.channels, *op.input_shape[1:])
+            x = dev.view(self.scratch[stream], 0, shape)
+            prep.append(self._compose_into(comp, x))
+        else:
+            x = self.value_view(self.plan.read(comp.single))
+        if kind == "conv":
+            main = dev.conv(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
+                            self._weight(op, "bias", (op.out_channels,)))
+        elif kind == "pool":
+            main = dev.pool(op, x, out)
+        elif kind in ("relu", "activation"):
+            main = dev.activation(op.act_type, x, out)
+        elif kind == "flatten":
+            main = dev.flatten(x, out)
+        elif kind == "linear":
+            main = dev.linear(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
+                              self._weight(op, "bias", (op.out_features,)))
+        else:
+            raise NotImplementedError(f"the CUDA runtime has no kernel for node type {kind!r}")
+        return _seq(prep + [main])
+
+    def _weight(self, op, attr: str, shape) -> np.ndarray:
+        arr = getattr(op, attr, None)
+        if arr is None or self._random_weights:
+            if arr is None and not self._random_weights:
+                raise ValueError(f"node {op.name!r} has no weights: call graph.init_weights(seed)")
+            arr = (self._rng.standard_normal(shape) * 0.05).astype(np.float32)
+        return np.ascontiguousarray(arr, dtype=np.float32)
+
+    def _term_into(self, term, how: str, dst):
+        return self.dev.combine([self.value_view(self.plan.read(sl)) for sl in term.slices], how, dst)
+
+    def _compose_into(self, comp, dst):
+        """Write ``comp`` (terms combined, concatenated on channels) into ``dst``."""
+        if len(comp.terms) == 1:
+            return self._term_into(comp.terms[0], comp.op, dst)
+        return _seq([self._term_into(t, comp.op, self.dev.narrow(dst, t.offset, t.offset + t.channels))
+                     for t in comp.terms])
+
+
+def _seq(fns):
+    fns = [f for f in fns if f is not None]
+    if len(fns) == 1:
+        return fns[0]
+    fns = tuple(fns)
+
+    def run():
+        for f in fns:
+            f()
+    return run
+
+
+class CudaRuntime:
+    """``Runtime(graph, batch_size, device="cuda", cuda_graph=False)``: the same interface as
+    the CPU runtime (``prepare``/``execute``/``run``/``measure``/``stats``), on the GPU.
+
+    ``execute`` only enqueues (the output is valid once stream 0 is synchronized: ``sync``);
+    ``measure`` times with CUDA events on stream 0 through the one measurement function.
+    ``device`` may name the GPU (``"cuda:1"``); ``backend`` replaces the CuPy device (the tests'
+    fake device)."""
+
+    def __init__(self, graph, batch_size: int = 1, device: str = "cuda", threads: int | None = None, *,
+                 cuda_graph: bool = False, backend=None, **unused):
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if not graph.has_weights:
+            raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
+        ignored = sorted(k for k, v in unused.items() if v is not None and k not in ("provider",))
+        if ignored:
+            raise ValueError(f"options {ignored} apply to the CPU runtime only")
+        if backend is None:
+            from ..gpu import cuda_missing
+            from .cuda_device import CupyDevice
+
+            missing = cuda_missing()
+            if missing is not None:
+                raise RuntimeError(f"the IOS CUDA runtime cannot run here: {missing}")
+            backend = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
+        from .plan import make_plan
+        from .runtime import graph_stages
+
+        self.graph, self.batch_size, self.device = graph, batch_size, device
+        self.threads = threads
+        self.stages = graph_stages(graph)
+        self.plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size,
+                              arena_kinds=("concat", "value"))
+        self.dev = backend
+        self.program = CudaProgram(self.plan, backend, cuda_graph=cuda_graph)
+        self._shape = (batch_size, *graph.input_shape)
+        self._in = self.program.input_view(graph.input.name)
+        self._out = self.program.value_view(self.plan.value(graph.exit_node))
+        self._stream0 = self.program.stream_objs[0]
+
+    @property
+    def stats(self) -> dict:
+        return {**self.plan.stats(), **self.program.stats, "peak_activation_bytes": self.plan.arena_bytes}
+
+    def prepare(self, x: np.ndarray):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.shape != self._shape:
+            raise ValueError(f"input shape {x.shape} != {self._shape}")
+        self.dev.write(self._in, x, self._stream0)  # waits for a previous run, copies, waits for the copy
+        return self._in
+
+    def execute(self, prepared=None):
+        """Enqueue one run on the prepared input; returns the output (a device view, valid after
+        :meth:`sync` and until the next run)."""
+        self.program.run()
+        return self._out
+
+    def sync(self) -> None:
+        self.dev.sync(self._stream0)
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        self.prepare(x)
+        out = self.execute()
+        self.sync()
+        return self.dev.read(out, self._stream0)
+
+    def timer(self):
+        return self.dev.timer(self._stream0)
+
+    def measure(self, warmup: int = 3, number: int = 1, repeat: int = 10, min_sample_ms: float | None = None,
+                profile_stages: bool = False, x: np.ndarray | None = None):
+        from ..measure import measure
+        from ..reference import random_input
+
+        if profile_stages:
+            raise NotImplementedError("per-stage times on CUDA: the measured cost model times each stage as its own "
+                                      "program (ios_core.cost.measured, device='cuda')")
+        self.prepare(x if x is not None else random_input(self.graph, self.batch_size))
+        m = measure(self.program.run, warmup=warmup, number=number, repeat=repeat, min_sample_ms=min_sample_ms,
+                    sync=self.sync, timer=self.timer())
+        m.meta.update({"batch_size": self.batch_size, "device": self.device, "stages": len(self.stages),
+                       **self.stats})
+        return m

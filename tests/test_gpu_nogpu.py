@@ -1,0 +1,219 @@
+"""The GPU paths on a machine without a GPU: clear one-line answers, nothing half-written, and
+the device-independent pieces (timer protocol, probes) checked here."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from ios_core import gpu
+from ios_core.measure import measure
+
+
+def _no_gpu(monkeypatch):
+    """Make every probe say 'no GPU', whatever is installed here."""
+    monkeypatch.setattr(gpu, "gpu_missing", lambda: "no NVIDIA GPU driver (test)")
+    monkeypatch.setattr(gpu, "_nvidia_smi_gpus", lambda: [])
+
+
+def test_run_device_cuda_without_gpu_exits_2_and_writes_nothing(run_cli, tmp_path, monkeypatch):
+    _no_gpu(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["run", "--device", "cuda", "--models", "sample", "--out", "runs/x"])
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cuda" in lines[0] and "no NVIDIA GPU driver (test)" in lines[0], err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_gpu_missing_answers_in_one_line_here():
+    reason = gpu.gpu_missing()
+    if reason is None:
+        pytest.skip("this machine has a GPU")
+    assert "\n" not in reason and reason
+
+
+def test_cuda_missing_names_the_extra_when_cupy_is_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    reason = gpu.cuda_missing()
+    assert reason is not None and "CuPy is not installed" in reason and "ios-bench[gpu]" in reason
+
+
+def test_gpu_missing_uses_nvml_first(monkeypatch):
+    calls = []
+    fake = types.SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlDeviceGetCount=lambda: 2,
+                                 nvmlShutdown=lambda: calls.append("shutdown"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert gpu.gpu_missing() is None
+    assert calls == ["init", "shutdown"]
+
+
+def test_fingerprint_key_names_gpu_driver_cuda_cudnn_clock():
+    fp = {"name": "NVIDIA A100", "driver": "550.54", "cuda_runtime": "12.4", "cudnn": "9.1.0", "sm_clock_mhz": 1410}
+    key = gpu.fingerprint_key(fp)
+    for part in ("NVIDIA A100", "550.54", "12.4", "9.1.0", "1410"):
+        assert part in key
+
+
+def test_fingerprint_never_raises_without_gpu():
+    fp = gpu.fingerprint()
+    assert set(fp) >= {"name", "driver", "cuda_runtime", "cudnn", "sm_clock_mhz"}
+
+
+class CountingTimer:
+    """A device timer stand-in: each sample lasts 2 ms per call on the 'device clock'."""
+
+    clock = "fake-device"
+
+    def __init__(self):
+        self.calls = 0
+        self.started = 0
+
+    def start(self):
+        self.started = self.calls
+
+    def stop(self):
+        return 2.0 * (self.calls - self.started)
+
+
+def test_measure_uses_the_device_timer_when_given():
+    t = CountingTimer()
+
+    def fn():
+        t.calls += 1
+
+    m = measure(fn, warmup=2, number=3, repeat=4, timer=t)
+    assert m.samples_ms == [2.0] * 4 and m.number == 3
+    assert m.meta["clock"] == "fake-device"
+    assert t.calls == 2 + 3 * 4
+
+
+def test_measure_calibrates_number_with_the_device_timer():
+    t = CountingTimer()
+
+    def fn():
+        t.calls += 1
+
+    m = measure(fn, warmup=0, number=1, repeat=2, min_sample_ms=7.0, timer=t)
+    assert m.number == 4  # 2 ms per call: 1, 2 too short, 4 calls = 8 ms
+
+
+def test_host_clock_is_labelled():
+    m = measure(lambda: None, warmup=0, repeat=2)
+    assert m.meta["clock"] == "host"
+
+
+def test_doctor_without_gpu_gives_a_reason_per_framework(run_cli):
+    if gpu.gpu_missing() is None:
+        pytest.skip("this machine has a GPU")
+    code, out, err = run_cli(["doctor", "--device", "cpu,cuda", "--frameworks", "ios,torch"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "cpu:"
+    cuda = next(i for i, line in enumerate(lines) if line.startswith("cuda: "))
+    assert gpu.gpu_missing().split(" (")[0] in lines[cuda]
+    rows = {line.split()[0]: line.split(None, 2)[1:] for line in lines[cuda + 1:] if line.startswith("  ")}
+    assert set(rows) == {"ios", "torch"}
+    for status, reason in rows.values():
+        assert status == "no" and reason
+    assert "cuda paths" not in out  # nothing run without a GPU
+
+
+class FakeNVML:
+    """nvidia-ml-py's functions the clock lock calls, recording them."""
+
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, gpus=1, fail_lock=False):
+        self.calls, self.gpus, self.fail_lock = [], gpus, fail_lock
+
+    def nvmlInit(self):
+        self.calls.append("init")
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return 1980
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        if self.fail_lock:
+            raise RuntimeError("NVMLError_NoPermission")
+        self.calls.append(("lock", h, lo, hi))
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        self.calls.append(("reset", h))
+
+
+def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypatch):
+    from ios_bench import clocks
+
+    nvml = FakeNVML(gpus=2)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    with pytest.raises(RuntimeError, match="boom"):
+        with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
+            assert ("lock", "h0", 1980, 1980) in nvml.calls and ("lock", "h1", 1980, 1980) in nvml.calls
+            assert "GPU 0 at 1980 MHz (NVML)" in lock.state["clocks"]
+            raise RuntimeError("boom")
+    assert ("reset", "h0") in nvml.calls and ("reset", "h1") in nvml.calls
+    resets = [c for c in nvml.calls if c[0] == "reset"]
+    lock.restore()  # idempotent: no second reset
+    assert [c for c in nvml.calls if c[0] == "reset"] == resets
+
+
+def test_gpu_clock_lock_without_permission_says_why(tmp_path, monkeypatch):
+    from ios_bench import clocks
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(fail_lock=True))
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
+        pass
+    assert "GPU (NVML): RuntimeError: NVMLError_NoPermission" in lock.state["clocks"]
+
+
+def test_profile_device_cuda_without_gpu_exits_2(run_cli, monkeypatch):
+    monkeypatch.setattr(gpu, "cuda_missing", lambda cudnn=True: "no usable CUDA GPU (test)")
+    code, out, err = run_cli(["profile", "--model", "sample", "--device", "cuda"])
+    assert code == 2 and "no usable CUDA GPU (test)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_utilization_sampler_reads_nvml_until_stopped(monkeypatch):
+    import time
+
+    class Rates:
+        gpu, memory = 87, 12
+
+    calls = []
+    fake = types.SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("down"),
+                                 nvmlDeviceGetHandleByIndex=lambda i: f"h{i}",
+                                 nvmlDeviceGetUtilizationRates=lambda h: Rates())
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with gpu.UtilizationSampler(period_s=0.001) as util:
+        time.sleep(0.05)
+    n = len(util.samples)
+    time.sleep(0.01)
+    assert n >= 3 and len(util.samples) == n  # stopped
+    assert util.mean_gpu_percent == 87 and calls == ["init", "down"]
+    assert all(b >= a for (a, _, _), (b, _, _) in zip(util.samples, util.samples[1:]))
+
+
+def test_run_device_cuda_with_nothing_runnable_exits_2_and_writes_nothing(run_cli, tmp_path, monkeypatch):
+    """A GPU is there (pretended) but no framework can use it: one line naming why, no run."""
+    monkeypatch.setattr(gpu, "gpu_missing", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["run", "--device", "cuda", "--models", "sample", "--frameworks", "torch",
+                              "--schedules", "none", "--out", "runs/x", "--no-progress"])
+    assert code == 2, (out, err)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: nothing can run on cuda: torch: "), err
+    assert err.strip().splitlines()[-1] == errors[0]
+    assert not (tmp_path / "runs" / "x").exists()
