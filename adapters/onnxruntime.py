@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.threads import resolve_threads
+from ios_core.threads import ort_session_config, policy_name, resolve_threads
 
 from .base import Adapter, Compiled
 
@@ -100,6 +100,9 @@ class OnnxRuntime(Adapter):
         export_seconds = time.perf_counter() - t0
         so = ort.SessionOptions()
         so.intra_op_num_threads = n
+        spin = ort_session_config()  # the run's one spin/wait policy (ios_core.threads)
+        for key, value in spin.items():
+            so.add_session_config_entry(key, value)
         if inter_op_threads is not None:
             so.inter_op_num_threads = int(inter_op_threads)
         so.execution_mode = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL,
@@ -121,6 +124,7 @@ class OnnxRuntime(Adapter):
             "threads": n, "intra_op_threads": n,
             "inter_op_threads": int(inter_op_threads) if inter_op_threads is not None else "default",
             "execution_mode": f"ORT_{execution_mode.upper()}", "graph_optimization": optimization,
+            "spin_policy": policy_name(), "spin_config": spin or "library default",
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
             "export_seconds": export_seconds, "session_seconds": time.perf_counter() - t1,
         }

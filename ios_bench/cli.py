@@ -48,6 +48,13 @@ def cli():
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ios_core.threads import apply_spin_policy
+
+    try:  # the one spin/wait policy (docs/threads.md), before any framework import
+        apply_spin_policy()
+    except ValueError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
     errors = input_error_types()
     try:
         cli.main(args=argv, prog_name="ios-bench", standalone_mode=False)

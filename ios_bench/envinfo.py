@@ -13,10 +13,10 @@ import re
 import sys
 from pathlib import Path
 
-from . import system
+from ios_core.threads import ENV_VARS as THREAD_ENV_VARS  # the one list (ios_core.threads)
+from ios_core.threads import spin_policy
 
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                   "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "TVM_NUM_THREADS")
+from . import system
 
 # distributions whose versions matter for the results
 PACKAGES = ("numpy", "torch", "pandas", "onnx", "onnxruntime", "openvino", "tensorflow", "apache-tvm", "tensorrt",
@@ -128,6 +128,7 @@ def collect(device: str = "cpu", frameworks: bool = True) -> dict:
         "gpu": gpu_info(),
         "git": git_info(),
         "thread_env": {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ},
+        "spin_policy": spin_policy(),
         "cpu_clocks": read_cpu_settings(),
     }
     try:

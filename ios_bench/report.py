@@ -93,7 +93,7 @@ def load_run(folder: str | os.PathLike):
             problems.append(f"{folder / ENV_FILE}: corrupt ({e}); environment not shown")
     for col in ("median_ms", "std_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10", "throughput_p90",
                 "check_passed", "reason", "label", "schedule", "build_seconds", "precision", "check_max_rel_err",
-                "optimize_seconds", "stderr_tail"):
+                "optimize_seconds", "stderr_tail", "provider", "predicted_ms", "sequential_ms"):
         if col not in df.columns:
             df[col] = None
     return df, env, problems
@@ -221,6 +221,57 @@ def across_table(df, bs: int) -> Table | None:
                  "median ± std; correct outputs only; each column one device kind on one node")
 
 
+SLOWER_FLAG = "SLOWER THAN SEQUENTIAL"
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def slower_than_sequential(df) -> list:
+    """IOS cells (other than the sequential schedule) measured slower than the sequential schedule
+    on the same provider in the same worker (``sequential_ms``)."""
+    out = []
+    for _, r in _ok(df).iterrows():
+        med, seq = _num(r.get("median_ms")), _num(r.get("sequential_ms"))
+        if r.get("schedule") and r.get("schedule") != "sequential" and med and seq and med > seq:
+            out.append(r)
+    return out
+
+
+def ios_table(df, device: str, bs: int) -> Table | None:
+    """IOS cells: the optimizer's estimate against the measurement, and against sequential."""
+    sub = _ok(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    sub = sub[sub["schedule"].notna()] if "schedule" in sub.columns else sub.iloc[0:0]
+    if sub.empty:
+        return None
+    rows, errors = [], []
+    for _, r in sub.iterrows():
+        med, pred, seq = _num(r["median_ms"]), _num(r.get("predicted_ms")), _num(r.get("sequential_ms"))
+        err = (pred - med) / med if pred and med else None
+        if err is not None:
+            errors.append(abs(err))
+        flag = ""
+        if seq and med and r["schedule"] != "sequential":
+            flag = SLOWER_FLAG if med > seq else "ok"
+        rows.append([r["model"], _label(r["framework"]), r.get("provider") or "torch", _fmt(med),
+                     _fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
+                     _fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
+                     _fmt(_num(r.get("optimize_seconds")), 1) if _num(r.get("optimize_seconds")) is not None else "-"])
+    note = ("predicted: the optimizer's estimate (cost model, an estimate, not a measurement); error = "
+            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, timed "
+            "in the same worker with the same protocol; vs sequential > 1 means the schedule is faster")
+    if errors:
+        note += f". Mean absolute prediction error: {sum(errors) / len(errors):.1%} over {len(errors)} cells"
+    return Table(f"IOS schedules: prediction and validation, batch {bs}, {device}",
+                 ["model", "schedule", "provider", "measured ms", "predicted ms (estimate)", "prediction error",
+                  "sequential ms", "vs sequential", "flag", "optimize s"], rows, note)
+
+
 def cells_table(df) -> Table:
     rows = []
     for _, r in df.sort_values(["device", "model", "batch_size"], kind="stable").iterrows():
@@ -259,6 +310,16 @@ def failures_table(df) -> Table | None:
                  "stderr tails are in the HTML report and in the run folder's logs/")
 
 
+def _policy_text(env: dict) -> str:
+    """The run's spin/wait policy (ios_core.threads), as the header and environment table show it."""
+    pol = env.get("spin_policy") or {}
+    if not pol:
+        return "not recorded (a run from before the policy existed: library defaults)"
+    vars_ = ", ".join(f"{k}={v}" for k, v in (env.get("thread_env") or {}).items()
+                      if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
+    return f"{pol.get('name')}: {pol.get('description', '')}" + (f" ({vars_})" if vars_ else "")
+
+
 def env_table(env: dict) -> Table:
     cpu, mem, osi, py = env.get("cpu", {}), env.get("memory", {}), env.get("os", {}), env.get("python", {})
     fw = env.get("frameworks") or {}
@@ -280,6 +341,7 @@ def env_table(env: dict) -> Table:
         ["GPU", json.dumps(env.get("gpu")) if isinstance(env.get("gpu"), list) else str(env.get("gpu", "?"))],
         ["clocks", str(env.get("clocks", "?"))],
         ["threads per cell", str(plan.get("threads", "?"))],
+        ["spin/wait policy", _policy_text(env)],
         ["protocol", f"warmup {plan.get('warmup')}, repeat {plan.get('repeat')} samples of number "
                      f"{plan.get('number')} (min {plan.get('min_sample_ms')} ms per sample)"],
         ["git commit", (env.get("git") or {}).get("commit", "?") + (" (dirty)" if (env.get("git") or {})
@@ -389,12 +451,18 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     intro = [("text", f"Run folder: {run_folder}. {summary}.")]
     if env.get("clocks"):
         intro.append(("text", f"Clocks: {env['clocks']}."))
+    intro.append(("text", f"Threads per cell: {(env.get('plan') or {}).get('threads', '?')}; spin/wait policy "
+                          f"for every cell: {_policy_text(env)}."))
     for note in env.get("notes") or []:
         intro.append(("text", f"Note: {note}."))
     for w in env.get("warnings") or []:
         intro.append(("warn", f"when the run started: {w}"))
     for p in problems:
         intro.append(("warn", p))
+    for r in slower_than_sequential(df):
+        intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
+                              f"{SLOWER_FLAG} ({_fmt(_num(r['median_ms']))} ms vs "
+                              f"{_fmt(_num(r['sequential_ms']))} ms sequential)"))
     sections.append(("Summary", intro))
     places = by_place(df)  # device kind, and node when the run used more than one
     across = [t for bs in sorted(set(places["batch_size"])) if (t := across_table(places, bs))]
@@ -406,6 +474,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             items: list = [metric_table(places, device, bs, "latency"), metric_table(places, device, bs, "throughput")]
             sp = speedup_table(places, device, bs)
             items.append(sp if sp else ("text", "No IOS-Both result with a correct output: no speedup table."))
+            it = ios_table(places, device, bs)
+            if it is not None:
+                items.append(it)
             png = out / f"normalized_throughput_{safe_name(device)}_b{bs}.png"
             if plot_normalized(places, device, bs, png):
                 items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))

@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ios_core.optimizer import STRATEGIES
+from ios_core.threads import ENV_VARS, policy_name, spin_env, spin_policy, thread_env
 
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
 from .executors import Executor, LocalExecutor, Task, device_kind
 from .results import Store, cell_key
-from .worker import thread_env
 
 SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's one list
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
@@ -40,14 +40,32 @@ PLAN_FILE = "plan.json"
 ENV_FILE = "env.json"
 
 
-def schedule_key(schedule: str) -> str:
-    return f"ios-{schedule}"
+IOS_PROVIDERS = ("torch", "onnxruntime", "openvino")  # the IOS runtime's kernel providers
+DEFAULT_IOS_PROVIDER = "torch"
+
+
+def schedule_key(schedule: str, provider: str = DEFAULT_IOS_PROVIDER) -> str:
+    """``ios-both`` (the default torch provider) or ``ios-both[onnxruntime]``."""
+    return f"ios-{schedule}" if provider == DEFAULT_IOS_PROVIDER else f"ios-{schedule}[{provider}]"
+
+
+def split_framework(framework: str) -> tuple[str, str | None]:
+    """``ios-both[openvino]`` -> (``ios-both``, ``openvino``); ``ios-both`` -> (``ios-both``, ``torch``);
+    a peer framework -> (name, None)."""
+    if not framework.startswith("ios-"):
+        return framework, None
+    if framework.endswith("]") and "[" in framework:
+        base, provider = framework[:-1].split("[", 1)
+        return base, provider
+    return framework, DEFAULT_IOS_PROVIDER
 
 
 def label(framework: str) -> str:
-    """Display name: ``ios-both`` -> ``IOS-Both``; frameworks keep their registry name."""
+    """Display name: ``ios-both`` -> ``IOS-Both``, ``ios-both[onnxruntime]`` -> ``IOS-Both[onnxruntime]``;
+    frameworks keep their registry name."""
     if framework.startswith("ios-"):
-        return "IOS-" + framework[4:].capitalize()
+        base, provider = split_framework(framework)
+        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]")
     return framework
 
 
@@ -74,6 +92,9 @@ class Plan:
     cost_model: str = "measured"
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
+    ios_providers: list[str] = field(default_factory=lambda: [DEFAULT_IOS_PROVIDER])  # IOS kernel providers
+    # one spin/wait policy for every cell (ios_core.threads.SPIN_POLICIES; IOS_BENCH_SPIN_POLICY)
+    spin_policy: str = field(default_factory=policy_name)
     executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
     ray_address: str | None = None
 
@@ -98,6 +119,7 @@ class Cell:
     weight: float = 1.0  # relative expected duration (progress ETA)
     skip_reason: str | None = None  # known before running (framework unavailable here)
     nodes: list[str] | None = None  # ids of the nodes that can run it (None: any offering the device)
+    provider: str | None = None  # IOS cells: the runtime's kernel provider
 
     @property
     def key(self) -> str:
@@ -133,6 +155,7 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     env = dict(os.environ)
     if threads:
         env.update(thread_env(threads))
+    env = spin_env(spec.get("spin_policy"), env)  # the worker sets it again before any framework import
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -305,7 +328,8 @@ class Sweep:
     def _probe_task(self, node_id: str, kind: str, names: list[str] | None, timeout: float):
         stem = safe_name(f"probe-{kind}" + (f"-{node_id[:12]}" if self.executor.name != "local" else "")
                          + (f"-{names[0]}" if names and len(names) == 1 else ""))
-        spec = {"task": "probe", "device": kind, "names": names, "result_path": f"work/{stem}.json"}
+        spec = {"task": "probe", "spin_policy": self.plan.spin_policy, "device": kind, "names": names,
+                "result_path": f"work/{stem}.json"}
         return Task(stem, spec, f"logs/{stem}.log", timeout, kind, self.plan.threads, nodes=[node_id],
                     payload=(node_id, kind))
 
@@ -372,8 +396,9 @@ class Sweep:
                         cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason,
                                           (avail.get(fw) or {}).get("nodes")))
                     for s, reason in sched_cells:
-                        cells.append(Cell(g.name, spec, bs, schedule_key(s), device, s, IOS_ADAPTER, weight * 1.5,
-                                          reason, ios_nodes))
+                        for prov in plan.ios_providers:
+                            cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
+                                              weight * 2.5, reason, ios_nodes, provider=prov))
         return cells
 
     def show_placement(self, cells: list[Cell]) -> None:
@@ -416,6 +441,11 @@ class Sweep:
         env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
+        # what every worker runs under (the parent's own environment is not the cells')
+        env["spin_policy"] = spin_policy(self.plan.spin_policy)
+        budget = thread_env(self.plan.threads) if self.plan.threads else {}
+        cell_env = spin_env(self.plan.spin_policy, {**os.environ, **budget})
+        env["thread_env"] = {k: cell_env[k] for k in ENV_VARS if k in cell_env}
         env["executor"] = self.executor.name
         previous = _read_json(env_path) if self.resume else None
         self.say(f"run folder: {self.folder}")
@@ -451,7 +481,9 @@ class Sweep:
             if self.resume and done:
                 self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
             if cells:
-                variants = list(dict.fromkeys(label(c.framework) for c in cells))
+                from rich.markup import escape
+
+                variants = list(dict.fromkeys(escape(label(c.framework)) for c in cells))
                 threads = self.plan.threads or "all the node's"
                 self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch "
                          f"{self.plan.batch_sizes} x {len(variants)} ({', '.join(variants)}) x "
@@ -561,7 +593,8 @@ class Sweep:
             if not missing:
                 continue
             stem = safe_name(model)
-            spec = {"task": "reference", "model_spec": model_spec, "batch_sizes": missing,
+            spec = {"task": "reference", "spin_policy": self.plan.spin_policy, "model_spec": model_spec,
+                    "batch_sizes": missing,
                     "ref_paths": [ref_file(model, bs) for bs in missing],
                     "input_paths": [ref_file(model, bs, "input.npy") for bs in missing],
                     "seed": self.plan.seed, "input_seed": self.plan.input_seed,
@@ -627,8 +660,10 @@ class Sweep:
 
             def starting(task: Task) -> None:
                 started[task.key] = _now()
-                progress.update(bar, description=f"{task.payload.model} b{task.payload.batch_size} "
-                                                 f"{label(task.payload.framework)}")
+                from rich.markup import escape
+
+                progress.update(bar, description=escape(f"{task.payload.model} b{task.payload.batch_size} "
+                                                        f"{label(task.payload.framework)}"))
 
             self.executor.starting = starting
             missing = self.executor.run(tasks, finished)
@@ -642,12 +677,14 @@ class Sweep:
         return {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
                 "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
                 "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
+                **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now()}
 
     def _cell_task(self, cell: Cell, ref: dict) -> Task:
         plan = self.plan
         stem = cell.file_stem
-        spec = {"task": "cell", "model_spec": cell.model_spec, "batch_size": cell.batch_size,
+        spec = {"task": "cell", "spin_policy": plan.spin_policy, "model_spec": cell.model_spec,
+                "batch_size": cell.batch_size,
                 "device": device_kind(cell.device), "adapter": cell.adapter, "schedule": cell.schedule,
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed,
                 "input_sha1": ref.get("input_sha1"), "ref_path": ref_file(cell.model, cell.batch_size),
@@ -663,9 +700,11 @@ class Sweep:
         outputs = []
         timeout = plan.timeout
         if cell.schedule:
-            sched = "schedules/" + safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}")
+            spec["provider"] = cell.provider or DEFAULT_IOS_PROVIDER
+            suffix = "" if spec["provider"] == DEFAULT_IOS_PROVIDER else f"-{spec['provider']}"
+            sched = "schedules/" + safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}{suffix}")
             spec["schedule_path"] = sched + ".json"
-            both = [sched + ".json", sched + ".merged.npz"]
+            both = [sched + ".json", sched + ".merged.npz", sched + ".stats"]
             if (self.folder / spec["schedule_path"]).exists():
                 inputs += [p for p in both if (self.folder / p).exists()]
             else:
@@ -720,7 +759,9 @@ def busy_warnings() -> list[str]:
 
 
 def describe(record: dict) -> str:
-    head = f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}"
+    from rich.markup import escape  # labels such as IOS-Both[onnxruntime] are not markup
+
+    head = escape(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}")
     if record["status"] == "ok":
         check = record.get("check") or {}
         mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"

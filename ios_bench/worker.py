@@ -18,16 +18,7 @@ import os
 import sys
 import time
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TVM_NUM_THREADS")
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """Environment variables giving every framework the same thread budget."""
-    env = {k: str(threads) for k in THREAD_VARS}
-    env["TF_NUM_INTEROP_THREADS"] = "1"
-    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
+from ios_core.threads import THREAD_VARS, apply_spin_policy, thread_env  # noqa: F401 - re-exported
 
 
 def load_plugins() -> list[str]:
@@ -190,13 +181,14 @@ def run_onnx_source(path: str, x):
     return np.concatenate([sess.run(None, {inp.name: x[i:i + fixed]})[0] for i in range(0, x.shape[0], fixed)])
 
 
-def _make_cost_model(kind: str, device: str, threads: int | None):
+def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch"):
     """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
-    cell's thread budget (and its persistent profile cache); the synthetic one needs nothing."""
+    cell's thread budget and kernel provider (and its persistent profile cache; its default
+    mode, ``calibrated``); the synthetic one needs nothing."""
     from ios_core.cost import make_cost_model
 
     if kind == "measured":
-        return make_cost_model("measured", device=device, threads=threads)
+        return make_cost_model("measured", device=device, threads=threads, provider=provider)
     return make_cost_model(kind)
 
 
@@ -230,17 +222,27 @@ def _schedule(graph, spec: dict, result: dict):
                         node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
         result["optimize_seconds"] = None
         result["schedule_reused"] = True
+        saved = _read_json(path[: -len(".json")] + ".stats") or {}
+        for key in ("predicted_ms", "cost_model", "optimize_stats", "validation"):
+            if key in saved:
+                result[key] = saved[key]
         return sched
     from ios_core.ir.graph import atomic_write_text
     from ios_core.optimizer import schedule
 
-    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"])
+    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"], spec.get("provider", "torch"))
     t0 = time.perf_counter()
     optimized = schedule(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
     sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
     result["cost_model"] = spec["cost_model"]
-    result["optimize_stats"] = optimized.stats.summary()
+    if callable(getattr(cost, "stats", None)):
+        result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if _jsonable(v)}
+    stats = optimized.stats
+    result["predicted_ms"] = stats.cost_ms  # the DP's estimate of the schedule handed over (an estimate)
+    if stats.validation:
+        result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
+    result["optimize_stats"] = stats.summary()
     if not sched.has_weights:
         sched.init_weights(spec["seed"])
     original = {n.name for n in graph.weighted_nodes()}
@@ -250,6 +252,8 @@ def _schedule(graph, spec: dict, result: dict):
         tmp = f"{extra}.{os.getpid()}.tmp.npz"
         np.savez(tmp, **new)
         os.replace(tmp, extra)
+    saved = {k: result[k] for k in ("predicted_ms", "cost_model", "optimize_stats", "validation") if k in result}
+    atomic_write_text(path[: -len(".json")] + ".stats", json.dumps(saved, indent=1, default=str))
     atomic_write_text(path, json.dumps(sched.to_json(), indent=1))  # last: its presence means "complete"
     return sched
 
@@ -265,7 +269,10 @@ def task_cell(spec: dict, result: dict) -> dict:
 
     result["phase"] = "load"
     graph = _load_graph(spec)
+    original = graph
+    options = dict(spec.get("options", {}))
     if spec.get("schedule"):
+        result["provider"] = options["provider"] = spec.get("provider") or "torch"
         result["phase"] = "optimize"
         graph = _schedule(graph, spec, result)
         result["stages"] = sum(len(b.stages) for b in graph.blocks) if graph.has_stages else None
@@ -276,7 +283,7 @@ def task_cell(spec: dict, result: dict) -> dict:
         result.update(status="skipped", reason=reason)
         return result
     result["phase"] = "build"
-    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **spec.get("options", {}))
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **options)
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
@@ -306,9 +313,42 @@ def task_cell(spec: dict, result: dict) -> dict:
     result.update(m.summary())
     result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
+    if spec.get("schedule"):
+        _sequential_baseline(spec, result, adapter, original, options, prepared if spec["schedule"] == "sequential"
+                             else None, x)
     result["status"] = "ok"
     result.pop("phase", None)
     return result
+
+
+def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, same, x) -> None:
+    """``sequential_ms``: the sequential schedule on the same provider, in this worker, with the
+    same protocol (for the sequential schedule itself, its own median); ``predicted_error``: the
+    estimate's error against the measurement."""
+    from ios_core.measure import measure
+
+    if same is not None:
+        result["sequential_ms"] = result["median_ms"]
+    else:
+        result["phase"] = "sequential baseline"
+        seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
+        prepared = seq.prepare(x)
+        m = measure(lambda: seq.execute(prepared), warmup=spec["warmup"], number=spec["number"],
+                    repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=seq.sync)
+        result["sequential_ms"] = m.median
+        result["sequential_std_ms"] = m.std
+        del seq, prepared
+    result["speedup_over_sequential"] = result["sequential_ms"] / result["median_ms"]
+    if result.get("predicted_ms"):
+        result["prediction_error"] = (result["predicted_ms"] - result["median_ms"]) / result["median_ms"]
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def _jsonable(v) -> bool:
@@ -333,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = spec.get("threads")
     if threads:  # before any framework import
         os.environ.update(thread_env(int(threads)))
+    for warning in apply_spin_policy(spec.get("spin_policy")):  # before any framework import, too
+        print(f"warning: {warning}", file=sys.stderr)
     import faulthandler
 
     faulthandler.enable()  # a segfault leaves a Python traceback in the stderr tail

@@ -82,7 +82,7 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1,2", "--frameworks", ",".join(frameworks),
             "--schedules", ",".join(schedules) or "none", "--cost-model", "synthetic", "--out", "runs/e2e",
             "--timeout", "180", *FAST]
-    p = cli(args, tmp_path)
+    p = cli(args, tmp_path, timeout=600)  # 16 worker processes; IOS cells also time sequential
     assert p.returncode == 0, p.stderr[-3000:]
     assert "report: reports/e2e/report.html" in p.stdout
     run = tmp_path / "runs" / "e2e"
@@ -123,6 +123,14 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     if schedules:
         assert "Speedup of IOS-Both over each peer" in md
         assert len(list((run / "schedules").glob("*.json"))) == 2 * 2 * len(schedules)
+        # every IOS record: provider, the optimizer's estimate and the sequential schedule's time
+        ios = df[df["kind"] == "ios"]
+        assert set(ios["provider"]) == {"torch"}
+        assert (ios["predicted_ms"] > 0).all() and (ios["sequential_ms"] > 0).all()
+        seq = ios[ios["schedule"] == "sequential"]
+        assert (seq["sequential_ms"] == seq["median_ms"]).all()
+        assert "IOS schedules: prediction and validation, batch 1, cpu" in md
+        assert "prediction error" in md and "Mean absolute prediction error" in md
 
 
 def test_crashing_and_hanging_cells_fail_and_the_sweep_goes_on(tmp_path):

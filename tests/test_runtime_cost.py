@@ -13,6 +13,7 @@ from ios_core.ir import GraphBuilder
 from ios_core.optimizer.stage import Stage
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
+STAGE = dict(FAST, mode="stage")  # every distinct stage timed (the default mode is "calibrated")
 
 
 def _fire(prefix_offset: int = 0, channels: int = 16):
@@ -50,7 +51,7 @@ def test_measured_latency_and_cache_hits(tmp_path):
     stages = [Stage("parallel", [[nodes[0]], [nodes[1]]]), Stage("parallel", [[nodes[2], nodes[3]]]),
               Stage("parallel", [[nodes[0]]]), Stage("parallel", [[nodes[4]]])]
     db = tmp_path / "p.sqlite"
-    cm = make_measured_cost_model(cache=db, threads=2, **FAST)
+    cm = make_measured_cost_model(cache=db, threads=2, **STAGE)
     first = [cm.stage_latency(s, 1) for s in stages]
     assert all(t > 0 for t in first)
     assert cm.misses == 4 and cm.hits == 0 and cm.measured == 4
@@ -58,7 +59,7 @@ def test_measured_latency_and_cache_hits(tmp_path):
     assert cm.stage_latency(stages[0], 1) == first[0] and cm.measured == 4
     # a new process-level object on the same database (another model with the same operators)
     _, other = _fire(5)
-    cm2 = MeasuredCostModel(cache=db, threads=2, **FAST)
+    cm2 = MeasuredCostModel(cache=db, threads=2, **STAGE)
     again = [cm2.stage_latency(Stage("parallel", [[other[0]], [other[1]]]), 1),
              cm2.stage_latency(Stage("parallel", [[other[2], other[3]]]), 1)]
     assert again == first[:2]
@@ -66,7 +67,7 @@ def test_measured_latency_and_cache_hits(tmp_path):
     # another batch size or thread budget is another measurement
     cm2.stage_latency(stages[0], 2)
     assert cm2.misses == 1
-    cm3 = MeasuredCostModel(cache=db, threads=1, **FAST)
+    cm3 = MeasuredCostModel(cache=db, threads=1, **STAGE)
     cm3.stage_latency(stages[0], 1)
     assert cm3.misses == 1
     assert ProfileCache(db).count() == 6
@@ -77,13 +78,13 @@ def test_cache_location_env(tmp_path, monkeypatch):
     assert default_path() == tmp_path / "dir" / "profiles.sqlite"
     monkeypatch.setenv("IOS_BENCH_CACHE", str(tmp_path / "x.db"))
     assert default_path() == tmp_path / "x.db"
-    cm = MeasuredCostModel(**FAST)
+    cm = MeasuredCostModel(**STAGE)
     assert cm.cache.path == tmp_path / "x.db"
 
 
 def test_no_cache_and_mixed_ops():
     g = mixed_graph()
-    cm = MeasuredCostModel(cache=False, threads=2, **FAST)
+    cm = MeasuredCostModel(cache=False, threads=2, **STAGE)
     for block in g.blocks:
         for node in block.nodes:
             assert cm.stage_latency(Stage("parallel", [[node]]), 1) > 0
@@ -95,16 +96,17 @@ def test_composed_mode(tmp_path):
     cm = MeasuredCostModel(cache=tmp_path / "c.sqlite", threads=2, mode="composed", **FAST)
     par = cm.stage_latency(Stage("parallel", [[nodes[0]], [nodes[1]], [nodes[2], nodes[3]]]), 1)
     n_after_first = cm.measured
-    # four convolutions, two distinct (1x1 and 3x3 on a 16x12x12 input), at one thread each
-    assert n_after_first == 2
+    # four convolutions, two distinct (1x1 and 3x3 on a 16x12x12 input), at one thread each, and
+    # the pool dispatch
+    assert n_after_first == 3
     seq = cm.stage_latency(Stage("parallel", [[nodes[2], nodes[3]]]), 1)
-    assert cm.measured == 4  # the two again at the full two threads
+    assert cm.measured == 5  # the two again at the full two threads
     assert par > 0 and seq > 0 and cm.dispatch_ms() > 0
 
 
 def _worker(db, q):
     _, nodes = _fire(0)
-    cm = MeasuredCostModel(cache=db, threads=1, **FAST)
+    cm = MeasuredCostModel(cache=db, threads=1, **STAGE)
     for i in range(4):
         cm.stage_latency(Stage("parallel", [[nodes[i]]]), 1)
     q.put(cm.measured)
@@ -136,11 +138,11 @@ def test_merge_stage_is_measured_as_one_convolution(tmp_path):
 
     _, nodes = _fire(0)
     assert can_merge([nodes[0], nodes[1]])
-    cm = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **FAST)
+    cm = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **STAGE)
     merged = cm.stage_latency(Stage("merge", [[nodes[0]], [nodes[1]]]), 1)
     par = cm.stage_latency(Stage("parallel", [[nodes[0]], [nodes[1]]]), 1)
     assert merged > 0 and par > 0 and cm.measured == 2  # distinct signatures
     # the merged stage's signature does not depend on names either
     _, other = _fire(3)
-    cm2 = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **FAST)
+    cm2 = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **STAGE)
     assert cm2.stage_latency(Stage("merge", [[other[0]], [other[1]]]), 1) == merged and cm2.hits == 1

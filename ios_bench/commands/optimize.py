@@ -76,6 +76,10 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
     click.echo(f"  schedule ({strategy}, batch {batch_size}, r={max_group_size}, s={max_num_groups}): "
                f"{stats.num_stages} stages, {stats.merged} merged convolutions, estimated latency "
                f"{stats.cost_ms:.4f} ms")
+    if getattr(stats, "validation", None):
+        from ios_core.optimizer.optimize import validation_text
+
+        click.echo(f"  validation: {validation_text(stats.validation)}")
     if stats_json:
         Path(stats_json).write_text(json.dumps(stats.to_dict(), indent=2))
     if output:

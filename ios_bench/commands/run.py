@@ -10,10 +10,21 @@ from click.core import ParameterSource
 from ..errors import InputError
 from ..executors import make_executor, parse_device
 from ..loading import parse_int_list, parse_list
-from ..sweep import DEFAULT_MODELS, IOS_ADAPTER, PLAN_FILE, SCHEDULES, Plan, Sweep, default_run_name, latest_run
+from ..sweep import (
+    DEFAULT_MODELS,
+    IOS_ADAPTER,
+    IOS_PROVIDERS,
+    PLAN_FILE,
+    SCHEDULES,
+    Plan,
+    Sweep,
+    default_run_name,
+    latest_run,
+)
 
 # option name -> Plan field
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
+                 "ios_providers": "ios_providers",
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
@@ -75,6 +86,9 @@ def parse_schedules(text: str) -> list[str]:
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
+@click.option("--ios-providers", default="torch", show_default=True,
+              help=f"Kernel providers the IOS runtime runs each schedule with, from {', '.join(IOS_PROVIDERS)}; "
+                   "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both).")
 @click.option("--device", default="cpu", show_default=True,
               help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
@@ -103,9 +117,9 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Ray cluster to use with --executor ray (e.g. HEAD:6379) [default: start a local Ray instance].")
 @click.pass_context
-def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, repeat, min_sample_ms, threads,
-            timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out, no_report,
-            no_progress, executor, ray_address):
+def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, min_sample_ms,
+            threads, timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, report_out,
+            no_report, no_progress, executor, ray_address):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -120,6 +134,7 @@ def command(ctx, models_, batch, frameworks, schedules, device, warmup, number, 
     values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
+              "ios_providers": parse_list(ios_providers, "IOS provider", list(IOS_PROVIDERS)),
               "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,

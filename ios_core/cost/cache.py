@@ -6,12 +6,14 @@ One SQLite file (``profiles.sqlite``), by default in the user cache directory
 a path ending in ``.sqlite`` or ``.db`` names the database file, anything else a directory
 that holds ``profiles.sqlite``. An explicit ``path`` argument wins over both.
 
-Rows are keyed by the device fingerprint (CPU model, logical core count, torch version,
-machine; on CUDA also the GPU's name, compute capability, driver, CUDA runtime, cuDNN version
-and SM clock, ``ios_core.gpu.fingerprint``), the batch size, the thread budget, the
-measurement method (protocol and mode) and a canonical stage signature (operator parameters
-and input shapes, never node names). The database runs in WAL mode with a busy timeout, so
-two processes optimizing at once both read and write it safely (writes are single INSERT OR REPLACE statements).
+Rows are keyed by the device fingerprint (CPU model, logical core count, torch and numpy
+versions, machine, the spin/wait environment of ``ios_core.threads``; on CUDA also the GPU's
+name, compute capability, driver, CUDA runtime, cuDNN version and SM clock,
+``ios_core.gpu.fingerprint``), the batch size, the thread budget, the measurement method
+(protocol, mode, provider and the provider library's version) and a canonical stage signature
+(operator parameters and input shapes, never node names). The database runs in WAL mode with a
+busy timeout, so two processes optimizing at once both read and write it safely (writes are
+single INSERT OR REPLACE statements).
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ CREATE TABLE IF NOT EXISTS stage_latency (
     description TEXT,
     PRIMARY KEY (device, batch_size, threads, method, signature)
 );
+CREATE TABLE IF NOT EXISTS block_plans (
+    device TEXT NOT NULL,
+    key TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (device, key)
+);
 CREATE TABLE IF NOT EXISTS devices (
     device TEXT PRIMARY KEY,
     description TEXT NOT NULL
@@ -72,13 +81,39 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@cache
+def library_version(dist: str) -> str | None:
+    """Installed version of a distribution (without importing it), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def measurement_environment() -> dict:
+    """What of this process's environment changes a measurement besides the hardware: the
+    spin/wait policy and the OpenMP variables actually set (``ios_core.threads``)."""
+    from ..threads import environment_record
+
+    rec = environment_record()
+    return {"spin_policy": rec["spin_policy"],
+            **{k: v for k, v in rec["vars"].items() if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}}
+
+
 def device_fingerprint(device: str = "cpu") -> tuple[str, str]:
-    """(short key, description) of the machine measurements are valid for."""
+    """(short key, description) of the machine and environment measurements are valid for: CPU
+    model, logical cores, machine, torch and numpy versions, and the spin/wait environment.
+    (The provider and its library's version are part of the cost model's method key.)"""
+    return _fingerprint(device, json.dumps(measurement_environment(), sort_keys=True))
+
+
+@cache
+def _fingerprint(device: str, environment: str) -> tuple[str, str]:
     import torch
 
     parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(), "machine": platform.machine(),
-             "torch": torch.__version__}
+             "torch": torch.__version__, "numpy": library_version("numpy"), "environment": json.loads(environment)}
     if device.startswith("cuda"):
         # the GPU's name, driver, CUDA runtime, cuDNN and SM clock (a locked or different clock
         # gives different latencies: a different key)
@@ -181,6 +216,17 @@ class ProfileCache:
             "INSERT OR REPLACE INTO stage_latency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (self.device, batch_size, threads, method, signature, float(latency_ms), std_ms, samples, time.time(),
              description)))
+
+    def get_plan(self, key: str) -> list | None:
+        """A block's schedule the optimizer found before with the same costs (``put_plan``)."""
+        row = self._retry(lambda: self._conn.execute(
+            "SELECT plan FROM block_plans WHERE device=? AND key=?", (self.device, key)).fetchone())
+        return json.loads(row[0]) if row else None
+
+    def put_plan(self, key: str, plan: list) -> None:
+        text = json.dumps(plan, separators=(",", ":"))
+        self._retry(lambda: self._conn.execute("INSERT OR REPLACE INTO block_plans VALUES (?, ?, ?, ?)",
+                                               (self.device, key, text, time.time())))
 
     def count(self) -> int:
         return self._retry(lambda: self._conn.execute(

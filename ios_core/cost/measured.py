@@ -15,23 +15,39 @@ this project's development.
 
 Modes
 -----
-``mode="stage"`` (default) measures every distinct stage the optimizer asks about: exact,
-and what the reference implementation does, but the DP asks about many stages (5,479 for
-inception_v3, 240,704 for nasnet at r=3, s=8).
+``mode="calibrated"`` (default; what ``ios-bench run`` uses) composes a stage from its
+operators, each measured as it will run: a single-group stage is the sum of its operators at
+the full thread budget (back to back, as in the runtime); in a concurrent stage the groups are
+assigned to workers as the runtime assigns them (longest first, threads divided), and each
+operator is measured *running concurrently with copies of itself on the other workers*, each
+with its thread share, on the runtime's persistent pool, right after a full-width OpenMP region
+(the spin/wait state the surrounding stages leave), less one pool dispatch; the stage's time
+is the slowest worker plus one dispatch (measured in the same state). So contention between
+concurrent groups (memory bandwidth, the GIL, spinning OpenMP teams) is in the figures, and
+the number of measurements grows with the distinct operators (x thread shares), not with the
+stages: hundreds for the paper's networks.
 
-``mode="composed"`` measures each distinct *operator* once per thread share and composes a
-stage's latency from them: the groups are assigned to workers as the runtime assigns them
-(longest first, threads divided), a worker's time is the sum of its operators' latencies at
-its thread share, and the stage's time is the slowest worker plus the measured cost of one
-concurrent dispatch. The number of measurements grows with the number of distinct operators
-(hundreds), not of stages, which is what makes nasnet's IOS-Both optimization feasible on a
-CPU; it ignores contention between concurrent groups (memory bandwidth, the GIL between small
-kernels), so it is optimistic about parallel stages. ``docs/runtime.md`` shows how much
-schedule quality it gives up.
+``mode="composed"`` is the same composition with every operator measured alone (no
+contention): optimistic about concurrent stages.
+
+``mode="hybrid"``: composed for single-group stages; a concurrent stage is measured for real
+(in the primed state above) unless its composed estimate is not below the sum of its operators
+at the full budget (then it is dominated and not measured). Accurate, but on inception_v3 it
+still measures about a thousand stages.
+
+``mode="stage"`` measures every distinct stage the optimizer asks about, alone: what the
+reference implementation does, but the DP asks about many stages (5,479 for inception_v3,
+240,704 for nasnet at r=3, s=8), and a stage measured alone does not see the state the
+preceding stage leaves.
+
+Whatever the mode, ``ios_core.optimize`` ends a search by timing the schedule against the
+sequential one with the real runtime (:meth:`MeasuredCostModel.validate_schedule`) and keeps
+the better (``optimize_stats.validation``).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -42,7 +58,7 @@ from ..optimizer.stage import Stage
 from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
-from .cache import ProfileCache, stage_signature
+from .cache import ProfileCache, library_version, stage_signature
 
 
 def _stage_groups(stage: Stage) -> list[list[Node]]:
@@ -69,10 +85,25 @@ def _externals(groups: list[list[Node]]) -> list[Node]:
     return list(out.values())
 
 
+MODES = ("stage", "composed", "calibrated", "hybrid")
+PROVIDERS = ("torch", "onnxruntime", "openvino")
+_PROVIDER_DIST = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino"}
+
+
+def _planner_providers() -> tuple[str, ...]:
+    """Kernel providers the runtime has in this build (``ios_core.runtime.runtime.PROVIDERS``)."""
+    from ..runtime import runtime as _rt
+
+    return tuple(getattr(_rt, "PROVIDERS", ("torch",)))
+
+
 class MeasuredCostModel:
+    """See the module docstring. ``provider`` is the runtime's kernel provider the schedule will
+    run on: stages are measured with it, and it is part of the profile database key."""
+
     def __init__(self, threads: int | None = None, device: str = "cpu", warmup: int = 2, number: int = 1,
-                 repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str = "stage",
-                 seed: int = 0, backend=None):
+                 repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str | None = None,
+                 seed: int = 0, provider: str = "torch", margin: float = 0.05, backend=None):
         self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
         if device.startswith("cuda") and backend is None:
             from ..gpu import cuda_missing
@@ -85,21 +116,31 @@ class MeasuredCostModel:
             self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
         elif device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"unknown device {device!r}")
+        if mode is None:  # the default: calibrated on the CPU, whole stages on a GPU
+            mode = "stage" if self._gpu is not None else "calibrated"
         if self._gpu is not None:
             if mode != "stage":
                 raise ValueError("on cuda the measured cost model times whole stages (mode='stage')")
             threads = 1  # not a GPU parameter: one database key whatever the thread budget
-        if mode not in ("stage", "composed"):
-            raise ValueError(f"mode must be 'stage' or 'composed', not {mode!r}")
-        self.threads = resolve_threads(threads)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if provider not in _planner_providers():
+            raise ValueError(f"provider {provider!r} is not available to the runtime in this build; "
+                             f"choose one of {', '.join(_planner_providers())}")
+        self.threads = resolve_threads(int(threads) if threads is not None else None)
         self.device = device
-        self.protocol = dict(warmup=warmup, number=number, repeat=repeat, min_sample_ms=min_sample_ms)
+        self.provider = provider
+        self.protocol = dict(warmup=int(warmup), number=int(number), repeat=int(repeat),
+                             min_sample_ms=float(min_sample_ms) if min_sample_ms else None)
         self.mode = mode
-        self.seed = seed
+        self.margin = float(margin)
+        self.seed = int(seed)
         self.method = f"runtime-median:w{warmup}n{number}r{repeat}m{min_sample_ms or 0}"
-        if cache is True:
+        if provider != "torch":  # torch's version is in the device fingerprint already
+            self.method += f":{provider}-{library_version(_PROVIDER_DIST[provider])}"
+        if cache is True or cache in ("true", "True", "1"):
             self.cache: ProfileCache | None = ProfileCache(device=device)
-        elif cache is False or cache is None:
+        elif cache is False or cache is None or cache in ("false", "False", "0", "none"):
             self.cache = None
         elif isinstance(cache, ProfileCache):
             self.cache = cache
@@ -110,13 +151,17 @@ class MeasuredCostModel:
         self.measured = 0  # stages actually timed by this object
         self.measure_seconds = 0.0
         self.calls = 0
+        self.pruned = 0  # hybrid: multi-group stages answered by composition (dominated), not measured
         self._dispatch_ms: float | None = None
+        self._primer = None
 
     # ---- public ----------------------------------------------------------------------------
     def stage_latency(self, stage: Stage, batch_size: int) -> float:
         self.calls += 1
-        if self.mode == "composed":
+        if self.mode in ("composed", "calibrated"):
             return self._composed(stage, batch_size)
+        if self.mode == "hybrid":
+            return self._hybrid(stage, batch_size)
         return self._latency(stage.kind, stage.groups, batch_size, self.threads, lambda: _stage_groups(stage))
 
     @property
@@ -128,16 +173,62 @@ class MeasuredCostModel:
         return self.cache.misses if self.cache else self.measured
 
     def stats(self) -> dict:
-        return {"mode": self.mode, "threads": self.threads, "calls": self.calls, "measured": self.measured,
+        return {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
+                "measured": self.measured, "pruned": self.pruned,
                 "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
                 "cache": str(self.cache.path) if self.cache else None, "method": self.method}
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.stats()})"
 
+    def plan_store(self):
+        """Where ``ios_core.optimize`` keeps the schedules it found with this cost model (the
+        profile database), and the key part naming the costs; None without a database."""
+        if self.cache is None:
+            return None
+        ident = (f"{self.method}|{self.mode}|t{self.threads}|{self.provider}|m{self.margin}|"
+                 f"{self.protocol}")
+        return self.cache, ident
+
+    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 5) -> dict:
+        """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
+        runtime (this model's provider and threads), alternating, ``repeat`` samples each after a
+        warmup; returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
+        ``"schedule"`` only when it measured faster. ``ios_core.optimize`` calls this at the end
+        of a search, so it never hands over, silently, a schedule slower than sequential."""
+        if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
+            return None
+        from ..ir import Graph
+        from ..runtime import Runtime
+
+        def ready(g):
+            if g.has_weights:
+                return g
+            return Graph.from_json(g.to_json()).init_weights(self.seed)
+
+        kw = {"provider": self.provider} if self.provider != "torch" else {}
+        t0 = time.perf_counter()
+        rts = {k: Runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
+               for k, g in (("schedule", schedule), ("sequential", sequential))}
+        samples: dict[str, list[float]] = {k: [] for k in rts}
+        for rt in rts.values():
+            rt.measure(warmup=2, number=1, repeat=1)
+        for _ in range(max(1, int(repeat))):  # alternating single runs: drift hits both alike
+            for k, rt in rts.items():
+                samples[k].append(rt.measure(warmup=0, number=1, repeat=1).median)
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        kept = "schedule" if med["schedule"] < med["sequential"] else "sequential"
+        return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
+                "provider": self.provider, "samples": repeat, "seconds": time.perf_counter() - t0}
+
     # ---- internals ---------------------------------------------------------------------------
-    def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build) -> float:
+    def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build,
+                 primed: bool = False, shares: tuple[int, ...] | None = None) -> float:
         sig, desc = stage_signature(kind, groups)
+        if primed:  # a different measurement of the same stage: its own key
+            sig = "primed:" + sig
+        if shares:
+            sig = f"concurrent{'x'.join(map(str, shares))}:" + sig
         key = (batch_size, threads, sig)
         if key in self._memo:
             return self._memo[key]
@@ -145,7 +236,10 @@ class MeasuredCostModel:
         if self.cache is not None:
             value = self.cache.get(batch_size, threads, self.method, sig)
         if value is None:
-            ms, std, samples = self._measure(build(), batch_size, threads)
+            if shares:
+                ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
+            else:
+                ms, std, samples = self._measure(build(), batch_size, threads, primed)
             value = ms
             if self.cache is not None:
                 self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000])
@@ -156,18 +250,25 @@ class MeasuredCostModel:
         """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
         return self._measurement(_stage_groups(stage), batch_size, self.threads)
 
-    def _measure(self, groups: list[list[Node]], batch_size: int, threads: int) -> tuple[float, float, int]:
-        m = self._measurement(groups, batch_size, threads)
+    def _measure(self, groups: list[list[Node]], batch_size: int, threads: int,
+                 primed: bool = False) -> tuple[float, float, int]:
+        m = self._measurement(groups, batch_size, threads, primed)
         return m.median, m.std, m.repeat
 
-    def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int) -> Measurement:
+    def _measurement(self, groups: list[list[Node]], batch_size: int, threads: int,
+                     primed: bool = False) -> Measurement:
+        """Time one stage (built alone with the runtime's planner). ``primed``: every run of the
+        stage follows a ``threads``-wide OpenMP region, as a parallel stage follows the
+        full-width operators around it in the runtime; then only the stage is timed, in the
+        spin/wait state that region leaves (its idle team threads spinning or asleep)."""
         if self._gpu is not None:
             return self._measurement_cuda(groups, batch_size)
         t0 = time.perf_counter()
         externals = _externals(groups)
         outputs = [n for g in groups for n in g]
+        kw = {"provider": self.provider} if self.provider != "torch" else {}
         prog = build_program([groups], externals, outputs, batch_size, threads, random_weights=True,
-                             seed=self.seed)
+                             seed=self.seed, **kw)
         gen = torch.Generator().manual_seed(self.seed)
         for ext in externals:
             prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
@@ -175,12 +276,59 @@ class MeasuredCostModel:
         torch.set_num_threads(threads)
         try:
             with torch.inference_mode():
-                m = measure(prog.run, **self.protocol)
+                if primed:
+                    primer = self._primer_fn(threads)
+                    run = prog.run
+                    clock = time.perf_counter_ns
+                    acc = [0]
+
+                    def fn():
+                        primer()
+                        t = clock()
+                        run()
+                        acc[0] += clock() - t
+
+                    def read():
+                        v, acc[0] = acc[0], 0
+                        return [v / 1e6]
+
+                    m = measure(fn, stage_times=read, **self.protocol)
+                    m = Measurement(samples_ms=[row[0] for row in m.stage_ms], number=m.number, warmup=m.warmup)
+                else:
+                    m = measure(prog.run, **self.protocol)
         finally:
             torch.set_num_threads(caller)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
         return m
+
+    def _primer_fn(self, threads: int):
+        """A short (~tens of microseconds) element-wise op over ``threads`` OpenMP threads."""
+        if self._primer is None or self._primer[0] != threads:
+            a = torch.rand(1 << 17)
+            b = torch.empty_like(a)
+            self._primer = (threads, lambda: torch.mul(a, 1.0001, out=b))
+        return self._primer[1]
+
+    def _hybrid(self, stage: Stage, batch_size: int) -> float:
+        """Operators composed; a concurrent stage measured for real, in the runtime's state,
+        unless composition shows it cannot beat running its operators one after another.
+
+        Composition is optimistic about concurrent groups (it sees no contention), so when
+        the composed estimate of a stage is not below ``(1 + margin)`` times the sum of its
+        operators at the full thread budget (a decomposition the DP always has), the stage
+        is dominated: its composed estimate is returned and nothing is measured. Otherwise
+        the stage is measured (``primed``: after a full-width OpenMP region, as in the
+        runtime) and the measurement is the answer."""
+        groups = _stage_groups(stage)
+        if len(groups) == 1 or self.threads == 1:
+            return self._composed(stage, batch_size)
+        optimistic = self._composed(stage, batch_size)
+        serial = sum(self._ops_latency(g, batch_size, self.threads) for g in groups)
+        if optimistic >= serial * (1.0 + self.margin):
+            self.pruned += 1
+            return optimistic
+        return self._latency("parallel", groups, batch_size, self.threads, lambda: groups, primed=True)
 
     def _measurement_cuda(self, groups: list[list[Node]], batch_size: int) -> Measurement:
         """The stage as its own CUDA program (the runtime's plan and executor, one stream per
@@ -216,42 +364,124 @@ class MeasuredCostModel:
         costs = [sum(max(leaf.macs(), 1) for n in g for leaf in leaf_nodes(n)) for g in groups]
         assigned = assign_groups(costs, nworkers)
         per = split_threads(self.threads, nworkers)
-        worst = max(sum(self._ops_latency(groups[i], batch_size, t) for i in a) for a, t in zip(assigned, per))
+        shares = tuple(per) if self.mode == "calibrated" else None
+        worst = max(sum(self._ops_latency(groups[i], batch_size, t, shares) for i in a)
+                    for a, t in zip(assigned, per))
         return worst + self.dispatch_ms()
 
-    def _ops_latency(self, group: list[Node], batch_size: int, threads: int) -> float:
-        """Sum of the group's operators, each measured alone (one-operator stages, cached)."""
+    def _ops_latency(self, group: list[Node], batch_size: int, threads: int,
+                     shares: tuple[int, ...] | None = None) -> float:
+        """Sum of the group's operators, each measured alone (one-operator stages, cached).
+        ``shares`` (calibrated mode): the operator is measured running concurrently with copies
+        of itself, one per worker of the stage with that worker's thread share, as it will run."""
         total = 0.0
         memo = self._op_memo
         for node in group:
             for leaf in leaf_nodes(node):
-                key = (id(leaf), batch_size, threads)
+                key = (id(leaf), batch_size, threads, shares)
                 hit = memo.get(key)
                 if hit is not None and hit[0] is leaf:
                     total += hit[1]
                     continue
                 if leaf.TYPE == "identity" and len(leaf.inputs) == 1 and len(leaf.inputs[0]) == 1:
                     ms = 0.0  # a pass-through: no work
+                elif shares:
+                    ms = self._latency("parallel", [[leaf]], batch_size, threads, lambda leaf=leaf: [[leaf]],
+                                       shares=shares)
                 else:
                     ms = self._latency("parallel", [[leaf]], batch_size, threads, lambda leaf=leaf: [[leaf]])
                 memo[key] = (leaf, ms)  # the node is kept, so its id is not reused
                 total += ms
         return total
 
+    def _measure_concurrent(self, groups: list[list[Node]], batch_size: int,
+                            shares: tuple[int, ...]) -> tuple[float, float, int]:
+        """One operator (``groups == [[leaf]]``) run as it runs in a parallel stage: one copy per
+        worker, each with its thread share, concurrently on the runtime's pool, after a
+        full-width OpenMP region (the state the preceding stage leaves). Returns the stage's
+        time less one pool dispatch (which the composition adds once per stage)."""
+        t0 = time.perf_counter()
+        externals = _externals(groups)
+        outputs = [n for g in groups for n in g]
+        kw = {"provider": self.provider} if self.provider != "torch" else {}
+        progs = []
+        for i, t in enumerate(shares):
+            prog = build_program([groups], externals, outputs, batch_size, t, random_weights=True,
+                                 seed=self.seed + i, **kw)
+            gen = torch.Generator().manual_seed(self.seed + i)
+            for ext in externals:
+                prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
+            progs.append(prog)
+        tasks = [(prog.run, t) for prog, t in zip(progs, shares)]
+        pool = shared_pool()
+        caller = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        primer = self._primer_fn(self.threads)
+        clock = time.perf_counter_ns
+        acc = [0]
+
+        def fn():
+            primer()
+            t = clock()
+            pool.run(tasks, self.threads)
+            acc[0] += clock() - t
+
+        def read():
+            v, acc[0] = acc[0], 0
+            return [v / 1e6]
+
+        try:
+            with torch.inference_mode():
+                m = measure(fn, stage_times=read, **self.protocol)
+        finally:
+            torch.set_num_threads(caller)
+        per = [row[0] for row in m.stage_ms]
+        med = statistics.median(per)
+        self.measured += 1
+        self.measure_seconds += time.perf_counter() - t0
+        return max(med - self.dispatch_ms(), 0.1 * med), statistics.pstdev(per), m.repeat
+
     def dispatch_ms(self) -> float:
-        """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once."""
+        """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once
+        (in calibrated mode after a full-width OpenMP region, as in the runtime)."""
         if self._dispatch_ms is None:
-            sig = f"pool-dispatch:{min(self.threads, 8)}"
+            primed = self.mode == "calibrated"
+            sig = f"pool-dispatch{'-primed' if primed else ''}:{min(self.threads, 8)}"
             cached = self.cache.get(1, self.threads, self.method, sig) if self.cache is not None else None
             if cached is None:
                 pool = shared_pool()
                 n = min(self.threads, 8)
                 per = split_threads(self.threads, n)
                 tasks = [((lambda: None), t) for t in per]
-                m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
-                cached = m.median
+                if primed:
+                    primer = self._primer_fn(self.threads)
+                    clock = time.perf_counter_ns
+                    acc = [0]
+
+                    def fn():
+                        primer()
+                        t = clock()
+                        pool.run(tasks, self.threads)
+                        acc[0] += clock() - t
+
+                    def read():
+                        v, acc[0] = acc[0], 0
+                        return [v / 1e6]
+
+                    caller = torch.get_num_threads()
+                    torch.set_num_threads(self.threads)
+                    try:
+                        m = measure(fn, warmup=20, number=50, repeat=5, stage_times=read)
+                    finally:
+                        torch.set_num_threads(caller)
+                    cached = statistics.median(row[0] for row in m.stage_ms)
+                    std = statistics.pstdev(row[0] for row in m.stage_ms)
+                else:
+                    m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
+                    cached, std = m.median, m.std
+                self.measured += 1
                 if self.cache is not None:
-                    self.cache.put(1, self.threads, self.method, sig, cached, m.std, m.repeat, sig)
+                    self.cache.put(1, self.threads, self.method, sig, cached, std, m.repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
 
@@ -259,7 +489,8 @@ class MeasuredCostModel:
 def make_measured_cost_model(**options) -> MeasuredCostModel:
     """Factory used by ``ios_core.cost.make_cost_model("measured", **options)``; options are
     :class:`MeasuredCostModel`'s (threads, warmup, number, repeat, min_sample_ms, cache = True |
-    False | path | ProfileCache, mode = "stage" | "composed", seed)."""
+    False | path | ProfileCache, mode = "calibrated" (default) | "composed" | "hybrid" | "stage", provider, margin,
+    seed)."""
     return MeasuredCostModel(**options)
 
 

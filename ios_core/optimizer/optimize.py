@@ -48,9 +48,13 @@ class OptimizeStats:
     cost_ms: float = 0.0  # the schedule's total latency under the cost model
     num_stages: int = 0
     merged: int = 0  # merge stages applied (convolutions merged into one)
+    blocks_reused: int = 0  # blocks whose schedule came from the cost model's plan store (no search)
     cost_model: str = ""
     rounds: int = 1  # searches run: more than one when the cost model refines its answers (refine)
     per_block: list[dict] = field(default_factory=list)
+    # the end-of-search check against the sequential schedule (cost models that can run schedules:
+    # ``cost_model.validate_schedule``); None when not done
+    validation: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +63,17 @@ class OptimizeStats:
         return (f"strategy={self.strategy} batch={self.batch_size} r={self.r} s={self.s}: "
                 f"{self.states} states, {self.transitions} transitions, {self.stages_costed} stages costed, "
                 f"{self.search_seconds:.3f} s search; {self.num_stages} stages ({self.merged} merges), "
-                f"cost {self.cost_ms:.4f} ms")
+                f"cost {self.cost_ms:.4f} ms"
+                + (f"; {self.blocks_reused} block schedules reused (no search)" if self.blocks_reused else "")
+                + (f"; {validation_text(self.validation)}" if self.validation else ""))
+
+
+def validation_text(v: dict) -> str:
+    """One line saying what the end-of-search check measured and which schedule was kept."""
+    head = (f"measured with the runtime: schedule {v['schedule_ms']:.3f} ms, sequential {v['sequential_ms']:.3f} ms")
+    if v["kept"] == "sequential":
+        return head + " -> the schedule was slower: the SEQUENTIAL schedule is returned instead"
+    return head + " -> schedule kept"
 
 
 class StageCoster:
@@ -112,18 +126,25 @@ class OptimizeResult:
 
 
 def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
-             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False) -> Graph:
+             max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False,
+             validate: bool = True) -> Graph:
     """Schedule ``graph``; returns a new graph carrying its stages (see :func:`schedule` for
-    the search figures too)."""
+    the search figures and ``validate``)."""
     return schedule(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
-                    max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress).graph
+                    max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress,
+                    validate=validate).graph
 
 
 def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
              max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE,
-             progress: bool = False) -> OptimizeResult:
+             progress: bool = False, validate: bool = True) -> OptimizeResult:
     """Schedule ``graph`` with ``strategy`` (one of :data:`STRATEGIES`) under ``cost_model``;
-    returns the scheduled graph with its statistics. The input graph is never modified."""
+    returns the scheduled graph with its statistics. The input graph is never modified.
+
+    ``validate``: when the cost model can run schedules (``validate_schedule``, the measured
+    cost model), a schedule other than sequential is timed against the sequential one with the
+    real runtime at the end; if it is not faster, the sequential schedule is returned instead,
+    and ``stats.validation`` says so (``kept``, both times)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
@@ -149,6 +170,25 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
         if not refine(stages, batch_size):
             break
     result.stats.rounds = rounds
+    new, stats = result.graph, result.stats
+    check = getattr(cost_model, "validate_schedule", None)
+    if validate and strategy != "sequential" and callable(check):
+        seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
+                       validate=False)
+        verdict = check(new, seq.graph, batch_size)
+    else:
+        verdict = None
+    if verdict is not None:  # None: the cost model could not run this schedule (e.g. on CUDA)
+        verdict = dict(verdict)
+        verdict["schedule_cost_ms"] = stats.cost_ms
+        verdict["sequential_cost_ms"] = seq.stats.cost_ms
+        stats.validation = verdict
+        if verdict["kept"] == "sequential":
+            # the DP's figures stay; the schedule returned (and its estimate) are the sequential one's
+            stats.cost_ms = seq.stats.cost_ms
+            stats.num_stages = seq.stats.num_stages
+            stats.merged = 0
+            return OptimizeResult(seq.graph, stats)
     return result
 
 
@@ -160,13 +200,29 @@ def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_gro
     coster = StageCoster(cost_model, batch_size)
     picked: list[tuple[str, list[list[Node]]]] = []
     bar = _progress_bar(new, strategy, max_part_size) if progress else None
+    # a cost model with a persistent store (the measured one) keeps each block's schedule: the same
+    # block, strategy and costs give the same schedule again without a search
+    store = cost_model.plan_store() if callable(getattr(cost_model, "plan_store", None)) else None
+    if strategy in ("sequential", "greedy"):
+        store = None
     taken = set(n.name for n in new.nodes()) | set(n.name for n in new.operators())
     try:
         for bi, block in enumerate(new.blocks):
             t0 = time.perf_counter()
             states0, trans0, costed0 = stats.states, stats.transitions, coster.count
-            plan = _schedule_block(bi, block, strategy, coster, max_group_size, max_num_groups, max_part_size,
-                                   stats, bar)
+            key = None if store is None else _plan_key(store[1], new, bi, strategy, batch_size, max_group_size,
+                                                        max_num_groups, max_part_size)
+            saved = store[0].get_plan(key) if key else None
+            if saved is not None:
+                plan = [(kind, groups, cost) for kind, groups, cost in saved]
+                stats.blocks_reused += 1
+                if bar is not None:
+                    bar.update(_block_states(block, max_part_size))
+            else:
+                plan = _schedule_block(bi, block, strategy, coster, max_group_size, max_num_groups, max_part_size,
+                                       stats, bar)
+                if key:
+                    store[0].put_plan(key, [[kind, groups, cost] for kind, groups, cost in plan])
             search_time = time.perf_counter() - t0
             stats.search_seconds += search_time
             block_cost = sum(c for _, _, c in plan)
@@ -344,18 +400,32 @@ def _fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
+def _plan_key(ident: str, graph: Graph, bi: int, strategy: str, batch_size: int, r: int, s: int, part: int) -> str:
+    """The block's structure (operators, names, attributes, output shapes), the search parameters
+    and the cost model's identity."""
+    import hashlib
+    import json
+
+    block = graph.blocks[bi]
+    desc = {k: v for k, v in block.to_json().items() if k != "stages"}
+    desc["shapes"] = [list(n.output_shape) for n in block.nodes]
+    desc["search"] = [strategy, batch_size, r, s, part, ident]
+    return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _block_states(block: Block, part_size: int) -> int:
+    desc = descendants(_block_edges(block))
+    n = len(block.nodes)
+    return sum(count_states(sum(1 << u for u in range(b, min(n, b + part_size))), desc) for b in range(0, n, part_size))
+
+
 def _progress_bar(graph: Graph, strategy: str, part_size: int):
     """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
     if strategy in ("sequential", "greedy"):
         return None
     from tqdm import tqdm
 
-    total = 0
-    for block in graph.blocks:
-        desc = descendants(_block_edges(block))
-        n = len(block.nodes)
-        for begin in range(0, n, part_size):
-            total += count_states(sum(1 << u for u in range(begin, min(n, begin + part_size))), desc)
+    total = sum(_block_states(block, part_size) for block in graph.blocks)
     return tqdm(total=total, desc=f"IOS {strategy} {graph.name}", unit="state", leave=False, mininterval=0.25)
 
 

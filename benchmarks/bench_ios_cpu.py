@@ -1,0 +1,263 @@
+"""IOS on the CPU against the best fp32 peers, in one run, with side-by-side ratios.
+
+For each network (the paper's four by default) and batch size: the fp32 peers (onnxruntime,
+openvino adapters) running the whole graph, and per IOS kernel provider IOS-Sequential and
+IOS-Both: the optimizer's estimate (predicted ms), the measured ms, and the optimization
+seconds (cold: a fresh profile database unless --cache is given). Every variant runs in its own
+process under the one thread budget and spin/wait policy (ios_core.threads), so a crash or a
+hang costs one row, not the run.
+
+    PYTHONPATH=. python benchmarks/bench_ios_cpu.py                 # 4 networks, batch 1
+    PYTHONPATH=. python benchmarks/bench_ios_cpu.py --batch 1,16    # and batch 16
+    PYTHONPATH=. python benchmarks/bench_ios_cpu.py --quick         # squeezenet, short protocol
+    PYTHONPATH=. python benchmarks/bench_ios_cpu.py --warm          # also a second (cached) optimization
+
+Ratios: Both/Seq = IOS-Sequential ms / IOS-Both ms on the same provider (> 1: Both is faster);
+vs peer = best peer ms / IOS-Both ms (> 1: IOS-Both is faster); Seq/lib = IOS-Sequential on a
+provider / that library running the whole graph (< 1.05 is the issue's goal). Results also go to
+--out (JSON and Markdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PAPER_MODELS = ("inception_v3", "randwire", "nasnet", "squeezenet")
+PEERS = ("onnxruntime", "openvino")
+PROVIDERS = ("torch", "onnxruntime", "openvino")
+
+
+# ---- the child: one variant, one process ---------------------------------------------------------
+def child(spec: dict) -> dict:
+    from ios_core.threads import apply_spin_policy, thread_env
+
+    os.environ.update(thread_env(spec["threads"]))
+    apply_spin_policy(spec.get("spin_policy"))  # before any framework import
+    if spec.get("cache"):
+        os.environ["IOS_BENCH_CACHE"] = spec["cache"]
+
+    from ios_core import models
+    from ios_core.check import compare
+    from ios_core.measure import measure
+    from ios_core.reference import random_input
+    from ios_core.reference import run as oracle
+
+    graph = models.get(spec["model"]).init_weights(0)
+    bs = spec["batch"]
+    x = random_input(graph, bs, seed=0)
+    ref = oracle(graph, x)
+    proto = dict(warmup=spec["warmup"], number=1, repeat=spec["repeat"], min_sample_ms=spec["min_sample_ms"])
+    out: dict = {}
+    if spec["kind"] == "peer":
+        import adapters
+
+        a = adapters.get(spec["name"])
+        reason = a.available("cpu")
+        if reason:
+            return {"status": "skipped", "reason": reason}
+        c = a.build(graph, bs, "cpu", spec["threads"])
+        p = c.prepare(x)
+        check = compare(c.finish(c.execute(p)), ref, getattr(a, "tolerance", None) or 1e-3)
+        m = measure(lambda: c.execute(p), sync=c.sync, **proto)
+        out.update(status="ok", ms=m.median, std=m.std, check=check.passed, precision=c.info.get("precision"))
+        return out
+    # IOS on one provider: Sequential and Both, optimized with the measured cost model on that provider
+    from ios_core.cost import make_cost_model
+    from ios_core.optimizer import schedule
+    from ios_core.runtime import Runtime
+
+    provider = spec["name"]
+    kw = {"provider": provider} if provider != "torch" else {}
+    cost_opts = dict(threads=spec["threads"], provider=provider, mode=spec["mode"])
+    if spec.get("stage_repeat"):
+        cost_opts["repeat"] = spec["stage_repeat"]
+    runs = 2 if spec.get("warm") else 1
+    for strategy in ("sequential", "both"):
+        secs = []
+        for _ in range(runs):
+            cm = make_cost_model("measured", **cost_opts)
+            t0 = time.perf_counter()
+            res = schedule(graph, strategy, cm, batch_size=bs)
+            secs.append(time.perf_counter() - t0)
+        sched, st = res.graph, res.stats
+        rt = Runtime(sched, bs, threads=spec["threads"], **kw)
+        ok = compare(rt.run(x), ref, 1e-3).passed
+        m = rt.measure(x=x, **proto)
+        out[strategy] = {"ms": m.median, "std": m.std, "predicted_ms": st.cost_ms, "optimize_s": secs[0],
+                         "optimize_s_warm": secs[1] if runs > 1 else None, "check": ok,
+                         "stages": rt.stats.get("stages"), "parallel_stages": rt.stats.get("parallel_stages"),
+                         "validation": st.validation, "measured": cm.stats().get("measured")}
+    out["status"] = "ok"
+    return out
+
+
+# ---- the parent ---------------------------------------------------------------------------------------
+def run_child(spec: dict, timeout: float) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    from ios_core.threads import spin_env, thread_env
+
+    env = spin_env(spec.get("spin_policy"), {**env, **thread_env(spec["threads"])})
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], env=env, capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": f"timeout after {timeout:g} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["?"]
+        return {"status": "failed", "reason": f"exit {p.returncode}: {tail[0][:200]}"}
+    res = json.loads(lines[-1])
+    res["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _f(v, d=1):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
+
+
+def _ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def render(results: dict, models: list[str], batches: list[int], peers: list[str], providers: list[str]) -> str:
+    lines = []
+    for bs in batches:
+        lines += [f"### batch {bs}", ""]
+        head = ["model"] + [f"{p} ms" for p in peers]
+        for prov in providers:
+            head += [f"Seq[{prov}] ms", f"Both[{prov}] ms", f"Both[{prov}] predicted (est.)", "pred. err",
+                     "opt s (Seq+Both)", "Both/Seq", "vs best peer"]
+            if prov in peers:
+                head.append(f"Seq/lib[{prov}]")
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        geo: dict[str, list[float]] = {}
+        for model in models:
+            row = [model]
+            peer_ms = {}
+            for p in peers:
+                r = results.get((model, bs, "peer", p)) or {}
+                peer_ms[p] = r.get("ms") if r.get("status") == "ok" and r.get("check") else None
+                row.append(_f(peer_ms[p], 2) if peer_ms[p] else r.get("status", "-"))
+            best = min([v for v in peer_ms.values() if v], default=None)
+            for prov in providers:
+                r = results.get((model, bs, "ios", prov)) or {}
+                if r.get("status") != "ok":
+                    row += [r.get("status", "-") + (f" ({r.get('reason', '')[:60]})" if r.get("reason") else "")]
+                    row += ["-"] * (6 + (prov in peers))
+                    continue
+                seq, both = r["sequential"], r["both"]
+                err = (both["predicted_ms"] - both["ms"]) / both["ms"]
+                row += [_f(seq["ms"], 2), _f(both["ms"], 2) + ("" if both["check"] else " (WRONG)"),
+                        _f(both["predicted_ms"], 2), f"{err:+.1%}",
+                        f"{_f(seq['optimize_s'])}+{_f(both['optimize_s'])}", _ratio(seq["ms"], both["ms"]),
+                        _ratio(best, both["ms"])]
+                geo.setdefault(f"Both/Seq[{prov}]", []).append(seq["ms"] / both["ms"])
+                if best:
+                    geo.setdefault(f"vs best peer[{prov}]", []).append(best / both["ms"])
+                if prov in peers:
+                    row.append(_ratio(seq["ms"], peer_ms.get(prov)))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        for k, v in geo.items():
+            if len(v) == len(models):
+                lines.append(f"- geometric mean {k}: {math.exp(sum(map(math.log, v)) / len(v)):.3f}x")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--models", default=None, help=f"comma-separated (default: {','.join(PAPER_MODELS)})")
+    p.add_argument("--batch", default="1", help="batch sizes, e.g. 1,16 (default 1)")
+    p.add_argument("--providers", default=",".join(PROVIDERS), help="IOS kernel providers")
+    p.add_argument("--peers", default=",".join(PEERS), help="fp32 peer adapters")
+    p.add_argument("--threads", type=int, default=None, help="thread budget (default: usable cores)")
+    p.add_argument("--mode", default="calibrated", help="measured cost model mode (default: calibrated)")
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--min-sample-ms", type=float, default=10.0)
+    p.add_argument("--cache", default=None, help="profile database (default: a fresh one: cold optimization)")
+    p.add_argument("--warm", action="store_true", help="optimize twice and report the second (cached) run too")
+    p.add_argument("--spin-policy", default=None, help="ios_core.threads spin policy (default: the run's)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per variant")
+    p.add_argument("--quick", action="store_true", help="squeezenet only (unless --models), short protocols")
+    p.add_argument("--out", default="reports/bench_ios_cpu", help="folder for results.json and results.md")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child)), default=str))
+        return 0
+    from ios_core.threads import policy_name, resolve_threads, spin_policy
+
+    models = [m for m in (args.models or ("squeezenet" if args.quick else ",".join(PAPER_MODELS))).split(",") if m]
+    batches = [int(b) for b in args.batch.split(",") if b]
+    providers = [q for q in args.providers.split(",") if q]
+    peers = [q for q in args.peers.split(",") if q]
+    threads = resolve_threads(args.threads)
+    policy = policy_name(args.spin_policy)
+    if args.quick:
+        args.repeat, args.warmup, args.min_sample_ms = 5, 2, 0.0
+    cache = args.cache or str(Path(tempfile.mkdtemp(prefix="ios-bench-cold-")) / "profiles.sqlite")
+    base = dict(threads=threads, spin_policy=policy, repeat=args.repeat, warmup=args.warmup,
+                min_sample_ms=args.min_sample_ms or None, cache=cache, mode=args.mode, warm=args.warm,
+                stage_repeat=3 if args.quick else None)
+    jobs = [(m, b, "peer", q) for m in models for b in batches for q in peers]
+    jobs += [(m, b, "ios", q) for m in models for b in batches for q in providers]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"bench_ios_cpu: {len(jobs)} variants, {threads} threads, spin policy {policy!r} "
+          f"({spin_policy(policy)['description']}); profile database {cache}"
+          + ("" if args.cache else " (fresh: cold optimization)") + f"; load average {load:.1f}", flush=True)
+    if load > 0.75 * threads:
+        print(f"warning: the machine is busy (load {load:.1f} on {threads} cores): timings will be noisy", flush=True)
+    from tqdm import tqdm
+
+    results: dict = {}
+    t0 = time.perf_counter()
+    with tqdm(total=len(jobs), unit="variant", dynamic_ncols=True) as bar:
+        for model, bs, kind, name in jobs:
+            bar.set_description(f"{model} b{bs} {'IOS[' + name + ']' if kind == 'ios' else name}")
+            res = run_child({**base, "model": model, "batch": bs, "kind": kind, "name": name}, args.timeout)
+            results[(model, bs, kind, name)] = res
+            if res.get("status") == "ok" and kind == "ios":
+                s, b = res["sequential"], res["both"]
+                msg = (f"{model} b{bs} IOS[{name}]: Seq {s['ms']:.2f} ms (pred. {s['predicted_ms']:.2f}), Both "
+                       f"{b['ms']:.2f} ms (pred. {b['predicted_ms']:.2f}), optimized in {s['optimize_s']:.0f}+"
+                       f"{b['optimize_s']:.0f} s")
+            elif res.get("status") == "ok":
+                msg = f"{model} b{bs} {name}: {res['ms']:.2f} ms"
+            else:
+                msg = f"{model} b{bs} {name if kind == 'peer' else 'IOS[' + name + ']'}: {res.get('status')}: " \
+                      f"{res.get('reason', '')}"
+            bar.write(msg)
+            bar.update(1)
+    table = render(results, models, batches, peers, providers)
+    header = (f"bench_ios_cpu: {threads} threads, spin policy {policy}, cost model measured/{args.mode}, protocol "
+              f"warmup {args.warmup} repeat {args.repeat}; load average at start {load:.1f}; "
+              f"{time.perf_counter() - t0:.0f} s in all")
+    print("\n" + header + "\n\n" + table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"header": header, "results": [
+        {"model": k[0], "batch": k[1], "kind": k[2], "name": k[3], **v} for k, v in results.items()]},
+        indent=1, default=str))
+    (out / "results.md").write_text(header + "\n\n" + table + "\n")
+    print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
