@@ -38,7 +38,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 from pathlib import Path
 
@@ -572,7 +571,9 @@ TUNED_OPTIONS = frozenset({"target", "trials", "trials_per_task", "db", "retune"
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "graph"
+    from ios_core.names import file_part
+
+    return file_part(name)
 
 
 def _write_target_note(db_dir: Path, target) -> None:

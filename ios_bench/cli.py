@@ -14,6 +14,7 @@ import click
 
 from . import commands as _commands_pkg
 from .errors import input_error_types
+from .escape import one_line
 
 
 class _Group(click.Group):
@@ -61,14 +62,21 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as e:  # `ios-bench` alone: the help, as click shows it
+        e.show()
+        sys.exit(2)
+    except click.UsageError as e:  # a bad option or argument: one line, like every input error
+        where = f" (see: {e.ctx.command_path} --help)" if e.ctx is not None else ""
+        click.echo(f"error: {one_line(e.format_message())}{where}", err=True)
+        sys.exit(2)
     except click.ClickException as e:
         e.show()
-        sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
+        sys.exit(e.exit_code)
     except errors as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {one_line(e)}", err=True)
         sys.exit(2)
     except FileNotFoundError as e:
-        click.echo(f"error: {e.filename or e}: no such file", err=True)
+        click.echo(f"error: {one_line(e.filename or e)}: no such file", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

@@ -22,7 +22,7 @@ def load_graph(spec: str) -> Graph:
         return onnx_frontend.load(path)
     if spec.endswith(".json") or path.is_file():
         if not path.is_file():
-            raise InputError(f"{spec}: no such file")
+            raise InputError(f"{spec}: {'not a regular file' if path.exists() else 'no such file'}")
         return Graph.load(path)
     return models.get(spec)
 

@@ -18,8 +18,10 @@ import os
 from pathlib import Path
 
 from .errors import InputError
+from .escape import csv_cell, file_part, plot_text
+from .escape import md as md_text
 from .results import flatten, read_records
-from .sweep import ENV_FILE, SCHEDULES, check_writable, safe_name
+from .sweep import ENV_FILE, SCHEDULES, check_writable
 
 IOS_BOTH = "ios-both"
 
@@ -31,12 +33,12 @@ class Table:
         self.title, self.headers, self.rows, self.note = title, headers, rows, note
 
     def md(self) -> str:
-        esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
-        lines = [f"**{self.title}**", "", "| " + " | ".join(map(esc, self.headers)) + " |",
+        esc = md_text
+        lines = [f"**{esc(self.title)}**", "", "| " + " | ".join(map(esc, self.headers)) + " |",
                  "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
         lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in self.rows]
         if self.note:
-            lines += ["", f"_{self.note}_"]
+            lines += ["", f"_{esc(self.note)}_"]
         return "\n".join(lines) + "\n"
 
     def html(self) -> str:
@@ -390,10 +392,10 @@ def plot_normalized(df, device: str, bs: int, path: Path) -> bool:
             ys.append(r["throughput"] / best)
             lo.append(max(0.0, (r["throughput"] - r["throughput_p10"]) / best))
             hi.append(max(0.0, (r["throughput_p90"] - r["throughput"]) / best))
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=_label(fw))
-    ax.set_xticks(range(len(models)), models)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=plot_text(_label(fw)))
+    ax.set_xticks(range(len(models)), [plot_text(m) for m in models])
     ax.set_ylabel("normalized throughput (best = 1)")
-    ax.set_title(f"Normalized throughput, batch {bs}, {device} (error bars: p10-p90; correct outputs only)")
+    ax.set_title(f"Normalized throughput, batch {bs}, {plot_text(device)} (error bars: p10-p90; correct outputs only)")
     ax.legend(fontsize="small", ncol=min(4, len(fws)))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -411,9 +413,9 @@ def plot_vs_batch(df, model: str, device: str, path: Path) -> bool:
     for fw in framework_order(sub):
         d = sub[sub["framework"] == fw].sort_values("batch_size")
         bs = d["batch_size"].tolist()
-        line = a1.plot(bs, d["median_ms"], marker="o", label=_label(fw))[0]
+        line = a1.plot(bs, d["median_ms"], marker="o", label=plot_text(_label(fw)))[0]
         a1.fill_between(bs, d["p10_ms"], d["p90_ms"], color=line.get_color(), alpha=0.2)
-        a2.plot(bs, d["throughput"], marker="o", color=line.get_color(), label=_label(fw))
+        a2.plot(bs, d["throughput"], marker="o", color=line.get_color(), label=plot_text(_label(fw)))
         a2.fill_between(bs, d["throughput_p10"], d["throughput_p90"], color=line.get_color(), alpha=0.2)
     for ax, ylabel in ((a1, "latency (ms)"), (a2, "throughput (images/s)")):
         ax.set_xlabel("batch size")
@@ -421,7 +423,7 @@ def plot_vs_batch(df, model: str, device: str, path: Path) -> bool:
         ax.grid(alpha=0.3)
         batches = sorted(set(sub["batch_size"]))
         ax.set_xticks(batches)
-    a1.set_title(f"{model}, {device}: latency vs batch (band: p10-p90)")
+    a1.set_title(f"{plot_text(model)}, {plot_text(device)}: latency vs batch (band: p10-p90)")
     a2.set_title("throughput vs batch (band: p10-p90)")
     a2.legend(fontsize="small")
     fig.tight_layout()
@@ -477,13 +479,13 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             it = ios_table(places, device, bs)
             if it is not None:
                 items.append(it)
-            png = out / f"normalized_throughput_{safe_name(device)}_b{bs}.png"
+            png = out / f"normalized_throughput_{file_part(device)}_b{bs}.png"
             if plot_normalized(places, device, bs, png):
                 items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))
             sections.append((f"{device}, batch size {bs}", items))
         items = []
         for model in dict.fromkeys(places[places["device"] == device]["model"]):
-            png = out / f"vs_batch_{model}_{safe_name(device)}.png"
+            png = out / f"vs_batch_{file_part(model)}_{file_part(device)}.png"
             if plot_vs_batch(places, model, device, png):
                 items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
         if items:
@@ -497,35 +499,37 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         sections.append(("Failures", [fails] + tails))
     sections.append(("Environment", [env_table(env)]))
 
-    md = [f"# ios-bench report: {name}", ""]
+    lines = [f"# ios-bench report: {md_text(name)}", ""]
     body = [f"<h1>ios-bench report: {html.escape(name)}</h1>"]
     for heading, items in sections:
-        md += [f"## {heading}", ""]
+        lines += [f"## {md_text(heading)}", ""]
         body.append(f"<h2>{html.escape(heading)}</h2>")
         for it in items:
             if isinstance(it, Table):
-                md.append(it.md())
+                lines.append(it.md())
                 body.append(it.html())
             elif it[0] == "img":
-                md += [f"![{it[2]}]({it[1]})", ""]
+                lines += [f"![{md_text(it[2])}]({it[1]})", ""]
                 body.append(f"<figure><img src='{html.escape(it[1])}' alt='{html.escape(it[2])}'>"
                             f"<figcaption>{html.escape(it[2])}</figcaption></figure>")
             elif it[0] == "warn":
-                md += [f"> warning: {it[1]}", ""]
+                lines += [f"> warning: {md_text(it[1])}", ""]
                 body.append(f"<p class='warn'>warning: {html.escape(it[1])}</p>")
             elif it[0] == "pre":
                 body.append(f"<details><summary>{html.escape(it[1].splitlines()[0])}</summary>"
                             f"<pre>{html.escape(it[1])}</pre></details>")
             else:
-                md += [it[1], ""]
+                lines += [md_text(it[1]), ""]
                 body.append(f"<p>{html.escape(it[1])}</p>")
     md_path, html_path, csv_path = out / "report.md", out / "report.html", out / "results.csv"
-    md_path.write_text("\n".join(md) + "\n")
+    md_path.write_text("\n".join(lines) + "\n")
     html_path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ios-bench {html.escape(name)}"
                          f"</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
     csv = df.drop(columns=[c for c in ("stderr_tail",) if c in df.columns]).copy()
     if "samples_ms" in csv.columns:
         csv["samples_ms"] = csv["samples_ms"].map(lambda s: " ".join(f"{x:.6g}" for x in s)
                                                   if isinstance(s, list) else "")
+    csv = csv.map(csv_cell) if hasattr(csv, "map") else csv.applymap(csv_cell)
+    csv.columns = [csv_cell(c) for c in csv.columns]
     csv.to_csv(csv_path, index=False)
     return {"md": md_path, "html": html_path, "csv": csv_path, "problems": problems}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from ios_core.threads import ENV_VARS, policy_name, spin_env, spin_policy, threa
 from . import envinfo
 from .clocks import ClockLock
 from .errors import InputError
+from .escape import file_part, term
 from .executors import Executor, LocalExecutor, Task, device_kind
 from .results import Store, cell_key
 
@@ -70,7 +70,8 @@ def label(framework: str) -> str:
 
 
 def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+    """A file name from names that come from files (model names): see ios_core.names.file_part."""
+    return file_part(text)
 
 
 @dataclass
@@ -271,7 +272,7 @@ class Sweep:
             (self.folder / sub).mkdir(exist_ok=True)
         msg = self.store.repair()
         if msg:
-            self.say(f"[yellow]warning:[/] {msg}")
+            self.say(f"[yellow]warning:[/] {term(msg)}")
         self.store.path.touch()  # an empty store is a valid run (and reportable)
         _atomic_json(self.folder / PLAN_FILE, self.plan.to_dict())
 
@@ -299,8 +300,8 @@ class Sweep:
         for t, res in zip(tasks, self.executor.probe(tasks)):
             if res.get("status") != "ok":
                 # frameworks imported together can clash (one crash takes all down): ask one by one
-                self.say(f"[yellow]warning:[/] probing all frameworks at once failed on {res.get('node')} "
-                         f"({res.get('reason')}); probing them one by one")
+                self.say(f"[yellow]warning:[/] probing all frameworks at once failed on {term(res.get('node'))} "
+                         f"({term(res.get('reason'))}); probing them one by one")
                 import adapters
 
                 nid, kind = t.payload
@@ -344,7 +345,7 @@ class Sweep:
             avail = probe.get("adapters") or {}
             no_node = probe.get("no_node")
             if probe.get("status") != "ok":
-                self.say(f"[red]probe failed on {device}:[/] {probe.get('reason')}")
+                self.say(f"[red]probe failed on {term(device)}:[/] {term(probe.get('reason'))}")
             peers = [n for n in adapters.names() if n != IOS_ADAPTER]
             if no_node:  # every cell of this device is skipped, and shown as such before anything runs
                 fws = plan.frameworks if plan.frameworks is not None else [n for n in peers
@@ -412,11 +413,9 @@ class Sweep:
             if self.executor.name == "local" and len(self.executor.nodes) == 1:
                 continue
             where = ", ".join(f"{n} ({k} cells)" for n, k in counts.items()) or "no node"
-            from rich.markup import escape
-
-            self.say(escape(f"plan: {device} -> {where}"))
+            self.say(term(f"plan: {device} -> {where}"))
             for n, why in self.placement.get(device, {}).get("not", {}).items():
-                self.say(f"[dim]{escape(f'      not on {n}: {why}')}[/]")
+                self.say(f"[dim]{term(f'      not on {n}: {why}')}[/]")
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -425,6 +424,8 @@ class Sweep:
 
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
+        for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
+            g.check_fits(max(self.plan.batch_sizes))
         fresh = not self.folder.exists()
         try:
             nodes = self.executor.open(self.folder, self.say)  # before writing anything: a bad cluster
@@ -448,10 +449,10 @@ class Sweep:
         env["thread_env"] = {k: cell_env[k] for k in ENV_VARS if k in cell_env}
         env["executor"] = self.executor.name
         previous = _read_json(env_path) if self.resume else None
-        self.say(f"run folder: {self.folder}")
+        self.say(f"run folder: {term(self.folder)}")
         env["warnings"] = busy_warnings()
         for w in env["warnings"]:
-            self.say(f"[yellow]warning:[/] {w}")
+            self.say(f"[yellow]warning:[/] {term(w)}")
         stats = {"planned": 0, "ran": 0, "ok": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
             env["nodes"] = [n.to_dict() for n in nodes]
@@ -473,10 +474,10 @@ class Sweep:
                                  + (f"; ... ({len(reasons) - 4} more)" if len(reasons) > 4 else "")
                                  + " (`ios-bench doctor` lists what runs here)")
             for note in self.notes:
-                self.say(f"[dim]note:[/] {note}")
+                self.say(f"[dim]note:[/] {term(note)}")
             self.show_placement(cells)
             env["placement"] = self.placement
-            done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {m}"))
+            done = self.store.finished(on_problem=lambda m: self.say(f"[yellow]warning:[/] {term(m)}"))
             todo = [c for c in cells if c.key not in done]
             if self.resume and done:
                 self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
@@ -486,15 +487,15 @@ class Sweep:
                 variants = list(dict.fromkeys(escape(label(c.framework)) for c in cells))
                 threads = self.plan.threads or "all the node's"
                 self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch "
-                         f"{self.plan.batch_sizes} x {len(variants)} ({', '.join(variants)}) x "
-                         f"{', '.join(self.plan.devices)}; {threads} threads per cell")
+                         f"{self.plan.batch_sizes} x {len(variants)} ({term(', '.join(variants))}) x "
+                         f"{term(', '.join(self.plan.devices))}; {threads} threads per cell")
             if not cells:
                 self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
                          "(see `ios-bench list frameworks`)")
             env["cells_planned"] = stats["planned"] = len(cells)
             env["notes"] = self.notes
             with ClockLock(self.plan.lock_clocks, [device_kind(d) for d in self.plan.devices],
-                           self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{s}[/]")) as clocks:
+                           self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{term(s)}[/]")) as clocks:
                 env["clocks"] = clocks.state.get("clocks")
                 env["clock_settings"] = clocks.state
                 self._write_env(env_path, env, previous)
@@ -505,7 +506,8 @@ class Sweep:
                 except BaseException as e:
                     env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
                     self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
-                             f"{self.store.path}; continue with: ios-bench run --resume --out {self.folder}")
+                             f"{term(self.store.path)}; continue with: ios-bench run --resume --out "
+                             f"{term(self.folder)}")
                     raise
                 finally:
                     clocks.restore()
@@ -660,17 +662,15 @@ class Sweep:
 
             def starting(task: Task) -> None:
                 started[task.key] = _now()
-                from rich.markup import escape
-
-                progress.update(bar, description=escape(f"{task.payload.model} b{task.payload.batch_size} "
-                                                        f"{label(task.payload.framework)}"))
+                progress.update(bar, description=term(f"{task.payload.model} b{task.payload.batch_size} "
+                                                      f"{label(task.payload.framework)}", newlines=False))
 
             self.executor.starting = starting
             missing = self.executor.run(tasks, finished)
             stats["missing"] = len(missing)
             if missing:
                 self.say(f"[yellow]{len(missing)} cells not run[/] (their nodes were lost and no other node can run "
-                         f"them): continue with: ios-bench run --resume --out {self.folder}")
+                         f"them): continue with: ios-bench run --resume --out {term(self.folder)}")
 
     def _record(self, cell: Cell) -> dict:
         plan = self.plan
@@ -759,15 +759,15 @@ def busy_warnings() -> list[str]:
 
 
 def describe(record: dict) -> str:
-    from rich.markup import escape  # labels such as IOS-Both[onnxruntime] are not markup
-
-    head = escape(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}")
+    """One line of rich markup for a finished cell (names and reasons escaped)."""
+    head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
     if record["status"] == "ok":
         check = record.get("check") or {}
-        mark = "output ok" if check.get("passed") else f"[red]OUTPUT MISMATCH[/] ({check.get('reason', '?')})"
+        mark = ("output ok" if check.get("passed") else
+                f"[red]OUTPUT MISMATCH[/] ({term(check.get('reason', '?'), False)})")
         return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
     color = "yellow" if record["status"] == "skipped" else "red"
-    return f"{head}: [{color}]{record['status']}[/]: {record.get('reason', '')}"
+    return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"
 
 
 def check_writable(folder: Path) -> None:

@@ -6,11 +6,13 @@ import sys
 
 import click
 
+from ..options import FiniteFloat
+
 
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--min-change", default=0.05, show_default=True, type=click.FloatRange(0),
+@click.option("--min-change", default=0.05, show_default=True, type=FiniteFloat(0, 100),
               help="Smallest relative change reported as a regression/improvement, whatever the noise.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
 def command(run_a, run_b, min_change, fail_on_regression):
@@ -20,20 +22,21 @@ def command(run_a, run_b, min_change, fail_on_regression):
     from rich.table import Table
 
     from ..compare import compare_runs
+    from ..escape import term
     from ..sweep import label
 
     changes, problems = compare_runs(run_a, run_b, min_change)
     err = Console(stderr=True, soft_wrap=True)
     for p in problems:
-        err.print(f"[yellow]warning:[/] {p}", highlight=False)
-    table = Table(title=f"{run_a} -> {run_b} (median latency)")
+        err.print(f"[yellow]warning:[/] {term(p)}", highlight=False)
+    table = Table(title=term(f"{run_a} -> {run_b} (median latency)"))
     for col in ("model", "batch", "framework", "device", "A ms", "B ms", "change", "noise", "verdict"):
         table.add_column(col, justify="right" if col in ("batch", "A ms", "B ms", "change", "noise") else "left")
     colors = {"regression": "red", "improvement": "green", "fixed": "green"}
     for c in changes:
         color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
         verdict = f"[{color}]{c.verdict}[/]" if color else c.verdict
-        table.add_row(c.model, str(c.batch_size), label(c.framework), c.device,
+        table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
                       f"{c.median_a:.3f}" if c.median_a is not None else "-",
                       f"{c.median_b:.3f}" if c.median_b is not None else "-",
                       f"{c.change:+.1%}" if c.change is not None else "-",

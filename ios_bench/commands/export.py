@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
+from ..escape import one_line
 from ..loading import load_graph
+from ..outputs import check_output_file
 
 
 @click.command("export")
@@ -32,22 +34,23 @@ def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: b
     if opset < MIN_OPSET:
         raise InputError(f"--opset {opset} is too old: the exporter needs {MIN_OPSET} or newer")
     path = Path(output)
-    if not path.parent.is_dir():
-        raise InputError(f"{output}: directory {str(path.parent)!r} does not exist")
     if path.suffix.lower() != ".onnx":
         raise InputError(f"{output}: the output file should end in .onnx")
+    check_output_file(path, "-o/--output", create_parents=False)
     try:
         import onnx  # noqa: F401
     except ImportError as e:
         raise InputError(f"the onnx package is needed to export ({e})") from None
     graph = load_graph(model_or_json)
+    graph.check_fits(batch)
     weights = "saved weights"
     if not graph.has_weights:
         graph.init_weights(seed)
         weights = f"weights seed {seed}"
     model = export(graph, None if dynamic_batch else batch, path=path, opset=opset)
     size = path.stat().st_size
-    click.echo(f"wrote {path}: {graph.name}, batch {'N (dynamic)' if dynamic_batch else batch}, opset {opset}, "
+    click.echo(f"wrote {path}: {one_line(graph.name)}, batch {'N (dynamic)' if dynamic_batch else batch}, "
+               f"opset {opset}, "
                f"{len(model.graph.node)} ONNX nodes, {graph.params() / 1e6:.2f} M params ({weights}), "
                f"{size / 2**20:.1f} MiB")
 

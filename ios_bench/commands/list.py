@@ -8,6 +8,8 @@ from rich.table import Table
 
 from ios_core import models
 
+from ..escape import term
+
 
 def models_table() -> Table:
     table = Table(title="Model zoo (batch 1)")
@@ -15,8 +17,8 @@ def models_table() -> Table:
         table.add_column(col, justify="right" if col in ("operators", "GMACs", "params (M)") else "left")
     for name in models.names():
         g = models.get(name)
-        table.add_row(name, "x".join(map(str, g.input_shape)), str(g.num_operators()), f"{g.macs() / 1e9:.3f}",
-                      f"{g.params() / 1e6:.2f}", models.describe(name))
+        table.add_row(term(name), "x".join(map(str, g.input_shape)), str(g.num_operators()), f"{g.macs() / 1e9:.3f}",
+                      f"{g.params() / 1e6:.2f}", term(models.describe(name)))
     return table
 
 
@@ -47,8 +49,9 @@ def frameworks_table() -> Table:
     for row in framework_rows():
         status = "[green]available[/]" if row["available"] else "[yellow]unavailable[/]"
         tol = f"{row['tolerance']:.0e}" if row["tolerance"] is not None else ""
-        table.add_row(row["name"], status, (row["version"] or "") if row["available"] else row["reason"], tol,
-                      row["description"])
+        table.add_row(term(row["name"]), status,
+                      term((row["version"] or "") if row["available"] else row["reason"]), tol,
+                      term(row["description"]))
     return table
 
 

@@ -7,7 +7,9 @@ import click
 from ios_core.optimizer import STRATEGIES
 
 from ..errors import InputError
+from ..escape import one_line, plain
 from ..loading import load_graph
+from ..options import SEED, Threads
 
 
 def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int, threads: int | None):
@@ -34,13 +36,14 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
               help="cost model for --strategy")
 @click.option("--cost-mode", type=click.Choice(["stage", "composed"]), default="stage", show_default=True,
               help="measured cost model mode")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="thread budget (default: torch's)")
+@click.option("--threads", type=Threads(), default=None,
+              help="thread budget, at most the cores this process may use (default: all of them)")
 @click.option("--provider", default="torch", show_default=True,
               help="kernel provider of the runtime: torch, onnxruntime or openvino (docs/runtime.md)")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--number", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="weights seed (when the graph has none)")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="weights seed (when the graph has none)")
 @click.option("--show-graph/--no-show-graph", default=True, show_default=True, help="print the scheduled graph")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="cuda: time the schedule on the IOS CUDA runtime while sampling SM utilization (NVML)")
@@ -84,6 +87,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     if schedule is not None and strategy is not None:
         raise InputError("--schedule already fixes the stages: drop --strategy")
     graph = load_graph(schedule if schedule is not None else model)
+    graph.check_fits(batch)
     if model is not None and schedule is not None:
         base = load_graph(model)
         if base.name != graph.name:
@@ -100,7 +104,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     m = rt.measure(warmup=warmup, number=number, repeat=repeat, profile_stages=True)
     stage_ms = m.stage_mean_ms
     if show_graph:
-        click.echo(str(graph))
+        click.echo(plain(graph))
     label = strategy or ("given" if graph.has_stages else "sequential")
     click.echo(f"{label.capitalize()} schedule: {m.median:.3f} ms (median; mean {m.mean:.3f} ± {m.std:.3f}, "
                f"min {m.min:.3f}, {m.repeat}x{m.number}, batch {batch}, {rt.threads} threads, "
@@ -111,12 +115,12 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     click.echo(f"{'stage':>5} {'groups':>6} {'ms':>9} {'share':>6}  operators")
     for i, (names, ms) in enumerate(zip(m.meta["stage_names"], stage_ms)):
         groups = " | ".join(",".join(_hint(graph, n) for n in g) for g in names)
-        click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {groups}")
+        click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {one_line(groups)}")
     st = rt.stats
     if provider != "torch":
         click.echo(f"# {provider} {st['provider_version']}: {st['pieces']} pieces, "
                    f"compiled in {st['compile_seconds']:.2f} s")
-    click.echo(f"# {graph.name}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
+    click.echo(f"# {one_line(graph.name)}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
                f"operators, sum of stages {sum(stage_ms):.3f} ms, whole graph {m.median:.3f} ms, "
                f"peak activations {st['peak_activation_bytes'] / 2**20:.2f} MiB")
     if cm is not None and hasattr(cm, "stats"):

@@ -14,13 +14,16 @@ def command(run, out):
     """Write report.md, report.html, results.csv and PNG plots for a run folder (latency and
     throughput tables with GeoMean, speedup of IOS-Both, normalized-throughput and vs-batch
     plots with their spread, output checks, failures, environment)."""
+    from ..escape import one_line
+    from ..outputs import check_report_folder
     from ..report import write_report
 
     run_path = Path(run)
     target = Path(out) if out else Path("reports") / run_path.resolve().name
+    check_report_folder(target, "--out")
     paths = write_report(run_path, target)
     for p in paths["problems"]:
-        click.echo(f"warning: {p}", err=True)
+        click.echo(f"warning: {one_line(p)}", err=True)
     click.echo(f"report: {paths['html']}")
     click.echo(f"        {paths['md']}")
     click.echo(f"        {paths['csv']}")

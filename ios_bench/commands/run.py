@@ -7,9 +7,14 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from ios_core.cost import COST_KINDS
+
 from ..errors import InputError
+from ..escape import term
 from ..executors import make_executor, parse_device
 from ..loading import parse_int_list, parse_list
+from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads
+from ..outputs import check_report_folder, check_run_folder
 from ..sweep import (
     DEFAULT_MODELS,
     IOS_ADAPTER,
@@ -94,18 +99,20 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
 @click.option("--number", default=1, show_default=True, type=click.IntRange(1), help="Runs per timing sample.")
 @click.option("--repeat", default=20, show_default=True, type=click.IntRange(1), help="Timing samples kept.")
-@click.option("--min-sample-ms", default=10.0, show_default=True, type=click.FloatRange(0),
+@click.option("--min-sample-ms", default=10.0, show_default=True, type=FiniteFloat(0, 60_000),
               help="Raise runs per sample until a sample lasts this long (0: off).")
 @click.option("--threads", default=None, type=click.IntRange(1),
-              help="Thread budget for every framework [default: all cores].")
-@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Thread budget for every framework, at most the cores this process may use "
+                   "[default: all of them].")
+@click.option("--timeout", default=600.0, show_default=True, type=FiniteFloat(1, MAX_SECONDS),
               help="Seconds per cell before it counts as hung.")
-@click.option("--optimize-timeout", default=3600.0, show_default=True, type=click.FloatRange(1),
+@click.option("--optimize-timeout", default=3600.0, show_default=True, type=FiniteFloat(1, MAX_SECONDS),
               help="Extra seconds an IOS cell may spend searching its schedule.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Weights seed (input seed is the same).")
-@click.option("--cost-model", default="measured", show_default=True, help="IOS optimizer cost model.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Weights seed (input seed is the same).")
+@click.option("--cost-model", default="measured", show_default=True, type=click.Choice(COST_KINDS),
+              help="IOS optimizer cost model: measured (stages timed on the device) or synthetic (analytical).")
 @click.option("--lock-clocks", is_flag=True, help="Lock CPU governor/turbo and GPU clocks; restored at exit.")
-@click.option("--gpu-clock", default=None, type=click.IntRange(1), help="SM clock (MHz) for --lock-clocks.")
+@click.option("--gpu-clock", default=None, type=click.IntRange(1, 10_000), help="SM clock (MHz) for --lock-clocks.")
 @click.option("--out", default=None, help="Run folder [default: runs/<date-time>].")
 @click.option("--resume", is_flag=True, help="Continue a run folder (default: the latest), skipping finished cells.")
 @click.option("--report-out", default=None, help="Report folder [default: reports/<run name>].")
@@ -131,6 +138,8 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
 
     from ..report import write_report
 
+    if threads is not None and executor != "ray":  # a Ray node's cores are checked on that node
+        check_threads(threads, "--threads")
     values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
@@ -154,6 +163,10 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
         folder = found
     else:
         folder = Path(out) if out else Path("runs") / default_run_name()
+    target = Path(report_out) if report_out else Path("reports") / folder.name
+    check_run_folder(folder)
+    if not no_report:
+        check_report_folder(target)
     plan = Plan()
     if resume and (folder / PLAN_FILE).is_file():
         try:
@@ -182,9 +195,8 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
                   executor=make_executor(plan.executor, plan.ray_address))
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['failed']} failed, {stats['skipped']} skipped; "
-              f"results in {folder}")
+              f"results in {term(folder)}")
     if not no_report:
-        target = Path(report_out) if report_out else Path("reports") / folder.name
         paths = write_report(folder, target)
         click.echo(f"report: {paths['html']}")
         click.echo(f"        {paths['md']}")

@@ -148,6 +148,11 @@ class LearnedCostModel:
             self._measurer = make_measured_cost_model(threads=self.threads, device=self.device, **opts)
         return self._measurer
 
+    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 5) -> dict | None:
+        """The measured cost model's check of the final schedule against sequential (see
+        ``MeasuredCostModel.validate_schedule``): a learned schedule is kept only if it measured faster."""
+        return self.measurer().validate_schedule(schedule, sequential, batch_size, repeat=repeat)
+
     @staticmethod
     def _key(stage, batch_size: int) -> tuple:
         """Names, not node objects: the optimizer searches a fresh copy of the graph each round.

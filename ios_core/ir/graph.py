@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from . import fields
 from .errors import GraphError
 from .nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
 
@@ -178,13 +180,26 @@ class Graph:
                 if stored is not None and tuple(stored) != tuple(inferred):
                     raise GraphError(f"node {node.name!r}: stored output shape {tuple(stored)} != inferred "
                                      f"{tuple(inferred)}")
-                if min(inferred) <= 0:
-                    raise GraphError(f"node {node.name!r}: output shape {inferred} is empty")
+                for leaf in leaf_nodes(node):
+                    if min(leaf.output_shape) <= 0:
+                        raise GraphError(f"node {leaf.name!r}: output shape {tuple(leaf.output_shape)} is empty "
+                                         "(a window larger than its padded input?)")
+                    fields.check_elements(leaf.output_shape, f"node {leaf.name!r}: output")
+                    weight_shape = getattr(leaf, "weight_shape", None) if leaf.HAS_WEIGHTS else None
+                    if weight_shape is not None:
+                        fields.check_elements(weight_shape, f"node {leaf.name!r}: weight")
                 local.add(node.name)
             if block.stages is not None:
                 _check_stages(bi, block)
             prev_exit = block.exit_node
+        self.check_fits(1)
         return self
+
+    def check_fits(self, batch_size: int = 1) -> None:
+        """Raise GraphError when the weights and activations at ``batch_size`` cannot fit in this
+        machine's memory: checked before anything is allocated."""
+        largest = max(math.prod(n.output_shape) for n in self.nodes())
+        fields.check_fits(self.params(), largest, f"graph {self.name!r}", batch_size)
 
     # ---- JSON ------------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -195,12 +210,16 @@ class Graph:
 
     @staticmethod
     def from_json(cfg: dict) -> Graph:
-        """Build (and validate) a graph from the reference IOS JSON layout."""
+        """Build (and validate) a graph from the reference IOS JSON layout. Anything that does not
+        describe a computable graph raises GraphError, whatever its shape or type."""
         if not isinstance(cfg, dict):
             raise GraphError("graph JSON must be an object with keys name, input, blocks")
+        fields.check_depth(cfg)
         for key in ("name", "input", "blocks"):
             if key not in cfg:
                 raise GraphError(f"graph JSON lacks the key {key!r}")
+        name = fields.as_name(cfg["name"], "the graph's name")
+        block_cfgs = fields.as_list(cfg["blocks"], "blocks")
         defined: dict[str, Node] = {}
         all_names = _collect_names(cfg)
 
@@ -211,19 +230,26 @@ class Graph:
                 raise GraphError(f"node {name!r} is read before it is defined (cycle or wrong order)")
             raise GraphError(f"unknown node {name!r}")
 
-        def build(ncfg: dict) -> Node:
-            if not isinstance(ncfg, dict) or "type" not in ncfg:
-                raise GraphError(f"malformed node entry {str(ncfg)[:80]!r}")
+        def build(ncfg, where: str, inside_sequential: bool = False) -> Node:
+            ncfg = fields.as_dict(ncfg, where)
+            if "type" not in ncfg:
+                raise GraphError(f"{where} has no type")
             kind = ncfg["type"]
-            if kind not in NODE_TYPES:
-                raise GraphError(f"node {ncfg.get('name')!r} has unknown type {kind!r}")
+            if not isinstance(kind, str) or kind not in NODE_TYPES:
+                raise GraphError(f"node {ncfg.get('name')!r} has unknown type {fields.shown(kind)}; "
+                                 f"known: {', '.join(NODE_TYPES)}")
             if kind == "sequential":
-                inner = [build(c) for c in ncfg.get("nodes") or []]
+                seq_name = fields.as_name(ncfg.get("name"), "the name of a sequential node")
+                if inside_sequential:
+                    raise GraphError(f"sequential node {seq_name!r} is nested in another sequential")
+                inner_cfgs = fields.as_list(ncfg.get("nodes"), f"sequential node {seq_name!r}: nodes")
+                inner = [build(c, f"a node of sequential {seq_name!r}", True) for c in inner_cfgs]
                 if not inner:
-                    raise GraphError(f"sequential node {ncfg.get('name')!r} has no nodes")
-                node = Sequential(ncfg["name"], inner, ncfg.get("hint_name"))
+                    raise GraphError(f"sequential node {seq_name!r} has no nodes")
+                hint = ncfg.get("hint_name")
+                node = Sequential(seq_name, inner, None if hint is None else fields.as_name(hint, "hint_name"))
                 if ncfg.get("output_shape") is not None:
-                    node.output_shape = tuple(ncfg["output_shape"])
+                    node.output_shape = fields.as_shape(ncfg["output_shape"], f"node {seq_name!r}: output_shape")
             else:
                 node = NODE_TYPES[kind].from_json(ncfg, lookup)
             if node.name in defined:
@@ -231,22 +257,30 @@ class Graph:
             defined[node.name] = node
             return node
 
-        graph_input = build(cfg["input"])
+        graph_input = build(cfg["input"], "the graph's input")
         if not isinstance(graph_input, Placeholder):
             raise GraphError("graph input must be a placeholder")
+        if not block_cfgs:
+            raise GraphError(f"graph {name!r} has no blocks")
         blocks = []
         enter = graph_input
-        for bi, bcfg in enumerate(cfg["blocks"]):
-            if not isinstance(bcfg, dict) or "exit_node" not in bcfg:
+        for bi, bcfg in enumerate(block_cfgs):
+            bcfg = fields.as_dict(bcfg, f"block {bi}")
+            if "exit_node" not in bcfg:
                 raise GraphError(f"block {bi} is malformed (needs inner_nodes and exit_node)")
-            enter_name = bcfg.get("enter_name", (bcfg.get("enter_node") or {}).get("name"))
+            enter_cfg = bcfg.get("enter_node")
+            enter_name = bcfg.get("enter_name", enter_cfg.get("name") if isinstance(enter_cfg, dict) else None)
             if enter_name != enter.name:
-                raise GraphError(f"block {bi}: enter node {enter_name!r} is not {enter.name!r}")
-            inner = [build(c) for c in bcfg.get("inner_nodes", [])]
-            exit_node = build(bcfg["exit_node"])
-            blocks.append(Block(enter, inner, exit_node, bcfg.get("stages")))
+                raise GraphError(f"block {bi}: enter node {fields.shown(enter_name)} is not {enter.name!r}")
+            inner_cfgs = fields.as_list(bcfg.get("inner_nodes", []), f"block {bi}: inner_nodes")
+            inner = [build(c, f"an inner node of block {bi}") for c in inner_cfgs]
+            exit_node = build(bcfg["exit_node"], f"the exit node of block {bi}")
+            for node in inner + [exit_node]:
+                if isinstance(node, Placeholder):
+                    raise GraphError(f"block {bi}: {node.name!r} is a placeholder; only the graph's input may be one")
+            blocks.append(Block(enter, inner, exit_node, _parse_stages(bcfg.get("stages"), bi)))
             enter = exit_node
-        graph = Graph(str(cfg["name"]), graph_input, blocks).validate()
+        graph = Graph(name, graph_input, blocks).validate()
         source = cfg.get("source")
         if source is not None and not (isinstance(source, dict) and all(isinstance(k, str) for k in source)):
             raise GraphError("graph JSON: 'source' must be an object")
@@ -263,11 +297,11 @@ class Graph:
     @staticmethod
     def load(path: str | os.PathLike) -> Graph:
         path = Path(path)
+        cfg = fields.read_json_file(path)
         try:
-            cfg = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise GraphError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        graph = Graph.from_json(cfg)
+            graph = Graph.from_json(cfg)
+        except GraphError as e:
+            raise GraphError(f"{path}: {e}") from None
         if path.with_suffix(".npz").exists():
             graph.load_weights(path.with_suffix(".npz"))
         return graph
@@ -297,12 +331,20 @@ class Graph:
         os.replace(tmp, path)
 
     def load_weights(self, path: str | os.PathLike) -> Graph:
-        with np.load(path) as data:
-            for node in self.weighted_nodes():
-                keys = [k for k in data.files if k.startswith(node.name + "/")]
-                if not keys:
-                    raise GraphError(f"{path}: no weights for node {node.name!r}")
-                node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
+        import zipfile
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                for node in self.weighted_nodes():
+                    keys = [k for k in data.files if k.startswith(node.name + "/")]
+                    if not keys:
+                        raise GraphError(f"{path}: no weights for node {node.name!r}")
+                    node.set_weights({k.split("/", 1)[1]: data[k] for k in keys})
+        except GraphError:
+            raise
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            raise GraphError(f"{path}: unreadable weights file ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:100] if str(e) else ''})") from None
         return self
 
     # ---- text -----------------------------------------------------------------------------------
@@ -361,21 +403,35 @@ def _check_stages(bi: int, block: Block) -> None:
                          f"(missing {missing[:5]}, repeated {extra[:5]})")
 
 
+def _parse_stages(raw, bi: int) -> Stages | None:
+    """None, or a list (stages) of lists (groups) of lists of operator names."""
+    if raw is None:
+        return None
+    what = f"block {bi}: stages"
+    return [[[fields.as_name(n, f"{what}: an operator name") for n in fields.as_list(g, f"{what}: a group")]
+             for g in fields.as_list(stage, f"{what}: a stage")] for stage in fields.as_list(raw, what)]
+
+
 def _collect_names(cfg: dict) -> set[str]:
+    """Every node name the file defines (to tell 'defined later' from 'unknown'); tolerant of
+    malformed entries, which the builder then reports."""
     names: set[str] = set()
 
-    def walk(n):
-        if isinstance(n, dict) and "name" in n:
-            names.add(str(n["name"]))
-            for m in n.get("nodes") or []:
-                walk(m)
+    def add(n, depth=0):
+        if isinstance(n, dict) and isinstance(n.get("name"), str):
+            names.add(n["name"])
+            if depth == 0 and isinstance(n.get("nodes"), list):
+                for m in n["nodes"]:
+                    add(m, 1)
 
-    walk(cfg.get("input"))
-    for b in cfg.get("blocks") or []:
+    add(cfg.get("input"))
+    blocks = cfg.get("blocks")
+    for b in blocks if isinstance(blocks, list) else []:
         if isinstance(b, dict):
-            for n in b.get("inner_nodes") or []:
-                walk(n)
-            walk(b.get("exit_node"))
+            inner = b.get("inner_nodes")
+            for n in inner if isinstance(inner, list) else []:
+                add(n)
+            add(b.get("exit_node"))
     return names
 
 

@@ -9,11 +9,13 @@ without the batch dimension, as in the reference IOS implementation, whose JSON 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 
+from . import fields
 from .errors import GraphError
 from .value import Inputs, Value
 
@@ -29,6 +31,16 @@ ELEMENT_OPS = ("add", "mul")
 
 Shape = tuple[int, int, int]
 Lookup = Callable[[str], "Node"]
+
+
+# attribute -> (reader, its argument): the type and range every node's attribute must have.
+_ATTR_RULES: dict[str, tuple[Callable, object]] = {
+    "kernel": (fields.as_pair, 1), "stride": (fields.as_pair, 1), "dilation": (fields.as_pair, 1),
+    "padding": (fields.as_pair, 0), "out_channels": (fields.as_int, 1), "out_features": (fields.as_int, 1),
+    "groups": (fields.as_int, 1), "act": (fields.as_choice, ACTIVATIONS), "act_type": (fields.as_choice, ACTIVATIONS),
+    "pool_type": (fields.as_choice, POOL_TYPES), "op_type": (fields.as_choice, ELEMENT_OPS),
+    "inplace": (fields.as_bool, None),
+}
 
 
 def _pair(v) -> tuple[int, int]:
@@ -92,11 +104,18 @@ class Node:
     # ---- attributes -------------------------------------------------------------------
     @staticmethod
     def _coerce(key: str, value):
-        if key in ("kernel", "stride", "padding", "dilation") and value is not None:
-            return _pair(value)
-        if key == "padding_end":
-            return _pair(value) if value not in (None, (), []) else ()
-        return value
+        """Check an attribute's type and range (_ATTR_RULES); numpy integers become ints."""
+        if key == "padding_end":  # asymmetric padding: () when symmetric
+            value = _plain(value)
+            return fields.as_pair(value, key, 0) if value not in (None, (), []) else ()
+        rule = _ATTR_RULES.get(key)
+        if rule is None:
+            return value
+        if value is None:
+            raise GraphError(f"{key} is required (got null)")
+        reader, arg = rule
+        value = _plain(value)
+        return reader(value, key) if arg is None else reader(value, key, arg)
 
     @property
     def type(self) -> str:
@@ -182,10 +201,10 @@ class Node:
 
     @classmethod
     def from_json(cls, cfg: dict, lookup: Lookup) -> Node:
-        name = cfg.get("name")
-        if name is None:
-            raise GraphError(f"a {cfg.get('type')!r} node has no name")
-        inputs = _parse_inputs(cfg.get("inputs"), str(name), lookup)
+        name = fields.as_name(cfg.get("name"), f"the name of a {cfg.get('type')!r} node")
+        hint = cfg.get("hint_name")
+        hint = None if hint is None else fields.as_name(hint, f"node {name!r}: hint_name")
+        inputs = _parse_inputs(cfg.get("inputs"), name, lookup)
         attrs = {}
         for key, default in cls.ATTRS:
             if key in cfg:
@@ -193,11 +212,11 @@ class Node:
             elif default is None:
                 raise GraphError(f"node {name!r} ({cls.TYPE}) lacks the field {key!r}")
         try:
-            node = cls(name, inputs, hint_name=cfg.get("hint_name"), **attrs)
+            node = cls(name, inputs, hint_name=hint, **attrs)
         except (TypeError, ValueError) as e:
             raise GraphError(f"node {name!r}: {e}") from None
         if cfg.get("output_shape") is not None:
-            node.output_shape = tuple(int(s) for s in cfg["output_shape"])
+            node.output_shape = fields.as_shape(cfg["output_shape"], f"node {name!r}: output_shape")
         return node
 
     # ---- text ---------------------------------------------------------------------------
@@ -217,19 +236,27 @@ class Node:
 def _parse_inputs(raw, name: str, lookup: Lookup) -> Inputs:
     if raw is None:
         raise GraphError(f"node {name!r} has no inputs")
-    if not isinstance(raw, list):
-        raise GraphError(f"node {name!r}: inputs must be a list of terms")
     inputs: Inputs = []
-    for term in raw:
-        if not isinstance(term, list):
-            raise GraphError(f"node {name!r}: each input term must be a list of [node, begin, end]")
+    for term in fields.as_list(raw, f"node {name!r}: inputs"):
         values = []
-        for item in term:
+        for item in fields.as_list(term, f"node {name!r}: an input term"):
             if not (isinstance(item, list) and len(item) == 3):
-                raise GraphError(f"node {name!r}: malformed input value {item!r}")
-            values.append(Value(lookup(str(item[0])), int(item[1]), int(item[2])))
+                raise GraphError(f"node {name!r}: an input value must be [node, begin, end], got {fields.shown(item)}")
+            source = fields.as_name(item[0], f"node {name!r}: an input's node name")
+            begin = fields.as_int(item[1], f"node {name!r}: channel begin", 0)
+            end = fields.as_int(item[2], f"node {name!r}: channel end", 0)
+            values.append(Value(lookup(source), begin, end))
         inputs.append(values)
     return inputs
+
+
+def _plain(value):
+    """numpy scalars (from model builders) as Python numbers; lists and tuples element-wise."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 class Placeholder(Node):
@@ -237,7 +264,7 @@ class Placeholder(Node):
 
     def __init__(self, name: str, output_shape, hint_name: str | None = None):
         super().__init__(name, [], hint_name)
-        self.output_shape = tuple(int(s) for s in output_shape)
+        self.output_shape = fields.as_shape(_plain(output_shape), f"placeholder {self.name!r}: output_shape")
 
     def _infer(self) -> Shape:
         return self.output_shape
@@ -252,9 +279,11 @@ class Placeholder(Node):
 
     @classmethod
     def from_json(cls, cfg: dict, lookup: Lookup) -> Node:
+        name = fields.as_name(cfg.get("name"), "the name of a placeholder")
         if "output_shape" not in cfg:
-            raise GraphError(f"placeholder {cfg.get('name')!r} lacks output_shape")
-        return cls(cfg["name"], cfg["output_shape"], cfg.get("hint_name"))
+            raise GraphError(f"placeholder {name!r} lacks output_shape")
+        hint = cfg.get("hint_name")
+        return cls(name, cfg["output_shape"], None if hint is None else fields.as_name(hint, "hint_name"))
 
     def readable_lines(self, indent: int = 2) -> list[str]:
         return [f"[{self.hint_name}]Placeholder"]
@@ -299,10 +328,10 @@ class Conv(_Padded, Node):
 
     def macs(self) -> int:
         _, ho, wo = self.output_shape
-        return self.out_channels * ho * wo * int(np.prod(self.weight_shape[1:]))
+        return self.out_channels * ho * wo * math.prod(self.weight_shape[1:])
 
     def params(self) -> int:
-        return int(np.prod(self.weight_shape)) + self.out_channels
+        return math.prod(self.weight_shape) + self.out_channels
 
     def weights(self):
         return {} if self.weight is None else {"weight": self.weight, "bias": self.bias}
@@ -314,7 +343,7 @@ class Conv(_Padded, Node):
         self.weight, self.bias = w, b
 
     def init_weights(self, rng):
-        fan_in = int(np.prod(self.weight_shape[1:]))
+        fan_in = math.prod(self.weight_shape[1:])
         gain = 2.0 if self.act == "relu" else 1.0
         self.weight = rng.standard_normal(self.weight_shape, dtype=np.float32) * np.float32(np.sqrt(gain / fan_in))
         self.bias = rng.standard_normal(self.out_channels, dtype=np.float32) * np.float32(0.01)
@@ -368,6 +397,12 @@ class Pool(_Padded, Node):
         cols = per_dim(w, wo, self.kernel[1], self.stride[1], pl)
         return np.outer(rows, cols).astype(np.float32)
 
+    def check(self) -> None:
+        super().check()
+        if not self.is_global and any(p > k // 2 for p, k in zip(self.padding, self.kernel)):
+            raise GraphError(f"node {self.name!r}: padding {self.padding} is more than half the kernel "
+                             f"{self.kernel} (no pooling window would see the input)")
+
     def readable_lines(self, indent=2):
         names = {"max": "MaxPool2d", "avg": "AvgPool2d", "global_max": "GlobalMaxPool2d",
                  "global_avg": "GlobalAvgPool2d"}
@@ -386,8 +421,6 @@ class Element(Node):
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
-        if self.op_type not in ELEMENT_OPS:
-            raise ValueError(f"unknown element op {self.op_type!r}")
 
     @property
     def broadcasts(self) -> bool:
@@ -496,7 +529,7 @@ class Linear(Node):
 
     @property
     def in_features(self) -> int:
-        return int(np.prod(self.input_shape))
+        return math.prod(self.input_shape)
 
     def _infer(self) -> Shape:
         return (self.out_features, 1, 1)
@@ -652,7 +685,11 @@ class Sequential(Node):
     def check(self) -> None:
         inner = set()
         for node in self.nodes:
+            if isinstance(node, (Sequential, Placeholder)):
+                raise GraphError(f"sequential {self.name!r} holds a {node.TYPE} node {node.name!r}; it may hold "
+                                 "only operators")
             node.check()
+            node.infer_shape()
             for v in node.values():
                 if node is not self.nodes[0] and id(v.node) not in inner and v.node not in self.predecessors():
                     raise GraphError(f"node {node.name!r} inside sequential {self.name!r} reads "

@@ -164,7 +164,7 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
         rounds += 1
         result, picked = _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups,
                                  max_part_size, progress and rounds == 1)
-        if refine is None:
+        if refine is None or strategy in ("sequential", "greedy"):  # their stages do not depend on costs
             break
         stages = [Stage(kind, [[originals[n.name] for n in g] for g in groups]) for kind, groups in picked]
         if not refine(stages, batch_size):
