@@ -1,5 +1,6 @@
 """The IOS runtime as an adapter: runs the graph as given, with its stages (a graph without
-stages runs sequentially), on ``ios_core.runtime``: torch CPU kernels on ``cpu``; on ``cuda``
+stages runs sequentially), on ``ios_core.runtime``: on ``cpu`` the kernels of the provider named
+by the build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openvino``); on ``cuda``
 the CUDA executor (CuPy streams, cuDNN Frontend convolutions), with build option
 ``cuda_graph=True`` for the whole schedule captured into one CUDA graph and replayed."""
 
@@ -63,10 +64,12 @@ class IOSAdapter(Adapter):
             return IOSCompiled(rt, info)
         if cuda_graph:
             raise ValueError("cuda_graph=True needs device cuda")
-        kw = {"provider": provider} if provider != "torch" else {}  # the runtime's kernel provider
-        rt = Runtime(graph, batch_size, device=device, threads=threads, max_workers=max_workers, **kw)
-        info = {**rt.stats, "scheduled": graph.has_stages, "provider": provider,
-                "kernels": f"torch {torch.__version__} (oneDNN)" if provider == "torch" else provider}
+        rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers)
+        if provider == "torch":
+            kernels = f"torch {torch.__version__} (oneDNN)"
+        else:
+            kernels = f"{provider} {rt.stats.get('provider_version')}"
+        info = {**rt.stats, "scheduled": graph.has_stages, "kernels": kernels, "provider": provider}
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 

@@ -38,6 +38,8 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
               help="measured cost model mode")
 @click.option("--threads", type=Threads(), default=None,
               help="thread budget, at most the cores this process may use (default: all of them)")
+@click.option("--provider", default="torch", show_default=True,
+              help="kernel provider of the runtime: torch, onnxruntime or openvino (docs/runtime.md)")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--number", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True)
@@ -48,8 +50,8 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
 @click.option("--util-plot", type=click.Path(dir_okay=False), default=None,
               help="with --device cuda: write the SM-utilization-over-time plot here [default: <model>-util.png]")
 @click.option("--cuda-graph", is_flag=True, help="with --device cuda: replay the schedule as one CUDA graph")
-def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, number, repeat, seed, show_graph,
-            device, util_plot, cuda_graph):
+def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider, warmup, number, repeat, seed,
+            show_graph, device, util_plot, cuda_graph):
     """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.
 
     \b
@@ -57,10 +59,20 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
       ios-bench profile --model sample
       ios-bench profile --model inception_v3 --strategy both
       ios-bench profile --schedule tests/data/tiny_schedule.json --batch 2
+      ios-bench profile --model squeezenet --strategy both --provider onnxruntime
+
+    With a provider other than torch, a run of consecutive one-group stages is one stage
+    (compiled as one piece).
     """
     import numpy as np
 
-    from ios_core.runtime import Runtime
+    from ios_core.runtime import Runtime, providers
+
+    if provider not in providers.names():
+        raise InputError(f"unknown provider {provider!r}; choose one of {', '.join(providers.names())}")
+    reason = providers.get(provider).available()
+    if reason is not None:
+        raise InputError(f"provider {provider} cannot run here: {reason}")
 
     if model is None and schedule is None:
         raise InputError("give --model or --schedule")
@@ -88,14 +100,15 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
     if device == "cuda":
         _profile_cuda(graph, batch, strategy, warmup, number, repeat, util_plot, cuda_graph, show_graph)
         return
-    rt = Runtime(graph, batch, threads=threads)
+    rt = Runtime(graph, batch, provider=provider, threads=threads)
     m = rt.measure(warmup=warmup, number=number, repeat=repeat, profile_stages=True)
     stage_ms = m.stage_mean_ms
     if show_graph:
         click.echo(plain(graph))
     label = strategy or ("given" if graph.has_stages else "sequential")
     click.echo(f"{label.capitalize()} schedule: {m.median:.3f} ms (median; mean {m.mean:.3f} ± {m.std:.3f}, "
-               f"min {m.min:.3f}, {m.repeat}x{m.number}, batch {batch}, {rt.threads} threads)")
+               f"min {m.min:.3f}, {m.repeat}x{m.number}, batch {batch}, {rt.threads} threads, "
+               f"provider {provider})")
     click.echo(f"      Stage latency: {np.array2string(np.array(stage_ms), precision=5, max_line_width=100)}")
     click.echo("")
     total = sum(stage_ms) or 1.0
@@ -104,6 +117,9 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, warmup, 
         groups = " | ".join(",".join(_hint(graph, n) for n in g) for g in names)
         click.echo(f"{i:>5} {len(names):>6} {ms:>9.4f} {100 * ms / total:>5.1f}%  {one_line(groups)}")
     st = rt.stats
+    if provider != "torch":
+        click.echo(f"# {provider} {st['provider_version']}: {st['pieces']} pieces, "
+                   f"compiled in {st['compile_seconds']:.2f} s")
     click.echo(f"# {one_line(graph.name)}: {st['stages']} stages ({st['parallel_stages']} parallel), {st['operators']} "
                f"operators, sum of stages {sum(stage_ms):.3f} ms, whole graph {m.median:.3f} ms, "
                f"peak activations {st['peak_activation_bytes'] / 2**20:.2f} MiB")

@@ -23,6 +23,7 @@ Concat(axis=1), flatten -> Reshape(N, -1, 1, 1), linear -> Flatten + Gemm(transB
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +38,17 @@ MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broad
 _ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 
 
+# (node, "weight" | "bias", the node's own array or None) -> the array to export
+Weights = Callable[[Node, str, "np.ndarray | None"], np.ndarray]
+
+
 class _Builder:
-    def __init__(self):
+    def __init__(self, weights: Weights | None = None):
         import onnx.helper as oh
         import onnx.numpy_helper as onh
 
         self.oh, self.onh = oh, onh
+        self.weights = weights
         self.nodes: list = []
         self.initializers: list = []
         self._constants: dict[tuple, str] = {}
@@ -66,6 +72,8 @@ class _Builder:
         return self._constants[key]
 
     def weight(self, node: Node, key: str, arr: np.ndarray) -> str:
+        if self.weights is not None:
+            arr = self.weights(node, key, arr)
         name = f"{node.name}.{key}"
         self.initializers.append(self.onh.from_array(np.ascontiguousarray(arr, dtype=np.float32), name))
         return name
@@ -236,16 +244,18 @@ def export(graph: Graph, batch_size: int | None = 1, path: str | Path | None = N
 
 
 def export_nodes(nodes: list[Node], inputs: list[Node], outputs: list[Node], batch_size: int | None = 1,
-                 opset: int = DEFAULT_OPSET, name: str = "piece", check: bool = True):
+                 opset: int = DEFAULT_OPSET, name: str = "piece", check: bool = True, weights: Weights | None = None):
     """A piece of a graph as an ``onnx.ModelProto``: ``nodes`` (schedulable nodes in a valid
     order, Sequential allowed) computed from ``inputs`` (nodes computed elsewhere; the model's
     inputs, named after them, each their whole output); the model's outputs are ``outputs``
     (nodes among ``nodes`` or ``inputs``), named after them. A runtime kernel provider compiles
-    a plan piece (``ios_core.runtime.plan.Piece``) this way."""
+    a plan piece (``ios_core.runtime.plan.Piece``) this way. ``weights`` replaces the nodes'
+    weights as they are exported (the measured cost model's stages of merged convolutions
+    have none: it passes seeded random ones)."""
     nodes = list(nodes)
     check_supported([op for n in nodes for op in leaf_nodes(n)], f"piece {name!r}")
-    _check_args(nodes, batch_size, opset, f"piece {name!r}")
-    b = _Builder()
+    _check_args(nodes if weights is None else [], batch_size, opset, f"piece {name!r}")
+    b = _Builder(weights)
     values = lower_nodes(nodes, {x.name: x.name for x in inputs}, b.primitives(), b.emit)
     missing = [o.name for o in outputs if o.name not in values]
     if missing:

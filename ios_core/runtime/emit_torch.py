@@ -107,6 +107,9 @@ class Program:
     stats: dict = field(default_factory=dict)
     profiled_stage_fns: list[Callable[[], None]] | None = None
     stage_acc: list[int] | None = None
+    # provider programs (``emit_provider``): the compiled kernels and their pieces
+    kernels: list = field(default_factory=list)
+    pieces: list = field(default_factory=list)
 
     def run(self) -> None:
         for f in self.stage_fns:
@@ -412,10 +415,17 @@ def _program(plan: Plan, em: _Emitter, stage_tasks: list[list[Task]], threads: i
 
 def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
                   batch_size: int, threads: int, random_weights: bool = False, max_workers: int | None = None,
-                  seed: int = 0, trace: list | None = None) -> Program:
+                  seed: int = 0, trace: list | None = None, provider: str = "torch") -> Program:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``
     (filled by the caller through ``input_slots``) and emit the torch CPU program; ``outputs``
-    keep their values after the run (``Program.output(name)``)."""
+    keep their values after the run (``Program.output(name)``). Another ``provider``
+    (``onnxruntime``, ``openvino``) emits the plan's pieces compiled by that library
+    (:func:`ios_core.runtime.emit_provider.emit_provider`)."""
+    if provider != "torch":
+        from .emit_provider import build_provider_program
+
+        return build_provider_program(stages, externals, outputs, batch_size, threads, provider,
+                                      random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)
     return emit(make_plan(stages, externals, outputs, batch_size), threads, random_weights=random_weights,
                 max_workers=max_workers, seed=seed, trace=trace)
 

@@ -1,4 +1,5 @@
-"""The IOS runtime: executes a scheduled graph stage by stage on the CPU with torch kernels."""
+"""The IOS runtime: executes a scheduled graph stage by stage on the CPU, with the kernels of a
+provider (torch, onnxruntime, openvino)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from ..ir import Graph, Node
 from ..measure import Measurement, measure
 from ..optimizer.stage import Schedule
 from ..threads import resolve_threads
+from . import providers
+from .emit_provider import emit_provider, plan_for_provider
 from .emit_torch import Program, emit
 from .plan import Plan, make_plan
 
-PROVIDERS = ("torch",)  # kernel providers implemented in this build
+PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build
 
 
 def graph_stages(graph: Graph) -> list[list[list[Node]]]:
@@ -26,7 +29,9 @@ class Runtime:
     ``Runtime(graph, batch_size, device="cpu", threads=None, provider="torch")`` plans the
     graph's schedule (``block.stages``; a block without stages runs sequentially) once
     (``self.plan``, :mod:`ios_core.runtime.plan`) and emits it for the provider (``torch``:
-    closures over torch CPU kernels, ``self.program``): parallel stages run their
+    closures over torch CPU kernels; ``onnxruntime``, ``openvino``: the plan's pieces, each
+    compiled once by that library with its thread share, :mod:`.emit_provider`;
+    ``self.program``): parallel stages run their
     groups concurrently on a persistent worker pool with the ``threads`` intra-op threads
     divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
     stage's groups one after another on the calling thread); ``trace`` (a list) records each
@@ -45,6 +50,8 @@ class Runtime:
                  provider: str = "torch", max_workers: int | None = None, trace: list | None = None):
         if provider not in PROVIDERS:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
+        if provider != "torch":
+            providers.require(provider)  # says why the library cannot run here, before planning
         if device != "cpu":
             raise ValueError(f"unknown device {device!r}")
         if batch_size < 1:
@@ -57,8 +64,13 @@ class Runtime:
         self.threads = resolve_threads(threads)
         self.provider = provider
         self.stages = graph_stages(graph)
-        self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
-        self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
+        if provider == "torch":
+            self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
+            self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
+        else:
+            self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
+            self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace)
+        self.program.stats.setdefault("provider", provider)
         self._in = self.program.input_slots[graph.input.name]
         self._out = self.program.output_getters[graph.exit_node.name]
         self._shape = (batch_size, *graph.input_shape)

@@ -1,0 +1,179 @@
+"""The provider protocol: how the runtime hands a piece of a graph to a kernel library.
+
+A *piece* is a list of schedulable IR nodes (Sequential allowed) that run one after another
+on one thread share: one group of a parallel stage, or a run of consecutive stages that run
+one group each. Its external inputs are whole values of nodes computed elsewhere (the piece
+reads channel slices of them itself), its outputs the values that later pieces or the caller
+read. A provider compiles a piece once, at plan time, into a :class:`Kernel`:
+
+    kernel = provider.compile(piece, batch_size=1, threads=1)
+    run = kernel.bind(input_arrays, output_arrays)   # once: fixed buffers, no copies
+    run()                                            # per call: the library's run, nothing else
+
+Arrays are C-contiguous float32 numpy arrays shaped ``(N, C, H, W)``; a kernel reads its
+inputs and writes its outputs in place (the runtime gives each value one buffer for the
+whole run).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir import Node, leaf_nodes
+
+
+@dataclass
+class Piece:
+    """Nodes compiled together. ``inputs``: nodes read but not computed here (as the values
+    reference them: a Sequential stands for its last operator); ``outputs``: nodes of the
+    piece whose values are needed after it. A provider reads only ``name``, ``nodes``,
+    ``inputs`` and ``outputs``: the runtime plan's pieces have them too."""
+
+    name: str
+    nodes: list[Node]
+    inputs: list[Node]
+    outputs: list[Node]
+
+
+def shapes(nodes: Sequence[Node], batch_size: int) -> list[tuple[int, ...]]:
+    """The ``(N, C, H, W)`` shapes of the nodes' values."""
+    return [(batch_size, *n.output_shape) for n in nodes]
+
+
+def make_piece(name: str, nodes: list[Node], outputs: list[Node] | None = None) -> Piece:
+    """A piece of ``nodes`` whose inputs are every node they read but do not compute;
+    ``outputs`` defaults to the last node."""
+    inside: set[int] = set()
+    for node in nodes:
+        inside.add(id(node))
+        inside.update(id(leaf) for leaf in leaf_nodes(node))
+    inputs: dict[int, Node] = {}
+    for node in nodes:
+        for leaf in leaf_nodes(node):
+            for v in leaf.values():
+                if id(v.node) not in inside:
+                    inputs.setdefault(id(v.node), v.node)
+    return Piece(name, list(nodes), list(inputs.values()), list(outputs) if outputs is not None else [nodes[-1]])
+
+
+class Kernel:
+    """A compiled piece. ``bind`` fixes the buffers once and returns the per-call function;
+    ``info`` records how the library was configured (threads, precision, optimization)."""
+
+    def __init__(self, piece: Piece, batch_size: int, info: dict | None = None):
+        self.piece = piece
+        self.batch_size = batch_size
+        self.info: dict = dict(info or {})
+        self.attached: dict = {}
+
+    def attach(self, io) -> Callable[[], None]:
+        """The closure the runtime runs for this piece, over a ``PieceIO`` of the plan
+        (``emit_torch.emit_pieces``): outputs are bound straight to their preallocated arena
+        views when contiguous (else to a private buffer, then copied there), inputs to the
+        tensors the plan's getters return (a strided channel slice is first copied to a
+        contiguous staging buffer). The binding is made once and remade only when an input's
+        memory changes (a caller handing in another input tensor)."""
+        import torch
+
+        piece, n = self.piece, self.batch_size
+        outs, stores, copied = [], [], 0
+        for o, shape in zip(piece.outputs, shapes(piece.outputs, n)):
+            d = io.destinations.get(o.name)
+            if d is None or not d.is_contiguous():
+                copied += d is not None
+                d = torch.empty(shape, dtype=torch.float32)
+            outs.append(d.numpy())
+            stores.append((io.outputs[o.name], d))
+        getters = [io.inputs[x.name] for x in piece.inputs]
+        staging: list = [None] * len(getters)
+        state: dict = {"ptrs": None, "run": None}
+        self.attached = {"outputs": outs, "copied_outputs": copied, "staged_inputs": 0}
+
+        def call():
+            ts = []
+            for i, get in enumerate(getters):
+                t = get()
+                if not t.is_contiguous():
+                    s = staging[i]
+                    if s is None:
+                        s = staging[i] = torch.empty(t.shape, dtype=torch.float32)
+                        self.attached["staged_inputs"] += 1
+                    s.copy_(t)
+                    t = s
+                ts.append(t)
+            ptrs = [t.data_ptr() for t in ts]
+            if ptrs != state["ptrs"]:
+                state["run"] = self.bind([t.numpy() for t in ts], outs)
+                state["ptrs"] = ptrs
+                state["inputs"] = ts  # the binding holds raw pointers: keep the tensors alive
+                self.attached["bound"] = state["run"]
+            state["run"]()
+            for store, t in stores:
+                store(t)
+        return call
+
+    def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Callable[[], None]:
+        raise NotImplementedError
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """One-shot convenience (tests, tools): fresh output arrays, bound and run once."""
+        outs = [np.empty(s, np.float32) for s in shapes(self.piece.outputs, self.batch_size)]
+        self.bind([np.ascontiguousarray(x, dtype=np.float32) for x in inputs], outs)()
+        return outs
+
+    def _check(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        p, n = self.piece, self.batch_size
+        for kind, arrays, want in (("input", inputs, shapes(p.inputs, n)), ("output", outputs, shapes(p.outputs, n))):
+            if len(arrays) != len(want):
+                raise ValueError(f"piece {p.name!r}: {len(arrays)} {kind}s bound, expected {len(want)}")
+            for a, s in zip(arrays, want):
+                if a.shape != s or a.dtype != np.float32 or not a.flags.c_contiguous:
+                    raise ValueError(f"piece {p.name!r}: {kind} must be a C-contiguous float32 array of shape {s}, "
+                                     f"got {a.dtype} {a.shape}")
+
+
+@dataclass
+class Provider:
+    """Base class: subclasses set ``name``, ``requires`` and implement ``_compile``."""
+
+    name: str = ""
+    description: str = ""
+    requires: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict)
+
+    def available(self) -> str | None:
+        """None, or why this provider cannot run here."""
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except Exception as e:  # ImportError, or a broken install raising anything
+                return f"{module} is not importable ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        return None
+
+    def version(self) -> str | None:
+        if not self.requires:
+            return None
+        try:
+            return str(importlib.import_module(self.requires[0]).__version__)
+        except Exception:
+            return None
+
+    def compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool = False,
+                seed: int = 0) -> Kernel:
+        """Compile ``piece`` for ``batch_size`` with ``threads`` intra-op threads.
+        ``random_weights`` gives nodes without weights seeded random ones (the measured cost
+        model times stages of merged convolutions that have none); otherwise the graph's own
+        weights are used, never re-seeded."""
+        reason = self.available()
+        if reason is not None:
+            raise RuntimeError(f"provider {self.name} cannot run: {reason}")
+        if int(threads) < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        return self._compile(piece, int(batch_size), int(threads), random_weights, seed)
+
+    def _compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool, seed: int) -> Kernel:
+        raise NotImplementedError

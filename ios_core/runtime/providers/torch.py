@@ -1,0 +1,60 @@
+"""The torch provider: the runtime's own planned closures (``ios_core.runtime.plan``, torch
+CPU kernels, oneDNN convolutions). ``Runtime(provider="torch")`` plans the whole graph with
+them directly (zero-copy concatenation, arena); compiling a single piece here plans just that
+piece the same way, and a call copies its outputs into the bound arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .base import Kernel, Piece, Provider
+from .settings import provider_settings
+
+
+class TorchKernel(Kernel):
+    def __init__(self, piece: Piece, batch_size: int, threads: int, program, info: dict):
+        super().__init__(piece, batch_size, info)
+        self.threads = threads
+        self.program = program
+
+    def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Callable[[], None]:
+        self._check(inputs, outputs)
+        prog, env = self.program, self.program.env
+        ins = [(prog.input_slots[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.inputs, inputs)]
+        outs = [(prog.output_getters[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.outputs, outputs)]
+        threads = self.threads
+
+        def call():
+            caller = torch.get_num_threads()
+            if caller != threads:
+                torch.set_num_threads(threads)
+            try:
+                with torch.inference_mode():
+                    for k, t in ins:
+                        env[k] = t
+                    prog.run()
+                    for get, t in outs:
+                        t.copy_(get())
+            finally:
+                if caller != threads:
+                    torch.set_num_threads(caller)
+        return call
+
+
+class TorchProvider(Provider):
+    def version(self) -> str | None:
+        return torch.__version__
+
+    def _compile(self, piece, batch_size, threads, random_weights, seed):
+        from ..emit_torch import build_program
+
+        prog = build_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
+                             random_weights=random_weights, max_workers=1, seed=seed)
+        return TorchKernel(piece, batch_size, threads, prog, provider_settings("torch", threads))
+
+
+TORCH = TorchProvider(name="torch", requires=("torch",),
+                      description="torch CPU kernels (oneDNN convolutions), the runtime's planned closures")
