@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 
 from ios_core.atomic import atomic_write
@@ -106,7 +107,8 @@ class Writer:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        path = self.folder / f"part-{stamp}-{os.getpid()}-{len(self.parts):04d}.parquet"
+        # unique even for two writers of one process in one second (a resumed collect)
+        path = self.folder / f"part-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
         table = pa.Table.from_pylist(self.rows)
         atomic_write(path, lambda f: pq.write_table(table, f))
         self.parts.append(path)
