@@ -20,9 +20,12 @@ import math
 import numpy as np
 
 from ..ir import Node, leaf_nodes
+from ..lowering.walk import SUPPORTED_TYPES
 
 F32 = 4
-OP_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear")
+# Every operator type the IR computes (the one list in ios_core.lowering.walk); a new type
+# changes the feature vector, and a model fitted before it is refused (refit).
+OP_TYPES = tuple(t for t in SUPPORTED_TYPES if t != "sequential")
 CONV_KINDS = ("pointwise", "spatial", "depthwise", "grouped")
 
 
