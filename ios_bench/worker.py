@@ -216,8 +216,10 @@ def _schedule(graph, spec: dict, result: dict):
     """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run.
 
     The schedule is persisted only through ``Graph.save``/``Graph.load`` (the JSON in the
-    reference layout and its weights as ``.npz`` beside it), so a model's own weights - and those
-    the optimizer derived for merged operators - are kept exactly; nothing is re-seeded. A
+    reference layout and its weights as ``.npz`` beside it; the optimizer's figures - estimate,
+    cost model, stats, validation - in a ``.stats`` file written before them, so a reused cell
+    reports them too), so a model's own weights - and those the optimizer derived for merged
+    operators - are kept exactly; nothing is re-seeded. A
     schedule whose weights are missing (a run killed between the two files) is searched again.
     """
     from ios_core.ir import Graph
@@ -309,8 +311,10 @@ def task_cell(spec: dict, result: dict) -> dict:
     out = compiled.finish(compiled.execute(prepared))
     before = compare(out, ref, tol)
     compiled.sync()
+    source = None
     if spec.get("source_ref_path"):
-        # an imported model: also against onnxruntime on the original file
+        # an imported model: also against onnxruntime on the original file (recorded as
+        # check.source; a mismatch fails the check before timing, hence the cell)
         source = compare(out.reshape(-1), np.load(spec["source_ref_path"]).reshape(-1), tol)
         if not source.passed:
             before = type(before)(False, max(before.max_abs_err, source.max_abs_err),
@@ -323,6 +327,8 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
     result["check"] = combined_check(before, after)
+    if source is not None:
+        result["check"]["source"] = source.to_dict()
     result.update(m.summary())
     result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
