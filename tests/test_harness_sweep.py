@@ -209,8 +209,9 @@ def test_resumed_ios_cell_reuses_its_schedule_with_the_models_own_weights(tmp_pa
     p = cli(args, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     run = tmp_path / "runs" / "s"
+    # Graph.save's JSON and weights (.npz), and the optimizer's figures (.stats) beside them
     assert sorted(f.name for f in (run / "schedules").iterdir()) == [
-        "mine-b1-cpu-both.json", "mine-b1-cpu-both.npz", "mine-b1-cpu-merge.json", "mine-b1-cpu-merge.npz"]
+        f"mine-b1-cpu-{s}.{ext}" for s in ("both", "merge") for ext in ("json", "npz", "stats")]
     store = run / "results.jsonl"
     lines = store.read_bytes().splitlines(keepends=True)
     assert len(lines) == 3
