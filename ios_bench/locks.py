@@ -29,15 +29,19 @@ class FileLock:
     def acquire(self) -> FileLock:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read(fd)
-            os.close(fd)
-            raise Busy(f"{self.path.parent}: busy, {holder or 'another process'} holds {self.path.name}; "
-                       "wait for it to finish (a lock dies with its holder)") from None
+        while True:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read(fd)
+                os.close(fd)
+                raise Busy(f"{self.path.parent}: busy, {holder or 'another process'} holds {self.path.name}; "
+                           "wait for it to finish (a lock dies with its holder)") from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # its holder removed the file (and its folder) before releasing it: take the new one
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{self.what} (pid {os.getpid()})\n".encode(), 0)
         self._fd = fd
@@ -63,6 +67,14 @@ class FileLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _read(fd: int) -> str:

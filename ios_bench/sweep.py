@@ -334,6 +334,8 @@ class Sweep:
         self.notes: list[str] = []
         self.executor = executor or LocalExecutor()
         self.placement: dict[str, dict] = {}  # device -> nodes offering it, and why the others do not
+        self._fresh = False
+        self._prepared = False  # set once prepare_folder has written the store and the plan
 
     # -- setup ----------------------------------------------------------------------------------
     def prepare_folder(self) -> None:
@@ -347,6 +349,7 @@ class Sweep:
             self.say(f"[yellow]warning:[/] {term(msg)}")
         self.store.path.touch()  # an empty store is a valid run (and reportable)
         atomic_write_json(self.folder / PLAN_FILE, self.plan.to_dict())
+        self._prepared = True  # a run folder now (an empty store is a valid run): kept from here on
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
@@ -503,17 +506,28 @@ class Sweep:
         for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
             g.check_fits(max(self.plan.batch_sizes))
         self._fresh = not self.folder.exists()
+        self._prepared = False
         check_writable(self.folder)
         # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
         with FileLock(self.folder / LOCK_FILE, f"ios-bench run on {self.folder}"):
-            clocks = ClockLock(self.plan.lock_clocks, [device_kind(d) for d in self.plan.devices],
-                               self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{s}[/]"),
-                               state_path=self.folder / CLOCK_STATE_FILE)
-            clocks.reserve()  # one sweep with locked clocks per machine: refused before anything is written
             try:
-                return self._run_locked(graphs, clocks)
-            finally:
-                clocks.release()
+                clocks = ClockLock(self.plan.lock_clocks, [device_kind(d) for d in self.plan.devices],
+                                   self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{s}[/]"),
+                                   state_path=self.folder / CLOCK_STATE_FILE)
+                clocks.reserve()  # one sweep with locked clocks per machine: refused before anything is written
+                try:
+                    return self._run_locked(graphs, clocks)
+                finally:
+                    clocks.release()
+            except BaseException:
+                if self._fresh and not self._prepared:
+                    # refused up front (clocks, executor, folder checks): the folder made for the lock
+                    # holds no record, so nothing is left behind. Removed while the lock is held; a
+                    # FileLock taken on the unlinked lock file notices and retries on a new one.
+                    import shutil
+
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                raise
 
     def _run_locked(self, graphs: dict, clock_lock: ClockLock) -> dict:
         fresh = self._fresh

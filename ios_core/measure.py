@@ -137,13 +137,14 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     if sync is not None:
         sync()
     if min_sample_ms:
+        # calibrate on the clock the samples are taken with: the device timer when one is given
+        # (the host clock would see only the asynchronous launches), else the host clock after sync()
+        calibration = timer if timer is not None else HostTimer(sync)
         while True:
-            t0 = clock()
+            calibration.start()
             for _ in range(number):
                 fn()
-            if sync is not None:
-                sync()
-            if (clock() - t0) / 1e6 >= min_sample_ms or number >= 1 << 20:
+            if calibration.stop() >= min_sample_ms or number >= 1 << 20:
                 break
             number *= 2
     if stage_times is not None:
