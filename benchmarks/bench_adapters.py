@@ -31,10 +31,7 @@ if str(ROOT) not in sys.path:
 
 def load_model(name: str):
     from ios_core import models
-    from ios_core.ir import Graph
 
-    if name == "inception_v3" and name not in models.names():  # before the zoo landed: the reference schedule
-        return Graph.from_json(json.loads(Path("/tmp/ref/1.json").read_text()))
     return models.get(name)
 
 

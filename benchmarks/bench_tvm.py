@@ -29,10 +29,6 @@ from ios_core.measure import measure  # noqa: E402
 def load_model(name: str):
     if name in models.names():
         return models.get(name).init_weights(0)
-    if name == "inception_v3" and Path("/tmp/ref/1.json").exists():  # before the zoo landed
-        from ios_core.ir import Graph
-
-        return Graph.from_json(json.load(open("/tmp/ref/1.json"))).init_weights(0)
     raise SystemExit(f"unknown model {name!r}")
 
 

@@ -109,8 +109,8 @@ def test_torchvision_exact_parameter_counts():
 
 def test_inception_v3_matches_reference_schedule():
     """The reference IOS inception_v3 (its published schedule for batch 1) has 5.711 GMACs of
-    convolutions; ours adds only the classifier's 2048x1000 linear layer. A copy of that schedule
-    is /tmp/ref/1.json on the development machine; the figure is checked here without it."""
+    convolutions; ours adds only the classifier's 2048x1000 linear layer. The figure is checked
+    here without the file; the next test reads the file itself where one is named."""
     g = models.get("inception_v3")
     conv_macs = sum(op.macs() for op in g.operators() if isinstance(op, Conv))
     assert conv_macs == 5_711_168_096
@@ -122,9 +122,10 @@ def test_inception_v3_matches_reference_schedule():
 def test_inception_v3_matches_reference_schedule_file():
     import os
 
-    path = "/tmp/ref/1.json"
-    if not os.path.exists(path):
-        pytest.skip("reference schedule copy not present")
+    # The reference implementation's inception_v3 schedule file, where a user has a copy of it.
+    path = os.environ.get("IOS_REFERENCE_SCHEDULE")
+    if not path or not os.path.exists(path):
+        pytest.skip("set IOS_REFERENCE_SCHEDULE to the reference IOS inception_v3 schedule file")
     with open(path) as f:
         ref = Graph.from_json(json.load(f))
     assert ref.macs() == sum(op.macs() for op in models.get("inception_v3").operators() if isinstance(op, Conv))
