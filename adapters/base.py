@@ -15,12 +15,12 @@ into the oracle's layout.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ios_core.check import DEFAULT_RTOL
+from ios_core.deps import import_problem
 from ios_core.ir import Graph
 
 
@@ -73,12 +73,7 @@ class Adapter:
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
-        for module in self.requires:
-            try:
-                importlib.import_module(module)
-            except Exception as e:  # ImportError, or a broken install raising anything
-                return f"{module} is not importable ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
-        return None
+        return import_problem(self.requires)
 
     def version(self) -> str | None:
         if not self.requires:

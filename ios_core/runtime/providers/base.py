@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...deps import import_problem
 from ...ir import Node, leaf_nodes
 
 
@@ -147,12 +148,7 @@ class Provider:
 
     def available(self) -> str | None:
         """None, or why this provider cannot run here."""
-        for module in self.requires:
-            try:
-                importlib.import_module(module)
-            except Exception as e:  # ImportError, or a broken install raising anything
-                return f"{module} is not importable ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
-        return None
+        return import_problem(self.requires)
 
     def version(self) -> str | None:
         if not self.requires:
