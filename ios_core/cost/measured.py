@@ -413,9 +413,16 @@ class MeasuredCostModel:
                 prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
             progs.append(prog)
         tasks = [(prog.run, t) for prog, t in zip(progs, shares)]
+        med, std, repeat = self._time_primed_dispatch(tasks, **self.protocol)
+        self.measured += 1
+        self.measure_seconds += time.perf_counter() - t0
+        return max(med - self.dispatch_ms(), 0.1 * med), std, repeat
+
+    def _time_primed_dispatch(self, tasks, **protocol) -> tuple[float, float, int]:
+        """(median, std, samples) in ms of one pool dispatch of ``tasks``, each preceded by a
+        full-width OpenMP region (the spin state the runtime's previous stage leaves); only
+        the dispatch is on the clock."""
         pool = shared_pool()
-        caller = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
         primer = self._primer_fn(self.threads)
         clock = time.perf_counter_ns
         acc = [0]
@@ -430,16 +437,15 @@ class MeasuredCostModel:
             v, acc[0] = acc[0], 0
             return [v / 1e6]
 
+        caller = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
         try:
             with torch.inference_mode():
-                m = measure(fn, stage_times=read, **self.protocol)
+                m = measure(fn, stage_times=read, **protocol)
         finally:
             torch.set_num_threads(caller)
         per = [row[0] for row in m.stage_ms]
-        med = statistics.median(per)
-        self.measured += 1
-        self.measure_seconds += time.perf_counter() - t0
-        return max(med - self.dispatch_ms(), 0.1 * med), statistics.pstdev(per), m.repeat
+        return statistics.median(per), statistics.pstdev(per), m.repeat
 
     def dispatch_ms(self) -> float:
         """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once
@@ -454,34 +460,13 @@ class MeasuredCostModel:
                 per = split_threads(self.threads, n)
                 tasks = [((lambda: None), t) for t in per]
                 if primed:
-                    primer = self._primer_fn(self.threads)
-                    clock = time.perf_counter_ns
-                    acc = [0]
-
-                    def fn():
-                        primer()
-                        t = clock()
-                        pool.run(tasks, self.threads)
-                        acc[0] += clock() - t
-
-                    def read():
-                        v, acc[0] = acc[0], 0
-                        return [v / 1e6]
-
-                    caller = torch.get_num_threads()
-                    torch.set_num_threads(self.threads)
-                    try:
-                        m = measure(fn, warmup=20, number=50, repeat=5, stage_times=read)
-                    finally:
-                        torch.set_num_threads(caller)
-                    cached = statistics.median(row[0] for row in m.stage_ms)
-                    std = statistics.pstdev(row[0] for row in m.stage_ms)
+                    cached, std, repeat = self._time_primed_dispatch(tasks, warmup=20, number=50, repeat=5)
                 else:
                     m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
-                    cached, std = m.median, m.std
+                    cached, std, repeat = m.median, m.std, m.repeat
                 self.measured += 1
                 if self.cache is not None:
-                    self.cache.put(1, self.threads, self.method, sig, cached, std, m.repeat, sig)
+                    self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
 
