@@ -14,7 +14,8 @@ hang costs one row, not the run.
 
 Ratios: Both/Seq = IOS-Sequential ms / IOS-Both ms on the same provider (> 1: Both is faster);
 vs peer = best peer ms / IOS-Both ms (> 1: IOS-Both is faster); Seq/lib = IOS-Sequential on a
-provider / that library running the whole graph (< 1.05 is the issue's goal). Results also go to
+provider / that library running the whole graph, timed in the same process, alternating with
+the IOS schedules (< 1.05 is the issue's goal). Results also go to
 --out (JSON and Markdown).
 """
 
@@ -126,14 +127,26 @@ def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
         rts[strategy] = rt = Runtime(sched, bs, threads=threads, **kw)
         out[strategy] = {"check": compare(rt.run(x), ref, 1e-3).passed, "stages": rt.stats.get("stages"),
                          "parallel_stages": rt.stats.get("parallel_stages")}
+    # the library itself on the whole graph, in the same process and rounds (Seq/lib side by side)
+    timed = {k: (lambda rt=rt, **kw: rt.measure(x=x, **kw)) for k, rt in rts.items()}
+    if spec.get("with_lib"):
+        import adapters
+        from ios_core.measure import measure
+
+        a = adapters.get(provider)
+        c = a.build(graph, bs, "cpu", threads)
+        prepared = c.prepare(x)
+        out["library"] = {"check": compare(c.finish(c.execute(prepared)), ref, 1e-3).passed}
+        timed["library"] = lambda **kw: measure(lambda: c.execute(prepared), sync=c.sync, **kw)
     rounds = max(1, spec["rounds"])
     per_round = max(2, -(-proto["repeat"] // rounds))
-    samples: dict[str, list[float]] = {"sequential": [], "both": []}
+    samples: dict[str, list[float]] = {k: [] for k in timed}
+    order = list(timed)
     for r in range(rounds):
-        for strategy in ("sequential", "both") if r % 2 == 0 else ("both", "sequential"):
-            m = rts[strategy].measure(x=x, warmup=proto["warmup"] if r == 0 else 1, repeat=per_round,
-                                      min_sample_ms=proto["min_sample_ms"])
-            samples[strategy] += list(m.samples_ms)
+        for k in order if r % 2 == 0 else order[::-1]:
+            m = timed[k](warmup=proto["warmup"] if r == 0 else 1, repeat=per_round,
+                         min_sample_ms=proto["min_sample_ms"])
+            samples[k] += list(m.samples_ms)
     for strategy, v in samples.items():
         q1, q3 = np.percentile(v, [25, 75])
         out[strategy].update(ms=float(np.median(v)), iqr=float(q3 - q1), std=float(np.std(v)), n=len(v))
@@ -179,8 +192,8 @@ def run_ios(spec: dict, timeout: float) -> dict:
     opt = run_child({**spec, "kind": "optimize"}, timeout)
     if opt.get("status") != "ok":
         return opt
-    res = run_child({**spec, "kind": "measure", "schedules": {k: opt[k]["schedule"] for k in ("sequential", "both")}},
-                    timeout)
+    res = run_child({**spec, "kind": "measure", "schedules": {k: opt[k]["schedule"] for k in ("sequential", "both")},
+                     "with_lib": spec["name"] in spec["peers"]}, timeout)
     if res.get("status") != "ok":
         return res
     for k in ("sequential", "both"):
@@ -279,8 +292,9 @@ def render(results: dict, models: list[str], batches: list[int], peers: list[str
                 geo.setdefault(f"Both/Seq[{prov}]", []).append(seq["ms"] / both["ms"])
                 if best:
                     geo.setdefault(f"vs best peer[{prov}]", []).append(best / both["ms"])
-                if prov in peers:
-                    row.append(_ratio(seq["ms"], peer_ms.get(prov)))
+                if prov in peers:  # the library timed in the same process and rounds, else its peer row
+                    lib = (r.get("library") or {}).get("ms") if (r.get("library") or {}).get("check") else None
+                    row.append(_ratio(seq["ms"], lib or peer_ms.get(prov)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         for k, v in geo.items():
@@ -328,7 +342,8 @@ def main(argv=None) -> int:
     cache = args.cache or str(Path(tempfile.mkdtemp(prefix="ios-bench-cold-")) / "profiles.sqlite")
     base = dict(threads=threads, spin_policy=policy, repeat=args.repeat, warmup=args.warmup,
                 min_sample_ms=args.min_sample_ms or None, cache=cache, mode=args.mode, warm=args.warm,
-                stage_repeat=3 if args.quick else None, rounds=args.rounds, work=str(Path(cache).parent))
+                stage_repeat=3 if args.quick else None, rounds=args.rounds, work=str(Path(cache).parent),
+                peers=peers)
     jobs = [(m, b, "peer", q) for m in models for b in batches for q in peers]
     jobs += [(m, b, "ios", q) for m in models for b in batches for q in providers]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
