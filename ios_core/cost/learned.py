@@ -98,6 +98,7 @@ class LearnedCostModel:
         self._prov = np.array(provider_features(provider, self.providers))
         self._featurizers: dict[int, Featurizer] = {}
         self._memo: dict[bytes, float] = {}
+        self._by_stage: dict[tuple, float] = {}
         self._measured: dict[tuple, tuple[str, float]] = {}  # names key -> (stage signature, measured ms)
         self._ratios: dict[str, list[float]] = {}  # class of stage -> measured / predicted, per refined stage
         self._factor: dict[str, float] = {}
@@ -121,7 +122,14 @@ class LearnedCostModel:
         hit = self._measured.get(self._key(stage, batch_size))
         if hit is not None and hit[0] == stage_signature(stage.kind, stage.groups)[0]:
             return hit[1]
-        return self.predict(stage.kind, stage.groups, batch_size) * self.factor(_klass(stage))
+        # Each search round asks again about the same stages (of a fresh copy of the graph):
+        # predictions are kept by names, shapes and types, which is cheaper than featurizing.
+        k = (stage.kind, batch_size, tuple(len(g) for g in stage.groups),
+             tuple((n.name, n.TYPE, n.output_shape) for g in stage.groups for n in g))
+        ms = self._by_stage.get(k)
+        if ms is None:
+            ms = self._by_stage[k] = self.predict(stage.kind, stage.groups, batch_size)
+        return ms * self.factor(_klass(stage))
 
     def factor(self, klass: str) -> float:
         """The calibration of the predictions of one class of stage (a merge, one group, two,
@@ -182,6 +190,10 @@ class LearnedCostModel:
 
             opts = dict(self._measured_options)
             opts.setdefault("mode", "stage")  # the quantity the predictor learned: the stage alone
+            # only the best-ranked stages are measured, but whole schedules of them (hundreds of
+            # stages for nasnet): a shorter protocol than the collector's
+            opts.setdefault("warmup", 1)
+            opts.setdefault("repeat", 3)
             if self.provider != "torch":
                 opts["provider"] = self.provider
             self._measurer = make_measured_cost_model(threads=self.threads, device=self.device, **opts)
