@@ -14,7 +14,8 @@ hang costs one row, not the run.
 
 Ratios: Both/Seq = IOS-Sequential ms / IOS-Both ms on the same provider (> 1: Both is faster);
 vs peer = best peer ms / IOS-Both ms (> 1: IOS-Both is faster); Seq/lib = IOS-Sequential on a
-provider / that library running the whole graph (< 1.05 is the issue's goal). Results also go to
+provider / that library running the whole graph, timed in the same process, alternating with
+the IOS schedules (< 1.05 is the issue's goal). Results also go to
 --out (JSON and Markdown).
 """
 
@@ -72,17 +73,24 @@ def child(spec: dict) -> dict:
         m = measure(lambda: c.execute(p), sync=c.sync, **proto)
         out.update(status="ok", ms=m.median, std=m.std, check=check.passed, precision=c.info.get("precision"))
         return out
-    # IOS on one provider: Sequential and Both, optimized with the measured cost model on that provider
+    if spec["kind"] == "optimize":
+        return optimize_child(spec, graph, x, ref)
+    return measure_child(spec, graph, x, ref, proto)
+
+
+def optimize_child(spec: dict, graph, x, ref) -> dict:
+    """Optimize Sequential and Both on one provider with the measured cost model on that
+    provider; save both schedules (with weights: merged convolutions carry theirs) for the
+    measuring process."""
     from ios_core.cost import make_cost_model
     from ios_core.optimizer import schedule
-    from ios_core.runtime import Runtime
 
-    provider = spec["name"]
-    kw = {"provider": provider} if provider != "torch" else {}
+    provider, bs = spec["name"], spec["batch"]
     cost_opts = dict(threads=spec["threads"], provider=provider, mode=spec["mode"])
     if spec.get("stage_repeat"):
         cost_opts["repeat"] = spec["stage_repeat"]
     runs = 2 if spec.get("warm") else 1
+    out: dict = {}
     for strategy in ("sequential", "both"):
         secs = []
         for _ in range(runs):
@@ -90,14 +98,69 @@ def child(spec: dict) -> dict:
             t0 = time.perf_counter()
             res = schedule(graph, strategy, cm, batch_size=bs)
             secs.append(time.perf_counter() - t0)
-        sched, st = res.graph, res.stats
-        rt = Runtime(sched, bs, threads=spec["threads"], **kw)
-        ok = compare(rt.run(x), ref, 1e-3).passed
-        m = rt.measure(x=x, **proto)
-        out[strategy] = {"ms": m.median, "std": m.std, "predicted_ms": st.cost_ms, "optimize_s": secs[0],
-                         "optimize_s_warm": secs[1] if runs > 1 else None, "check": ok,
-                         "stages": rt.stats.get("stages"), "parallel_stages": rt.stats.get("parallel_stages"),
-                         "validation": st.validation, "measured": cm.stats().get("measured")}
+        path = Path(spec["work"]) / f"{spec['model']}-b{bs}-{provider}-{strategy}.json"
+        res.graph.save(path)
+        out[strategy] = {"predicted_ms": res.stats.cost_ms, "optimize_s": secs[0],
+                         "optimize_s_warm": secs[1] if runs > 1 else None, "validation": res.stats.validation,
+                         "measured": cm.stats().get("measured"), "schedule": str(path)}
+    out["status"] = "ok"
+    return out
+
+
+def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
+    """Time the two schedules of one provider in a fresh process (no optimizer state around),
+    interleaved round by round so that drift hits both alike; then the analysis figures:
+    Sequential at 1 thread (intra-op scaling, which bounds what inter-op parallelism can win on
+    this many cores) and Both's per-stage profile (time in its parallel stages)."""
+    import numpy as np
+
+    from ios_core.check import compare
+    from ios_core.ir import Graph
+    from ios_core.runtime import Runtime
+
+    provider, bs, threads = spec["name"], spec["batch"], spec["threads"]
+    kw = {"provider": provider} if provider != "torch" else {}
+    rts = {}
+    out: dict = {}
+    for strategy in ("sequential", "both"):
+        sched = Graph.load(spec["schedules"][strategy])
+        rts[strategy] = rt = Runtime(sched, bs, threads=threads, **kw)
+        out[strategy] = {"check": compare(rt.run(x), ref, 1e-3).passed, "stages": rt.stats.get("stages"),
+                         "parallel_stages": rt.stats.get("parallel_stages")}
+    # the library itself on the whole graph, in the same process and rounds (Seq/lib side by side)
+    timed = {k: (lambda rt=rt, **kw: rt.measure(x=x, **kw)) for k, rt in rts.items()}
+    if spec.get("with_lib"):
+        import adapters
+        from ios_core.measure import measure
+
+        a = adapters.get(provider)
+        c = a.build(graph, bs, "cpu", threads)
+        prepared = c.prepare(x)
+        out["library"] = {"check": compare(c.finish(c.execute(prepared)), ref, 1e-3).passed}
+        timed["library"] = lambda **kw: measure(lambda: c.execute(prepared), sync=c.sync, **kw)
+    rounds = max(1, spec["rounds"])
+    per_round = max(2, -(-proto["repeat"] // rounds))
+    samples: dict[str, list[float]] = {k: [] for k in timed}
+    order = list(timed)
+    for r in range(rounds):
+        for k in order if r % 2 == 0 else order[::-1]:
+            m = timed[k](warmup=proto["warmup"] if r == 0 else 1, repeat=per_round,
+                         min_sample_ms=proto["min_sample_ms"])
+            samples[k] += list(m.samples_ms)
+    for strategy, v in samples.items():
+        q1, q3 = np.percentile(v, [25, 75])
+        out[strategy].update(ms=float(np.median(v)), iqr=float(q3 - q1), std=float(np.std(v)), n=len(v))
+    # where Both's time goes: per-stage profile (a provider runs a run of one-group stages as one piece)
+    m = rts["both"].measure(x=x, warmup=1, repeat=max(3, per_round), profile_stages=True)
+    stage_ms = np.median(np.array(m.stage_ms), axis=0)
+    par = [i for i, groups in enumerate(m.meta["stage_names"]) if len(groups) > 1]  # concurrent stages
+    out["both"].update(profile_ms=float(stage_ms.sum()), parallel_ms=float(stage_ms[par].sum()) if par else 0.0,
+                       parallel_pieces=len(par), pieces=len(stage_ms))
+    del rts
+    # intra-op scaling: Sequential with one thread
+    seq1 = Runtime(Graph.load(spec["schedules"]["sequential"]), bs, threads=1, **kw)
+    m1 = seq1.measure(x=x, warmup=1, repeat=max(3, per_round // 2), min_sample_ms=proto["min_sample_ms"])
+    out["sequential"]["ms_1thread"] = m1.median
     out["status"] = "ok"
     return out
 
@@ -124,12 +187,73 @@ def run_child(spec: dict, timeout: float) -> dict:
     return res
 
 
+def run_ios(spec: dict, timeout: float) -> dict:
+    """One provider: optimize in one process, time the saved schedules in a fresh one."""
+    opt = run_child({**spec, "kind": "optimize"}, timeout)
+    if opt.get("status") != "ok":
+        return opt
+    res = run_child({**spec, "kind": "measure", "schedules": {k: opt[k]["schedule"] for k in ("sequential", "both")},
+                     "with_lib": spec["name"] in spec["peers"]}, timeout)
+    if res.get("status") != "ok":
+        return res
+    for k in ("sequential", "both"):
+        res[k] = {**opt[k], **res[k]}
+    res["wall_s"] += opt["wall_s"]
+    res["threads"] = spec["threads"]
+    return res
+
+
 def _f(v, d=1):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
 
 
 def _ratio(a, b):
     return f"{a / b:.2f}x" if a and b else "-"
+
+
+def _pm(r: dict) -> str:
+    return f"{r['ms']:.2f} ±{r['iqr']:.2f}" if r.get("iqr") is not None else _f(r.get("ms"), 2)
+
+
+def _kept(v: dict | None) -> str:
+    if not v:
+        return "-"
+    return "sequential kept" if v.get("kept") == "sequential" else "optimized kept"
+
+
+def render_analysis(results: dict, models: list[str], batches: list[int], providers: list[str]) -> str:
+    """Where the time goes, per network and provider: how well the kernels already use both
+    cores (intra-op scaling, Sequential at 1 thread / at N threads), the bound that puts on
+    inter-op parallelism (N perfectly overlapped one-thread streams: Seq(1 thread) / N), and how
+    much of Both's time its concurrent stages take (per-stage profile)."""
+    lines = ["### where the time goes", "",
+             "Intra-op scaling = Seq at 1 thread / Seq at N threads. Inter-op bound = Seq(1 thread) / N: the "
+             "latency if every operator ran on one thread and N of them always overlapped perfectly; "
+             "max Both/Seq = Seq / that bound (an estimate from two measurements, not a measurement of "
+             "a schedule). Concurrent stages: pieces of Both with more than one group, and their share of "
+             "Both's per-stage profile.", ""]
+    head = ["model", "batch", "provider", "Seq ms", "Seq 1-thread ms", "intra-op scaling",
+            "inter-op bound ms (est.)", "max Both/Seq (est.)", "Both ms", "Both/Seq", "concurrent stages",
+            "time in them", "validation"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bs in batches:
+        for model in models:
+            for prov in providers:
+                r = results.get((model, bs, "ios", prov)) or {}
+                if r.get("status") != "ok":
+                    continue
+                seq, both = r["sequential"], r["both"]
+                n = r.get("threads") or 1
+                s1 = seq.get("ms_1thread")
+                bound = s1 / n if s1 else None
+                share = both["parallel_ms"] / both["profile_ms"] if both.get("profile_ms") else None
+                lines.append("| " + " | ".join([
+                    model, str(bs), prov, _f(seq["ms"], 2), _f(s1, 2), _ratio(s1, seq["ms"]), _f(bound, 2),
+                    _ratio(seq["ms"], bound), _f(both["ms"], 2), _ratio(seq["ms"], both["ms"]),
+                    f"{both.get('parallel_pieces', 0)} of {both.get('pieces', '-')}",
+                    f"{_f(both.get('parallel_ms'), 2)} ms ({share:.0%})" if share is not None else "-",
+                    _kept(both.get("validation"))]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def render(results: dict, models: list[str], batches: list[int], peers: list[str], providers: list[str]) -> str:
@@ -160,15 +284,17 @@ def render(results: dict, models: list[str], batches: list[int], peers: list[str
                     continue
                 seq, both = r["sequential"], r["both"]
                 err = (both["predicted_ms"] - both["ms"]) / both["ms"]
-                row += [_f(seq["ms"], 2), _f(both["ms"], 2) + ("" if both["check"] else " (WRONG)"),
+                row += [_pm(seq) + ("" if seq["check"] else " (WRONG)"),
+                        _pm(both) + ("" if both["check"] else " (WRONG)"),
                         _f(both["predicted_ms"], 2), f"{err:+.1%}",
                         f"{_f(seq['optimize_s'])}+{_f(both['optimize_s'])}", _ratio(seq["ms"], both["ms"]),
                         _ratio(best, both["ms"])]
                 geo.setdefault(f"Both/Seq[{prov}]", []).append(seq["ms"] / both["ms"])
                 if best:
                     geo.setdefault(f"vs best peer[{prov}]", []).append(best / both["ms"])
-                if prov in peers:
-                    row.append(_ratio(seq["ms"], peer_ms.get(prov)))
+                if prov in peers:  # the library timed in the same process and rounds, else its peer row
+                    lib = (r.get("library") or {}).get("ms") if (r.get("library") or {}).get("check") else None
+                    row.append(_ratio(seq["ms"], lib or peer_ms.get(prov)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         for k, v in geo.items():
@@ -189,6 +315,8 @@ def main(argv=None) -> int:
     p.add_argument("--mode", default="calibrated", help="measured cost model mode (default: calibrated)")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=4,
+                   help="IOS: Sequential and Both are timed alternately in this many rounds (same process)")
     p.add_argument("--min-sample-ms", type=float, default=10.0)
     p.add_argument("--cache", default=None, help="profile database (default: a fresh one: cold optimization)")
     p.add_argument("--warm", action="store_true", help="optimize twice and report the second (cached) run too")
@@ -214,7 +342,8 @@ def main(argv=None) -> int:
     cache = args.cache or str(Path(tempfile.mkdtemp(prefix="ios-bench-cold-")) / "profiles.sqlite")
     base = dict(threads=threads, spin_policy=policy, repeat=args.repeat, warmup=args.warmup,
                 min_sample_ms=args.min_sample_ms or None, cache=cache, mode=args.mode, warm=args.warm,
-                stage_repeat=3 if args.quick else None)
+                stage_repeat=3 if args.quick else None, rounds=args.rounds, work=str(Path(cache).parent),
+                peers=peers)
     jobs = [(m, b, "peer", q) for m in models for b in batches for q in peers]
     jobs += [(m, b, "ios", q) for m in models for b in batches for q in providers]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -230,7 +359,8 @@ def main(argv=None) -> int:
     with tqdm(total=len(jobs), unit="variant", dynamic_ncols=True) as bar:
         for model, bs, kind, name in jobs:
             bar.set_description(f"{model} b{bs} {'IOS[' + name + ']' if kind == 'ios' else name}")
-            res = run_child({**base, "model": model, "batch": bs, "kind": kind, "name": name}, args.timeout)
+            spec = {**base, "model": model, "batch": bs, "kind": kind, "name": name}
+            res = run_ios(spec, args.timeout) if kind == "ios" else run_child(spec, args.timeout)
             results[(model, bs, kind, name)] = res
             if res.get("status") == "ok" and kind == "ios":
                 s, b = res["sequential"], res["both"]
@@ -244,7 +374,8 @@ def main(argv=None) -> int:
                       f"{res.get('reason', '')}"
             bar.write(msg)
             bar.update(1)
-    table = render(results, models, batches, peers, providers)
+    table = render(results, models, batches, peers, providers) + "\n" + render_analysis(results, models, batches,
+                                                                                        providers)
     header = (f"bench_ios_cpu: {threads} threads, spin policy {policy}, cost model measured/{args.mode}, protocol "
               f"warmup {args.warmup} repeat {args.repeat}; load average at start {load:.1f}; "
               f"{time.perf_counter() - t0:.0f} s in all")

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_ios_cpu import run_child  # noqa: E402
+from bench_ios_cpu import run_child, run_ios  # noqa: E402
 
 from ios_core.threads import DEFAULT_POLICY, SPIN_POLICIES, resolve_threads  # noqa: E402
 
@@ -36,14 +36,15 @@ def main(argv=None) -> int:
     cache = str(Path(tempfile.mkdtemp(prefix="ios-bench-spin-")) / "profiles.sqlite")
     threads = resolve_threads(args.threads)
     base = dict(threads=threads, repeat=args.repeat, warmup=3, min_sample_ms=10.0, cache=cache, mode="calibrated",
-                batch=1)
+                batch=1, rounds=3, work=str(Path(cache).parent), peers=[])
     rows = []
     for model in [m for m in args.models.split(",") if m]:
         variants = [("peer", q) for q in args.peers.split(",") if q] + [("ios", "torch")]
         for kind, name in variants:
             ms = {}
             for pol in policies:
-                r = run_child({**base, "model": model, "kind": kind, "name": name, "spin_policy": pol}, args.timeout)
+                spec = {**base, "model": model, "kind": kind, "name": name, "spin_policy": pol}
+                r = (run_ios if kind == "ios" else run_child)(spec, args.timeout)
                 if r.get("status") != "ok":
                     print(f"{model} {name} [{pol}]: {r.get('status')}: {r.get('reason', '')}", flush=True)
                     continue

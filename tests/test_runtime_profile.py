@@ -33,3 +33,30 @@ def test_profile_bad_input(data_dir, run_cli):
     assert code == 2 and "drop --strategy" in err
     code, _, err = run_cli(["profile", "--model", "no_such_model"])
     assert code == 2
+
+
+def test_profile_measures_costs_on_its_provider(monkeypatch, tmp_path, run_cli):
+    """``profile --strategy S --cost measured --provider P`` optimizes with stages timed on P, the
+    provider it then profiles on (not the default torch)."""
+    import pytest
+
+    from ios_core.cost import measured
+
+    if "onnxruntime" not in measured._planner_providers():
+        pytest.skip("onnxruntime is not a runtime provider here")
+    made = []
+    real = measured.MeasuredCostModel.__init__
+
+    def spy(self, *a, **kw):
+        made.append(kw.get("provider"))
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(measured.MeasuredCostModel, "__init__", spy)
+    monkeypatch.setenv("IOS_BENCH_CACHE", str(tmp_path / "profiles.sqlite"))
+    g = models.get("sample", input_shape=(16, 8, 8))
+    path = tmp_path / "sample_small.json"
+    g.save(path)
+    code, out, err = run_cli(["profile", "--model", str(path), "--strategy", "parallel", "--cost", "measured",
+                              "--provider", "onnxruntime", "--repeat", "2", "--no-show-graph"])
+    assert code == 0, err
+    assert made == ["onnxruntime"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ios_core.cost.measured import MODES as MEASURED_MODES
 from ios_core.optimizer import STRATEGIES
 
 from ..errors import InputError
@@ -12,7 +13,8 @@ from ..loading import load_graph
 from ..options import SEED, Threads
 
 
-def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int, threads: int | None):
+def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, batch: int, threads: int | None,
+              provider: str = "torch"):
     if strategy is None:
         return graph, None
     try:
@@ -20,7 +22,8 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
         from ios_core.cost import make_cost_model
     except ImportError as e:  # the scheduler not installed
         raise InputError(f"--strategy needs the IOS optimizer, which is not available ({e})") from None
-    options = {"mode": cost_mode, "threads": threads} if cost == "measured" else {}
+    # measured costs are taken on the provider the schedule is then profiled on
+    options = {"mode": cost_mode, "threads": threads, "provider": provider} if cost == "measured" else {}
     cm = make_cost_model(cost, **options)
     return optimize(graph, strategy, cm, batch_size=batch), cm
 
@@ -34,8 +37,8 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str, batch: int
               help="optimize the model first with this strategy (default: the graph's own stages, or sequential)")
 @click.option("--cost", type=click.Choice(["synthetic", "measured"]), default="synthetic", show_default=True,
               help="cost model for --strategy")
-@click.option("--cost-mode", type=click.Choice(["stage", "composed"]), default="stage", show_default=True,
-              help="measured cost model mode")
+@click.option("--cost-mode", type=click.Choice(list(MEASURED_MODES)), default=None,
+              help="measured cost model mode (default: the model's own, calibrated on the CPU; docs/scheduler.md)")
 @click.option("--threads", type=Threads(), default=None,
               help="thread budget, at most the cores this process may use (default: all of them)")
 @click.option("--provider", default="torch", show_default=True,
@@ -94,7 +97,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
             raise InputError(f"schedule {schedule} is for {graph.name!r}, not {base.name!r}")
     if not graph.has_weights:
         graph.init_weights(seed)
-    graph, cm = _schedule(graph, strategy, cost, cost_mode, batch, threads)
+    graph, cm = _schedule(graph, strategy, cost, cost_mode, batch, threads, provider)
     if not graph.has_weights:
         graph.init_weights(seed)
     if device == "cuda":
