@@ -122,7 +122,12 @@ def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool =
         console.print(f"[bold]{term(head)}[/]", highlight=False)
         resume = ctx.resume and (folder / PLAN_FILE).exists()
         sweep = Sweep(run.plan, folder, console=console, resume=resume, progress=progress)
-        stats = sweep.run()
+        try:
+            stats = sweep.run()
+        except KeyboardInterrupt:
+            console.print(term(f"{exp.name} interrupted in sweep {run.name}: continue the experiment with: "
+                               f"ios-bench experiment {exp.name} --resume --out {out}"), highlight=False)
+            raise
         for k in totals:
             totals[k] += stats.get(k, 0)
         if stats.get("missing"):
