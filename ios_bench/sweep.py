@@ -111,6 +111,11 @@ class Plan:
     # settings of the IOS optimizer for every IOS cell of the sweep (IOS_OPTIONS; empty: each cell's
     # schedule is optimized for its own batch size and thread budget, pruning r=3, s=8)
     ios_options: dict = field(default_factory=dict)
+    # {framework or "ios": {option: value}}: build options handed to adapter.build (e.g. tvm-tuned's
+    # trials_per_task); "ios" applies to every IOS cell, "ios-both" to that schedule only
+    adapter_options: dict = field(default_factory=dict)
+    # per-core CPU (SM on cuda) utilization sampled during each cell's timed loop: util/<cell>.json
+    sample_utilization: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,6 +182,8 @@ _PLAN_TYPES = {
     "ios_options": (lambda v: ios_options_problem(v) is None, "an object of IOS optimizer settings "
                     "(optimize_batch, optimize_threads, max_group_size, max_num_groups: positive integers; "
                     "cost_cache: default, off or private)"),
+    "adapter_options": (lambda v: _options_map(v), "an object {framework: {option: value}}"),
+    "sample_utilization": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 # The IOS optimizer settings a sweep may fix for its IOS cells (Plan.ios_options):
@@ -228,6 +235,27 @@ def optimized_for(options: dict, batch_size: int, threads: int | None) -> dict:
             "threads": options.get("optimize_threads", threads),
             "max_group_size": options.get("max_group_size", 3), "max_num_groups": options.get("max_num_groups", 8),
             "cost_cache": options.get("cost_cache", "default")}
+
+
+def _options_map(v) -> bool:
+    """``{framework: {option: JSON value}}`` with non-empty names (values must survive plan.json)."""
+    if not isinstance(v, dict):
+        return False
+    for fw, opts in v.items():
+        if not (isinstance(fw, str) and fw and isinstance(opts, dict) and all(isinstance(k, str) and k for k in opts)):
+            return False
+        try:
+            json.dumps(opts, allow_nan=False)
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+def adapter_options(plan: Plan, framework: str, adapter: str) -> dict:
+    """The build options of one cell: the adapter's entry (``ios`` for every IOS cell), then the
+    framework's own (``ios-both``, ``tvm-tuned``) over it."""
+    opts = plan.adapter_options or {}
+    return {**(opts.get(adapter) or {} if adapter != framework else {}), **(opts.get(framework) or {})}
 
 
 def _from_base(spec: str, base: Path) -> str:
@@ -853,6 +881,7 @@ class Sweep:
                 **({"optimized_for": optimized_for(plan.ios_options, cell.batch_size, plan.threads)}
                    if cell.schedule and plan.ios_options else {}),
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now(),
+                **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
                 **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {})}
 
     def _cell_task(self, cell: Cell, ref: dict) -> Task:
@@ -867,12 +896,18 @@ class Sweep:
                 "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
                 "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model, "precision": plan.precision,
                 "result_path": f"work/{stem}.result.json"}
+        options = adapter_options(plan, cell.framework, cell.adapter)
+        if options:
+            spec["options"] = options
         inputs = [spec["ref_path"], spec["input_path"]] + self._model_inputs(spec, cell.model_spec)
         source_ref = ref_file(cell.model, cell.batch_size, "source.npy")
         if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
             spec["source_ref_path"] = source_ref
             inputs.append(source_ref)
         outputs = []
+        if plan.sample_utilization:
+            spec["util_path"] = util_file(cell)
+            outputs.append(spec["util_path"])
         timeout = plan.timeout
         if cell.schedule:
             spec["provider"] = cell.provider or DEFAULT_IOS_PROVIDER
@@ -908,6 +943,8 @@ class Sweep:
         res.pop("pid", None)
         record.update(res)
         record["log"] = task.log
+        if isinstance(record.get("utilization"), dict):
+            record["utilization"]["trace"] = task.spec["util_path"]
         if record.get("node") is not None and not record.get("node_env"):
             record["node_env"] = node_env_path(record["node"]) if self.executor.name != "local" else ENV_FILE
         if record.get("status") in ("ok", "wrong") and record.get("median_ms"):
@@ -923,6 +960,11 @@ class Sweep:
 def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:
     """Run-folder-relative path of a reference output (``npy``), its input (``input.npy``) or meta."""
     return f"refs/{safe_name(f'{model}-b{batch_size}')}.{ext}"
+
+
+def util_file(cell: Cell) -> str:
+    """Run-folder-relative path of a cell's utilization trace (``sample_utilization``)."""
+    return f"util/{cell.file_stem}.json"
 
 
 def node_env_path(node: str) -> str:

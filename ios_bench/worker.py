@@ -14,6 +14,7 @@ Tasks:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -349,9 +350,10 @@ def task_cell(spec: dict, result: dict) -> dict:
                                   max(before.max_rel_err, source.max_rel_err), tol,
                                   f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
-    m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
-                timer=compiled.timer())
+    with _utilization(spec, result):
+        m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
+                    repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
+                    timer=compiled.timer())
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
     result["check"] = combined_check(before, after)
@@ -366,6 +368,26 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["status"] = "ok" if result["check"]["passed"] else "wrong"
     result.pop("phase", None)
     return result
+
+
+@contextlib.contextmanager
+def _utilization(spec: dict, result: dict):
+    """With ``util_path`` in the spec: sample the device's busy-ness during the timed loop
+    (:mod:`ios_bench.utilization`), write the trace there (atomically) and its summary to the
+    record as ``utilization``. Without it: nothing."""
+    if not spec.get("util_path"):
+        yield
+        return
+    from ios_core.atomic import atomic_write_json
+
+    from .utilization import sampler, summarize
+
+    s = sampler(spec["device"])
+    with s:
+        yield
+    trace = s.trace()
+    atomic_write_json(spec["util_path"], trace, indent=None)
+    result["utilization"] = summarize(trace)  # the sweep adds the trace's run-folder-relative path
 
 
 def combined_check(before, after) -> dict:

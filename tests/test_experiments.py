@@ -53,7 +53,12 @@ def test_registry_lists_every_experiment():
         experiments.get("nope")
 
 
-@pytest.mark.parametrize("name", experiments.names())
+# quick forms that take minutes even so (TVM tuning): run with -m slow
+SLOW_QUICK = {"intra-inter": "tunes TVM kernels: minutes even in its quick form"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_QUICK else n
+                                  for n in experiments.names()])
 def test_quick_form_runs_and_reports_measured_numbers(quick_runs, name):
     code, out = quick_runs(name)
     assert code == 0
