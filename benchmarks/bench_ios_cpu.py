@@ -48,6 +48,9 @@ def child(spec: dict) -> dict:
     if spec.get("cache"):
         os.environ["IOS_BENCH_CACHE"] = spec["cache"]
 
+    if spec["kind"] == "pairs":  # in the cells' environment: the database key includes it
+        return {"status": "ok", "text": render_pairs(spec["cache"], spec["batches"], spec["threads"],
+                                                     spec["providers"])}
     from ios_core import models
     from ios_core.check import compare
     from ios_core.measure import measure
@@ -198,6 +201,7 @@ def run_ios(spec: dict, timeout: float) -> dict:
         return res
     for k in ("sequential", "both"):
         res[k] = {**opt[k], **res[k]}
+        Path(opt[k]["schedule"]).with_suffix(".npz").unlink(missing_ok=True)  # weights: hundreds of MB
     res["wall_s"] += opt["wall_s"]
     res["threads"] = spec["threads"]
     return res
@@ -253,6 +257,39 @@ def render_analysis(results: dict, models: list[str], batches: list[int], provid
                     f"{both.get('parallel_pieces', 0)} of {both.get('pieces', '-')}",
                     f"{_f(both.get('parallel_ms'), 2)} ms ({share:.0%})" if share is not None else "-",
                     _kept(both.get("validation"))]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_pairs(cache: str, batches: list[int], threads: int, providers: list[str]) -> str:
+    """What concurrency buys on this machine, from the optimizer's own calibrated measurements
+    (the profile database): operators run n at a time (one per worker, each on its thread
+    share) against one after another at the full budget, by how long the operator takes."""
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import concurrency_pairs
+
+    db = ProfileCache(cache)
+    buckets = ((0.0, 0.1), (0.1, 0.5), (0.5, 2.0), (2.0, float("inf")))
+    lines = ["### what running operators concurrently buys (from the cost model's measurements)", "",
+             "Speedup = n x (operator alone at the full thread budget) / (n copies at once, one per worker on its "
+             "share, less one pool dispatch): above 1, concurrency wins; time-weighted over the operators of the "
+             "networks above. The pool dispatch of one concurrent stage is measured separately.", ""]
+    head = ["batch", "provider", "dispatch us"] + [f"ops {lo:g}-{hi:g} ms" for lo, hi in buckets] + ["all"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bs in batches:
+        pairs = concurrency_pairs(db, bs, threads)
+        dispatch = {m: ms for t, m, sig, ms in db.rows(1) if t == threads and sig.startswith("pool-dispatch-primed")}
+        for method, got in sorted(pairs.items()):
+            prov = next((p for p in providers if p != "torch" and f":{p}-" in method), "torch")
+
+            def cell(sel):
+                if not sel:
+                    return "-"
+                return f"{sum(n * a for n, a, _ in sel) / sum(c for _, _, c in sel):.2f}x (n={len(sel)})"
+
+            row = [str(bs), prov, _f(dispatch[method] * 1e3, 0) if method in dispatch else "-"]
+            row += [cell([g for g in got if lo <= g[1] < hi]) for lo, hi in buckets] + [cell(got)]
+            lines.append("| " + " | ".join(row) + " |")
+    db.close()
     return "\n".join(lines) + "\n"
 
 
@@ -374,8 +411,10 @@ def main(argv=None) -> int:
                       f"{res.get('reason', '')}"
             bar.write(msg)
             bar.update(1)
-    table = render(results, models, batches, peers, providers) + "\n" + render_analysis(results, models, batches,
-                                                                                        providers)
+    table = (render(results, models, batches, peers, providers) + "\n"
+             + render_analysis(results, models, batches, providers) + "\n"
+             + (run_child({**base, "kind": "pairs", "batches": batches, "providers": providers},
+                          args.timeout).get("text") or ""))
     header = (f"bench_ios_cpu: {threads} threads, spin policy {policy}, cost model measured/{args.mode}, protocol "
               f"warmup {args.warmup} repeat {args.repeat}; load average at start {load:.1f}; "
               f"{time.perf_counter() - t0:.0f} s in all")

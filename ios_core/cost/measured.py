@@ -471,6 +471,31 @@ class MeasuredCostModel:
         return self._dispatch_ms
 
 
+def concurrency_pairs(cache: ProfileCache, batch_size: int,
+                      threads: int) -> dict[str, list[tuple[int, float, float]]]:
+    """What concurrency buys, from the calibrated measurements in a profile database: per
+    measurement method (one per provider and library version), ``(n, alone_ms, concurrent_ms)``
+    for every operator that was measured both alone at the full thread budget
+    and concurrently with copies of itself (one per worker, each with its thread share; the
+    time less one pool dispatch). With ``n`` workers, ``n * alone_ms / concurrent_ms`` is the
+    speedup of running ``n`` such operators concurrently over running them one after another
+    at the full budget (below 1: concurrency loses)."""
+    rows = {(t, m, sig): ms for t, m, sig, ms in cache.rows(batch_size)}
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for (_share, method, sig), ms in rows.items():
+        if not sig.startswith("concurrent"):
+            continue
+        prefix, base = sig.split(":", 1)
+        shares = [int(x) for x in prefix[len("concurrent"):].split("x")]
+        if sum(shares) != threads:
+            continue
+        # stored under the operator's own share; alone: the full budget (``_ops_latency``)
+        alone = rows.get((threads, method, base))
+        if alone is not None:
+            out.setdefault(method, []).append((len(shares), alone, ms))
+    return out
+
+
 def make_measured_cost_model(**options) -> MeasuredCostModel:
     """Factory used by ``ios_core.cost.make_cost_model("measured", **options)``; options are
     :class:`MeasuredCostModel`'s (threads, warmup, number, repeat, min_sample_ms, cache = True |
