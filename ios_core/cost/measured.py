@@ -190,10 +190,12 @@ class MeasuredCostModel:
                  f"{self.protocol}")
         return self.cache, ident
 
-    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 5) -> dict:
+    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 7) -> dict:
         """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
         runtime (this model's provider and threads), alternating, ``repeat`` samples each after a
-        warmup; returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
+        warmup of at least 5 runs and 0.25 s each (a fresh ONNX Runtime session ran its first
+        several runs up to 3x slower, which biased the verdict against whichever was built
+        first); returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
         ``"schedule"`` only when it measured faster. ``ios_core.optimize`` calls this at the end
         of a search, so it never hands over, silently, a schedule slower than sequential."""
         if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
@@ -211,11 +213,16 @@ class MeasuredCostModel:
         rts = {k: Runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
                for k, g in (("schedule", schedule), ("sequential", sequential))}
         samples: dict[str, list[float]] = {k: [] for k in rts}
-        for rt in rts.values():
-            rt.measure(warmup=2, number=1, repeat=1)
-        for _ in range(max(1, int(repeat))):  # alternating single runs: drift hits both alike
-            for k, rt in rts.items():
-                samples[k].append(rt.measure(warmup=0, number=1, repeat=1).median)
+        for rt in rts.values():  # a fresh session's first runs can be several times slower: warm
+            t_warm = time.perf_counter()  # each for at least 5 runs and a quarter of a second
+            runs = 0
+            while runs < 5 or (time.perf_counter() - t_warm < 0.25 and runs < 50):
+                rt.measure(warmup=0, number=1, repeat=1)
+                runs += 1
+        order = list(rts)
+        for i in range(max(1, int(repeat))):  # alternating single runs (ABBA): drift hits both alike
+            for k in order if i % 2 == 0 else order[::-1]:
+                samples[k].append(rts[k].measure(warmup=0, number=1, repeat=1).median)
         med = {k: statistics.median(v) for k, v in samples.items()}
         kept = "schedule" if med["schedule"] < med["sequential"] else "sequential"
         return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
