@@ -108,6 +108,9 @@ class Plan:
     spin_policy: str = field(default_factory=policy_name)
     executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
     ray_address: str | None = None
+    # settings of the IOS optimizer for every IOS cell of the sweep (IOS_OPTIONS; empty: each cell's
+    # schedule is optimized for its own batch size and thread budget, pruning r=3, s=8)
+    ios_options: dict = field(default_factory=dict)
     # {framework or "ios": {option: value}}: build options handed to adapter.build (e.g. tvm-tuned's
     # trials_per_task); "ios" applies to every IOS cell, "ios-both" to that schedule only
     adapter_options: dict = field(default_factory=dict)
@@ -130,6 +133,8 @@ class Plan:
             value = d[name]
             check, what = _PLAN_TYPES.get(name, (lambda v: True, ""))
             if not check(value):
+                if name == "ios_options" and isinstance(value, dict):
+                    raise InputError(f"field 'ios_options': {ios_options_problem(value)}")
                 raise InputError(f"field {name!r} is {str(value)[:40]!r}, expected {what}")
             kwargs[name] = value
         plan = cls(**kwargs)
@@ -174,9 +179,62 @@ _PLAN_TYPES = {
     "gpu_clock_mhz": (lambda v: v is None or _is_int(v, 1), "null or a positive integer"),
     "executor": (lambda v: isinstance(v, str), "a string"),
     "ray_address": (lambda v: v is None or isinstance(v, str), "null or a string"),
+    "ios_options": (lambda v: ios_options_problem(v) is None, "an object of IOS optimizer settings "
+                    "(optimize_batch, optimize_threads, max_group_size, max_num_groups: positive integers; "
+                    "cost_cache: default, off or private)"),
     "adapter_options": (lambda v: _options_map(v), "an object {framework: {option: value}}"),
     "sample_utilization": (lambda v: isinstance(v, bool), "true or false"),
 }
+
+# The IOS optimizer settings a sweep may fix for its IOS cells (Plan.ios_options):
+#   optimize_batch    the batch size the schedule is optimized for (default: the cell's own); a
+#                     sweep over batch sizes then executes one schedule at every batch size
+#   optimize_threads  the thread budget the measured cost model times stages with (default: the
+#                     cell's own): a schedule specialized for another "device"
+#   max_group_size    pruning r: most operators in one group of a parallel stage (default 3)
+#   max_num_groups    pruning s: most groups in one parallel stage (default 8)
+#   cost_cache        the measured cost model's profile database: "default" (the shared one, whose
+#                     stage costs and block schedules are reused across runs), "off" (none: every
+#                     stage timed again in each cell), "private" (a fresh one in the run folder, so
+#                     search times are those of a cold search, yet shared by the run's cells)
+IOS_OPTIONS = {"optimize_batch": "a positive integer", "optimize_threads": "a positive integer",
+               "max_group_size": "a positive integer", "max_num_groups": "a positive integer",
+               "cost_cache": "one of default, off, private"}
+COST_CACHES = ("default", "off", "private")
+PRIVATE_PROFILE_DB = "profiles.sqlite"  # cost_cache=private: in the run folder
+
+
+def ios_options_problem(options) -> str | None:
+    """Why ``options`` are not valid IOS optimizer settings (one line), or None."""
+    if not isinstance(options, dict):
+        return f"IOS options must be an object, not {type(options).__name__}"
+    for key, value in options.items():
+        if key not in IOS_OPTIONS:
+            return f"unknown IOS option {str(key)[:40]!r}; choose from: {', '.join(IOS_OPTIONS)}"
+        if key == "cost_cache":
+            if value not in COST_CACHES:
+                return f"IOS option cost_cache is {str(value)[:40]!r}, expected {IOS_OPTIONS[key]}"
+        elif not _is_int(value, 1):
+            return f"IOS option {key} is {str(value)[:40]!r}, expected {IOS_OPTIONS[key]}"
+    return None
+
+
+def ios_options_tag(options: dict) -> str:
+    """The part of a schedule file's name that says what it was optimized under (empty for the
+    defaults), e.g. ``-t1-r2-s3-cprivate``; the optimized-for batch size is the file's batch."""
+    parts = [f"t{options['optimize_threads']}" if "optimize_threads" in options else "",
+             f"r{options['max_group_size']}" if "max_group_size" in options else "",
+             f"s{options['max_num_groups']}" if "max_num_groups" in options else "",
+             f"c{options['cost_cache']}" if options.get("cost_cache", "default") != "default" else ""]
+    return "".join(f"-{p}" for p in parts if p)
+
+
+def optimized_for(options: dict, batch_size: int, threads: int | None) -> dict:
+    """What an IOS cell's schedule is optimized for, given the sweep's IOS options and the cell."""
+    return {"batch_size": options.get("optimize_batch", batch_size),
+            "threads": options.get("optimize_threads", threads),
+            "max_group_size": options.get("max_group_size", 3), "max_num_groups": options.get("max_num_groups", 8),
+            "cost_cache": options.get("cost_cache", "default")}
 
 
 def _options_map(v) -> bool:
@@ -352,6 +410,9 @@ class Sweep:
                  progress: bool = True, executor: Executor | None = None, retry_failed: bool = False):
         from rich.console import Console
 
+        problem = ios_options_problem(plan.ios_options)
+        if problem:
+            raise InputError(problem)
         self.plan = plan
         self.folder = Path(folder)
         self.console = console or Console(stderr=True, soft_wrap=True)
@@ -817,6 +878,8 @@ class Sweep:
                 "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
                 "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
                 **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),
+                **({"optimized_for": optimized_for(plan.ios_options, cell.batch_size, plan.threads)}
+                   if cell.schedule and plan.ios_options else {}),
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now(),
                 **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
                 **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {})}
@@ -849,7 +912,16 @@ class Sweep:
         if cell.schedule:
             spec["provider"] = cell.provider or DEFAULT_IOS_PROVIDER
             suffix = "" if spec["provider"] == DEFAULT_IOS_PROVIDER else f"-{spec['provider']}"
-            sched = "schedules/" + safe_name(f"{cell.model}-b{cell.batch_size}-{cell.device}-{cell.schedule}{suffix}")
+            opts = plan.ios_options or {}
+            if opts:
+                spec["ios_options"] = dict(opts)
+                suffix += ios_options_tag(opts)
+                if opts.get("cost_cache") == "private":
+                    spec["profile_db_path"] = PRIVATE_PROFILE_DB
+            # one schedule per batch size it is optimized for: with optimize_batch, every cell of the
+            # run executes the same schedule (optimized by the first, reused by the others)
+            opt_bs = opts.get("optimize_batch", cell.batch_size)
+            sched = "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}")
             spec["schedule_path"] = sched + ".json"
             both = [sched + ".json", sched + ".npz", sched + ".stats"]  # Graph.save: schedule + weights
             if (self.folder / spec["schedule_path"]).exists():

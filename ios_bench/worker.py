@@ -202,15 +202,36 @@ def run_onnx_source(path: str, x):
     return np.concatenate([sess.run(None, {inp.name: x[i:i + fixed]})[0] for i in range(0, x.shape[0], fixed)])
 
 
-def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch"):
+def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch", cache=True):
     """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
-    cell's thread budget and kernel provider (and its persistent profile cache; its default
-    mode, ``calibrated``); the synthetic one needs nothing."""
+    cell's thread budget and kernel provider (and its persistent profile cache - ``cache``: True
+    for the shared one, False for none, or a database file; its default mode, ``calibrated``);
+    the synthetic one needs nothing."""
     from ios_core.cost import make_cost_model
 
     if kind == "measured":
-        return make_cost_model("measured", device=device, threads=threads, provider=provider)
+        return make_cost_model("measured", device=device, threads=threads, provider=provider, cache=cache)
     return make_cost_model(kind)
+
+
+# what a schedule's .stats file keeps (a cell that reuses the schedule reports them too)
+_SAVED_KEYS = ("predicted_ms", "cost_model", "optimize_stats", "validation", "optimized_for", "optimize_figures",
+               "cost_model_stats", "schedule_search_seconds")
+# the search's figures kept in the record (OptimizeStats fields)
+_SEARCH_FIGURES = ("states", "transitions", "stages_costed", "search_seconds", "num_stages", "merged",
+                   "blocks_reused", "rounds")
+
+
+def optimize_target(spec: dict) -> dict:
+    """What an IOS cell's schedule is optimized for: its own batch size and thread budget, pruning
+    r=3, s=8 and the shared profile database, unless the sweep's IOS options
+    (``spec["ios_options"]``, see ``ios_bench.sweep.IOS_OPTIONS``) say otherwise."""
+    opts = spec.get("ios_options") or {}
+    return {"batch_size": int(opts.get("optimize_batch", spec["batch_size"])),
+            "threads": opts.get("optimize_threads", spec.get("threads")),
+            "max_group_size": int(opts.get("max_group_size", 3)),
+            "max_num_groups": int(opts.get("max_num_groups", 8)),
+            "cost_cache": opts.get("cost_cache", "default")}
 
 
 def _schedule(graph, spec: dict, result: dict):
@@ -232,17 +253,23 @@ def _schedule(graph, spec: dict, result: dict):
             result["optimize_seconds"] = None
             result["schedule_reused"] = True
             saved = _read_json(path[: -len(".json")] + ".stats") or {}
-            for key in ("predicted_ms", "cost_model", "optimize_stats", "validation"):
+            for key in _SAVED_KEYS:
                 if key in saved:
                     result[key] = saved[key]
             return sched
     from ios_core.optimizer import schedule
 
-    cost = _make_cost_model(spec["cost_model"], spec["device"], spec["threads"], spec.get("provider", "torch"))
+    target = optimize_target(spec)
+    cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
+    cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
+                            cache=cache)
     t0 = time.perf_counter()
-    optimized = schedule(graph, spec["schedule"], cost, batch_size=spec["batch_size"])
+    optimized = schedule(graph, spec["schedule"], cost, batch_size=target["batch_size"],
+                         max_group_size=target["max_group_size"], max_num_groups=target["max_num_groups"])
     sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
+    result["schedule_search_seconds"] = result["optimize_seconds"]  # kept with the schedule (.stats)
+    result["optimized_for"] = target
     result["cost_model"] = spec["cost_model"]
     if callable(getattr(cost, "stats", None)):
         result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if _jsonable(v)}
@@ -251,11 +278,12 @@ def _schedule(graph, spec: dict, result: dict):
     if stats.validation:
         result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
     result["optimize_stats"] = stats.summary()
+    result["optimize_figures"] = {k: getattr(stats, k) for k in _SEARCH_FIGURES}
     if not sched.has_weights:
         raise RuntimeError(f"the optimizer returned {spec['schedule']!r} schedule without weights")
     from ios_core.atomic import atomic_write_text
 
-    saved = {k: result[k] for k in ("predicted_ms", "cost_model", "optimize_stats", "validation") if k in result}
+    saved = {k: result[k] for k in _SAVED_KEYS if k in result}
     atomic_write_text(path[: -len(".json")] + ".stats", json.dumps(saved, indent=1, default=str))
     sched.save(path)  # the schedule and its weights (Graph.save), after its figures
     return sched
@@ -390,7 +418,10 @@ def _sequential_baseline(spec: dict, result: dict, adapter, original, options: d
         result["sequential_std_ms"] = m.std
         del seq, prepared
     result["speedup_over_sequential"] = result["sequential_ms"] / result["median_ms"]
-    if result.get("predicted_ms"):
+    target = result.get("optimized_for") or {}
+    elsewhere = (target.get("batch_size", spec["batch_size"]) != spec["batch_size"]
+                 or target.get("threads", spec.get("threads")) != spec.get("threads"))
+    if result.get("predicted_ms") and not elsewhere:  # an estimate for another batch/budget: no error to give
         result["prediction_error"] = (result["predicted_ms"] - result["median_ms"]) / result["median_ms"]
 
 

@@ -39,6 +39,14 @@ class Context:
     quick: bool = False  # small inputs, short protocol: minutes, for tests and CI
     threads: int | None = None  # thread budget per cell (None: the usable cores)
     resume: bool = False
+    # the committed reference form (docs/results/): the full form reduced to fit this machine's
+    # budget; each experiment says what it reduced in its Report.reduced
+    reference: bool = False
+
+    @property
+    def form(self) -> str:
+        """``quick``, ``reference`` or ``full`` (the default: the paper's models and batch sizes)."""
+        return "quick" if self.quick else "reference" if self.reference else "full"
 
 
 @dataclass

@@ -1,0 +1,178 @@
+"""ios-bench experiment: the IOS paper's experiments, one command each."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import InputError
+from ..escape import one_line, plain, term
+from ..options import check_threads
+
+EXPERIMENTS_ROOT = Path("runs") / "experiments"
+
+
+def _echo_list() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..experiments import all_experiments
+
+    table = Table(title="ios-bench experiment NAME [--quick]", show_lines=False)
+    for col in ("name", "what it measures", "paper result it reproduces"):
+        table.add_column(col, overflow="fold")
+    for name, exp in all_experiments().items():
+        table.add_row(term(name), term(exp.summary), term(exp.paper))
+    Console(soft_wrap=False).print(table)
+
+
+def _default_out(name: str) -> Path:
+    from ..sweep import default_run_name
+
+    return EXPERIMENTS_ROOT / f"{name}-{default_run_name()}"
+
+
+def _latest(name: str) -> Path | None:
+    if not EXPERIMENTS_ROOT.is_dir():
+        return None
+    found = [p for p in EXPERIMENTS_ROOT.glob(f"{name}-*") if (p / "experiment.json").is_file()
+             or any(p.glob("*/experiment.json"))]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+@click.command("experiment", context_settings={"max_content_width": 100})
+@click.argument("name", metavar="NAME")
+@click.option("--models", "models_", default=None,
+              help="Comma-separated models instead of the experiment's own (zoo names or graph files).")
+@click.option("--device", default="cpu", show_default=True,
+              help="Device kinds, comma-separated: cpu, cuda (cuda needs a GPU and its libraries).")
+@click.option("--quick", is_flag=True, help="Small inputs and a short protocol: a smoke test in about a minute.")
+@click.option("--reference", is_flag=True,
+              help="The committed reference form (docs/results/): the full form reduced to fit a 2-core machine; "
+                   "each report says what was reduced.")
+@click.option("--threads", default=None, type=click.IntRange(1),
+              help="Thread budget per cell [default: every core this process may use].")
+@click.option("--out", default=None,
+              help="Experiment folder [default: runs/experiments/NAME-<date-time>]; with NAME 'all', one "
+                   "sub-folder per experiment.")
+@click.option("--resume", is_flag=True,
+              help="Continue an experiment folder (default: the latest of NAME) with its own options: finished "
+                   "sweeps are kept, unfinished ones continue.")
+@click.option("--no-progress", is_flag=True, help="No progress bars (one line per cell only).")
+def command(name, models_, device, quick, reference, threads, out, resume, no_progress):
+    """Run one of the IOS paper's experiments (NAME), or list them (NAME = list), or run every one
+    of them (NAME = all, each into OUT/<name>/).
+
+    Each experiment is a recipe over the sweep: its sweeps run into OUT/runs/<run>/ (ordinary run
+    folders: isolated cells, outputs checked against the oracle, --resume), then OUT/report.md shows
+    the paper's table or figure with our measured numbers (median ±std and the output check) beside
+    the paper's published V100 figures, labelled as not measured here.
+
+    \b
+    Examples:
+      ios-bench experiment list
+      ios-bench experiment schedules --quick
+      ios-bench experiment spec-batch --models squeezenet
+      ios-bench experiment all --reference --out docs/results     (the committed reference report)
+    """
+    from .. import experiments
+
+    if name == "list":
+        _echo_list()
+        return
+    if quick and reference:
+        raise InputError("--quick and --reference are two different forms: choose one")
+    chosen = experiments.names() if name == "all" else [experiments.get(name).name]
+    if threads is not None:
+        check_threads(threads, "--threads")
+    from .run import parse_devices, parse_models
+
+    devices = parse_devices(device)
+    if any(d.startswith("cuda") for d in devices):
+        from ios_core.gpu import gpu_missing
+
+        reason = gpu_missing()
+        if reason is not None:
+            raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
+    models = None
+    if models_ is not None:
+        from ..sweep import absolute_model_spec
+
+        models = [absolute_model_spec(m) for m in parse_models(models_)]
+    if out is None:
+        if resume:
+            found = _latest(name)
+            if found is None:
+                raise InputError(f"--resume: no experiment folder {EXPERIMENTS_ROOT}/{name}-*; name one with --out")
+            root = found
+        else:
+            root = _default_out(name)
+    else:
+        root = Path(out)
+    given = {"models": models, "devices": devices if device != "cpu" else None, "quick": quick or None,
+             "reference": reference or None, "threads": threads}
+    command_line = ["ios-bench", "experiment", *sys.argv[sys.argv.index("experiment") + 1:]] \
+        if "experiment" in sys.argv else ["ios-bench", "experiment", name]
+    if name != "all":
+        report = _run_one(experiments.get(chosen[0]), root, given, resume, not no_progress, command_line)
+        click.echo(f"report: {plain(report)}")
+        return
+    if not resume:
+        held = [n for n in chosen if (root / n).exists()]
+        if held:
+            raise InputError(f"{root} already holds {', '.join(held)}; use --resume to continue or another --out")
+    # every experiment: one that fails does not stop the others (each is resumable on its own)
+    reports, failed = [], []
+    for exp_name in chosen:
+        try:
+            reports.append(_run_one(experiments.get(exp_name), root / exp_name, given, resume, not no_progress,
+                                    command_line, all_=True))
+        except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
+            failed.append(f"{exp_name}: {type(e).__name__}: {one_line(e)}")
+            click.echo(f"error: experiment {exp_name} stopped: {failed[-1]}", err=True)
+    for r in reports:
+        click.echo(f"report: {plain(r)}")
+    if failed:
+        click.echo(f"{len(failed)} of {len(chosen)} experiments did not finish ({'; '.join(failed)}); continue "
+                   f"with the same command and --resume", err=True)
+        raise SystemExit(1)
+
+
+_OPTION = {"models": "--models", "devices": "--device", "quick": "--quick", "reference": "--reference",
+           "threads": "--threads"}
+
+
+def _run_one(exp, folder: Path, given: dict, resume: bool, progress: bool, command_line: list[str],
+             all_: bool = False) -> Path:
+    from ..experiments.base import Context
+    from ..experiments.runner import run_experiment, saved_context
+
+    values = {"models": None, "devices": ["cpu"], "quick": False, "reference": False, "threads": None}
+    if resume and all_ and saved_context(folder) is None:
+        resume = False  # `all --resume`: an experiment the interrupted run had not reached starts now
+        if any(v is None for v in given.values()):
+            first = next((s for s in (saved_context(p.parent) for p in sorted(folder.parent.glob("*/experiment.json")))
+                          if s), None)
+            for k in values:
+                if given[k] is None and first and first.get(k) is not None:
+                    given = {**given, k: first[k]}
+    if resume:
+        saved = saved_context(folder)
+        if saved is None:
+            raise InputError(f"--resume: {folder} holds no experiment (experiment.json missing)")
+        for k in values:
+            if saved.get(k) is not None:
+                values[k] = saved[k]
+        changed = [_OPTION[k] for k, v in given.items() if v is not None and v != values[k]]
+        if changed:
+            raise InputError(f"--resume continues {folder} with the options it was started with; "
+                             f"{', '.join(changed)} differ (start a new folder with --out instead)")
+    else:
+        for k, v in given.items():
+            if v is not None:
+                values[k] = v
+    ctx = Context(out=folder, models=values["models"], devices=list(values["devices"]), quick=bool(values["quick"]),
+                  threads=values["threads"], resume=resume, reference=bool(values["reference"]))
+    return run_experiment(exp, ctx, progress=progress, command=command_line)
