@@ -100,15 +100,15 @@ class Utilization:
         sections.append(("Published", f"No published numbers in the seeds: {UTILIZATION_NOTE}."))
         if notes:
             sections.append(("Notes", "\n".join(f"- {n}" for n in notes)))
-        reduced = common.form_notes(ctx) + [
+        # this recipe's timed loop replaces the form's protocol (its note would be wrong here)
+        reduced = [n for n in common.form_notes(ctx) if n != common.PROTOCOL_NOTES.get(ctx.form)] + [
             "CPU instead of GPU: per-core busy % and process CPU share stand for active warps; the CUDA path "
             "(NVML SM utilization) exists but was not run on these machines"]
         if not ctx.models:
             reduced.append("models: " + ", ".join(self.models(ctx)) + " (the paper profiles its sample network)")
-        if ctx.form != "full":
-            loop = TIMED_LOOP[ctx.form]
-            reduced.append(f"timed loop: {loop['repeat']} samples of at least {loop['min_sample_ms']:g} ms per cell, "
-                           "so that each trace holds many 10 ms samples")
+        loop = TIMED_LOOP[ctx.form]
+        reduced.append(f"protocol: warmup {common.PROTOCOLS[ctx.form]['warmup']}, {loop['repeat']} timing samples of "
+                       f"at least {loop['min_sample_ms']:g} ms per cell, so that each trace holds many 10 ms samples")
         return Report(self.title, sections, figures, reduced)
 
 
