@@ -13,7 +13,9 @@ hang costs one row, not the run.
     PYTHONPATH=. python benchmarks/bench_ios_cpu.py --warm          # also a second (cached) optimization
 
 Ratios: Both/Seq = IOS-Sequential ms / IOS-Both ms on the same provider (> 1: Both is faster);
-vs peer = best peer ms / IOS-Both ms (> 1: IOS-Both is faster); Seq/lib = IOS-Sequential on a
+vs best peer = best peer ms / IOS-Both ms (> 1: IOS-Both is faster), the peers timed in the same
+processes as the IOS schedules, alternating with them (the same graph on the same library measures
+10-25% apart in two processes here: --processes pools several); Seq/lib = IOS-Sequential on a
 provider / that library running the whole graph, timed in the same process, alternating with
 the IOS schedules (< 1.05 is the issue's goal). Results also go to
 --out (JSON and Markdown).
@@ -48,6 +50,9 @@ def child(spec: dict) -> dict:
     if spec.get("cache"):
         os.environ["IOS_BENCH_CACHE"] = spec["cache"]
 
+    if spec["kind"] == "pairs":  # in the cells' environment: the database key includes it
+        return {"status": "ok", "text": render_pairs(spec["cache"], spec["batches"], spec["threads"],
+                                                     spec["providers"])}
     from ios_core import models
     from ios_core.check import compare
     from ios_core.measure import measure
@@ -127,17 +132,21 @@ def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
         rts[strategy] = rt = Runtime(sched, bs, threads=threads, **kw)
         out[strategy] = {"check": compare(rt.run(x), ref, 1e-3).passed, "stages": rt.stats.get("stages"),
                          "parallel_stages": rt.stats.get("parallel_stages")}
-    # the library itself on the whole graph, in the same process and rounds (Seq/lib side by side)
+    # the peers (each library on the whole graph) in the same process and rounds: Seq/lib and
+    # Both vs the best peer are then side-by-side ratios
     timed = {k: (lambda rt=rt, **kw: rt.measure(x=x, **kw)) for k, rt in rts.items()}
-    if spec.get("with_lib"):
-        import adapters
-        from ios_core.measure import measure
+    import adapters
+    from ios_core.measure import measure
 
-        a = adapters.get(provider)
+    for peer in spec.get("peers") or []:
+        a = adapters.get(peer)
+        if a.available("cpu"):
+            continue
         c = a.build(graph, bs, "cpu", threads)
         prepared = c.prepare(x)
-        out["library"] = {"check": compare(c.finish(c.execute(prepared)), ref, 1e-3).passed}
-        timed["library"] = lambda **kw: measure(lambda: c.execute(prepared), sync=c.sync, **kw)
+        key = f"lib:{peer}"
+        out[key] = {"check": compare(c.finish(c.execute(prepared)), ref, getattr(a, "tolerance", None) or 1e-3).passed}
+        timed[key] = lambda c=c, prepared=prepared, **kw: measure(lambda: c.execute(prepared), sync=c.sync, **kw)
     rounds = max(1, spec["rounds"])
     per_round = max(2, -(-proto["repeat"] // rounds))
     samples: dict[str, list[float]] = {k: [] for k in timed}
@@ -147,9 +156,8 @@ def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
             m = timed[k](warmup=proto["warmup"] if r == 0 else 1, repeat=per_round,
                          min_sample_ms=proto["min_sample_ms"])
             samples[k] += list(m.samples_ms)
-    for strategy, v in samples.items():
-        q1, q3 = np.percentile(v, [25, 75])
-        out[strategy].update(ms=float(np.median(v)), iqr=float(q3 - q1), std=float(np.std(v)), n=len(v))
+    for k, v in samples.items():
+        out[k]["samples"] = v
     # where Both's time goes: per-stage profile (a provider runs a run of one-group stages as one piece)
     m = rts["both"].measure(x=x, warmup=1, repeat=max(3, per_round), profile_stages=True)
     stage_ms = np.median(np.array(m.stage_ms), axis=0)
@@ -192,14 +200,43 @@ def run_ios(spec: dict, timeout: float) -> dict:
     opt = run_child({**spec, "kind": "optimize"}, timeout)
     if opt.get("status") != "ok":
         return opt
-    res = run_child({**spec, "kind": "measure", "schedules": {k: opt[k]["schedule"] for k in ("sequential", "both")},
-                     "with_lib": spec["name"] in spec["peers"]}, timeout)
-    if res.get("status") != "ok":
-        return res
+    # pyperf-style: several measuring processes (the same schedule differs by 10-25% between
+    # processes here), their samples pooled; each process's medians are kept too
+    runs = []
+    for _ in range(max(1, spec.get("processes", 1))):
+        res = run_child({**spec, "kind": "measure",
+                         "schedules": {k: opt[k]["schedule"] for k in ("sequential", "both")}}, timeout)
+        if res.get("status") != "ok":
+            return res
+        runs.append(res)
+    res = pool_processes(runs)
     for k in ("sequential", "both"):
         res[k] = {**opt[k], **res[k]}
-    res["wall_s"] += opt["wall_s"]
+        Path(opt[k]["schedule"]).with_suffix(".npz").unlink(missing_ok=True)  # weights: hundreds of MB
+    res["wall_s"] = opt["wall_s"] + sum(r["wall_s"] for r in runs)
     res["threads"] = spec["threads"]
+    return res
+
+
+def pool_processes(runs: list[dict]) -> dict:
+    """One result from several measuring processes: every variant's samples pooled (median, IQR),
+    its per-process medians listed; the analysis figures are the first process's (medians where
+    numeric)."""
+    import numpy as np
+
+    res = {k: (dict(v) if isinstance(v, dict) else v) for k, v in runs[0].items()}
+    for k, v in res.items():
+        if not isinstance(v, dict) or "samples" not in v:
+            continue
+        allv = [x for r in runs for x in r[k]["samples"]]
+        q1, q3 = np.percentile(allv, [25, 75])
+        v.update(ms=float(np.median(allv)), iqr=float(q3 - q1), std=float(np.std(allv)), n=len(allv),
+                 per_process=[float(np.median(r[k]["samples"])) for r in runs],
+                 check=all(r[k]["check"] for r in runs))
+        v.pop("samples")
+        for extra in ("ms_1thread", "profile_ms", "parallel_ms"):
+            if extra in v:
+                v[extra] = float(np.median([r[k][extra] for r in runs]))
     return res
 
 
@@ -256,11 +293,50 @@ def render_analysis(results: dict, models: list[str], batches: list[int], provid
     return "\n".join(lines) + "\n"
 
 
+def render_pairs(cache: str, batches: list[int], threads: int, providers: list[str]) -> str:
+    """What concurrency buys on this machine, from the optimizer's own calibrated measurements
+    (the profile database): operators run n at a time (one per worker, each on its thread
+    share) against one after another at the full budget, by how long the operator takes."""
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import concurrency_pairs
+
+    db = ProfileCache(cache)
+    buckets = ((0.0, 0.1), (0.1, 0.5), (0.5, 2.0), (2.0, float("inf")))
+    lines = ["### what running operators concurrently buys (from the cost model's measurements)", "",
+             "Speedup = n x (operator alone at the full thread budget) / (n copies at once, one per worker on its "
+             "share, less one pool dispatch): above 1, concurrency wins; time-weighted over the operators of the "
+             "networks above. The pool dispatch of one concurrent stage is measured separately.", ""]
+    head = ["batch", "provider", "dispatch us"] + [f"ops {lo:g}-{hi:g} ms" for lo, hi in buckets] + ["all"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bs in batches:
+        pairs = concurrency_pairs(db, bs, threads)
+        dispatch = {m: ms for t, m, sig, ms in db.rows(1) if t == threads and sig.startswith("pool-dispatch-primed")}
+        for method, got in sorted(pairs.items()):
+            prov = next((p for p in providers if p != "torch" and f":{p}-" in method), "torch")
+
+            def cell(sel):
+                if not sel:
+                    return "-"
+                return f"{sum(n * a for n, a, _ in sel) / sum(c for _, _, c in sel):.2f}x (n={len(sel)})"
+
+            row = [str(bs), prov, _f(dispatch[method] * 1e3, 0) if method in dispatch else "-"]
+            row += [cell([g for g in got if lo <= g[1] < hi]) for lo, hi in buckets] + [cell(got)]
+            lines.append("| " + " | ".join(row) + " |")
+    db.close()
+    return "\n".join(lines) + "\n"
+
+
+def _lib(r: dict, peer: str) -> float | None:
+    """A peer's ms timed in the IOS measuring processes (alternating with the schedules)."""
+    v = r.get(f"lib:{peer}") or {}
+    return v.get("ms") if v.get("check") else None
+
+
 def render(results: dict, models: list[str], batches: list[int], peers: list[str], providers: list[str]) -> str:
     lines = []
     for bs in batches:
         lines += [f"### batch {bs}", ""]
-        head = ["model"] + [f"{p} ms" for p in peers]
+        head = ["model"] + [f"{p} ms (own process)" for p in peers]
         for prov in providers:
             head += [f"Seq[{prov}] ms", f"Both[{prov}] ms", f"Both[{prov}] predicted (est.)", "pred. err",
                      "opt s (Seq+Both)", "Both/Seq", "vs best peer"]
@@ -275,7 +351,7 @@ def render(results: dict, models: list[str], batches: list[int], peers: list[str
                 r = results.get((model, bs, "peer", p)) or {}
                 peer_ms[p] = r.get("ms") if r.get("status") == "ok" and r.get("check") else None
                 row.append(_f(peer_ms[p], 2) if peer_ms[p] else r.get("status", "-"))
-            best = min([v for v in peer_ms.values() if v], default=None)
+            best_own = min([v for v in peer_ms.values() if v], default=None)
             for prov in providers:
                 r = results.get((model, bs, "ios", prov)) or {}
                 if r.get("status") != "ok":
@@ -284,6 +360,8 @@ def render(results: dict, models: list[str], batches: list[int], peers: list[str
                     continue
                 seq, both = r["sequential"], r["both"]
                 err = (both["predicted_ms"] - both["ms"]) / both["ms"]
+                # the best peer timed side by side with these schedules (else in its own process)
+                best = min([v for p in peers if (v := _lib(r, p))], default=None) or best_own
                 row += [_pm(seq) + ("" if seq["check"] else " (WRONG)"),
                         _pm(both) + ("" if both["check"] else " (WRONG)"),
                         _f(both["predicted_ms"], 2), f"{err:+.1%}",
@@ -292,9 +370,8 @@ def render(results: dict, models: list[str], batches: list[int], peers: list[str
                 geo.setdefault(f"Both/Seq[{prov}]", []).append(seq["ms"] / both["ms"])
                 if best:
                     geo.setdefault(f"vs best peer[{prov}]", []).append(best / both["ms"])
-                if prov in peers:  # the library timed in the same process and rounds, else its peer row
-                    lib = (r.get("library") or {}).get("ms") if (r.get("library") or {}).get("check") else None
-                    row.append(_ratio(seq["ms"], lib or peer_ms.get(prov)))
+                if prov in peers:  # the library timed in the same processes and rounds
+                    row.append(_ratio(seq["ms"], _lib(r, prov)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         for k, v in geo.items():
@@ -315,6 +392,8 @@ def main(argv=None) -> int:
     p.add_argument("--mode", default="calibrated", help="measured cost model mode (default: calibrated)")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--processes", type=int, default=2,
+                   help="IOS: measuring processes per provider, samples pooled (default 2)")
     p.add_argument("--rounds", type=int, default=4,
                    help="IOS: Sequential and Both are timed alternately in this many rounds (same process)")
     p.add_argument("--min-sample-ms", type=float, default=10.0)
@@ -342,8 +421,8 @@ def main(argv=None) -> int:
     cache = args.cache or str(Path(tempfile.mkdtemp(prefix="ios-bench-cold-")) / "profiles.sqlite")
     base = dict(threads=threads, spin_policy=policy, repeat=args.repeat, warmup=args.warmup,
                 min_sample_ms=args.min_sample_ms or None, cache=cache, mode=args.mode, warm=args.warm,
-                stage_repeat=3 if args.quick else None, rounds=args.rounds, work=str(Path(cache).parent),
-                peers=peers)
+                stage_repeat=3 if args.quick else None, rounds=args.rounds, processes=args.processes,
+                work=str(Path(cache).parent), peers=peers)
     jobs = [(m, b, "peer", q) for m in models for b in batches for q in peers]
     jobs += [(m, b, "ios", q) for m in models for b in batches for q in providers]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -374,8 +453,10 @@ def main(argv=None) -> int:
                       f"{res.get('reason', '')}"
             bar.write(msg)
             bar.update(1)
-    table = render(results, models, batches, peers, providers) + "\n" + render_analysis(results, models, batches,
-                                                                                        providers)
+    table = (render(results, models, batches, peers, providers) + "\n"
+             + render_analysis(results, models, batches, providers) + "\n"
+             + (run_child({**base, "kind": "pairs", "batches": batches, "providers": providers},
+                          args.timeout).get("text") or ""))
     header = (f"bench_ios_cpu: {threads} threads, spin policy {policy}, cost model measured/{args.mode}, protocol "
               f"warmup {args.warmup} repeat {args.repeat}; load average at start {load:.1f}; "
               f"{time.perf_counter() - t0:.0f} s in all")

@@ -146,3 +146,21 @@ def test_merge_stage_is_measured_as_one_convolution(tmp_path):
     _, other = _fire(3)
     cm2 = MeasuredCostModel(cache=tmp_path / "m.sqlite", threads=2, **STAGE)
     assert cm2.stage_latency(Stage("merge", [[other[0]], [other[1]]]), 1) == merged and cm2.hits == 1
+
+
+def test_concurrency_pairs_from_the_database(tmp_path):
+    """``concurrency_pairs`` pairs an operator measured alone at the full budget with the same
+    operator measured concurrently (stored under its worker's share), per method."""
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import concurrency_pairs
+
+    db = ProfileCache(tmp_path / "p.sqlite")
+    db.put(1, 2, "m", "sigA", 1.0)
+    db.put(1, 1, "m", "concurrent1x1:sigA", 1.6)  # two copies at once: 2 x 1.0 / 1.6 = 1.25x
+    db.put(1, 2, "m", "sigB", 0.5)  # measured alone only: no pair
+    db.put(1, 1, "m", "concurrent1x1:sigC", 0.7)  # concurrent only: no pair
+    db.put(1, 2, "m2", "sigA", 3.0)  # another method (provider): its own list
+    db.put(16, 1, "m", "concurrent1x1:sigA", 9.0)  # another batch size
+    assert concurrency_pairs(db, 1, 2) == {"m": [(2, 1.0, 1.6)]}
+    assert concurrency_pairs(db, 1, 4) == {}  # shares must add up to the budget asked about
+    db.close()

@@ -228,6 +228,13 @@ class ProfileCache:
         self._retry(lambda: self._conn.execute("INSERT OR REPLACE INTO block_plans VALUES (?, ?, ?, ?)",
                                                (self.device, key, text, time.time())))
 
+    def rows(self, batch_size: int) -> list[tuple[int, str, str, float]]:
+        """Every stored (threads, method, signature, latency_ms) of this device for one batch
+        size (for analyses such as ``measured.concurrency_pairs``)."""
+        return self._retry(lambda: self._conn.execute(
+            "SELECT threads, method, signature, latency_ms FROM stage_latency WHERE device=? AND batch_size=?",
+            (self.device, batch_size)).fetchall())
+
     def count(self) -> int:
         return self._retry(lambda: self._conn.execute(
             "SELECT COUNT(*) FROM stage_latency WHERE device=?", (self.device,)).fetchone()[0])

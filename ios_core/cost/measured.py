@@ -190,10 +190,12 @@ class MeasuredCostModel:
                  f"{self.protocol}")
         return self.cache, ident
 
-    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 5) -> dict:
+    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 7) -> dict:
         """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
         runtime (this model's provider and threads), alternating, ``repeat`` samples each after a
-        warmup; returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
+        warmup of at least 5 runs and 0.25 s each (a fresh ONNX Runtime session ran its first
+        several runs up to 3x slower, which biased the verdict against whichever was built
+        first); returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
         ``"schedule"`` only when it measured faster. ``ios_core.optimize`` calls this at the end
         of a search, so it never hands over, silently, a schedule slower than sequential."""
         if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
@@ -211,11 +213,16 @@ class MeasuredCostModel:
         rts = {k: Runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
                for k, g in (("schedule", schedule), ("sequential", sequential))}
         samples: dict[str, list[float]] = {k: [] for k in rts}
-        for rt in rts.values():
-            rt.measure(warmup=2, number=1, repeat=1)
-        for _ in range(max(1, int(repeat))):  # alternating single runs: drift hits both alike
-            for k, rt in rts.items():
-                samples[k].append(rt.measure(warmup=0, number=1, repeat=1).median)
+        for rt in rts.values():  # a fresh session's first runs can be several times slower: warm
+            t_warm = time.perf_counter()  # each for at least 5 runs and a quarter of a second
+            runs = 0
+            while runs < 5 or (time.perf_counter() - t_warm < 0.25 and runs < 50):
+                rt.measure(warmup=0, number=1, repeat=1)
+                runs += 1
+        order = list(rts)
+        for i in range(max(1, int(repeat))):  # alternating single runs (ABBA): drift hits both alike
+            for k in order if i % 2 == 0 else order[::-1]:
+                samples[k].append(rts[k].measure(warmup=0, number=1, repeat=1).median)
         med = {k: statistics.median(v) for k, v in samples.items()}
         kept = "schedule" if med["schedule"] < med["sequential"] else "sequential"
         return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
@@ -469,6 +476,31 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
+
+
+def concurrency_pairs(cache: ProfileCache, batch_size: int,
+                      threads: int) -> dict[str, list[tuple[int, float, float]]]:
+    """What concurrency buys, from the calibrated measurements in a profile database: per
+    measurement method (one per provider and library version), ``(n, alone_ms, concurrent_ms)``
+    for every operator that was measured both alone at the full thread budget
+    and concurrently with copies of itself (one per worker, each with its thread share; the
+    time less one pool dispatch). With ``n`` workers, ``n * alone_ms / concurrent_ms`` is the
+    speedup of running ``n`` such operators concurrently over running them one after another
+    at the full budget (below 1: concurrency loses)."""
+    rows = {(t, m, sig): ms for t, m, sig, ms in cache.rows(batch_size)}
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for (_share, method, sig), ms in rows.items():
+        if not sig.startswith("concurrent"):
+            continue
+        prefix, base = sig.split(":", 1)
+        shares = [int(x) for x in prefix[len("concurrent"):].split("x")]
+        if sum(shares) != threads:
+            continue
+        # stored under the operator's own share; alone: the full budget (``_ops_latency``)
+        alone = rows.get((threads, method, base))
+        if alone is not None:
+            out.setdefault(method, []).append((len(shares), alone, ms))
+    return out
 
 
 def make_measured_cost_model(**options) -> MeasuredCostModel:
