@@ -125,7 +125,8 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
             raise InputError(f"{root} already holds {', '.join(held)}; use --resume to continue or another --out")
     # every experiment: one that fails does not stop the others (each is resumable on its own)
     reports, failed = [], []
-    for exp_name in chosen:
+    for i, exp_name in enumerate(chosen, 1):
+        click.echo(f"== experiment {i}/{len(chosen)}: {exp_name} -> {plain(root / exp_name)}", err=True)
         try:
             reports.append(_run_one(experiments.get(exp_name), root / exp_name, given, resume, not no_progress,
                                     command_line, all_=True))

@@ -28,12 +28,12 @@ OK_MARK, WRONG_MARK = "✓", "✗"
 PROTOCOLS = {
     "full": {"warmup": 3, "number": 1, "repeat": 20, "min_sample_ms": 10.0},
     # reference: fewer samples so that every experiment fits this machine's budget (see docs/experiments.md)
-    "reference": {"warmup": 2, "number": 1, "repeat": 7, "min_sample_ms": None},
+    "reference": {"warmup": 2, "number": 1, "repeat": 7, "min_sample_ms": 10.0},
     "quick": {"warmup": 1, "number": 1, "repeat": 3, "min_sample_ms": None},
 }
 PROTOCOL_NOTES = {
-    "reference": "protocol: warmup 2, 7 timing samples of one run each (the full form: warmup 3, 20 samples of at "
-                 "least 10 ms), to fit every experiment into this 2-core machine's ~35-minute budget",
+    "reference": "protocol: warmup 2, 7 timing samples of at least 10 ms each (the full form: warmup 3, 20 samples), "
+                 "to fit every experiment into this 2-core machine's ~35-minute budget",
     "quick": "quick form: warmup 1, 3 timing samples, small inputs; a smoke test of the recipe, not a result",
 }
 QUICK_COST_NOTE = ("quick form: IOS schedules are searched with the synthetic (analytical) cost model, so no stage "
@@ -124,6 +124,15 @@ def cell(rec: dict | None, metric: str = "ms") -> str:
     v, sd = float(rec["median_ms"]), float(rec.get("std_ms") or 0.0)
     d = _digits(v)
     return f"{v:,.{d}f} ±{sd:,.{d}f} {mark}"
+
+
+def sequential(rec: dict | None) -> str:
+    """An IOS cell's sequential baseline (timed in the same worker) as ``median ±std``."""
+    if not passed(rec) or rec.get("sequential_ms") is None:
+        return "-"
+    v, sd = float(rec["sequential_ms"]), float(rec.get("sequential_std_ms") or 0.0)
+    d = _digits(v)
+    return f"{v:,.{d}f} ±{sd:,.{d}f}"
 
 
 def search_seconds(rec: dict | None) -> float | None:

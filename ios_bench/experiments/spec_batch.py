@@ -66,8 +66,7 @@ class SpecBatch:
                     row.append(c.cell(r) + (" (best)" if v is not None and v == best else ""))
                 diag = vals[batches.index(eb)]
                 row.append(f"{diag / best:.2f}" if diag and best else "-")
-                seq = next((r.get("sequential_ms") for r in cells if c.passed(r) and r.get("sequential_ms")), None)
-                row.append(c.fmt(seq))
+                row.append(c.sequential(next((r for r in cells if c.passed(r) and r.get("sequential_ms")), None)))
                 rows.append(row)
                 values.append(vals)
                 texts.append([c.fmt(v) if v else "-" for v in vals])

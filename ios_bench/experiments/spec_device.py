@@ -79,8 +79,7 @@ class SpecDevice:
                 row = [f"executed with {ex} thread(s)"]
                 row += [c.cell(r) + (" (best)" if v is not None and v == best and len(bs) > 1 else "")
                         for r, v in zip(cells, vals)]
-                seq = next((r.get("sequential_ms") for r in cells if c.passed(r)), None)
-                row.append(c.fmt(seq))
+                row.append(c.sequential(next((r for r in cells if c.passed(r) and r.get("sequential_ms")), None)))
                 rows.append(row)
                 values.append(vals)
                 texts.append([c.fmt(v) if v else "-" for v in vals])
