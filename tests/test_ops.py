@@ -15,8 +15,8 @@ from ios_bench.ops.fit import fit
 from ios_core import models, optimize
 from ios_core.cost import make_cost_model
 from ios_core.cost.cache import stage_signature
-from ios_core.cost.features import Featurizer, feature_names, stage_features
-from ios_core.cost.learned import FORMAT, LearnedCostModel, load_model_file
+from ios_core.cost.features import ROOF_NAMES, Featurizer, attained_peaks, feature_names, roof_terms, stage_features
+from ios_core.cost.learned import FORMAT, TARGET, LearnedCostModel, load_model_file
 from ios_core.ir import leaf_nodes
 from ios_core.optimizer import Stage
 
@@ -44,6 +44,19 @@ def test_stage_features_describe_the_stage():
     # The fast path the learned model uses computes the same vector.
     vec = Featurizer(4).stage_vector("parallel", groups, 2)
     assert np.allclose(vec, list(f.values()))
+
+
+def test_roof_terms_are_the_roofline_of_the_groups():
+    # per operator max(macs / P, bytes / B) with P = 10 MACs/ms, B = 5 bytes/ms
+    work = [[(100.0, 10.0), (0.0, 50.0)], [(200.0, 0.0)], [(0.0, 25.0)]]  # groups: 10 + 10, 20, 5 ms
+    total, largest, makespan = roof_terms(work, threads=2, peak=(10.0, 5.0))
+    assert total == pytest.approx(math.log(45.0))
+    assert largest == pytest.approx(math.log(20 / 45))
+    assert makespan == pytest.approx(math.log(25 / 45))  # longest first on 2 workers: 20 | 20 + 5
+    assert roof_terms(work, threads=1, peak=(10.0, 5.0))[2] == pytest.approx(0.0)  # one worker: all in turn
+    assert attained_peaks([(100, 1, 2.0), (300, 1, 2.0), (0, 40, 4.0), (0, 10, 0.0)]) == (100.0, 10.0)
+    with pytest.raises(ValueError):
+        attained_peaks([(100, 1, 2.0)])
 
 
 def test_candidates_cover_every_operator_and_combinations():
@@ -86,6 +99,11 @@ def test_collect_writes_measured_rows(dataset):
     assert len(row["samples_ms"]) == 2 and row["latency_ms"] == pytest.approx(float(np.median(row["samples_ms"])))
     assert row["machine"] == machine["machine"] and row["cores"] >= 1
     assert all(c in df.columns for c in ds.feature_columns())
+    # the per-operator work the roofline is computed from, per group
+    work = json.loads(row["op_work"])
+    assert len(work) == row["n_groups"] and sum(len(g) for g in work) == row["n_ops"]
+    assert sum(m for g in work for m, _ in g) == pytest.approx(row["f_macs"])
+    assert sum(b for g in work for _, b in g) == pytest.approx(row["f_bytes"])
 
 
 def test_collect_resumes_without_remeasuring(dataset, tmp_path):
@@ -128,6 +146,12 @@ def test_fit_reports_held_out_error_and_loads(dataset, tmp_path):
     for r in doc["held_out"]:
         assert r["test_rows"] > 0 and math.isfinite(r["median_error"]) and r["median_error"] >= 0
     assert load_model_file(out)["format"] == FORMAT
+    assert doc["features"] == feature_names() + ROOF_NAMES and doc["target"] == TARGET
+    p, b = doc["peaks"]["torch/1"]  # attained throughputs of the single operators, MACs and bytes per ms
+    assert p > 0 and b > 0
+    assert 0 <= doc["spread"]["median"] <= doc["spread"]["p90"]
+    with pytest.raises(ValueError, match="at 2 threads"):
+        LearnedCostModel(str(out), threads=2)
     cm = make_cost_model("learned", model=str(out), threads=1)
     assert isinstance(cm, LearnedCostModel)
     g = models.get("squeezenet")
@@ -151,6 +175,8 @@ def test_fit_refuses_what_it_cannot_fit(dataset, tmp_path):
     two.loc[two.index[::2], "machine"] = "other"
     with pytest.raises(InputError, match="machines"):
         fit(two, tmp_path / "m.json")
+    with pytest.raises(InputError, match="collect it again"):
+        fit(df.drop(columns=["op_work"]), tmp_path / "m.json")
     (tmp_path / "bad.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(ValueError, match="not a learned cost model"):
         load_model_file(tmp_path / "bad.json")
@@ -167,6 +193,59 @@ def test_learned_optimization_measures_the_schedule_it_picks(dataset, tmp_path):
     assert cm.refined > 0  # the stages of the schedule it picked were measured
     # Refinement stops at a schedule whose every stage is measured.
     assert cm.refine([], 1) == 0
+    # Unmeasured stages are scaled by the median measured / predicted of their class.
+    ratios = [r for rs in cm._ratios.values() for r in rs]
+    assert len(ratios) == cm.refined
+    leaf = _leaves(g)[1]
+    single = Stage("parallel", [[leaf], [_leaves(g)[2]]])
+    assert cm.stage_latency(single, 1) == pytest.approx(cm.predict("parallel", single.groups, 1) * cm.factor("2"))
+    assert cm.factor("2") == pytest.approx(float(np.median(cm._ratios["2"])) if len(cm._ratios.get("2", [])) >= 3
+                                           else float(np.median(ratios)) if len(ratios) >= 3 else 1.0)
+
+
+class _Optimistic:
+    """A cost model that predicts every stage at half its synthetic cost until the stage is
+    'measured' (refined), then answers the synthetic cost: the shape of the learned model."""
+
+    def __init__(self, tolerance):
+        from ios_core.cost import SyntheticCostModel
+
+        self.inner = SyntheticCostModel()
+        self.refine_tolerance = tolerance
+        self.measured: set = set()
+        self.rounds = 0
+
+    def _key(self, stage):
+        return (stage.kind, tuple(tuple(n.name for n in g) for g in stage.groups))
+
+    def stage_latency(self, stage, batch_size):
+        ms = self.inner.stage_latency(stage, batch_size)
+        return ms if self._key(stage) in self.measured else ms / 2
+
+    def refine(self, stages, batch_size):
+        self.rounds += 1
+        new = {self._key(s) for s in stages} - self.measured
+        self.measured |= new
+        return len(new)
+
+
+def test_refinement_keeps_the_best_measured_pick_and_stops_within_tolerance():
+    from ios_core.optimizer.optimize import schedule
+
+    g = models.get("squeezenet")
+    truth = schedule(g, "both", make_cost_model("synthetic"), max_group_size=2, max_num_groups=2).stats.cost_ms
+    # Halving every cost does not change the first pick: it is the true optimum, measured.
+    loose = _Optimistic(0.9)
+    quick = schedule(g, "both", loose, max_group_size=2, max_num_groups=2)
+    # The second search promises less than 90% over it: not measured, the first pick stands.
+    assert quick.stats.rounds == 2 and loose.rounds == 1
+    assert quick.stats.cost_ms == pytest.approx(truth)
+    # With no tolerance, the rounds go on until a pick is measured whole; its cost is measured
+    # and no better than the optimum (the best pick is kept).
+    strict = _Optimistic(0.0)
+    full = schedule(g, "both", strict, max_group_size=2, max_num_groups=2)
+    assert full.stats.rounds >= 2 and strict.rounds >= full.stats.rounds - 1
+    assert full.stats.cost_ms == pytest.approx(truth)
 
 
 def test_ops_cli(dataset, run_cli, tmp_path):

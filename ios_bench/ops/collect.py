@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ios_core.cost.cache import stage_signature
-from ios_core.cost.features import stage_features
+from ios_core.cost.features import Featurizer, feature_names
 from ios_core.ir import Graph, leaf_nodes
 from ios_core.optimizer import Stage
 
@@ -97,12 +97,14 @@ def _leaves(graph: Graph):
 def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, machine: dict, measurer) -> dict:
     """Time one candidate; the dataset row."""
     m = measurer.measure_stage(cand.stage, batch_size)
-    feats = stage_features(cand.stage.kind, cand.stage.groups, batch_size, threads)
+    vec, work = Featurizer(batch_size).stage_inputs(cand.stage.kind, cand.stage.groups, threads)
+    feats = dict(zip(feature_names(), vec.tolist()))
     row = {"machine": machine["machine"], "provider": provider, "threads": threads, "batch": batch_size,
            "signature": cand.signature, "model": cand.model, "kind": cand.stage.kind,
            "n_groups": len(cand.stage.groups), "n_ops": int(feats["ops"]),
            "op_types": ",".join(sorted({leaf.TYPE for n in cand.stage.nodes for leaf in leaf_nodes(n)})),
            "group_signatures": ",".join(cand.group_signatures), "description": cand.description[:2000],
+           "op_work": _json(work),
            "latency_ms": m.median, "mean_ms": m.mean, "std_ms": m.std, "p10_ms": m.percentile(10),
            "p90_ms": m.percentile(90), "samples_ms": list(m.samples_ms), "number": m.number, "warmup": m.warmup,
            "cpu_model": machine["cpu_model"], "cores": machine["cores"],

@@ -11,6 +11,15 @@ moved; combination features describe how a stage's work is spread over its concu
 (the runtime gives ``min(groups, threads)`` workers an equal share of the threads, longest group
 first); machine features (CPU model, library versions, thread environment) are stored with the
 data but are not predictors: a model is fitted for one machine and says which.
+
+The physics enters as a roofline estimate (:func:`roof_terms`): each operator takes
+``max(macs / P, bytes / B)``, with ``P`` (multiply-accumulates per ms) and ``B`` (bytes per ms)
+the throughputs this machine attains at the stage's thread budget (``ios-bench ops fit``
+estimates them from the dataset's single operators and stores them in the model file). A group
+takes the sum of its operators; the stage's estimate is the sum over its groups. The learned
+model predicts the log of measured / estimate, which varies far less across networks than the
+latency itself; the group split (largest group, and the longest-first makespan over the
+runtime's workers, both relative to the sum) tells it how much concurrency can hide.
 """
 
 from __future__ import annotations
@@ -89,11 +98,16 @@ class Featurizer:
         return hit[1], hit[2], hit[3]
 
     def stage_vector(self, kind: str, groups: list[list[Node]], threads: int) -> np.ndarray:
+        return self.stage_inputs(kind, groups, threads)[0]
+
+    def stage_inputs(self, kind: str, groups: list[list[Node]], threads: int):
+        """(the feature vector, the work of each operator: per group a list of (macs, bytes))."""
         op_sum = np.zeros(len(_OP_NAMES))
-        macs, byts, nops = [], [], []
+        macs, byts, nops, work = [], [], [], []
         for g in groups:
             m = b = 0.0
             k = 0
+            ops = []
             for n in g:
                 for leaf in leaf_nodes(n):
                     vec, lm, lb = self._op(leaf)
@@ -101,9 +115,11 @@ class Featurizer:
                     m += lm
                     b += lb
                     k += 1
+                    ops.append((lm, lb))
             macs.append(m)
             byts.append(b)
             nops.append(k)
+            work.append(ops)
         n = len(groups)
         workers = max(1, min(n, threads))
         total_macs, total_bytes = sum(macs), sum(byts)
@@ -111,7 +127,24 @@ class Featurizer:
                  threads / workers, float(self.batch_size), max(macs), min(macs), max(byts), float(max(nops)),
                  total_macs / threads, (min(macs) + 1.0) / (max(macs) + 1.0), math.log1p(total_macs),
                  math.log1p(total_bytes), total_macs / max(total_bytes, 1.0)]
-        return np.concatenate([op_sum, np.array(stage)])
+        return np.concatenate([op_sum, np.array(stage)]), work
+
+
+def roof_terms(work: list[list[tuple[float, float]]], threads: int, peak: tuple[float, float]) -> list[float]:
+    """The roofline estimate of a stage from its operators' work (per group, (macs, bytes) of
+    each operator) and the attained throughputs ``peak = (macs per ms, bytes per ms)`` at
+    ``threads``: [log of the estimate (ms) with every group run in turn, log(largest group /
+    sum), log(longest-first makespan over min(groups, threads) workers / sum)]."""
+    p, b = peak
+    times = [sum(max(m / p, by / b) for m, by in g) for g in work]
+    total = max(sum(times), 1e-9)
+    loads = [0.0] * max(1, min(len(times), threads))
+    for t in sorted(times, reverse=True):
+        loads[loads.index(min(loads))] += t
+    return [math.log(total), math.log(max(max(times), 1e-9) / total), math.log(max(max(loads), 1e-9) / total)]
+
+
+ROOF_NAMES = ["log_roof_ms", "log_roof_largest_share", "log_roof_makespan_share"]
 
 
 _OP_NAMES = ([f"op_{t}" for t in OP_TYPES]
@@ -122,6 +155,18 @@ _STAGE_NAMES = ["merge", "groups", "ops", "threads", "workers", "thread_share", 
                 "min_group_macs", "max_group_bytes", "max_group_ops", "macs_per_thread", "balance", "log_macs",
                 "log_bytes", "arith_intensity"]
 _NAMES = _OP_NAMES + _STAGE_NAMES
+
+
+def attained_peaks(rows) -> tuple[float, float]:
+    """``(macs per ms, bytes per ms)`` from single operators measured alone, rows of
+    ``(macs, bytes, latency_ms)``: the median throughput of those that multiply (convolutions,
+    linear layers) and of those that only move data."""
+    rows = [(m, b, ms) for m, b, ms in rows if ms > 0]
+    compute = [m / ms for m, b, ms in rows if m > 0]
+    memory = [b / ms for m, b, ms in rows if m == 0 and b > 0]
+    if not compute or not memory:
+        raise ValueError("attained throughput needs single operators that multiply and ones that only move data")
+    return float(np.median(compute)), float(np.median(memory))
 
 
 def feature_names() -> list[str]:

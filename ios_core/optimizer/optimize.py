@@ -157,18 +157,29 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     # A cost model that estimates first may ask to see what the search picked
     # (``refine(stages, batch_size) -> number of stages it re-costed``); while it re-costs any,
     # the search runs again with its new answers (ios_core.cost.learned measures the picks).
+    # Each round's pick is then measured whole; the best measured pick is kept, and the rounds stop
+    # when a search promises less than ``cost_model.refine_tolerance`` (a fraction) over it.
     refine = getattr(cost_model, "refine", None)
+    tolerance = float(getattr(cost_model, "refine_tolerance", 0.0) or 0.0)
     originals = {n.name: n for b in graph.blocks for n in b.nodes}
     rounds = 0
+    best: tuple[float, OptimizeResult] | None = None
     while True:
         rounds += 1
         result, picked = _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups,
                                  max_part_size, progress and rounds == 1)
         if refine is None or strategy in ("sequential", "greedy"):  # their stages do not depend on costs
             break
+        if best is not None and result.stats.cost_ms >= best[0] * (1.0 - tolerance):
+            result = best[1]  # not worth measuring: the best measured pick stands
+            break
         stages = [Stage(kind, [[originals[n.name] for n in g] for g in groups]) for kind, groups in picked]
         if not refine(stages, batch_size):
-            break
+            break  # every stage of this pick was measured already: its cost is a measured one
+        measured = sum(float(cost_model.stage_latency(st, batch_size)) for st in stages)
+        if best is None or measured < best[0]:
+            result.stats.cost_ms = measured
+            best = (measured, result)
     result.stats.rounds = rounds
     new, stats = result.graph, result.stats
     check = getattr(cost_model, "validate_schedule", None)
