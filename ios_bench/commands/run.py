@@ -35,7 +35,30 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
-                 "executor": "executor", "ray_address": "ray_address"}
+                 "executor": "executor", "ray_address": "ray_address",
+                 "adapter_option": "adapter_options", "sample_utilization": "sample_utilization"}
+
+
+def parse_adapter_options(items: tuple[str, ...]) -> dict:
+    """``FRAMEWORK:OPTION=VALUE`` (repeatable) -> ``{framework: {option: value}}``; VALUE is read as
+    JSON where it parses (``4``, ``true``, ``"x"``), else kept as text."""
+    import json
+
+    out: dict = {}
+    for item in items:
+        fw, sep, rest = item.partition(":")
+        key, eq, raw = rest.partition("=")
+        if not (sep and eq and fw.strip() and key.strip()):
+            raise InputError(f"bad --adapter-option {item!r}: expected FRAMEWORK:OPTION=VALUE, "
+                             "e.g. tvm-tuned:trials_per_task=4")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+            raise InputError(f"bad --adapter-option {item!r}: the value must be finite")
+        out.setdefault(fw.strip(), {})[key.strip()] = value
+    return out
 
 
 def parse_models(text: str) -> list[str]:
@@ -127,11 +150,17 @@ def parse_schedules(text: str) -> list[str]:
                    "(the ray extra; see docs/fleet.md).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Ray cluster to use with --executor ray (e.g. HEAD:6379) [default: start a local Ray instance].")
+@click.option("--adapter-option", "adapter_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE",
+              help="A build option for one framework's cells (repeatable), e.g. tvm-tuned:trials_per_task=4; "
+                   "'ios:...' applies to every IOS cell (docs/harness.md).")
+@click.option("--sample-utilization", is_flag=True,
+              help="Sample per-core CPU utilization during each cell's timed loop: util/<cell>.json and a "
+                   "summary in the record (docs/harness.md).")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, min_sample_ms,
             threads, timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, retry_failed,
             report_out,
-            no_report, no_progress, executor, ray_address):
+            no_report, no_progress, executor, ray_address, adapter_option, sample_utilization):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -153,7 +182,8 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
-              "executor": executor, "ray_address": ray_address}
+              "executor": executor, "ray_address": ray_address,
+              "adapter_option": parse_adapter_options(adapter_option), "sample_utilization": sample_utilization}
     if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
         # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
         from ios_core.gpu import gpu_missing

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report import Table, _fmt
-from ..sweep import Plan
+from . import _common as common
 from .base import Context, Report, Run
-from .utilization import cell_records, check_text, latency_text
+from .published import AUTOTVM_MS, AUTOTVM_SOURCE, SCHEDULES_MS, SCHEDULES_SOURCE
 
 PAPER_MODELS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 UNTUNED_MODELS = {"sample", "squeezenet"}  # where untuned TVM takes well under a second or two per run
@@ -31,20 +30,6 @@ UNTUNED_MODELS = {"sample", "squeezenet"}  # where untuned TVM takes well under 
 # squeezenet and inception_v3 near ten minutes on a 2-core machine; full is still far below the
 # paper's AutoTVM budget (26 hours on 8 V100s for four networks)
 BUDGETS = {"quick": 2, "reference": 4, "full": 16}
-
-# Published (V100, TVM v0.6 AutoTVM with the authors' tuned configs, batch 1): the seed README's
-# "Intra- and Inter-Operator Parallelism" key output; IOS-Both and Sequential from its schedule table.
-PUBLISHED_MS = {
-    "inception_v3": {"TVM-AutoTune": 4.95, "IOS-Both": 4.03, "Sequential": 6.51},
-    "randwire": {"TVM-AutoTune": 5.26, "IOS-Both": 6.02, "Sequential": 8.49},
-    "nasnet": {"TVM-AutoTune": 14.67, "IOS-Both": 16.04, "Sequential": 22.95},
-    "squeezenet": {"TVM-AutoTune": 0.75, "IOS-Both": 0.73, "Sequential": 0.86},
-}
-
-
-def _form(ctx: Context) -> str:
-    return "quick" if ctx.quick else "reference" if getattr(ctx, "reference", False) else "full"
-
 
 class IntraInter:
     name = "intra-inter"
@@ -56,36 +41,32 @@ class IntraInter:
         self.trials_per_task = trials_per_task  # None: BUDGETS[form]
 
     def budget(self, ctx: Context) -> int:
-        return self.trials_per_task or BUDGETS[_form(ctx)]
+        return self.trials_per_task or BUDGETS[ctx.form]
 
     def models(self, ctx: Context) -> list[str]:
-        if ctx.models:
-            return list(ctx.models)
-        return {"quick": ["sample"], "reference": ["squeezenet", "inception_v3"], "full": PAPER_MODELS}[_form(ctx)]
+        return common.models(ctx, full=PAPER_MODELS, reference=["squeezenet", "inception_v3"], quick=["sample"])
 
     def runs(self, ctx: Context) -> list[Run]:
-        quick = ctx.quick
         models = self.models(ctx)
         budget = self.budget(ctx)
         db = (Path(ctx.out) / "tvm_db" / f"tpt{budget}").resolve()
-        threads = {"threads": ctx.threads} if ctx.threads else {}
-        protocol = dict(warmup=2, repeat=5, min_sample_ms=None) if quick else dict(warmup=3, repeat=20)
-        main = Plan(models=models, batch_sizes=[1], frameworks=["tvm-tuned"], schedules=["sequential", "both"],
-                    devices=list(ctx.devices), adapter_options={"tvm-tuned": {"trials_per_task": budget,
-                                                                              "db": str(db)}},
-                    timeout=1800.0 if quick else 4 * 3600.0, **protocol, **threads)
+        # the cell's timeout covers its tuning (tvm-tuned tunes inside adapter.build)
+        main = common.plan(ctx, models=models, batch_sizes=[1], frameworks=["tvm-tuned"],
+                           schedules=["sequential", "both"],
+                           adapter_options={"tvm-tuned": {"trials_per_task": budget, "db": str(db)}},
+                           timeout=1800.0 if ctx.quick else 4 * 3600.0)
         runs = [Run("main", main, f"tvm-tuned ({budget} MetaSchedule trials per task) and IOS-Sequential, "
                                   "IOS-Both on the IOS runtime")]
         small = [m for m in models if m in UNTUNED_MODELS]
         if small:
-            untuned = Plan(models=small, batch_sizes=[1], frameworks=["tvm"], schedules=[], devices=list(ctx.devices),
-                           warmup=1, repeat=3, min_sample_ms=None, timeout=1800.0, **threads)
+            untuned = common.plan(ctx, models=small, batch_sizes=[1], frameworks=["tvm"], schedules=[],
+                                  warmup=1, repeat=3, min_sample_ms=None, timeout=1800.0)
             runs.append(Run("untuned", untuned, "untuned tvm (default build, no TIR schedule), short protocol"))
         return runs
 
     def report(self, ctx: Context, folders: dict[str, Path]) -> Report:
-        main = cell_records(folders["main"]) if "main" in folders else []
-        untuned = cell_records(folders["untuned"]) if "untuned" in folders else []
+        main, untuned = (common.records(folders[k]) if k in folders and (Path(folders[k]) / "results.jsonl").exists()
+                         else [] for k in ("main", "untuned"))
         by = {(r["model"], r["device"], r["framework"]): r for r in main + untuned}
         places = list(dict.fromkeys((r["model"], r["device"]) for r in main + untuned))
         budget = self.budget(ctx)
@@ -93,53 +74,57 @@ class IntraInter:
         for model, device in places:
             seq, both = by.get((model, device, "ios-sequential")), by.get((model, device, "ios-both"))
             tuned, plain = by.get((model, device, "tvm-tuned")), by.get((model, device, "tvm"))
-            rows.append([model, device] + [latency_text(r) if r else "-" for r in (seq, both, tuned)]
-                        + [_ratio(tuned, both), latency_text(plain) if plain else "not run (too slow)"]
-                        + [", ".join(check_text(r).split(" ")[0] for r in (seq, both, tuned, plain) if r)])
+            rows.append([model, device] + [common.cell(r) for r in (seq, both, tuned)]
+                        + [_ratio(tuned, both), common.cell(plain) if plain else "not run (too slow)"])
             info = (tuned or {}).get("info") or {}
-            cost_rows.append([model, device, _fmt((both or {}).get("optimize_seconds")),
-                              _fmt(info.get("tuning_seconds")), _fmt(info.get("compile_seconds")),
+            cost_rows.append([model, device, common.fmt(common.search_seconds(both)),
+                              common.fmt(info.get("tuning_seconds")), common.fmt(info.get("compile_seconds")),
                               str(info.get("tuning_trials", "-")), str(info.get("tasks_total", "-")),
-                              str(info.get("tasks_untuned", "-")), _fmt(info.get("estimated_latency_ms"))])
+                              str(info.get("tasks_untuned", "-")), common.fmt(info.get("estimated_latency_ms"))])
         sections = [
-            ("Latency (measured)", Table(
+            ("Latency (measured)", common.table(
                 "Latency, ms (median ±std), batch 1", ["Model", "Device", "IOS-Sequential", "IOS-Both",
                                                        f"TVM tuned ({budget} trials/task)", "TVM tuned / IOS-Both",
-                                                       "TVM untuned", "Output checks (in column order)"], rows,
+                                                       "TVM untuned"], rows,
                 "TVM tuned: MetaSchedule on the Relax VM; IOS: the IOS runtime (torch kernels). TVM untuned is "
-                "TVM's default CPU build without any schedule (naive loops), shown for reference only.").md()),
-            ("Optimization cost (measured)", Table(
+                "TVM's default CPU build without any schedule (naive loops), shown for reference only.")),
+            ("Optimization cost (measured)", common.table(
                 "Search and tuning time, s", ["Model", "Device", "IOS-Both search", "TVM tuning",
                                               "TVM compile", "TVM trials in database", "TVM tasks",
                                               "TVM tasks untuned", "TVM estimate, ms (estimate)"], cost_rows,
-                "IOS-Both search: the DP over the measured cost model (a reused schedule shows '-'). TVM tuning: "
+                "IOS-Both search: the DP over the sweep's cost model. TVM tuning: "
                 "this build's MetaSchedule time, including its one-time import of tensor intrinsics (about a "
-                "minute here); 0 when the database already held every task.").md()),
-            ("Published (V100, not measured here)", self._published()),
+                "minute here); 0 when the database already held every task.")),
+            (common.PUBLISHED_LABEL.capitalize(), self._published()),
         ]
-        reduced = [f"MetaSchedule with {budget} trials per task (the paper: AutoTVM, 26 hours on an 8-V100 server "
-                   "for four networks); meaningful CPU tuning needs ~1000 trials per network and xgboost",
-                   "CPU instead of V100: IOS runs torch's CPU kernels, not cuDNN; TVM targets LLVM, not CUDA",
-                   "untuned tvm only on " + (", ".join(sorted(UNTUNED_MODELS)) + " with 3 samples: it takes "
-                                             "seconds per run on the larger networks")]
-        if not ctx.models and _form(ctx) != "full":
+        reduced = common.form_notes(ctx) + [
+            f"MetaSchedule with {budget} trials per task (the paper: AutoTVM, 26 hours on an 8-V100 server for four "
+            "networks); meaningful CPU tuning needs ~1000 trials per network and xgboost",
+            "CPU instead of V100: IOS runs torch's CPU kernels, not cuDNN; TVM targets LLVM, not CUDA",
+            "untuned tvm only on " + ", ".join(sorted(UNTUNED_MODELS)) + ", with 3 samples: it takes seconds per "
+            "run on the larger networks"]
+        if not ctx.models and ctx.form != "full":
             reduced.append("models: " + ", ".join(self.models(ctx)) + " (the paper: " + ", ".join(PAPER_MODELS) + ")")
         return Report(self.title, sections, [], reduced)
 
     @staticmethod
     def _published() -> str:
-        rows = [[m, _fmt(v["Sequential"]), _fmt(v["IOS-Both"]), _fmt(v["TVM-AutoTune"]),
-                 f"{v['TVM-AutoTune'] / v['IOS-Both']:.2f}"] for m, v in PUBLISHED_MS.items()]
-        return Table("Published latency, ms (NVIDIA V100, batch 1; published, not measured)",
-                     ["Model", "Sequential", "IOS-Both", "TVM-AutoTune", "TVM-AutoTune / IOS-Both"], rows,
-                     "from the IOS reference README: TVM v0.6 with the authors' AutoTVM configs; IOS-Both and "
-                     "Sequential from its schedule comparison").md()
+        rows = []
+        for m, tvm in AUTOTVM_MS.items():
+            sched = SCHEDULES_MS.get(m, {})
+            both = sched.get("IOS-Both")
+            rows.append([m, common.published(sched.get("Sequential")), common.published(both), common.published(tvm),
+                         f"{tvm / both:.2f}" if both else "-"])
+        return common.table(f"Latency, ms, batch 1: {common.PUBLISHED_LABEL}",
+                            ["Model", "Sequential", "IOS-Both", "TVM-AutoTune", "TVM-AutoTune / IOS-Both"], rows,
+                            f"TVM-AutoTune: {AUTOTVM_SOURCE} (TVM v0.6 with the authors' AutoTVM configs); "
+                            f"Sequential and IOS-Both: {SCHEDULES_SOURCE}")
 
 
 def _ratio(a: dict | None, b: dict | None) -> str:
-    if not (a and b and a.get("status") == "ok" and b.get("status") == "ok"):
+    if not (common.passed(a) and common.passed(b)):
         return "-"
-    return f"{a['median_ms'] / b['median_ms']:.2f}"
+    return f"{common.ms(a) / common.ms(b):.2f}"
 
 
 EXPERIMENT = IntraInter()

@@ -14,24 +14,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report import Table, _fmt_pm, _plt, _save
-from ..results import Store
-from ..sweep import Plan, label, safe_name
+from ..escape import plot_text
+from ..report import _plt, _save
+from ..sweep import label, safe_name
 from ..utilization import SMOOTH_MS
+from . import _common as common
 from .base import Context, Report, Run
+from .published import UTILIZATION_NOTE
 
 SCHEDULES = ["sequential", "both"]
 
 
-def cell_records(folder: Path) -> list[dict]:
-    """The finished cells of a run folder (the last record of each), in store order."""
-    return list(Store(folder).latest().values()) if (Path(folder) / "results.jsonl").exists() else []
-
-
-def latency_text(r: dict) -> str:
-    if r.get("status") in ("ok", "wrong") and r.get("median_ms") is not None:
-        return _fmt_pm(r["median_ms"], r.get("std_ms") or 0.0) + (" (WRONG OUTPUT)" if r["status"] == "wrong" else "")
-    return f"{r.get('status')}: {str(r.get('reason') or '')[:80]}"
+# the timed loop of each cell must last long enough for many 10 ms samples: these override the
+# form's protocol (ios_bench.experiments._common.PROTOCOLS)
+TIMED_LOOP = {"quick": {"repeat": 10, "min_sample_ms": 20.0}, "reference": {"repeat": 10, "min_sample_ms": 50.0},
+              "full": {"repeat": 20, "min_sample_ms": 50.0}}
 
 
 def check_text(r: dict) -> str:
@@ -61,28 +58,25 @@ class Utilization:
     paper = "the IOS paper's utilization profiling (active warps over time, sample network, V100)"
 
     def models(self, ctx: Context) -> list[str]:
-        return list(ctx.models) if ctx.models else (["sample"] if ctx.quick else ["sample", "squeezenet"])
+        return common.models(ctx, full=["sample", "squeezenet"], reference=["sample", "squeezenet"], quick=["sample"])
 
     def runs(self, ctx: Context) -> list[Run]:
-        protocol = dict(warmup=2, repeat=10, min_sample_ms=20.0) if ctx.quick else \
-            dict(warmup=3, repeat=20, min_sample_ms=50.0)
-        plan = Plan(models=self.models(ctx), batch_sizes=[1], frameworks=[], schedules=list(SCHEDULES),
-                    devices=list(ctx.devices), sample_utilization=True, **protocol,
-                    **({"threads": ctx.threads} if ctx.threads else {}))
+        plan = common.plan(ctx, models=self.models(ctx), batch_sizes=[1], frameworks=[], schedules=list(SCHEDULES),
+                           sample_utilization=True, **TIMED_LOOP[ctx.form])
         return [Run("utilization", plan, "IOS-Sequential and IOS-Both on the IOS runtime, busy-ness sampled "
                                          "during each cell's timed loop")]
 
     def report(self, ctx: Context, folders: dict[str, Path]) -> Report:
         folder = Path(folders["utilization"])
-        records = cell_records(folder)
+        records = common.records(folder) if (folder / "results.jsonl").exists() else []
         cores = sorted({int(c) for r in records for c in ((r.get("utilization") or {}).get("mean_busy_pct") or {})})
-        headers = ["Model", "Device", "Schedule", "Latency ms (median ±std)", "Output check"]
+        headers = ["Model", "Device", "Schedule", "Latency ms", "Output check"]
         headers += [f"core {c} busy %" for c in cores] + ["all cores busy %", "this process %", "SM %", "samples"]
         rows, figures, notes = [], [], []
         for r in records:
             u = r.get("utilization") or {}
             per = u.get("mean_busy_pct") or {}
-            rows.append([r["model"], r["device"], r.get("label") or label(r["framework"]), latency_text(r),
+            rows.append([r["model"], r["device"], r.get("label") or label(r["framework"]), common.cell(r),
                          check_text(r)] + [_pct(per.get(str(c))) for c in cores]
                         + [_pct(u.get("mean_busy_pct_all")), _pct(u.get("process_pct")), _pct(u.get("mean_sm_pct")),
                            str(u.get("samples", "-"))])
@@ -95,23 +89,26 @@ class Utilization:
             if plot_traces(folder, [cells.get(s) for s in SCHEDULES], f"{model}, batch 1, {device}", path):
                 figures.append(path)
         sections = [("Mean utilization during the timed loop",
-                     Table("Utilization and latency (measured)", headers, rows,
+                     common.table("Utilization and latency (measured)", headers, rows,
                            "busy % per core: the whole core (other processes on this shared machine included), "
                            "from /proc/stat; this process %: the cell's own CPU time over all cores of its mask; "
-                           "sampled every 10 ms during warmup and timed runs").md())]
-        if figures:
-            sections.append(("Utilization over time", "\n\n".join(
-                f"![{p.stem}]({p.name})" for p in figures)
-                + f"\n\nPer-core lines are moving averages over {SMOOTH_MS:g} ms (the counters tick every 10 ms); "
-                  "the dashed line is this process's share of all cores."))
-        sections.append(("Published", "The paper shows this result as a figure only (active warps over time on a "
-                                      "V100, CUPTI): no published numbers in the seeds to set beside ours."))
+                           "sampled every 10 ms during warmup and timed runs"))]
+        if figures:  # the runner shows the figures after the sections
+            sections.append(("Utilization over time", f"One figure per model below: Sequential and IOS-Both side by "
+                             f"side on one time axis. Per-core lines are moving averages over {SMOOTH_MS:g} ms (the "
+                             "counters tick every 10 ms); the dashed line is this process's share of all cores."))
+        sections.append(("Published", f"No published numbers in the seeds: {UTILIZATION_NOTE}."))
         if notes:
             sections.append(("Notes", "\n".join(f"- {n}" for n in notes)))
-        reduced = ["CPU instead of GPU: per-core busy % and process CPU share stand for active warps; the CUDA path "
-                   "(NVML SM utilization) exists but was not run on these machines"]
+        # this recipe's timed loop replaces the form's protocol (its note would be wrong here)
+        reduced = [n for n in common.form_notes(ctx) if n != common.PROTOCOL_NOTES.get(ctx.form)] + [
+            "CPU instead of GPU: per-core busy % and process CPU share stand for active warps; the CUDA path "
+            "(NVML SM utilization) exists but was not run on these machines"]
         if not ctx.models:
             reduced.append("models: " + ", ".join(self.models(ctx)) + " (the paper profiles its sample network)")
+        loop = TIMED_LOOP[ctx.form]
+        reduced.append(f"protocol: warmup {common.PROTOCOLS[ctx.form]['warmup']}, {loop['repeat']} timing samples of "
+                       f"at least {loop['min_sample_ms']:g} ms per cell, so that each trace holds many 10 ms samples")
         return Report(self.title, sections, figures, reduced)
 
 
@@ -140,13 +137,13 @@ def plot_traces(folder: Path, records: list[dict | None], title: str, path: Path
                              squeeze=False)
     for ax, (r, t) in zip(axes[0], traces):
         name = (r or {}).get("label") or "?"
-        ax.set_title(f"{name}: {latency_text(r)} ms" if r else "(no cell)", fontsize=9)
+        ax.set_title(plot_text(f"{name}: {common.cell(r)} ms") if r else "(no cell)", fontsize=9)
         ax.set_xlabel("time in the timed loop (s)")
         ax.set_ylim(0, 105)
         ax.grid(alpha=0.3)
         if not t or not t.get("t_s"):
-            ax.text(0.5, 0.5, (t or {}).get("reason", "no trace"), ha="center", va="center", transform=ax.transAxes,
-                    fontsize=8, wrap=True)
+            ax.text(0.5, 0.5, plot_text((t or {}).get("reason", "no trace")), ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8, wrap=True)
             continue
         ts = t["t_s"]
         if t.get("kind") == "cuda-sm":
@@ -158,7 +155,7 @@ def plot_traces(folder: Path, records: list[dict | None], title: str, path: Path
             ax.plot(ts, t["process_pct"], lw=1, ls="--", color="black", label="this process (all cores)")
         ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_ylabel("utilization (%)")
-    fig.suptitle(f"{title} (measured)", fontsize=10)
+    fig.suptitle(plot_text(f"{title} (measured)"), fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     _save(fig, path)
