@@ -1,10 +1,12 @@
-"""Comparison of frameworks: IOS (IOS-Both on the IOS runtime) against every peer that runs on
-this machine, same weights, same input, same thread budget (reference README section 4.2.2)."""
+"""Comparison of frameworks: IOS (IOS-Both on the IOS runtime, on the CPU on each of its kernel
+providers) against every peer that runs on this machine, same weights, same input, same thread
+budget (reference README section 4.2.2)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..sweep import IOS_PROVIDERS, label
 from . import _common as c
 from . import published as pub
 from .base import Context, Report, Run
@@ -29,6 +31,9 @@ class Frameworks:
         # None: every available peer except the slow-to-tune ones (ios_bench.sweep.SLOW_FRAMEWORKS)
         peers = QUICK_PEERS if ctx.quick else None
         plan = c.plan(ctx, models=models, batch_sizes=[1], frameworks=peers, schedules=["both"])
+        if not ctx.quick and all(d == "cpu" for d in ctx.devices):
+            # IOS on the fastest kernels this machine has, as a user would run it (docs/runtime.md)
+            plan.ios_providers = list(IOS_PROVIDERS)
         return [Run("frameworks", plan, "every available peer and IOS-Both at batch 1")]
 
     def reduced(self, ctx: Context) -> list[str]:
@@ -51,10 +56,12 @@ class Frameworks:
         fws = list(dict.fromkeys(r["framework"] for r in recs if not r["framework"].startswith("ios-")))
         fws = [f for f in fws if any(c.find(recs, framework=f, status=s) for s in ("ok", "wrong", "failed"))]
         skipped = sorted({f"{r['framework']}: {r.get('reason')}" for r in recs if r.get("status") == "skipped"})
-        cols = fws + [IOS]
+        ios_cols = list(dict.fromkeys(r["framework"] for r in recs if r["framework"].split("[")[0] == IOS))
+        cols = fws + ios_cols
         rows = []
         for m in models:
-            ios = c.ms(c.find(recs, model=m, framework=IOS, device=device))
+            ios = min((v for v in (c.ms(c.find(recs, model=m, framework=f, device=device)) for f in ios_cols) if v),
+                      default=None)  # IOS-Both on its best provider
             row = [m]
             for f in cols:
                 r = c.find(recs, model=m, framework=f, device=device)
@@ -68,8 +75,9 @@ class Frameworks:
             vals = [c.ms(c.find(recs, model=m, framework=f, device=device)) for m in models]
             geo.append(c.fmt(c.geomean(vals)) if all(vals) else "-")
         rows.append(geo + [""])
-        labels = [f if f != IOS else "IOS-Both" for f in cols]
-        main = c.table("Latency (ms), batch 1", ["model"] + labels + ["IOS-Both speedup over the best peer"], rows)
+        labels = [label(f) if f in ios_cols else f for f in cols]
+        main = c.table("Latency (ms), batch 1", ["model"] + labels + ["best IOS-Both speedup over the best peer"],
+                       rows)
         pub_cols = list(next(iter(pub.FRAMEWORKS_MS.values())))
         pub_rows = [[m] + [c.published(pub.FRAMEWORKS_MS[m][k]) for k in pub_cols]
                     for m in models if m in pub.FRAMEWORKS_MS]
