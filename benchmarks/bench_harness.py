@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import adapters  # noqa: E402
-from ios_bench.sweep import Plan, Sweep  # noqa: E402
+from ios_bench.plan import Plan  # noqa: E402
+from ios_bench.sweep import Sweep  # noqa: E402
 from ios_core import models, reference  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.measure import measure  # noqa: E402

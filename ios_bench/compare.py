@@ -1,27 +1,34 @@
-"""Compare two runs cell by cell (``ios-bench compare runs/A runs/B``).
+"""Compare two runs cell by cell on their rounds (``ios-bench compare runs/A runs/B``).
 
-For each cell present in either run, over the stored timing samples (``samples_ms``) of A and B:
+A cell's figure is the median of its undisturbed rounds' medians (``ios_bench.rounds``). For each
+cell present in both runs:
 
-- the change of the median, ``median(B) / median(A) - 1``;
-- its confidence interval (95 % by default), a bootstrap over both sets of samples
-  (``scipy.stats.bootstrap``, percentile method, resampling each run's samples independently);
-- a Mann-Whitney U test (``scipy.stats.mannwhitneyu``, two-sided) of "A and B come from the same
-  distribution".
+- the change ``figure(B) / figure(A) - 1``;
+- its interval (95 % by default): each run's figure bootstrapped hierarchically (rounds, then
+  samples within a round), independently, so between-process noise is in the interval;
+- the **noise threshold**: by default twice the typical between-round spread of the two runs
+  (``sqrt(cv_A^2 + cv_B^2)``, each the median over the run's cells of the between-round
+  coefficient of variation), at least 1 %; or ``threshold`` given.
 
-A change is flagged only when the test rejects (p < ``alpha``), the whole interval lies on one
-side of zero, and the change is at least ``min_change`` (default 5 %): slower is a
-``regression``, faster an ``improvement``; anything else is ``within noise``. With too few
-samples no test can reject (two samples each: p >= 0.33), and the verdict says so. Status
-changes (a cell that now fails, or whose output became wrong) are regressions too.
+Verdicts: ``regression`` / ``improvement`` when the interval excludes zero and the change exceeds
+the threshold; ``within noise`` otherwise; ``unstable`` when either side has fewer than two
+undisturbed rounds (a schema-1 run has one round per cell: measured in one process) or more
+disturbed rounds than undisturbed ones. Status changes (a cell that now fails, or whose output
+became wrong) are regressions too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .report import load_run
+from .rounds import good_rounds, ratio_interval
+
+MIN_THRESHOLD = 0.01
+VERDICTS = ("regression", "improvement", "within noise", "unstable")
 
 
 @dataclass
@@ -33,47 +40,44 @@ class Change:
     device: str
     median_a: float | None
     median_b: float | None
-    change: float | None  # median(B) / median(A) - 1
-    ci_low: float | None  # confidence interval of the change
+    change: float | None  # figure(B) / figure(A) - 1
+    ci_low: float | None  # interval of the change
     ci_high: float | None
-    p_value: float | None  # Mann-Whitney U, two-sided
+    rounds_a: int
+    rounds_b: int
     verdict: str
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
-class Test:
-    change: float
-    ci_low: float
-    ci_high: float
-    p_value: float
+class Comparison:
+    changes: list[Change]
+    threshold: float  # the noise threshold used (a fraction)
+    threshold_source: str  # "measured" or "given"
+    notes: list[str]
+    problems: list[str]
+
+    def counts(self) -> dict[str, int]:
+        out = {v: 0 for v in VERDICTS}
+        for c in self.changes:
+            key = next((v for v in VERDICTS if c.verdict.startswith(v)), c.verdict)
+            out[key] = out.get(key, 0) + 1
+        return out
 
 
-def significance(a, b, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> Test:
-    """Median change from samples ``a`` to ``b`` with its bootstrap interval and the U test's p."""
-    from scipy import stats
-
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    change = float(np.median(b) / np.median(a) - 1.0)
-    p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-
-    def ratio(x, y, axis=-1):
-        return np.median(y, axis=axis) / np.median(x, axis=axis) - 1.0
-
-    if np.ptp(a) == 0 and np.ptp(b) == 0:  # no spread at all: the interval is the point
-        low = high = change
-    else:
-        res = stats.bootstrap((a, b), ratio, vectorized=True, paired=False, confidence_level=confidence,
-                              n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed))
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Test(change, low, high, p)
+def _rounds(r) -> list[list[float]]:
+    rounds = r.get("rounds") if hasattr(r, "get") else None
+    if not isinstance(rounds, list):
+        return []
+    return [[float(v) for v in g["samples_ms"] if v > 0] for g in good_rounds(rounds)]
 
 
-def _samples(r) -> list[float]:
-    s = r.get("samples_ms") if hasattr(r, "get") else None
-    if isinstance(s, (list, tuple, np.ndarray)) and len(s) and all(isinstance(v, (int, float)) for v in s):
-        return [float(v) for v in s if v > 0]
-    return []
+def _disturbed(r) -> int:
+    rounds = r.get("rounds") if hasattr(r, "get") else None
+    return sum(1 for g in rounds or [] if isinstance(g, dict) and g.get("disturbed"))
 
 
 def _good(r) -> bool:
@@ -84,22 +88,51 @@ def _state(r) -> str:
     return "wrong output" if r["status"] in ("ok", "wrong") else r["status"]
 
 
-def compare_runs(a, b, min_change: float = 0.05, alpha: float = 0.05,
-                 confidence: float = 0.95) -> tuple[list[Change], list[str]]:
-    """Cell-by-cell changes from run folder ``a`` to ``b`` (and any load problems)."""
+def _cv(rounds: list[list[float]]) -> float | None:
+    if len(rounds) < 2:
+        return None
+    meds = np.array([np.median(g) for g in rounds])
+    return float(np.std(meds, ddof=1) / np.median(meds))
+
+
+def noise_threshold(cells_a: list[list[list[float]]], cells_b: list[list[list[float]]]) -> float:
+    """Twice the typical between-round spread of the two runs (see the module), at least 1 %."""
+    typical = []
+    for cells in (cells_a, cells_b):
+        cvs = [cv for rounds in cells if (cv := _cv(rounds)) is not None]
+        typical.append(float(np.median(cvs)) if cvs else 0.0)
+    return max(MIN_THRESHOLD, 2 * math.sqrt(sum(t * t for t in typical)))
+
+
+def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
+    """Cell-by-cell verdicts from run folder ``a`` to ``b``; ``threshold`` (a fraction) replaces
+    the measured noise threshold."""
     da, _, pa = load_run(a)
     db, _, pb = load_run(b)
     ra = {r["cell"]: r for _, r in da.iterrows()}
     rb = {r["cell"]: r for _, r in db.iterrows()}
+    notes = []
+    for name, df in (("A", da), ("B", db)):
+        old = int((df["migrated_from"].notna()).sum()) if "migrated_from" in df.columns else 0
+        if old:
+            notes.append(f"run {name} is an older run (schema 1): each of its cells was measured in one process, "
+                         "one round, so between-process noise is unknown there and its cells' verdicts are "
+                         "'unstable'; measure it again with rounds to compare")
+    source = "given"
+    if threshold is None:
+        both = [k for k in ra if k in rb and _good(ra[k]) and _good(rb[k])]
+        threshold = noise_threshold([_rounds(ra[k]) for k in both], [_rounds(rb[k]) for k in both])
+        source = "measured"
     out = []
     for key in list(dict.fromkeys(list(ra) + list(rb))):
         x, y = ra.get(key), rb.get(key)
         base = x if x is not None else y
-        sa = _samples(x) if _good(x) else []
-        sb = _samples(y) if _good(y) else []
-        ma = float(np.median(sa)) if sa else None
-        mb = float(np.median(sb)) if sb else None
-        change = low = high = p = None
+        ga = _rounds(x) if _good(x) else []
+        gb = _rounds(y) if _good(y) else []
+        ma = float(np.median([np.median(g) for g in ga])) if ga else None
+        mb = float(np.median([np.median(g) for g in gb])) if gb else None
+        change = low = high = None
+        why = ""
         if x is None:
             verdict = "only in B"
         elif y is None:
@@ -110,19 +143,25 @@ def compare_runs(a, b, min_change: float = 0.05, alpha: float = 0.05,
             verdict = f"fixed (was {_state(x)})"
         elif not _good(x) and not _good(y):
             verdict = f"not comparable ({_state(x)} / {_state(y)})"
-        elif not sa or not sb:
-            verdict = "not comparable (no timing samples stored)"
+        elif not ga or not gb:
+            verdict = "unstable"
+            why = "no undisturbed round with timing samples on one side"
         else:
-            t = significance(sa, sb, confidence)
-            change, low, high, p = t.change, t.ci_low, t.ci_high, t.p_value
-            if p < alpha and low > 0 and change >= min_change:
+            change, low, high = ratio_interval(ga, gb, confidence)
+            few = [f"{n} has {len(g)} undisturbed round{'s' * (len(g) != 1)}" for n, g in (("A", ga), ("B", gb))
+                   if len(g) < 2]
+            noisy = [f"{n} has more disturbed rounds ({d}) than undisturbed ({len(g)})"
+                     for n, g, d in (("A", ga, _disturbed(x)), ("B", gb, _disturbed(y))) if d > len(g)]
+            if few or noisy:
+                verdict, why = "unstable", "; ".join(few + noisy)
+            elif low > 0 and change >= threshold:
                 verdict = "regression"
-            elif p < alpha and high < 0 and change <= -min_change:
+            elif high < 0 and change <= -threshold:
                 verdict = "improvement"
-            elif min(len(sa), len(sb)) < 4:
-                verdict = f"within noise (too few samples to test: {len(sa)} and {len(sb)})"
             else:
                 verdict = "within noise"
+                why = ("interval includes zero" if low <= 0 <= high else
+                       f"|change| under the noise threshold {threshold:.1%}")
         out.append(Change(key, base["model"], int(base["batch_size"]), base["framework"], base["device"], ma, mb,
-                          change, low, high, p, verdict))
-    return out, pa + pb
+                          change, low, high, len(ga), len(gb), verdict, why))
+    return Comparison(out, threshold, source, notes, pa + pb)

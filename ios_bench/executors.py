@@ -29,6 +29,7 @@ from pathlib import Path
 from ios_core.threads import usable_cores
 
 from .errors import InputError
+from .launch import run_worker
 
 KINDS = ("cpu", "cuda")
 NAME_LABEL = "ios-bench/name"  # a node's display name (Ray label), default HOST:ID
@@ -125,6 +126,8 @@ def resolve_spec(spec: dict, root: Path) -> dict:
 
 
 Done = Callable[[Task, dict], None]
+Starting = Callable[[Task], None]
+Observe = Callable[[], dict]
 
 
 class Executor:
@@ -138,7 +141,6 @@ class Executor:
 
     name = "executor"
     nodes: list[Node]
-    starting: Callable[[Task], None] | None = None  # told when a task of ``run`` starts
 
     def open(self, folder: Path, say: Callable[[str], None]) -> list[Node]:
         raise NotImplementedError
@@ -147,7 +149,11 @@ class Executor:
         """Run ``tasks`` now (probes, reference outputs) and return their results in order."""
         raise NotImplementedError
 
-    def run(self, tasks: list[Task], done: Done) -> list[Task]:
+    def run(self, tasks: list[Task], done: Done, starting: Starting | None = None,
+            observe: Observe | None = None) -> list[Task]:
+        """``starting(task)`` is told as each task starts; ``observe()`` (clock readings,
+        ``clocks.ClockLock.observe``) is read before and after each task where the executor runs
+        it on this machine, into the result's ``clocks``."""
         raise NotImplementedError
 
     def node_env(self, node: Node) -> dict | None:
@@ -174,8 +180,7 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, observe: Callable[[], dict] | None = None):
-        self.observe = observe  # clock readings before/after each cell (clocks.ClockLock.observe)
+    def __init__(self):
         self.folder = Path(".")
 
     def open(self, folder: Path, say: Callable[[str], None]) -> list[Node]:
@@ -192,14 +197,12 @@ class LocalExecutor(Executor):
                            float(len(gpus)) if isinstance(gpus, list) else 0.0, labels, any_cuda=True)]
         return self.nodes
 
-    def _run(self, task: Task) -> dict:
-        from .sweep import run_worker
-
+    def _run(self, task: Task, observe: Observe | None = None) -> dict:
         spec = resolve_spec(task.spec, self.folder)
-        before = self.observe() if self.observe else None
+        before = observe() if observe else None
         res = run_worker(spec, task.timeout, self.folder / task.log, task.threads)
         if before is not None:
-            after = self.observe()
+            after = observe()
             res["clocks"] = {**{f"{k}_before": v for k, v in before.items()},
                              **{f"{k}_after": v for k, v in after.items()}}
         node = self.nodes[0]
@@ -209,11 +212,12 @@ class LocalExecutor(Executor):
     def probe(self, tasks: list[Task]) -> list[dict]:
         return [self._run(t) for t in tasks]
 
-    def run(self, tasks: list[Task], done: Done) -> list[Task]:
+    def run(self, tasks: list[Task], done: Done, starting: Starting | None = None,
+            observe: Observe | None = None) -> list[Task]:
         for t in tasks:
-            if self.starting:
-                self.starting(t)
-            done(t, self._run(t))
+            if starting:
+                starting(t)
+            done(t, self._run(t, observe))
         return []
 
 
@@ -221,7 +225,7 @@ def make_executor(name: str, address: str | None = None, **options) -> Executor:
     if name == "local":
         if address:
             raise InputError("--ray-address needs --executor ray")
-        return LocalExecutor(**options)
+        return LocalExecutor()
     if name == "ray":
         from .fleet import RayExecutor
 

@@ -27,7 +27,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import InputError
-from .executors import DEVICE_LABEL, NAME_LABEL, Done, Executor, Node, Task, device_kind, node_offers, resolve_spec
+from .executors import (
+    DEVICE_LABEL,
+    NAME_LABEL,
+    Done,
+    Executor,
+    Node,
+    Observe,
+    Starting,
+    Task,
+    device_kind,
+    node_offers,
+    resolve_spec,
+)
 
 GRACE_S = 300.0  # beyond a task's own timeout: Ray worker start, shipping files, probe imports
 LOG_LIMIT = 4 << 20  # bytes of a worker log brought back
@@ -50,7 +62,7 @@ def _node_task(spec: dict, names: list[str], env: dict, threads: int | None, pin
 
     import ray
 
-    from .sweep import run_worker
+    from .launch import run_worker
 
     os.environ.update(env)
     tmp = Path(tempfile.mkdtemp(prefix="ios-bench-task-"))
@@ -104,7 +116,6 @@ class RayExecutor(Executor):
         self.lost: set[str] = set()  # nodes lost during this run
         self.envs: dict[str, dict] = {}
         self.nodes: list[Node] = []
-        self.starting: Callable[[Task], None] | None = None
         self._blobs: dict[str, object] = {}
 
     # -- cluster --------------------------------------------------------------------------------
@@ -254,7 +265,8 @@ class RayExecutor(Executor):
                                 "node": node.name, "node_id": node.id})
         return results
 
-    def run(self, tasks: list[Task], done: Done) -> list[Task]:
+    def run(self, tasks: list[Task], done: Done, starting: Starting | None = None,
+            observe: Observe | None = None) -> list[Task]:
         import ray
 
         pending = list(tasks)
@@ -277,8 +289,8 @@ class RayExecutor(Executor):
                             break
                         pending.remove(t)
                         home.setdefault(t.group, node.id)
-                        if self.starting:
-                            self.starting(t)
+                        if starting:
+                            starting(t)
                         ref = self._submit(t, node, exclusive=True)
                         inflight[ref] = (t, node, time.monotonic() + t.timeout + GRACE_S)
                         submitted = True

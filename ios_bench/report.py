@@ -5,8 +5,11 @@ layout, GeoMean row), the throughput table (images/s), the speedup of IOS-Both o
 the normalized-throughput bar chart per model (the paper's figure), latency/throughput vs batch
 size; every cell with its output check; failures with their reasons; the environment.
 
-Spread: tables show the median with ± the standard deviation of the timing samples; plots show
-the median with the p10-p90 range of the samples (error bars / bands).
+Figures: each cell's figure is the median of its undisturbed rounds' medians (``ios_bench.rounds``);
+tables show it with ± the between-round spread (the coefficient of variation of the round
+medians) and flag cells whose rounds disagree as ``unstable``; plots show the figure with the
+p10-p90 range of the pooled samples (error bars / bands). A schema-1 run (one process per cell)
+shows ± the standard deviation of its samples instead, as before.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from ios_core.atomic import atomic_write, atomic_write_text
 from .errors import InputError
 from .escape import csv_cell, file_part, plot_text
 from .escape import md as md_text
+from .plan import SCHEDULES
 from .results import flatten, read_records
-from .sweep import ENV_FILE, SCHEDULES, check_writable
+from .runfolder import ENV_FILE, check_writable
 
 IOS_BOTH = "ios-both"
 
@@ -56,7 +60,7 @@ def _geomean(xs: list[float]) -> float:
 
 
 def _label(fw: str) -> str:
-    from .sweep import label
+    from .cells import label
 
     return label(fw)
 
@@ -102,11 +106,14 @@ def load_run(folder: str | os.PathLike):
             env = {}
     for col in ("median_ms", "std_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10", "throughput_p90",
                 "check_passed", "reason", "label", "schedule", "build_seconds", "precision", "check_max_rel_err",
-                "optimize_seconds", "stderr_tail", "provider", "predicted_ms", "sequential_ms"):
+                "optimize_seconds", "stderr_tail", "provider", "predicted_ms", "sequential_ms", "between_round_cv",
+                "unstable", "rounds_used", "rounds_measured", "rounds_disturbed", "same_schedule_as", "ci_low_ms",
+                "ci_high_ms", "peak_rss_mib", "sequential_ci_ms"):
         if col not in df.columns:
             df[col] = None
     for col in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "throughput",
-                "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "check_max_rel_err"):
+                "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "check_max_rel_err",
+                "between_round_cv", "ci_low_ms", "ci_high_ms", "peak_rss_mib"):
         if col in df.columns:  # absent values become NaN (records are validated: no text in these)
             df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df, env, problems
@@ -132,6 +139,16 @@ def _fmt_pm(value: float, spread: float) -> str:
     """``value ±spread`` with the spread at the value's precision."""
     digits = 0 if abs(value) >= 1000 else 1 if abs(value) >= 100 else 3
     return f"{value:,.{digits}f} ±{spread:,.{digits}f}"
+
+
+def _spread(r) -> str:
+    """A cell's figure with its spread: ± the between-round spread (a percentage) and ``unstable``
+    where its rounds disagree; a one-process (schema 1) cell: ± the std of its samples."""
+    cv = _num(r.get("between_round_cv"))
+    text = (f"{_fmt(r['median_ms'])} ±{cv:.1%}" if cv is not None else _fmt_pm(r["median_ms"], r["std_ms"]))
+    if isinstance(r.get("unstable"), str) and r["unstable"]:
+        text += " (unstable)"
+    return text
 
 
 def _status_text(row) -> str:
@@ -161,8 +178,9 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
             good = r["status"] == "ok" and r["check_passed"] == True  # noqa: E712
             bad = "" if good else " (wrong output)"
             if metric == "latency":
-                val, spread = r["median_ms"], r["std_ms"]
-                row.append(f"{_fmt_pm(val, spread)}{bad}")
+                val = r["median_ms"]
+                same = f" (= {r['same_schedule_as']})" if isinstance(r.get("same_schedule_as"), str) else ""
+                row.append(f"{_spread(r)}{same}{bad}")
             else:
                 val = r["throughput"]
                 row.append(f"{_fmt(val, 1)} [{_fmt(r['throughput_p10'], 1)}-{_fmt(r['throughput_p90'], 1)}]{bad}")
@@ -177,8 +195,10 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
     rows.append(geo)
     if metric == "latency":
         title = f"Latency (ms), batch {bs}, {device}"
-        note = ("median ± std of the timing samples; GeoMean over models, only where every model ran with a "
-                "correct output")
+        note = ("median of the undisturbed rounds' medians ± the between-round spread (coefficient of variation "
+                "of the round medians; each round a fresh process); (unstable): the rounds disagree, read the "
+                "'Rounds' table; (= X): the same schedule as X, one measurement; GeoMean over models, only where "
+                "every model ran with a correct output")
     else:
         title = f"Throughput (images/s), batch {bs}, {device}"
         note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
@@ -186,30 +206,64 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
 
 
 def speedup_table(df, device: str, bs: int) -> Table | None:
-    sub = _ok(df[(df["device"] == device) & (df["batch_size"] == bs)])
-    sub = sub[sub["check_passed"] == True]  # noqa: E712 - pandas
-    if IOS_BOTH not in set(sub["framework"]):
+    """IOS at its best (the fastest correct IOS cell of each model: any schedule, any kernel
+    provider) against each peer and against the best peer."""
+    sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    is_ios = sub["framework"].str.startswith("ios-")
+    if not is_ios.any():
         return None
-    peers = [f for f in framework_order(sub) if f != IOS_BOTH]
+    peers = [f for f in framework_order(sub) if not f.startswith("ios-")]
     models = list(dict.fromkeys(sub["model"]))
-    rows, per = [], {p: [] for p in peers}
+    rows, per = [], {p: [] for p in peers + ["best peer"]}
     for m in models:
-        ios = sub[(sub["model"] == m) & (sub["framework"] == IOS_BOTH)]
-        row = [m]
+        ios = sub[(sub["model"] == m) & is_ios]
+        if ios.empty:
+            rows.append([m, "-"] + ["-"] * (len(peers) + 1))
+            continue
+        best = ios.loc[ios["median_ms"].idxmin()]
+        row = [m, f"{_label(best['framework'])} {_fmt(best['median_ms'])}"]
+        peer_rows = sub[(sub["model"] == m) & ~is_ios]
         for p in peers:
-            peer = sub[(sub["model"] == m) & (sub["framework"] == p)]
-            if ios.empty or peer.empty:
+            peer = peer_rows[peer_rows["framework"] == p]
+            if peer.empty:
                 row.append("-")
                 continue
-            s = peer.iloc[0]["median_ms"] / ios.iloc[0]["median_ms"]
+            s = peer.iloc[0]["median_ms"] / best["median_ms"]
             per[p].append(s)
             row.append(f"{s:.2f}x")
+        if peer_rows.empty:
+            row.append("-")
+        else:
+            top = peer_rows.loc[peer_rows["median_ms"].idxmin()]
+            s = top["median_ms"] / best["median_ms"]
+            per["best peer"].append(s)
+            row.append(f"{s:.2f}x ({_label(top['framework'])})")
         rows.append(row)
-    rows.append(["GeoMean"] + [f"{_geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
-                               for p in peers])
-    return Table(f"Speedup of IOS-Both over each peer (latency ratio), batch {bs}, {device}",
-                 ["model"] + [_label(p) for p in peers], rows, "peer median latency / IOS-Both median latency; "
-                 ">1 means IOS-Both is faster")
+    rows.append(["GeoMean", ""] + [f"{_geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
+                                   for p in peers + ["best peer"]])
+    return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}",
+                 ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows,
+                 "IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
+                 "peer figure / IOS figure; >1 means IOS is faster")
+
+
+def memory_table(df, device: str, bs: int) -> Table | None:
+    """Peak resident memory of each cell's workers (MiB): models x frameworks."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs) & df["status"].isin(TIMED)]
+    if sub.empty or sub["peak_rss_mib"].isna().all():
+        return None
+    fws = framework_order(sub)
+    rows = []
+    for m in dict.fromkeys(sub["model"]):
+        row = [m]
+        for fw in fws:
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            v = _num(cell.iloc[0]["peak_rss_mib"]) if not cell.empty else None
+            row.append(f"{v:,.0f}" if v is not None else "-")
+        rows.append(row)
+    return Table(f"Peak memory (MiB), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
+                 "the largest resident set of the cell's worker processes (its rounds), the Python process and "
+                 "the framework together")
 
 
 def by_place(df):
@@ -256,7 +310,12 @@ def slower_than_sequential(df) -> list:
     out = []
     for _, r in _ok(df).iterrows():
         med, seq = _num(r.get("median_ms")), _num(r.get("sequential_ms"))
-        if r.get("schedule") and r.get("schedule") != "sequential" and med and seq and med > seq:
+        if isinstance(r.get("same_schedule_as"), str):  # the same schedule: one measurement, never "slower"
+            continue
+        if not (r.get("schedule") and r.get("schedule") != "sequential" and med and seq):
+            continue
+        low = _num(r.get("ci_low_ms"))
+        if (med > seq) if low is None else (low > seq):  # over rounds: only where the interval says so
             out.append(r)
     return out
 
@@ -274,20 +333,57 @@ def ios_table(df, device: str, bs: int) -> Table | None:
         if err is not None:
             errors.append(abs(err))
         flag = ""
-        if seq and med and r["schedule"] != "sequential":
-            flag = SLOWER_FLAG if med > seq else "ok"
+        if isinstance(r.get("same_schedule_as"), str):
+            flag = f"same schedule as {r['same_schedule_as']}"
+        elif seq and med and r["schedule"] != "sequential":
+            low = _num(r.get("ci_low_ms"))
+            flag = SLOWER_FLAG if (med > seq if low is None else low > seq) else "ok"
         rows.append([r["model"], _label(r["framework"]), r.get("provider") or "torch", _fmt(med),
                      _fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
                      _fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
                      _fmt(_num(r.get("optimize_seconds")), 1) if _num(r.get("optimize_seconds")) is not None else "-"])
     note = ("predicted: the optimizer's estimate (cost model, an estimate, not a measurement); error = "
-            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, timed "
-            "in the same worker with the same protocol; vs sequential > 1 means the schedule is faster")
+            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, measured in "
+            "the same interleaved rounds; vs sequential > 1 means the schedule is faster; SLOWER THAN SEQUENTIAL only "
+            "where the schedule's interval lies above the sequential figure")
     if errors:
         note += f". Mean absolute prediction error: {sum(errors) / len(errors):.1%} over {len(errors)} cells"
     return Table(f"IOS schedules: prediction and validation, batch {bs}, {device}",
                  ["model", "schedule", "provider", "measured ms", "predicted ms (estimate)", "prediction error",
                   "sequential ms", "vs sequential", "flag", "optimize s"], rows, note)
+
+
+def rounds_table(df) -> Table | None:
+    """Every timed cell's rounds: the figure's interval, the spread between rounds, the rounds used,
+    the disturbed ones and why, and whether the figure is stable."""
+    ran = df[df["status"].isin(TIMED)]
+    if ran.empty or ran["rounds_used"].isna().all():
+        return None
+    rows = []
+    for _, r in ran.iterrows():
+        rounds = r.get("rounds") if isinstance(r.get("rounds"), list) else []
+        why = "; ".join(dict.fromkeys(str(g.get("disturbed")) for g in rounds
+                                      if isinstance(g, dict) and g.get("disturbed")))
+        lo, hi = _num(r.get("ci_low_ms")), _num(r.get("ci_high_ms"))
+        cv = _num(r.get("between_round_cv"))
+        meds = r.get("round_medians_ms") if isinstance(r.get("round_medians_ms"), list) else []
+        rows.append([r["model"], r["batch_size"], _label(r["framework"]), _fmt(r["median_ms"]),
+                     f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else "-", f"{cv:.1%}" if cv is not None else "-",
+                     " ".join(_fmt(m) for m in meds) or "-",
+                     f"{_int(r.get('rounds_used'))}/{_int(r.get('rounds_measured'))}",
+                     f"{_int(r.get('rounds_disturbed'))}" + (f" ({why})" if why else ""),
+                     r["unstable"] if isinstance(r.get("unstable"), str) and r["unstable"] else "stable"])
+    return Table("Rounds", ["model", "batch", "framework", "figure ms", "95% CI ms", "between rounds",
+                            "round medians ms", "rounds used/measured", "disturbed", "verdict"], rows,
+                 "each round a fresh worker process; the figure is the median of the undisturbed rounds' medians, its "
+                 "interval a hierarchical bootstrap (rounds, then samples); a disturbed round (other processes' CPU "
+                 "time, steal, or a slow canary) is measured again and never pooled; docs/harness.md explains "
+                 "'unstable' and 'disturbed'")
+
+
+def _int(v) -> str:
+    n = _num(v)
+    return str(int(n)) if n is not None else "?"
 
 
 def cells_table(df) -> Table:
@@ -398,8 +494,10 @@ def env_table(env: dict) -> Table:
         ["clocks", str(env.get("clocks", "?"))],
         ["threads per cell", str(plan.get("threads", "?"))],
         ["spin/wait policy", _policy_text(env)],
-        ["protocol", f"warmup {plan.get('warmup')}, repeat {plan.get('repeat')} samples of number "
-                     f"{plan.get('number')} (min {plan.get('min_sample_ms')} ms per sample)"],
+        ["protocol", f"{plan.get('rounds', 1)} round(s) per cell, each a fresh process, interleaved (round seed "
+                     f"{plan.get('round_seed', '-')}); per round warmup {plan.get('warmup')}, repeat "
+                     f"{plan.get('repeat')} samples of number {plan.get('number')} (min {plan.get('min_sample_ms')} "
+                     "ms per sample)"],
         ["git commit", str(part("git").get("commit", "?")) + (" (dirty)" if part("git").get("dirty") else "")],
         ["command line", " ".join(map(str, env.get("command_line") or [])) if isinstance(env.get("command_line"),
                                                                                            list) else "?"],
@@ -474,7 +572,7 @@ def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = 
     ax.set_xticks(range(len(models)), [plot_text(m) for m in models])
     ax.set_ylabel("normalized throughput (best = 1)")
     ax.set_title(f"Normalized throughput, batch {bs}, {plot_text(device)} (error bars: p10-p90; correct outputs only)")
-    ax.legend(fontsize="small", ncol=min(4, len(fws)))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the data
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
@@ -483,7 +581,7 @@ def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = 
 
 def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None = None) -> bool:
     sub = _correct(df[(df["device"] == device) & (df["model"] == model)])
-    if sub.empty:
+    if sub.empty or sub["batch_size"].nunique() < 2:  # a curve needs two batch sizes
         return False
     plt = _plt()
     styles = styles or series_styles(framework_order(sub))
@@ -506,7 +604,7 @@ def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None =
         ax.set_xticks(batches)
     a1.set_title(f"{plot_text(model)}, {plot_text(device)}: latency vs batch (band: p10-p90)")
     a2.set_title("throughput vs batch (band: p10-p90)")
-    a2.legend(fontsize="small")
+    a2.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     _save(fig, path)
     return True
@@ -549,6 +647,10 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         intro.append(("warn", f"when the run started: {w}"))
     for p in problems:
         intro.append(("warn", p))
+    for _, r in df[df["status"].isin(TIMED)].iterrows():
+        if isinstance(r.get("unstable"), str) and r["unstable"]:
+            intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
+                                  f"UNSTABLE ({r['unstable']})"))
     for r in slower_than_sequential(df):
         intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
                               f"{SLOWER_FLAG} ({_fmt(_num(r['median_ms']))} ms vs "
@@ -564,7 +666,10 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         for bs in batches:
             items: list = [metric_table(places, device, bs, "latency"), metric_table(places, device, bs, "throughput")]
             sp = speedup_table(places, device, bs)
-            items.append(sp if sp else ("text", "No IOS-Both result with a correct output: no speedup table."))
+            items.append(sp if sp else ("text", "No IOS result with a correct output: no IOS-versus-peers table."))
+            mem = memory_table(places, device, bs)
+            if mem is not None:
+                items.append(mem)
             it = ios_table(places, device, bs)
             if it is not None:
                 items.append(it)
@@ -582,6 +687,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     config = config_table(df)
     if config:
         sections.append(("Configuration", [config]))
+    rt = rounds_table(df)
+    if rt is not None:
+        sections.append(("Rounds", [rt]))
     sections.append(("Every cell", [cells_table(df)]))
     fails = failures_table(df)
     if fails:
@@ -617,7 +725,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     atomic_write_text(md_path, "\n".join(lines) + "\n")
     atomic_write_text(html_path, "<!doctype html><html><head><meta charset='utf-8'><title>ios-bench "
                       f"{html.escape(name)}</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
-    csv = df.drop(columns=[c for c in ("stderr_tail",) if c in df.columns]).copy()
+    csv = df.drop(columns=[c for c in ("stderr_tail", "rounds", "round_medians_ms", "rounds_pids", "optimize_stats",
+                                       "optimize_figures", "validation", "cost_model_stats", "interference")
+                           if c in df.columns]).copy()
     if "samples_ms" in csv.columns:
         csv["samples_ms"] = csv["samples_ms"].map(lambda s: " ".join(f"{x:.6g}" for x in s)
                                                   if isinstance(s, list) else "")

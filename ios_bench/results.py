@@ -17,14 +17,14 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from . import record as _record
 from .errors import InputError
+from .record import SCHEMA, SCHEMAS, STATUSES, migrate
 
-SCHEMA = 1
 RESULTS_FILE = "results.jsonl"
 # ok: ran and its output matched the oracle (before and after timing); wrong: ran and was timed,
 # but an output check failed (kept out of every aggregate); failed: did not run; skipped: could not.
-STATUSES = ("ok", "wrong", "failed", "skipped")
-REQUIRED = ("cell", "model", "batch_size", "framework", "device", "status")
+REQUIRED = _record.required()
 
 
 class CorruptRecord(UserWarning):
@@ -43,41 +43,19 @@ def cell_key(model: str, batch_size: int, framework: str, device: str) -> str:
     return f"{model}|b{batch_size}|{framework}|{device}"
 
 
-TEXT_FIELDS = ("cell", "model", "framework", "device", "status")
-OPTIONAL_TEXT = ("label", "kind", "schedule", "adapter", "reason", "stderr_tail", "precision", "log")
-NUMBER_FIELDS = ("mean_ms", "median_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "p99_ms", "throughput",
-                 "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "wall_seconds", "threads",
-                 "repeat", "number", "warmup", "attempt")
-TIMING_FIELDS = ("median_ms", "std_ms", "p10_ms", "p90_ms")  # required where a cell was timed
-
-
-def _number(v) -> bool:
-    import math
-
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+TIMING_FIELDS = _record.timed()  # required where a cell was timed
 
 
 def check_record(rec) -> str | None:
     """Why ``rec`` is not a record this version can use (None when it is): required fields with
-    their types, a known status, finite numbers, and timings wherever a cell was timed."""
+    their types (``ios_bench.record.FIELDS``), a known status, finite numbers, and timings wherever
+    a cell was timed."""
     if not isinstance(rec, dict):
         return f"not a JSON object ({type(rec).__name__})"
     missing = [k for k in REQUIRED if k not in rec]
     if missing:
         return f"missing {', '.join(missing)}"
-    bad = [k for k in TEXT_FIELDS if not isinstance(rec[k], str)]
-    bad += [k for k in OPTIONAL_TEXT if rec.get(k) is not None and not isinstance(rec[k], str)]
-    if not isinstance(rec["batch_size"], int) or isinstance(rec["batch_size"], bool) or rec["batch_size"] < 1:
-        bad.append("batch_size")
-    bad += [k for k in NUMBER_FIELDS if rec.get(k) is not None and not _number(rec[k])]
-    samples = rec.get("samples_ms")
-    if samples is not None and not (isinstance(samples, list) and all(_number(v) for v in samples)):
-        bad.append("samples_ms")
-    for k in ("check", "info", "clocks"):
-        if rec.get(k) is not None and not isinstance(rec[k], dict):
-            bad.append(k)
-    if isinstance(rec.get("check"), dict) and not isinstance(rec["check"].get("passed"), bool):
-        bad.append("check.passed")
+    bad = _record.problems(rec)
     if bad:
         return f"wrongly typed field{'s' * (len(bad) > 1)} {', '.join(dict.fromkeys(bad))}"
     if rec["status"] not in STATUSES:
@@ -95,7 +73,8 @@ def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | No
     """All valid records of a results file, in file order; each corrupt or wrongly typed line is
     reported through ``on_problem`` (default: a ``CorruptRecord`` warning) as ``FILE:LINE:
     reason`` and skipped, a cell recorded twice is reported (a retry, with ``attempt``, is not),
-    and a record of an unknown schema version refuses the whole file (``InputError``)."""
+    a record of an older schema is migrated (``ios_bench.record.migrate``), and a record of an
+    unknown schema version refuses the whole file (``InputError``)."""
     path = results_path(path)
     if not path.exists():
         raise InputError(f"{path}: no such results file")
@@ -116,9 +95,12 @@ def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | No
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             rec, problem = None, f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]})"
         else:
-            if isinstance(rec, dict) and rec.get("schema", SCHEMA) != SCHEMA:
+            if isinstance(rec, dict) and rec.get("schema", 1) not in SCHEMAS:
                 raise InputError(f"{path}:{i}: record schema {str(rec.get('schema'))[:20]!r} is not one this "
-                                 f"ios-bench reads (schema {SCHEMA}); use the ios-bench version that wrote it")
+                                 f"ios-bench reads (schemas {', '.join(map(str, SCHEMAS))}); use the ios-bench "
+                                 "version that wrote it")
+            if isinstance(rec, dict):
+                rec = migrate(rec)
             problem = check_record(rec)
         if problem is None and last:
             problem = "unterminated last line (partial write)"
@@ -200,30 +182,8 @@ def _json_default(o):
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
-COLUMNS = ("model", "batch_size", "framework", "label", "kind", "schedule", "device", "status", "median_ms",
-           "mean_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10",
-           "throughput_p90", "repeat", "number", "warmup", "check_passed", "check_max_rel_err", "check_tolerance",
-           "precision", "threads", "build_seconds", "optimize_seconds", "framework_version", "reason")
-
-
-CONFIG_KEYS = ("threads", "intra_op_threads", "inter_op_threads", "precision", "execution_mode", "tuning")
-
-
-def flatten(rec: dict) -> dict:
-    row = {k: v for k, v in rec.items() if k not in ("check", "info", "clocks")}
-    check = rec.get("check") or {}
-    row["check_passed"] = check.get("passed")
-    row["check_max_rel_err"] = check.get("max_rel_err")
-    row["check_max_abs_err"] = check.get("max_abs_err")
-    row["check_tolerance"] = check.get("tolerance")
-    row["check_reason"] = check.get("reason")
-    info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
-    for key in CONFIG_KEYS:  # each peer's configuration, shown by the report
-        row[f"config_{key}"] = info.get(key)
-    clocks = rec.get("clocks") or {}
-    for k, v in clocks.items():
-        row[f"clock_{k}"] = v if not isinstance(v, list) else (v[0] if len(v) == 1 else str(v))
-    return row
+COLUMNS = _record.columns()
+flatten = _record.flatten
 
 
 def load(path: str | os.PathLike, on_problem: Callable[[str], None] | None = None):

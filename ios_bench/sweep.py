@@ -1,382 +1,89 @@
-"""Sweep planning and execution: models x batch sizes x (frameworks + IOS schedules) x devices.
+"""The sweep's orchestrator: models x batch sizes x (frameworks + IOS schedules) x devices.
 
-Every task runs in its own worker process (:mod:`ios_bench.worker`) with the thread budget in
-its environment and a timeout; the parent never imports a framework. Per (model, batch) a
-reference task computes the oracle output once (``refs/``); each cell then checks its output
-against it and is timed with ``ios_core.measure.measure``. Finished cells are appended to the
-store (:mod:`ios_bench.results`) as they finish; ``resume`` skips cells already stored.
+Every task runs in its own worker process (:mod:`ios_bench.worker`, started by
+:func:`ios_bench.launch.run_worker` through an executor); the parent never imports a framework.
+
+1. **Probe**: which adapters and IOS kernel providers run where.
+2. **References**: per (model, batch) one worker computes the oracle output once (``refs/``); a
+   failure there fails only that batch size's cells.
+3. **Schedules**: each IOS cell's schedule is optimized in a worker of its own (``optimize``) and
+   only ever timed in fresh ones. Two IOS cells of a group whose schedules are identical (the same
+   schedule hash, e.g. IOS-Both where validation kept the sequential schedule) are one measurement.
+4. **Rounds** (:mod:`ios_bench.rounds`): each cell is measured in ``plan.rounds`` fresh workers;
+   within a (model, batch, device) group the cells of one round run in an order shuffled from
+   ``plan.round_seed``; each round records what else used the machine and a canary
+   (``ios_core.interference``); disturbed rounds are measured again (at most ``plan.max_reruns``
+   times per cell), kept in the record and never pooled. ``rounds="auto"`` adds rounds until
+   every cell's interval is under ``plan.target_ci`` percent, or ``plan.time_budget`` is spent.
+5. The cell's record (``ios_bench.record``) carries its figure over rounds, every round, and is
+   appended to the store (``ios_bench.results``); ``--resume`` reuses finished cells and the
+   rounds already measured (``rounds/``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ios_core.atomic import atomic_write, atomic_write_json
-from ios_core.optimizer import STRATEGIES
-from ios_core.threads import ENV_VARS, policy_name, spin_env, spin_policy, thread_env, usable_cores
+from ios_core.atomic import atomic_write_json
+from ios_core.threads import ENV_VARS, spin_env, spin_policy, thread_env, usable_cores
 
 from . import envinfo
+from .cells import Cell, CellSpec, describe, label, node_env_path, ref_file, safe_name, schedule_key, util_file
 from .clocks import STATE_FILE as CLOCK_STATE_FILE
 from .clocks import ClockLock
 from .errors import InputError
-from .escape import file_part, term
+from .escape import term
 from .executors import Executor, LocalExecutor, Task, device_kind
 from .locks import FileLock
-from .results import Store, cell_key, check_record
-from .worker import PARENT_ENV
+from .plan import (
+    DEFAULT_IOS_PROVIDER,
+    DEFAULT_SCHEDULES,
+    IOS_ADAPTER,
+    PRIVATE_PROFILE_DB,
+    SLOW_FRAMEWORKS,
+    Plan,
+    adapter_options,
+    ios_options_problem,
+    ios_options_tag,
+    optimized_for,
+)
+from .record import SCHEMA, round_fields
+from .results import Store, check_record
+from .rounds import (
+    AUTO,
+    MAX_AUTO_ROUNDS,
+    MIN_AUTO_ROUNDS,
+    judge_rounds,
+    needs_more,
+    round_order,
+    summarize,
+    usual_canary,
+)
+from .runfolder import RunFolder, check_writable, npy_ok, read_json
 
-SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's one list
-DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
-DEFAULT_MODELS = ("sample", "squeezenet")
-# Left out of the default sweep's "every available framework"; named explicitly or with
-# --frameworks all they run. Untuned TVM is a strawman here (hundreds of ms to seconds per run on
-# these CPUs, far from what a TVM user would deploy); tuning takes far more than minutes.
-SLOW_FRAMEWORKS = {
-    "tvm": "untuned TVM (hundreds of ms to seconds per run here) is no fair peer; tvm-tuned is the tuned one",
-    "tvm-tuned": "tuning takes far more than minutes",
-}
-IOS_ADAPTER = "ios"
-PLAN_FILE = "plan.json"
-LOCK_FILE = ".lock"
-ENV_FILE = "env.json"
-
-
-IOS_PROVIDERS = ("torch", "onnxruntime", "openvino")  # the IOS runtime's kernel providers
-DEFAULT_IOS_PROVIDER = "torch"
-
-
-def schedule_key(schedule: str, provider: str = DEFAULT_IOS_PROVIDER) -> str:
-    """``ios-both`` (the default torch provider) or ``ios-both[onnxruntime]``."""
-    return f"ios-{schedule}" if provider == DEFAULT_IOS_PROVIDER else f"ios-{schedule}[{provider}]"
-
-
-def split_framework(framework: str) -> tuple[str, str | None]:
-    """``ios-both[openvino]`` -> (``ios-both``, ``openvino``); ``ios-both`` -> (``ios-both``, ``torch``);
-    a peer framework -> (name, None)."""
-    if not framework.startswith("ios-"):
-        return framework, None
-    if framework.endswith("]") and "[" in framework:
-        base, provider = framework[:-1].split("[", 1)
-        return base, provider
-    return framework, DEFAULT_IOS_PROVIDER
+WORKER_START_S = 1.0  # the stated cost model of a round's fixed part (a fresh process, imports)
 
 
-def label(framework: str) -> str:
-    """Display name: ``ios-both`` -> ``IOS-Both``, ``ios-both[onnxruntime]`` -> ``IOS-Both[onnxruntime]``;
-    frameworks keep their registry name."""
-    if framework.startswith("ios-"):
-        base, provider = split_framework(framework)
-        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]")
-    return framework
+def min_round_seconds(plan: Plan) -> float:
+    """The least time one round of one cell can take (the budget check's stated model): a fresh
+    worker, then ``repeat`` samples of at least ``min_sample_ms``."""
+    return WORKER_START_S + plan.repeat * (plan.min_sample_ms or 0) / 1000
 
 
-def safe_name(text: str) -> str:
-    """A file name from names that come from files (model names): see ios_core.names.file_part."""
-    return file_part(text)
-
-
-@dataclass
-class Plan:
-    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
-    batch_sizes: list[int] = field(default_factory=lambda: [1])
-    frameworks: list[str] | None = None  # None: every available framework except SLOW_FRAMEWORKS
-    schedules: list[str] | None = None  # None: DEFAULT_SCHEDULES where the optimizer exists
-    devices: list[str] = field(default_factory=lambda: ["cpu"])
-    warmup: int = 3
-    number: int = 1
-    repeat: int = 20
-    min_sample_ms: float | None = 10.0
-    timeout: float = 600.0
-    optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
-    threads: int | None = field(default_factory=usable_cores)  # the CPU affinity mask, not os.cpu_count()
-    seed: int = 0
-    input_seed: int = 0
-    cost_model: str = "measured"
-    precision: str = "fp32"  # every cell's output is checked at this precision's tolerance
-    lock_clocks: bool = False
-    gpu_clock_mhz: int | None = None
-    ios_providers: list[str] = field(default_factory=lambda: [DEFAULT_IOS_PROVIDER])  # IOS kernel providers
-    # one spin/wait policy for every cell (ios_core.threads.SPIN_POLICIES; IOS_BENCH_SPIN_POLICY)
-    spin_policy: str = field(default_factory=policy_name)
-    executor: str = "local"  # where cells run (ios_bench.executors); --resume reuses it
-    ray_address: str | None = None
-    # settings of the IOS optimizer for every IOS cell of the sweep (IOS_OPTIONS; empty: each cell's
-    # schedule is optimized for its own batch size and thread budget, pruning r=3, s=8)
-    ios_options: dict = field(default_factory=dict)
-    # {framework or "ios": {option: value}}: build options handed to adapter.build (e.g. tvm-tuned's
-    # trials_per_task); "ios" applies to every IOS cell, "ios-both" to that schedule only
-    adapter_options: dict = field(default_factory=dict)
-    # per-core CPU (SM on cuda) utilization sampled during each cell's timed loop: util/<cell>.json
-    sample_utilization: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict, base: str | os.PathLike | None = None) -> Plan:
-        """A plan from ``plan.json``, every field type-checked (``InputError`` naming the field).
-        Model files given by a relative path are relative to ``base`` (the run folder)."""
-        if not isinstance(d, dict):
-            raise InputError(f"not a JSON object ({type(d).__name__})")
-        kwargs = {}
-        for name in cls.__dataclass_fields__:
-            if name not in d:
-                continue
-            value = d[name]
-            check, what = _PLAN_TYPES.get(name, (lambda v: True, ""))
-            if not check(value):
-                if name == "ios_options" and isinstance(value, dict):
-                    raise InputError(f"field 'ios_options': {ios_options_problem(value)}")
-                raise InputError(f"field {name!r} is {str(value)[:40]!r}, expected {what}")
-            kwargs[name] = value
-        plan = cls(**kwargs)
-        if base is not None:
-            plan.models = [_from_base(m, Path(base)) for m in plan.models]
-        return plan
-
-
-def _is_int(v, lo: int | None = None) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo)
-
-
-def _is_num(v, lo: float = 0.0) -> bool:
-    import math
-
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
-
-
-def _str_list(v) -> bool:
-    return isinstance(v, list) and all(isinstance(s, str) and s for s in v)
-
-
-_PLAN_TYPES = {
-    "models": (lambda v: _str_list(v) and bool(v), "a list of model names or files"),
-    "batch_sizes": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(b, 1) for b in v),
-                    "a list of positive integers"),
-    "frameworks": (lambda v: v is None or _str_list(v), "null or a list of names"),
-    "schedules": (lambda v: v is None or _str_list(v), "null or a list of names"),
-    "devices": (lambda v: _str_list(v) and bool(v), "a list of devices"),
-    "warmup": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "number": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "repeat": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "min_sample_ms": (lambda v: v is None or _is_num(v), "null or a number >= 0"),
-    "timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
-    "optimize_timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
-    "threads": (lambda v: v is None or _is_int(v, 1), "null or an integer >= 1"),
-    "seed": (_is_int, "an integer"),
-    "input_seed": (_is_int, "an integer"),
-    "cost_model": (lambda v: isinstance(v, str), "a string"),
-    "precision": (lambda v: isinstance(v, str), "a string"),
-    "lock_clocks": (lambda v: isinstance(v, bool), "true or false"),
-    "gpu_clock_mhz": (lambda v: v is None or _is_int(v, 1), "null or a positive integer"),
-    "executor": (lambda v: isinstance(v, str), "a string"),
-    "ray_address": (lambda v: v is None or isinstance(v, str), "null or a string"),
-    "ios_options": (lambda v: ios_options_problem(v) is None, "an object of IOS optimizer settings "
-                    "(optimize_batch, optimize_threads, max_group_size, max_num_groups: positive integers; "
-                    "cost_cache: default, off or private)"),
-    "adapter_options": (lambda v: _options_map(v), "an object {framework: {option: value}}"),
-    "sample_utilization": (lambda v: isinstance(v, bool), "true or false"),
-}
-
-# The IOS optimizer settings a sweep may fix for its IOS cells (Plan.ios_options):
-#   optimize_batch    the batch size the schedule is optimized for (default: the cell's own); a
-#                     sweep over batch sizes then executes one schedule at every batch size
-#   optimize_threads  the thread budget the measured cost model times stages with (default: the
-#                     cell's own): a schedule specialized for another "device"
-#   max_group_size    pruning r: most operators in one group of a parallel stage (default 3)
-#   max_num_groups    pruning s: most groups in one parallel stage (default 8)
-#   cost_cache        the measured cost model's profile database: "default" (the shared one, whose
-#                     stage costs and block schedules are reused across runs), "off" (none: every
-#                     stage timed again in each cell), "private" (a fresh one in the run folder, so
-#                     search times are those of a cold search, yet shared by the run's cells)
-IOS_OPTIONS = {"optimize_batch": "a positive integer", "optimize_threads": "a positive integer",
-               "max_group_size": "a positive integer", "max_num_groups": "a positive integer",
-               "cost_cache": "one of default, off, private"}
-COST_CACHES = ("default", "off", "private")
-PRIVATE_PROFILE_DB = "profiles.sqlite"  # cost_cache=private: in the run folder
-
-
-def ios_options_problem(options) -> str | None:
-    """Why ``options`` are not valid IOS optimizer settings (one line), or None."""
-    if not isinstance(options, dict):
-        return f"IOS options must be an object, not {type(options).__name__}"
-    for key, value in options.items():
-        if key not in IOS_OPTIONS:
-            return f"unknown IOS option {str(key)[:40]!r}; choose from: {', '.join(IOS_OPTIONS)}"
-        if key == "cost_cache":
-            if value not in COST_CACHES:
-                return f"IOS option cost_cache is {str(value)[:40]!r}, expected {IOS_OPTIONS[key]}"
-        elif not _is_int(value, 1):
-            return f"IOS option {key} is {str(value)[:40]!r}, expected {IOS_OPTIONS[key]}"
-    return None
-
-
-def ios_options_tag(options: dict) -> str:
-    """The part of a schedule file's name that says what it was optimized under (empty for the
-    defaults), e.g. ``-t1-r2-s3-cprivate``; the optimized-for batch size is the file's batch."""
-    parts = [f"t{options['optimize_threads']}" if "optimize_threads" in options else "",
-             f"r{options['max_group_size']}" if "max_group_size" in options else "",
-             f"s{options['max_num_groups']}" if "max_num_groups" in options else "",
-             f"c{options['cost_cache']}" if options.get("cost_cache", "default") != "default" else ""]
-    return "".join(f"-{p}" for p in parts if p)
-
-
-def optimized_for(options: dict, batch_size: int, threads: int | None) -> dict:
-    """What an IOS cell's schedule is optimized for, given the sweep's IOS options and the cell."""
-    return {"batch_size": options.get("optimize_batch", batch_size),
-            "threads": options.get("optimize_threads", threads),
-            "max_group_size": options.get("max_group_size", 3), "max_num_groups": options.get("max_num_groups", 8),
-            "cost_cache": options.get("cost_cache", "default")}
-
-
-def _options_map(v) -> bool:
-    """``{framework: {option: JSON value}}`` with non-empty names (values must survive plan.json)."""
-    if not isinstance(v, dict):
-        return False
-    for fw, opts in v.items():
-        if not (isinstance(fw, str) and fw and isinstance(opts, dict) and all(isinstance(k, str) and k for k in opts)):
-            return False
-        try:
-            json.dumps(opts, allow_nan=False)
-        except (TypeError, ValueError):
-            return False
-    return True
-
-
-def adapter_options(plan: Plan, framework: str, adapter: str) -> dict:
-    """The build options of one cell: the adapter's entry (``ios`` for every IOS cell), then the
-    framework's own (``ios-both``, ``tvm-tuned``) over it."""
-    opts = plan.adapter_options or {}
-    return {**(opts.get(adapter) or {} if adapter != framework else {}), **(opts.get(framework) or {})}
-
-
-def _from_base(spec: str, base: Path) -> str:
-    """A model file named relative to the run folder becomes absolute; zoo names stay."""
-    if (spec.endswith(".json") or "/" in spec) and not Path(spec).is_absolute():
-        return str((base / spec).resolve())
-    return spec
-
-
-def absolute_model_spec(spec: str) -> str:
-    """What plan.json stores for a model: zoo names as given, files as absolute paths (so that
-    ``--resume`` works from any folder)."""
-    path = Path(spec)
-    if spec.endswith(".json") or path.is_file():
-        return str(path.resolve())
-    return spec
-
-
-@dataclass
-class Cell:
-    model: str  # graph name
-    model_spec: str  # zoo name or JSON path
-    batch_size: int
-    framework: str  # adapter name, or ios-<schedule>
-    device: str
-    schedule: str | None = None
-    adapter: str = ""
-    weight: float = 1.0  # relative expected duration (progress ETA)
-    skip_reason: str | None = None  # known before running (framework unavailable here)
-    nodes: list[str] | None = None  # ids of the nodes that can run it (None: any offering the device)
-    provider: str | None = None  # IOS cells: the runtime's kernel provider
-
-    @property
-    def key(self) -> str:
-        return cell_key(self.model, self.batch_size, self.framework, self.device)
-
-    @property
-    def file_stem(self) -> str:
-        return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}")
-
-
-# ---- worker processes -------------------------------------------------------------------------
-
-def _signal_name(rc: int) -> str:
+def schedule_hash(path: Path) -> str | None:
+    """A schedule file's identity: the SHA-1 of its blocks' stages (what the runtime executes), or
+    None where the file cannot be read."""
     try:
-        return signal.Signals(-rc).name
-    except ValueError:
-        return f"signal {-rc}"
-
-
-def tail(path: Path, lines: int = 25, chars: int = 3000) -> str:
-    try:
-        text = path.read_bytes()[-chars * 4:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])[-chars:]
-
-
-def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) -> dict:
-    """Run one task in a fresh process; returns the worker's result, or a failure record with
-    the reason (crash signal, exit code, timeout) and the tail of its output."""
-    result_path = Path(spec["result_path"])
-    result_path.unlink(missing_ok=True)
-    env = dict(os.environ)
-    if threads:
-        env.update(thread_env(threads))
-    env = spin_env(spec.get("spin_policy"), env)  # the worker sets it again before any framework import
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    env[PARENT_ENV] = str(os.getpid())  # the worker dies with this process (see worker.die_with_parent)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, env=env,
-                                # its own session, so a timeout kills its whole group; no preexec_fn,
-                                # which is unsafe while other threads are alive
-                                start_new_session=os.name == "posix")
-        timed_out = False
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            rc = proc.returncode
-        except BaseException:  # SIGINT/SIGTERM in the parent: take the worker down with us
-            _kill_group(proc)
-            raise
-    wall = time.perf_counter() - t0
-    result = None
-    if result_path.exists():
-        try:
-            result = json.loads(result_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            result = None
-        result_path.unlink(missing_ok=True)
-    if result is None:
-        if timed_out:
-            reason = f"timeout: no result after {timeout:g} s (hang?); worker killed"
-        elif rc is not None and rc < 0:
-            sig = _signal_name(rc)
-            reason = f"crashed: worker killed by {sig}" + (" (out of memory?)" if sig == "SIGKILL" else "")
-        else:
-            reason = f"crashed: worker exited with code {rc} without a result"
-        result = {"status": "failed", "reason": reason, "returncode": rc}
-    result["wall_seconds"] = round(wall, 3)
-    if result.get("status") != "ok":
-        result["stderr_tail"] = tail(log_path)
-    return result
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its children only
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
+        data = json.loads(path.read_bytes())
+        stages = [b.get("stages") for b in data.get("blocks", [])]
+    except (OSError, ValueError, AttributeError):
+        return None
+    return hashlib.sha1(json.dumps(stages, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def merge_probes(probes: list[tuple[str, dict]]) -> dict:
@@ -392,6 +99,10 @@ def merge_probes(probes: list[tuple[str, dict]]) -> dict:
         if p.get("optimize"):
             merged["optimize"] = True
             merged["optimize_nodes"].append(nid)
+        for name, reason in (p.get("providers") or {}).items():  # a provider is available where one node runs it
+            providers = merged.setdefault("providers", {})
+            if reason is None or name not in providers:
+                providers[name] = reason
         for name, info in (p.get("adapters") or {}).items():
             m = merged["adapters"].setdefault(name, {**info, "nodes": []})
             if not info.get("reason"):
@@ -413,6 +124,12 @@ class Sweep:
         problem = ios_options_problem(plan.ios_options)
         if problem:
             raise InputError(problem)
+        if plan.rounds != AUTO and plan.time_budget is not None:
+            need = min_round_seconds(plan)
+            if plan.time_budget < need:
+                raise InputError(f"--time-budget {plan.time_budget:g} s cannot fit one round of one cell "
+                                 f"(at least {need:.1f} s: a worker's start and {plan.repeat} samples of "
+                                 f"{plan.min_sample_ms or 0:g} ms)")
         self.plan = plan
         self.folder = Path(folder)
         self.console = console or Console(stderr=True, soft_wrap=True)
@@ -420,6 +137,7 @@ class Sweep:
         self.retry_failed = retry_failed
         self.show_progress = progress
         self.store = Store(self.folder)
+        self.run_folder = RunFolder(self.folder)
         self.notes: list[str] = []
         self.executor = executor or LocalExecutor()
         self.placement: dict[str, dict] = {}  # device -> nodes offering it, and why the others do not
@@ -431,13 +149,12 @@ class Sweep:
         check_writable(self.folder)
         if not self.resume and self.store.path.exists() and self.store.path.stat().st_size:
             raise InputError(f"{self.folder} already holds results; use --resume to continue it or another --out")
-        for sub in ("refs", "schedules", "logs", "work"):
-            (self.folder / sub).mkdir(exist_ok=True)
+        self.run_folder.make_subfolders()
         msg = self.store.repair()
         if msg:
             self.say(f"[yellow]warning:[/] {term(msg)}")
         self.store.path.touch()  # an empty store is a valid run (and reportable)
-        atomic_write_json(self.folder / PLAN_FILE, self.plan.to_dict())
+        atomic_write_json(self.run_folder.plan_file, self.plan.to_dict())
         self._prepared = True  # a run folder now (an empty store is a valid run): kept from here on
 
     def say(self, text: str) -> None:
@@ -564,7 +281,7 @@ class Sweep:
                         cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason,
                                           (avail.get(fw) or {}).get("nodes")))
                     for s, reason in sched_cells:
-                        for prov in plan.ios_providers:
+                        for prov in self._providers(probe, device):
                             cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
                                               weight * 2.5, reason, ios_nodes, provider=prov))
         return cells
@@ -598,7 +315,7 @@ class Sweep:
         self._prepared = False
         check_writable(self.folder)
         # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
-        with FileLock(self.folder / LOCK_FILE, f"ios-bench run on {self.folder}"):
+        with FileLock(self.run_folder.lock_file, f"ios-bench run on {self.folder}"):
             try:
                 clocks = ClockLock(self.plan.lock_clocks, [device_kind(d) for d in self.plan.devices],
                                    self.plan.gpu_clock_mhz, echo=lambda s: self.say(f"[yellow]{s}[/]"),
@@ -630,8 +347,7 @@ class Sweep:
         except BaseException:
             self.executor.close()
             raise
-        self._keep_model_files()
-        env_path = self.folder / ENV_FILE
+        self.run_folder.keep_model_files(self.plan.models)
         env = envinfo.collect(device_kind(self.plan.devices[0]), frameworks=False)
         env["run"] = self.folder.name
         env["plan"] = self.plan.to_dict()
@@ -641,7 +357,7 @@ class Sweep:
         cell_env = spin_env(self.plan.spin_policy, {**os.environ, **budget})
         env["thread_env"] = {k: cell_env[k] for k in ENV_VARS if k in cell_env}
         env["executor"] = self.executor.name
-        previous = _read_json(env_path, self._warn_ignored) if self.resume else None
+        previous = read_json(self.run_folder.env_file, self._warn_ignored) if self.resume else None
         self.say(f"run folder: {term(self.folder)}")
         env["warnings"] = busy_warnings()
         for w in env["warnings"]:
@@ -674,6 +390,7 @@ class Sweep:
             done = {k for k, r in latest.items() if not (self.retry_failed and r["status"] == "failed")}
             self._attempts = {k: int(r.get("attempt") or 1) for k, r in latest.items()}
             todo = [c for c in cells if c.key not in done]
+            self._cell_keys = {c.key for c in cells}
             if self.resume and done:
                 self.say(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already finished")
             retried = [c for c in todo if c.key in latest]
@@ -695,11 +412,9 @@ class Sweep:
             with clock_lock as clocks:
                 env["clocks"] = clocks.state.get("clocks")
                 env["clock_settings"] = clocks.state
-                self._write_env(env_path, env, previous)
-                if isinstance(self.executor, LocalExecutor):
-                    self.executor.observe = clocks.observe
+                self.run_folder.write_env(env, previous)
                 try:
-                    self._run_cells(todo, stats, len(cells) - len(todo), len(cells))
+                    self._run_cells(todo, stats, len(cells) - len(todo), len(cells), observe=clocks.observe)
                 except BaseException as e:
                     env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
                     self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
@@ -712,39 +427,13 @@ class Sweep:
                     env["clock_settings"] = clocks.state
                     env["finished"] = _now()
                     env["stats"] = stats
-                    self._write_env(env_path, env, previous)
+                    self.run_folder.write_env(env, previous)
         finally:
             self.executor.close()
         return stats
 
-    def _keep_model_files(self) -> None:
-        """A graph given as a file is copied into the run folder (``models/``): the run keeps the
-        graph it measured, and every node reads that copy (shipped to it with the task)."""
-        import shutil
-
-        for spec in self.plan.models:
-            src = Path(spec)
-            if not (spec.endswith(".json") or src.is_file()):
-                continue
-            dst = self.folder / self.model_file(spec)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if not dst.exists():
-                atomic_write(dst, lambda f, src=src: shutil.copyfileobj(open(src, "rb"), f))
-            weights = src.with_suffix(".npz")
-            if weights.exists() and not dst.with_suffix(".npz").exists():
-                atomic_write(dst.with_suffix(".npz"), lambda f, w=weights: shutil.copyfileobj(open(w, "rb"), f))
-
-    @staticmethod
-    def model_file(spec: str) -> str | None:
-        """Run-folder-relative copy of a graph file or an ONNX model (None for a zoo name)."""
-        if not (spec.endswith(".json") or Path(spec).is_file()):
-            return None
-        if spec.lower().endswith(".onnx"):  # keeps its file name: the imported graph is named after it
-            return f"models/{safe_name(spec[: -len('.onnx')])}/{Path(spec).name}"
-        return f"models/{safe_name(spec.removesuffix('.json'))}.json"
-
     def _model_inputs(self, spec: dict, model_spec: str) -> list[str]:
-        rel = self.model_file(model_spec)
+        rel = RunFolder.model_file(model_spec)
         if rel is None:
             return []
         spec["model_path"] = rel
@@ -761,59 +450,115 @@ class Sweep:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, {**env, "node": node.to_dict()})
 
-    def _write_env(self, path: Path, env: dict, previous: dict | None) -> None:
-        if previous:
-            sessions = previous.get("sessions", [])
-            first = {k: v for k, v in previous.items() if k != "sessions"}
-            merged = {**first, "sessions": sessions + [env]}
-            atomic_write_json(path, merged)
-        else:
-            atomic_write_json(path, env)
+    # -- what runs ------------------------------------------------------------------------------
+    def _providers(self, probe: dict, device: str) -> list[str]:
+        """The IOS kernel providers of a device's IOS cells: the plan's, or every one available
+        there (the CPU's; a CUDA device runs its own kernels, labelled as the default)."""
+        if self.plan.ios_providers is not None:
+            return list(self.plan.ios_providers)
+        if device_kind(device) != "cpu":
+            return [DEFAULT_IOS_PROVIDER]
+        avail = probe.get("providers") or {}
+        got = [p for p, reason in avail.items() if reason is None]
+        for p, reason in avail.items():
+            note = f"IOS provider {p} unavailable on {device}: {reason}"
+            if reason is not None and note not in self.notes:
+                self.notes.append(note)
+        return got or [DEFAULT_IOS_PROVIDER]
 
-    def _references(self, models: dict[str, str]) -> dict:
-        """Oracle outputs for each model at every batch size: computed once per run, in a worker
-        (through the executor: on a node of the sweep). ``models``: {graph name: model spec}.
-        Returns {graph name: {batch_size: {"status", "input_sha1", ...}}}."""
-        out: dict[str, dict] = {}
+    def _references(self, wanted: dict[tuple[str, int], str]) -> dict[tuple[str, int], dict]:
+        """Oracle outputs, one worker per (model, batch size), so a failure at one batch size fails
+        only that batch size's cells. ``wanted``: {(graph name, batch): model spec}. Computed once
+        per run (``refs/``; reused on --resume)."""
+        out: dict[tuple[str, int], dict] = {}
         tasks = []
-        for model, model_spec in models.items():
-            out[model], missing = {}, []
-            for bs in self.plan.batch_sizes:
-                stem = safe_name(f"{model}-b{bs}")
-                ref_path, meta_path = self.folder / "refs" / f"{stem}.npy", self.folder / "refs" / f"{stem}.json"
-                in_path = self.folder / "refs" / f"{stem}.input.npy"
-                meta = _read_json(meta_path, lambda m: self.say(f"[yellow]warning:[/] {m}; computing it again"))
-                if meta and meta.get("status") == "ok" and _npy_ok(ref_path) and _npy_ok(in_path):
-                    out[model][bs] = meta
-                else:
-                    missing.append(bs)
-            if not missing:
+        for (model, bs), model_spec in wanted.items():
+            meta = read_json(self.folder / ref_file(model, bs, "json"),
+                             lambda m: self.say(f"[yellow]warning:[/] {m}; computing it again"))
+            if (meta and meta.get("status") == "ok" and npy_ok(self.folder / ref_file(model, bs))
+                    and npy_ok(self.folder / ref_file(model, bs, "input.npy"))):
+                out[(model, bs)] = meta
                 continue
-            stem = safe_name(model)
+            stem = safe_name(f"{model}-b{bs}")
             spec = {"task": "reference", "spin_policy": self.plan.spin_policy, "model_spec": model_spec,
-                    "batch_sizes": missing,
-                    "ref_paths": [ref_file(model, bs) for bs in missing],
-                    "input_paths": [ref_file(model, bs, "input.npy") for bs in missing],
+                    "batch_sizes": [bs], "ref_paths": [ref_file(model, bs)],
+                    "input_paths": [ref_file(model, bs, "input.npy")],
                     "seed": self.plan.seed, "input_seed": self.plan.input_seed,
                     "result_path": f"work/{stem}.ref-result.json"}
             inputs = self._model_inputs(spec, model_spec)
-            tasks.append(Task(f"reference:{model}", spec, f"logs/{stem}.reference.log", self.plan.timeout, "cpu",
-                              self.plan.threads, inputs=inputs,
-                              outputs=spec["ref_paths"] + spec["input_paths"]
-                              + [ref_file(model, bs, "source.npy") for bs in missing],
-                              payload=(model, missing)))
+            tasks.append(Task(f"reference:{model}:b{bs}", spec, f"logs/{stem}.reference.log", self.plan.timeout,
+                              "cpu", self.plan.threads, inputs=inputs,
+                              outputs=spec["ref_paths"] + spec["input_paths"] + [ref_file(model, bs, "source.npy")],
+                              payload=(model, bs)))
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
-            model, missing = task.payload
-            for bs in missing:
-                if res.get("status") == "ok":
-                    meta = {"status": "ok", **res["batches"][str(bs)]}
-                    atomic_write_json(self.folder / ref_file(model, bs, "json"), meta)
-                else:
-                    meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", "")}
-                out[model][bs] = meta
+            model, bs = task.payload
+            if res.get("status") == "ok":
+                meta = {"status": "ok", **res["batches"][str(bs)]}
+                atomic_write_json(self.folder / ref_file(model, bs, "json"), meta)
+            else:
+                meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", ""),
+                        "peak_rss_mib": res.get("peak_rss_mib")}
+            out[(model, bs)] = meta
         return out
 
-    def _run_cells(self, todo: list[Cell], stats: dict, already: int, total: int) -> None:
+    def _schedule_path(self, cell: Cell) -> str:
+        opts = self.plan.ios_options or {}
+        provider = cell.provider or DEFAULT_IOS_PROVIDER
+        suffix = ("" if provider == DEFAULT_IOS_PROVIDER else f"-{provider}") + ios_options_tag(opts)
+        # one schedule per batch size it is optimized for: with optimize_batch, every cell of the run
+        # executes the same schedule (optimized by the first, reused by the others)
+        opt_bs = opts.get("optimize_batch", cell.batch_size)
+        return "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}") + ".json"
+
+    def _schedules(self, cells: list[Cell]) -> dict[str, dict]:
+        """Each IOS cell's schedule, optimized in a worker of its own where the run has none yet
+        (never in a process that times it). Returns {cell key: {"path", "hash", "figures",
+        "optimize_seconds"} or {"failed": reason, ...}}."""
+        plan = self.plan
+        out: dict[str, dict] = {}
+        tasks, by_path = [], {}
+        for cell in cells:
+            path = self._schedule_path(cell)
+            if (self.folder / path).exists() or path in by_path:
+                by_path.setdefault(path, None)
+                continue
+            stem = Path(path).stem
+            spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": cell.model_spec,
+                    "batch_size": cell.batch_size, "device": device_kind(cell.device), "schedule": cell.schedule,
+                    "provider": cell.provider or DEFAULT_IOS_PROVIDER, "threads": plan.threads, "seed": plan.seed,
+                    "cost_model": plan.cost_model, "schedule_path": path,
+                    "result_path": f"work/{stem}.optimize.json"}
+            if plan.ios_options:
+                spec["ios_options"] = dict(plan.ios_options)
+                if plan.ios_options.get("cost_cache") == "private":
+                    spec["profile_db_path"] = PRIVATE_PROFILE_DB
+            inputs = self._model_inputs(spec, cell.model_spec)
+            base = path[: -len(".json")]
+            tasks.append(Task(f"optimize:{cell.key}", spec, f"logs/{stem}.optimize.log",
+                              plan.timeout + plan.optimize_timeout, cell.device, plan.threads, inputs,
+                              [path, base + ".npz", base + ".stats"], cell.nodes, payload=path))
+            by_path[path] = None
+        if tasks:
+            self.say(f"optimizing {len(tasks)} IOS schedule(s), each in a worker of its own")
+        for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
+            by_path[task.payload] = res
+        for cell in cells:
+            path = self._schedule_path(cell)
+            res = by_path.get(path)
+            if res is not None and res.get("status") != "ok":
+                out[cell.key] = {"failed": f"optimize: {res.get('reason')}", "stderr_tail": res.get("stderr_tail", "")}
+                continue
+            if not (self.folder / path).exists():
+                out[cell.key] = {"failed": "optimize: no schedule was written"}
+                continue
+            figures = read_json(self.folder / (path[: -len(".json")] + ".stats")) or {}
+            out[cell.key] = {"path": path, "hash": schedule_hash(self.folder / path), "figures": figures,
+                             "optimize_seconds": res.get("optimize_seconds") if res else None,
+                             "reused": res is None}
+        return out
+
+    # -- rounds ---------------------------------------------------------------------------------
+    def _run_cells(self, todo: list[Cell], stats: dict, already: int, total: int, observe=None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
@@ -821,6 +566,9 @@ class Sweep:
                             disable=not self.show_progress, transient=True,
                             refresh_per_second=1)  # the parent stays quiet while a cell is timed
         count = [already]
+        self._all_rounds: list[dict] = []  # every round of this session (the usual canary is their median)
+        self._missing: list[Cell] = []
+        target = self.plan.rounds if self.plan.rounds != AUTO else MIN_AUTO_ROUNDS
 
         def store(cell: Cell, record: dict) -> None:
             problem = check_record(record)
@@ -829,76 +577,189 @@ class Sweep:
                                                  "started", "log", "node", "attempt") if k in record}
                 record.update(status="failed", reason=f"invalid result from the worker: {problem}", finished=_now())
             self.store.append(record)
+            self.run_folder.clear_rounds(cell.key)
             stats["ran"] += 1
             stats[record["status"]] = stats.get(record["status"], 0) + 1
+            if record.get("unstable") and record["status"] in ("ok", "wrong"):
+                stats["unstable"] = stats.get("unstable", 0) + 1
             count[0] += 1
-            progress.advance(bar, cell.weight)
             progress.update(bar, cells=f"{count[0]}/{total} cells")
             self.say(f"[{count[0]}/{total}] {describe(record)}")
 
         with progress:
-            bar = progress.add_task("sweep", total=sum(c.weight for c in todo) or 1, cells=f"{already}/{total} cells")
+            bar = progress.add_task("sweep", total=sum(c.weight for c in todo) * target or 1,
+                                    cells=f"{already}/{total} cells")
+            self._bar = (progress, bar)
             # cells no node can run are reported (and stored) before anything runs
             for cell in [c for c in todo if c.skip_reason]:
                 store(cell, {**self._record(cell), "status": "skipped", "reason": cell.skip_reason,
                              "finished": _now()})
             runnable = [c for c in todo if not c.skip_reason]
+            refs = {}
             if runnable:
                 progress.update(bar, description="reference outputs")
-                refs = self._references({c.model: c.model_spec for c in runnable})
-            tasks = []
+                refs = self._references({(c.model, c.batch_size): c.model_spec for c in runnable})
+            groups: dict[str, list[Cell]] = {}
             for cell in runnable:
-                ref = refs[cell.model][cell.batch_size]
+                ref = refs[(cell.model, cell.batch_size)]
                 if ref.get("status") != "ok":
                     store(cell, {**self._record(cell), "status": "failed",
                                  "reason": f"reference output failed: {ref.get('reason')}",
                                  "stderr_tail": ref.get("stderr_tail", ""), "finished": _now()})
                 else:
-                    tasks.append(self._cell_task(cell, ref))
-            started: dict[str, str] = {}
+                    groups.setdefault(self._group(cell), []).append(cell)
+            # one group at a time per node (a fleet measures as many groups at once as it has nodes)
+            width = 1 if self.executor.name == "local" else max(1, len(self.executor.nodes))
+            names = list(groups)
+            self._t_measure = time.monotonic()
+            for i in range(0, len(names), width):
+                wave = {g: groups[g] for g in names[i:i + width]}
+                for cell, record in self._measure(wave, refs, observe):
+                    store(cell, record)
+            stats["missing"] = len(self._missing)
+            if self._missing:
+                self.say(f"[yellow]{len(self._missing)} cells not run[/] (their nodes were lost and no other node can "
+                         f"run them): continue with: ios-bench run --resume --out {term(self.folder)}")
+
+    @staticmethod
+    def _group(cell: Cell) -> str:
+        return f"{cell.model}|b{cell.batch_size}|{cell.device}"
+
+    def _budget_left(self) -> bool:
+        budget = self.plan.time_budget
+        return budget is None or time.monotonic() - self._t_measure < budget
+
+    def _measure(self, groups: dict[str, list[Cell]], refs: dict, observe) -> list[tuple[Cell, dict]]:
+        """Every round of the cells of ``groups``; returns each cell's finished record."""
+        plan = self.plan
+        cells = [c for cs in groups.values() for c in cs]
+        done: list[tuple[Cell, dict]] = []
+        scheds = self._schedules([c for c in cells if c.schedule])
+        for cell in [c for c in cells if c.schedule and "failed" in scheds[c.key]]:
+            info = scheds[cell.key]
+            done.append((cell, {**self._record(cell), "status": "failed", "reason": info["failed"],
+                                "stderr_tail": info.get("stderr_tail", ""), "finished": _now()}))
+        cells = [c for c in cells if not (c.schedule and "failed" in scheds[c.key])]
+        same = self._same_schedules(cells, scheds)
+        measured = [c for c in cells if c.key not in same]
+        rounds = {c.key: self.run_folder.rounds(c.key) for c in measured}
+        resumed = sum(len(r) for r in rounds.values())
+        if resumed:
+            self.say(f"resuming: {resumed} round(s) of {len(rounds)} cell(s) already measured")
+        stopped: dict[str, dict] = {}  # cell key -> the round that ended it (failed, skipped, wrong output)
+        for key, rs in rounds.items():
+            last = next((r for r in reversed(rs) if r.get("status") != "ok"), None)
+            if last is not None:
+                stopped[key] = last
+        by_key = {c.key: c for c in measured}
+        started: dict[str, str] = {}
+        self._pass = getattr(self, "_pass", 0)
+
+        def wanted(cell: Cell) -> bool:
+            if cell.key in stopped:
+                return False
+            rs = rounds[cell.key]
+            good = [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")]
+            if plan.rounds != AUTO:
+                if len(good) >= plan.rounds or len(rs) >= plan.rounds + plan.max_reruns:
+                    return False
+                return bool(good) is False or self._budget_left()
+            if len(rs) >= MAX_AUTO_ROUNDS + plan.max_reruns or len(good) >= MAX_AUTO_ROUNDS:
+                return False
+            if len(good) < MIN_AUTO_ROUNDS:
+                return not good or self._budget_left()
+            return self._budget_left() and needs_more(summarize(rs), plan.target_ci)
+
+        while True:
+            todo = {g: [c.key for c in cs if c.key in by_key and wanted(by_key[c.key])] for g, cs in groups.items()}
+            todo = {g: ks for g, ks in todo.items() if ks}
+            if not todo:
+                break
+            tasks = []
+            for group, keys in todo.items():
+                for pos, key in enumerate(round_order(keys, self._pass, plan.round_seed, group)):
+                    cell = by_key[key]
+                    tasks.append(self._round_task(cell, refs[(cell.model, cell.batch_size)], scheds.get(key),
+                                                  len(rounds[key]), pos))
+            self._pass += 1
 
             def finished(task: Task, res: dict) -> None:
-                store(task.payload, self._cell_record(task, res, started.get(task.key)))
+                cell, index, pos = task.payload
+                rnd = self._round_record(task, res, index, pos, started.get(task.key))
+                rounds[cell.key].append(rnd)
+                self.run_folder.add_round(cell.key, rnd)
+                self._all_rounds.append(rnd)
+                if rnd["status"] != "ok":
+                    stopped[cell.key] = rnd
+                progress, bar = self._bar
+                progress.advance(bar, cell.weight)
 
             def starting(task: Task) -> None:
+                cell, index, _ = task.payload
                 started[task.key] = _now()
-                progress.update(bar, description=term(f"{task.payload.model} b{task.payload.batch_size} "
-                                                      f"{label(task.payload.framework)}", newlines=False))
+                self._bar[0].update(self._bar[1], description=term(
+                    f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}", newlines=False))
 
-            self.executor.starting = starting
-            missing = self.executor.run(tasks, finished)
-            stats["missing"] = len(missing)
-            if missing:
-                self.say(f"[yellow]{len(missing)} cells not run[/] (their nodes were lost and no other node can run "
-                         f"them): continue with: ios-bench run --resume --out {term(self.folder)}")
+            missing = self.executor.run(tasks, finished, starting=starting, observe=observe)
+            if missing:  # nodes lost: those cells wait for --resume
+                for t in missing:
+                    stopped[t.payload[0].key] = {"status": "missing"}
+            ref_canary = usual_canary(self._all_rounds)
+            for key in {t.payload[0].key for t in tasks}:
+                before = {id(r) for r in rounds[key] if r.get("disturbed")}
+                judge_rounds(rounds[key], ref_canary)
+                for r in rounds[key]:
+                    if r.get("disturbed") and id(r) not in before:
+                        self.say(f"[dim]{term(label(by_key[key].framework))} round {r['round'] + 1} "
+                                 f"({term(by_key[key].model, False)} b{by_key[key].batch_size}) disturbed: "
+                                 f"{term(r['disturbed'], False)}[/]")
+        ref_canary = usual_canary(self._all_rounds)
+        records = {}
+        for cell in measured:
+            if stopped.get(cell.key, {}).get("status") == "missing":
+                self._missing.append(cell)
+                continue
+            judge_rounds(rounds[cell.key], ref_canary)
+            records[cell.key] = self._cell_record(cell, rounds[cell.key], scheds.get(cell.key),
+                                                  stopped.get(cell.key))
+        for key, canonical in same.items():
+            cell = next(c for c in cells if c.key == key)
+            if canonical in records:
+                records[key] = self._same_record(cell, records[canonical], scheds[key])
+        self._sequential_figures(records)
+        done += [(c, records[c.key]) for c in cells if c.key in records]
+        return done
 
-    def _record(self, cell: Cell) -> dict:
-        plan = self.plan
-        return {"cell": cell.key, "model": cell.model, "batch_size": cell.batch_size, "framework": cell.framework,
-                "label": label(cell.framework), "kind": "ios" if cell.schedule else "framework",
-                "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
-                **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),
-                **({"optimized_for": optimized_for(plan.ios_options, cell.batch_size, plan.threads)}
-                   if cell.schedule and plan.ios_options else {}),
-                "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now(),
-                **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
-                **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {})}
+    def _same_schedules(self, cells: list[Cell], scheds: dict) -> dict[str, str]:
+        """IOS cells whose schedule is identical to another's of the same group and provider: {cell
+        key: the key of the cell measured for both} (the sequential cell where it is one of them)."""
+        same: dict[str, str] = {}
+        by_id: dict[tuple, list[Cell]] = {}
+        for c in cells:
+            h = (scheds.get(c.key) or {}).get("hash") if c.schedule else None
+            if h:
+                by_id.setdefault((self._group(c), c.provider, h), []).append(c)
+        for members in by_id.values():
+            if len(members) < 2:
+                continue
+            first = next((c for c in members if c.schedule == "sequential"), members[0])
+            for c in members:
+                if c is not first:
+                    same[c.key] = first.key
+        return same
 
-    def _cell_task(self, cell: Cell, ref: dict) -> Task:
+    def _round_task(self, cell: Cell, ref: dict, sched: dict | None, index: int, position: int) -> Task:
         plan = self.plan
         stem = cell.file_stem
-        spec = {"task": "cell", "spin_policy": plan.spin_policy, "model_spec": cell.model_spec,
-                "batch_size": cell.batch_size,
-                "device": device_kind(cell.device), "adapter": cell.adapter, "schedule": cell.schedule,
-                "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed,
-                "input_sha1": ref.get("input_sha1"), "ref_path": ref_file(cell.model, cell.batch_size),
-                "input_path": ref_file(cell.model, cell.batch_size, "input.npy"),
-                "warmup": plan.warmup, "number": plan.number, "repeat": plan.repeat,
-                "min_sample_ms": plan.min_sample_ms, "cost_model": plan.cost_model, "precision": plan.precision,
-                "result_path": f"work/{stem}.result.json"}
-        options = adapter_options(plan, cell.framework, cell.adapter)
-        if options:
-            spec["options"] = options
+        spec = CellSpec(model_spec=cell.model_spec, batch_size=cell.batch_size, device=device_kind(cell.device),
+                        adapter=cell.adapter, threads=plan.threads, seed=plan.seed, input_seed=plan.input_seed,
+                        ref_path=ref_file(cell.model, cell.batch_size),
+                        input_path=ref_file(cell.model, cell.batch_size, "input.npy"),
+                        result_path=f"work/{stem}.r{index}.result.json", warmup=plan.warmup, number=plan.number,
+                        repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, precision=plan.precision,
+                        spin_policy=plan.spin_policy, input_sha1=ref.get("input_sha1"), round=index,
+                        options=adapter_options(plan, cell.framework, cell.adapter))
+        spec = spec.to_dict()
         inputs = [spec["ref_path"], spec["input_path"]] + self._model_inputs(spec, cell.model_spec)
         source_ref = ref_file(cell.model, cell.batch_size, "source.npy")
         if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
@@ -908,67 +769,134 @@ class Sweep:
         if plan.sample_utilization:
             spec["util_path"] = util_file(cell)
             outputs.append(spec["util_path"])
-        timeout = plan.timeout
         if cell.schedule:
-            spec["provider"] = cell.provider or DEFAULT_IOS_PROVIDER
-            suffix = "" if spec["provider"] == DEFAULT_IOS_PROVIDER else f"-{spec['provider']}"
-            opts = plan.ios_options or {}
-            if opts:
-                spec["ios_options"] = dict(opts)
-                suffix += ios_options_tag(opts)
-                if opts.get("cost_cache") == "private":
-                    spec["profile_db_path"] = PRIVATE_PROFILE_DB
-            # one schedule per batch size it is optimized for: with optimize_batch, every cell of the
-            # run executes the same schedule (optimized by the first, reused by the others)
-            opt_bs = opts.get("optimize_batch", cell.batch_size)
-            sched = "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}")
-            spec["schedule_path"] = sched + ".json"
-            both = [sched + ".json", sched + ".npz", sched + ".stats"]  # Graph.save: schedule + weights
-            if (self.folder / spec["schedule_path"]).exists():
-                inputs += [p for p in both if (self.folder / p).exists()]
-            else:
-                outputs += both
-                timeout += plan.optimize_timeout
-        return Task(cell.key, spec, f"logs/{stem}.log", timeout, cell.device, plan.threads, inputs, outputs,
-                    cell.nodes, group=f"{cell.model}|b{cell.batch_size}|{cell.device}", payload=cell)
+            spec.update(schedule=cell.schedule, provider=cell.provider or DEFAULT_IOS_PROVIDER,
+                        schedule_path=sched["path"])
+            base = sched["path"][: -len(".json")]
+            inputs += [p for p in (sched["path"], base + ".npz") if (self.folder / p).exists()]
+            if cell.schedule != "sequential" and not self._has_sequential_cell(cell):
+                spec["sequential_baseline"] = True
+        CellSpec.from_dict(spec)  # the spec stays one the worker reads
+        return Task(f"{cell.key}#r{index}", spec, f"logs/{stem}.r{index}.log", plan.timeout, cell.device,
+                    plan.threads, inputs, outputs, cell.nodes, group=self._group(cell),
+                    payload=(cell, index, position))
 
-    def _cell_record(self, task: Task, res: dict, started: str | None) -> dict:
-        cell: Cell = task.payload
+    def _has_sequential_cell(self, cell: Cell) -> bool:
+        key = cell.key.replace(cell.framework, schedule_key("sequential", cell.provider or DEFAULT_IOS_PROVIDER))
+        return key in self._cell_keys
+
+    def _round_record(self, task: Task, res: dict, index: int, position: int, started: str | None) -> dict:
+        """One round as kept in the record: its samples, what else used the machine, and the
+        worker's own figures (check, build info) the cell's record takes from its last round."""
+        rnd = {"round": index, "pass": self._pass - 1, "position": position, "started": started, "finished": _now(),
+               "status": res.get("status", "failed"), "log": task.log}
+        for key in round_fields():
+            if key in res and key not in rnd:
+                rnd[key] = res[key]
+        if rnd["status"] == "ok" and not (rnd.get("check") or {}).get("passed", False):
+            rnd["status"] = "wrong"
+        if isinstance(rnd.get("utilization"), dict) and task.spec.get("util_path"):
+            rnd["utilization"]["trace"] = task.spec["util_path"]
+        return rnd
+
+    def _record(self, cell: Cell) -> dict:
+        plan = self.plan
+        return {"schema": SCHEMA, "cell": cell.key, "model": cell.model, "batch_size": cell.batch_size,
+                "framework": cell.framework, "label": label(cell.framework),
+                "kind": "ios" if cell.schedule else "framework",
+                "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
+                **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),
+                **({"optimized_for": optimized_for(plan.ios_options, cell.batch_size, plan.threads)}
+                   if cell.schedule and plan.ios_options else {}),
+                "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now(),
+                "round_seed": plan.round_seed,
+                **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
+                **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {})}
+
+    def _cell_record(self, cell: Cell, rounds: list[dict], sched: dict | None, stopped: dict | None) -> dict:
+        """A cell's record from its rounds: the figure over the undisturbed ones, every round kept."""
         record = self._record(cell)
-        if started:
-            record["started"] = started
-        if cell.schedule:
-            record["schedule_file"] = task.spec["schedule_path"]
-        res = dict(res)
-        res.pop("pid", None)
-        record.update(res)
-        record["log"] = task.log
-        if isinstance(record.get("utilization"), dict):
-            record["utilization"]["trace"] = task.spec["util_path"]
+        if rounds and rounds[0].get("started"):
+            record["started"] = rounds[0]["started"]
+        record["rounds"] = rounds
+        if sched:
+            record.update({k: v for k, v in (sched.get("figures") or {}).items()})
+            record.update(schedule_file=sched["path"], schedule_hash=sched.get("hash"),
+                          optimize_seconds=sched.get("optimize_seconds"), schedule_reused=sched.get("reused"))
+        measured = [r for r in rounds if r.get("status") in ("ok", "wrong")]
+        last = measured[-1] if measured else (rounds[-1] if rounds else {})
+        for key in ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
+                    "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity"):
+            if key in last:
+                record[key] = last[key]
         if record.get("node") is not None and not record.get("node_env"):
-            record["node_env"] = node_env_path(record["node"]) if self.executor.name != "local" else ENV_FILE
-        if record.get("status") in ("ok", "wrong") and record.get("median_ms"):
-            bs = cell.batch_size
-            record["throughput"] = bs * 1000.0 / record["median_ms"]
-            record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
-            record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
-        record.setdefault("status", "failed")
+            record["node_env"] = node_env_path(record["node"]) if self.executor.name != "local" else "env.json"
+        peaks = [r["peak_rss_mib"] for r in rounds if isinstance(r.get("peak_rss_mib"), (int, float))]
+        if peaks:
+            record["peak_rss_mib"] = max(peaks)
+        record["log"] = last.get("log")
         record["finished"] = _now()
+        if stopped is not None and stopped.get("status") in ("failed", "skipped"):
+            record.update(status=stopped["status"], reason=stopped.get("reason") or "",
+                          stderr_tail=stopped.get("stderr_tail", ""))
+            return record
+        if not measured:
+            record.update(status="failed", reason="no round was measured")
+            return record
+        summary = summarize(rounds, seed=self.plan.round_seed)
+        if not summary.get("rounds_used"):  # every round disturbed: said so, never silently pooled
+            pooled = summarize([{**r, "disturbed": None} for r in measured], seed=self.plan.round_seed)
+            summary = {**pooled, "rounds_used": 0, "rounds_disturbed": summary["rounds_disturbed"],
+                       "unstable": f"every round was disturbed ({len(measured)}): the figure is over disturbed "
+                                   "rounds"}
+        record.update(summary)
+        record.update(repeat=last.get("repeat"), number=last.get("number"), warmup=last.get("warmup"),
+                      percentiles_over="samples")
+        checks = [r.get("check") or {} for r in measured]
+        bad = next((c for c in checks if not c.get("passed")), None)
+        record["check"] = bad or last.get("check") or {}
+        if "sequential_ms" in last:  # timed beside the schedule in each round (no sequential cell in the sweep)
+            seq = [r["sequential_ms"] for r in measured if isinstance(r.get("sequential_ms"), (int, float))]
+            record["sequential_ms"] = float(sorted(seq)[len(seq) // 2])
+            record["sequential_from"] = "timed in the same workers, after the schedule"
+        bs = cell.batch_size
+        record["throughput"] = bs * 1000.0 / record["median_ms"]
+        record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
+        record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
+        record["status"] = "ok" if record["check"].get("passed") else "wrong"
         return record
 
+    def _same_record(self, cell: Cell, canonical: dict, sched: dict) -> dict:
+        """A cell whose schedule is the same as another's: that cell's measurement, said so."""
+        record = self._record(cell)
+        keep = set(record)
+        record.update({k: v for k, v in canonical.items() if k not in keep})
+        record.update({k: v for k, v in (sched.get("figures") or {}).items()})
+        record.update(schedule_file=sched["path"], schedule_hash=sched.get("hash"),
+                      optimize_seconds=sched.get("optimize_seconds"), schedule_reused=sched.get("reused"),
+                      same_schedule_as=canonical["label"], same_schedule_cell=canonical["cell"])
+        return record
 
-def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:
-    """Run-folder-relative path of a reference output (``npy``), its input (``input.npy``) or meta."""
-    return f"refs/{safe_name(f'{model}-b{batch_size}')}.{ext}"
-
-
-def util_file(cell: Cell) -> str:
-    """Run-folder-relative path of a cell's utilization trace (``sample_utilization``)."""
-    return f"util/{cell.file_stem}.json"
-
-
-def node_env_path(node: str) -> str:
-    return f"nodes/{safe_name(node)}/env.json"
+    def _sequential_figures(self, records: dict[str, dict]) -> None:
+        """IOS cells: ``sequential_ms`` (the sequential schedule on the same provider, measured in the
+        same interleaved rounds), the speedup over it, and the estimate's error."""
+        for rec in records.values():
+            if rec.get("kind") != "ios" or rec.get("status") not in ("ok", "wrong"):
+                continue
+            seq_key = rec["cell"].replace(rec["framework"], schedule_key("sequential", rec["provider"]))
+            seq = records.get(seq_key)
+            if seq is not None and seq.get("status") == "ok":
+                rec["sequential_ms"] = seq["median_ms"]
+                rec["sequential_from"] = "the sequential cell's rounds (interleaved with this one's)"
+                if seq.get("ci_low_ms") is not None:
+                    rec["sequential_ci_ms"] = [seq["ci_low_ms"], seq["ci_high_ms"]]
+            if rec.get("sequential_ms"):
+                rec["speedup_over_sequential"] = rec["sequential_ms"] / rec["median_ms"]
+            target = rec.get("optimized_for") or {}
+            elsewhere = (target.get("batch_size", rec["batch_size"]) != rec["batch_size"]
+                         or target.get("threads", rec.get("threads")) != rec.get("threads"))
+            if rec.get("predicted_ms") and not elsewhere:  # an estimate for another batch/budget: no error
+                rec["prediction_error"] = (rec["predicted_ms"] - rec["median_ms"]) / rec["median_ms"]
 
 
 def busy_warnings() -> list[str]:
@@ -984,66 +912,5 @@ def busy_warnings() -> list[str]:
     return out
 
 
-def describe(record: dict) -> str:
-    """One line of rich markup for a finished cell (names and reasons escaped)."""
-    head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
-    if record["status"] in ("ok", "wrong"):
-        check = record.get("check") or {}
-        mark = ("output ok" if record["status"] == "ok" else
-                f"[red]WRONG OUTPUT[/] ({term(check.get('reason', '?'), False)})")
-        return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
-    color = "yellow" if record["status"] == "skipped" else "red"
-    return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"
-
-
-def check_writable(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise InputError(f"cannot write to {folder}: {e.strerror or e}") from e
-
-
-def default_run_name() -> str:
-    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def latest_run(root: Path = Path("runs")) -> Path | None:
-    runs = [p for p in root.glob("*") if (p / PLAN_FILE).exists()] if root.is_dir() else []
-    return max(runs, key=lambda p: (p / PLAN_FILE).stat().st_mtime) if runs else None
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _npy_ok(path: Path) -> bool:
-    """A readable .npy file (header and size), e.g. not truncated by a crash or edited by hand."""
-    import numpy as np
-
-    try:
-        np.load(path, mmap_mode="r")
-        return True
-    except (OSError, ValueError):
-        return False
-
-
-def _read_json(path: Path, on_problem=None) -> dict | None:
-    """A JSON object from ``path``; None if absent or corrupt (reported through ``on_problem``)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        problem = f"{type(e).__name__}: {str(e)[:80]}"
-    else:
-        if isinstance(data, dict):
-            return data
-        problem = f"not a JSON object ({type(data).__name__})"
-    if on_problem:
-        on_problem(f"{path}: corrupt ({problem})")
-    return None
-

@@ -8,8 +8,11 @@ crashes or hangs writes nothing; the parent then records the failure with the st
 Tasks:
   probe      which adapters can run on the device, and their versions
   reference  the oracle output for (model, batch), saved once per run (refs/)
-  cell       build one framework (or IOS schedule), check its output, time it, check the
-             output of the last timed call again (status ``wrong`` when either check fails)
+  optimize   an IOS cell's schedule, searched and saved (schedules/): never timed in this process
+  cell       one round of one cell (``ios_bench.cells.CellSpec``): build one framework (or load an
+             IOS schedule), check its output, time it inside an interference window (what else
+             used the machine, and the canary before and after: ``ios_core.interference``), check
+             the output of the last timed call again (status ``wrong`` when either check fails)
 """
 
 from __future__ import annotations
@@ -86,6 +89,13 @@ def task_probe(spec: dict) -> dict:
     except Exception as e:  # pragma: no cover
         extras["optimize"] = False
         extras["optimize_reason"] = str(e)
+    if wanted is None or "ios" in wanted:  # the IOS runtime's kernel providers that run here
+        try:
+            from ios_core.runtime import providers
+
+            extras["providers"] = {n: providers.get(n).available() for n in providers.names()}
+        except Exception as e:  # pragma: no cover - the IOS adapter's own reason says more
+            extras["providers_reason"] = f"{type(e).__name__}: {e}"
     return {"status": "ok", "adapters": out, **extras}
 
 
@@ -257,6 +267,8 @@ def _schedule(graph, spec: dict, result: dict):
                 if key in saved:
                     result[key] = saved[key]
             return sched
+    if not spec.get("optimize"):  # a round never searches: its schedule was optimized in a worker of its own
+        raise RuntimeError(f"no schedule at {path} (it is optimized by an optimize task before any round)")
     from ios_core.optimizer import schedule
 
     target = optimize_target(spec)
@@ -289,6 +301,15 @@ def _schedule(graph, spec: dict, result: dict):
     return sched
 
 
+def task_optimize(spec: dict) -> dict:
+    """An IOS cell's schedule: searched, validated by the optimizer, saved with its figures
+    (``schedules/``). The process that searched it never times it (rounds run in fresh ones)."""
+    graph = _load_graph(spec)
+    result: dict = {}
+    _schedule(graph, {**spec, "optimize": True}, result)
+    return {"status": "ok", **{k: v for k, v in result.items() if _jsonable(v)}}
+
+
 def task_cell(spec: dict, result: dict) -> dict:
     import hashlib
 
@@ -296,8 +317,12 @@ def task_cell(spec: dict, result: dict) -> dict:
 
     import adapters
     from ios_core.check import compare, tolerance_for
+    from ios_core.interference import Window
     from ios_core.measure import measure
 
+    from .cells import CellSpec
+
+    spec = CellSpec.from_dict(spec).to_dict()  # a spec the driver could not have written fails here
     result["phase"] = "load"
     graph = _load_graph(spec)
     original = graph
@@ -350,10 +375,11 @@ def task_cell(spec: dict, result: dict) -> dict:
                                   max(before.max_rel_err, source.max_rel_err), tol,
                                   f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
-    with _utilization(spec, result):
+    with _utilization(spec, result), Window() as window:
         m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
                     repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
                     timer=compiled.timer())
+    result["interference"] = window.figures
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
     result["check"] = combined_check(before, after)
@@ -362,9 +388,8 @@ def task_cell(spec: dict, result: dict) -> dict:
     result.update(m.summary())
     result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
-    if spec.get("schedule"):
-        _sequential_baseline(spec, result, adapter, original, options, prepared if spec["schedule"] == "sequential"
-                             else None, x)
+    if spec.get("sequential_baseline"):
+        _sequential_baseline(spec, result, adapter, original, options, x)
     result["status"] = "ok" if result["check"]["passed"] else "wrong"
     result.pop("phase", None)
     return result
@@ -400,29 +425,20 @@ def combined_check(before, after) -> dict:
             "before": before.to_dict(), "after": after.to_dict()}
 
 
-def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, same, x) -> None:
-    """``sequential_ms``: the sequential schedule on the same provider, in this worker, with the
-    same protocol (for the sequential schedule itself, its own median); ``predicted_error``: the
-    estimate's error against the measurement."""
+def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, x) -> None:
+    """``sequential_ms``: the sequential schedule on the same provider, timed in this worker after
+    the schedule with the same protocol; used only where the sweep has no sequential cell on that
+    provider (otherwise the sequential cell's rounds, interleaved with this cell's, give it)."""
     from ios_core.measure import measure
 
-    if same is not None:
-        result["sequential_ms"] = result["median_ms"]
-    else:
-        result["phase"] = "sequential baseline"
-        seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
-        prepared = seq.prepare(x)
-        m = measure(lambda: seq.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                    repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=seq.sync)
-        result["sequential_ms"] = m.median
-        result["sequential_std_ms"] = m.std
-        del seq, prepared
-    result["speedup_over_sequential"] = result["sequential_ms"] / result["median_ms"]
-    target = result.get("optimized_for") or {}
-    elsewhere = (target.get("batch_size", spec["batch_size"]) != spec["batch_size"]
-                 or target.get("threads", spec.get("threads")) != spec.get("threads"))
-    if result.get("predicted_ms") and not elsewhere:  # an estimate for another batch/budget: no error to give
-        result["prediction_error"] = (result["predicted_ms"] - result["median_ms"]) / result["median_ms"]
+    result["phase"] = "sequential baseline"
+    seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
+    prepared = seq.prepare(x)
+    m = measure(lambda: seq.execute(prepared), warmup=spec["warmup"], number=spec["number"],
+                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=seq.sync,
+                timer=seq.timer())
+    result["sequential_ms"] = float(sorted(m.samples_ms)[len(m.samples_ms) // 2])
+    result["sequential_clock"] = m.meta.get("clock")
 
 
 def _read_json(path: str) -> dict | None:
@@ -470,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             result.update(task_probe(spec))
         elif task == "reference":
             result.update(task_reference(spec))
+        elif task == "optimize":
+            result.update(task_optimize(spec))
         elif task == "cell":
             result = task_cell(spec, result)
         elif task == "doctor":

@@ -13,7 +13,8 @@ import pytest
 from ios_bench import experiments
 from ios_bench.errors import InputError
 from ios_bench.experiments.base import Context, Experiment
-from ios_bench.sweep import Plan, Sweep, ios_options_problem, ios_options_tag
+from ios_bench.plan import Plan, ios_options_problem, ios_options_tag
+from ios_bench.sweep import Sweep
 
 MEASURED = re.compile(r"\d[\d,]*\.?\d* ±\d[\d,]*\.?\d* ✓")  # a median, its spread and a passed check
 SPREAD = re.compile(r"\d[\d,]*\.?\d* ?±\d")

@@ -124,7 +124,8 @@ def test_percentiles_are_over_single_calls():
 def test_thread_budget_comes_from_the_affinity_mask(monkeypatch):
     import os
 
-    from ios_bench.sweep import Plan, busy_warnings
+    from ios_bench.plan import Plan
+    from ios_bench.sweep import busy_warnings
     from ios_core.threads import resolve_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
@@ -136,7 +137,7 @@ def test_thread_budget_comes_from_the_affinity_mask(monkeypatch):
 
 
 def test_untuned_tvm_is_not_in_the_default_sweep():
-    from ios_bench.sweep import SLOW_FRAMEWORKS
+    from ios_bench.plan import SLOW_FRAMEWORKS
 
     assert "tvm" in SLOW_FRAMEWORKS and "tvm-tuned" in SLOW_FRAMEWORKS
     assert "hundreds of ms" in SLOW_FRAMEWORKS["tvm"]
@@ -300,7 +301,7 @@ def test_one_sweep_per_run_folder(tmp_path, run_cli):
     import sys
 
     from ios_bench.locks import FileLock
-    from ios_bench.sweep import LOCK_FILE
+    from ios_bench.runfolder import LOCK_FILE
 
     folder = tmp_path / "runs" / "busy"
     folder.mkdir(parents=True)

@@ -8,7 +8,6 @@ import warnings
 import pytest
 
 from ios_bench import clocks, results
-from ios_bench.compare import compare_runs
 from ios_bench.errors import InputError
 from ios_bench.results import Store, cell_key
 
@@ -97,77 +96,6 @@ def test_wholly_corrupt_results_file_is_an_input_error(tmp_path):
 
 
 # ---- compare ------------------------------------------------------------------------------------
-
-def test_compare_flags_regressions_beyond_noise(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    for fw, ma, mb, spread in [("same", 10.0, 10.3, 0.2), ("slower", 10.0, 13.0, 0.2), ("faster", 10.0, 7.0, 0.2),
-                               ("noisy", 10.0, 12.0, 3.0)]:
-        n = 4 if fw == "noisy" else 20
-        Store(a).append(rec(fw=fw, median=ma, spread=spread, n=n))
-        Store(b).append(rec(fw=fw, median=mb, spread=spread, n=n))
-    Store(a).append(rec(fw="breaks"))
-    Store(b).append(rec(fw="breaks", status="failed"))
-    Store(a).append(rec(fw="wrong"))
-    Store(b).append(rec(fw="wrong", passed=False))
-    Store(b).append(rec(fw="new"))
-    changes, problems = compare_runs(a, b)
-    verdict = {c.framework: c.verdict for c in changes}
-    assert verdict["same"] == "within noise"  # significant with 20 samples, but +3 % < --min-change
-    assert verdict["slower"] == "regression"
-    assert verdict["faster"] == "improvement"
-    assert verdict["noisy"] == "within noise"  # +20% but 4 samples spread over +-30% each
-    assert verdict["breaks"].startswith("regression (now failed")
-    assert verdict["wrong"].startswith("regression (now wrong output")
-    assert verdict["new"] == "only in B"
-    assert problems == []
-    c = next(c for c in changes if c.framework == "slower")
-    assert c.change == pytest.approx(0.3)
-    assert c.ci_low <= 0.3 <= c.ci_high and c.ci_low > 0.2 and c.p_value < 1e-6
-
-
-def test_compare_flags_only_what_a_statistical_test_supports(tmp_path):
-    """Two samples per cell cannot show a change (Mann-Whitney U: p >= 0.33), however far apart
-    their medians; a +3 % shift with a tight spread is significant but below --min-change; a
-    +32 % shift of the median of two bimodal sets that hardly differ is not significant."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    Store(a).append(rec(fw="two", median=10.0, spread=0.05, n=2))
-    Store(b).append(rec(fw="two", median=12.0, spread=0.05, n=2))
-    Store(a).append(rec(fw="small", median=10.0, spread=0.01, n=20))
-    Store(b).append(rec(fw="small", median=10.3, spread=0.01, n=20))
-    wide_a = {**rec(fw="wide"), "samples_ms": [float(v) for v in [*range(1, 11), *range(21, 31)]]}
-    wide_b = {**rec(fw="wide"), "samples_ms": [float(v) for v in [*range(1, 10), *range(20, 31)]]}
-    Store(a).append(wide_a)
-    Store(b).append(wide_b)
-    changes = {c.framework: c for c in compare_runs(a, b)[0]}
-    two, small, wide = changes["two"], changes["small"], changes["wide"]
-    assert two.change == pytest.approx(0.2) and two.p_value >= 0.3
-    assert two.verdict.startswith("within noise (too few samples")
-    assert small.p_value < 1e-6 and small.verdict == "within noise"  # significant, but under 5 %
-    assert wide.change == pytest.approx(20.5 / 15.5 - 1)
-    assert wide.p_value > 0.5 and wide.verdict == "within noise"
-    assert wide.ci_low < 0 < wide.ci_high
-
-
-def test_compare_prints_the_interval(tmp_path, run_cli):
-    a, b = tmp_path / "a", tmp_path / "b"
-    Store(a).append(rec(fw="x", median=10.0, n=20))
-    Store(b).append(rec(fw="x", median=13.0, n=20))
-    code, out, err = run_cli(["compare", str(a), str(b)])
-    assert code == 0, err
-    assert "95% CI" in out and "[+2" in out and "regression" in out
-
-
-def test_compare_command_exit_codes(tmp_path, capsys):
-    from ios_bench.cli import main
-
-    a, b = tmp_path / "a", tmp_path / "b"
-    Store(a).append(rec(fw="x", median=10.0, n=10))
-    Store(b).append(rec(fw="x", median=20.0, n=10))
-    with pytest.raises(SystemExit) as e:
-        main(["compare", str(a), str(b), "--fail-on-regression"])
-    assert e.value.code == 1
-    assert "1 regression" in capsys.readouterr().out
-
 
 # ---- clock locking on a fake machine ------------------------------------------------------------
 

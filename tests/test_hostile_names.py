@@ -17,8 +17,8 @@ import pytest
 from conftest import DATA, ROOT
 from rich.console import Console
 
+from ios_bench.cells import describe, safe_name
 from ios_bench.escape import csv_cell, md, one_line, plain, plot_text, term
-from ios_bench.sweep import describe, safe_name
 from ios_core.ir import Graph
 from ios_core.names import file_part
 

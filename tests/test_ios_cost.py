@@ -192,7 +192,7 @@ def test_measured_validation_times_both_with_the_runtime():
 
 # ---- harness: labels, providers, the report --------------------------------------------------------
 def test_provider_labels_and_keys():
-    from ios_bench.sweep import label, schedule_key, split_framework
+    from ios_bench.cells import label, schedule_key, split_framework
 
     assert schedule_key("both") == "ios-both" and label("ios-both") == "IOS-Both"
     assert schedule_key("both", "onnxruntime") == "ios-both[onnxruntime]"

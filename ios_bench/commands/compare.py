@@ -12,48 +12,77 @@ from ..options import FiniteFloat
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--min-change", default=0.05, show_default=True, type=FiniteFloat(0, 100),
-              help="Smallest relative change reported as a regression/improvement, however significant.")
-@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Significance level of the Mann-Whitney U test.")
+@click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000), metavar="PCT",
+              help="Smallest change (percent) flagged as a regression or improvement [default: measured from the "
+                   "two runs' between-round spread, at least 1%].")
 @click.option("--confidence", default=0.95, show_default=True,
               type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Confidence level of the bootstrap interval of each change.")
+              help="Confidence level of each change's interval (hierarchical bootstrap over rounds, then samples).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
+              help="table for people; json or csv (one row per cell) for CI jobs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
-def command(run_a, run_b, min_change, alpha, confidence, fail_on_regression):
-    """Per-cell change of median latency from RUN_A to RUN_B over the stored timing samples, with
-    a bootstrap confidence interval; a change is flagged only when a Mann-Whitney U test rejects
-    (p < --alpha), the interval excludes zero and the change is at least --min-change."""
+def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
+    """Per-cell verdict from RUN_A to RUN_B over the cells' rounds: regression, improvement, within
+    noise, or unstable (too few undisturbed rounds). A change is flagged only when its interval
+    (each run's figure bootstrapped over rounds, then samples) excludes zero and the change exceeds
+    the noise threshold (docs/harness.md, "Comparing runs")."""
+    import json
+
     from rich.console import Console
     from rich.table import Table
 
+    from ..cells import label
     from ..compare import compare_runs
-    from ..escape import term
-    from ..sweep import label
+    from ..escape import csv_cell, term
 
-    changes, problems = compare_runs(run_a, run_b, min_change, alpha, confidence)
+    result = compare_runs(run_a, run_b, threshold / 100 if threshold is not None else None, confidence)
     err = Console(stderr=True, soft_wrap=True)
-    for p in problems:
+    for p in result.problems:
         err.print(f"[yellow]warning:[/] {term(p)}", highlight=False)
-    table = Table(title=term(f"{run_a} -> {run_b} (median of the timing samples)"))
-    ci = f"{confidence:.0%} CI"
-    numeric = ("batch", "A ms", "B ms", "change", ci, "p")
-    for col in ("model", "batch", "framework", "device", "A ms", "B ms", "change", ci, "p", "verdict"):
-        table.add_column(col, justify="right" if col in numeric else "left")
-    colors = {"regression": "red", "improvement": "green", "fixed": "green"}
-    for c in changes:
-        color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
-        verdict = f"[{color}]{c.verdict}[/]" if color else c.verdict
-        table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
-                      f"{c.median_a:.3f}" if c.median_a is not None else "-",
-                      f"{c.median_b:.3f}" if c.median_b is not None else "-",
-                      f"{c.change:+.1%}" if c.change is not None else "-",
-                      f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}]" if c.ci_low is not None else "-",
-                      f"{c.p_value:.3g}" if c.p_value is not None else "-", verdict)
-    out = Console()
-    (out if out.is_terminal else Console(width=160)).print(table)
-    regressions = [c for c in changes if c.verdict.startswith("regression")]
-    improvements = [c for c in changes if c.verdict.startswith(("improvement", "fixed"))]
-    click.echo(f"{len(changes)} cells: {len(regressions)} regression(s), {len(improvements)} improvement(s)")
+    counts = result.counts()
+    regressions = [c for c in result.changes if c.verdict.startswith("regression")]
+    summary = (f"{len(result.changes)} cells: {counts['regression']} regression(s), {counts['improvement']} "
+               f"improvement(s), {counts['within noise']} within noise, {counts['unstable']} unstable; noise "
+               f"threshold {result.threshold:.1%} ({result.threshold_source})")
+    if fmt == "json":
+        click.echo(json.dumps({"run_a": str(run_a), "run_b": str(run_b), "threshold": result.threshold,
+                               "threshold_source": result.threshold_source, "confidence": confidence,
+                               "counts": counts, "notes": result.notes,
+                               "cells": [c.to_dict() for c in result.changes]}, indent=1))
+    elif fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        cols = list(result.changes[0].to_dict()) if result.changes else ["cell", "verdict"]
+        w = csv.writer(buf)
+        w.writerow(cols)
+        for c in result.changes:
+            w.writerow([csv_cell(v) for v in c.to_dict().values()])
+        click.echo(buf.getvalue(), nl=False)
+    else:
+        for note in result.notes:
+            err.print(f"[yellow]note:[/] {term(note)}", highlight=False)
+        table = Table(title=term(f"{run_a} -> {run_b} (median of the undisturbed rounds' medians)"))
+        ci = f"{confidence:.0%} CI"
+        numeric = ("batch", "A ms", "B ms", "rounds", "change", ci)
+        for col in ("model", "batch", "framework", "device", "A ms", "B ms", "rounds", "change", ci, "verdict"):
+            table.add_column(col, justify="right" if col in numeric else "left")
+        colors = {"regression": "red", "improvement": "green", "fixed": "green", "unstable": "yellow"}
+        for c in result.changes:
+            color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
+            text = term(c.verdict + (f" ({c.why})" if c.why and c.verdict == "unstable" else ""), False)
+            verdict = f"[{color}]{text}[/]" if color else text
+            table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
+                          f"{c.median_a:.3f}" if c.median_a is not None else "-",
+                          f"{c.median_b:.3f}" if c.median_b is not None else "-",
+                          f"{c.rounds_a}/{c.rounds_b}",
+                          f"{c.change:+.1%}" if c.change is not None else "-",
+                          f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}]" if c.ci_low is not None else "-", verdict)
+        out = Console()
+        (out if out.is_terminal else Console(width=170)).print(table)
+        click.echo(summary)
+    if fmt != "table":
+        err.print(summary, highlight=False)
     if fail_on_regression and regressions:
         sys.exit(1)

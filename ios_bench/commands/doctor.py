@@ -17,7 +17,7 @@ IOS_CUDA_PATHS = (("ios", {}, "IOS runtime, CuPy streams + cuDNN"),
 
 
 def _probe(device: str, folder: Path, timeout: float, names: list[str] | None) -> dict:
-    from ..sweep import run_worker
+    from ..launch import run_worker
 
     spec = {"task": "probe", "device": device, "names": names, "result_path": str(folder / f"probe-{device}.json")}
     res = run_worker(spec, timeout, folder / f"probe-{device}.log", None)
@@ -28,7 +28,7 @@ def _probe(device: str, folder: Path, timeout: float, names: list[str] | None) -
 
 def _run_path(adapter: str, options: dict, device: str, model: str, batch: int, folder: Path, timeout: float,
               tag: str) -> dict:
-    from ..sweep import run_worker
+    from ..launch import run_worker
 
     spec = {"task": "doctor", "adapter": adapter, "options": options, "device": device, "model_spec": model,
             "batch_size": batch, "seed": 0, "result_path": str(folder / f"doctor-{tag}.json")}

@@ -29,7 +29,7 @@ def _echo_list() -> None:
 
 
 def _default_out(name: str) -> Path:
-    from ..sweep import default_run_name
+    from ..runfolder import default_run_name
 
     return EXPERIMENTS_ROOT / f"{name}-{default_run_name()}"
 
@@ -98,7 +98,7 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
             raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     models = None
     if models_ is not None:
-        from ..sweep import absolute_model_spec
+        from ..plan import absolute_model_spec
 
         models = [absolute_model_spec(m) for m in parse_models(models_)]
     if out is None:

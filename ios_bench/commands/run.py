@@ -15,18 +15,19 @@ from ..executors import make_executor, parse_device
 from ..loading import parse_int_list, parse_list
 from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads
 from ..outputs import check_report_folder, check_run_folder
-from ..sweep import (
+from ..plan import (
     DEFAULT_MODELS,
+    DEFAULT_REPEAT,
+    DEFAULT_ROUNDS,
     IOS_ADAPTER,
     IOS_PROVIDERS,
-    PLAN_FILE,
     SCHEDULES,
     Plan,
-    Sweep,
     absolute_model_spec,
-    default_run_name,
-    latest_run,
 )
+from ..rounds import AUTO
+from ..runfolder import PLAN_FILE, default_run_name, latest_run
+from ..sweep import Sweep
 
 # option name -> Plan field
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
@@ -36,7 +37,9 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
                  "executor": "executor", "ray_address": "ray_address",
-                 "adapter_option": "adapter_options", "sample_utilization": "sample_utilization"}
+                 "adapter_option": "adapter_options", "sample_utilization": "sample_utilization",
+                 "rounds": "rounds", "target_ci": "target_ci", "time_budget": "time_budget",
+                 "round_seed": "round_seed"}
 
 
 def parse_adapter_options(items: tuple[str, ...]) -> dict:
@@ -100,6 +103,22 @@ def parse_devices(text: str) -> list[str]:
     return items
 
 
+def parse_rounds(text: str) -> int | str:
+    """``--rounds``: a whole number of rounds from 1 to 100, or ``auto``."""
+    from ..plan import MAX_ROUNDS
+
+    t = text.strip().lower()
+    if t == AUTO:
+        return AUTO
+    try:
+        n = int(t)
+    except ValueError:
+        raise InputError(f"bad --rounds {text!r}: expected a whole number from 1 to {MAX_ROUNDS}, or auto") from None
+    if not 1 <= n <= MAX_ROUNDS:
+        raise InputError(f"bad --rounds {text!r}: expected a whole number from 1 to {MAX_ROUNDS}, or auto")
+    return n
+
+
 def parse_schedules(text: str) -> list[str]:
     if text.strip() == "none":
         return []
@@ -115,14 +134,26 @@ def parse_schedules(text: str) -> list[str]:
               help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
-@click.option("--ios-providers", default="torch", show_default=True,
+@click.option("--ios-providers", default=None,
               help=f"Kernel providers the IOS runtime runs each schedule with, from {', '.join(IOS_PROVIDERS)}; "
-                   "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both).")
+                   "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both) "
+                   "[default: every provider available on the device].")
 @click.option("--device", default="cpu", show_default=True,
               help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
 @click.option("--number", default=1, show_default=True, type=click.IntRange(1), help="Runs per timing sample.")
-@click.option("--repeat", default=20, show_default=True, type=click.IntRange(1), help="Timing samples kept.")
+@click.option("--repeat", default=DEFAULT_REPEAT, show_default=True, type=click.IntRange(1),
+              help="Timing samples per round.")
+@click.option("--rounds", "rounds", default=str(DEFAULT_ROUNDS), show_default=True, metavar="N|auto",
+              help="Rounds per cell, each in a fresh worker process, interleaved with the other cells of its "
+                   "(model, batch, device) group; 'auto': at least 3, more until --target-ci is met or "
+                   "--time-budget is spent (docs/harness.md).")
+@click.option("--target-ci", default=2.0, show_default=True, type=FiniteFloat(0, 100, min_open=True, max_open=True),
+              metavar="PCT", help="With --rounds auto: the half-width of each cell's interval to reach, in percent.")
+@click.option("--time-budget", default=None, type=FiniteFloat(1, MAX_SECONDS), metavar="SECONDS",
+              help="Seconds of measuring after which no cell gets a further round (each keeps at least one).")
+@click.option("--round-seed", default=0, show_default=True, type=SEED,
+              help="Seed of the order the cells of a group run in, shuffled per round (recorded).")
 @click.option("--min-sample-ms", default=10.0, show_default=True, type=FiniteFloat(0, 60_000),
               help="Raise runs per sample until a sample lasts this long (0: off).")
 @click.option("--threads", default=None, type=click.IntRange(1),
@@ -157,10 +188,10 @@ def parse_schedules(text: str) -> list[str]:
               help="Sample per-core CPU utilization during each cell's timed loop: util/<cell>.json and a "
                    "summary in the record (docs/harness.md).")
 @click.pass_context
-def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, min_sample_ms,
-            threads, timeout, optimize_timeout, seed, cost_model, lock_clocks, gpu_clock, out, resume, retry_failed,
-            report_out,
-            no_report, no_progress, executor, ray_address, adapter_option, sample_utilization):
+def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, rounds,
+            target_ci, time_budget, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed, cost_model,
+            lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
+            ray_address, adapter_option, sample_utilization):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -177,7 +208,10 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
     values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
-              "ios_providers": parse_list(ios_providers, "IOS provider", list(IOS_PROVIDERS)),
+              "ios_providers": (parse_list(ios_providers, "IOS provider", list(IOS_PROVIDERS))
+                                if ios_providers is not None else None),
+              "rounds": parse_rounds(rounds), "target_ci": target_ci, "time_budget": time_budget,
+              "round_seed": round_seed,
               "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
               "optimize_timeout": optimize_timeout, "threads": threads,

@@ -13,9 +13,9 @@ import math
 from pathlib import Path
 
 from ..escape import file_part  # noqa: F401 - for the recipes' figure names
+from ..plan import Plan
 from ..report import Table
 from ..results import Store
-from ..sweep import Plan
 from .base import Context
 
 PUBLISHED_LABEL = "published (V100, not measured here)"

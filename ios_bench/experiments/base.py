@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..sweep import Plan
+from ..plan import Plan
 
 
 @dataclass

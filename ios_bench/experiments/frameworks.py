@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..sweep import IOS_PROVIDERS, label
+from ..cells import label
+from ..plan import IOS_PROVIDERS
 from . import _common as c
 from . import published as pub
 from .base import Context, Report, Run

@@ -23,7 +23,8 @@ from ios_core.atomic import atomic_write_json, atomic_write_text
 
 from ..errors import InputError
 from ..escape import md, term
-from ..sweep import ENV_FILE, PLAN_FILE, Sweep, check_writable
+from ..runfolder import ENV_FILE, PLAN_FILE, check_writable
+from ..sweep import Sweep
 from . import _common
 from .base import Context, Experiment, Report, Run
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cells import label, safe_name
 from ..escape import plot_text
 from ..report import _plt, _save
-from ..sweep import label, safe_name
 from ..utilization import SMOOTH_MS
 from . import _common as common
 from .base import Context, Report, Run

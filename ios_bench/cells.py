@@ -1,0 +1,159 @@
+"""Cells and their names: what one table cell of a sweep is, what the driver sends a worker to
+measure one round of it (:class:`CellSpec`), and the file names that come from both.
+
+A cell is (model, batch size, framework or IOS schedule[provider], device). Its key is
+``model|bBATCH|framework|device`` (``ios_bench.results.cell_key``); its files are named by
+:attr:`Cell.file_stem`, made safe for any model name (``ios_core.names.file_part``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from .escape import file_part, term
+from .plan import DEFAULT_IOS_PROVIDER
+from .results import cell_key
+
+
+def schedule_key(schedule: str, provider: str = DEFAULT_IOS_PROVIDER) -> str:
+    """``ios-both`` (the default torch provider) or ``ios-both[onnxruntime]``."""
+    return f"ios-{schedule}" if provider == DEFAULT_IOS_PROVIDER else f"ios-{schedule}[{provider}]"
+
+
+def split_framework(framework: str) -> tuple[str, str | None]:
+    """``ios-both[openvino]`` -> (``ios-both``, ``openvino``); ``ios-both`` -> (``ios-both``, ``torch``);
+    a peer framework -> (name, None)."""
+    if not framework.startswith("ios-"):
+        return framework, None
+    if framework.endswith("]") and "[" in framework:
+        base, provider = framework[:-1].split("[", 1)
+        return base, provider
+    return framework, DEFAULT_IOS_PROVIDER
+
+
+def label(framework: str) -> str:
+    """Display name: ``ios-both`` -> ``IOS-Both``, ``ios-both[onnxruntime]`` -> ``IOS-Both[onnxruntime]``;
+    frameworks keep their registry name."""
+    if framework.startswith("ios-"):
+        base, provider = split_framework(framework)
+        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]")
+    return framework
+
+
+def safe_name(text: str) -> str:
+    """A file name from names that come from files (model names): see ios_core.names.file_part."""
+    return file_part(text)
+
+
+@dataclass
+class Cell:
+    model: str  # graph name
+    model_spec: str  # zoo name or JSON path
+    batch_size: int
+    framework: str  # adapter name, or ios-<schedule>
+    device: str
+    schedule: str | None = None
+    adapter: str = ""
+    weight: float = 1.0  # relative expected duration (progress ETA)
+    skip_reason: str | None = None  # known before running (framework unavailable here)
+    nodes: list[str] | None = None  # ids of the nodes that can run it (None: any offering the device)
+    provider: str | None = None  # IOS cells: the runtime's kernel provider
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.model, self.batch_size, self.framework, self.device)
+
+    @property
+    def file_stem(self) -> str:
+        return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}")
+
+
+@dataclass
+class CellSpec:
+    """What the driver sends a worker to measure one round of one cell (``python -m
+    ios_bench.worker SPEC_JSON``, task ``cell``). Paths (``*_path``) are relative to the run folder
+    until the executor resolves them on the node that runs the round."""
+
+    model_spec: str
+    batch_size: int
+    device: str  # the worker's device kind (cpu, cuda)
+    adapter: str
+    threads: int | None
+    seed: int
+    input_seed: int
+    ref_path: str
+    input_path: str
+    result_path: str
+    warmup: int
+    number: int
+    repeat: int
+    min_sample_ms: float | None
+    precision: str = "fp32"
+    spin_policy: str | None = None
+    input_sha1: str | None = None
+    round: int = 0  # which round of the cell this worker measures
+    schedule: str | None = None  # IOS cells: the strategy, the provider and the optimized schedule file
+    provider: str | None = None
+    schedule_path: str | None = None
+    sequential_baseline: bool = False  # IOS cells whose sweep has no sequential cell on their provider
+    model_path: str | None = None  # a graph or ONNX file copied into the run folder
+    source_ref_path: str | None = None  # an imported model: onnxruntime's output on the original file
+    util_path: str | None = None
+    options: dict = field(default_factory=dict)  # adapter build options
+    task: str = "cell"
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CellSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"cell spec: unknown field(s) {', '.join(unknown)}")
+        return cls(**d)
+
+
+def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:
+    """Run-folder-relative path of a reference output (``npy``), its input (``input.npy``) or meta."""
+    return f"refs/{safe_name(f'{model}-b{batch_size}')}.{ext}"
+
+
+def util_file(cell: Cell) -> str:
+    """Run-folder-relative path of a cell's utilization trace (``sample_utilization``)."""
+    return f"util/{cell.file_stem}.json"
+
+
+def node_env_path(node: str) -> str:
+    return f"nodes/{safe_name(node)}/env.json"
+
+
+def describe(record: dict) -> str:
+    """One line of rich markup for a finished cell (names and reasons escaped): its figure with the
+    interval over rounds, the between-round spread, rounds used and disturbed, peak memory, the
+    output check, and an ``UNSTABLE`` flag where the rounds disagree."""
+    head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
+    if record["status"] in ("ok", "wrong"):
+        check = record.get("check") or {}
+        mark = ("output ok" if record["status"] == "ok" else
+                f"[red]WRONG OUTPUT[/] ({term(check.get('reason', '?'), False)})")
+        text = f"{head}: {record['median_ms']:.3f} ms"
+        if record.get("ci_low_ms") is not None and record.get("ci_high_ms") is not None:
+            text += f" [{record['ci_low_ms']:.3f}-{record['ci_high_ms']:.3f}]"
+        cv = record.get("between_round_cv")
+        text += f" (±{cv:.1%} between rounds" if cv is not None else f" (±{record['std_ms']:.3f} in one process"
+        used, measured = record.get("rounds_used"), record.get("rounds_measured")
+        if used is not None:
+            text += f", {used} of {measured} rounds" + (f", {record['rounds_disturbed']} disturbed"
+                                                        if record.get("rounds_disturbed") else "")
+        text += ")"
+        if record.get("peak_rss_mib"):
+            text += f", {record['peak_rss_mib']:.0f} MiB"
+        if record.get("same_schedule_as"):
+            text += f", same schedule as {term(record['same_schedule_as'], False)}"
+        text += f", {mark}"
+        if record.get("unstable"):
+            text += f" [yellow]UNSTABLE[/] ({term(record['unstable'], False)})"
+        return text
+    color = "yellow" if record["status"] == "skipped" else "red"
+    return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"

@@ -1,0 +1,155 @@
+"""What else used the machine while something was being timed, and a canary that notices when the
+machine itself was slower.
+
+Every stored measurement (a sweep round, a profile-database stage cost, an operator-dataset row)
+is taken inside a :class:`Window`::
+
+    with Window() as w:
+        ...timed work...
+    w.figures   # {"other_cpu": 0.01, "steal": 0.0, "load1": 0.3, "canary_before_ms": ..., ...}
+
+Two kinds of figure:
+
+- **Co-tenants this machine can see**: from ``/proc/stat`` (Linux), the CPU time every process on
+  the machine used during the window minus this process's own (``getrusage``), as a fraction of
+  the machine's capacity (``other_cpu``); the hypervisor's ``steal`` time likewise; the load
+  average at the end.
+- **Co-tenants it cannot see** (a VM's neighbours on the host): a short fixed **canary** workload
+  is timed before and after the window. A canary far slower than the canary's usual time (the
+  median over the run's windows) means the machine was slower, whatever ``/proc/stat`` says.
+
+:func:`judge` applies the one rule (:data:`THRESHOLDS`) that marks a window ``disturbed``. It is
+used by the sweep's rounds, the measured cost model's profile database and the operator dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+PROC_STAT = "/proc/stat"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    other_cpu: float = 0.10  # other processes' CPU time, fraction of the machine's capacity
+    steal: float = 0.05  # hypervisor steal, fraction of the machine's capacity
+    canary: float = 1.25  # canary time / the usual canary time
+
+
+THRESHOLDS = Thresholds()
+
+
+def read_cpu_times(path: str = PROC_STAT) -> dict | None:
+    """Machine-wide CPU seconds from ``/proc/stat``'s first line: ``busy`` (user, nice, system, irq,
+    softirq), ``idle`` (idle, iowait), ``steal``, and ``cpus`` (its per-CPU lines). None where the
+    file does not exist or cannot be read (not Linux)."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    head = next((ln for ln in lines if ln.startswith("cpu ")), None)
+    if head is None:
+        return None
+    try:
+        v = [int(x) for x in head.split()[1:]]
+    except ValueError:
+        return None
+    v += [0] * (8 - len(v))
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+    cpus = sum(1 for ln in lines if ln.startswith("cpu") and ln[3:4].isdigit()) or (os.cpu_count() or 1)
+    return {"busy": (user + nice + system + irq + softirq) / tick, "idle": (idle + iowait) / tick,
+            "steal": steal / tick, "cpus": cpus}
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds this process (every thread of it) and its waited-for children used so far."""
+    import resource
+
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+_CANARY_DATA = None
+
+
+def canary(reps: int = 5) -> float:
+    """Milliseconds of a short fixed workload (sorting 100,000 seeded doubles: single-threaded,
+    CPU-bound, about 5 ms on a current core), the median of ``reps`` runs."""
+    import numpy as np
+
+    global _CANARY_DATA
+    if _CANARY_DATA is None:
+        _CANARY_DATA = np.random.default_rng(12345).standard_normal(100_000)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.sort(_CANARY_DATA, kind="quicksort")
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+class Window:
+    """Context manager: what else used the machine during the ``with`` body (see the module).
+    ``canary=False`` leaves the canary out (for windows of a few milliseconds, where it would cost
+    more than the window)."""
+
+    def __init__(self, canary: bool = True, stat_path: str = PROC_STAT):
+        self.use_canary = canary
+        self.stat_path = stat_path
+        self.figures: dict = {}
+
+    def __enter__(self) -> Window:
+        if self.use_canary:
+            self.figures["canary_before_ms"] = round(canary(), 4)
+        self._stat = read_cpu_times(self.stat_path)
+        self._own = own_cpu_seconds()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.perf_counter() - self._t0
+        own = own_cpu_seconds() - self._own
+        stat = read_cpu_times(self.stat_path)
+        f = self.figures
+        f["window_s"] = round(wall, 4)
+        f["own_cpu_s"] = round(own, 4)
+        if self._stat is not None and stat is not None and wall > 0:
+            capacity = wall * stat["cpus"]
+            busy = stat["busy"] - self._stat["busy"]
+            f["other_cpu"] = round(max(0.0, busy - own) / capacity, 4)
+            f["steal"] = round(max(0.0, stat["steal"] - self._stat["steal"]) / capacity, 4)
+            f["cpus"] = stat["cpus"]
+        try:
+            f["load1"] = round(os.getloadavg()[0], 2)
+        except OSError:
+            pass
+        if self.use_canary:
+            f["canary_after_ms"] = round(canary(), 4)
+
+
+def canary_ms(figures: dict) -> float | None:
+    """The window's canary: the slower of its before and after runs (None without a canary)."""
+    vals = [figures.get(k) for k in ("canary_before_ms", "canary_after_ms")]
+    vals = [v for v in vals if isinstance(v, (int, float)) and v > 0]
+    return max(vals) if vals else None
+
+
+def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRESHOLDS) -> str | None:
+    """Why the window with ``figures`` was disturbed (one phrase), or None when it was not.
+    ``canary_ref``: the usual canary time (the median over the run's windows), or None."""
+    why = []
+    other = figures.get("other_cpu")
+    if isinstance(other, (int, float)) and other > thresholds.other_cpu:
+        why.append(f"other processes used {other:.0%} of the CPUs")
+    steal = figures.get("steal")
+    if isinstance(steal, (int, float)) and steal > thresholds.steal:
+        why.append(f"steal {steal:.0%}")
+    c = canary_ms(figures)
+    if c is not None and canary_ref and c > thresholds.canary * canary_ref:
+        why.append(f"canary {c / canary_ref:.2f}x its usual time")
+    return "; ".join(why) or None

@@ -1,0 +1,76 @@
+"""ios_core.interference: other processes' CPU time from /proc/stat (a fake one, and the real one
+with a real busy process), the canary, the one rule that marks a window disturbed."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ios_core import interference
+from ios_core.interference import THRESHOLDS, Window, judge, read_cpu_times
+
+STAT = """cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0
+cpu0 1 0 1 1 0 0 0 0 0 0
+cpu1 1 0 1 1 0 0 0 0 0 0
+intr 1
+"""
+
+
+def write_stat(path, user, system, idle, steal=0):
+    path.write_text(STAT.format(user=user, system=system, idle=idle, steal=steal))
+
+
+def test_fake_proc_stat_other_cpu_and_steal(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    write_stat(stat, 1000, 500, 10000)
+    got = read_cpu_times(str(stat))
+    tick = os.sysconf("SC_CLK_TCK")
+    assert got["cpus"] == 2 and got["busy"] == pytest.approx(1500 / tick)
+    # a window of 1 s on 2 CPUs in which the machine was busy for 1.2 CPU-seconds, 0.2 of them ours
+    clock = iter([100.0, 101.0])
+    monkeypatch.setattr(interference.time, "perf_counter", lambda: next(clock))
+    own = iter([5.0, 5.2])
+    monkeypatch.setattr(interference, "own_cpu_seconds", lambda: next(own))
+    w = Window(canary=False, stat_path=str(stat))
+    with w:
+        write_stat(stat, 1000 + int(1.0 * tick), 500 + int(0.2 * tick), 10000, steal=int(0.3 * tick))
+    assert w.figures["other_cpu"] == pytest.approx(0.5, abs=0.02)  # (1.2 - 0.2) / 2 CPU-seconds
+    assert w.figures["steal"] == pytest.approx(0.15, abs=0.02)
+    why = judge(w.figures, None)
+    assert "other processes used 50%" in why and "steal 15%" in why
+
+
+def test_no_proc_stat_gives_no_figure_and_no_verdict(tmp_path):
+    w = Window(canary=False, stat_path=str(tmp_path / "missing"))
+    with w:
+        pass
+    assert "other_cpu" not in w.figures and judge(w.figures, None) is None
+
+
+BUSY = "import time\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc/stat")
+def test_a_real_busy_process_is_seen():
+    """A co-tenant burning one core during a window of mostly-idle waiting is counted as other
+    processes' CPU time, far above the threshold; the waiting itself is not."""
+    cpus = read_cpu_times()["cpus"]
+    busy = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        time.sleep(0.3)
+        with Window(canary=False) as w:
+            time.sleep(1.0)
+    finally:
+        busy.wait()
+    assert w.figures["other_cpu"] >= min(0.5, 0.8 / cpus) > THRESHOLDS.other_cpu
+    assert judge(w.figures, None) is not None
+    assert w.figures["own_cpu_s"] < 0.1
+
+
+def test_canary_is_a_short_fixed_workload():
+    c = interference.canary()
+    assert 0 < c < 200
+    assert judge({"canary_before_ms": c, "canary_after_ms": 3 * c}, c).startswith("canary 3.00x")
+    assert judge({"canary_before_ms": c, "canary_after_ms": c}, c) is None

@@ -1,0 +1,86 @@
+"""The round protocol's parts: the interleaving order, the statistics over rounds (a hierarchical
+interval with the coverage it claims on data of known variance), the unstable verdict."""
+
+import numpy as np
+import pytest
+
+from ios_bench.rounds import (
+    MIN_ROUNDS_FOR_VERDICT,
+    hierarchical_bootstrap,
+    interval,
+    judge_rounds,
+    round_order,
+    summarize,
+    usual_canary,
+)
+
+
+def test_round_order_is_a_seeded_permutation_different_per_round():
+    keys = [f"c{i}" for i in range(8)]
+    orders = [round_order(keys, r, seed=7, group="m|b1|cpu") for r in range(6)]
+    for o in orders:
+        assert sorted(o) == sorted(keys)
+    assert len({tuple(o) for o in orders}) >= 5  # shuffled per round
+    assert orders == [round_order(keys, r, seed=7, group="m|b1|cpu") for r in range(6)]  # replayable
+    assert orders != [round_order(keys, r, seed=8, group="m|b1|cpu") for r in range(6)]
+    assert orders != [round_order(keys, r, seed=7, group="m|b16|cpu") for r in range(6)]
+    # every cell takes every position about equally often over many rounds (drift hits all alike)
+    first = [round_order(keys[:4], r, 0, "g")[0] for r in range(400)]
+    counts = [first.count(k) for k in keys[:4]]
+    assert min(counts) > 60, counts
+
+
+def test_hierarchical_interval_covers_between_round_variance():
+    """Data with known structure: round means ~ N(10, 0.5), samples ~ N(round mean, 0.05). A
+    one-process interval (samples only) would be ~10x too narrow; the hierarchical one covers the
+    true centre about as often as it claims."""
+    rng = np.random.default_rng(1)
+    hits, widths, naive = 0, [], []
+    trials = 200
+    for t in range(trials):
+        rounds = [list(rng.normal(rng.normal(10.0, 0.5), 0.05, size=20)) for _ in range(7)]
+        lo, hi = interval(hierarchical_bootstrap(rounds, n=400, seed=t), 0.90)
+        hits += lo <= 10.0 <= hi
+        widths.append(hi - lo)
+        one = np.asarray(rounds[0])
+        naive.append(np.ptp(np.quantile([np.median(rng.choice(one, one.size)) for _ in range(200)], [0.05, 0.95])))
+    assert 0.75 <= hits / trials <= 0.99, hits / trials
+    assert np.median(widths) > 5 * np.median(naive)
+
+
+def test_bootstrap_of_one_round_is_its_sample_spread():
+    reps = hierarchical_bootstrap([[1.0, 2.0, 3.0, 4.0, 5.0]], n=500)
+    assert reps.min() >= 1.0 and reps.max() <= 5.0 and np.median(reps) == pytest.approx(3.0, abs=0.5)
+
+
+def rnd(i, samples, disturbed=None, status="ok", canary=1.0):
+    return {"round": i, "status": status, "samples_ms": samples, "disturbed": disturbed,
+            "interference": {"canary_before_ms": canary, "canary_after_ms": canary, "other_cpu": 0.0}}
+
+
+def test_summary_over_rounds_leaves_disturbed_rounds_out():
+    rounds = [rnd(0, [10.0, 10.1, 9.9]), rnd(1, [10.2, 10.3, 10.1]), rnd(2, [30.0, 31.0, 29.0], disturbed="x"),
+              rnd(3, [9.8, 9.9, 9.7])]
+    s = summarize(rounds)
+    assert s["median_ms"] == pytest.approx(10.0)
+    assert s["rounds_used"] == 3 and s["rounds_disturbed"] == 1 and s["rounds_measured"] == 4
+    assert 30.0 not in s["samples_ms"]
+    assert s["ci_low_ms"] <= s["median_ms"] <= s["ci_high_ms"] < 11
+    assert s["unstable"] is None
+
+
+def test_unstable_when_rounds_disagree_or_are_too_few():
+    s = summarize([rnd(0, [10.0] * 5), rnd(1, [14.0] * 5), rnd(2, [10.5] * 5)])
+    assert s["unstable"] and "rounds differ" in s["unstable"]
+    one = summarize([rnd(0, [10.0] * 5)])
+    assert one["rounds_used"] < MIN_ROUNDS_FOR_VERDICT and "1 undisturbed round" in one["unstable"]
+
+
+def test_rounds_are_judged_against_the_usual_canary():
+    rounds = [rnd(i, [10.0], canary=1.0) for i in range(6)] + [rnd(6, [10.0], canary=2.0)]
+    rounds.append({**rnd(7, [10.0]), "interference": {"other_cpu": 0.4, "canary_before_ms": 1.0}})
+    ref = usual_canary(rounds)
+    assert ref == pytest.approx(1.0)
+    judge_rounds(rounds, ref)
+    assert [bool(r["disturbed"]) for r in rounds] == [False] * 6 + [True, True]
+    assert "canary 2.00x" in rounds[6]["disturbed"] and "40%" in rounds[7]["disturbed"]
