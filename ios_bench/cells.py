@@ -8,7 +8,7 @@ A cell is (model, batch size, framework or IOS schedule[provider], device). Its 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from .escape import file_part, term
 from .plan import DEFAULT_IOS_PROVIDER
@@ -103,7 +103,9 @@ class CellSpec:
     task: str = "cell"
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+        """The JSON the worker gets: optional fields left out where unset."""
+        optional = {f.name for f in fields(self) if f.default is not MISSING or f.default_factory is not MISSING}
+        return {k: v for k, v in asdict(self).items() if not (k in optional and (v is None or v == {}))}
 
     @classmethod
     def from_dict(cls, d: dict) -> CellSpec:

@@ -98,17 +98,19 @@ class Window:
     ``canary=False`` leaves the canary out (for windows of a few milliseconds, where it would cost
     more than the window)."""
 
-    def __init__(self, canary: bool = True, stat_path: str = PROC_STAT):
+    def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5):
         self.use_canary = canary
+        self.canary_reps = canary_reps
         self.stat_path = stat_path
         self.figures: dict = {}
 
     def __enter__(self) -> Window:
         if self.use_canary:
-            self.figures["canary_before_ms"] = round(canary(), 4)
+            self.figures["canary_before_ms"] = round(canary(self.canary_reps), 4)
         self._stat = read_cpu_times(self.stat_path)
         self._own = own_cpu_seconds()
         self._t0 = time.perf_counter()
+        self.figures["start_unix"] = round(time.time(), 3)  # when the window was open (to match with other logs)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -116,6 +118,7 @@ class Window:
         own = own_cpu_seconds() - self._own
         stat = read_cpu_times(self.stat_path)
         f = self.figures
+        f["end_unix"] = round(time.time(), 3)
         f["window_s"] = round(wall, 4)
         f["own_cpu_s"] = round(own, 4)
         if self._stat is not None and stat is not None and wall > 0:
@@ -129,7 +132,7 @@ class Window:
         except OSError:
             pass
         if self.use_canary:
-            f["canary_after_ms"] = round(canary(), 4)
+            f["canary_after_ms"] = round(canary(self.canary_reps), 4)
 
 
 def canary_ms(figures: dict) -> float | None:
@@ -153,3 +156,19 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     if c is not None and canary_ref and c > thresholds.canary * canary_ref:
         why.append(f"canary {c / canary_ref:.2f}x its usual time")
     return "; ".join(why) or None
+
+
+class CanaryReference:
+    """The usual canary time of one process's windows: the median of the canaries seen so far
+    (for stores that judge each measurement as it is taken: the profile database, the dataset)."""
+
+    def __init__(self):
+        self.values: list[float] = []
+
+    def judge(self, figures: dict, thresholds: Thresholds = THRESHOLDS) -> str | None:
+        c = canary_ms(figures)
+        ref = sorted(self.values)[len(self.values) // 2] if len(self.values) >= 3 else None
+        why = judge(figures, ref, thresholds)
+        if c is not None and why is None:  # only undisturbed canaries set what is usual
+            self.values.append(c)
+        return why

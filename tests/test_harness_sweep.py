@@ -74,7 +74,9 @@ def wait_for(pred, timeout=120.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress"]
+# one round per cell (the round protocol has its own tests), IOS on the torch kernels only
+FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--rounds", "1",
+        "--ios-providers", "torch"]
 
 
 def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
@@ -82,8 +84,8 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     schedules = ["sequential", "both"] if ios_schedules_available() else []
     args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1,2", "--frameworks", ",".join(frameworks),
             "--schedules", ",".join(schedules) or "none", "--cost-model", "synthetic", "--out", "runs/e2e",
-            "--timeout", "180", *FAST]
-    p = cli(args, tmp_path, timeout=600)  # 16 worker processes; IOS cells also time sequential
+            "--timeout", "180", *FAST, "--rounds", "2"]  # the last --rounds wins: two rounds per cell
+    p = cli(args, tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "report: reports/e2e/report.html" in p.stdout
     run = tmp_path / "runs" / "e2e"
@@ -93,12 +95,17 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     assert df["cell"].is_unique
     assert set(df["status"]) == {"ok"}, df[["cell", "reason"]].to_string()
     assert df["check_passed"].all()
-    assert all(len(s) == 2 for s in df["samples_ms"])
+    # two rounds of two samples each; a round the machine disturbed is measured again, and left out
+    assert all(len(r) >= 2 for r in df["rounds"]) and (df["rounds_measured"] >= 2).all()
+    for _, r in df.iterrows():
+        used = [g for g in r["rounds"] if g["status"] == "ok" and not g["disturbed"]]
+        assert r["rounds_used"] == len(used)
+        assert len(r["samples_ms"]) == 2 * (len(used) or len(r["rounds"]))
     assert (df["median_ms"] > 0).all() and (df["throughput"] > 0).all()
     assert set(df["threads"]) == {usable_cores()}  # the affinity mask, not os.cpu_count()
-    # the oracle ran once per model, in its own worker
-    assert sorted(p.name for p in (run / "logs").glob("*.reference.log")) == ["tiny_a.reference.log",
-                                                                              "tiny_b.reference.log"]
+    # the oracle ran once per model and batch size, in its own worker
+    assert sorted(p.name for p in (run / "logs").glob("*.reference.log")) == [
+        f"tiny_{m}-b{b}.reference.log" for m in "ab" for b in (1, 2)]
     env = json.loads((run / "env.json").read_text())
     for key in ("cpu", "memory", "os", "python", "packages", "git", "command_line", "clocks", "frameworks"):
         assert key in env
@@ -122,7 +129,7 @@ def test_sweep_end_to_end_writes_a_report_with_every_cell(tmp_path):
     csv = (report / "results.csv").read_text().splitlines()
     assert len(csv) == 1 + len(df)
     if schedules:
-        assert "Speedup of IOS-Both over each peer" in md
+        assert "IOS at its best against the peers" in md
         assert len(list((run / "schedules").glob("*.json"))) == 2 * 2 * len(schedules)
         # every IOS record: provider, the optimizer's estimate and the sequential schedule's time
         ios = df[df["kind"] == "ios"]
@@ -169,25 +176,27 @@ def test_sigkill_mid_sweep_then_resume_runs_every_cell_exactly_once(tmp_path):
     proc = start(args, tmp_path, extra)
     try:
         # kill while the second cell is in flight (its worker has started)
-        wait_for(lambda: (run / "logs" / "tiny_a-b1-test-ref2-cpu.log").exists(), what="the second cell")
+        wait_for(lambda: (run / "logs" / "tiny_a-b1-test-ref2-cpu.r0.log").exists(), what="the second cell")
         proc.kill()  # SIGKILL: no cleanup at all
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     wait_for(lambda: workers_of(run) == [], timeout=15, what="the orphaned worker to die with its parent")
-    data = store.read_bytes()
-    assert data.endswith(b"\n")
-    before = [json.loads(line) for line in data.splitlines()]
-    assert len(before) == 1 and before[0]["framework"] == "test-ref"
+    # the group's records are stored when its rounds are done; the round that finished is kept
+    assert store.read_bytes() == b""
+    kept = [json.loads(line) for line in (run / "rounds" / "tiny_a-b1-test-ref-cpu.jsonl").read_bytes().splitlines()]
+    assert len(kept) == 1 and kept[0]["status"] == "ok"
     p = cli(["run", "--resume", "--out", "runs/k", "--no-progress"], tmp_path, extra)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "resuming: 1 of 2 cells already finished" in p.stderr
+    assert "resuming: 1 round(s) of 2 cell(s) already measured" in p.stderr
     after = results.read_records(run)
     cells = [r["cell"] for r in after]
-    assert sorted(cells) == ["tiny_a|b1|test-ref2|cpu", "tiny_a|b1|test-ref|cpu"]
-    assert after[: len(before)] == before  # finished records untouched
+    assert sorted(cells) == ["tiny_a|b1|test-ref2|cpu", "tiny_a|b1|test-ref|cpu"]  # every cell exactly once
+    ref = next(r for r in after if r["framework"] == "test-ref")
+    assert ref["rounds"][0]["pid"] == kept[0]["pid"]  # the round measured before the kill, not again
     assert all(r["status"] == "ok" for r in after)
+    assert not list((run / "rounds").glob("*.jsonl"))  # stored records take their rounds along
     assert (tmp_path / "reports" / "k" / "report.md").exists()
 
 
@@ -251,7 +260,7 @@ def test_sigterm_resets_locked_clocks(tmp_path):
             "test-hang", "--schedules", "none", "--out", "runs/t", "--timeout", "300", *FAST]
     proc = start(args, tmp_path, extra)
     try:
-        wait_for(lambda: (run / "logs" / "tiny_a-b1-test-hang-cuda.log").exists(), what="the hanging cell")
+        wait_for(lambda: (run / "logs" / "tiny_a-b1-test-hang-cuda.r0.log").exists(), what="the hanging cell")
         assert (cpu / "cpu0/cpufreq/scaling_governor").read_text() == "performance"
         assert (cpu / "intel_pstate/no_turbo").read_text() == "1"
         assert "-i 0 --lock-gpu-clocks=1980,1980" in log.read_text()

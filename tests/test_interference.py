@@ -74,3 +74,45 @@ def test_canary_is_a_short_fixed_workload():
     assert 0 < c < 200
     assert judge({"canary_before_ms": c, "canary_after_ms": 3 * c}, c).startswith("canary 3.00x")
     assert judge({"canary_before_ms": c, "canary_after_ms": c}, c) is None
+
+
+def test_the_profile_database_never_reuses_a_disturbed_row(tmp_path):
+    import sqlite3
+
+    from ios_core.cost.cache import ProfileCache
+
+    db = ProfileCache(tmp_path / "p.sqlite")
+    db.put(1, 2, "m", "quiet", 1.5, interference={"other_cpu": 0.01})
+    db.put(1, 2, "m", "noisy", 3.0, disturbed="other processes used 40% of the CPUs",
+           interference={"other_cpu": 0.4})
+    assert db.get(1, 2, "m", "quiet") == 1.5
+    assert db.get(1, 2, "m", "noisy") is None and db.stats()["disturbed_rows_remeasured"] == 1
+    assert [r[2] for r in db.rows(1)] == ["quiet"]
+    db.close()
+    # a database written before disturbance was recorded gains the columns and keeps its rows
+    old = tmp_path / "old.sqlite"
+    con = sqlite3.connect(old)
+    con.executescript("""CREATE TABLE stage_latency (device TEXT NOT NULL, batch_size INTEGER NOT NULL,
+        threads INTEGER NOT NULL, method TEXT NOT NULL, signature TEXT NOT NULL, latency_ms REAL NOT NULL,
+        std_ms REAL, samples INTEGER, created REAL NOT NULL, description TEXT,
+        PRIMARY KEY (device, batch_size, threads, method, signature));""")
+    con.commit()
+    con.close()
+    db = ProfileCache(old)
+    con = sqlite3.connect(old)
+    con.execute("INSERT INTO stage_latency (device, batch_size, threads, method, signature, latency_ms, created) "
+                "VALUES (?, 1, 2, 'm', 's', 2.5, 0)", (db.device,))
+    con.commit()
+    con.close()
+    assert db.get(1, 2, "m", "s") == 2.5
+
+
+def test_canary_reference_learns_only_from_quiet_windows():
+    from ios_core.interference import CanaryReference
+
+    ref = CanaryReference()
+    for _ in range(5):
+        assert ref.judge({"canary_before_ms": 1.0, "canary_after_ms": 1.0}) is None
+    assert ref.judge({"canary_before_ms": 1.0, "canary_after_ms": 2.0}).startswith("canary 2.00x")
+    assert ref.judge({"other_cpu": 0.5, "canary_before_ms": 1.0}) is not None
+    assert ref.values == [1.0] * 5

@@ -26,15 +26,17 @@ OK_MARK, WRONG_MARK = "✓", "✗"
 
 # the measurement protocol of each form (Plan fields); full = ios-bench run's defaults
 PROTOCOLS = {
-    "full": {"warmup": 3, "number": 1, "repeat": 20, "min_sample_ms": 10.0},
+    "full": {"warmup": 3, "number": 1, "repeat": 10, "min_sample_ms": 10.0, "rounds": 3},
     # reference: fewer samples so that every experiment fits this machine's budget (see docs/experiments.md)
-    "reference": {"warmup": 2, "number": 1, "repeat": 7, "min_sample_ms": 10.0},
-    "quick": {"warmup": 1, "number": 1, "repeat": 3, "min_sample_ms": None},
+    "reference": {"warmup": 2, "number": 1, "repeat": 7, "min_sample_ms": 10.0, "rounds": 3},
+    "quick": {"warmup": 1, "number": 1, "repeat": 3, "min_sample_ms": None, "rounds": 1},
 }
 PROTOCOL_NOTES = {
-    "reference": "protocol: warmup 2, 7 timing samples of at least 10 ms each (the full form: warmup 3, 20 samples), "
-                 "to fit every experiment into this 2-core machine's ~35-minute budget",
-    "quick": "quick form: warmup 1, 3 timing samples, small inputs; a smoke test of the recipe, not a result",
+    "reference": "protocol: 3 rounds per cell (each a fresh process), each warmup 2 and 7 timing samples of at least "
+                 "10 ms (the full form: warmup 3, 10 samples per round), to fit every experiment into this 2-core "
+                 "machine's budget",
+    "quick": "quick form: one round, warmup 1, 3 timing samples, small inputs; a smoke test of the recipe, not a "
+             "result",
 }
 QUICK_COST_NOTE = ("quick form: IOS schedules are searched with the synthetic (analytical) cost model, so no stage "
                    "is timed during the search; every latency shown is still measured")

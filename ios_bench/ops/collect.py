@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ios_core.cost.cache import stage_signature
 from ios_core.cost.features import Featurizer, feature_names
+from ios_core.interference import CanaryReference, canary_ms
 from ios_core.ir import Graph, leaf_nodes
 from ios_core.optimizer import Stage
 
@@ -94,9 +95,20 @@ def _leaves(graph: Graph):
             yield from leaf_nodes(node)
 
 
+_canary = CanaryReference()  # the usual canary of this collect's rows
+
+
 def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, machine: dict, measurer) -> dict:
     """Time one candidate; the dataset row."""
-    m = measurer.measure_stage(cand.stage, batch_size)
+    from ios_core.interference import Window
+
+    disturbed = None
+    for _attempt in range(3):  # a row measured on a disturbed machine is measured again (bounded) ...
+        with Window(canary_reps=1) as window:
+            m = measurer.measure_stage(cand.stage, batch_size)
+        disturbed = _canary.judge(window.figures)
+        if disturbed is None:
+            break
     vec, work = Featurizer(batch_size).stage_inputs(cand.stage.kind, cand.stage.groups, threads)
     feats = dict(zip(feature_names(), vec.tolist()))
     row = {"machine": machine["machine"], "provider": provider, "threads": threads, "batch": batch_size,
@@ -109,7 +121,11 @@ def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, m
            "p90_ms": m.percentile(90), "samples_ms": list(m.samples_ms), "number": m.number, "warmup": m.warmup,
            "cpu_model": machine["cpu_model"], "cores": machine["cores"],
            "versions": _json(machine["versions"]), "thread_env": _json(machine["thread_env"]),
-           "created": time.time()}
+           "created": time.time(),
+           # ... and kept, marked, if it stays disturbed: `ops fit` leaves such rows out
+           "disturbed": disturbed or "", "other_cpu": window.figures.get("other_cpu"),
+           "steal": window.figures.get("steal"), "load1": window.figures.get("load1"),
+           "canary_ms": canary_ms(window.figures)}
     row.update({f"f_{k}": v for k, v in feats.items()})
     return row
 

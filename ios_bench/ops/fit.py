@@ -142,6 +142,13 @@ def fit(df, out: Path, holdout: list[str] | None = None, machine: str | None = N
                          f"{missing[0]}); collect it again with this version")
     df, machine = select_machine(df, machine)
     df = df[np.isfinite(df["latency_ms"]) & (df["latency_ms"] > 0)]
+    disturbed = 0
+    if "disturbed" in df.columns:  # rows measured on a disturbed machine (ios_core.interference) are left out
+        bad = df["disturbed"].fillna("").astype(str) != ""
+        disturbed, df = int(bad.sum()), df[~bad]
+        if df.empty:
+            raise InputError(f"every row of the dataset ({disturbed}) was measured on a disturbed machine: "
+                             "collect it again on a quiet one")
     df = df.assign(_work=[json.loads(w) for w in df["op_work"]])
     providers = sorted(df["provider"].unique())
     t0 = time.perf_counter()
@@ -157,6 +164,7 @@ def fit(df, out: Path, holdout: list[str] | None = None, machine: str | None = N
            "rows": int(len(df)), "networks": sorted(df["model"].unique()), "threads": sorted(
                int(t) for t in df["threads"].unique()), "batches": sorted(int(b) for b in df["batch"].unique()),
            "params": PARAMS, "rounds": rounds, "held_out": report, "spread": spread(df),
+           "disturbed_rows_left_out": disturbed,
            "fit_seconds": round(time.perf_counter() - t0, 3),
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "booster": booster.model_to_string()}

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS stage_latency (
     samples INTEGER,
     created REAL NOT NULL,
     description TEXT,
+    disturbed TEXT,
+    interference TEXT,
     PRIMARY KEY (device, batch_size, threads, method, signature)
 );
 CREATE TABLE IF NOT EXISTS block_plans (
@@ -183,10 +185,15 @@ class ProfileCache:
         self.device, self.device_description = device_fingerprint(device)
         self.hits = 0
         self.misses = 0
+        self.disturbed_skipped = 0  # rows not reused: measured on a disturbed machine
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self._conn.executescript(_SCHEMA))
+        cols = {r[1] for r in self._retry(lambda: self._conn.execute("PRAGMA table_info(stage_latency)").fetchall())}
+        for col in ("disturbed", "interference"):  # a database written before disturbance was recorded
+            if col not in cols:
+                self._retry(lambda col=col: self._conn.execute(f"ALTER TABLE stage_latency ADD COLUMN {col} TEXT"))
         self._retry(lambda: self._conn.execute("INSERT OR IGNORE INTO devices VALUES (?, ?)",
                                                (self.device, self.device_description)))
 
@@ -201,21 +208,29 @@ class ProfileCache:
                 time.sleep(0.05 * (i + 1))
 
     def get(self, batch_size: int, threads: int, method: str, signature: str) -> float | None:
+        """A stored stage latency; None where there is none, or where it was measured on a disturbed
+        machine (``ios_core.interference``: a search never reuses such a row, it measures again)."""
         row = self._retry(lambda: self._conn.execute(
-            "SELECT latency_ms FROM stage_latency WHERE device=? AND batch_size=? AND threads=? AND method=? "
-            "AND signature=?", (self.device, batch_size, threads, method, signature)).fetchone())
-        if row is None:
+            "SELECT latency_ms, disturbed FROM stage_latency WHERE device=? AND batch_size=? AND threads=? "
+            "AND method=? AND signature=?", (self.device, batch_size, threads, method, signature)).fetchone())
+        if row is None or row[1]:
             self.misses += 1
+            self.disturbed_skipped += bool(row is not None)
             return None
         self.hits += 1
         return float(row[0])
 
     def put(self, batch_size: int, threads: int, method: str, signature: str, latency_ms: float,
-            std_ms: float | None = None, samples: int | None = None, description: str | None = None) -> None:
+            std_ms: float | None = None, samples: int | None = None, description: str | None = None,
+            disturbed: str | None = None, interference: dict | None = None) -> None:
+        """Store a stage latency with what else used the machine while it was measured
+        (``interference``) and, when that was too much, why (``disturbed``)."""
         self._retry(lambda: self._conn.execute(
-            "INSERT OR REPLACE INTO stage_latency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO stage_latency (device, batch_size, threads, method, signature, latency_ms, "
+            "std_ms, samples, created, description, disturbed, interference) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?)",
             (self.device, batch_size, threads, method, signature, float(latency_ms), std_ms, samples, time.time(),
-             description)))
+             description, disturbed, json.dumps(interference) if interference else None)))
 
     def get_plan(self, key: str) -> list | None:
         """A block's schedule the optimizer found before with the same costs (``put_plan``)."""
@@ -232,7 +247,8 @@ class ProfileCache:
         """Every stored (threads, method, signature, latency_ms) of this device for one batch
         size (for analyses such as ``measured.concurrency_pairs``)."""
         return self._retry(lambda: self._conn.execute(
-            "SELECT threads, method, signature, latency_ms FROM stage_latency WHERE device=? AND batch_size=?",
+            "SELECT threads, method, signature, latency_ms FROM stage_latency WHERE device=? AND batch_size=? "
+            "AND disturbed IS NULL",
             (self.device, batch_size)).fetchall())
 
     def count(self) -> int:
@@ -240,7 +256,8 @@ class ProfileCache:
             "SELECT COUNT(*) FROM stage_latency WHERE device=?", (self.device,)).fetchone()[0])
 
     def stats(self) -> dict:
-        return {"path": str(self.path), "hits": self.hits, "misses": self.misses, "device": self.device}
+        return {"path": str(self.path), "hits": self.hits, "misses": self.misses, "device": self.device,
+                "disturbed_rows_remeasured": self.disturbed_skipped}
 
     def close(self) -> None:
         with self._lock:

@@ -52,6 +52,7 @@ import time
 
 import torch
 
+from ..interference import CanaryReference, Window
 from ..ir import Node, leaf_nodes
 from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
@@ -59,6 +60,8 @@ from ..runtime.emit_torch import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
 from .cache import ProfileCache, library_version, stage_signature
+
+DISTURBED_RETRIES = 2  # a stage measured on a disturbed machine is measured again at most this often
 
 
 def _stage_groups(stage: Stage) -> list[list[Node]]:
@@ -153,6 +156,8 @@ class MeasuredCostModel:
         self.calls = 0
         self.pruned = 0  # hybrid: multi-group stages answered by composition (dominated), not measured
         self._dispatch_ms: float | None = None
+        self._canary = CanaryReference()  # the usual canary of this process's stage measurements
+        self.disturbed = 0  # stage measurements taken again because the machine was disturbed
         self._primer = None
 
     # ---- public ----------------------------------------------------------------------------
@@ -176,7 +181,9 @@ class MeasuredCostModel:
         return {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
                 "measured": self.measured, "pruned": self.pruned,
                 "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
-                "cache": str(self.cache.path) if self.cache else None, "method": self.method}
+                "cache": str(self.cache.path) if self.cache else None, "method": self.method,
+                "disturbed_remeasured": self.disturbed,
+                "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0}
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.stats()})"
@@ -243,13 +250,20 @@ class MeasuredCostModel:
         if self.cache is not None:
             value = self.cache.get(batch_size, threads, self.method, sig)
         if value is None:
-            if shares:
-                ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
-            else:
-                ms, std, samples = self._measure(build(), batch_size, threads, primed)
+            for _attempt in range(1 + DISTURBED_RETRIES):  # a disturbed measurement is taken again (bounded)
+                with Window(canary_reps=1) as window:
+                    if shares:
+                        ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
+                    else:
+                        ms, std, samples = self._measure(build(), batch_size, threads, primed)
+                disturbed = self._canary.judge(window.figures)
+                if disturbed is None:
+                    break
+                self.disturbed += 1
             value = ms
-            if self.cache is not None:
-                self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000])
+            if self.cache is not None:  # a row still disturbed is kept, marked: no later search reuses it
+                self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000],
+                               disturbed=disturbed, interference=window.figures)
         self._memo[key] = value
         return value
 
