@@ -647,7 +647,15 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         intro.append(("warn", f"when the run started: {w}"))
     for p in problems:
         intro.append(("warn", p))
+    old = int(df["migrated_from"].notna().sum()) if "migrated_from" in df.columns else 0
+    if old:
+        intro.append(("warn", f"{old} cell(s) come from an older run (schema 1): each was measured in one process, "
+                              "one round, so its spread says nothing of between-process noise; measure again with "
+                              "rounds for figures that repeat"))
     for _, r in df[df["status"].isin(TIMED)].iterrows():
+        if "migrated_from" in df.columns and r.get("migrated_from") == r.get("migrated_from") \
+                and r.get("migrated_from") is not None:
+            continue  # said once above
         if isinstance(r.get("unstable"), str) and r["unstable"]:
             intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
                                   f"UNSTABLE ({r['unstable']})"))
