@@ -31,7 +31,16 @@ SLOW_FRAMEWORKS = {
     "tvm": "untuned TVM (hundreds of ms to seconds per run here) is no fair peer; tvm-tuned is the tuned one",
     "tvm-tuned": "tuning takes far more than minutes",
 }
-IOS_PROVIDERS = ("torch", "onnxruntime", "openvino")  # the IOS runtime's kernel providers
+
+
+def ios_providers() -> list[str]:
+    """The IOS runtime's kernel providers: its registry's (``ios_core.runtime.providers``), asked only
+    when a list must be checked (the registry imports torch, which the sweep's parent avoids)."""
+    from ios_core.runtime import providers
+
+    return providers.names()
+
+
 IOS_ADAPTER = "ios"
 DEFAULT_IOS_PROVIDER = "torch"
 

@@ -20,11 +20,11 @@ from ..plan import (
     DEFAULT_REPEAT,
     DEFAULT_ROUNDS,
     IOS_ADAPTER,
-    IOS_PROVIDERS,
     SCHEDULES,
     Plan,
     absolute_model_spec,
 )
+from ..plan import ios_providers as ios_providers_registry
 from ..rounds import AUTO
 from ..runfolder import PLAN_FILE, default_run_name, latest_run
 from ..sweep import Sweep
@@ -135,7 +135,8 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
 @click.option("--ios-providers", default=None,
-              help=f"Kernel providers the IOS runtime runs each schedule with, from {', '.join(IOS_PROVIDERS)}; "
+              help="Kernel providers the IOS runtime runs each schedule with (its registry: torch, onnxruntime, openvino "
+                   "in this version); "
                    "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both) "
                    "[default: every provider available on the device].")
 @click.option("--device", default="cpu", show_default=True,
@@ -208,7 +209,7 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
     values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
-              "ios_providers": (parse_list(ios_providers, "IOS provider", list(IOS_PROVIDERS))
+              "ios_providers": (parse_list(ios_providers, "IOS provider", ios_providers_registry())
                                 if ios_providers is not None else None),
               "rounds": parse_rounds(rounds), "target_ci": target_ci, "time_budget": time_budget,
               "round_seed": round_seed,

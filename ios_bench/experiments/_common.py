@@ -47,6 +47,7 @@ def plan(ctx: Context, **fields) -> Plan:
     thread budget, and the recipe's ``fields`` (models, batch_sizes, frameworks, schedules, ...)."""
     base = dict(PROTOCOLS[ctx.form])
     base["devices"] = list(ctx.devices)
+    base["ios_providers"] = ["torch"]  # the paper's experiments run IOS on its own runtime's torch kernels
     if ctx.threads is not None:
         base["threads"] = ctx.threads
     if ctx.quick:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cells import label
-from ..plan import IOS_PROVIDERS
 from . import _common as c
 from . import published as pub
 from .base import Context, Report, Run
@@ -34,7 +33,7 @@ class Frameworks:
         plan = c.plan(ctx, models=models, batch_sizes=[1], frameworks=peers, schedules=["both"])
         if not ctx.quick and all(d == "cpu" for d in ctx.devices):
             # IOS on the fastest kernels this machine has, as a user would run it (docs/runtime.md)
-            plan.ios_providers = list(IOS_PROVIDERS)
+            plan.ios_providers = None  # every provider available on the device
         return [Run("frameworks", plan, "every available peer and IOS-Both at batch 1")]
 
     def reduced(self, ctx: Context) -> list[str]:
