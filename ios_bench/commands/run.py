@@ -135,8 +135,8 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
 @click.option("--ios-providers", default=None,
-              help="Kernel providers the IOS runtime runs each schedule with (its registry: torch, onnxruntime, openvino "
-                   "in this version); "
+              help="Kernel providers the IOS runtime runs each schedule with (its registry: torch, onnxruntime, "
+                   "openvino in this version); "
                    "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both) "
                    "[default: every provider available on the device].")
 @click.option("--device", default="cpu", show_default=True,
