@@ -511,40 +511,49 @@ class Sweep:
         return "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}") + ".json"
 
     def _schedules(self, cells: list[Cell]) -> dict[str, dict]:
-        """Each IOS cell's schedule, optimized in a worker of its own where the run has none yet
-        (never in a process that times it). Returns {cell key: {"path", "hash", "figures",
-        "optimize_seconds"} or {"failed": reason, ...}}."""
+        """Each IOS cell's schedule, optimized where the run has none yet: one worker per (model,
+        batch, device, provider) searches its schedules with one cost model, and never times them.
+        Returns {cell key: {"path", "hash", "figures", "optimize_seconds", "reused"} or {"failed":
+        reason, ...}}."""
         plan = self.plan
         out: dict[str, dict] = {}
-        tasks, by_path = [], {}
+        wanted: dict[tuple, list[tuple[Cell, str]]] = {}
         for cell in cells:
             path = self._schedule_path(cell)
-            if (self.folder / path).exists() or path in by_path:
-                by_path.setdefault(path, None)
-                continue
-            stem = Path(path).stem
-            spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": cell.model_spec,
-                    "batch_size": cell.batch_size, "device": device_kind(cell.device), "schedule": cell.schedule,
-                    "provider": cell.provider or DEFAULT_IOS_PROVIDER, "threads": plan.threads, "seed": plan.seed,
-                    "cost_model": plan.cost_model, "schedule_path": path,
-                    "result_path": f"work/{stem}.optimize.json"}
+            if not (self.folder / path).exists():
+                key = (cell.model_spec, cell.batch_size, cell.device, cell.provider or DEFAULT_IOS_PROVIDER)
+                if path not in [p for _, p in wanted.get(key, [])]:
+                    wanted.setdefault(key, []).append((cell, path))
+        tasks = []
+        for (model_spec, bs, device, provider), items in wanted.items():
+            first = items[0][0]
+            stem = safe_name(f"{first.model}-b{bs}-{device}-{provider}")
+            spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": model_spec, "batch_size": bs,
+                    "device": device_kind(device), "schedules": [c.schedule for c, _ in items],
+                    "schedule_paths": [p for _, p in items], "provider": provider, "threads": plan.threads,
+                    "seed": plan.seed, "cost_model": plan.cost_model, "result_path": f"work/{stem}.optimize.json"}
             if plan.ios_options:
                 spec["ios_options"] = dict(plan.ios_options)
                 if plan.ios_options.get("cost_cache") == "private":
                     spec["profile_db_path"] = PRIVATE_PROFILE_DB
-            inputs = self._model_inputs(spec, cell.model_spec)
-            base = path[: -len(".json")]
-            tasks.append(Task(f"optimize:{cell.key}", spec, f"logs/{stem}.optimize.log",
-                              plan.timeout + plan.optimize_timeout, cell.device, plan.threads, inputs,
-                              [path, base + ".npz", base + ".stats"], cell.nodes, payload=path))
-            by_path[path] = None
+            inputs = self._model_inputs(spec, model_spec)
+            outputs = [p[: -len(".json")] + ext for _, p in items for ext in (".json", ".npz", ".stats")]
+            tasks.append(Task(f"optimize:{stem}", spec, f"logs/{stem}.optimize.log",
+                              plan.timeout + plan.optimize_timeout * len(items), device, plan.threads, inputs,
+                              outputs, first.nodes, payload=items))
         if tasks:
-            self.say(f"optimizing {len(tasks)} IOS schedule(s), each in a worker of its own")
+            self.say(f"optimizing {sum(len(t.payload) for t in tasks)} IOS schedule(s) in {len(tasks)} worker(s) "
+                     "of their own (never the ones that time them)")
+        results: dict[str, dict] = {}
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
-            by_path[task.payload] = res
+            done = res.get("schedules") if res.get("status") == "ok" and isinstance(res.get("schedules"), list) else []
+            for i, (_, path) in enumerate(task.payload):
+                one = done[i] if i < len(done) and isinstance(done[i], dict) else None
+                results[path] = one or {"status": "failed", "reason": res.get("reason") or "no result",
+                                        "stderr_tail": res.get("stderr_tail", "")}
         for cell in cells:
             path = self._schedule_path(cell)
-            res = by_path.get(path)
+            res = results.get(path)
             if res is not None and res.get("status") != "ok":
                 out[cell.key] = {"failed": f"optimize: {res.get('reason')}", "stderr_tail": res.get("stderr_tail", "")}
                 continue

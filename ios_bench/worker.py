@@ -244,7 +244,7 @@ def optimize_target(spec: dict) -> dict:
             "cost_cache": opts.get("cost_cache", "default")}
 
 
-def _schedule(graph, spec: dict, result: dict):
+def _schedule(graph, spec: dict, result: dict, cost=None):
     """The IOS schedule for this (model, batch, device): optimized now, or loaded from the run.
 
     The schedule is persisted only through ``Graph.save``/``Graph.load`` (the JSON in the
@@ -273,8 +273,9 @@ def _schedule(graph, spec: dict, result: dict):
 
     target = optimize_target(spec)
     cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
-    cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
-                            cache=cache)
+    if cost is None:
+        cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
+                                cache=cache)
     t0 = time.perf_counter()
     optimized = schedule(graph, spec["schedule"], cost, batch_size=target["batch_size"],
                          max_group_size=target["max_group_size"], max_num_groups=target["max_num_groups"])
@@ -302,12 +303,31 @@ def _schedule(graph, spec: dict, result: dict):
 
 
 def task_optimize(spec: dict) -> dict:
-    """An IOS cell's schedule: searched, validated by the optimizer, saved with its figures
-    (``schedules/``). The process that searched it never times it (rounds run in fresh ones)."""
+    """The schedules of one (model, batch, device, provider): each searched, validated by the
+    optimizer and saved with its figures (``schedules/``), sharing one cost model (its stage
+    costs measured once for all of them). The process that searched them never times them: rounds
+    run in fresh ones. A schedule that fails is reported alone (``schedules[i]``, in the spec's order)."""
     graph = _load_graph(spec)
-    result: dict = {}
-    _schedule(graph, {**spec, "optimize": True}, result)
-    return {"status": "ok", **{k: v for k, v in result.items() if _jsonable(v)}}
+    out: list[dict] = []
+    cost = None
+    target = optimize_target(spec)
+    for strategy, path in zip(spec["schedules"], spec["schedule_paths"]):
+        result: dict = {}
+        one = {**spec, "schedule": strategy, "schedule_path": path, "optimize": True}
+        try:
+            if cost is None:
+                cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
+                cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"],
+                                        spec.get("provider", "torch"), cache=cache)
+            _schedule(graph, one, result, cost)
+            out.append({"status": "ok", **{k: v for k, v in result.items() if _jsonable(v)}})
+        except Exception as e:  # this schedule fails; the others may still be searched
+            import traceback
+
+            traceback.print_exc()
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            out.append({"status": "failed", "reason": f"{type(e).__name__}" + (f": {msg}" if msg else "")})
+    return {"status": "ok", "schedules": out}
 
 
 def task_cell(spec: dict, result: dict) -> dict:
