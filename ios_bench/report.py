@@ -571,7 +571,7 @@ def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = 
                 markersize=6, label=plot_text(_label(fw)))
     ax.set_xticks(range(len(models)), [plot_text(m) for m in models])
     ax.set_ylabel("normalized throughput (best = 1)")
-    ax.set_title(f"Normalized throughput, batch {bs}, {plot_text(device)} (error bars: p10-p90; correct outputs only)")
+    ax.set_title(f"Normalized throughput, batch {bs}, {plot_text(device)}\n(error bars: p10-p90; correct outputs only)")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the data
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -612,7 +612,7 @@ def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None =
 
 def _save(fig, path: Path) -> None:
     try:
-        atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png"))
+        atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png", bbox_inches="tight"))  # legend kept
     finally:
         _plt().close(fig)
 
