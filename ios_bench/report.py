@@ -296,6 +296,7 @@ def cells_table(df) -> Table:
         if r["status"] in TIMED:
             check = "ok" if r["status"] == "ok" else "WRONG"
             check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
+            check += "; oracle only" if _oracle_only(r) else ""
             rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
                          _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
                          _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or "",
@@ -307,7 +308,8 @@ def cells_table(df) -> Table:
                                 "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
                                 "node"],
                  rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
-                 "tolerance")
+                 "tolerance (and, for an imported model, against onnxruntime on the original file; 'oracle only': "
+                 "that independent check could not run, see Failures)")
 
 
 def config_table(df) -> Table | None:
@@ -344,15 +346,25 @@ def _node(r) -> str:
     return n if isinstance(n, str) else ""
 
 
+def _oracle_only(r) -> bool:
+    """An imported model's cell whose independent check (onnxruntime on the original file) could
+    not run (the record's ``independent_check``)."""
+    ind = r.get("independent_check")
+    return isinstance(ind, dict) and ind.get("ran") is False
+
+
 def failures_table(df) -> Table | None:
     bad = df[~df["status"].isin(TIMED)]
     wrong = df[df["status"] == "wrong"]
-    if bad.empty and wrong.empty:
+    unchecked = [r for _, r in df[df["status"].isin(TIMED)].iterrows() if _oracle_only(r)]
+    if bad.empty and wrong.empty and not unchecked:
         return None
     rows = [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"], r["reason"] or ""]
             for _, r in bad.iterrows()]
     rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], "wrong output",
               r.get("check_reason") or ""] for _, r in wrong.iterrows()]
+    rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], f"{r['status']}, oracle only",
+              r["independent_check"].get("reason") or ""] for r in unchecked]
     return Table("Failures", ["model", "batch", "framework", "device", "status", "reason"], rows,
                  "stderr tails are in the HTML report and in the run folder's logs/")
 

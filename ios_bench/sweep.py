@@ -904,6 +904,8 @@ class Sweep:
         if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
             spec["source_ref_path"] = source_ref
             inputs.append(source_ref)
+        elif ref.get("source_error"):  # ... which could not run it: the record says so (independent_check)
+            spec["source_error"] = ref["source_error"]
         outputs = []
         if plan.sample_utilization:
             spec["util_path"] = util_file(cell)
@@ -991,6 +993,8 @@ def describe(record: dict) -> str:
         check = record.get("check") or {}
         mark = ("output ok" if record["status"] == "ok" else
                 f"[red]WRONG OUTPUT[/] ({term(check.get('reason', '?'), False)})")
+        if (record.get("independent_check") or {}).get("ran") is False:
+            mark += f" [yellow](oracle only: {term(record['independent_check'].get('reason', '?'), False)})[/]"
         return f"{head}: {record['median_ms']:.3f} ms (±{record['std_ms']:.3f}), {mark}"
     color = "yellow" if record["status"] == "skipped" else "red"
     return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"
