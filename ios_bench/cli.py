@@ -51,6 +51,9 @@ def cli():
 def main(argv: list[str] | None = None) -> None:
     from ios_core.threads import apply_spin_policy
 
+    from .sideeffects import quiet_environment
+
+    quiet_environment()  # library switches that keep a run's files out of the home folder
     try:  # the one spin/wait policy (docs/threads.md), before any framework import
         apply_spin_policy()
     except ValueError as e:

@@ -384,6 +384,17 @@ def _policy_text(env: dict) -> str:
     return f"{pol.get('name')}: {pol.get('description', '')}" + (f" ({vars_})" if vars_ else "")
 
 
+def outside_writes_table() -> Table:
+    """What the frameworks write outside the run folder during a run, and the switch for each
+    (ios_bench.sideeffects)."""
+    from .sideeffects import OUTSIDE_WRITES
+
+    return Table("Files written outside the run folder", ["library", "writes", "switch"],
+                 [list(row) for row in OUTSIDE_WRITES],
+                 "where a library gives a switch that stops the write, ios-bench sets it; the others are listed "
+                 "here")
+
+
 def env_table(env: dict) -> Table:
     def part(key) -> dict:  # a hand-edited env.json may hold anything: show '?' rather than fail
         value = env.get(key)
@@ -601,7 +612,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                          f"{r['stderr_tail']}") for _, r in df.iterrows()
                  if r["status"] == "failed" and isinstance(r.get("stderr_tail"), str) and r["stderr_tail"]]
         sections.append(("Failures", [fails] + tails))
-    sections.append(("Environment", [env_table(env)]))
+    sections.append(("Environment", [env_table(env), outside_writes_table()]))
 
     lines = [f"# ios-bench report: {md_text(name)}", ""]
     body = [f"<h1>ios-bench report: {html.escape(name)}</h1>"]

@@ -477,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(thread_env(int(threads)))
     for warning in apply_spin_policy(spec.get("spin_policy")):  # before any framework import, too
         print(f"warning: {warning}", file=sys.stderr)
+    from .sideeffects import quiet_environment
+
+    quiet_environment()  # no telemetry files in the home folder (a Ray worker inherits no parent env)
     import faulthandler
 
     faulthandler.enable()  # a segfault leaves a Python traceback in the stderr tail

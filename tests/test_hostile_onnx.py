@@ -152,3 +152,304 @@ def test_git_commit_is_read_without_the_index_lock(tmp_path):
     assert len(info["commit"]) == 40 and info["dirty"] is False
     assert (index.stat().st_mtime_ns, index.read_bytes()) == before
     assert not (tmp_path / ".git" / "index.lock").exists()
+
+
+# ---- fuzzing the reader (slow) ----------------------------------------------------------------------------
+OUTCOMES: dict[str, int] = {}
+
+
+def _load_or_refuse(source) -> None:
+    """The contract: a graph that validates and can be evaluated, or the one-line refusal."""
+    import numpy as np
+
+    from ios_core import reference
+
+    try:
+        graph = frontend.load(source, name="fuzz")
+    except UnsupportedModel as e:
+        assert str(e).strip(), "an empty refusal"
+        OUTCOMES["refused"] = OUTCOMES.get("refused", 0) + 1
+        return
+    OUTCOMES["imported"] = OUTCOMES.get("imported", 0) + 1
+    graph.validate()
+    x = np.zeros((1, *graph.input_shape), np.float32)
+    if int(np.prod(graph.input_shape)) <= 1 << 16:
+        reference.run(graph, x)
+
+
+def _richer_model():
+    """The small model plus a BatchNormalization, a zero Pad, a channel Concat and a Reshape: more
+    operators for the mutations to break."""
+    import numpy as np
+
+    model = corpus.small_model()
+    g = model.graph
+    oh, onh = corpus.oh, corpus.onh
+    del g.node[1:]
+    c = 4
+    g.initializer.extend([onh.from_array(np.ones(c, np.float32), n) for n in ("s", "b", "m", "v")])
+    g.initializer.append(onh.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"))
+    g.initializer.append(onh.from_array(np.array([-1, 2 * c], np.int64), "shape"))
+    g.node.extend([
+        oh.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"], name="bn"),
+        oh.make_node("Relu", ["bn"], ["r"], name="relu"),
+        oh.make_node("Pad", ["r", "pads"], ["pd"], name="pad"),
+        oh.make_node("AveragePool", ["pd"], ["ap"], kernel_shape=[3, 3], name="pool"),
+        oh.make_node("Concat", ["ap", "r"], ["cat"], axis=1, name="cat"),
+        oh.make_node("GlobalAveragePool", ["cat"], ["p"], name="gap"),
+        oh.make_node("Reshape", ["p", "shape"], ["f"], name="flat"),
+        oh.make_node("Gemm", ["f", "fc2"], ["y"], transB=1, name="fc"),
+    ])
+    g.initializer.append(onh.from_array(np.ones((10, 2 * c), np.float32), "fc2"))
+    return model
+
+
+def _hypothesis():
+    return pytest.importorskip("hypothesis")
+
+
+OP_TYPES = sorted(frontend.MAPPED | frontend.FOLDED | {"Loop", "If", "Scan", "LRN", "Softmax", "Frob"})
+ATTR_NAMES = ["pads", "strides", "kernel_shape", "dilations", "group", "auto_pad", "axis", "axes", "perm", "mode",
+              "alpha", "beta", "epsilon", "transA", "transB", "ceil_mode", "count_include_pad", "split", "to",
+              "value", "body", "mystery"]
+
+
+@pytest.mark.slow
+def test_fuzz_protobuf_bytes():
+    """Mutated serialized models (bit flips, overwritten, inserted, deleted bytes, truncation)."""
+    hyp = _hypothesis()
+    st = hyp.strategies
+    bases = [corpus.small_model().SerializeToString(), _richer_model().SerializeToString()]
+
+    @hyp.settings(max_examples=1000, deadline=None, database=None,
+                  suppress_health_check=list(hyp.HealthCheck))
+    @hyp.given(st.sampled_from(range(len(bases))), st.lists(st.tuples(
+        st.sampled_from(["flip", "set", "insert", "delete", "truncate"]), st.floats(0, 1),
+        st.binary(min_size=1, max_size=8)), min_size=1, max_size=6))
+    def run(which, edits):
+        data = bytearray(bases[which])
+        for kind, where, blob in edits:
+            i = min(int(where * len(data)), max(len(data) - 1, 0))
+            if not data:
+                break
+            if kind == "flip":
+                data[i] ^= 1 << (blob[0] % 8)
+            elif kind == "set":
+                data[i:i + len(blob)] = blob
+            elif kind == "insert":
+                data[i:i] = blob
+            elif kind == "delete":
+                del data[i:i + len(blob)]
+            else:
+                del data[i:]
+        _load_or_refuse(bytes(data))
+
+    OUTCOMES.clear()
+    run()
+    assert OUTCOMES.get("refused", 0) > 0 and OUTCOMES.get("imported", 0) > 0, OUTCOMES  # both sides exercised
+
+
+@pytest.mark.slow
+def test_fuzz_mutated_models():
+    """Structured mutations of small models: operator types, inputs and outputs, attributes of
+    every kind (non-UTF-8 strings included), initializer dims, types and data, input shapes,
+    opset and IR versions, node order."""
+    hyp = _hypothesis()
+    st = hyp.strategies
+    import numpy as np
+
+    oh = corpus.oh
+    ints = st.integers(-3, 9) | st.sampled_from([0, 1 << 31, 1 << 62, -(1 << 62)])
+    attr_value = st.one_of(ints, st.floats(allow_nan=True, allow_infinity=True, width=32),
+                           st.lists(ints, max_size=9), st.binary(max_size=12),
+                           st.sampled_from([b"SAME_UPPER", b"VALID", b"NOTSET", b"\xff\xfe", b"nearest", b"linear"]))
+    mutation = st.one_of(
+        st.tuples(st.just("op_type"), st.integers(0, 20), st.sampled_from(OP_TYPES)),
+        st.tuples(st.just("input"), st.integers(0, 20), st.integers(0, 5), st.sampled_from(["", "x", "c", "w", "y",
+                                                                                          "zz", "p", "f"])),
+        st.tuples(st.just("output"), st.integers(0, 20), st.integers(0, 3), st.sampled_from(["", "c", "y", "x",
+                                                                                           "new", "r"])),
+        st.tuples(st.just("drop_outputs"), st.integers(0, 20)),
+        st.tuples(st.just("attr"), st.integers(0, 20), st.sampled_from(ATTR_NAMES), attr_value),
+        st.tuples(st.just("dims"), st.integers(0, 20), st.lists(ints, max_size=5)),
+        st.tuples(st.just("dtype"), st.integers(0, 20), st.integers(0, 30)),
+        st.tuples(st.just("raw"), st.integers(0, 20), st.binary(max_size=64)),
+        st.tuples(st.just("input_shape"), st.lists(ints, max_size=6)),
+        st.tuples(st.just("opset"), st.integers(-1, 40) | st.just(99)),
+        st.tuples(st.just("ir"), st.integers(-1, 15) | st.just(999)),
+        st.tuples(st.just("remove"), st.integers(0, 20)),
+        st.tuples(st.just("swap"), st.integers(0, 20), st.integers(0, 20)),
+        st.tuples(st.just("name"), st.integers(0, 20), st.text(max_size=12)),
+    )
+
+    def apply(model, m) -> None:
+        g = model.graph
+        kind, *args = m
+        nodes, inits = g.node, g.initializer
+        node = nodes[args[0] % len(nodes)] if nodes and kind in ("op_type", "input", "output", "drop_outputs", "attr",
+                                                                 "remove", "swap", "name") else None
+        init = inits[args[0] % len(inits)] if inits and kind in ("dims", "dtype", "raw") else None
+        if kind == "op_type" and node is not None:
+            node.op_type = args[1]
+        elif kind == "input" and node is not None:
+            if args[1] < len(node.input):
+                node.input[args[1]] = args[2]
+            else:
+                node.input.append(args[2])
+        elif kind == "output" and node is not None:
+            if args[1] < len(node.output):
+                node.output[args[1]] = args[2]
+            else:
+                node.output.append(args[2])
+        elif kind == "drop_outputs" and node is not None:
+            del node.output[:]
+            node.name = ""
+        elif kind == "attr" and node is not None:
+            name, value = args[1], args[2]
+            if isinstance(value, float) and not np.isfinite(value):
+                value = float(np.float32(value))
+            node.attribute.append(oh.make_attribute(name, value) if not (isinstance(value, list) and not value)
+                                  else oh.make_attribute(name, [], attr_type=corpus.onnx.AttributeProto.INTS))
+        elif kind == "dims" and init is not None:
+            del init.dims[:]
+            init.dims.extend(args[1])
+        elif kind == "dtype" and init is not None:
+            init.data_type = args[1]
+        elif kind == "raw" and init is not None:
+            init.raw_data = args[1]
+        elif kind == "input_shape":
+            t = g.input[0].type.tensor_type
+            t.ClearField("shape")
+            for d in args[0]:
+                t.shape.dim.add().dim_value = d
+        elif kind == "opset":
+            model.opset_import[0].version = args[0]
+        elif kind == "ir":
+            model.ir_version = args[0]
+        elif kind == "remove" and node is not None:
+            nodes.remove(node)
+        elif kind == "swap" and node is not None:
+            i, j = args[0] % len(nodes), args[1] % len(nodes)
+            a, b = type(node)(), type(node)()
+            a.CopyFrom(nodes[i])
+            b.CopyFrom(nodes[j])
+            nodes[i].CopyFrom(b)
+            nodes[j].CopyFrom(a)
+        elif kind == "name" and node is not None:
+            node.name = args[1]
+
+    @hyp.settings(max_examples=1500, deadline=None, database=None, suppress_health_check=list(hyp.HealthCheck))
+    @hyp.given(st.booleans(), st.lists(mutation, min_size=1, max_size=5), st.booleans())
+    def run(rich, mutations, via_bytes):
+        model = _richer_model() if rich else corpus.small_model()
+        for m in mutations:
+            try:
+                apply(model, m)
+            except (ValueError, TypeError, IndexError):  # a mutation the protobuf API itself refuses
+                pass
+        try:
+            data = model.SerializeToString()
+        except Exception:
+            return
+        _load_or_refuse(data if via_bytes else model)
+
+    OUTCOMES.clear()
+    run()
+    assert OUTCOMES.get("refused", 0) > 0 and OUTCOMES.get("imported", 0) > 0, OUTCOMES
+
+
+@pytest.mark.slow
+def test_fuzz_external_data(tmp_path_factory):
+    """Mutated external-data records (location, offset, length) and files, read from disk."""
+    hyp = _hypothesis()
+    st = hyp.strategies
+    counter = [0]
+    locations = st.sampled_from(["w.bin", "./w.bin", "sub/w.bin", "../w.bin", "/etc/hostname", "", ".", "sub",
+                                 "link.bin", "sub/../w.bin", "w.bin/", "\\w.bin", "C:/w.bin", "nul", "w.bin\x00x",
+                                 "fifo", "dir/", "a" * 300])
+
+    w = corpus.W_BYTES
+    numbers = st.text("0123456789-x", max_size=6)
+
+    @hyp.settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(hyp.HealthCheck))
+    @hyp.given(locations, st.none() | st.sampled_from(["0", "8", "-1", str(w)]) | numbers,
+               st.none() | st.sampled_from([str(w), str(w - 4), "0"]) | numbers,
+               st.sampled_from([w, w + 8, w - 4, 0, 2 * w]) | st.integers(0, 2 * w))
+    def run(location, offset, length, size):
+        counter[0] += 1
+        folder = tmp_path_factory.mktemp(f"ext{counter[0]}")
+        (folder / "m" / "sub").mkdir(parents=True)
+        for p in (folder / "w.bin", folder / "m" / "w.bin", folder / "m" / "sub" / "w.bin"):
+            corpus._weights_file(p, size)
+        os.symlink(folder / "m" / "w.bin", folder / "m" / "link.bin")
+        os.mkfifo(folder / "m" / "fifo")
+        (folder / "m" / "dir").mkdir()
+        path = corpus._external(folder / "m", location, offset=offset, length=length)
+        _load_or_refuse(path)
+
+    OUTCOMES.clear()
+    run()
+    assert OUTCOMES.get("refused", 0) > 0 and OUTCOMES.get("imported", 0) > 0, OUTCOMES
+
+
+# ---- item 9: a cell whose independent check could not run says so -----------------------------------------
+def test_independent_check_field_describe_and_report():
+    import pandas as pd
+
+    from ios_bench.report import failures_table
+    from ios_bench.results import cell_key, flatten
+    from ios_bench.sweep import describe
+    from ios_bench.worker import independent_check
+    from ios_core.check import compare
+
+    graph = frontend.load(corpus.small_model())
+    assert independent_check(graph, {}, None) is None  # no original file: nothing to say
+    graph.source = {"format": "onnx", "path": "/nonexistent/net.onnx"}
+    missing = independent_check(graph, {"source_error": "RuntimeError: cannot load opset 27"}, None)
+    assert missing["ran"] is False and "cannot load opset 27" in missing["reason"]
+    assert independent_check(graph, {}, None)["reason"].endswith("the original ONNX file is gone")
+    import numpy as np
+
+    ran = independent_check(graph, {}, compare(np.ones(3), np.ones(3), 1e-4))
+    assert ran == {"ran": True, "passed": True}
+
+    record = {"cell": cell_key("net", 1, "onnxruntime", "cpu"), "model": "net", "batch_size": 1,
+              "framework": "onnxruntime", "device": "cpu", "status": "ok", "median_ms": 1.0, "std_ms": 0.1,
+              "check": {"passed": True, "max_rel_err": 0.0}, "independent_check": missing}
+    line = describe(record)
+    assert "oracle only" in line and "cannot load opset 27" in line
+    table = failures_table(pd.DataFrame([flatten(record)]))
+    assert table is not None and any("oracle only" in row[4] and "opset 27" in row[5] for row in table.rows)
+    del record["independent_check"]
+    assert "oracle only" not in describe(record)
+    assert failures_table(pd.DataFrame([flatten(record)])) is None
+
+
+# ---- item 11: files a run writes outside its folder ---------------------------------------------------------
+def test_onnxruntime_writes_nothing_in_home_under_the_quiet_environment(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    code = ("from ios_bench.sideeffects import quiet_environment; quiet_environment()\n"
+            "import onnxruntime as ort, hostile_onnx as c\n"
+            "s = ort.InferenceSession(c.small_model().SerializeToString(), providers=['CPUExecutionProvider'])\n"
+            "import numpy as np; s.run(None, {'x': np.zeros((1, 3, 8, 8), np.float32)})\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if p.returncode and "No module named 'onnxruntime'" in p.stderr:
+        pytest.skip("no onnxruntime")
+    assert p.returncode == 0, p.stderr
+    assert sorted(str(q.relative_to(home)) for q in home.rglob("*")) == []
+
+
+def test_quiet_environment_keeps_the_users_choice_and_the_report_lists_outside_writes():
+    from ios_bench.report import outside_writes_table
+    from ios_bench.sideeffects import QUIET_ENV, quiet_environment
+
+    env = {"ORT_DISABLE_TELEMETRY": "0"}
+    assert quiet_environment(env) == {k: v for k, v in QUIET_ENV.items() if k != "ORT_DISABLE_TELEMETRY"}
+    assert env["ORT_DISABLE_TELEMETRY"] == "0"
+    table = outside_writes_table()
+    libraries = {row[0] for row in table.rows}
+    assert {"ONNX Runtime", "OpenVINO", "torch.compile (inductor)"} <= libraries
+    assert "Files written outside the run folder" in table.md()
