@@ -180,6 +180,22 @@ def external_malformed_offset(folder):
     return Case(_import(folder, _external(folder / "m", "w.bin", offset="0x10")), needle="malformed")
 
 
+def external_shared_file_too_large(folder):
+    """Many tensors declaring terabytes, all in one small file: refused before reading a byte."""
+    model_path = _external(folder / "m", "w.bin")
+    (folder / "m" / "w.bin").write_bytes(b"\0" * 64)
+    model = onnx.load(str(model_path), load_external_data=False)
+    t = model.graph.initializer[0]
+    del t.dims[:]
+    t.dims.extend([2 ** 40, 1, 1, 1])
+    for i in range(8):
+        extra = model.graph.initializer.add()
+        extra.CopyFrom(t)
+        extra.name = f"extra{i}"
+    save(model, model_path)
+    return Case(_import(folder, model_path), needle="memory")
+
+
 def external_folder(folder):
     (folder / "m" / "w.bin").mkdir(parents=True)
     return Case(_import(folder, _external(folder / "m", "w.bin")), needle="not a regular file")

@@ -257,6 +257,15 @@ def _load_external_data(model, origin: str | None, name: str) -> None:
     if origin is None:
         raise UnsupportedModel(f"cannot import {name!r}: tensor {external[0].name!r} keeps its data in an external "
                                f"file; load the model from its .onnx file")
+    # Tensors may share one file (or overlap in it): what is read is bounded by what the tensors
+    # declare, checked against the machine's memory before any byte is read.
+    from ..ir.fields import memory_bytes
+
+    total = sum(_tensor_nbytes(t) or 0 for t in external)
+    memory = memory_bytes()
+    if memory is not None and total > memory // 2:
+        raise UnsupportedModel(f"cannot import {name!r}: its {len(external)} external tensors need {total / 2**30:.3g} "
+                               f"GiB, more than half this machine's memory ({memory / 2**30:.3g} GiB)")
     base = os.path.dirname(os.path.abspath(origin))
     for t in external:
         _read_external_tensor(t, base, name)
