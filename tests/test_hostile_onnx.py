@@ -453,3 +453,27 @@ def test_quiet_environment_keeps_the_users_choice_and_the_report_lists_outside_w
     libraries = {row[0] for row in table.rows}
     assert {"ONNX Runtime", "OpenVINO", "torch.compile (inductor)"} <= libraries
     assert "Files written outside the run folder" in table.md()
+
+
+def test_sweep_says_when_the_independent_check_could_not_run(tmp_path):
+    """End to end: the reference worker cannot run the original file (a test plugin makes
+    onnxruntime fail), so every cell says so: record, terminal line, report."""
+    import json
+
+    src = corpus.save(corpus.small_model(), tmp_path / "net.onnx")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+               IOS_BENCH_PLUGINS="plugin_no_source_check")
+    p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--models", str(src), "--batch", "1",
+                        "--frameworks", "onnxruntime", "--schedules", "none", "--out", "runs/r", "--warmup", "0",
+                        "--repeat", "1", "--min-sample-ms", "0", "--no-progress"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "runs" / "r" / "results.jsonl").read_text().splitlines()]
+    assert records and all(r["status"] == "ok" for r in records)
+    for r in records:
+        assert r["independent_check"]["ran"] is False, r
+        assert "onnxruntime cannot run this file" in r["independent_check"]["reason"]
+        assert "source" not in r["check"]
+    assert "oracle only" in p.stdout + p.stderr  # the terminal line of the cell
+    report = (tmp_path / "reports" / "r" / "report.md").read_text()
+    assert "oracle only" in report and "onnxruntime cannot run this file" in report
