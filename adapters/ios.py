@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from ios_core.ir import Graph
-from ios_core.runtime import Runtime
+from ios_core.runtime import Runtime, make_runtime
 
 from .base import Adapter, Compiled
 
@@ -58,7 +58,7 @@ class IOSAdapter(Adapter):
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
                max_workers: int | None = None, cuda_graph: bool = False, provider: str = "torch") -> Compiled:
         if device.startswith("cuda"):
-            rt = Runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
+            rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
             info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
                     "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}"}
             return IOSCompiled(rt, info)

@@ -37,14 +37,14 @@ def _parallel(graph):
 @pytest.mark.parametrize("cuda_graph", [False, True])
 @pytest.mark.parametrize("which", ["mixed", "sample", "inception_v3"])
 def test_cuda_runtime_matches_the_oracle(cuda_runtime_ok, which, cuda_graph):
-    from ios_core.runtime import Runtime
+    from ios_core.runtime import make_runtime
 
     g = mixed_graph() if which == "mixed" else models.get(which)
     g.init_weights(0)
     if which != "mixed":
         g = _parallel(g)
     for batch in (1, 2):
-        rt = Runtime(g, batch, device="cuda", cuda_graph=cuda_graph)
+        rt = make_runtime(g, batch, device="cuda", cuda_graph=cuda_graph)
         x = random_input(g, batch, seed=3)
         for _ in range(2):  # a replay, too
             out = rt.run(x)

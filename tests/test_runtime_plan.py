@@ -230,7 +230,7 @@ def _ort_piece(piece, io, threads):
 def test_emit_pieces_runs_a_provider_on_the_plan(provider, schedule):
     import torch
 
-    from ios_core.runtime.emit_torch import emit_pieces
+    from ios_core.runtime.program import emit_pieces
 
     if provider == "onnxruntime":
         pytest.importorskip("onnxruntime")

@@ -16,7 +16,7 @@ from ios_core.kernels import apply, gather_input
 from ios_core.reference import random_input
 from ios_core.reference import run as oracle
 from ios_core.runtime import Runtime, providers
-from ios_core.runtime.emit_torch import group_threads
+from ios_core.runtime.program import group_threads
 
 LIBRARIES = [p for p in ("onnxruntime", "openvino") if providers.get(p).available() is None]
 ALL = ["torch", *LIBRARIES]

@@ -143,9 +143,9 @@ def _profile_cuda(graph, batch, strategy, warmup, number, repeat, util_plot, cud
     from pathlib import Path
 
     from ios_core.gpu import UtilizationSampler
-    from ios_core.runtime import Runtime
+    from ios_core.runtime import make_runtime
 
-    rt = Runtime(graph, batch, device="cuda", cuda_graph=cuda_graph)
+    rt = make_runtime(graph, batch, device="cuda", cuda_graph=cuda_graph)
     rt.measure(warmup=warmup, number=1, repeat=1)
     with UtilizationSampler() as util:
         m = rt.measure(warmup=0, number=number, repeat=repeat, min_sample_ms=200.0)

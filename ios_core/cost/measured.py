@@ -55,7 +55,8 @@ import torch
 from ..ir import Node, leaf_nodes
 from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
-from ..runtime.emit_torch import build_program
+from ..runtime import providers as _providers
+from ..runtime.factory import build_program
 from ..runtime.pool import assign_groups, shared_pool, split_threads
 from ..threads import resolve_threads
 from .cache import ProfileCache, library_version, stage_signature
@@ -86,15 +87,12 @@ def _externals(groups: list[list[Node]]) -> list[Node]:
 
 
 MODES = ("stage", "composed", "calibrated", "hybrid")
-PROVIDERS = ("torch", "onnxruntime", "openvino")
-_PROVIDER_DIST = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino"}
+PROVIDERS = tuple(_providers.names())  # the registry's kernel providers
 
 
 def _planner_providers() -> tuple[str, ...]:
-    """Kernel providers the runtime has in this build (``ios_core.runtime.runtime.PROVIDERS``)."""
-    from ..runtime import runtime as _rt
-
-    return tuple(getattr(_rt, "PROVIDERS", ("torch",)))
+    """Kernel providers the runtime has in this build (the registry, ``ios_core.runtime.providers``)."""
+    return tuple(_providers.names())
 
 
 class MeasuredCostModel:
@@ -137,7 +135,7 @@ class MeasuredCostModel:
         self.seed = int(seed)
         self.method = f"runtime-median:w{warmup}n{number}r{repeat}m{min_sample_ms or 0}"
         if provider != "torch":  # torch's version is in the device fingerprint already
-            self.method += f":{provider}-{library_version(_PROVIDER_DIST[provider])}"
+            self.method += f":{provider}-{library_version(_providers.distribution(provider))}"
         if cache is True or cache in ("true", "True", "1"):
             self.cache: ProfileCache | None = ProfileCache(device=device)
         elif cache is False or cache is None or cache in ("false", "False", "0", "none"):
@@ -201,7 +199,7 @@ class MeasuredCostModel:
         if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
             return None
         from ..ir import Graph
-        from ..runtime import Runtime
+        from ..runtime import make_runtime
 
         def ready(g):
             if g.has_weights:
@@ -210,7 +208,7 @@ class MeasuredCostModel:
 
         kw = {"provider": self.provider} if self.provider != "torch" else {}
         t0 = time.perf_counter()
-        rts = {k: Runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
+        rts = {k: make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
                for k, g in (("schedule", schedule), ("sequential", sequential))}
         samples: dict[str, list[float]] = {k: [] for k in rts}
         for rt in rts.values():  # a fresh session's first runs can be several times slower: warm
@@ -343,7 +341,7 @@ class MeasuredCostModel:
         import numpy as np
 
         from ..runtime.cuda import CudaProgram
-        from ..runtime.plan import make_plan
+        from ..runtime.passes import make_plan
 
         t0 = time.perf_counter()
         externals = _externals(groups)

@@ -1,17 +1,31 @@
-"""The IOS runtime: plans a scheduled graph once and runs it many times on the CPU.
+"""The IOS runtime: plans a scheduled graph once and runs it many times, on the CPU or a GPU.
 
-    from ios_core.runtime import Runtime
-    rt = Runtime(graph, batch_size=1, threads=2)
+    from ios_core.runtime import make_runtime, Runtime
+    rt = make_runtime(graph, batch_size=1, device="cpu", threads=2)   # == Runtime(graph, 1, threads=2)
     y = rt.run(x)                       # == ios_core.reference.run(graph, x) within float32 tolerance
     m = rt.measure(warmup=3, number=1, repeat=10, profile_stages=True)
+
+Layers, each importing only the ones above it:
+
+* ``plan`` (data), ``passes`` (the plan's passes and ``make_plan``): device-independent;
+* ``program``: the CPU program machinery (storage, stage functions, worker pool, pieces);
+* ``emit_torch`` (torch closures), ``providers`` (the kernel-provider registry),
+  ``emit_provider`` (pieces compiled by a provider); ``streams``, ``cuda``: the GPU executor;
+* ``base`` (the runtime protocol and its checks), ``runtime`` (the CPU runtime), ``cuda``
+  (the CUDA runtime), ``factory`` (``make_runtime``, ``build_program``).
 
 See docs/runtime.md.
 """
 
-from .emit_torch import Program, build_program, emit
-from .plan import Buffer, Piece, Plan, Step, ValueRef, make_plan
+from .base import RuntimeProtocol
+from .emit_torch import emit
+from .factory import build_program, make_runtime
+from .passes import make_plan
+from .plan import Buffer, Piece, Plan, Step, ValueRef
 from .pool import WorkerPool, shared_pool, split_threads
-from .runtime import PROVIDERS, Runtime, graph_stages
+from .program import Program, graph_stages
+from .runtime import PROVIDERS, Runtime
 
-__all__ = ["PROVIDERS", "Buffer", "Piece", "Plan", "Program", "Runtime", "Step", "ValueRef", "WorkerPool",
-           "build_program", "emit", "graph_stages", "make_plan", "shared_pool", "split_threads"]
+__all__ = ["PROVIDERS", "Buffer", "Piece", "Plan", "Program", "Runtime", "RuntimeProtocol", "Step", "ValueRef",
+           "WorkerPool", "build_program", "emit", "graph_stages", "make_plan", "make_runtime", "shared_pool",
+           "split_threads"]

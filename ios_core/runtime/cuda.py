@@ -1,8 +1,8 @@
 """The CUDA executor: the device-independent plan (:mod:`ios_core.runtime.plan`) run on CuPy
 streams with cuDNN Frontend convolutions and CuPy kernels.
 
-    rt = Runtime(graph, batch_size, device="cuda")                  # streams + events
-    rt = Runtime(graph, batch_size, device="cuda", cuda_graph=True)   # one CUDA graph, replayed
+    rt = make_runtime(graph, batch_size, device="cuda")                  # streams + events
+    rt = make_runtime(graph, batch_size, device="cuda", cuda_graph=True)   # one CUDA graph, replayed
 
 How a plan becomes a GPU program:
 
@@ -35,7 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import check_graph, check_input
+from .passes import make_plan
 from .plan import CONCAT, F32, Plan, ValueRef
+from .program import graph_stages
 from .streams import JOIN, START, Region, Task, bind, plan_streams
 
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
@@ -200,8 +203,9 @@ def _seq(fns):
 
 
 class CudaRuntime:
-    """``Runtime(graph, batch_size, device="cuda", cuda_graph=False)``: the same interface as
-    the CPU runtime (``prepare``/``execute``/``run``/``measure``/``stats``), on the GPU.
+    """``make_runtime(graph, batch_size, device="cuda", cuda_graph=False)``: the protocol of
+    every runtime (:class:`~.base.RuntimeProtocol`: ``prepare``/``execute``/``run``/``measure``/
+    ``stats``), on the GPU.
 
     ``execute`` only enqueues (the output is valid once stream 0 is synchronized: ``sync``);
     ``measure`` times with CUDA events on stream 0 through the one measurement function.
@@ -210,10 +214,7 @@ class CudaRuntime:
 
     def __init__(self, graph, batch_size: int = 1, device: str = "cuda", threads: int | None = None, *,
                  cuda_graph: bool = False, backend=None, **unused):
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if not graph.has_weights:
-            raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
+        check_graph(graph, batch_size)
         ignored = sorted(k for k, v in unused.items() if v is not None and k not in ("provider",))
         if ignored:
             raise ValueError(f"options {ignored} apply to the CPU runtime only")
@@ -225,9 +226,6 @@ class CudaRuntime:
             if missing is not None:
                 raise RuntimeError(f"the IOS CUDA runtime cannot run here: {missing}")
             backend = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
-        from .plan import make_plan
-        from .runtime import graph_stages
-
         self.graph, self.batch_size, self.device = graph, batch_size, device
         self.threads = threads
         self.stages = graph_stages(graph)
@@ -245,9 +243,7 @@ class CudaRuntime:
         return {**self.plan.stats(), **self.program.stats, "peak_activation_bytes": self.plan.arena_bytes}
 
     def prepare(self, x: np.ndarray):
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if x.shape != self._shape:
-            raise ValueError(f"input shape {x.shape} != {self._shape}")
+        x = check_input(x, self._shape)
         self.dev.write(self._in, x, self._stream0)  # waits for a previous run, copies, waits for the copy
         return self._in
 

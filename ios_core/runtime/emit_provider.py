@@ -1,5 +1,5 @@
 """Emission for a kernel provider other than torch, through the plan's provider hook
-(``emit_torch.emit_pieces``): the plan is made with ``fuse_sequential=True`` (a run of
+(``program.emit_pieces``): the plan is made with ``fuse_sequential=True`` (a run of
 consecutive single-group stages is one piece, so there are few library calls; a sequential
 schedule is a single piece, the library running the whole graph itself) and
 ``arena_kinds=("concat", "value")`` (every value crossing pieces has a fixed arena view);
@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 from ..ir import Node
 from . import providers as _providers
-from .emit_torch import PieceIO, Program, emit_pieces
-from .plan import Piece, Plan, make_plan
+from .passes import make_plan
+from .plan import Piece, Plan
+from .program import PieceIO, Program, emit_pieces
 
 ARENA_KINDS = ("concat", "value")
 
@@ -59,6 +60,6 @@ def build_provider_program(stages: Sequence[Sequence[Sequence[Node]]], externals
                            random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
                            trace: list | None = None) -> Program:
     """Plan (``plan_for_provider``) and emit for ``provider``: the contract of
-    ``emit_torch.build_program`` for any provider."""
+    ``emit_torch.build_torch_program`` for any other provider."""
     return emit_provider(plan_for_provider(stages, externals, outputs, batch_size), provider, threads,
                          random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)

@@ -1,4 +1,5 @@
-"""The plan's passes, in order: resolve, aliasing, liveness, arena (see :mod:`.plan`).
+"""The plan's passes, in order: resolve, aliasing, liveness, arena (see :mod:`.plan`), and
+:func:`make_plan`, which runs them.
 
 Each pass reads what the earlier ones wrote into the :class:`~.plan.Plan` and adds its part;
 none knows about a device or a framework.
@@ -172,3 +173,40 @@ def arena(plan: Plan, kinds: Sequence[str] = ("concat",)) -> None:
         best[2] = b.end
         b.offset = best[0]
     plan.arena_bytes = top
+
+
+def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[list[list[Node]]]:
+    """``stages`` with every run of consecutive single-group stages made one single-group
+    stage (its groups' nodes in order); parallel stages unchanged."""
+    out: list[list[list[Node]]] = []
+    run: list[Node] = []
+    for st in stages:
+        if len(st) == 1:
+            run += list(st[0])
+            continue
+        if run:
+            out.append([run])
+            run = []
+        out.append([list(g) for g in st])
+    if run:
+        out.append([run])
+    return out
+
+
+def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
+              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False) -> Plan:
+    """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
+    ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
+    (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
+    ``("concat", "value")`` for an executor that preallocates everything).
+    ``fuse_sequential``: runs of consecutive single-group stages become one stage (what a
+    kernel provider compiles as one piece, to keep per-call overhead down)."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    if fuse_sequential:
+        stages = fuse_sequential_runs(stages)
+    plan = resolve(stages, externals, outputs, batch_size)
+    aliasing(plan)
+    liveness(plan)
+    arena(plan, arena_kinds)
+    return plan

@@ -1,6 +1,6 @@
 """The runtime's plan: a device-independent description of how a schedule runs.
 
-    plan = make_plan(stages, externals=[graph.input], outputs=[graph.exit_node], batch_size=1)
+    plan = make_plan(stages, externals=[graph.input], outputs=[graph.exit_node], batch_size=1)  # .passes
 
 ``stages`` are the schedule's stages as nodes (stage -> groups -> schedulable nodes, Sequential
 allowed). The plan is built by passes (:mod:`ios_core.runtime.passes`), each filling in part
@@ -22,14 +22,13 @@ of it:
 Executors consume the plan: the torch CPU emitter (:mod:`ios_core.runtime.emit_torch`) turns
 it into closures; a kernel provider compiles :meth:`Plan.pieces` (a group; with
 ``fuse_sequential`` planning a run of consecutive single-group stages is one group) with its
-external input and output values (:func:`ios_core.runtime.emit_torch.emit_pieces` runs them); a CUDA
+external input and output values (:func:`ios_core.runtime.program.emit_pieces` runs them); a CUDA
 executor would map groups to streams, stages to events between them and run
 :func:`ios_core.runtime.passes.arena` over every buffer. See docs/runtime.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -242,42 +241,3 @@ class Plan:
             "arena_bytes": self.arena_bytes, "peak_activation_bytes": self.arena_bytes + peak_owned,
             "naive_activation_bytes": naive,
         }
-
-
-def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[list[list[Node]]]:
-    """``stages`` with every run of consecutive single-group stages made one single-group
-    stage (its groups' nodes in order); parallel stages unchanged."""
-    out: list[list[list[Node]]] = []
-    run: list[Node] = []
-    for st in stages:
-        if len(st) == 1:
-            run += list(st[0])
-            continue
-        if run:
-            out.append([run])
-            run = []
-        out.append([list(g) for g in st])
-    if run:
-        out.append([run])
-    return out
-
-
-def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False) -> Plan:
-    """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
-    ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
-    (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
-    ``("concat", "value")`` for an executor that preallocates everything).
-    ``fuse_sequential``: runs of consecutive single-group stages become one stage (what a
-    kernel provider compiles as one piece, to keep per-call overhead down)."""
-    from .passes import aliasing, arena, liveness, resolve
-
-    if batch_size < 1:
-        raise ValueError("batch_size must be >= 1")
-    if fuse_sequential:
-        stages = fuse_sequential_runs(stages)
-    plan = resolve(stages, externals, outputs, batch_size)
-    aliasing(plan)
-    liveness(plan)
-    arena(plan, arena_kinds)
-    return plan

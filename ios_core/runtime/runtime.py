@@ -1,26 +1,24 @@
-"""The IOS runtime: executes a scheduled graph stage by stage on the CPU, with the kernels of a
-provider (torch, onnxruntime, openvino)."""
+"""The IOS CPU runtime: executes a scheduled graph stage by stage on the CPU, with the kernels of
+a provider (torch, onnxruntime, openvino). The CUDA runtime is :mod:`.cuda`;
+:func:`ios_core.runtime.factory.make_runtime` chooses between them by device."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ..ir import Graph, Node
+from ..ir import Graph
 from ..measure import Measurement, measure
-from ..optimizer.stage import Schedule
 from ..threads import resolve_threads
 from . import providers
+from .base import check_graph, check_input
 from .emit_provider import emit_provider, plan_for_provider
-from .emit_torch import Program, emit
-from .plan import Plan, make_plan
+from .emit_torch import emit
+from .passes import make_plan
+from .plan import Plan
+from .program import Program, graph_stages
 
-PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build
-
-
-def graph_stages(graph: Graph) -> list[list[list[Node]]]:
-    """The graph's stages as nodes (blocks without stages run sequentially)."""
-    return Schedule.of(graph).node_groups()
+PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build (the registry's)
 
 
 class Runtime:
@@ -36,15 +34,10 @@ class Runtime:
     divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
     stage's groups one after another on the calling thread); ``trace`` (a list) records each
     concurrent task's thread and start/end times.
+
+    This is the CPU runtime; ``make_runtime(graph, batch_size, device, ...)``
+    (:mod:`.factory`) makes the runtime of any device, this one for ``"cpu"``.
     """
-
-    def __new__(cls, graph: Graph, batch_size: int = 1, device: str = "cpu", *args, **kwargs):
-        if cls is Runtime and isinstance(device, str) and device.startswith("cuda"):
-            # the CUDA executor: same interface, see ios_core.runtime.cuda
-            from .cuda import CudaRuntime
-
-            return CudaRuntime(graph, batch_size, device, *args, **kwargs)
-        return super().__new__(cls)
 
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
                  provider: str = "torch", max_workers: int | None = None, trace: list | None = None):
@@ -52,12 +45,12 @@ class Runtime:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
         if provider != "torch":
             providers.require(provider)  # says why the library cannot run here, before planning
+        if isinstance(device, str) and device.startswith("cuda"):
+            raise RuntimeError(f"Runtime is the CPU runtime; the CUDA runtime for device {device!r} is made by "
+                               f"ios_core.runtime.make_runtime(graph, batch_size, device={device!r})")
         if device != "cpu":
             raise ValueError(f"unknown device {device!r}")
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if not graph.has_weights:
-            raise ValueError(f"graph {graph.name!r} has no weights: call graph.init_weights(seed)")
+        check_graph(graph, batch_size)
         self.graph = graph
         self.batch_size = batch_size
         self.device = device
@@ -85,10 +78,7 @@ class Runtime:
         return self.program.stats["peak_activation_bytes"]
 
     def prepare(self, x: np.ndarray) -> torch.Tensor:
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if x.shape != self._shape:
-            raise ValueError(f"input shape {x.shape} != {self._shape}")
-        return torch.from_numpy(x)
+        return torch.from_numpy(check_input(x, self._shape))
 
     def execute(self, t: torch.Tensor) -> torch.Tensor:
         """Run on a prepared input; returns the output tensor (valid until the next call)."""

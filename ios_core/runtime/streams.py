@@ -121,108 +121,121 @@ def plan_streams(stages: Sequence[Sequence[Sequence[Task]]], input_regions: Sequ
     """Plan ``stages`` (stage -> groups -> tasks in order). ``input_regions`` are written
     before the run on stream 0; ``output_regions`` are read after it from stream 0."""
     nstreams = max([len([g for g in st if g]) for st in stages] + [1])
-    # vector clocks: clock[s][t] = how many launches of stream t stream s is ordered after
-    clock = [[0] * nstreams for _ in range(nstreams)]
-    count = [0] * nstreams
-    snapshot: dict[tuple[int, int], list[int]] = {}  # (stream, position) -> clock after that launch
-    launches: list[tuple[list, Launch, list]] = []  # (waits before, launch, records after)
-    at: dict[tuple[int, int], int] = {}  # (stream, position) -> index into launches
-    event_at: dict[tuple[int, int], int] = {}
-    history: dict[int, list[tuple[Region, bool, int, int]]] = {}  # storage -> (region, is_write, stream, pos)
-    tasks: list[Task] = []
-    stream_of: list[int] = []
-    stage_of: list[int] = []
-    group_of: list[int] = []
-    nevents = 0
+    planner = _StreamPlanner(nstreams)
+    start = planner.launch(0, START, [])
+    planner.note(input_regions, True, start)
+    for si, stage in enumerate(stages):
+        planner.stage(si, [list(g) for g in stage if g], start)
+    # join: stream 0 waits for the last launch of every other stream
+    count = planner.count
+    tails = {(s, count[s]) for s in range(1, nstreams) if count[s]}
+    planner.launch(0, JOIN, planner.order_after(0, tails))
+    return planner.result(input_regions, output_regions)
 
-    def launch(s: int, task_index: int, waits: list) -> tuple[int, int]:
-        count[s] += 1
-        clock[s][s] = count[s]
-        pos = (s, count[s])
-        snapshot[pos] = list(clock[s])
-        at[pos] = len(launches)
-        launches.append((waits, Launch(s, task_index), []))
+
+class _StreamPlanner:
+    """The state of :func:`plan_streams` while it walks the stages: per-stream vector clocks,
+    the launches so far with their waits and records, the events, and every storage's access
+    history."""
+
+    def __init__(self, nstreams: int):
+        # vector clocks: clock[s][t] = how many launches of stream t stream s is ordered after
+        self.clock = [[0] * nstreams for _ in range(nstreams)]
+        self.count = [0] * nstreams
+        self.snapshot: dict[tuple[int, int], list[int]] = {}  # (stream, position) -> clock after that launch
+        self.launches: list[tuple[list, Launch, list]] = []  # (waits before, launch, records after)
+        self.at: dict[tuple[int, int], int] = {}  # (stream, position) -> index into launches
+        self.event_at: dict[tuple[int, int], int] = {}
+        self.history: dict[int, list[tuple[Region, bool, int, int]]] = {}  # storage -> (region, is_write, stream, pos)
+        self.tasks: list[Task] = []
+        self.stream_of: list[int] = []
+        self.stage_of: list[int] = []
+        self.group_of: list[int] = []
+        self.nevents = 0
+
+    def launch(self, s: int, task_index: int, waits: list) -> tuple[int, int]:
+        self.count[s] += 1
+        self.clock[s][s] = self.count[s]
+        pos = (s, self.count[s])
+        self.snapshot[pos] = list(self.clock[s])
+        self.at[pos] = len(self.launches)
+        self.launches.append((waits, Launch(s, task_index), []))
         return pos
 
-    def event_after(pos: tuple[int, int]) -> int:
-        nonlocal nevents
-        if pos not in event_at:
-            event_at[pos] = nevents
-            launches[at[pos]][2].append(Record(pos[0], nevents))
-            nevents += 1
-        return event_at[pos]
+    def event_after(self, pos: tuple[int, int]) -> int:
+        if pos not in self.event_at:
+            self.event_at[pos] = self.nevents
+            self.launches[self.at[pos]][2].append(Record(pos[0], self.nevents))
+            self.nevents += 1
+        return self.event_at[pos]
 
-    def order_after(s: int, deps: set[tuple[int, int]]) -> list:
+    def order_after(self, s: int, deps: set[tuple[int, int]]) -> list:
         """Waits making stream ``s`` ordered after every launch in ``deps``."""
+        clock, snapshot = self.clock, self.snapshot
         todo = [d for d in deps if d[0] != s and clock[s][d[0]] < d[1]]
         # keep only the dependencies no other one implies
         keep = [d for d in todo if not any(e != d and snapshot[e][d[0]] >= d[1] for e in todo)]
         waits = []
         for d in sorted(keep):
-            waits.append(Wait(s, event_after(d)))
-            snap = snapshot[d]
-            clock[s] = [max(a, b) for a, b in zip(clock[s], snap)]
+            waits.append(Wait(s, self.event_after(d)))
+            clock[s] = [max(a, b) for a, b in zip(clock[s], snapshot[d])]
         return waits
 
-    def accesses(regions, write: bool) -> set[tuple[int, int]]:
+    def accesses(self, regions, write: bool) -> set[tuple[int, int]]:
         deps = set()
         for r in regions:
-            for other, was_write, s, p in history.get(r.storage, ()):
+            for other, was_write, s, p in self.history.get(r.storage, ()):
                 if (write or was_write) and r.overlaps(other):
                     deps.add((s, p))
         return deps
 
-    def note(regions, write: bool, pos) -> None:
+    def note(self, regions, write: bool, pos) -> None:
         for r in regions:
-            h = history.setdefault(r.storage, [])
+            h = self.history.setdefault(r.storage, [])
             if write:
                 # the write was ordered after every older access it overlaps, so one it
                 # covers is implied by the write from now on
                 h[:] = [a for a in h if not _covers(r, a[0])]
             h.append((r, write, *pos))
 
-    start = launch(0, START, [])
-    note(input_regions, True, start)
-
-    for si, stage in enumerate(stages):
-        groups = [list(g) for g in stage if g]
+    def stage(self, si: int, groups: list[list[Task]], start: tuple[int, int]) -> None:
+        """Plan one stage: each group on its own stream, its tasks in order."""
+        nstreams = len(self.count)
         votes = []
         for g in groups:
             v = [0] * nstreams
             for task in g:
-                for d in accesses(task.reads, False):
+                for d in self.accesses(task.reads, False):
                     v[d[0]] += 1
             votes.append(v)
         for gi, s in zip(range(len(groups)), _assign_streams(votes)):
             for task in groups[gi]:
-                deps = accesses(task.reads, False) | accesses(task.writes, True)
-                if count[s] == 0 and s != 0:
+                deps = self.accesses(task.reads, False) | self.accesses(task.writes, True)
+                if self.count[s] == 0 and s != 0:
                     deps.add(start)  # fork from stream 0
-                waits = order_after(s, deps)
-                ti = len(tasks)
-                tasks.append(task)
-                stream_of.append(s)
-                stage_of.append(si)
-                group_of.append(gi)
-                pos = launch(s, ti, waits)
-                note(task.reads, False, pos)
-                note(task.writes, True, pos)
+                waits = self.order_after(s, deps)
+                ti = len(self.tasks)
+                self.tasks.append(task)
+                self.stream_of.append(s)
+                self.stage_of.append(si)
+                self.group_of.append(gi)
+                pos = self.launch(s, ti, waits)
+                self.note(task.reads, False, pos)
+                self.note(task.writes, True, pos)
 
-    # join: stream 0 waits for the last launch of every other stream
-    tails = {(s, count[s]) for s in range(1, nstreams) if count[s]}
-    launch(0, JOIN, order_after(0, tails))
-
-    commands: list = []
-    for waits, lc, records in launches:
-        commands += waits
-        commands.append(lc)
-        commands += records
-    plan = StreamPlan(streams=max(1, sum(1 for c in count if c)), events=nevents, commands=commands, tasks=tasks,
-                      stream_of=stream_of, stage_of=stage_of, group_of=group_of,
-                      input_regions=tuple(input_regions), output_regions=tuple(output_regions))
-    plan.stats = {"streams": plan.streams, "events": nevents,
-                  "waits": sum(1 for c in commands if isinstance(c, Wait)), "launches": len(tasks)}
-    return plan
+    def result(self, input_regions: Sequence[Region], output_regions: Sequence[Region]) -> StreamPlan:
+        commands: list = []
+        for waits, lc, records in self.launches:
+            commands += waits
+            commands.append(lc)
+            commands += records
+        plan = StreamPlan(streams=max(1, sum(1 for c in self.count if c)), events=self.nevents, commands=commands,
+                          tasks=self.tasks, stream_of=self.stream_of, stage_of=self.stage_of,
+                          group_of=self.group_of, input_regions=tuple(input_regions),
+                          output_regions=tuple(output_regions))
+        plan.stats = {"streams": plan.streams, "events": self.nevents,
+                      "waits": sum(1 for c in commands if isinstance(c, Wait)), "launches": len(self.tasks)}
+        return plan
 
 
 def _covers(a: Region, b: Region) -> bool:

@@ -25,6 +25,11 @@ def names() -> list[str]:
     return list(_PROVIDERS)
 
 
+def distribution(name: str) -> str:
+    """The distribution whose version identifies provider ``name``'s kernels (for caches)."""
+    return get(name).requires[0]
+
+
 def get(name: str) -> Provider:
     try:
         return _PROVIDERS[name]
@@ -41,4 +46,5 @@ def require(name: str) -> Provider:
     return p
 
 
-__all__ = ["DEFAULT", "Kernel", "Piece", "Provider", "get", "make_piece", "names", "provider_settings", "require"]
+__all__ = ["DEFAULT", "Kernel", "Piece", "Provider", "distribution", "get", "make_piece", "names", "provider_settings",
+           "require"]

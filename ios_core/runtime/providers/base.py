@@ -73,7 +73,7 @@ class Kernel:
 
     def attach(self, io) -> Callable[[], None]:
         """The closure the runtime runs for this piece, over a ``PieceIO`` of the plan
-        (``emit_torch.emit_pieces``): outputs are bound straight to their preallocated arena
+        (``program.emit_pieces``): outputs are bound straight to their preallocated arena
         views when contiguous (else to a private buffer, then copied there), inputs to the
         tensors the plan's getters return (a strided channel slice is first copied to a
         contiguous staging buffer). The binding is made once and remade only when an input's

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from ..emit_torch import build_torch_program
 from .base import Kernel, Piece, Provider
 from .settings import provider_settings
 
@@ -49,10 +50,8 @@ class TorchProvider(Provider):
         return torch.__version__
 
     def _compile(self, piece, batch_size, threads, random_weights, seed):
-        from ..emit_torch import build_program
-
-        prog = build_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
-                             random_weights=random_weights, max_workers=1, seed=seed)
+        prog = build_torch_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
+                                   random_weights=random_weights, max_workers=1, seed=seed)
         return TorchKernel(piece, batch_size, threads, prog, provider_settings("torch", threads))
 
 
