@@ -175,6 +175,12 @@ def check_output_file(path: str | os.PathLike, what: str, create_parents: bool =
     With ``kind`` (a key of :data:`OWN_FILES`), an existing file is replaced only when it is one
     ios-bench wrote of that kind; a user's file there is refused, unchanged."""
     path = Path(path)
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:  # a name too long, a file where a folder should be, a NUL byte
+        raise InputError(f"{what} {path}: cannot write it ({getattr(e, 'strerror', None) or e})") from None
     reason = _system_reason(path, folder=False)
     if reason:
         raise InputError(f"{what} {path}: refusing to write there ({reason})")

@@ -409,6 +409,15 @@ def file_is_folder(folder):
     return Case(_import(folder, folder / "net.onnx"), needle="not a regular file")
 
 
+def file_name_too_long(folder):
+    return Case(_import(folder, folder / ("a" * 5000 + ".onnx")), needle="too long")
+
+
+def file_run_name_too_long(folder):
+    return Case(["run", "--models", str(folder / ("a" * 5000 + ".onnx")), "--out", str(folder / "runs" / "r"),
+                 "--no-report", "--no-progress"], needle="too long")
+
+
 def file_run_empty(folder):
     (folder / "net.onnx").write_bytes(b"")
     return Case(["run", "--models", str(folder / "net.onnx"), "--out", str(folder / "runs" / "r"), "--no-report",
@@ -428,6 +437,20 @@ def out_is_folder(folder):
 def out_npz_is_folder(folder):
     (folder / "g.npz").mkdir()
     return Case(["import", str(_good(folder)), "-o", str(folder / "g.json")], [folder / "g.npz"], "folder")
+
+
+def out_name_too_long(folder):
+    return Case(["import", str(_good(folder)), "-o", str(folder / ("b" * 5000 + ".json"))], needle="too long")
+
+
+def out_through_a_file(folder):
+    (folder / "notes.txt").write_text("a file, not a folder\n")
+    return Case(["import", str(_good(folder)), "-o", str(folder / "notes.txt" / "g.json")], [folder / "notes.txt"],
+                "Not a directory")
+
+
+def out_export_name_too_long(folder):
+    return Case(["export", "sample", "-o", str(folder / ("b" * 5000 + ".onnx"))], needle="too long")
 
 
 def out_user_file(folder):

@@ -172,8 +172,8 @@ def _read(source):
             st = os.stat(path)
         except FileNotFoundError:
             raise UnsupportedModel(f"{label}: no such file") from None
-        except OSError as e:
-            raise UnsupportedModel(f"{label}: cannot read it ({e.strerror or type(e).__name__})") from None
+        except (OSError, ValueError) as e:  # a name too long, a NUL byte
+            raise UnsupportedModel(f"{label}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
         if not stat.S_ISREG(st.st_mode):
             raise UnsupportedModel(f"{label}: not a regular file")
         if st.st_size > _PROTOBUF_LIMIT:
