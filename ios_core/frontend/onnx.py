@@ -321,11 +321,10 @@ def _read_external_tensor(t, base: str, name: str) -> None:
         length = need
     if length != need:
         refuse(f"gives {length} bytes for a tensor of dims {list(t.dims)} that needs {need}")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = _open_beneath(base, parts)
     except OSError as e:
-        refuse(f"cannot be opened ({e.strerror or type(e).__name__})")
+        refuse(f"cannot be opened ({e.strerror or type(e).__name__}; did it change while it was read?)")
     with os.fdopen(fd, "rb") as f:
         now = os.fstat(f.fileno())
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
@@ -340,6 +339,24 @@ def _read_external_tensor(t, base: str, name: str) -> None:
     t.raw_data = data
     t.data_location = onnx.TensorProto.DEFAULT
     del t.external_data[:]
+
+
+def _open_beneath(base: str, parts: list[str]) -> int:
+    """Open ``base/parts...`` for reading one component at a time, never following a symbolic
+    link (``O_NOFOLLOW`` relative to the folder opened before it), nor blocking on a FIFO: what
+    was checked is what is read, even if the folder changes meanwhile."""
+    nofollow, cloexec = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
+    if os.open not in os.supports_dir_fd:  # pragma: no cover - not POSIX
+        return os.open(os.path.join(base, *parts), os.O_RDONLY | nofollow | cloexec)
+    folder = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | cloexec)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow | cloexec, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return os.open(parts[-1], os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | cloexec, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _validate(model, origin: str | None, name: str):
