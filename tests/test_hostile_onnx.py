@@ -477,3 +477,15 @@ def test_sweep_says_when_the_independent_check_could_not_run(tmp_path):
     assert "oracle only" in p.stdout + p.stderr  # the terminal line of the cell
     report = (tmp_path / "reports" / "r" / "report.md").read_text()
     assert "oracle only" in report and "onnxruntime cannot run this file" in report
+
+
+def test_our_own_export_schedule_and_stats_are_replaced(tmp_path, run_cli):
+    """The ownership check recognizes what ios-bench wrote: a second export, optimize -o and
+    --stats-json over the first ones succeed."""
+    for _ in range(2):
+        code, _, err = run_cli(["export", "sample", "-o", str(tmp_path / "m.onnx")])
+        assert code == 0, err
+        code, _, err = run_cli(["optimize", "--model", "sample", "--weights-seed", "0", "-o", str(tmp_path / "s.json"),
+                                "--stats-json", str(tmp_path / "stats.json")])
+        assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "s.json", "s.npz", "stats.json"]
