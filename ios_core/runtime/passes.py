@@ -36,11 +36,12 @@ def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node
     return Plan(batch_size, plan_stages, list(externals), list(outputs))
 
 
-def aliasing(plan: Plan) -> None:
+def aliasing(plan: Plan, into_concat: bool = True) -> None:
     """Decide where every value lives: buffers for the inputs, for each concatenation and for
     every other computing operator; pass-through identities alias their source; a producer
     whose whole output is one term of a concatenation (and only of that one) writes straight
-    into its slice of the concatenation's buffer."""
+    into its slice of the concatenation's buffer (unless ``into_concat`` is False: then every
+    computing operator owns its buffer and each concatenation copies all its terms)."""
     n = plan.batch_size
     steps = plan.steps
     stage_of: dict[int, int] = {id(x): -1 for x in plan.externals}
@@ -77,7 +78,7 @@ def aliasing(plan: Plan) -> None:
         s.mode = CONCAT
         in_place = set()
         for ti, term in enumerate(s.inputs.terms):
-            if len(term.slices) != 1:
+            if not into_concat or len(term.slices) != 1:
                 continue
             sl = term.slices[0]
             p = root(sl.source)
@@ -194,19 +195,22 @@ def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[lis
 
 
 def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False) -> Plan:
+              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False,
+              into_concat: bool = True) -> Plan:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
     ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
     (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
     ``("concat", "value")`` for an executor that preallocates everything).
     ``fuse_sequential``: runs of consecutive single-group stages become one stage (what a
-    kernel provider compiles as one piece, to keep per-call overhead down)."""
+    kernel provider compiles as one piece, to keep per-call overhead down).
+    ``into_concat=False``: no producer writes into a concatenation's buffer (every value is an
+    operator's own tensor, as in the oracle's plain walk, :mod:`ios_core.reference`)."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     if fuse_sequential:
         stages = fuse_sequential_runs(stages)
     plan = resolve(stages, externals, outputs, batch_size)
-    aliasing(plan)
+    aliasing(plan, into_concat)
     liveness(plan)
     arena(plan, arena_kinds)
     return plan
