@@ -17,12 +17,14 @@ What happens, in order:
    IR's channel slices (no node); ``Pad`` (constant zero) is read into the following
    convolution or pool; ``Reshape -> Transpose -> Reshape`` of a channel shuffle becomes one
    ``shuffle`` node;
-4. on the IR: a ``BatchNormalization`` (or constant ``Mul``/``Add``) after a convolution or
-   linear layer is folded into its weights, the rest stay per-channel ``affine`` nodes;
+4. on the IR, the rewrite passes of :mod:`ios_core.ir.rewrite` (``PASSES``): a
+   ``BatchNormalization`` (or constant ``Mul``/``Add``) after a convolution or linear layer
+   is folded into its weights, the rest stay per-channel ``affine`` nodes;
    ``Mul(x, Sigmoid(x))`` becomes ``silu``; a parameterless activation right after a
    convolution, linear or affine node is fused into it; unused nodes are dropped;
-5. the operators are cut into blocks at every node that all later nodes depend on only
-   through it (the IOS optimizer schedules block by block).
+5. the operators are cut into blocks (``ios_core.ir.rewrite.cut_blocks``) at every node
+   that all later nodes depend on only through it (the IOS optimizer schedules block by
+   block).
 
 The mapping of each operator, and what is refused and why, is in ``docs/import.md``.
 """
@@ -36,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from ..ir import (
-    FUSED_ACTIVATIONS,
     Activation,
     Affine,
     Block,
@@ -55,6 +56,7 @@ from ..ir import (
     Value,
     whole,
 )
+from ..ir.rewrite import IMPORT_PASSES, cut_blocks, run_passes
 from .errors import UnsupportedModel
 
 # ONNX operator types mapped onto IR operators (or channel slices) when they act on activations.
@@ -70,6 +72,9 @@ FOLDED = frozenset({
     "Constant", "ConstantOfShape", "Gather", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
     "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod",
 })
+# Rewrites of the mapped IR, in order (ios_core.ir.rewrite): affine folding, SiLU, activation
+# fusion; then dead-code elimination and block discovery.
+PASSES = IMPORT_PASSES
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _BIG = 2 ** 62
 
@@ -173,7 +178,7 @@ class _Importer:
             self.values[init.name] = onnx.numpy_helper.to_array(init)
         self.ops: list[Node] = []
         self.node = None  # the ONNX node being converted (for messages)
-        self._output: Node | None = None
+        self._used: set[str] | None = None  # every tensor name some node or the output reads
 
     # ---- messages ----------------------------------------------------------------------------
     def refuse(self, why: str):
@@ -201,11 +206,7 @@ class _Importer:
         exit_node = result.node
         if not (result.begin == 0 and result.end == exit_node.output_shape[0]):
             exit_node = self._add(Identity, [[result]], "output")
-        self._output = exit_node
-        self._fold_affine()
-        self._silu()
-        self._fuse_activations()
-        ops = self._live()
+        ops = run_passes(self.ops, exit_node, PASSES)
         if not ops:
             self.refuse("the output is the input itself; there is nothing to schedule")
         for i, op in enumerate(ops, 1):
@@ -287,7 +288,9 @@ class _Importer:
                 self._check_shape(name, outs[i])
 
     def _is_used(self, name: str) -> bool:
-        return any(name in n.input for n in self.g.node) or any(o.name == name for o in self.g.output)
+        if self._used is None:  # once, not per node: the check runs for every unused optional output
+            self._used = {i for n in self.g.node for i in n.input} | {o.name for o in self.g.output}
+        return name in self._used
 
     def _check_shape(self, name: str, act: _Act) -> None:
         expected = self.shapes.get(name)
@@ -870,89 +873,6 @@ class _Importer:
             self.refuse(f"mode={mode!r}; the IR resizes with nearest or (bi)linear interpolation")
         return _Act([whole(node)])
 
-    # ---- IR passes ------------------------------------------------------------------------------------------
-    def _consumers(self) -> dict[int, list[Node]]:
-        out: dict[int, list[Node]] = {}
-        for op in self.ops:
-            for p in op.predecessors():
-                out.setdefault(id(p), []).append(op)
-        return out
-
-    def _replace(self, old: Node, new: Node) -> None:
-        for op in self.ops:
-            for term in op.inputs:
-                for i, v in enumerate(term):
-                    if v.node is old:
-                        term[i] = Value(new, v.begin, v.end)
-        self.ops.remove(old)
-        if self._output is old:
-            self._output = new
-
-    @staticmethod
-    def _whole_input(op: Node) -> Node | None:
-        if len(op.inputs) == 1 and len(op.inputs[0]) == 1:
-            v = op.inputs[0][0]
-            if v.begin == 0 and v.end == v.node.output_shape[0]:
-                return v.node
-        return None
-
-    def _fold_affine(self) -> None:
-        """An affine right after a (sole-consumer) conv or linear layer becomes its weights."""
-        for op in list(self.ops):
-            if not isinstance(op, Affine) or op.act != "identity":
-                continue
-            prev = self._whole_input(op)
-            if not isinstance(prev, (Conv, Linear)) or prev.act != "identity":
-                continue
-            if [id(c) for c in self._consumers().get(id(prev), [])] != [id(op)] or prev is self._output:
-                continue
-            scale = op.weight.astype(np.float64)
-            shape = (-1,) + (1,) * (prev.weight.ndim - 1)
-            prev.weight = (prev.weight.astype(np.float64) * scale.reshape(shape)).astype(np.float32)
-            prev.bias = (prev.bias.astype(np.float64) * scale + op.bias).astype(np.float32)
-            self._replace(op, prev)
-
-    def _silu(self) -> None:
-        for op in list(self.ops):
-            if not (isinstance(op, Element) and op.op_type == "mul" and len(op.inputs) == 1
-                    and len(op.inputs[0]) == 2):
-                continue
-            a, b = op.inputs[0]
-            for x, s in ((a, b), (b, a)):
-                sig = s.node
-                if (isinstance(sig, Activation) and sig.act_type == "sigmoid" and s.begin == 0
-                        and s.end == sig.output_shape[0] and len(sig.inputs) == 1 and len(sig.inputs[0]) == 1
-                        and sig.inputs[0][0] == x):
-                    silu = Activation(op.name, [[Value(x.node, x.begin, x.end)]], hint_name=op.hint_name,
-                                      act_type="silu")
-                    silu.infer_shape()
-                    self.ops.insert(self.ops.index(op), silu)
-                    self._replace(op, silu)
-                    break
-
-    def _fuse_activations(self) -> None:
-        for op in list(self.ops):
-            if not (isinstance(op, Activation) and op.act_type in FUSED_ACTIVATIONS):
-                continue
-            prev = self._whole_input(op)
-            if not isinstance(prev, (Conv, Linear, Affine)) or prev.act != "identity":
-                continue
-            if [id(c) for c in self._consumers().get(id(prev), [])] != [id(op)] or prev is self._output:
-                continue
-            prev.act = op.act_type
-            self._replace(op, prev)
-
-    def _live(self) -> list[Node]:
-        exit_node = self._output
-        live = {id(exit_node)}
-        for op in reversed(self.ops):
-            if id(op) in live:
-                live.update(id(p) for p in op.predecessors())
-        ops = [op for op in self.ops if id(op) in live]
-        if ops and ops[-1] is not exit_node:  # pragma: no cover - the exit is created last
-            raise AssertionError("exit node is not last")
-        return ops
-
 
 def _dims(value_info) -> tuple | None:
     t = value_info.type
@@ -962,18 +882,5 @@ def _dims(value_info) -> tuple | None:
 
 
 def _blocks(placeholder: Placeholder, ops: list[Node]) -> list[Block]:
-    """Cut ``ops`` (topological order) into blocks: a cut after op i is valid when no later op
-    reads anything before it."""
-    pos = {id(placeholder): -1}
-    for i, op in enumerate(ops):
-        pos[id(op)] = i
-    low = [min(pos[id(p)] for p in op.predecessors()) for op in ops]
-    suffix = [len(ops)] * (len(ops) + 1)
-    for i in range(len(ops) - 1, -1, -1):
-        suffix[i] = min(low[i], suffix[i + 1])
-    blocks, enter, start = [], placeholder, 0
-    for i in range(len(ops)):
-        if i == len(ops) - 1 or suffix[i + 1] >= i:
-            blocks.append(Block(enter, ops[start:i], ops[i]))
-            enter, start = ops[i], i + 1
-    return blocks
+    """``ops`` (topological order) cut into blocks (:func:`ios_core.ir.rewrite.cut_blocks`)."""
+    return [Block(enter, inner, exit_node) for enter, inner, exit_node in cut_blocks(placeholder, ops)]

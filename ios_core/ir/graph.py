@@ -14,6 +14,7 @@ from ..atomic import atomic_write, atomic_write_text
 from . import fields
 from .errors import GraphError
 from .nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
+from .rewrite import consumers_of, live_nodes, rewrite_uses
 
 # A schedule of one block: stages run one after another; the groups of a stage run
 # concurrently; the operators (names) of a group run in order.
@@ -109,6 +110,38 @@ class Graph:
     @property
     def exit_node(self) -> Node:
         return self.blocks[-1].exit_node
+
+    # ---- rewriting (torch.fx's Node.users, replace_all_uses_with, eliminate_dead_code) ------------
+    def consumers(self) -> dict[str, list[Node]]:
+        """Node name -> the schedulable nodes that read it, in order (computed once per call:
+        hold on to the result rather than calling this in a loop)."""
+        nodes = list(self.nodes())
+        users = consumers_of(nodes)
+        return {n.name: users.get(id(n), []) for n in nodes}
+
+    def replace_all_uses_with(self, old: Node, new: Node) -> list[Node]:
+        """Every node reading ``old`` reads ``new`` instead, channel ranges kept; returns those
+        readers. ``old`` stays in the graph (drop it with :meth:`eliminate_dead_code`). The
+        input and the blocks' exit nodes hold the graph's structure and cannot be replaced."""
+        if old is self.input or any(old is b.exit_node for b in self.blocks):
+            raise GraphError(f"node {old.name!r} is the input or a block's exit node; it cannot be replaced")
+        readers = consumers_of(self.nodes()).get(id(old), [])
+        for reader in readers:
+            rewrite_uses(reader, old, new)
+        return readers
+
+    def eliminate_dead_code(self) -> list[Node]:
+        """Remove the inner nodes the output does not depend on and return them; a block that
+        loses a node loses its stages too (it runs sequentially until scheduled again)."""
+        live = {id(n) for n in live_nodes(list(self.nodes()), [self.exit_node])}
+        removed: list[Node] = []
+        for block in self.blocks:
+            dead = [n for n in block.inner_nodes if id(n) not in live]
+            if dead:
+                block.inner_nodes = [n for n in block.inner_nodes if id(n) in live]
+                block.stages = None
+                removed += dead
+        return removed
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
