@@ -709,7 +709,7 @@ class Sequential(Node):
 
     @classmethod
     def from_json(cls, cfg, lookup):
-        raise AssertionError("Sequential is built by ios_core.ir.serialize")  # pragma: no cover
+        raise AssertionError("Sequential is built by Graph.from_json and GraphBuilder")  # pragma: no cover
 
     def readable_lines(self, indent=2):
         lines = [f"[{self.hint_name}]Sequential("]

@@ -38,9 +38,9 @@ import numpy as np
 from ..ir import OpVisitor
 from .base import check_graph, check_input
 from .passes import make_plan
-from .plan import CONCAT, F32, Plan, ValueRef
+from .plan import CONCAT, F32, RuntimePlan, ValueRef
 from .program import graph_stages
-from .streams import JOIN, START, Region, Task, bind, plan_streams
+from .streams import JOIN, START, Region, StreamTask, bind, plan_streams
 
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
 
@@ -48,7 +48,8 @@ ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: on
 class CudaProgram:
     """A plan turned into launches on ``device``'s streams (see the module docstring)."""
 
-    def __init__(self, plan: Plan, device, cuda_graph: bool = False, random_weights: bool = False, seed: int = 0):
+    def __init__(self, plan: RuntimePlan, device, cuda_graph: bool = False, random_weights: bool = False,
+                 seed: int = 0):
         self.plan = plan
         self.dev = device
         self._rng = np.random.default_rng(seed)
@@ -66,8 +67,8 @@ class CudaProgram:
                 self._views[b.index] = device.view(self.arena, b.offset // F32, b.shape)
         # 1. the tasks and the memory each touches; 2. streams and events for them
         steps = [[[st for st in g.steps if st.runs] for g in stage.groups] for stage in plan.stages]
-        stages = [[[Task(st.op.name, *self._regions(st, si, gi), payload=st) for st in g] for gi, g in enumerate(grs)]
-                  for si, grs in enumerate(steps)]
+        stages = [[[StreamTask(st.op.name, *self._regions(st, si, gi), payload=st) for st in g]
+                   for gi, g in enumerate(grs)] for si, grs in enumerate(steps)]
         in_regions = [self._region(plan.values[x.name]) for x in plan.externals]
         out_regions = [self._region(plan.value(o)) for o in plan.outputs]
         sp = self.streams = plan_streams(stages, in_regions, out_regions)

@@ -1,4 +1,4 @@
-"""Emission for the CPU with torch kernels: the steps of a :class:`~.plan.Plan` become torch
+"""Emission for the CPU with torch kernels: the steps of a :class:`~.plan.RuntimePlan` become torch
 closures, assembled into a :class:`~.program.Program` by :mod:`.program` (which owns the
 storage, the stage functions, the worker pool and profiling).
 
@@ -22,7 +22,7 @@ from .. import kernels
 from ..ir import Node, OpVisitor
 from ..lowering import Primitives, evaluate
 from .passes import make_plan
-from .plan import ALIAS, CONCAT, INTO, Plan, Step
+from .plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
 from .program import GroupTask, Program, Storage, assemble, seq
 
 
@@ -98,7 +98,7 @@ def _weight(node: Node, attr: str, shape, random_weights: bool, rng: np.random.G
 class TorchEmitter(Storage, OpVisitor):
     """Torch closures for the steps of one plan over one :class:`~.program.Storage`."""
 
-    def __init__(self, plan: Plan, random_weights: bool, seed: int):
+    def __init__(self, plan: RuntimePlan, random_weights: bool, seed: int):
         super().__init__(plan)
         self.random_weights = random_weights
         self.rng = np.random.default_rng(seed)
@@ -223,7 +223,7 @@ class TorchEmitter(Storage, OpVisitor):
         return self.closure(step, fn)
 
 
-def emit(plan: Plan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
+def emit(plan: RuntimePlan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
          trace: list | None = None) -> Program:
     """The torch CPU program of ``plan`` with ``threads`` intra-op threads in all. ``trace``, a
     list, receives one record per concurrent task run (stage, task, thread id, intra-op
