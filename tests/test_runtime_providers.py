@@ -18,7 +18,7 @@ from ios_core.reference import run as oracle
 from ios_core.runtime import Runtime, providers
 from ios_core.runtime.program import group_threads
 
-LIBRARIES = [p for p in ("onnxruntime", "openvino") if providers.get(p).available() is None]
+LIBRARIES = [p for p in providers.names() if p != "torch" and providers.get(p).available() is None]
 ALL = ["torch", *LIBRARIES]
 
 
