@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Node
-from ..lowering import Composition, Slice
+from ..ir import Node, Value
+from ..lowering import Composition
 
 F32 = 4
 
@@ -180,7 +180,7 @@ class RuntimePlan:
         except KeyError:
             raise ValueError(f"node {node.name!r} is read but neither computed nor given as an input") from None
 
-    def read(self, s: Slice) -> ValueRef:
+    def read(self, s: Value) -> ValueRef:
         """Where the channel slice ``s`` (of a step's :attr:`Step.inputs`) lives."""
         return self.value(s.source).narrow(s.begin, s.end)
 

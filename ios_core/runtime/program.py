@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ir import Graph, Node
-from ..lowering import Slice
+from ..ir import Graph, Node, Value
 from ..optimizer.stage import Schedule
 from .plan import F32, Piece, RuntimePlan, ValueRef
 from .pool import assign_groups, shared_pool, split_threads
@@ -151,7 +150,7 @@ class Storage:
         b, ln = ref.begin, ref.channels
         return lambda: env[k].narrow(1, b, ln)
 
-    def read(self, s: Slice) -> Callable[[], torch.Tensor]:
+    def read(self, s: Value) -> Callable[[], torch.Tensor]:
         return self.getter(self.plan.read(s))
 
     def piece_io(self, piece: Piece) -> PieceIO:
