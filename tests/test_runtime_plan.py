@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_graphs import mini_inception
-from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 from ios_core import models, optimize, reference
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Graph
 from ios_core.runtime import Runtime, graph_stages, make_plan
 from ios_core.runtime.plan import ALIAS, CONCAT, INTO, RuntimePlan
+from tests.adapter_graphs import mini_inception
+from tests.runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 SCHEDULES = {
     "mixed-seq": lambda: sequential_schedule(mixed_graph()),
