@@ -38,7 +38,7 @@ from .kernels import TORCH_PRIMS, apply
 from .lowering import check_supported, evaluate, lower, schedulable_nodes
 
 if TYPE_CHECKING:  # the runtime package is imported when a plan is made, not with the oracle
-    from .runtime.plan import Plan
+    from .runtime.plan import RuntimePlan
 
 # Bytes of live activations (as the plan counts them) one chunk of images may use. With it the
 # nasnet reference at batch 32 peaks under 2.5 GB of resident memory (weights and the Python
@@ -55,7 +55,7 @@ def _check(graph: Graph, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def plan(graph: Graph) -> Plan:
+def plan(graph: Graph) -> RuntimePlan:
     """The oracle's plan: one stage per schedulable node in the oracle's order, every operator
     computing a tensor of its own (no producer writes into a concatenation), at batch 1 (the
     stages and lifetimes do not depend on the batch)."""
@@ -66,7 +66,7 @@ def plan(graph: Graph) -> Plan:
     return make_plan(stages, [graph.input], [graph.exit_node], 1, arena_kinds=(), into_concat=False)
 
 
-def activation_bytes(graph: Graph, p: Plan | None = None) -> int:
+def activation_bytes(graph: Graph, p: RuntimePlan | None = None) -> int:
     """Per-image activation footprint: the largest sum of the bytes of the buffers live at
     one stage of :func:`plan` (the input and the kept output included), at batch 1."""
     p = p or plan(graph)
@@ -82,14 +82,14 @@ def activation_bytes(graph: Graph, p: Plan | None = None) -> int:
     return peak
 
 
-def chunk_size(graph: Graph, budget: int | None = None, p: Plan | None = None) -> int:
+def chunk_size(graph: Graph, budget: int | None = None, p: RuntimePlan | None = None) -> int:
     """Images per chunk: ``max(1, budget // activation_bytes(graph))``, ``budget`` defaulting
     to :data:`MEMORY_BUDGET`."""
     budget = MEMORY_BUDGET if budget is None else budget
     return max(1, int(budget) // max(1, activation_bytes(graph, p)))
 
 
-def _evaluate(p: Plan, x: torch.Tensor) -> torch.Tensor:
+def _evaluate(p: RuntimePlan, x: torch.Tensor) -> torch.Tensor:
     """One chunk through the plan: each step computed from the tensors it reads, each buffer
     dropped after its last stage."""
     from .runtime.plan import ALIAS
@@ -133,7 +133,7 @@ def run(graph: Graph, x: np.ndarray) -> np.ndarray:
     return _run(p, x, chunk_size(graph, p=p))
 
 
-def _run(p: Plan, x: np.ndarray, chunk: int) -> np.ndarray:
+def _run(p: RuntimePlan, x: np.ndarray, chunk: int) -> np.ndarray:
     n = x.shape[0]
     out = None
     with torch.inference_mode():

@@ -7,12 +7,12 @@ import weakref
 
 import numpy as np
 import pytest
-from runtime_helpers import mixed_graph
 
 from ios_core import reference
 from ios_core.check import compare, tolerance_for
 from ios_core.ir import GraphBuilder, Value
 from ios_core.runtime.plan import ALIAS, CONCAT, INTO
+from tests.runtime_helpers import mixed_graph
 
 
 def output_also_read():

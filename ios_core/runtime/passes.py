@@ -1,7 +1,7 @@
 """The plan's passes, in order: resolve, aliasing, liveness, arena (see :mod:`.plan`), and
 :func:`make_plan`, which runs them.
 
-Each pass reads what the earlier ones wrote into the :class:`~.plan.Plan` and adds its part;
+Each pass reads what the earlier ones wrote into the :class:`~.plan.RuntimePlan` and adds its part;
 none knows about a device or a framework.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..ir import Node, leaf_nodes
 from ..lowering import composition
-from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, Plan, StagePlan, Step, ValueRef
+from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, RuntimePlan, StagePlan, Step, ValueRef
 
 # Operators whose output the torch executor may return as a view of their input (a channel
 # slice, a reshape): their input's storage must live as long as their output.
@@ -22,7 +22,7 @@ NOT_INTO = ("identity", "flatten")
 
 
 def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-            batch_size: int) -> Plan:
+            batch_size: int) -> RuntimePlan:
     """One step per executable operator (Sequential nodes expanded), with its stage, group and
     composed input."""
     plan_stages = []
@@ -33,10 +33,10 @@ def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node
             group.steps = [Step(leaf, si, gi, composition(leaf)) for node in g for leaf in leaf_nodes(node)]
             groups.append(group)
         plan_stages.append(StagePlan(groups))
-    return Plan(batch_size, plan_stages, list(externals), list(outputs))
+    return RuntimePlan(batch_size, plan_stages, list(externals), list(outputs))
 
 
-def aliasing(plan: Plan, into_concat: bool = True) -> None:
+def aliasing(plan: RuntimePlan, into_concat: bool = True) -> None:
     """Decide where every value lives: buffers for the inputs, for each concatenation and for
     every other computing operator; pass-through identities alias their source; a producer
     whose whole output is one term of a concatenation (and only of that one) writes straight
@@ -114,7 +114,7 @@ def aliasing(plan: Plan, into_concat: bool = True) -> None:
                 plan.values[node.name] = plan.values[leaf_nodes(node)[-1].name]
 
 
-def liveness(plan: Plan) -> None:
+def liveness(plan: RuntimePlan) -> None:
     """Lifetimes in stages: a buffer lives from the first stage writing it to the last stage
     reading it (kept outputs to the end); an operator whose output may be a view of its input
     keeps that input alive as long as itself. Fills ``Buffer.start/end/kept`` and each stage's
@@ -153,7 +153,7 @@ def liveness(plan: Plan) -> None:
 ALIGN = 64  # bytes: every arena block starts on a cache line (vectorized kernels like that)
 
 
-def arena(plan: Plan, kinds: Sequence[str] = ("concat",)) -> None:
+def arena(plan: RuntimePlan, kinds: Sequence[str] = ("concat",)) -> None:
     """Place the buffers of ``kinds`` in one arena: storage blocks laid out one after another,
     each reused by buffers whose lifetimes do not overlap (a block is free for a buffer
     starting at stage ``s`` once its last occupant ended before ``s``), best fit first.
@@ -196,7 +196,7 @@ def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[lis
 
 def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
               batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False,
-              into_concat: bool = True) -> Plan:
+              into_concat: bool = True) -> RuntimePlan:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
     ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
     (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
