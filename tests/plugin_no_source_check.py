@@ -1,4 +1,4 @@
-"""Test plugin (``IOS_BENCH_PLUGINS=plugin_no_source_check``): onnxruntime "cannot run" an imported
+"""Test plugin (``IOS_BENCH_PLUGINS=tests.plugin_no_source_check``): onnxruntime "cannot run" an imported
 model's original file, so the independent check of its cells cannot run (issue 24, item 9)."""
 
 import sys

@@ -17,11 +17,11 @@ import pytest
 
 pytest.importorskip("onnx")
 
-import hostile_onnx as corpus  # noqa: E402
 from conftest import ROOT  # noqa: E402
 
 from ios_core.frontend import UnsupportedModel  # noqa: E402
 from ios_core.frontend import onnx as frontend  # noqa: E402
+from tests import hostile_onnx as corpus  # noqa: E402
 
 
 def snapshot(root: Path) -> dict:
@@ -430,11 +430,11 @@ def test_onnxruntime_writes_nothing_in_home_under_the_quiet_environment(tmp_path
     home = tmp_path / "home"
     home.mkdir()
     code = ("from ios_bench.sideeffects import quiet_environment; quiet_environment()\n"
-            "import onnxruntime as ort, hostile_onnx as c\n"
+            "import onnxruntime as ort\nfrom tests import hostile_onnx as c\n"
             "s = ort.InferenceSession(c.small_model().SerializeToString(), providers=['CPUExecutionProvider'])\n"
             "import numpy as np; s.run(None, {'x': np.zeros((1, 3, 8, 8), np.float32)})\n")
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
-    env.update(HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     if p.returncode and "No module named 'onnxruntime'" in p.stderr:
         pytest.skip("no onnxruntime")
@@ -461,8 +461,7 @@ def test_sweep_says_when_the_independent_check_could_not_run(tmp_path):
     import json
 
     src = corpus.save(corpus.small_model(), tmp_path / "net.onnx")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
-               IOS_BENCH_PLUGINS="plugin_no_source_check")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.plugin_no_source_check")
     p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--models", str(src), "--batch", "1",
                         "--frameworks", "onnxruntime", "--schedules", "none", "--out", "runs/r", "--warmup", "0",
                         "--repeat", "1", "--min-sample-ms", "0", "--no-progress"], cwd=tmp_path, env=env,
