@@ -105,6 +105,13 @@ class _Emitter(OpVisitor):
             mult = op.out_channels // cin
             kernel = w.reshape(cin, mult, *op.kernel).transpose(2, 3, 0, 1)
             kind = "depthwise"
+        elif op.groups > 1 and not _onednn():
+            # TensorFlow's own (Eigen) CPU kernels have no grouped convolution ("Fused conv
+            # implementation does not support grouped convolutions"); only its oneDNN build does.
+            # Without oneDNN: one convolution per group on its channel slice, concatenated.
+            g, per_out = op.groups, op.out_channels // op.groups
+            kernels = [np.ascontiguousarray(w[i * per_out:(i + 1) * per_out].transpose(2, 3, 1, 0)) for i in range(g)]
+            return "grouped", [tf.constant(k) for k in kernels], tf.constant(op.bias)
         else:
             kernel = w.transpose(2, 3, 1, 0)  # HWIO; grouped convs split I and O in torch's order
             kind = "conv"
@@ -123,6 +130,10 @@ class _Emitter(OpVisitor):
             if padding != "VALID":
                 x = tf.pad(x, padding)
             y = tf.nn.depthwise_conv2d(x, kernel, [1, *op.stride, 1], "VALID", dilations=list(op.dilation))
+        elif conv_kind == "grouped":
+            parts = tf.split(x, len(kernel), axis=3)
+            y = tf.concat([tf.nn.conv2d(part, k, list(op.stride), padding, dilations=list(op.dilation))
+                           for part, k in zip(parts, kernel)], axis=3)
         else:
             y = tf.nn.conv2d(x, kernel, list(op.stride), padding, dilations=list(op.dilation))
         return _act(tf, op.act)(tf.nn.bias_add(y, bias))
@@ -315,3 +326,13 @@ XLA = TensorFlow(
     options={"jit_compile": True},
     mode="tf.function + XLA (jit_compile)",
 )
+
+
+def _onednn() -> bool:
+    """Whether this TensorFlow runs its oneDNN CPU kernels (on by default only on some x86 CPUs)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except Exception:  # an internal module moved: assume the portable kernels
+        return False
