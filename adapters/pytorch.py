@@ -31,7 +31,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ios_core.ir import Graph, Node
+from ios_core.ir import Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
 from ios_core.threads import resolve_threads
@@ -145,10 +145,12 @@ class _Linear(nn.Module):
         return self.act(self.linear(torch.flatten(x, 1)))[:, :, None, None]
 
 
-def _op_module(node: Node) -> nn.Module:
+class ModuleEmitter(OpVisitor):
     """An ``nn.Module`` computing one (non-Sequential) operator from its composed input."""
-    kind = node.TYPE
-    if kind == "conv":
+
+    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+
+    def visit_conv(self, node: Node) -> nn.Module:
         conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride,
                          node.padding if node.symmetric else 0, node.dilation, node.groups, bias=True)
         with torch.no_grad():
@@ -157,33 +159,46 @@ def _op_module(node: Node) -> nn.Module:
         if not node.symmetric:
             conv = _padded(node, conv)
         return nn.Sequential(conv, _act_module(node.act)) if node.act != "identity" else conv
-    if kind == "pool":
+
+    def visit_pool(self, node: Node) -> nn.Module:
         if node.pool_type == "global_avg":
             return nn.AdaptiveAvgPool2d(1)
         if node.pool_type == "global_max":
             return nn.AdaptiveMaxPool2d(1)
         return _pool_module(node)
-    if kind in ("identity", "element"):
+
+    def visit_identity(self, node: Node) -> nn.Module:
         return nn.Identity()
-    if kind == "relu":
+
+    def visit_relu(self, node: Node) -> nn.Module:
         return nn.ReLU()
-    if kind == "activation":
+
+    def visit_activation(self, node: Node) -> nn.Module:
         return _act_module(node.act_type, node.alpha, node.beta)
-    if kind == "affine":
+
+    def visit_affine(self, node: Node) -> nn.Module:
         return _Affine(node)
-    if kind == "shuffle":
+
+    def visit_shuffle(self, node: Node) -> nn.Module:
         return _Shuffle(node)
-    if kind == "resize":
+
+    def visit_resize(self, node: Node) -> nn.Module:
         return _Resize(node)
-    if kind == "flatten":
+
+    def visit_flatten(self, node: Node) -> nn.Module:
         return _Flatten()
-    if kind == "linear":
+
+    def visit_linear(self, node: Node) -> nn.Module:
         lin = nn.Linear(node.in_features, node.out_features, bias=True)
         with torch.no_grad():
             lin.weight.copy_(torch.from_numpy(node.weight))
             lin.bias.copy_(torch.from_numpy(node.bias))
         return _Linear(lin, _act_module(node.act))
-    raise NotImplementedError(f"torch adapter: no conversion for node type {kind!r}")
+
+
+def _op_module(node: Node) -> nn.Module:
+    """An ``nn.Module`` computing one (non-Sequential) operator from its composed input."""
+    return ModuleEmitter().visit(node)
 
 
 class GraphModule(nn.Module):

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ios_core.ir import Graph, Node
+from ios_core.ir import Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
@@ -64,27 +64,40 @@ def _flatten_nchw(tf, x, shape):
     return tf.reshape(x, [-1, c * h * w])
 
 
-class _Emitter:
-    """Builds each operator's TensorFlow ops; weights are converted once, at construction."""
+class _Emitter(OpVisitor):
+    """Builds each operator's TensorFlow ops (``emitter(op, x)``, NHWC); weights are converted
+    once, at construction."""
+
+    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
 
     def __init__(self, tf, graph: Graph):
         self.tf = tf
         self.params: dict[str, tuple] = {}
         for op in graph.operators():
-            if op.TYPE == "conv":
-                self.params[op.name] = self._conv_params(op)
-            elif op.TYPE == "linear":
-                self.params[op.name] = (tf.constant(np.ascontiguousarray(op.weight.T)), tf.constant(op.bias))
-            elif op.TYPE == "resize" and op.mode == "bilinear":
-                self.params[op.name] = (tf.constant(op.interpolation(0)), tf.constant(op.interpolation(1)))
-            elif op.TYPE == "affine":
-                self.params[op.name] = (tf.constant(op.weight), tf.constant(op.bias))
-            elif op.TYPE == "pool" and op.pool_type == "avg" and not op.count_include_pad:
-                # window size / input positions in the window: rescales an average that counted padding
-                scale = float(op.kernel[0] * op.kernel[1]) / op.input_counts()
-                self.params[op.name] = (tf.constant(scale[None, :, :, None]),)
+            make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
+            params = make(op) if make is not None else None
+            if params is not None:
+                self.params[op.name] = params
 
-    def _conv_params(self, op):
+    def _params_linear(self, op):
+        return self.tf.constant(np.ascontiguousarray(op.weight.T)), self.tf.constant(op.bias)
+
+    def _params_resize(self, op):
+        if op.mode == "bilinear":
+            return self.tf.constant(op.interpolation(0)), self.tf.constant(op.interpolation(1))
+        return None
+
+    def _params_affine(self, op):
+        return self.tf.constant(op.weight), self.tf.constant(op.bias)
+
+    def _params_pool(self, op):
+        if op.pool_type == "avg" and not op.count_include_pad:
+            # window size / input positions in the window: rescales an average that counted padding
+            scale = float(op.kernel[0] * op.kernel[1]) / op.input_counts()
+            return (self.tf.constant(scale[None, :, :, None]),)
+        return None
+
+    def _params_conv(self, op):
         tf = self.tf
         cin = op.input_shape[0]
         w = op.weight  # (O, I/groups, kh, kw)
@@ -92,68 +105,96 @@ class _Emitter:
             mult = op.out_channels // cin
             kernel = w.reshape(cin, mult, *op.kernel).transpose(2, 3, 0, 1)
             kind = "depthwise"
+        elif op.groups > 1 and not _onednn():
+            # TensorFlow's own (Eigen) CPU kernels have no grouped convolution ("Fused conv
+            # implementation does not support grouped convolutions"); only its oneDNN build does.
+            # Without oneDNN: one convolution per group on its channel slice, concatenated.
+            g, per_out = op.groups, op.out_channels // op.groups
+            kernels = [np.ascontiguousarray(w[i * per_out:(i + 1) * per_out].transpose(2, 3, 1, 0)) for i in range(g)]
+            return "grouped", [tf.constant(k) for k in kernels], tf.constant(op.bias)
         else:
             kernel = w.transpose(2, 3, 1, 0)  # HWIO; grouped convs split I and O in torch's order
             kind = "conv"
         return kind, tf.constant(np.ascontiguousarray(kernel)), tf.constant(op.bias)
 
     def __call__(self, op: Node, x):
+        return self.visit(op, x)
+
+    def visit_conv(self, op: Node, x):
         tf = self.tf
-        kind = op.TYPE
-        if kind == "conv":
-            conv_kind, kernel, bias = self.params[op.name]
-            padding = "VALID" if not any(op.pads) else _pads_nhwc(op)
-            if conv_kind == "depthwise":
-                # Explicit padding on depthwise convs crashes grappler's shape inference (TF 2.21
-                # aborts the process), so pad first and convolve 'VALID'.
-                if padding != "VALID":
-                    x = tf.pad(x, padding)
-                y = tf.nn.depthwise_conv2d(x, kernel, [1, *op.stride, 1], "VALID", dilations=list(op.dilation))
-            else:
-                y = tf.nn.conv2d(x, kernel, list(op.stride), padding, dilations=list(op.dilation))
-            return _act(tf, op.act)(tf.nn.bias_add(y, bias))
-        if kind == "pool":
-            if op.pool_type == "global_avg":
-                return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
-            if op.pool_type == "global_max":
-                return tf.reduce_max(x, axis=[1, 2], keepdims=True)
-            if any(op.pads):
-                fill = -np.inf if op.pool_type == "max" else 0.0
-                x = tf.pad(x, _pads_nhwc(op), constant_values=fill)
-            pool = tf.nn.max_pool2d if op.pool_type == "max" else tf.nn.avg_pool2d
-            y = pool(x, list(op.kernel), list(op.stride), "VALID")
-            if op.pool_type == "avg" and not op.count_include_pad:
-                y = y * self.params[op.name][0]
-            return y
-        if kind in ("identity", "element"):
-            return x
-        if kind == "relu":
-            return tf.nn.relu(x)
-        if kind == "activation":
-            return _act(tf, op.act_type, op.alpha, op.beta)(x)
-        if kind == "affine":
-            scale, shift = self.params[op.name]
-            return _act(tf, op.act)(x * scale + shift)
-        if kind == "shuffle":
-            c, h, w = op.input_shape
-            g = op.groups
-            y = tf.transpose(tf.reshape(x, [-1, h, w, g, c // g]), [0, 1, 2, 4, 3])
-            return tf.reshape(y, [-1, h, w, c])
-        if kind == "resize":
-            if op.mode == "nearest":  # source pixel floor(i * in / out): no half-pixel centers
-                return tf.compat.v1.image.resize_nearest_neighbor(x, list(op.size), align_corners=False,
-                                                                  half_pixel_centers=False)
-            # as two small matrix products: XLA's ResizeBilinear with half-pixel centers does not
-            # match TensorFlow's own kernel (nor PyTorch's) when upsampling (TF 2.21)
-            rows, cols = self.params[op.name]
-            return tf.einsum("jw,nhwc->nhjc", cols, tf.einsum("ih,nhwc->niwc", rows, x))
-        if kind == "flatten":
-            return tf.reshape(_flatten_nchw(tf, x, op.input_shape), [-1, 1, 1, op.output_shape[0]])
-        if kind == "linear":
-            weight_t, bias = self.params[op.name]
-            y = _act(tf, op.act)(tf.matmul(_flatten_nchw(tf, x, op.input_shape), weight_t) + bias)
-            return tf.reshape(y, [-1, 1, 1, op.out_features])
-        raise NotImplementedError(f"tensorflow adapter: no conversion for node type {kind!r}")
+        conv_kind, kernel, bias = self.params[op.name]
+        padding = "VALID" if not any(op.pads) else _pads_nhwc(op)
+        if conv_kind == "depthwise":
+            # Explicit padding on depthwise convs crashes grappler's shape inference (TF 2.21
+            # aborts the process), so pad first and convolve 'VALID'.
+            if padding != "VALID":
+                x = tf.pad(x, padding)
+            y = tf.nn.depthwise_conv2d(x, kernel, [1, *op.stride, 1], "VALID", dilations=list(op.dilation))
+        elif conv_kind == "grouped":
+            parts = tf.split(x, len(kernel), axis=3)
+            y = tf.concat([tf.nn.conv2d(part, k, list(op.stride), padding, dilations=list(op.dilation))
+                           for part, k in zip(parts, kernel)], axis=3)
+        else:
+            y = tf.nn.conv2d(x, kernel, list(op.stride), padding, dilations=list(op.dilation))
+        return _act(tf, op.act)(tf.nn.bias_add(y, bias))
+
+    def visit_pool(self, op: Node, x):
+        tf = self.tf
+        if op.pool_type == "global_avg":
+            return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
+        if op.pool_type == "global_max":
+            return tf.reduce_max(x, axis=[1, 2], keepdims=True)
+        if any(op.pads):
+            fill = -np.inf if op.pool_type == "max" else 0.0
+            x = tf.pad(x, _pads_nhwc(op), constant_values=fill)
+        pool = tf.nn.max_pool2d if op.pool_type == "max" else tf.nn.avg_pool2d
+        y = pool(x, list(op.kernel), list(op.stride), "VALID")
+        if op.pool_type == "avg" and not op.count_include_pad:
+            y = y * self.params[op.name][0]
+        return y
+
+    def visit_identity(self, op: Node, x):
+        return x
+
+    def visit_relu(self, op: Node, x):
+        tf = self.tf
+        return tf.nn.relu(x)
+
+    def visit_activation(self, op: Node, x):
+        tf = self.tf
+        return _act(tf, op.act_type, op.alpha, op.beta)(x)
+
+    def visit_affine(self, op: Node, x):
+        tf = self.tf
+        scale, shift = self.params[op.name]
+        return _act(tf, op.act)(x * scale + shift)
+
+    def visit_shuffle(self, op: Node, x):
+        tf = self.tf
+        c, h, w = op.input_shape
+        g = op.groups
+        y = tf.transpose(tf.reshape(x, [-1, h, w, g, c // g]), [0, 1, 2, 4, 3])
+        return tf.reshape(y, [-1, h, w, c])
+
+    def visit_resize(self, op: Node, x):
+        tf = self.tf
+        if op.mode == "nearest":  # source pixel floor(i * in / out): no half-pixel centers
+            return tf.compat.v1.image.resize_nearest_neighbor(x, list(op.size), align_corners=False,
+                                                              half_pixel_centers=False)
+        # as two small matrix products: XLA's ResizeBilinear with half-pixel centers does not
+        # match TensorFlow's own kernel (nor PyTorch's) when upsampling (TF 2.21)
+        rows, cols = self.params[op.name]
+        return tf.einsum("jw,nhwc->nhjc", cols, tf.einsum("ih,nhwc->niwc", rows, x))
+
+    def visit_flatten(self, op: Node, x):
+        tf = self.tf
+        return tf.reshape(_flatten_nchw(tf, x, op.input_shape), [-1, 1, 1, op.output_shape[0]])
+
+    def visit_linear(self, op: Node, x):
+        tf = self.tf
+        weight_t, bias = self.params[op.name]
+        y = _act(tf, op.act)(tf.matmul(_flatten_nchw(tf, x, op.input_shape), weight_t) + bias)
+        return tf.reshape(y, [-1, 1, 1, op.out_features])
 
 
 def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False):
@@ -285,3 +326,13 @@ XLA = TensorFlow(
     options={"jit_compile": True},
     mode="tf.function + XLA (jit_compile)",
 )
+
+
+def _onednn() -> bool:
+    """Whether this TensorFlow runs its oneDNN CPU kernels (on by default only on some x86 CPUs)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except Exception:  # an internal module moved: assume the portable kernels
+        return False

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.atomic import atomic_write_bytes
-from ios_core.ir import Graph, Node
+from ios_core.ir import Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
@@ -58,9 +58,12 @@ def graph_hash(graph: Graph) -> str:
     return h.hexdigest()
 
 
-class NetworkBuilder:
+class NetworkBuilder(OpVisitor):
     """Emits TensorRT layers for IR operators; keeps every weight array alive until the
     engine is built (TensorRT reads them at build time, not when the layer is added)."""
+
+    ALIASES = {"element": "identity", "activation": "relu"}  # relu nodes and activations: act_type
+    REFUSES = {t: "not lowered to TensorRT layers yet" for t in ("affine", "shuffle", "resize")}
 
     def __init__(self, trt, network, batch_size: int):
         self.trt, self.network, self.n = trt, network, batch_size
@@ -103,49 +106,57 @@ class NetworkBuilder:
         return self.network.add_activation(t, types[kind]).get_output(0)
 
     def __call__(self, op: Node, x):
+        return self.visit(op, x)
+
+    def visit_conv(self, op: Node, x):
+        net = self.network
+        layer = net.add_convolution_nd(x, op.out_channels, tuple(op.kernel), self.weights(op.weight),
+                                       self.weights(op.bias))
+        layer.stride_nd = tuple(op.stride)
+        layer.padding_nd = tuple(op.padding)
+        layer.dilation_nd = tuple(op.dilation)
+        layer.num_groups = op.groups
+        layer.name = op.name
+        return self.act(layer.get_output(0), op.act)
+
+    def visit_pool(self, op: Node, x):
+        trt, net = self.trt, self.network
+        if op.pool_type in ("global_avg", "global_max"):
+            red = trt.ReduceOperation.AVG if op.pool_type == "global_avg" else trt.ReduceOperation.MAX
+            return net.add_reduce(x, red, (1 << 2) | (1 << 3), True).get_output(0)
+        ptype = trt.PoolingType.MAX if op.pool_type == "max" else trt.PoolingType.AVERAGE
+        layer = net.add_pooling_nd(x, ptype, tuple(op.kernel))
+        layer.stride_nd = tuple(op.stride)
+        layer.padding_nd = tuple(op.padding)
+        if op.pool_type == "avg":
+            layer.average_count_excludes_padding = False  # the IR counts padding (cuDNN INCLUDE_PADDING)
+        layer.name = op.name
+        return layer.get_output(0)
+
+    def visit_identity(self, op: Node, x):
+        return x
+
+    def visit_relu(self, op: Node, x):
+        return self.act(x, op.act_type)
+
+    def visit_flatten(self, op: Node, x):
+        net, n = self.network, self.n
+        layer = net.add_shuffle(x)
+        layer.reshape_dims = (n, op.output_shape[0], 1, 1)
+        return layer.get_output(0)
+
+    def visit_linear(self, op: Node, x):
         trt, net, n = self.trt, self.network, self.n
-        kind = op.TYPE
-        if kind == "conv":
-            layer = net.add_convolution_nd(x, op.out_channels, tuple(op.kernel), self.weights(op.weight),
-                                           self.weights(op.bias))
-            layer.stride_nd = tuple(op.stride)
-            layer.padding_nd = tuple(op.padding)
-            layer.dilation_nd = tuple(op.dilation)
-            layer.num_groups = op.groups
-            layer.name = op.name
-            return self.act(layer.get_output(0), op.act)
-        if kind == "pool":
-            if op.pool_type in ("global_avg", "global_max"):
-                red = trt.ReduceOperation.AVG if op.pool_type == "global_avg" else trt.ReduceOperation.MAX
-                return net.add_reduce(x, red, (1 << 2) | (1 << 3), True).get_output(0)
-            ptype = trt.PoolingType.MAX if op.pool_type == "max" else trt.PoolingType.AVERAGE
-            layer = net.add_pooling_nd(x, ptype, tuple(op.kernel))
-            layer.stride_nd = tuple(op.stride)
-            layer.padding_nd = tuple(op.padding)
-            if op.pool_type == "avg":
-                layer.average_count_excludes_padding = False  # the IR counts padding (cuDNN INCLUDE_PADDING)
-            layer.name = op.name
-            return layer.get_output(0)
-        if kind in ("identity", "element"):
-            return x
-        if kind in ("relu", "activation"):
-            return self.act(x, op.act_type)
-        if kind == "flatten":
-            layer = net.add_shuffle(x)
-            layer.reshape_dims = (n, op.output_shape[0], 1, 1)
-            return layer.get_output(0)
-        if kind == "linear":
-            flat = net.add_shuffle(x)
-            flat.reshape_dims = (n, op.in_features)
-            w = net.add_constant((op.out_features, op.in_features), self.weights(op.weight)).get_output(0)
-            b = net.add_constant((1, op.out_features), self.weights(op.bias)).get_output(0)
-            mm = net.add_matrix_multiply(flat.get_output(0), trt.MatrixOperation.NONE, w,
-                                         trt.MatrixOperation.TRANSPOSE).get_output(0)
-            y = self.act(net.add_elementwise(mm, b, trt.ElementWiseOperation.SUM).get_output(0), op.act)
-            out = net.add_shuffle(y)
-            out.reshape_dims = (n, op.out_features, 1, 1)
-            return out.get_output(0)
-        raise NotImplementedError(f"tensorrt adapter: no conversion for node type {kind!r}")
+        flat = net.add_shuffle(x)
+        flat.reshape_dims = (n, op.in_features)
+        w = net.add_constant((op.out_features, op.in_features), self.weights(op.weight)).get_output(0)
+        b = net.add_constant((1, op.out_features), self.weights(op.bias)).get_output(0)
+        mm = net.add_matrix_multiply(flat.get_output(0), trt.MatrixOperation.NONE, w,
+                                     trt.MatrixOperation.TRANSPOSE).get_output(0)
+        y = self.act(net.add_elementwise(mm, b, trt.ElementWiseOperation.SUM).get_output(0), op.act)
+        out = net.add_shuffle(y)
+        out.reshape_dims = (n, op.out_features, 1, 1)
+        return out.get_output(0)
 
 
 def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, logger=None) -> tuple[bytes, dict]:

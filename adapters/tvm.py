@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.atomic import atomic_write_json
-from ios_core.ir import Graph
+from ios_core.ir import Graph, OpVisitor
 from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
@@ -112,16 +112,10 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
     # The function's parameter list must be known up front: collect the weights first.
     def collect():
         for node in graph.operators():
-            if node.TYPE == "conv":
-                weight(node, "weight", node.weight)
-                weight(node, "bias", node.bias)
-            elif node.TYPE == "linear":
-                # stored transposed (in, out): the matmul is then a plain x @ W
-                weight(node, "weight", node.weight.T)
-                weight(node, "bias", node.bias)
-            elif node.TYPE == "affine":
-                weight(node, "weight", node.weight.reshape(1, -1, 1, 1))
-                weight(node, "bias", node.bias.reshape(1, -1, 1, 1))
+            if node.HAS_WEIGHTS:
+                w, b = RelaxEmitter.weight_layout(node)
+                weight(node, "weight", w)
+                weight(node, "bias", b)
 
     collect()
     wv = dict(zip(params, weight_vars))
@@ -134,7 +128,8 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
                 mul=lambda ts: functools.reduce(lambda a, t: bb.emit(R.multiply(a, t)), ts),
                 concat=lambda ts: bb.emit(R.concat(ts, axis=1)),
             )
-            out = lower(graph, x_var, prims, lambda op, x: apply(bb, op, x, wv, act, batch_size))
+            emitter = RelaxEmitter(bb, wv, act, batch_size)
+            out = lower(graph, x_var, prims, emitter.visit)
             result = bb.emit_output(out)
         bb.emit_func_output(result)
 
@@ -144,62 +139,99 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
     return mod, params
 
 
-def apply(bb, node, x, wv, act, batch_size: int):
-    """Emit one (non-Sequential) operator on its composed input ``x``."""
-    from tvm import relax
+class RelaxEmitter(OpVisitor):
+    """Emits one (non-Sequential) operator on its composed input ``x`` into a Relax block
+    builder: ``visit(node, x)``. ``wv`` maps ``"<node>.weight"``/``"<node>.bias"`` to the
+    function's weight parameters, ``act(y, kind, alpha, beta)`` emits an activation."""
 
-    R = relax.op
-    kind = node.TYPE
-    if kind == "conv":
-        y = bb.emit(R.nn.conv2d(x, wv[f"{node.name}.weight"], strides=node.stride, padding=node.pads,
+    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+
+    def __init__(self, bb, wv, act, batch_size: int):
+        from tvm import relax
+
+        self.bb, self.wv, self.act, self.batch_size, self.R = bb, wv, act, batch_size, relax.op
+
+    @staticmethod
+    def weight_layout(node) -> tuple[np.ndarray, np.ndarray]:
+        """A weighted node's weight and bias as this emitter reads them: a linear layer's
+        weight transposed (in, out: the matmul is then a plain x @ W), an affine's as
+        (1, C, 1, 1) to broadcast; a convolution's as stored (OIHW)."""
+        if node.TYPE == "linear":
+            return node.weight.T, node.bias
+        if node.TYPE == "affine":
+            return node.weight.reshape(1, -1, 1, 1), node.bias.reshape(1, -1, 1, 1)
+        return node.weight, node.bias
+
+    def visit_conv(self, node, x):
+        R = self.R
+        y = self.bb.emit(R.nn.conv2d(x, self.wv[f"{node.name}.weight"], strides=node.stride, padding=node.pads,
                                 dilation=node.dilation, groups=node.groups, data_layout="NCHW",
                                 kernel_layout="OIHW", out_dtype="float32"))
-        bias = bb.emit(R.reshape(wv[f"{node.name}.bias"], (1, node.out_channels, 1, 1)))
-        y = bb.emit(R.add(y, bias))
-        return act(y, node.act)
-    if kind == "pool":
+        bias = self.bb.emit(R.reshape(self.wv[f"{node.name}.bias"], (1, node.out_channels, 1, 1)))
+        y = self.bb.emit(R.add(y, bias))
+        return self.act(y, node.act)
+
+    def visit_pool(self, node, x):
+        R = self.R
         if node.pool_type == "global_avg":
-            return bb.emit(R.mean(x, axis=[2, 3], keepdims=True))
+            return self.bb.emit(R.mean(x, axis=[2, 3], keepdims=True))
         if node.pool_type == "global_max":
-            return bb.emit(R.max(x, axis=[2, 3], keepdims=True))
+            return self.bb.emit(R.max(x, axis=[2, 3], keepdims=True))
         # padding (top, left, bottom, right), as the IR's pads
         common = dict(pool_size=node.kernel, strides=node.stride, padding=node.pads, layout="NCHW")
         if node.pool_type == "max":
-            return bb.emit(R.nn.max_pool2d(x, **common))
+            return self.bb.emit(R.nn.max_pool2d(x, **common))
         # The IR's default (like cuDNN's INCLUDE_PADDING and the oracle) counts padding in the average.
-        return bb.emit(R.nn.avg_pool2d(x, count_include_pad=bool(node.count_include_pad), **common))
-    if kind in ("identity", "element"):
+        return self.bb.emit(R.nn.avg_pool2d(x, count_include_pad=bool(node.count_include_pad), **common))
+
+    def visit_identity(self, node, x):
         return x
-    if kind == "relu":
-        return act(x, "relu")
-    if kind == "activation":
-        return act(x, node.act_type, node.alpha, node.beta)
-    if kind == "affine":
-        y = bb.emit(R.multiply(x, wv[f"{node.name}.weight"]))
-        return act(bb.emit(R.add(y, wv[f"{node.name}.bias"])), node.act)
-    if kind == "shuffle":
+
+    def visit_relu(self, node, x):
+        return self.act(x, "relu")
+
+    def visit_activation(self, node, x):
+        return self.act(x, node.act_type, node.alpha, node.beta)
+
+    def visit_affine(self, node, x):
+        R = self.R
+        y = self.bb.emit(R.multiply(x, self.wv[f"{node.name}.weight"]))
+        return self.act(self.bb.emit(R.add(y, self.wv[f"{node.name}.bias"])), node.act)
+
+    def visit_shuffle(self, node, x):
+        R = self.R
         c, h, w = node.input_shape
         g = node.groups
-        y = bb.emit(R.reshape(x, (batch_size, g, c // g, h, w)))
-        y = bb.emit(R.permute_dims(y, [0, 2, 1, 3, 4]))
-        return bb.emit(R.reshape(y, (batch_size, c, h, w)))
-    if kind == "resize":
+        y = self.bb.emit(R.reshape(x, (self.batch_size, g, c // g, h, w)))
+        y = self.bb.emit(R.permute_dims(y, [0, 2, 1, 3, 4]))
+        return self.bb.emit(R.reshape(y, (self.batch_size, c, h, w)))
+
+    def visit_resize(self, node, x):
+        R = self.R
         if node.mode == "nearest":  # source pixel floor(i * in / out)
-            return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="nearest_neighbor",
+            return self.bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="nearest_neighbor",
                                             coordinate_transformation_mode="asymmetric", rounding_method="floor"))
         mode = "align_corners" if node.align_corners else "half_pixel"
-        return bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="linear",
+        return self.bb.emit(R.image.resize2d(x, size=tuple(node.size), layout="NCHW", method="linear",
                                         coordinate_transformation_mode=mode))
-    if kind == "flatten":
+
+    def visit_flatten(self, node, x):
+        R = self.R
         c, h, w = node.output_shape
-        return bb.emit(R.reshape(x, (batch_size, c, 1, 1)))
-    if kind == "linear":
-        flat = bb.emit(R.reshape(x, (batch_size, node.in_features)))
-        y = bb.emit(R.matmul(flat, wv[f"{node.name}.weight"], out_dtype="float32"))
-        y = bb.emit(R.add(y, wv[f"{node.name}.bias"]))
-        y = act(y, node.act)
-        return bb.emit(R.reshape(y, (batch_size, node.out_features, 1, 1)))
-    raise NotImplementedError(f"tvm adapter: no conversion for node type {kind!r}")
+        return self.bb.emit(R.reshape(x, (self.batch_size, c, 1, 1)))
+
+    def visit_linear(self, node, x):
+        R = self.R
+        flat = self.bb.emit(R.reshape(x, (self.batch_size, node.in_features)))
+        y = self.bb.emit(R.matmul(flat, self.wv[f"{node.name}.weight"], out_dtype="float32"))
+        y = self.bb.emit(R.add(y, self.wv[f"{node.name}.bias"]))
+        y = self.act(y, node.act)
+        return self.bb.emit(R.reshape(y, (self.batch_size, node.out_features, 1, 1)))
+
+
+def apply(bb, node, x, wv, act, batch_size: int):
+    """Emit one (non-Sequential) operator on its composed input ``x``."""
+    return RelaxEmitter(bb, wv, act, batch_size).visit(node, x)
 
 
 # ---------------------------------------------------------------------------------------------

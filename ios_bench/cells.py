@@ -98,6 +98,7 @@ class CellSpec:
     sequential_baseline: bool = False  # IOS cells whose sweep has no sequential cell on their provider
     model_path: str | None = None  # a graph or ONNX file copied into the run folder
     source_ref_path: str | None = None  # an imported model: onnxruntime's output on the original file
+    source_error: str | None = None  # ... or why onnxruntime could not run it (independent_check)
     util_path: str | None = None
     options: dict = field(default_factory=dict)  # adapter build options
     task: str = "cell"
@@ -153,6 +154,8 @@ def describe(record: dict) -> str:
             text += f", {record['peak_rss_mib']:.0f} MiB"
         if record.get("same_schedule_as"):
             text += f", same schedule as {term(record['same_schedule_as'], False)}"
+        if (record.get("independent_check") or {}).get("ran") is False:
+            mark += f" [yellow](oracle only: {term(record['independent_check'].get('reason', '?'), False)})[/]"
         text += f", {mark}"
         if record.get("unstable"):
             text += f" [yellow]UNSTABLE[/] ({term(record['unstable'], False)})"

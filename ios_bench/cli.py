@@ -51,6 +51,9 @@ def cli():
 def main(argv: list[str] | None = None) -> None:
     from ios_core.threads import apply_spin_policy
 
+    from .sideeffects import quiet_environment
+
+    quiet_environment()  # library switches that keep a run's files out of the home folder
     try:  # the one spin/wait policy (docs/threads.md), before any framework import
         apply_spin_policy()
     except ValueError as e:
@@ -78,8 +81,17 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as e:
         click.echo(f"error: {one_line(e.filename or e)}: no such file", err=True)
         sys.exit(2)
+    except OSError as e:  # a path the user named that the system refuses (name too long, not a folder, ...)
+        where = f"{one_line(_short(e.filename))}: " if e.filename else ""
+        click.echo(f"error: {where}{one_line(e.strerror or e)}", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     else:
         sys.exit(0)
+
+
+def _short(name, limit: int = 200) -> str:
+    text = str(name)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]}"

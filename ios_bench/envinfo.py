@@ -100,13 +100,18 @@ def gpu_info() -> list[dict] | str:
     return gpus if gpus else reason
 
 
-def git_info() -> dict:
-    root = Path(__file__).resolve().parent.parent
-    r = system.run(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10)
+def git_info(root: str | os.PathLike | None = None) -> dict:
+    """The commit of ios-bench's own checkout (and whether tracked files differ from it), read
+    without writing to the repository: ``git status`` would otherwise refresh the index and take
+    ``.git/index.lock``, which can make a user's concurrent git command fail. Git's
+    ``--no-optional-locks`` mode (``GIT_OPTIONAL_LOCKS=0``) skips that refresh."""
+    root = Path(root) if root is not None else Path(__file__).resolve().parent.parent
+    git = ["git", "--no-optional-locks", "-C", str(root)]
+    r = system.run([*git, "rev-parse", "HEAD"], timeout=10)
     if not r.ok:
         return {}
     info = {"commit": r.stdout.strip()}
-    d = system.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10)
+    d = system.run([*git, "status", "--porcelain", "--untracked-files=no"], timeout=10)
     if d.ok:
         info["dirty"] = bool(d.stdout.strip())
     return info

@@ -91,7 +91,7 @@ _ROUND_KEYS = ("reason", "stderr_tail", "samples_ms", "median_ms", "std_ms", "p1
                "warmup", "calls", "check", "interference", "disturbed", "sequential_ms", "info", "build_seconds",
                "precision", "precision_requested", "framework_version", "clock", "stages", "torch_threads",
                "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads", "clocks",
-               "utilization", "affinity", "returncode", "pid")
+               "utilization", "affinity", "returncode", "pid", "independent_check")
 
 
 def round_fields() -> tuple[str, ...]:

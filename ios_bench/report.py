@@ -392,6 +392,7 @@ def cells_table(df) -> Table:
         if r["status"] in TIMED:
             check = "ok" if r["status"] == "ok" else "WRONG"
             check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
+            check += "; oracle only" if _oracle_only(r) else ""
             rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
                          _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
                          _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or "",
@@ -403,7 +404,8 @@ def cells_table(df) -> Table:
                                 "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
                                 "node"],
                  rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
-                 "tolerance")
+                 "tolerance (and, for an imported model, against onnxruntime on the original file; 'oracle only': "
+                 "that independent check could not run, see Failures)")
 
 
 def config_table(df) -> Table | None:
@@ -440,15 +442,25 @@ def _node(r) -> str:
     return n if isinstance(n, str) else ""
 
 
+def _oracle_only(r) -> bool:
+    """An imported model's cell whose independent check (onnxruntime on the original file) could
+    not run (the record's ``independent_check``)."""
+    ind = r.get("independent_check")
+    return isinstance(ind, dict) and ind.get("ran") is False
+
+
 def failures_table(df) -> Table | None:
     bad = df[~df["status"].isin(TIMED)]
     wrong = df[df["status"] == "wrong"]
-    if bad.empty and wrong.empty:
+    unchecked = [r for _, r in df[df["status"].isin(TIMED)].iterrows() if _oracle_only(r)]
+    if bad.empty and wrong.empty and not unchecked:
         return None
     rows = [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"], r["reason"] or ""]
             for _, r in bad.iterrows()]
     rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], "wrong output",
               r.get("check_reason") or ""] for _, r in wrong.iterrows()]
+    rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], f"{r['status']}, oracle only",
+              r["independent_check"].get("reason") or ""] for r in unchecked]
     return Table("Failures", ["model", "batch", "framework", "device", "status", "reason"], rows,
                  "stderr tails are in the HTML report and in the run folder's logs/")
 
@@ -466,6 +478,17 @@ def _policy_text(env: dict) -> str:
     tenv = env.get("thread_env") if isinstance(env.get("thread_env"), dict) else {}
     vars_ = ", ".join(f"{k}={v}" for k, v in tenv.items() if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
     return f"{pol.get('name')}: {pol.get('description', '')}" + (f" ({vars_})" if vars_ else "")
+
+
+def outside_writes_table() -> Table:
+    """What the frameworks write outside the run folder during a run, and the switch for each
+    (ios_bench.sideeffects)."""
+    from .sideeffects import OUTSIDE_WRITES
+
+    return Table("Files written outside the run folder", ["library", "writes", "switch"],
+                 [list(row) for row in OUTSIDE_WRITES],
+                 "where a library gives a switch that stops the write, ios-bench sets it; the others are listed "
+                 "here")
 
 
 def env_table(env: dict) -> Table:
@@ -705,7 +728,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                          f"{r['stderr_tail']}") for _, r in df.iterrows()
                  if r["status"] == "failed" and isinstance(r.get("stderr_tail"), str) and r["stderr_tail"]]
         sections.append(("Failures", [fails] + tails))
-    sections.append(("Environment", [env_table(env)]))
+    sections.append(("Environment", [env_table(env), outside_writes_table()]))
 
     lines = [f"# ios-bench report: {md_text(name)}", ""]
     body = [f"<h1>ios-bench report: {html.escape(name)}</h1>"]

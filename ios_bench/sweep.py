@@ -774,6 +774,10 @@ class Sweep:
         if (self.folder / source_ref).exists():  # an imported model: onnxruntime on the original file
             spec["source_ref_path"] = source_ref
             inputs.append(source_ref)
+        elif ref.get("source_error"):  # ... which could not run it: the record says so (independent_check)
+            spec["source_error"] = ref["source_error"]
+        elif ref.get("source_error"):  # ... which could not run it: the record says so (independent_check)
+            spec["source_error"] = ref["source_error"]
         outputs = []
         if plan.sample_utilization:
             spec["util_path"] = util_file(cell)
@@ -835,7 +839,8 @@ class Sweep:
         measured = [r for r in rounds if r.get("status") in ("ok", "wrong")]
         last = measured[-1] if measured else (rounds[-1] if rounds else {})
         for key in ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
-                    "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity"):
+                    "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity",
+                    "independent_check"):
             if key in last:
                 record[key] = last[key]
         if record.get("node") is not None and not record.get("node_env"):

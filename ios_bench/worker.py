@@ -183,6 +183,22 @@ def task_doctor(spec: dict) -> dict:
             "info": info}
 
 
+def independent_check(graph, spec: dict, source) -> dict | None:
+    """For an imported model (a graph with an ONNX ``source``), whether the cell's output was also
+    checked against onnxruntime on the original file: ``{"ran": True, "passed": bool}``, or
+    ``{"ran": False, "reason": ...}`` when that check could not run (onnxruntime could not load
+    or run the file, the file is gone): the record then says the cell was checked against the
+    oracle only. None for a model without an original file (a zoo model, a graph JSON)."""
+    src = getattr(graph, "source", None) or {}
+    if src.get("format") != "onnx":
+        return None
+    if source is not None:
+        return {"ran": True, "passed": bool(source.passed)}
+    reason = spec.get("source_error") or ("the original ONNX file is gone" if _source_path(graph) is None
+                                          else "no reference output of the original ONNX file")
+    return {"ran": False, "reason": f"independent check against the original ONNX file not run: {reason}"}
+
+
 def _source_path(graph) -> str | None:
     """The original ONNX file of an imported graph, when it is still there."""
     src = getattr(graph, "source", None) or {}
@@ -405,6 +421,9 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["check"] = combined_check(before, after)
     if source is not None:
         result["check"]["source"] = source.to_dict()
+    independent = independent_check(original, spec, source)
+    if independent is not None:
+        result["independent_check"] = independent
     result.update(m.summary())
     result["clock"] = m.meta.get("clock")
     result["samples_ms"] = m.samples_ms
@@ -494,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(thread_env(int(threads)))
     for warning in apply_spin_policy(spec.get("spin_policy")):  # before any framework import, too
         print(f"warning: {warning}", file=sys.stderr)
+    from .sideeffects import quiet_environment
+
+    quiet_environment()  # no telemetry files in the home folder (a Ray worker inherits no parent env)
     import faulthandler
 
     faulthandler.enable()  # a segfault leaves a Python traceback in the stderr tail

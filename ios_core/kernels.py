@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.nn.functional as F
 
-from .ir import Node
+from .ir import Node, OpVisitor
 from .lowering.compose import Primitives, compose
 
 ACT_FN: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -90,37 +90,56 @@ def gather_input(node: Node, outputs: Mapping[str, torch.Tensor]) -> torch.Tenso
     return compose(node, outputs, TORCH_PRIMS)
 
 
-def apply(node: Node, x: torch.Tensor) -> torch.Tensor:
-    """Apply one (non-Sequential) operator to its composed input ``x`` (NCHW, float32)."""
-    kind = node.TYPE
-    if kind == "conv":
+class OracleKernels(OpVisitor):
+    """The oracle's kernel of each operator type: ``visit(node, x)`` applies one
+    (non-Sequential) operator to its composed input ``x`` (NCHW, float32)."""
+
+    ALIASES = {"element": "identity"}  # the composition already summed or multiplied the terms
+
+    def visit_conv(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         x, padding = pad_input(x, node)
         y = F.conv2d(x, torch.from_numpy(node.weight), torch.from_numpy(node.bias), node.stride, padding,
                      node.dilation, node.groups)
         return ACT_FN[node.act](y)
-    if kind == "pool":
+
+    def visit_pool(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         if node.pool_type == "global_avg":
             return x.mean(dim=(2, 3), keepdim=True)
         if node.pool_type == "global_max":
             return x.amax(dim=(2, 3), keepdim=True)
         return pool(x, node)
-    if kind in ("identity", "element"):
+
+    def visit_identity(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return x
-    if kind == "relu":
+
+    def visit_relu(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x)
-    if kind == "activation":
+
+    def visit_activation(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return activation(x, node.act_type, node.alpha, node.beta)
-    if kind == "affine":
+
+    def visit_affine(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         c = node.channels
         y = x * torch.from_numpy(node.weight).view(1, c, 1, 1) + torch.from_numpy(node.bias).view(1, c, 1, 1)
         return ACT_FN[node.act](y)
-    if kind == "shuffle":
+
+    def visit_shuffle(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return shuffle(x, node.groups)
-    if kind == "resize":
+
+    def visit_resize(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return resize(x, node)
-    if kind == "flatten":
+
+    def visit_flatten(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(x.shape[0], -1, 1, 1)
-    if kind == "linear":
+
+    def visit_linear(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x.reshape(x.shape[0], -1), torch.from_numpy(node.weight), torch.from_numpy(node.bias))
         return ACT_FN[node.act](y).reshape(x.shape[0], -1, 1, 1)
-    raise NotImplementedError(f"no kernel for node type {kind!r}")
+
+
+ORACLE_KERNELS = OracleKernels()
+
+
+def apply(node: Node, x: torch.Tensor) -> torch.Tensor:
+    """Apply one (non-Sequential) operator to its composed input ``x`` (NCHW, float32)."""
+    return ORACLE_KERNELS.visit(node, x)

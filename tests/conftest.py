@@ -28,3 +28,11 @@ def run_cli(capsys):
         return e.value.code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """Every operator kind the runtime runs, with weights (``runtime_helpers.mixed_graph``)."""
+    from tests.runtime_helpers import mixed_graph
+
+    return mixed_graph().init_weights(3)

@@ -1,10 +1,27 @@
-"""Graphs and schedules the runtime tests share."""
+"""Graphs, schedules and checks the tests share (one place: ``mixed_graph``, ``check_runtime``;
+the ``mixed`` fixture is in ``conftest.py``)."""
 
 from __future__ import annotations
 
 import copy
 
+from ios_core.check import compare
 from ios_core.ir import Graph, GraphBuilder, Value
+from ios_core.reference import random_input
+from ios_core.reference import run as oracle
+
+
+def check_runtime(graph: Graph, schedule: Graph, batch: int, provider: str = "torch", threads: int = 2, **kw):
+    """The runtime of ``schedule`` (``provider``'s kernels) computes what the oracle computes on
+    ``graph``, for two inputs (plan once, run many); returns the runtime."""
+    from ios_core.runtime import Runtime
+
+    rt = Runtime(schedule, batch, provider=provider, threads=threads, **kw)
+    for seed in (batch, batch + 10):
+        x = random_input(graph, batch, seed=seed)
+        res = compare(rt.run(x), oracle(graph, x))
+        assert res.passed, f"{provider}: {res.reason}"
+    return rt
 
 
 def mixed_graph(channels: int = 8, size: int = 6) -> Graph:

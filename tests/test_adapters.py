@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_graphs import imported_ops, mini_inception
 
 import adapters
 from ios_core import models, reference
 from ios_core.check import compare, tolerance_for
+from tests.adapter_graphs import imported_ops, mini_inception
 
 ADAPTERS = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel",
             "openvino"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_graphs import mini_inception
 
 from ios_core import models, reference
 from ios_core.check import compare
 from ios_core.ir import GraphBuilder, Value
+from tests.adapter_graphs import mini_inception
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runtime_helpers import mixed_graph
 
 from ios_core.reference import random_input
 from ios_core.reference import run as oracle
+from tests.runtime_helpers import mixed_graph
 
 CORE = Path(__file__).resolve().parent.parent / "ios_core"
 
@@ -126,10 +126,9 @@ def test_make_runtime_chooses_the_runtime_by_device():
 
 
 def test_make_runtime_makes_the_cuda_runtime_on_a_given_device():
-    from stream_fakes import TorchQueueDevice
-
     from ios_core.runtime import RuntimeProtocol, make_runtime
     from ios_core.runtime.cuda import CudaRuntime
+    from tests.stream_fakes import TorchQueueDevice
 
     g = mixed_graph().init_weights(0)
     rt = make_runtime(g, 1, device="cuda", backend=TorchQueueDevice(0))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torchvision_models as tv
+
+import tests.torchvision_models as tv
 
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 import pytest
-from runtime_helpers import mixed_graph
 
 from ios_core import threads
 from ios_core.cost import cache as cost_cache
@@ -15,6 +14,7 @@ from ios_core.cost.measured import MeasuredCostModel
 from ios_core.ir import GraphBuilder
 from ios_core.optimizer import schedule
 from ios_core.optimizer.stage import Stage
+from tests.runtime_helpers import mixed_graph
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
 

@@ -4,7 +4,6 @@ linearly with the network's size."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -154,11 +153,13 @@ def test_graph_consumers_replace_and_eliminate_dead_code():
 def _import_work(units: int) -> int:
     """Calls of Node.predecessors while importing a ``units``-unit synthetic network."""
     pytest.importorskip("onnx")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    try:
-        from bench_import import UNIT_NODES, make_model
-    finally:
-        sys.path.pop(0)
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_import.py"
+    spec = importlib.util.spec_from_file_location("bench_import", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    UNIT_NODES, make_model = bench.UNIT_NODES, bench.make_model
     from ios_core.frontend import onnx as frontend
 
     calls = [0]

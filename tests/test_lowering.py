@@ -7,13 +7,13 @@ import functools
 import numpy as np
 import pytest
 import torch
-from adapter_graphs import mini_inception
-from runtime_helpers import mixed_graph
 
 from ios_core import kernels, reference
 from ios_core.ir import GraphBuilder, Value
 from ios_core.lowering import Primitives, compose, composition, lower, lower_nodes
 from ios_core.runtime.emit_torch import CLOSURE_PRIMS
+from tests.adapter_graphs import mini_inception
+from tests.runtime_helpers import mixed_graph
 
 NUMPY_PRIMS = Primitives(
     slice_channels=lambda t, b, e: t[:, b:e],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 from ios_core import models
 from ios_core.check import compare
@@ -12,6 +11,7 @@ from ios_core.ir import Graph
 from ios_core.reference import random_input
 from ios_core.reference import run as oracle
 from ios_core.runtime import Runtime
+from tests.runtime_helpers import check_runtime, level_schedule, sequential_schedule
 
 # small inputs keep the default run fast; the slow test below runs the whole zoo at full size
 FAST_MODELS = {"sample": {"input_shape": (64, 15, 15)}, "squeezenet": {"image_size": 96},
@@ -19,27 +19,15 @@ FAST_MODELS = {"sample": {"input_shape": (64, 15, 15)}, "squeezenet": {"image_si
                "nasnet": {"image_size": 64, "stem_filters": 16, "filters": 16}}
 
 
-def _check(graph: Graph, schedule: Graph, batch: int, threads: int = 2, **kw) -> Runtime:
-    x = random_input(graph, batch, seed=batch)
-    rt = Runtime(schedule, batch, threads=threads, **kw)
-    res = compare(rt.run(x), oracle(graph, x))
-    assert res.passed, res.reason
-    # plan once, run many: a second run on another input is still right
-    x2 = random_input(graph, batch, seed=batch + 10)
-    assert compare(rt.run(x2), oracle(graph, x2)).passed
-    return rt
 
 
-@pytest.fixture(scope="module")
-def mixed():
-    return mixed_graph().init_weights(3)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("schedule", ["none", "sequential", "levels"])
 def test_mixed_graph_every_op(mixed, batch, schedule):
     sched = {"none": mixed, "sequential": sequential_schedule(mixed), "levels": level_schedule(mixed)}[schedule]
-    rt = _check(mixed, sched, batch)
+    rt = check_runtime(mixed, sched, batch)
     assert rt.stats["zero_copy_concat_inputs"] > 0
     if schedule == "levels":
         assert rt.stats["parallel_stages"] > 0 and rt.stats["max_workers"] == 2
@@ -49,22 +37,22 @@ def test_mixed_graph_every_op(mixed, batch, schedule):
                                         ("inception_v3", 1), ("randwire", 2), ("nasnet", 1)])
 def test_zoo_models_sequential_and_levels(name, batch):
     g = models.get(name, **FAST_MODELS[name]).init_weights(0)
-    _check(g, g, batch)
-    _check(g, level_schedule(g), batch)
+    check_runtime(g, g, batch)
+    check_runtime(g, level_schedule(g), batch)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
 def test_reference_schedule_file(data_dir, batch):
     g = Graph.load(data_dir / "tiny_schedule.json").init_weights(0)
     assert g.has_stages
-    rt = _check(g, g, batch)
+    rt = check_runtime(g, g, batch)
     assert rt.stats["parallel_stages"] == 2
 
 
 def test_one_worker_and_one_thread(mixed):
     sched = level_schedule(mixed)
-    _check(mixed, sched, 2, threads=1)
-    _check(mixed, sched, 2, threads=2, max_workers=1)
+    check_runtime(mixed, sched, 2, threads=1)
+    check_runtime(mixed, sched, 2, threads=2, max_workers=1)
 
 
 def test_memory_plan_reuses_and_reports(mixed):
@@ -144,21 +132,21 @@ def test_optimized_schedules_match_oracle(strategy):
     g = models.get("squeezenet", image_size=64).init_weights(0)
     sched = optimize(g, strategy, make_cost_model("synthetic"), batch_size=1)
     for batch in (1, 2):
-        _check(g, sched, batch)
+        check_runtime(g, sched, batch)
 
 
 @pytest.mark.parametrize("strategy", ["sequential", "greedy", "both"])
 def test_imported_operators_every_schedule(strategy):
     """The operators the ONNX importer added (asymmetric padding, affine, shuffle, resize, SE
     broadcast, parametric activations) under each schedule, concurrent groups included."""
-    from adapter_graphs import imported_ops
+    from tests.adapter_graphs import imported_ops
 
     optimize, make_cost_model = _optimizer()
     g = imported_ops().init_weights(2)
     sched = optimize(g, strategy, make_cost_model("synthetic"), batch_size=2)
     for batch in (1, 2):
-        _check(g, sched, batch)
-    _check(g, level_schedule(g), 2)
+        check_runtime(g, sched, batch)
+    check_runtime(g, level_schedule(g), 2)
 
 
 def test_measured_cost_model_drives_the_optimizer(tmp_path):
@@ -179,14 +167,14 @@ def test_measured_cost_model_drives_the_optimizer(tmp_path):
     v = res.stats.validation
     assert v is not None and v["kept"] in ("schedule", "sequential")
     assert (v["kept"] == "schedule") == (v["schedule_ms"] < v["sequential_ms"])
-    _check(g, res.graph, 1)
+    check_runtime(g, res.graph, 1)
     searched = optimize(g, "both", cm, batch_size=1, validate=False)
     if v["kept"] == "sequential":
         seq = optimize(g, "sequential", cm, batch_size=1)
         assert [b.stages for b in res.graph.blocks] == [b.stages for b in seq.blocks]
     else:
         assert [b.stages for b in res.graph.blocks] == [b.stages for b in searched.blocks]
-    _check(g, searched, 1)
+    check_runtime(g, searched, 1)
     cm2 = make_cost_model("measured", **opts)
     r2 = schedule(g, "both", cm2, batch_size=1, validate=False)
     # from the cache: each block's stored plan (no search), or the stored stage costs
@@ -199,15 +187,15 @@ def test_measured_cost_model_drives_the_optimizer(tmp_path):
 @pytest.mark.parametrize("name", models.names())
 def test_every_zoo_model_every_strategy(name, batch):
     g = models.get(name).init_weights(0)
-    _check(g, g, batch)
-    _check(g, level_schedule(g), batch)
+    check_runtime(g, g, batch)
+    check_runtime(g, level_schedule(g), batch)
     try:
         from ios_core.cost import make_cost_model
         from ios_core.optimizer import optimize
     except ImportError:
         return
     for strategy in ["greedy", "merge", "parallel", "both"]:
-        _check(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch)
+        check_runtime(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch)
 
 
 def test_arena_reuse_respects_views_of_a_buffer():
@@ -222,5 +210,5 @@ def test_arena_reuse_respects_views_of_a_buffer():
     cat2 = b.concat([b.conv(x, 4, 3, padding=1), b.conv(x, 4, 1)])
     b.end_block(b.add([s, Value(cat2.node, 0, 4)]))
     g = b.finish().init_weights(0)
-    rt = _check(g, g, 2)
+    rt = check_runtime(g, g, 2)
     assert rt.stats["concat_buffers"] == 2

@@ -5,12 +5,12 @@ from __future__ import annotations
 import multiprocessing as mp
 
 import pytest
-from runtime_helpers import mixed_graph
 
 from ios_core.cost.cache import ProfileCache, default_path, stage_signature
 from ios_core.cost.measured import MeasuredCostModel, make_measured_cost_model
 from ios_core.ir import GraphBuilder
 from ios_core.optimizer.stage import Stage
+from tests.runtime_helpers import mixed_graph
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
 STAGE = dict(FAST, mode="stage")  # every distinct stage timed (the default mode is "calibrated")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_graphs import mini_inception
-from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 from ios_core import models, optimize, reference
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Graph
 from ios_core.runtime import Runtime, graph_stages, make_plan
-from ios_core.runtime.plan import ALIAS, CONCAT, INTO, Plan
+from ios_core.runtime.plan import ALIAS, CONCAT, INTO, RuntimePlan
+from tests.adapter_graphs import mini_inception
+from tests.runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 SCHEDULES = {
     "mixed-seq": lambda: sequential_schedule(mixed_graph()),
@@ -33,12 +33,12 @@ class _Lazy(dict):
 PLANS = _Lazy()
 
 
-def _plan(graph: Graph, batch: int = 2, kinds=("concat",), fuse: bool = False) -> Plan:
+def _plan(graph: Graph, batch: int = 2, kinds=("concat",), fuse: bool = False) -> RuntimePlan:
     return make_plan(graph_stages(graph), [graph.input], [graph.exit_node], batch, arena_kinds=kinds,
                      fuse_sequential=fuse)
 
 
-def check_invariants(plan: Plan) -> None:
+def check_invariants(plan: RuntimePlan) -> None:
     nstages = len(plan.stages)
     bufs = plan.buffers
     writers: dict[int, set[tuple[int, int]]] = {}

@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from adapter_graphs import mini_inception
-from runtime_helpers import level_schedule, mixed_graph, sequential_schedule
 
 from ios_core import models
 from ios_core.check import compare
@@ -17,8 +15,10 @@ from ios_core.reference import random_input
 from ios_core.reference import run as oracle
 from ios_core.runtime import Runtime, providers
 from ios_core.runtime.program import group_threads
+from tests.adapter_graphs import mini_inception
+from tests.runtime_helpers import check_runtime, level_schedule, sequential_schedule
 
-LIBRARIES = [p for p in ("onnxruntime", "openvino") if providers.get(p).available() is None]
+LIBRARIES = [p for p in providers.names() if p != "torch" and providers.get(p).available() is None]
 ALL = ["torch", *LIBRARIES]
 
 
@@ -34,18 +34,8 @@ def _values(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v.contiguous().numpy() for k, v in out.items()}
 
 
-def _check(graph: Graph, schedule: Graph, batch: int, provider: str, threads: int = 2, **kw) -> Runtime:
-    rt = Runtime(schedule, batch, provider=provider, threads=threads, **kw)
-    for seed in (batch, batch + 10):  # plan once, run many
-        x = random_input(graph, batch, seed=seed)
-        res = compare(rt.run(x), oracle(graph, x))
-        assert res.passed, f"{provider}: {res.reason}"
-    return rt
 
 
-@pytest.fixture(scope="module")
-def mixed():
-    return mixed_graph().init_weights(3)
 
 
 # ---- pieces ------------------------------------------------------------------------------------
@@ -115,7 +105,7 @@ def test_mixed_graph_every_op(mixed, provider, schedule, batch):
     """Concatenations of whole outputs and of slices, sums, products, a Sequential, pools,
     flatten, linear; sequential (one piece) and ASAP levels (parallel stages)."""
     sched = {"sequential": sequential_schedule(mixed), "levels": level_schedule(mixed)}[schedule]
-    rt = _check(mixed, sched, batch, provider)
+    rt = check_runtime(mixed, sched, batch, provider)
     st = rt.stats
     assert st["provider"] == provider
     if schedule == "sequential":
@@ -129,12 +119,12 @@ def test_mixed_graph_every_op(mixed, provider, schedule, batch):
 @pytest.mark.parametrize("provider", LIBRARIES)
 def test_zoo_graphs(provider, batch):
     g = models.get("sample", input_shape=(32, 9, 9)).init_weights(0)
-    _check(g, level_schedule(g), batch, provider)
+    check_runtime(g, level_schedule(g), batch, provider)
     sq = models.get("squeezenet", image_size=64).init_weights(0)
-    _check(sq, level_schedule(sq), batch, provider)
+    check_runtime(sq, level_schedule(sq), batch, provider)
     if batch == 1:
         mi = mini_inception().init_weights(1)  # merged-conv slices, grouped/dilated convs, element mul
-        _check(mi, level_schedule(mi), batch, provider)
+        check_runtime(mi, level_schedule(mi), batch, provider)
 
 
 @pytest.mark.parametrize("provider", LIBRARIES)
@@ -148,13 +138,13 @@ def test_optimizer_schedules_with_merged_convs(provider):
         convs = [sum(op.TYPE == "conv" for op in h.operators()) for h in (g, sched)]
         assert convs[1] < convs[0]  # merged convolutions, read through channel slices
         for batch in batches:
-            _check(g, sched, batch, provider)
+            check_runtime(g, sched, batch, provider)
 
 
 @pytest.mark.parametrize("provider", LIBRARIES)
 def test_reference_schedule_file(data_dir, provider):
     g = Graph.load(data_dir / "tiny_schedule.json").init_weights(0)
-    rt = _check(g, g, 2, provider)
+    rt = check_runtime(g, g, 2, provider)
     assert rt.stats["parallel_stages"] == 2
 
 
@@ -163,7 +153,7 @@ def test_reference_schedule_file(data_dir, provider):
 @pytest.mark.parametrize("provider", LIBRARIES)
 def test_thread_shares_and_concurrency(mixed, provider):
     trace: list = []
-    rt = _check(mixed, level_schedule(mixed), 1, provider, trace=trace)
+    rt = check_runtime(mixed, level_schedule(mixed), 1, provider, trace=trace)
     prog, plan = rt.program, rt.plan
     shares = []
     for st in plan.stages:
@@ -195,7 +185,7 @@ def test_settings_are_explicit():
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("provider", LIBRARIES)
 def test_buffers_are_shared_not_copied(mixed, provider, batch):
-    rt = _check(mixed, level_schedule(mixed), batch, provider)
+    rt = check_runtime(mixed, level_schedule(mixed), batch, provider)
     st = rt.stats
     if batch == 1:  # channel slices of a batch-1 buffer are contiguous: nothing is staged or copied
         assert st["staged_inputs"] == 0 and st["copied_outputs"] == 0
@@ -244,7 +234,7 @@ def test_every_zoo_model_every_strategy(provider, name, batch):
     from ios_core.optimizer import optimize
 
     g = models.get(name).init_weights(0)
-    _check(g, g, batch, provider)
-    _check(g, level_schedule(g), batch, provider)
+    check_runtime(g, g, batch, provider)
+    check_runtime(g, level_schedule(g), batch, provider)
     for strategy in ["greedy", "merge", "parallel", "both"]:
-        _check(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch, provider)
+        check_runtime(g, optimize(g, strategy, make_cost_model("synthetic"), batch_size=batch), batch, provider)

@@ -14,7 +14,7 @@ from ios_core.runtime.streams import (
     START,
     Launch,
     Region,
-    Task,
+    StreamTask,
     Wait,
     bind,
     check,
@@ -83,7 +83,7 @@ def random_schedule(seed: int, stages: int = 8, reuse: bool = True, concat: bool
             else:
                 region[v] = Region(s, 0, SIZE)
                 i += 1
-    tasks = [[[Task(values[v][0], tuple(region[i] for i in ins), (region[v],), payload=(v, ins)) for v, ins in g]
+    tasks = [[[StreamTask(values[v][0], tuple(region[i] for i in ins), (region[v],), payload=(v, ins)) for v, ins in g]
               for g in groups] for groups in structure]
     # sequential result with unlimited memory
     val = {0: np.arange(SIZE, dtype=np.float64) + seed}
@@ -182,12 +182,12 @@ def test_dropping_waits_races_on_the_fake_device():
 
 def test_arena_reuse_waits_for_reader_on_another_stream():
     r = lambda s: Region(s, 0, 4)
-    a, b = Task("a", (r(0),), (r(1),)), Task("b", (r(0),), (r(2),))
+    a, b = StreamTask("a", (r(0),), (r(1),)), StreamTask("b", (r(0),), (r(2),))
     # stage 1: c reads storage 1 on one stream, d reads storage 2 on the other
-    c, d = Task("c", (r(1),), (r(3),)), Task("d", (r(2),), (r(4),))
+    c, d = StreamTask("c", (r(1),), (r(3),)), StreamTask("d", (r(2),), (r(4),))
     # stage 2: e reuses storage 1 (a's, read by c) and must not overwrite it under c
-    e = Task("e", (r(4),), (r(1),))
-    f = Task("f", (r(3), r(1)), (r(5),))
+    e = StreamTask("e", (r(4),), (r(1),))
+    f = StreamTask("f", (r(3), r(1)), (r(5),))
     plan = plan_streams([[[a], [b]], [[c], [d]], [[e]], [[f]]], [r(0)], [r(5)])
     assert check(plan) == []
     hb = happens_before(plan)
@@ -198,7 +198,7 @@ def test_arena_reuse_waits_for_reader_on_another_stream():
 
 def test_chains_stay_on_one_stream_without_events():
     r = lambda s: Region(s, 0, 4)
-    stages = [[[Task(f"t{i}", (r(i),), (r(i + 1),))]] for i in range(5)]
+    stages = [[[StreamTask(f"t{i}", (r(i),), (r(i + 1),))]] for i in range(5)]
     plan = plan_streams(stages, [r(0)], [r(5)])
     assert plan.streams == 1 and plan.events == 0
     assert check(plan) == []
@@ -211,8 +211,8 @@ def test_concurrent_writes_into_one_concatenation_need_no_event():
     left = Region(1, 0, 8, view=(1, 2), c0=0, c1=1)
     right = Region(1, 0, 8, view=(1, 2), c0=1, c1=2)
     whole = Region(1, 0, 8)
-    a, b = Task("a", (x,), (left,)), Task("b", (x,), (right,))
-    c = Task("c", (whole,), (Region(2, 0, 8),))
+    a, b = StreamTask("a", (x,), (left,)), StreamTask("b", (x,), (right,))
+    c = StreamTask("c", (whole,), (Region(2, 0, 8),))
     plan = plan_streams([[[a], [b]], [[c]]], [x], [Region(2, 0, 8)])
     assert check(plan) == []
     hb = happens_before(plan)

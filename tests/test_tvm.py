@@ -77,7 +77,7 @@ def test_every_operator_matches_oracle_at_batch_2():
 def test_imported_operators_match_oracle():
     """Asymmetric padding, averages excluding padding, parametric activations, affine, channel
     shuffle, resize, broadcast multiply (what the ONNX importer produces)."""
-    from adapter_graphs import imported_ops
+    from tests.adapter_graphs import imported_ops
 
     graph = imported_ops().init_weights(5)
     x = reference.random_input(graph, 2, seed=3)

@@ -36,7 +36,7 @@ def command(model_or_json: str, output: str | None, batch: str, dynamic_batch: b
     path = Path(output)
     if path.suffix.lower() != ".onnx":
         raise InputError(f"{output}: the output file should end in .onnx")
-    check_output_file(path, "-o/--output", create_parents=False)
+    check_output_file(path, "-o/--output", create_parents=False, kind="onnx")
     try:
         import onnx  # noqa: F401
     except ImportError as e:

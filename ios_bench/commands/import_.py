@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
+from ..escape import one_line
+from ..outputs import check_output_file
 
 
 @click.command("import")
@@ -28,18 +30,35 @@ def command(model: str, output: str | None, name: str | None):
     """
     src = Path(model)
     if not src.is_file():
-        raise InputError(f"{model}: no such file")
+        raise InputError(f"{model}: {'not a regular file' if src.exists() else 'no such file'}")
     path = Path(output) if output else src.with_suffix(".json")
     if path.suffix.lower() != ".json":
         raise InputError(f"{path}: the output file should end in .json")
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: directory {str(path.parent)!r} does not exist")
+    npz = path.with_suffix(".npz")
+    # both outputs checked before any work: new, or a graph (weights) that ios-bench wrote
+    check_output_file(path, "-o/--output", create_parents=False, kind="graph")
+    check_output_file(npz, "-o/--output's weights", create_parents=False, kind="weights")
     try:
         from ios_core.frontend import onnx as onnx_frontend
     except ImportError as e:  # pragma: no cover - onnx is a dependency
         raise InputError(f"the onnx package is needed to import ({e})") from None
     graph = onnx_frontend.load(src, name=name)
-    graph.save(path)
-    click.echo(f"wrote {path} and {path.with_suffix('.npz').name}: {graph.name}, input {graph.input_shape}, "
+    save_graph(graph, path)
+    click.echo(f"wrote {path} and {npz.name}: {one_line(graph.name)}, input {graph.input_shape}, "
                f"{graph.num_operators()} operators in {len(graph.blocks)} blocks, {graph.macs() / 1e9:.3f} GMACs, "
                f"{graph.params() / 1e6:.2f} M params (the file's weights)")
+
+
+def save_graph(graph, path: Path) -> None:
+    """The weights first, then the JSON that names them: a failure leaves no half result (a new
+    weights file is removed again)."""
+    npz = path.with_suffix(".npz")
+    existed = npz.exists()
+    try:
+        if graph.has_weights:
+            graph.save_weights(npz)
+        graph.save(path, weights=False)
+    except OSError as e:
+        if not existed:
+            npz.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None

@@ -72,10 +72,10 @@ def command(model, batch_size, strategy, max_group_size, max_num_groups, max_par
     convolutions applied and a ``stages`` list per block); ``ios-bench show FILE`` prints it.
     """
     if output:
-        check_output_file(output, "-o/--output")
-        check_output_file(Path(output).with_suffix(".npz"), "-o/--output's weights")
+        check_output_file(output, "-o/--output", kind="graph")
+        check_output_file(Path(output).with_suffix(".npz"), "-o/--output's weights", kind="weights")
     if stats_json:
-        check_output_file(stats_json, "--stats-json")
+        check_output_file(stats_json, "--stats-json", kind="stats")
         if output and Path(stats_json).resolve() == Path(output).resolve():
             raise InputError("--stats-json and -o name the same file")
     graph = load_graph(model)

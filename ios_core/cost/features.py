@@ -29,12 +29,12 @@ import math
 import numpy as np
 
 from ..ir import Node, leaf_nodes
-from ..lowering.walk import SUPPORTED_TYPES
+from ..ir.visitor import OPERATOR_TYPES
 
 F32 = 4
-# Every operator type the IR computes (the one list in ios_core.lowering.walk); a new type
-# changes the feature vector, and a model fitted before it is refused (refit).
-OP_TYPES = tuple(t for t in SUPPORTED_TYPES if t != "sequential")
+# Every operator type the IR computes (ios_core.ir.visitor.OPERATOR_TYPES, from NODE_TYPES); a
+# new type changes the feature vector, and a model fitted before it is refused (refit).
+OP_TYPES = OPERATOR_TYPES
 CONV_KINDS = ("pointwise", "spatial", "depthwise", "grouped")
 
 

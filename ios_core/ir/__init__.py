@@ -24,10 +24,12 @@ from .nodes import (
                     leaf_nodes,
 )
 from .value import Inputs, Value
+from .visitor import OPERATOR_TYPES, OpVisitor
 
 __all__ = [
     "ACTIVATIONS", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "Conv", "Element",
-    "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "Placeholder",
+    "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
+    "OpVisitor", "Placeholder",
     "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",
     "leaf_nodes", "whole",
 ]

@@ -61,6 +61,36 @@ def _fused_act(act) -> str:
     return act
 
 
+class _Weighted:
+    """A weight, a bias and a fused activation: the weight handling Conv, Linear and Affine
+    share. A subclass gives ``weight_shape`` and ``bias_shape`` and its own ``init_weights``
+    (the seeded initialization differs per operator)."""
+
+    HAS_WEIGHTS: ClassVar[bool] = True
+
+    def _init_weighted(self) -> None:
+        self.act = _fused_act(self.act)
+        self.weight: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+
+    @property
+    def bias_shape(self) -> tuple[int]:
+        return (self.weight_shape[0],)
+
+    def params(self) -> int:
+        return math.prod(self.weight_shape) + math.prod(self.bias_shape)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return {} if self.weight is None else {"weight": self.weight, "bias": self.bias}
+
+    def set_weights(self, arrays) -> None:
+        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
+        if w.shape != tuple(self.weight_shape) or b.shape != tuple(self.bias_shape):
+            raise GraphError(f"node {self.name!r}: weight and bias shapes {w.shape}, {b.shape} != "
+                             f"{tuple(self.weight_shape)}, {tuple(self.bias_shape)}")
+        self.weight, self.bias = w, b
+
+
 class _Padded:
     """Mixin for windowed operators: ``padding`` is (top, left); ``padding_end`` (bottom, right)
     is optional and, when absent (``()``), equal to ``padding`` (symmetric, the reference format)."""
@@ -289,23 +319,20 @@ class Placeholder(Node):
         return [f"[{self.hint_name}]Placeholder"]
 
 
-class Conv(_Padded, Node):
+class Conv(_Weighted, _Padded, Node):
     """2-D convolution with fused bias and activation (``padding_end`` for asymmetric padding)."""
 
     TYPE = "conv"
     ATTRS = (("out_channels", None), ("kernel", None), ("stride", (1, 1)), ("padding", (0, 0)),
              ("dilation", (1, 1)), ("groups", 1), ("act", "identity"), ("padding_end", ()))
     OPTIONAL = frozenset({"dilation", "padding_end"})
-    HAS_WEIGHTS = True
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         self.out_channels = int(self.out_channels)
         self.groups = int(self.groups)
-        self.act = _fused_act(self.act)
+        self._init_weighted()
         self._check_pads()
-        self.weight: np.ndarray | None = None
-        self.bias: np.ndarray | None = None
 
     def _infer(self) -> Shape:
         c, h, w = self.input_shape
@@ -329,18 +356,6 @@ class Conv(_Padded, Node):
     def macs(self) -> int:
         _, ho, wo = self.output_shape
         return self.out_channels * ho * wo * math.prod(self.weight_shape[1:])
-
-    def params(self) -> int:
-        return math.prod(self.weight_shape) + self.out_channels
-
-    def weights(self):
-        return {} if self.weight is None else {"weight": self.weight, "bias": self.bias}
-
-    def set_weights(self, arrays):
-        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
-        if w.shape != self.weight_shape or b.shape != (self.out_channels,):
-            raise GraphError(f"node {self.name!r}: weight shape {w.shape} != {self.weight_shape}")
-        self.weight, self.bias = w, b
 
     def init_weights(self, rng):
         fan_in = math.prod(self.weight_shape[1:])
@@ -513,19 +528,16 @@ class Flatten(Node):
         return (c * h * w, 1, 1)
 
 
-class Linear(Node):
+class Linear(_Weighted, Node):
     """Fully connected layer on the flattened input, with fused bias and activation."""
 
     TYPE = "linear"
     ATTRS = (("out_features", None), ("act", "identity"))
-    HAS_WEIGHTS = True
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
         self.out_features = int(self.out_features)
-        self.act = _fused_act(self.act)
-        self.weight: np.ndarray | None = None
-        self.bias: np.ndarray | None = None
+        self._init_weighted()
 
     @property
     def in_features(self) -> int:
@@ -537,20 +549,9 @@ class Linear(Node):
     def macs(self) -> int:
         return self.in_features * self.out_features
 
-    def params(self) -> int:
-        return self.in_features * self.out_features + self.out_features
-
-    weights = Conv.weights
-
     @property
     def weight_shape(self):
         return (self.out_features, self.in_features)
-
-    def set_weights(self, arrays):
-        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
-        if w.shape != self.weight_shape or b.shape != (self.out_features,):
-            raise GraphError(f"node {self.name!r}: weight shape {w.shape} != {self.weight_shape}")
-        self.weight, self.bias = w, b
 
     def init_weights(self, rng):
         gain = 2.0 if self.act == "relu" else 1.0
@@ -559,35 +560,25 @@ class Linear(Node):
         self.bias = rng.standard_normal(self.out_features, dtype=np.float32) * np.float32(0.01)
 
 
-class Affine(Node):
+class Affine(_Weighted, Node):
     """Per-channel scale and shift, ``y = act(x * weight[c] + bias[c])``: a batch normalization
     that follows no convolution (pre-activation networks), or a constant ``Mul``/``Add``/``Sub``."""
 
     TYPE = "affine"
     ATTRS = (("act", "identity"),)
     OPTIONAL = frozenset({"act"})
-    HAS_WEIGHTS = True
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
-        self.act = _fused_act(self.act)
-        self.weight: np.ndarray | None = None
-        self.bias: np.ndarray | None = None
+        self._init_weighted()
 
     @property
     def channels(self) -> int:
         return self.input_shape[0]
 
-    def params(self) -> int:
-        return 2 * self.channels
-
-    weights = Conv.weights
-
-    def set_weights(self, arrays):
-        w, b = np.asarray(arrays["weight"], np.float32), np.asarray(arrays["bias"], np.float32)
-        if w.shape != (self.channels,) or b.shape != (self.channels,):
-            raise GraphError(f"node {self.name!r}: scale/shift shapes {w.shape}, {b.shape} != ({self.channels},)")
-        self.weight, self.bias = w, b
+    @property
+    def weight_shape(self) -> tuple[int]:
+        return (self.channels,)
 
     def init_weights(self, rng):
         self.weight = (1.0 + 0.1 * rng.standard_normal(self.channels)).astype(np.float32)
@@ -718,7 +709,7 @@ class Sequential(Node):
 
     @classmethod
     def from_json(cls, cfg, lookup):
-        raise AssertionError("Sequential is built by ios_core.ir.serialize")  # pragma: no cover
+        raise AssertionError("Sequential is built by Graph.from_json and GraphBuilder")  # pragma: no cover
 
     def readable_lines(self, indent=2):
         lines = [f"[{self.hint_name}]Sequential("]

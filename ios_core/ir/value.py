@@ -9,6 +9,9 @@ if TYPE_CHECKING:
 
 
 class Value:
+    """Channels ``[begin, end)`` of ``node``'s output: the one type for a channel range of a
+    value (the IR's inputs, and the slices of a composed input, ``ios_core.lowering.Slice``)."""
+
     __slots__ = ("node", "begin", "end")
 
     def __init__(self, node: Node, begin: int, end: int):
@@ -19,6 +22,18 @@ class Value:
     @property
     def length(self) -> int:
         return self.end - self.begin
+
+    channels = length
+
+    @property
+    def source(self) -> Node:
+        """The node whose output this reads (``node``)."""
+        return self.node
+
+    @property
+    def whole(self) -> bool:
+        """Whether this is all of the node's output."""
+        return self.begin == 0 and self.end == self.node.output_shape[0]
 
     def to_json(self) -> list:
         return [self.node.name, self.begin, self.end]

@@ -18,21 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import Node
+from ..ir import Node, Value
 
-
-@dataclass(frozen=True)
-class Slice:
-    """Channels ``[begin, end)`` of ``source``'s output; ``whole`` when that is all of it."""
-
-    source: Node
-    begin: int
-    end: int
-    whole: bool
-
-    @property
-    def channels(self) -> int:
-        return self.end - self.begin
+# A channel slice of a composed input is an IR value (``ios_core.ir.Value``: ``source``,
+# ``begin``, ``end``, ``channels``, ``whole``): one type for "a channel range of a value".
+Slice = Value
 
 
 @dataclass(frozen=True)
@@ -85,8 +75,7 @@ def composition(node: Node) -> Composition:
     terms = []
     offset = 0
     for term in node.inputs:
-        slices = tuple(Slice(v.node, v.begin, v.end, v.begin == 0 and v.end == v.node.output_shape[0])
-                       for v in term)
+        slices = tuple(Value(v.node, v.begin, v.end) for v in term)  # copies: later rewrites do not reach them
         width = slices[0].channels
         terms.append(Term(slices, offset, width))
         offset += width

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import Graph, Node, leaf_nodes
+from ..ir import Graph, Node, OpVisitor, leaf_nodes
 from .compose import Primitives
 from .walk import check_supported, lower, lower_nodes
 
@@ -42,7 +42,9 @@ _ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 Weights = Callable[[Node, str, "np.ndarray | None"], np.ndarray]
 
 
-class _Builder:
+class _Builder(OpVisitor):
+    ALIASES = {"element": "identity"}  # an element's terms were combined by the composition
+
     def __init__(self, weights: Weights | None = None):
         import onnx.helper as oh
         import onnx.numpy_helper as onh
@@ -118,60 +120,77 @@ class _Builder:
 
     # ---- operators ---------------------------------------------------------------------------
     def emit(self, node: Node, x: str) -> str:
-        kind = node.TYPE
+        return self.visit(node, x)
+
+    def visit_conv(self, node: Node, x: str) -> str:
         name = node.name
-        if kind == "conv":
-            y = self.op("Conv", [x, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
-                        f"{name}.conv", kernel_shape=list(node.kernel), strides=list(node.stride),
-                        pads=list(node.pads), dilations=list(node.dilation), group=node.groups)
-            return self.act(y, node.act, f"{name}.act")
-        if kind == "pool":
-            if node.pool_type == "global_avg":
-                return self.op("GlobalAveragePool", [x], name)
-            if node.pool_type == "global_max":
-                return self.op("GlobalMaxPool", [x], name)
-            # ONNX pads are (top, left, bottom, right) like the IR's; MaxPool pads with -inf
-            attrs = dict(kernel_shape=list(node.kernel), strides=list(node.stride), pads=list(node.pads))
-            if node.pool_type == "max":
-                return self.op("MaxPool", [x], name, **attrs)
-            return self.op("AveragePool", [x], name, count_include_pad=int(node.count_include_pad), **attrs)
-        if kind in ("identity", "element"):
-            return x
-        if kind == "relu":
-            return self.act(x, "relu", name)
-        if kind == "activation":
-            return self.act(x, node.act_type, name, node.alpha, node.beta)
-        if kind == "affine":
-            c = node.channels
-            y = self.op("Mul", [x, self.weight(node, "weight", node.weight.reshape(1, c, 1, 1))], f"{name}.scale")
-            y = self.op("Add", [y, self.weight(node, "bias", node.bias.reshape(1, c, 1, 1))], f"{name}.shift")
-            return self.act(y, node.act, f"{name}.act")
-        if kind == "shuffle":
-            c, h, w = node.input_shape
-            g = node.groups
-            y = self.op("Reshape", [x, self.const([0, g, c // g, h, w])], f"{name}.split")
-            y = self.op("Transpose", [y], f"{name}.transpose", perm=[0, 2, 1, 3, 4])
-            return self.op("Reshape", [y, self.const([0, c, h, w])], name)
-        if kind == "resize":
-            # sizes (N, C, H, W) with N taken from the input at run time (dynamic batch)
-            nc = self.op("Slice", [self.op("Shape", [x], f"{name}.shape"), self.const([0]), self.const([2])],
-                         f"{name}.nc")
-            sizes = self.op("Concat", [nc, self.const(list(node.size))], f"{name}.sizes", axis=0)
-            if node.mode == "nearest":
-                attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-            else:
-                attrs = dict(mode="linear", coordinate_transformation_mode="align_corners" if node.align_corners
-                             else "half_pixel")
-            return self.op("Resize", [x, "", "", sizes], name, **attrs)
-        if kind == "flatten":
-            return self.op("Reshape", [x, self.const([0, -1, 1, 1])], name)
-        if kind == "linear":
-            flat = self.op("Flatten", [x], f"{name}.flatten", axis=1)
-            y = self.op("Gemm", [flat, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
-                        f"{name}.gemm", transB=1)
-            y = self.act(y, node.act, f"{name}.act")
-            return self.op("Reshape", [y, self.const([0, -1, 1, 1])], name)
-        raise NotImplementedError(f"onnx export: no conversion for node type {kind!r}")
+        y = self.op("Conv", [x, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
+                    f"{name}.conv", kernel_shape=list(node.kernel), strides=list(node.stride),
+                    pads=list(node.pads), dilations=list(node.dilation), group=node.groups)
+        return self.act(y, node.act, f"{name}.act")
+
+    def visit_pool(self, node: Node, x: str) -> str:
+        name = node.name
+        if node.pool_type == "global_avg":
+            return self.op("GlobalAveragePool", [x], name)
+        if node.pool_type == "global_max":
+            return self.op("GlobalMaxPool", [x], name)
+        # ONNX pads are (top, left, bottom, right) like the IR's; MaxPool pads with -inf
+        attrs = dict(kernel_shape=list(node.kernel), strides=list(node.stride), pads=list(node.pads))
+        if node.pool_type == "max":
+            return self.op("MaxPool", [x], name, **attrs)
+        return self.op("AveragePool", [x], name, count_include_pad=int(node.count_include_pad), **attrs)
+
+    def visit_identity(self, node: Node, x: str) -> str:
+        return x
+
+    def visit_relu(self, node: Node, x: str) -> str:
+        name = node.name
+        return self.act(x, "relu", name)
+
+    def visit_activation(self, node: Node, x: str) -> str:
+        name = node.name
+        return self.act(x, node.act_type, name, node.alpha, node.beta)
+
+    def visit_affine(self, node: Node, x: str) -> str:
+        name = node.name
+        c = node.channels
+        y = self.op("Mul", [x, self.weight(node, "weight", node.weight.reshape(1, c, 1, 1))], f"{name}.scale")
+        y = self.op("Add", [y, self.weight(node, "bias", node.bias.reshape(1, c, 1, 1))], f"{name}.shift")
+        return self.act(y, node.act, f"{name}.act")
+
+    def visit_shuffle(self, node: Node, x: str) -> str:
+        name = node.name
+        c, h, w = node.input_shape
+        g = node.groups
+        y = self.op("Reshape", [x, self.const([0, g, c // g, h, w])], f"{name}.split")
+        y = self.op("Transpose", [y], f"{name}.transpose", perm=[0, 2, 1, 3, 4])
+        return self.op("Reshape", [y, self.const([0, c, h, w])], name)
+
+    def visit_resize(self, node: Node, x: str) -> str:
+        name = node.name
+        # sizes (N, C, H, W) with N taken from the input at run time (dynamic batch)
+        nc = self.op("Slice", [self.op("Shape", [x], f"{name}.shape"), self.const([0]), self.const([2])],
+                     f"{name}.nc")
+        sizes = self.op("Concat", [nc, self.const(list(node.size))], f"{name}.sizes", axis=0)
+        if node.mode == "nearest":
+            attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        else:
+            attrs = dict(mode="linear", coordinate_transformation_mode="align_corners" if node.align_corners
+                         else "half_pixel")
+        return self.op("Resize", [x, "", "", sizes], name, **attrs)
+
+    def visit_flatten(self, node: Node, x: str) -> str:
+        name = node.name
+        return self.op("Reshape", [x, self.const([0, -1, 1, 1])], name)
+
+    def visit_linear(self, node: Node, x: str) -> str:
+        name = node.name
+        flat = self.op("Flatten", [x], f"{name}.flatten", axis=1)
+        y = self.op("Gemm", [flat, self.weight(node, "weight", node.weight), self.weight(node, "bias", node.bias)],
+                    f"{name}.gemm", transB=1)
+        y = self.act(y, node.act, f"{name}.act")
+        return self.op("Reshape", [y, self.const([0, -1, 1, 1])], name)
 
 
 def _check_args(nodes, batch_size, opset, what: str) -> None:

@@ -8,11 +8,12 @@ ONNX exporter, TVM's Relax builder). :func:`lower_nodes` does the same for a pie
 (some of its operators, fed with the outputs of others): what a runtime kernel provider
 compiles.
 
-Adding an operator type: define the IR node (``ios_core/ir/nodes.py``), add its ``TYPE`` to
-:data:`SUPPORTED_TYPES`, and give every emitter a branch for it (the oracle's
-``ios_core.kernels.apply``, ``ios_core.lowering.onnx``, and each adapter's emitter). The
-runtime's torch emitter falls back to ``ios_core.kernels.apply`` for a type it has no fast
-path for, and the composition of inputs needs nothing new.
+Adding an operator type: define the IR node (``ios_core/ir/nodes.py``, registered in
+``NODE_TYPES``: :data:`SUPPORTED_TYPES` derives from it) and give every emitter, an
+:class:`~ios_core.ir.visitor.OpVisitor`, a ``visit_<type>`` method or a declared refusal
+(docs/architecture.md, "Adding an operator"). The runtime's torch emitter falls back to
+``ios_core.kernels.apply`` for a type it has no fast path for, and the composition of inputs
+needs nothing new.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..ir import Graph, Node, leaf_nodes
+from ..ir import NODE_TYPES, Graph, Node, leaf_nodes
 from .compose import Primitives, compose
 
-# Node types every converter handles (the zoo uses all of them).
-SUPPORTED_TYPES = ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "affine",
-                   "shuffle", "resize", "sequential")
+# Node types every converter handles: every type of the IR but the input placeholder.
+SUPPORTED_TYPES = tuple(t for t in NODE_TYPES if t != "placeholder")
 
 Emit = Callable[[Node, Any], Any]
 

@@ -21,11 +21,11 @@ from .base import RuntimeProtocol
 from .emit_torch import emit
 from .factory import build_program, make_runtime
 from .passes import make_plan
-from .plan import Buffer, Piece, Plan, Step, ValueRef
+from .plan import Buffer, Piece, RuntimePlan, Step, ValueRef
 from .pool import WorkerPool, shared_pool, split_threads
 from .program import Program, graph_stages
 from .runtime import PROVIDERS, Runtime
 
-__all__ = ["PROVIDERS", "Buffer", "Piece", "Plan", "Program", "Runtime", "RuntimeProtocol", "Step", "ValueRef",
+__all__ = ["PROVIDERS", "Buffer", "Piece", "RuntimePlan", "Program", "Runtime", "RuntimeProtocol", "Step", "ValueRef",
            "WorkerPool", "build_program", "emit", "graph_stages", "make_plan", "make_runtime", "shared_pool",
            "split_threads"]

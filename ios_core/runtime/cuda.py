@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir import OpVisitor
 from .base import check_graph, check_input
 from .passes import make_plan
-from .plan import CONCAT, F32, Plan, ValueRef
+from .plan import CONCAT, F32, RuntimePlan, ValueRef
 from .program import graph_stages
-from .streams import JOIN, START, Region, Task, bind, plan_streams
+from .streams import JOIN, START, Region, StreamTask, bind, plan_streams
 
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
 
@@ -47,7 +48,8 @@ ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: on
 class CudaProgram:
     """A plan turned into launches on ``device``'s streams (see the module docstring)."""
 
-    def __init__(self, plan: Plan, device, cuda_graph: bool = False, random_weights: bool = False, seed: int = 0):
+    def __init__(self, plan: RuntimePlan, device, cuda_graph: bool = False, random_weights: bool = False,
+                 seed: int = 0):
         self.plan = plan
         self.dev = device
         self._rng = np.random.default_rng(seed)
@@ -65,8 +67,8 @@ class CudaProgram:
                 self._views[b.index] = device.view(self.arena, b.offset // F32, b.shape)
         # 1. the tasks and the memory each touches; 2. streams and events for them
         steps = [[[st for st in g.steps if st.runs] for g in stage.groups] for stage in plan.stages]
-        stages = [[[Task(st.op.name, *self._regions(st, si, gi), payload=st) for st in g] for gi, g in enumerate(grs)]
-                  for si, grs in enumerate(steps)]
+        stages = [[[StreamTask(st.op.name, *self._regions(st, si, gi), payload=st) for st in g]
+                   for gi, g in enumerate(grs)] for si, grs in enumerate(steps)]
         in_regions = [self._region(plan.values[x.name]) for x in plan.externals]
         out_regions = [self._region(plan.value(o)) for o in plan.outputs]
         sp = self.streams = plan_streams(stages, in_regions, out_regions)
@@ -78,6 +80,7 @@ class CudaProgram:
         self.stream_objs = [device.stream(s) for s in range(sp.streams)]
         self.events = [device.event() for _ in range(sp.events)]
         device.bind_streams(self.stream_objs)
+        self.launchers = CudaLaunchers(device, self._weight)
         self.kernels = [self._kernel(task.payload, sp.stream_of[i]) for i, task in enumerate(sp.tasks)]
         self._owned = device.finalize(sp.streams)  # workspaces; what the kernels reference stays alive with us
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
@@ -145,8 +148,7 @@ class CudaProgram:
             full = self._views[step.out.buffer]
             return _seq([self._term_into(t, comp.op, dev.narrow(full, t.offset, t.offset + t.channels))
                          for ti, t in enumerate(comp.terms) if ti not in step.in_place_terms])
-        kind = op.TYPE
-        if kind in ("identity", "element"):
+        if op.TYPE in CudaLaunchers.COMPOSED:
             return self._compose_into(comp, out)
         prep = []
         if self._needs_scratch(step):
@@ -155,21 +157,7 @@ class CudaProgram:
             prep.append(self._compose_into(comp, x))
         else:
             x = self.value_view(self.plan.read(comp.single))
-        if kind == "conv":
-            main = dev.conv(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
-                            self._weight(op, "bias", (op.out_channels,)))
-        elif kind == "pool":
-            main = dev.pool(op, x, out)
-        elif kind in ("relu", "activation"):
-            main = dev.activation(op.act_type, x, out)
-        elif kind == "flatten":
-            main = dev.flatten(x, out)
-        elif kind == "linear":
-            main = dev.linear(op, x, out, stream, self._weight(op, "weight", op.weight_shape),
-                              self._weight(op, "bias", (op.out_features,)))
-        else:
-            raise NotImplementedError(f"the CUDA runtime has no kernel for node type {kind!r}")
-        return _seq(prep + [main])
+        return _seq(prep + [self.launchers.visit(op, x, out, stream)])
 
     def _weight(self, op, attr: str, shape) -> np.ndarray:
         arr = getattr(op, attr, None)
@@ -188,6 +176,46 @@ class CudaProgram:
             return self._term_into(comp.terms[0], comp.op, dst)
         return _seq([self._term_into(t, comp.op, self.dev.narrow(dst, t.offset, t.offset + t.channels))
                      for t in comp.terms])
+
+
+class CudaLaunchers(OpVisitor):
+    """The launch of one operator on the device: ``visit(op, x, out, stream)`` with ``x`` its
+    input view and ``out`` its output view. Identities and elements are not launched: their
+    composed input is written straight into their output (``COMPOSED``)."""
+
+    COMPOSED = ("identity", "element")
+    ALIASES = {"relu": "activation"}
+    REFUSES = {
+        "identity": "composed into its output by the program (CudaProgram._compose_into), never launched",
+        "element": "composed into its output by the program (CudaProgram._compose_into), never launched",
+        "affine": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
+        "shuffle": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
+        "resize": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
+    }
+
+    def __init__(self, device, weight):
+        self.dev, self.weight = device, weight
+
+    def visit_conv(self, op, x, out, stream):
+        return self.dev.conv(op, x, out, stream, self.weight(op, "weight", op.weight_shape),
+                             self.weight(op, "bias", (op.out_channels,)))
+
+    def visit_pool(self, op, x, out, stream):
+        return self.dev.pool(op, x, out)
+
+    def visit_activation(self, op, x, out, stream):
+        return self.dev.activation(op.act_type, x, out)
+
+    def visit_flatten(self, op, x, out, stream):
+        return self.dev.flatten(x, out)
+
+    def visit_linear(self, op, x, out, stream):
+        return self.dev.linear(op, x, out, stream, self.weight(op, "weight", op.weight_shape),
+                               self.weight(op, "bias", (op.out_features,)))
+
+    def refuse(self, op, *args, **kwargs):
+        why = self.REFUSES.get(op.TYPE, "no visit method for this type")
+        raise NotImplementedError(f"the CUDA runtime has no kernel for node type {op.TYPE!r} ({op.name!r}): {why}")
 
 
 def _seq(fns):

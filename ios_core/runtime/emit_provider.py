@@ -16,20 +16,20 @@ from collections.abc import Sequence
 from ..ir import Node
 from . import providers as _providers
 from .passes import make_plan
-from .plan import Piece, Plan
+from .plan import Piece, RuntimePlan
 from .program import PieceIO, Program, emit_pieces
 
 ARENA_KINDS = ("concat", "value")
 
 
 def plan_for_provider(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node],
-                      outputs: Sequence[Node], batch_size: int) -> Plan:
+                      outputs: Sequence[Node], batch_size: int) -> RuntimePlan:
     """The plan a provider executor runs: runs of single-group stages fused, every buffer in
     the arena."""
     return make_plan(stages, externals, outputs, batch_size, arena_kinds=ARENA_KINDS, fuse_sequential=True)
 
 
-def emit_provider(plan: Plan, provider: str, threads: int, random_weights: bool = False,
+def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights: bool = False,
                   max_workers: int | None = None, seed: int = 0, trace: list | None = None) -> Program:
     """The program of ``plan`` whose pieces run on ``provider``."""
     prov = _providers.require(provider)

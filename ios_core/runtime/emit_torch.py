@@ -1,4 +1,4 @@
-"""Emission for the CPU with torch kernels: the steps of a :class:`~.plan.Plan` become torch
+"""Emission for the CPU with torch kernels: the steps of a :class:`~.plan.RuntimePlan` become torch
 closures, assembled into a :class:`~.program.Program` by :mod:`.program` (which owns the
 storage, the stage functions, the worker pool and profiling).
 
@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import kernels
-from ..ir import Node
+from ..ir import Node, OpVisitor
 from ..lowering import Primitives, evaluate
 from .passes import make_plan
-from .plan import ALIAS, CONCAT, INTO, Plan, Step
+from .plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
 from .program import GroupTask, Program, Storage, assemble, seq
 
 
@@ -95,10 +95,10 @@ def _weight(node: Node, attr: str, shape, random_weights: bool, rng: np.random.G
     return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
 
 
-class TorchEmitter(Storage):
+class TorchEmitter(Storage, OpVisitor):
     """Torch closures for the steps of one plan over one :class:`~.program.Storage`."""
 
-    def __init__(self, plan: Plan, random_weights: bool, seed: int):
+    def __init__(self, plan: RuntimePlan, random_weights: bool, seed: int):
         super().__init__(plan)
         self.random_weights = random_weights
         self.rng = np.random.default_rng(seed)
@@ -115,7 +115,6 @@ class TorchEmitter(Storage):
         """The closure running ``step`` (None when it has nothing to do at run time)."""
         if step.mode == ALIAS:
             return None
-        leaf, env, n = step.op, self.env, self.n
         if step.mode == CONCAT:
             # the terms not written in place by their producers: a copy into the slice, or a sum
             # (product) computed straight into it
@@ -124,69 +123,18 @@ class TorchEmitter(Storage):
                               step.inputs.op == "mul")
                    for ti, term in enumerate(step.inputs.terms) if ti not in step.in_place_terms]
             return seq(fns) if fns else None
-        out_view = self.view(step.out) if step.mode == INTO else None
-        o = step.out.buffer
-        kind = leaf.TYPE
-        get = self.composed(step)
-        if kind == "conv" and leaf.symmetric:
-            w = self.weight(leaf, "weight", leaf.weight_shape)
-            bias = self.weight(leaf, "bias", (leaf.out_channels,))
-            st, pd, dl, gr = leaf.stride, leaf.padding, leaf.dilation, leaf.groups
-            conv = torch.conv2d
-            if out_view is not None:
-                act = _act_out(leaf.act)
-                return lambda: act(conv(get(), w, bias, st, pd, dl, gr), out_view)
-            act = _act_inplace(leaf.act)
-            if act is None:
-                def conv_op():
-                    env[o] = conv(get(), w, bias, st, pd, dl, gr)
-            else:
-                def conv_op():
-                    env[o] = act(conv(get(), w, bias, st, pd, dl, gr))
-            return conv_op
-        if kind == "pool" and (leaf.is_global or (leaf.symmetric and leaf.count_include_pad)):
-            pt, k_, s_, p_ = leaf.pool_type, leaf.kernel, leaf.stride, leaf.padding
-            if pt == "max":
-                fn = lambda x: torch.max_pool2d(x, k_, s_, p_)
-            elif pt == "avg":
-                fn = lambda x: torch.nn.functional.avg_pool2d(x, k_, s_, p_, False, True)
-            elif pt == "global_avg":
-                fn = lambda x: torch.mean(x, (2, 3), keepdim=True)
-            else:
-                fn = lambda x: torch.amax(x, (2, 3), keepdim=True)
-        elif kind in ("identity", "element"):
-            terms = step.inputs.terms
-            if out_view is not None and len(terms) == 1 and len(terms[0].slices) == 2:
-                # a sum (product) of two values, written straight into the concatenation slice
-                op2 = torch.mul if step.inputs.op == "mul" else torch.add
-                ga, gb = (self.read(sl) for sl in terms[0].slices)
-                return lambda: op2(ga(), gb(), out=out_view)
-            fn = None
-        elif kind == "relu":
-            fn = torch.relu
-        elif kind == "activation":
-            fn = _act_fn(leaf) or (lambda x: x)
-        elif kind == "flatten":
-            fn = lambda x: x.reshape(n, -1, 1, 1)
-        elif kind == "linear":
-            w = self.weight(leaf, "weight", leaf.weight_shape)
-            bias = self.weight(leaf, "bias", (leaf.out_features,))
-            wt = w.t()
-            act = _act_inplace(leaf.act)
+        return self.visit(step.op, step)
 
-            def fn(x):
-                y = torch.addmm(bias, x.reshape(n, -1), wt)
-                if act is not None:
-                    act(y)
-                return y.view(n, -1, 1, 1)
-        else:
-            # no fast path: the oracle's kernel (operator types added through the walk run here, and
-            # convolutions and pools with asymmetric padding or averages excluding padding)
-            fn = lambda x, leaf=leaf: kernels.apply(leaf, x)
-        if out_view is not None:
+    def closure(self, step: Step, fn: Callable[[torch.Tensor], torch.Tensor] | None) -> Callable[[], None]:
+        """The closure computing ``fn`` (None: the identity) of the step's composed input into
+        its output: a slice of a concatenation buffer (``into``) or its slot in ``env``."""
+        get = self.composed(step)
+        if step.mode == INTO:
+            out_view = self.view(step.out)
             if fn is None:
                 return lambda: out_view.copy_(get())
             return lambda: out_view.copy_(fn(get()))
+        env, o = self.env, step.out.buffer
         if fn is None:
             def op():
                 env[o] = get()
@@ -195,8 +143,87 @@ class TorchEmitter(Storage):
                 env[o] = fn(get())
         return op
 
+    # ---- one visit per operator type: the closure of a computing step --------------------------------
+    def oracle(self, leaf: Node, step: Step) -> Callable[[], None]:
+        """No fast path: the oracle's kernel (operator types added through the walk run here, and
+        convolutions and pools with asymmetric padding or averages excluding padding)."""
+        return self.closure(step, lambda x: kernels.apply(leaf, x))
 
-def emit(plan: Plan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
+    visit_affine = visit_shuffle = visit_resize = oracle
+
+    def visit_conv(self, leaf: Node, step: Step) -> Callable[[], None]:
+        if not leaf.symmetric:
+            return self.oracle(leaf, step)
+        env, o, get = self.env, step.out.buffer, self.composed(step)
+        w = self.weight(leaf, "weight", leaf.weight_shape)
+        bias = self.weight(leaf, "bias", (leaf.out_channels,))
+        st, pd, dl, gr = leaf.stride, leaf.padding, leaf.dilation, leaf.groups
+        conv = torch.conv2d
+        if step.mode == INTO:
+            out_view = self.view(step.out)
+            act = _act_out(leaf.act)
+            return lambda: act(conv(get(), w, bias, st, pd, dl, gr), out_view)
+        act = _act_inplace(leaf.act)
+        if act is None:
+            def conv_op():
+                env[o] = conv(get(), w, bias, st, pd, dl, gr)
+        else:
+            def conv_op():
+                env[o] = act(conv(get(), w, bias, st, pd, dl, gr))
+        return conv_op
+
+    def visit_pool(self, leaf: Node, step: Step) -> Callable[[], None]:
+        if not (leaf.is_global or (leaf.symmetric and leaf.count_include_pad)):
+            return self.oracle(leaf, step)
+        pt, k_, s_, p_ = leaf.pool_type, leaf.kernel, leaf.stride, leaf.padding
+        if pt == "max":
+            fn = lambda x: torch.max_pool2d(x, k_, s_, p_)
+        elif pt == "avg":
+            fn = lambda x: torch.nn.functional.avg_pool2d(x, k_, s_, p_, False, True)
+        elif pt == "global_avg":
+            fn = lambda x: torch.mean(x, (2, 3), keepdim=True)
+        else:
+            fn = lambda x: torch.amax(x, (2, 3), keepdim=True)
+        return self.closure(step, fn)
+
+    def visit_identity(self, leaf: Node, step: Step) -> Callable[[], None]:
+        terms = step.inputs.terms
+        if step.mode == INTO and len(terms) == 1 and len(terms[0].slices) == 2:
+            # a sum (product) of two values, written straight into the concatenation slice
+            out_view = self.view(step.out)
+            op2 = torch.mul if step.inputs.op == "mul" else torch.add
+            ga, gb = (self.read(sl) for sl in terms[0].slices)
+            return lambda: op2(ga(), gb(), out=out_view)
+        return self.closure(step, None)
+
+    visit_element = visit_identity  # the composition already combined the terms
+
+    def visit_relu(self, leaf: Node, step: Step) -> Callable[[], None]:
+        return self.closure(step, torch.relu)
+
+    def visit_activation(self, leaf: Node, step: Step) -> Callable[[], None]:
+        return self.closure(step, _act_fn(leaf) or (lambda x: x))
+
+    def visit_flatten(self, leaf: Node, step: Step) -> Callable[[], None]:
+        n = self.n
+        return self.closure(step, lambda x: x.reshape(n, -1, 1, 1))
+
+    def visit_linear(self, leaf: Node, step: Step) -> Callable[[], None]:
+        n = self.n
+        w = self.weight(leaf, "weight", leaf.weight_shape)
+        bias = self.weight(leaf, "bias", (leaf.out_features,))
+        wt = w.t()
+        act = _act_inplace(leaf.act)
+
+        def fn(x):
+            y = torch.addmm(bias, x.reshape(n, -1), wt)
+            if act is not None:
+                act(y)
+            return y.view(n, -1, 1, 1)
+        return self.closure(step, fn)
+
+
+def emit(plan: RuntimePlan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
          trace: list | None = None) -> Program:
     """The torch CPU program of ``plan`` with ``threads`` intra-op threads in all. ``trace``, a
     list, receives one record per concurrent task run (stage, task, thread id, intra-op

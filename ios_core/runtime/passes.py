@@ -1,7 +1,7 @@
 """The plan's passes, in order: resolve, aliasing, liveness, arena (see :mod:`.plan`), and
 :func:`make_plan`, which runs them.
 
-Each pass reads what the earlier ones wrote into the :class:`~.plan.Plan` and adds its part;
+Each pass reads what the earlier ones wrote into the :class:`~.plan.RuntimePlan` and adds its part;
 none knows about a device or a framework.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..ir import Node, leaf_nodes
 from ..lowering import composition
-from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, Plan, StagePlan, Step, ValueRef
+from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, RuntimePlan, StagePlan, Step, ValueRef
 
 # Operators whose output the torch executor may return as a view of their input (a channel
 # slice, a reshape): their input's storage must live as long as their output.
@@ -22,7 +22,7 @@ NOT_INTO = ("identity", "flatten")
 
 
 def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-            batch_size: int) -> Plan:
+            batch_size: int) -> RuntimePlan:
     """One step per executable operator (Sequential nodes expanded), with its stage, group and
     composed input."""
     plan_stages = []
@@ -33,14 +33,15 @@ def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node
             group.steps = [Step(leaf, si, gi, composition(leaf)) for node in g for leaf in leaf_nodes(node)]
             groups.append(group)
         plan_stages.append(StagePlan(groups))
-    return Plan(batch_size, plan_stages, list(externals), list(outputs))
+    return RuntimePlan(batch_size, plan_stages, list(externals), list(outputs))
 
 
-def aliasing(plan: Plan) -> None:
+def aliasing(plan: RuntimePlan, into_concat: bool = True) -> None:
     """Decide where every value lives: buffers for the inputs, for each concatenation and for
     every other computing operator; pass-through identities alias their source; a producer
     whose whole output is one term of a concatenation (and only of that one) writes straight
-    into its slice of the concatenation's buffer."""
+    into its slice of the concatenation's buffer (unless ``into_concat`` is False: then every
+    computing operator owns its buffer and each concatenation copies all its terms)."""
     n = plan.batch_size
     steps = plan.steps
     stage_of: dict[int, int] = {id(x): -1 for x in plan.externals}
@@ -77,7 +78,7 @@ def aliasing(plan: Plan) -> None:
         s.mode = CONCAT
         in_place = set()
         for ti, term in enumerate(s.inputs.terms):
-            if len(term.slices) != 1:
+            if not into_concat or len(term.slices) != 1:
                 continue
             sl = term.slices[0]
             p = root(sl.source)
@@ -113,7 +114,7 @@ def aliasing(plan: Plan) -> None:
                 plan.values[node.name] = plan.values[leaf_nodes(node)[-1].name]
 
 
-def liveness(plan: Plan) -> None:
+def liveness(plan: RuntimePlan) -> None:
     """Lifetimes in stages: a buffer lives from the first stage writing it to the last stage
     reading it (kept outputs to the end); an operator whose output may be a view of its input
     keeps that input alive as long as itself. Fills ``Buffer.start/end/kept`` and each stage's
@@ -152,7 +153,7 @@ def liveness(plan: Plan) -> None:
 ALIGN = 64  # bytes: every arena block starts on a cache line (vectorized kernels like that)
 
 
-def arena(plan: Plan, kinds: Sequence[str] = ("concat",)) -> None:
+def arena(plan: RuntimePlan, kinds: Sequence[str] = ("concat",)) -> None:
     """Place the buffers of ``kinds`` in one arena: storage blocks laid out one after another,
     each reused by buffers whose lifetimes do not overlap (a block is free for a buffer
     starting at stage ``s`` once its last occupant ended before ``s``), best fit first.
@@ -194,19 +195,22 @@ def fuse_sequential_runs(stages: Sequence[Sequence[Sequence[Node]]]) -> list[lis
 
 
 def make_plan(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
-              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False) -> Plan:
+              batch_size: int, arena_kinds: Sequence[str] = ("concat",), fuse_sequential: bool = False,
+              into_concat: bool = True) -> RuntimePlan:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``;
     ``outputs`` stay alive to the end. ``arena_kinds``: the buffer kinds placed in the arena
     (``("concat",)`` for the torch CPU executor, whose kernels allocate their own outputs;
     ``("concat", "value")`` for an executor that preallocates everything).
     ``fuse_sequential``: runs of consecutive single-group stages become one stage (what a
-    kernel provider compiles as one piece, to keep per-call overhead down)."""
+    kernel provider compiles as one piece, to keep per-call overhead down).
+    ``into_concat=False``: no producer writes into a concatenation's buffer (every value is an
+    operator's own tensor, as in the oracle's plain walk, :mod:`ios_core.reference`)."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     if fuse_sequential:
         stages = fuse_sequential_runs(stages)
     plan = resolve(stages, externals, outputs, batch_size)
-    aliasing(plan)
+    aliasing(plan, into_concat)
     liveness(plan)
     arena(plan, arena_kinds)
     return plan

@@ -20,7 +20,7 @@ of it:
    counted in stages, so groups running concurrently never share storage.
 
 Executors consume the plan: the torch CPU emitter (:mod:`ios_core.runtime.emit_torch`) turns
-it into closures; a kernel provider compiles :meth:`Plan.pieces` (a group; with
+it into closures; a kernel provider compiles :meth:`RuntimePlan.pieces` (a group; with
 ``fuse_sequential`` planning a run of consecutive single-group stages is one group) with its
 external input and output values (:func:`ios_core.runtime.program.emit_pieces` runs them); a CUDA
 executor would map groups to streams, stages to events between them and run
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Node
-from ..lowering import Composition, Slice
+from ..ir import Node, Value
+from ..lowering import Composition
 
 F32 = 4
 
@@ -94,7 +94,7 @@ class ValueRef:
 @dataclass
 class Step:
     """One executable operator. ``inputs`` is its composed input's structure; read a slice's
-    value with :meth:`Plan.read`. ``in_place_terms`` (concatenations) are the term indices
+    value with :meth:`RuntimePlan.read`. ``in_place_terms`` (concatenations) are the term indices
     that producers already wrote into the buffer."""
 
     op: Node
@@ -136,30 +136,31 @@ class StagePlan:
 
 @dataclass
 class Piece:
-    """What a kernel provider compiles as one unit: the ``nodes`` (schedulable nodes, in
-    order) of one group (with ``fuse_sequential`` planning, a run of consecutive single-group
-    stages is one group).
-    ``inputs``: the values it reads that are computed elsewhere (external inputs or other
-    pieces), as the nodes its operators name; ``outputs``: the values it computes that
-    are read after it or kept, and those no operator reads (the schedule computes them, so a
-    provider does too). Bind each to storage with :meth:`Plan.value`.
-    ``ios_core.lowering.onnx.export_nodes(piece.nodes, piece.inputs, piece.outputs)`` is the
-    piece as an ONNX model."""
+    """What a kernel provider compiles as one unit: ``nodes`` (schedulable nodes, in order)
+    run one after another on one thread share. ``inputs``: the values it reads that are
+    computed elsewhere (external inputs or other pieces), as the nodes its operators name (a
+    Sequential stands for its last operator); ``outputs``: the values it computes that are
+    read after it or kept, and those no operator reads (the schedule computes them, so a
+    provider does too). A provider reads only ``name``, ``nodes``, ``inputs`` and ``outputs``
+    (``ios_core.runtime.providers.make_piece`` makes one from nodes alone).
 
-    stage: int
-    group: int  # the group's index in its stage
+    The plan's pieces (:meth:`RuntimePlan.pieces`) are its groups (with ``fuse_sequential``
+    planning, a run of consecutive single-group stages is one group) and also carry their
+    ``stage``, ``group`` (index in the stage) and ``steps``; bind each value to storage with
+    :meth:`RuntimePlan.value`. ``ios_core.lowering.onnx.export_nodes(piece.nodes,
+    piece.inputs, piece.outputs)`` is the piece as an ONNX model."""
+
+    name: str
     nodes: list[Node]
-    steps: list[Step]
     inputs: list[Node]
     outputs: list[Node]
-
-    @property
-    def name(self) -> str:
-        return f"s{self.stage}g{self.group}"
+    stage: int = 0
+    group: int = 0
+    steps: list[Step] = field(default_factory=list)
 
 
 @dataclass
-class Plan:
+class RuntimePlan:
     batch_size: int
     stages: list[StagePlan]
     externals: list[Node]
@@ -179,7 +180,7 @@ class Plan:
         except KeyError:
             raise ValueError(f"node {node.name!r} is read but neither computed nor given as an input") from None
 
-    def read(self, s: Slice) -> ValueRef:
+    def read(self, s: Value) -> ValueRef:
         """Where the channel slice ``s`` (of a step's :attr:`Step.inputs`) lives."""
         return self.value(s.source).narrow(s.begin, s.end)
 
@@ -218,7 +219,7 @@ class Plan:
                 readers = read_by.get(n.name, set())
                 if n.name in kept or readers - {pi} or (not readers and n in nodes):
                     outputs.setdefault(n.name, n)
-            out.append(Piece(si, gi, nodes, steps, list(inputs.values()), list(outputs.values())))
+            out.append(Piece(f"s{si}g{gi}", nodes, list(inputs.values()), list(outputs.values()), si, gi, steps))
         return out
 
     # ---- figures ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 
 import torch
 
-Task = tuple[Callable[[], None], int]  # (function, intra-op threads)
+PoolTask = tuple[Callable[[], None], int]  # (function, intra-op threads)
 
 
 class _Worker:
@@ -73,7 +73,7 @@ class WorkerPool:
         while len(self._workers) < n:
             self._workers.append(_Worker(len(self._workers)))
 
-    def run(self, tasks: list[Task], caller_threads: int) -> None:
+    def run(self, tasks: list[PoolTask], caller_threads: int) -> None:
         """Run ``tasks`` concurrently: the first on the calling thread, the rest on workers;
         return when all are done (re-raising the first failure). The caller's intra-op thread
         count is restored to ``caller_threads`` afterwards."""

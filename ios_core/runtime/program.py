@@ -1,4 +1,4 @@
-"""The CPU program machinery, independent of the kernels: a :class:`~.plan.Plan` whose steps
+"""The CPU program machinery, independent of the kernels: a :class:`~.plan.RuntimePlan` whose steps
 were turned into closures (by :mod:`.emit_torch` for torch kernels, or by a kernel provider's
 compiled pieces through :func:`emit_pieces`) becomes a :class:`Program`, a flat list of stage
 functions (plan once, run many).
@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ir import Graph, Node
-from ..lowering import Slice
+from ..ir import Graph, Node, Value
 from ..optimizer.stage import Schedule
-from .plan import F32, Piece, Plan, ValueRef
+from .plan import F32, Piece, RuntimePlan, ValueRef
 from .pool import assign_groups, shared_pool, split_threads
 
 
@@ -36,7 +35,7 @@ def graph_stages(graph: Graph) -> list[list[list[Node]]]:
 class Program:
     """A planned program. ``stage_fns`` run in order; ``env`` holds every buffer's tensor."""
 
-    plan: Plan
+    plan: RuntimePlan
     env: list
     stage_fns: list[Callable[[], None]]
     op_fns: list[list[Callable[[], None]]]  # per stage, per op (sequential run, for profiling)
@@ -123,7 +122,7 @@ class Storage:
     """Where the values of one plan live while its program runs: ``env`` (one slot per buffer)
     and the arena, one preallocated tensor whose views are the fixed buffers."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: RuntimePlan):
         self.plan = plan
         self.n = plan.batch_size
         self.env: list = [None] * len(plan.buffers)
@@ -151,7 +150,7 @@ class Storage:
         b, ln = ref.begin, ref.channels
         return lambda: env[k].narrow(1, b, ln)
 
-    def read(self, s: Slice) -> Callable[[], torch.Tensor]:
+    def read(self, s: Value) -> Callable[[], torch.Tensor]:
         return self.getter(self.plan.read(s))
 
     def piece_io(self, piece: Piece) -> PieceIO:
@@ -172,10 +171,10 @@ class Storage:
 GroupTask = tuple[list[str], list[Callable[[], None]], float]  # one group: names, closures, cost (for balancing)
 
 
-def emit_pieces(plan: Plan, threads: int, compile_piece: CompilePiece, max_workers: int | None = None,
+def emit_pieces(plan: RuntimePlan, threads: int, compile_piece: CompilePiece, max_workers: int | None = None,
                 trace: list | None = None) -> Program:
     """A program whose groups are pieces compiled by a kernel provider: ``compile_piece(piece,
-    io, threads)`` is called once per piece (:meth:`Plan.pieces`) with the intra-op threads
+    io, threads)`` is called once per piece (:meth:`RuntimePlan.pieces`) with the intra-op threads
     that piece gets when it runs (its share of a parallel stage, or all of ``threads``) and
     returns the closure that runs it. Stages, the worker pool, releases, profiling and stats
     are the torch program's. Plan with ``make_plan(..., fuse_sequential=True)`` so runs of
@@ -210,7 +209,7 @@ def group_threads(costs: Sequence[float], threads: int, max_workers: int | None 
     return shares
 
 
-def assemble(plan: Plan, em: Storage, stage_tasks: list[list[GroupTask]], threads: int, max_workers: int | None,
+def assemble(plan: RuntimePlan, em: Storage, stage_tasks: list[list[GroupTask]], threads: int, max_workers: int | None,
              trace: list | None) -> Program:
     """The program running ``stage_tasks`` (per stage, its groups' named closures and costs) over
     ``em``'s storage: stage functions with the worker pool, releases, profiling and stats."""

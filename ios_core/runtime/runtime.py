@@ -15,7 +15,7 @@ from .base import check_graph, check_input
 from .emit_provider import emit_provider, plan_for_provider
 from .emit_torch import emit
 from .passes import make_plan
-from .plan import Plan
+from .plan import RuntimePlan
 from .program import Program, graph_stages
 
 PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build (the registry's)
@@ -58,7 +58,7 @@ class Runtime:
         self.provider = provider
         self.stages = graph_stages(graph)
         if provider == "torch":
-            self.plan: Plan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
+            self.plan: RuntimePlan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
         else:
             self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)

@@ -4,7 +4,7 @@ Device-independent (no CUDA here): the CUDA executor replays a :class:`StreamPla
 streams and events, and the tests replay it with a fake backend that records every launch,
 event record and wait (``tests/test_runtime_streams.py``).
 
-Input: the schedule as stages -> groups -> :class:`Task` (one kernel launch each), every task
+Input: the schedule as stages -> groups -> :class:`StreamTask` (one kernel launch each), every task
 naming the memory it reads and writes as :class:`Region` (a storage, a range of it, and, for
 channel slices of one buffer, the channels). Rules:
 
@@ -55,7 +55,7 @@ class Region:
 
 
 @dataclass
-class Task:
+class StreamTask:
     """One kernel launch. ``payload`` is whatever the backend needs to launch it."""
 
     name: str
@@ -95,7 +95,7 @@ class StreamPlan:
     streams: int
     events: int
     commands: list
-    tasks: list[Task]
+    tasks: list[StreamTask]
     stream_of: list[int]
     stage_of: list[int]
     group_of: list[int]
@@ -116,7 +116,7 @@ class StreamPlan:
         return "\n".join(lines)
 
 
-def plan_streams(stages: Sequence[Sequence[Sequence[Task]]], input_regions: Sequence[Region] = (),
+def plan_streams(stages: Sequence[Sequence[Sequence[StreamTask]]], input_regions: Sequence[Region] = (),
                  output_regions: Sequence[Region] = ()) -> StreamPlan:
     """Plan ``stages`` (stage -> groups -> tasks in order). ``input_regions`` are written
     before the run on stream 0; ``output_regions`` are read after it from stream 0."""
@@ -147,7 +147,7 @@ class _StreamPlanner:
         self.at: dict[tuple[int, int], int] = {}  # (stream, position) -> index into launches
         self.event_at: dict[tuple[int, int], int] = {}
         self.history: dict[int, list[tuple[Region, bool, int, int]]] = {}  # storage -> (region, is_write, stream, pos)
-        self.tasks: list[Task] = []
+        self.tasks: list[StreamTask] = []
         self.stream_of: list[int] = []
         self.stage_of: list[int] = []
         self.group_of: list[int] = []
@@ -198,7 +198,7 @@ class _StreamPlanner:
                 h[:] = [a for a in h if not _covers(r, a[0])]
             h.append((r, write, *pos))
 
-    def stage(self, si: int, groups: list[list[Task]], start: tuple[int, int]) -> None:
+    def stage(self, si: int, groups: list[list[StreamTask]], start: tuple[int, int]) -> None:
         """Plan one stage: each group on its own stream, its tasks in order."""
         nstreams = len(self.count)
         votes = []

@@ -25,19 +25,7 @@ import numpy as np
 
 from ...deps import import_problem
 from ...ir import Node, leaf_nodes
-
-
-@dataclass
-class Piece:
-    """Nodes compiled together. ``inputs``: nodes read but not computed here (as the values
-    reference them: a Sequential stands for its last operator); ``outputs``: nodes of the
-    piece whose values are needed after it. A provider reads only ``name``, ``nodes``,
-    ``inputs`` and ``outputs``: the runtime plan's pieces have them too."""
-
-    name: str
-    nodes: list[Node]
-    inputs: list[Node]
-    outputs: list[Node]
+from ..plan import Piece
 
 
 def shapes(nodes: Sequence[Node], batch_size: int) -> list[tuple[int, ...]]:

@@ -1,0 +1,73 @@
+"""One way to do something per operator type: a visitor dispatching on ``node.TYPE``.
+
+    class Emitter(OpVisitor):
+        REFUSES = {"shuffle": "this library has no channel shuffle"}   # declared, with the reason
+        def visit_conv(self, node, x): ...
+        def visit_pool(self, node, x): ...
+
+    y = Emitter().visit(node, x)        # calls visit_<node.TYPE>(node, x)
+
+The model is torch.fx's ``Interpreter.run_node`` (``getattr(self, n.op)``). Every consumer of
+op types (the oracle's kernels, the ONNX exporter, the runtime's torch and CUDA emitters, each
+adapter's emitter) is one visitor; ``tests/test_ir_visitor.py`` checks that each covers every
+operator type of :data:`OPERATOR_TYPES` or declares in ``REFUSES`` why it does not. Adding an
+operator type therefore fails that test until every visitor has a ``visit_<type>`` method or a
+reason (docs/architecture.md, "Adding an operator").
+
+Several types may share one method: ``ALIASES = {"relu": "activation"}`` sends ``relu`` nodes
+to ``visit_activation``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .nodes import NODE_TYPES, Node
+
+# The types a visitor handles: every node type except the input placeholder and the Sequential
+# container (a walk expands Sequential nodes into their operators, ``leaf_nodes``).
+STRUCTURAL_TYPES = ("placeholder", "sequential")
+OPERATOR_TYPES: tuple[str, ...] = tuple(t for t in NODE_TYPES if t not in STRUCTURAL_TYPES)
+
+
+class OpVisitor:
+    """Dispatch on the node type. Subclasses define ``visit_<type>(node, *args, **kwargs)``
+    methods, map types onto another type's method in ``ALIASES``, and name the types they do
+    not handle, with the reason, in ``REFUSES``; a refused or unknown type raises
+    NotImplementedError naming the visitor, the node and the reason."""
+
+    ALIASES: ClassVar[dict[str, str]] = {}
+    REFUSES: ClassVar[dict[str, str]] = {}
+
+    def visit(self, node: Node, *args: Any, **kwargs: Any) -> Any:
+        kind = node.TYPE
+        method = getattr(self, "visit_" + self.ALIASES.get(kind, kind), None)
+        if method is None:
+            return self.refuse(node, *args, **kwargs)
+        return method(node, *args, **kwargs)
+
+    __call__ = visit
+
+    def refuse(self, node: Node, *args: Any, **kwargs: Any) -> Any:
+        """What a node type without a method does: raise, with the declared reason."""
+        why = self.REFUSES.get(node.TYPE, "no visit method for this type")
+        raise NotImplementedError(f"{type(self).__name__} cannot handle node {node.name!r} of type "
+                                  f"{node.TYPE!r}: {why}")
+
+    @classmethod
+    def handles(cls, kind: str) -> bool:
+        return callable(getattr(cls, "visit_" + cls.ALIASES.get(kind, kind), None))
+
+    @classmethod
+    def coverage(cls) -> dict[str, list[str]]:
+        """Which operator types this visitor ``handles``, ``refuses`` (with a declared reason)
+        and ``misses`` (neither: a defect)."""
+        out: dict[str, list[str]] = {"handles": [], "refuses": [], "misses": []}
+        for kind in OPERATOR_TYPES:
+            if cls.handles(kind):
+                out["handles"].append(kind)
+            elif cls.REFUSES.get(kind):
+                out["refuses"].append(kind)
+            else:
+                out["misses"].append(kind)
+        return out
