@@ -396,9 +396,9 @@ def test_fuzz_external_data(tmp_path_factory):
 def test_independent_check_field_describe_and_report():
     import pandas as pd
 
+    from ios_bench.cells import describe
     from ios_bench.report import failures_table
     from ios_bench.results import cell_key, flatten
-    from ios_bench.cells import describe
     from ios_bench.worker import independent_check
     from ios_core.check import compare
 
