@@ -464,8 +464,8 @@ def test_sweep_says_when_the_independent_check_could_not_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.plugin_no_source_check")
     p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--models", str(src), "--batch", "1",
                         "--frameworks", "onnxruntime", "--schedules", "none", "--out", "runs/r", "--warmup", "0",
-                        "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--rounds", "1"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=600)
+                        "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--rounds", "1"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "runs" / "r" / "results.jsonl").read_text().splitlines()]
     assert records and all(r["status"] == "ok" for r in records)
