@@ -63,7 +63,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = Plan(models=[args.model], batch_sizes=[args.batch], frameworks=[fw], schedules=[],
-                    warmup=args.warmup, repeat=args.repeat, min_sample_ms=args.min_sample_ms, threads=args.threads)
+                    warmup=args.warmup, repeat=args.repeat, min_sample_ms=args.min_sample_ms, threads=args.threads,
+                    rounds=1)  # one worker process: its overhead is what this measures
         t0 = time.perf_counter()
         Sweep(plan, Path(tmp) / "run", progress=False).run()
         sweep_wall = time.perf_counter() - t0
@@ -72,7 +73,7 @@ def main() -> None:
         (rec,) = read_records(Path(tmp) / "run")
     local = in_process(args.model, args.batch, fw, args.threads, args)
     timed_s = rec["median_ms"] * rec["number"] * (rec["repeat"] + 1) / 1000  # samples + calibration, roughly
-    overhead = rec["wall_seconds"] - (rec.get("build_seconds") or 0) - timed_s
+    overhead = rec["rounds"][0]["wall_seconds"] - (rec.get("build_seconds") or 0) - timed_s
     print(f"\n{args.model} batch {args.batch}, {fw}, {args.threads} threads, {args.repeat} samples")
     print(f"{'':14}{'median ms':>11}{'p10-p90 ms':>20}{'build s':>9}{'output':>8}")
     print(f"{'in-process':14}{local['median']:>11.3f}{local['p10']:>10.3f}-{local['p90']:<9.3f}"

@@ -211,7 +211,7 @@ def test_measured_search_under_the_sweeps_ios_options(tmp_path):
     """The measured cost model times stages with the thread budget the schedule is optimized for,
     in the run's own profile database (cost_cache private), and the record says so."""
     plan = Plan(models=["sample"], batch_sizes=[1], frameworks=[], schedules=["both"], cost_model="measured",
-                warmup=0, repeat=2, min_sample_ms=None, threads=2,
+                warmup=0, repeat=2, min_sample_ms=None, threads=2, rounds=1, ios_providers=["torch"],
                 ios_options={"optimize_threads": 1, "cost_cache": "private", "max_num_groups": 2})
     folder = tmp_path / "run"
     stats = Sweep(plan, folder, progress=False).run()

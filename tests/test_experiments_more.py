@@ -147,7 +147,7 @@ def test_adapter_options_reach_the_adapter_and_the_record(tmp_path):
     """A cell's options go to adapter.build (an unknown one fails that cell with the adapter's
     own message) and are recorded; other cells are untouched."""
     plan = Plan(models=["sample"], frameworks=["torch", "onnxruntime"], schedules=[], warmup=0, repeat=1,
-                min_sample_ms=None, adapter_options={"torch": {"no_such_option": 1}})
+                min_sample_ms=None, rounds=1, adapter_options={"torch": {"no_such_option": 1}})
     Sweep(plan, tmp_path / "run", progress=False).run()
     recs = {r["framework"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
     assert recs["torch"]["status"] == "failed" and "no_such_option" in recs["torch"]["reason"]

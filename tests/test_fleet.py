@@ -19,7 +19,7 @@ from ios_bench import results
 ROOT = Path(__file__).resolve().parent.parent
 STORE_MB = 100 * 2**20
 FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report",
-        "--schedules", "none", "--threads", "1"]
+        "--schedules", "none", "--threads", "1", "--rounds", "1"]
 
 
 def node_args(name: str, device: str) -> dict:
