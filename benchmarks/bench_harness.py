@@ -81,7 +81,7 @@ def main() -> None:
     print(f"{'worker':14}{rec['median_ms']:>11.3f}{rec['p10_ms']:>10.3f}-{rec['p90_ms']:<9.3f}"
           f"{rec.get('build_seconds') or 0:>9.2f}{'ok' if rec['check']['passed'] else 'WRONG':>8}")
     print(f"ratio worker / in-process median: {rec['median_ms'] / local['median']:.3f}")
-    print(f"worker wall {rec['wall_seconds']:.2f} s; harness overhead per cell ~{overhead:.2f} s "
+    print(f"worker wall {rec['rounds'][0]['wall_seconds']:.2f} s; harness overhead per cell ~{overhead:.2f} s "
           f"(process start, imports, graph, check); whole sweep incl. probe + reference: {sweep_wall:.1f} s")
 
 
