@@ -124,16 +124,22 @@ def cell(rec: dict | None, metric: str = "ms") -> str:
         lo, hi = rec.get("throughput_p10", tp), rec.get("throughput_p90", tp)
         d = _digits(tp)
         return f"{tp:,.{d}f} ({lo:,.{d}f}-{hi:,.{d}f}) {mark}"
-    v, sd = float(rec["median_ms"]), float(rec.get("std_ms") or 0.0)
+    v = float(rec["median_ms"])
+    cv = rec.get("between_round_cv")
+    # over rounds: ± the spread between rounds (fresh processes); one round: ± the samples' std
+    sd = float(cv) * v if isinstance(cv, (int, float)) else float(rec.get("std_ms") or 0.0)
     d = _digits(v)
-    return f"{v:,.{d}f} ±{sd:,.{d}f} {mark}"
+    return f"{v:,.{d}f} ±{sd:,.{d}f}{' (unstable)' if rec.get('unstable') and cv is not None else ''} {mark}"
 
 
 def sequential(rec: dict | None) -> str:
-    """An IOS cell's sequential baseline (timed in the same worker) as ``median ±std``."""
+    """An IOS cell's sequential baseline (the sequential cell's figure over the same rounds, or timed
+    in the same workers) as ``median ±spread`` (its interval's half-width where it has one)."""
     if not passed(rec) or rec.get("sequential_ms") is None:
         return "-"
-    v, sd = float(rec["sequential_ms"]), float(rec.get("sequential_std_ms") or 0.0)
+    ci = rec.get("sequential_ci_ms")
+    v = float(rec["sequential_ms"])
+    sd = (ci[1] - ci[0]) / 2 if isinstance(ci, list) and len(ci) == 2 else float(rec.get("sequential_std_ms") or 0.0)
     d = _digits(v)
     return f"{v:,.{d}f} ±{sd:,.{d}f}"
 
