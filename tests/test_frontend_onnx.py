@@ -346,7 +346,8 @@ def test_sweep_on_an_onnx_file_checks_against_the_original(tmp_path):
     root = Path(__file__).resolve().parent.parent
     p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--models", str(tmp_path / "net.onnx"), "--batch",
                         "4", "--frameworks", "onnxruntime", "--schedules", "greedy", "--out", "runs/r", "--warmup",
-                        "0", "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--no-report"], cwd=tmp_path,
+                        "0", "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--no-report", "--rounds", "1",
+                        "--ios-providers", "torch"], cwd=tmp_path,
                        env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "runs" / "r" / "results.jsonl").read_text().splitlines()]

@@ -73,7 +73,8 @@ def _records(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
-FAST = ["--warmup", "0", "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--no-report"]
+FAST = ["--warmup", "0", "--repeat", "1", "--min-sample-ms", "0", "--no-progress", "--no-report", "--rounds", "1",
+        "--ios-providers", "torch"]
 
 
 def _available(names):
