@@ -857,9 +857,11 @@ class Sweep:
         if not measured:
             record.update(status="failed", reason="no round was measured")
             return record
-        summary = summarize(rounds, seed=self.plan.round_seed)
+        # a round whose output was wrong was still timed: its samples count (the record is "wrong")
+        timed = [{**r, "status": "ok"} if r.get("status") == "wrong" else r for r in rounds]
+        summary = summarize(timed, seed=self.plan.round_seed)
         if not summary.get("rounds_used"):  # every round disturbed: said so, never silently pooled
-            pooled = summarize([{**r, "disturbed": None} for r in measured], seed=self.plan.round_seed)
+            pooled = summarize([{**r, "status": "ok", "disturbed": None} for r in measured], seed=self.plan.round_seed)
             summary = {**pooled, "rounds_used": 0, "rounds_disturbed": summary["rounds_disturbed"],
                        "unstable": f"every round was disturbed ({len(measured)}): the figure is over disturbed "
                                    "rounds"}

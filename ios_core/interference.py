@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 
 PROC_STAT = "/proc/stat"
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+MIN_JUDGED_WINDOW_S = 0.05  # a shorter window's CPU-time figures are mostly tick rounding: not judged
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,11 @@ class Window:
         if self._stat is not None and stat is not None and wall > 0:
             capacity = wall * stat["cpus"]
             busy = stat["busy"] - self._stat["busy"]
-            f["other_cpu"] = round(max(0.0, busy - own) / capacity, 4)
-            f["steal"] = round(max(0.0, stat["steal"] - self._stat["steal"]) / capacity, 4)
+            # /proc/stat counts in clock ticks, and a tickless kernel books an idle CPU's time late:
+            # allow one tick per CPU at each end before calling CPU time someone else's
+            slack = 2 * stat["cpus"] / TICKS_PER_S
+            f["other_cpu"] = round(min(1.0, max(0.0, busy - own - slack) / capacity), 4)
+            f["steal"] = round(min(1.0, max(0.0, stat["steal"] - self._stat["steal"] - slack) / capacity), 4)
             f["cpus"] = stat["cpus"]
         try:
             f["load1"] = round(os.getloadavg()[0], 2)
@@ -146,11 +151,13 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     """Why the window with ``figures`` was disturbed (one phrase), or None when it was not.
     ``canary_ref``: the usual canary time (the median over the run's windows), or None."""
     why = []
+    window = figures.get("window_s")
+    long_enough = not isinstance(window, (int, float)) or window >= MIN_JUDGED_WINDOW_S
     other = figures.get("other_cpu")
-    if isinstance(other, (int, float)) and other > thresholds.other_cpu:
+    if long_enough and isinstance(other, (int, float)) and other > thresholds.other_cpu:
         why.append(f"other processes used {other:.0%} of the CPUs")
     steal = figures.get("steal")
-    if isinstance(steal, (int, float)) and steal > thresholds.steal:
+    if long_enough and isinstance(steal, (int, float)) and steal > thresholds.steal:
         why.append(f"steal {steal:.0%}")
     c = canary_ms(figures)
     if c is not None and canary_ref and c > thresholds.canary * canary_ref:

@@ -102,13 +102,9 @@ def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, m
     """Time one candidate; the dataset row."""
     from ios_core.interference import Window
 
-    disturbed = None
-    for _attempt in range(3):  # a row measured on a disturbed machine is measured again (bounded) ...
-        with Window(canary_reps=1) as window:
-            m = measurer.measure_stage(cand.stage, batch_size)
-        disturbed = _canary.judge(window.figures)
-        if disturbed is None:
-            break
+    with Window(canary_reps=3) as window:
+        m = measurer.measure_stage(cand.stage, batch_size)
+    disturbed = _canary.judge(window.figures)
     vec, work = Featurizer(batch_size).stage_inputs(cand.stage.kind, cand.stage.groups, threads)
     feats = dict(zip(feature_names(), vec.tolist()))
     row = {"machine": machine["machine"], "provider": provider, "threads": threads, "batch": batch_size,
@@ -122,7 +118,8 @@ def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, m
            "cpu_model": machine["cpu_model"], "cores": machine["cores"],
            "versions": _json(machine["versions"]), "thread_env": _json(machine["thread_env"]),
            "created": time.time(),
-           # ... and kept, marked, if it stays disturbed: `ops fit` leaves such rows out
+           # what else used the machine; a row measured on a disturbed machine is kept, marked, and
+           # `ops fit` leaves it out (and says how many)
            "disturbed": disturbed or "", "other_cpu": window.figures.get("other_cpu"),
            "steal": window.figures.get("steal"), "load1": window.figures.get("load1"),
            "canary_ms": canary_ms(window.figures)}

@@ -248,8 +248,10 @@ class MeasuredCostModel:
         if self.cache is not None:
             value = self.cache.get(batch_size, threads, self.method, sig)
         if value is None:
+            counted = self.measured
             for _attempt in range(1 + DISTURBED_RETRIES):  # a disturbed measurement is taken again (bounded)
-                with Window(canary_reps=1) as window:
+                before = self.measured
+                with Window(canary_reps=3) as window:
                     if shares:
                         ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
                     else:
@@ -258,6 +260,7 @@ class MeasuredCostModel:
                 if disturbed is None:
                     break
                 self.disturbed += 1
+            self.measured = counted + (self.measured - before)  # the stage counts once, however often taken
             value = ms
             if self.cache is not None:  # a row still disturbed is kept, marked: no later search reuses it
                 self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000],
