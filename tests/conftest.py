@@ -1,12 +1,10 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-sys.path.insert(0, str(ROOT))
 # Small, repeatable thread budget for tests on the 2-core machines.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 

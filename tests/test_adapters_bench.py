@@ -6,7 +6,7 @@ import importlib.util
 import types
 
 import pytest
-from conftest import ROOT
+from tests.conftest import ROOT
 
 import adapters
 from adapters.base import Adapter, Compiled

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT
+from tests.conftest import ROOT
 
 import adapters
 from ios_bench.cli import main

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT
 from rich.console import Console
 
 from ios_bench.cells import describe, safe_name

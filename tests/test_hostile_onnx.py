@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from conftest import ROOT  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 
 from ios_core.frontend import UnsupportedModel  # noqa: E402
 from ios_core.frontend import onnx as frontend  # noqa: E402

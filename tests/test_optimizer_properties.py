@@ -12,7 +12,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_optimizer_dp import HashCostModel, brute_force
+from tests.test_optimizer_dp import HashCostModel, brute_force
 
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Graph, GraphBuilder, whole

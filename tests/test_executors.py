@@ -1,9 +1,4 @@
-"""Fleet sweeps on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster).
-
-Two labelled nodes (alpha, beta) share the module; the sweep runs through the real CLI in its
-own driver process (``--executor ray --ray-address``), with the test adapters of
-tests/harness_plugin.py. Every process the cluster starts is shut down at the end of the module.
-"""
+"""Executors (ios_bench.executors, ios_bench.fleet): local and Ray nodes, device matching, lost nodes."""
 
 import json
 import os
@@ -17,7 +12,11 @@ import pytest
 from ios_bench import results
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
 STORE_MB = 100 * 2**20
+
+
 FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report",
         "--schedules", "none", "--threads", "1", "--rounds", "1"]
 
