@@ -6,10 +6,10 @@ import importlib.util
 import types
 
 import pytest
-from tests.conftest import ROOT
 
 import adapters
 from adapters.base import Adapter, Compiled
+from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
-from tests.conftest import ROOT
 
 import adapters
 from ios_bench.cli import main
+from tests.conftest import ROOT
 
 MINE = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel", "openvino"]
 HEAVY = ["tensorflow", "tvm", "torch._dynamo", "torch._inductor", "onnxruntime", "openvino", "onnx"]

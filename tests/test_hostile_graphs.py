@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-from tests.conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from ios_core import reference
 from ios_core.ir import Graph, GraphError
 from ios_core.ir import fields as ir_fields
 from ios_core.ir.fields import parse_json_bytes
+from tests.conftest import DATA
 
 TINY = json.loads((DATA / "tiny_schedule.json").read_text())
 

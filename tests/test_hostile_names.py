@@ -14,13 +14,13 @@ import subprocess
 import sys
 
 import pytest
-from tests.conftest import DATA, ROOT
 from rich.console import Console
 
 from ios_bench.cells import describe, safe_name
 from ios_bench.escape import csv_cell, md, one_line, plain, plot_text, term
 from ios_core.ir import Graph
 from ios_core.names import file_part
+from tests.conftest import DATA, ROOT
 
 ESC = "\x1b]0;owned\x07\x1b[31m"
 HOSTILE = f"=HYPERLINK(\"x\") [/][red]<script>alert(1)</script>{ESC}/../../evil"

@@ -17,11 +17,10 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from tests.conftest import ROOT  # noqa: E402
-
 from ios_core.frontend import UnsupportedModel  # noqa: E402
 from ios_core.frontend import onnx as frontend  # noqa: E402
 from tests import hostile_onnx as corpus  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 
 
 def snapshot(root: Path) -> dict:

@@ -12,11 +12,11 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.test_optimizer_dp import HashCostModel, brute_force
 
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Graph, GraphBuilder, whole
 from ios_core.optimizer import STRATEGIES, Schedule, Stage, schedule, schedule_cost
+from tests.test_optimizer_dp import HashCostModel, brute_force
 
 
 @st.composite
