@@ -272,7 +272,8 @@ class RayExecutor(Executor):
         pending = list(tasks)
         lost_on: dict[str, list[str]] = {}  # task key -> names of the nodes lost while running it
         inflight: dict = {}  # ref -> (task, node, deadline)
-        home: dict[str, str] = {}  # group -> node id
+        # group -> node id, kept across calls: a group's later rounds (and re-runs) go to its node too
+        home: dict[str, str] = self.__dict__.setdefault("_home", {})
         missing: list[Task] = []
         try:
             while pending or inflight:
