@@ -833,9 +833,7 @@ class Sweep:
             record["started"] = rounds[0]["started"]
         record["rounds"] = rounds
         if sched:
-            record.update({k: v for k, v in (sched.get("figures") or {}).items()})
-            record.update(schedule_file=sched["path"], schedule_hash=sched.get("hash"),
-                          optimize_seconds=sched.get("optimize_seconds"), schedule_reused=sched.get("reused"))
+            record.update(_schedule_fields(sched))
         measured = [r for r in rounds if r.get("status") in ("ok", "wrong")]
         last = measured[-1] if measured else (rounds[-1] if rounds else {})
         for key in ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
@@ -887,10 +885,8 @@ class Sweep:
         record = self._record(cell)
         keep = set(record)
         record.update({k: v for k, v in canonical.items() if k not in keep})
-        record.update({k: v for k, v in (sched.get("figures") or {}).items()})
-        record.update(schedule_file=sched["path"], schedule_hash=sched.get("hash"),
-                      optimize_seconds=sched.get("optimize_seconds"), schedule_reused=sched.get("reused"),
-                      same_schedule_as=canonical["label"], same_schedule_cell=canonical["cell"])
+        record.update(_schedule_fields(sched), same_schedule_as=canonical["label"],
+                      same_schedule_cell=canonical["cell"])
         return record
 
     def _sequential_figures(self, records: dict[str, dict]) -> None:
@@ -913,6 +909,12 @@ class Sweep:
                          or target.get("threads", rec.get("threads")) != rec.get("threads"))
             if rec.get("predicted_ms") and not elsewhere:  # an estimate for another batch/budget: no error
                 rec["prediction_error"] = (rec["predicted_ms"] - rec["median_ms"]) / rec["median_ms"]
+
+
+def _schedule_fields(sched: dict) -> dict:
+    """What an IOS cell's record says of its schedule: the optimizer's figures and the file."""
+    return {**(sched.get("figures") or {}), "schedule_file": sched["path"], "schedule_hash": sched.get("hash"),
+            "optimize_seconds": sched.get("optimize_seconds"), "schedule_reused": sched.get("reused")}
 
 
 def busy_warnings() -> list[str]:

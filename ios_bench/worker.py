@@ -288,10 +288,8 @@ def _schedule(graph, spec: dict, result: dict, cost=None):
     from ios_core.optimizer import schedule
 
     target = optimize_target(spec)
-    cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
     if cost is None:
-        cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
-                                cache=cache)
+        cost = _cost_model_for(spec, target)
     t0 = time.perf_counter()
     optimized = schedule(graph, spec["schedule"], cost, batch_size=target["batch_size"],
                          max_group_size=target["max_group_size"], max_num_groups=target["max_num_groups"])
@@ -318,6 +316,14 @@ def _schedule(graph, spec: dict, result: dict, cost=None):
     return sched
 
 
+def _cost_model_for(spec: dict, target: dict):
+    """The cost model an IOS schedule is searched with: the sweep's kind, on the cell's provider, with
+    the thread budget and profile database it is optimized for (``optimize_target``)."""
+    cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
+    return _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
+                            cache=cache)
+
+
 def task_optimize(spec: dict) -> dict:
     """The schedules of one (model, batch, device, provider): each searched, validated by the
     optimizer and saved with its figures (``schedules/``), sharing one cost model (its stage
@@ -332,9 +338,7 @@ def task_optimize(spec: dict) -> dict:
         one = {**spec, "schedule": strategy, "schedule_path": path, "optimize": True}
         try:
             if cost is None:
-                cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
-                cost = _make_cost_model(spec["cost_model"], spec["device"], target["threads"],
-                                        spec.get("provider", "torch"), cache=cache)
+                cost = _cost_model_for(spec, target)
             _schedule(graph, one, result, cost)
             out.append({"status": "ok", **{k: v for k, v in result.items() if _jsonable(v)}})
         except Exception as e:  # this schedule fails; the others may still be searched

@@ -219,15 +219,9 @@ class CudaLaunchers(OpVisitor):
 
 
 def _seq(fns):
-    fns = [f for f in fns if f is not None]
-    if len(fns) == 1:
-        return fns[0]
-    fns = tuple(fns)
+    from .program import seq
 
-    def run():
-        for f in fns:
-            f()
-    return run
+    return seq([f for f in fns if f is not None])
 
 
 class CudaRuntime:
