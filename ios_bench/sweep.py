@@ -32,7 +32,7 @@ from pathlib import Path
 from ios_core.atomic import atomic_write_json
 from ios_core.threads import ENV_VARS, spin_env, spin_policy, thread_env, usable_cores
 
-from . import envinfo
+from . import envinfo, estimate
 from .cells import Cell, CellSpec, describe, label, node_env_path, ref_file, safe_name, schedule_key, util_file
 from .clocks import STATE_FILE as CLOCK_STATE_FILE
 from .clocks import ClockLock
@@ -67,6 +67,10 @@ from .rounds import (
 from .runfolder import RunFolder, check_writable, npy_ok, read_json
 
 WORKER_START_S = 1.0  # the stated cost model of a round's fixed part (a fresh process, imports)
+
+
+class MaxTimeReached(Exception):
+    """``--max-time`` was spent: no further worker starts; what finished is kept for --resume."""
 
 
 def min_round_seconds(plan: Plan) -> float:
@@ -118,7 +122,8 @@ def merge_probes(probes: list[tuple[str, dict]]) -> dict:
 
 class Sweep:
     def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
-                 progress: bool = True, executor: Executor | None = None, retry_failed: bool = False):
+                 progress: bool = True, executor: Executor | None = None, retry_failed: bool = False,
+                 max_time: float | None = None):
         from rich.console import Console
 
         problem = ios_options_problem(plan.ios_options)
@@ -143,6 +148,8 @@ class Sweep:
         self.placement: dict[str, dict] = {}  # device -> nodes offering it, and why the others do not
         self._fresh = False
         self._prepared = False  # set once prepare_folder has written the store and the plan
+        self.max_time = max_time  # seconds after which no worker starts (--max-time); None: no limit
+        self._t_start = time.monotonic()
 
     # -- setup ----------------------------------------------------------------------------------
     def prepare_folder(self) -> None:
@@ -301,11 +308,71 @@ class Sweep:
             for n, why in self.placement.get(device, {}).get("not", {}).items():
                 self.say(f"[dim]{term(f'      not on {n}: {why}')}[/]")
 
+    def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
+        """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.estimate``):
+        earlier runs on this machine where they measured a cell, else the stated model."""
+        plan = self.plan
+        hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
+        named = {g.name: g for g in graphs.values()}
+        model = estimate.Model(hist, {n: g.macs() for n, g in named.items()},
+                               {n: g.num_operators() for n, g in named.items()}, warmup=plan.warmup,
+                               repeat=plan.repeat * plan.number, min_sample_ms=plan.min_sample_ms or 0.0)
+        rounds = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
+        refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
+        searches = {(c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER) for c in cells
+                    if c.schedule and not (self.folder / self._schedule_path(c)).exists()}
+        left = {c.key: max(0, rounds - sum(1 for r in self.run_folder.rounds(c.key)
+                                            if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
+        est = estimate.sweep_seconds(model, cells, left, refs, searches)
+        self._estimated = est
+        if not cells:
+            return {"seconds": 0.0, "cells": 0}
+        where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())
+        more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
+        self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
+                 f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
+                 f"(an estimate: latencies from {where}; docs/harness.md)")
+        if self.max_time is not None and est["seconds"] > self.max_time:
+            self.say(f"[yellow]--max-time {estimate.human(self.max_time)} is less than the estimate:[/] the sweep "
+                     "stops when it is spent and can be continued with --resume")
+        return {"seconds": round(est["seconds"], 1), "cells": len(cells), "rounds": rounds, "from": est["from"],
+                "earlier_runs": hist.runs, "model": "ios_bench.estimate (stated model, earlier runs' figures)"}
+
+    def check_time(self, what: str) -> None:
+        """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts)."""
+        if self.max_time is not None and time.monotonic() - self._t_start >= self.max_time:
+            raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)} spent before {what}")
+
+    def _memory_skips(self, cells: list[Cell], refs: dict) -> dict[str, str]:
+        """{cell key: why it cannot start} for the cells whose estimated memory exceeds what is
+        available now (local executor: a fleet's nodes are not this machine)."""
+        if self.executor.name != "local":
+            return {}
+        hist = getattr(self, "_history", None)
+        if hist is None:
+            hist = self._history = estimate.History()
+            for rec in self.store.records(on_problem=lambda m: None):
+                hist.add(rec)
+        acts = {m: ref.get("activation_mib") for (m, _), ref in refs.items() if ref.get("activation_mib") is not None}
+        weights = {m: ref.get("weights_mib") for (m, _), ref in refs.items() if ref.get("weights_mib") is not None}
+        avail = estimate.available_mib()
+        out = {}
+        for c in cells:
+            if c.model not in acts or c.model not in weights:
+                continue
+            need = estimate.cell_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, hist,
+                                            acts, weights)
+            why = estimate.too_big(need, avail)
+            if why:
+                out[c.key] = why
+        return out
+
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
         from .loading import load_graph, unique_names
         from .worker import load_plugins
 
+        self._t_start = time.monotonic()
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
         unique_names(graphs)
@@ -407,6 +474,7 @@ class Sweep:
             if not cells:
                 self.say("[yellow]nothing to run:[/] no framework or IOS schedule is available for this sweep "
                          "(see `ios-bench list frameworks`)")
+            env["estimate"] = self._estimate([c for c in todo if not c.skip_reason], graphs, env.get("cpu") or {})
             env["cells_planned"] = stats["planned"] = len(cells)
             env["notes"] = self.notes
             with clock_lock as clocks:
@@ -415,6 +483,11 @@ class Sweep:
                 self.run_folder.write_env(env, previous)
                 try:
                     self._run_cells(todo, stats, len(cells) - len(todo), len(cells), observe=clocks.observe)
+                except MaxTimeReached as e:
+                    stats["stopped"] = env["stopped"] = str(e)
+                    left = len(todo) - stats["ran"]
+                    self.say(f"[yellow]stopped:[/] {e}; {stats['ran']} cells stored, {left} left; continue with: "
+                             f"ios-bench run --resume --out {term(self.folder)}")
                 except BaseException as e:
                     env["interrupted"] = f"{type(e).__name__} after {stats['ran']} cells (resume with --resume)"
                     self.say(f"[yellow]interrupted[/] ({type(e).__name__}): {stats['ran']} cells stored in "
@@ -427,6 +500,7 @@ class Sweep:
                     env["clock_settings"] = clocks.state
                     env["finished"] = _now()
                     env["stats"] = stats
+                    env["duration_s"] = round(time.monotonic() - self._t_start, 1)
                     self.run_folder.write_env(env, previous)
         finally:
             self.executor.close()
@@ -493,7 +567,8 @@ class Sweep:
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
             model, bs = task.payload
             if res.get("status") == "ok":
-                meta = {"status": "ok", **res["batches"][str(bs)]}
+                meta = {"status": "ok", **res["batches"][str(bs)],
+                        **{k: res[k] for k in ("activation_mib", "weights_mib") if k in res}}
                 atomic_write_json(self.folder / ref_file(model, bs, "json"), meta)
             else:
                 meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", ""),
@@ -607,6 +682,7 @@ class Sweep:
             refs = {}
             if runnable:
                 progress.update(bar, description="reference outputs")
+                self.check_time("the reference outputs")
                 refs = self._references({(c.model, c.batch_size): c.model_spec for c in runnable})
             groups: dict[str, list[Cell]] = {}
             for cell in runnable:
@@ -623,7 +699,13 @@ class Sweep:
             self._t_measure = time.monotonic()
             for i in range(0, len(names), width):
                 wave = {g: groups[g] for g in names[i:i + width]}
-                for cell, record in self._measure(wave, refs, observe):
+                self.check_time(f"{', '.join(wave)}".replace("|", " "))
+                too_big = self._memory_skips([c for cs in wave.values() for c in cs], refs)
+                for cell in [c for cs in wave.values() for c in cs if c.key in too_big]:
+                    store(cell, {**self._record(cell), "status": "skipped", "reason": too_big[cell.key],
+                                 "finished": _now()})
+                wave = {g: [c for c in cs if c.key not in too_big] for g, cs in wave.items()}
+                for cell, record in self._measure({g: cs for g, cs in wave.items() if cs}, refs, observe):
                     store(cell, record)
             stats["missing"] = len(self._missing)
             if self._missing:
@@ -705,6 +787,7 @@ class Sweep:
 
             def starting(task: Task) -> None:
                 cell, index, _ = task.payload
+                self.check_time(f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}")
                 started[task.key] = _now()
                 self._bar[0].update(self._bar[1], description=term(
                     f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}", newlines=False))

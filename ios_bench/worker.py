@@ -148,8 +148,10 @@ def task_reference(spec: dict) -> dict:
         for arr, target in arrays:
             atomic_write(target, lambda f, arr=arr: np.save(f, arr))
         out[str(bs)] = meta
+    # the model's memory figures the sweep's pre-check reads (ios_bench.estimate)
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
-            "params": graph.params(), "operators": graph.num_operators()}
+            "params": graph.params(), "operators": graph.num_operators(),
+            "activation_mib": reference.activation_bytes(graph) / 2**20, "weights_mib": graph.params() * 4 / 2**20}
 
 
 def task_doctor(spec: dict) -> dict:

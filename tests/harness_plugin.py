@@ -8,7 +8,9 @@ fp32 but declares a loose tolerance (both 1 % off), ``test-raise`` fails to buil
 ``TEST_RAISE_OK`` is set), ``test-crash`` segfaults in the timed call, ``test-hang`` hangs in the
 timed call, ``test-probecrash`` segfaults when asked whether it is available.
 ``TEST_SLOW_EXECUTE_S`` makes the reference adapters sleep in each timed call (to kill a sweep
-mid-way).
+mid-way). ``TEST_REFERENCE_FAIL_BATCH=N`` makes the oracle raise MemoryError at batch size N (a
+reference that fails at one batch size only); ``TEST_AVAILABLE_MIB`` is the memory the sweep's
+pre-check sees as available (a fake memory figure).
 """
 
 from __future__ import annotations
@@ -89,6 +91,28 @@ class _ProbeCrash(_RefAdapter):
         ctypes.string_at(0)
 
 
+def _fake_machine() -> None:
+    """The test hooks that replace a figure of the machine (see the module's docstring)."""
+    fail_at = os.environ.get("TEST_REFERENCE_FAIL_BATCH")
+    if fail_at:
+        from ios_core import reference
+
+        plain = reference.run
+
+        def run(graph, x):
+            if len(x) == int(fail_at):
+                raise MemoryError(f"test: the oracle fails at batch {fail_at}")
+            return plain(graph, x)
+
+        reference.run = run
+    avail = os.environ.get("TEST_AVAILABLE_MIB")
+    if avail:
+        from ios_bench import estimate
+
+        estimate.available_mib = lambda: float(avail)
+
+
+_fake_machine()
 REF = _RefAdapter("test-ref")
 PROBE_CRASH = _ProbeCrash("test-probecrash")
 REF2 = _RefAdapter("test-ref2")

@@ -517,3 +517,64 @@ def test_two_graphs_with_one_name_are_refused(tmp_path, run_cli, monkeypatch):
         assert code == 2 and err.count("\n") == 1, err
         assert "both named 'sample'" in err or "listed twice" in err
         assert not (tmp_path / "runs").exists()
+
+
+def test_a_reference_failure_at_one_batch_size_fails_only_its_cells(tmp_path):
+    p = cli(["run", "--models", "tiny_a", "--batch", "1,2", "--frameworks", "test-ref", "--schedules", "none",
+             "--out", "runs/r", "--no-report", *FAST], tmp_path, {"TEST_REFERENCE_FAIL_BATCH": "2"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = {r["batch_size"]: r for r in results.read_records(tmp_path / "runs" / "r")}
+    assert recs[1]["status"] == "ok"
+    assert recs[2]["status"] == "failed"
+    assert recs[2]["reason"].startswith("reference output failed") and "batch 2" in recs[2]["stderr_tail"]
+
+
+def test_the_plan_line_is_followed_by_an_estimated_duration(tmp_path):
+    p = cli(["run", "--models", "tiny_a", "--frameworks", "test-ref", "--schedules", "none", "--out", "runs/r",
+             "--no-report", *FAST], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("1 cells to run"))
+    assert lines[at + 1].startswith("estimated duration: about ") and "stated model" in lines[at + 1]
+    env = json.loads((tmp_path / "runs" / "r" / "env.json").read_text())
+    assert env["estimate"]["seconds"] > 0 and env["estimate"]["cells"] == 1 and env["duration_s"] > 0
+    # a second run beside it learns from the first one's record
+    p = cli(["run", "--models", "tiny_a", "--frameworks", "test-ref", "--schedules", "none", "--out", "runs/r2",
+             "--no-report", *FAST], tmp_path)
+    assert "latencies from earlier runs for 1" in p.stderr
+    assert json.loads((tmp_path / "runs" / "r2" / "env.json").read_text())["estimate"]["earlier_runs"] == ["r"]
+
+
+def test_a_cell_that_cannot_fit_is_skipped_before_it_starts(tmp_path):
+    p = cli(["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref", "--schedules", "none",
+             "--out", "runs/r", "--no-report", *FAST], tmp_path, {"TEST_AVAILABLE_MIB": "64"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    (r,) = results.read_records(tmp_path / "runs" / "r")
+    assert r["status"] == "skipped"
+    assert r["reason"].startswith("not enough memory: the cell needs about") and "64 MiB are available" in r["reason"]
+    assert not list((tmp_path / "runs" / "r" / "logs").glob("*test-ref*"))  # no worker was started for it
+    p = cli(["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref", "--schedules", "none",
+             "--out", "runs/r2", "--no-report", *FAST], tmp_path, {"TEST_AVAILABLE_MIB": "100000"})
+    assert [r["status"] for r in results.read_records(tmp_path / "runs" / "r2")] == ["ok"]
+
+
+def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
+    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
+            "--schedules", "none", "--out", "runs/r", "--no-report", *FAST, "--rounds", "2"]
+    # each round sleeps 2 x 2 s in its timed calls: the budget is spent within the first rounds
+    p = cli([*args, "--max-time", "6"], tmp_path, {"TEST_SLOW_EXECUTE_S": "2"})
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert "--max-time 6 s spent before" in p.stderr and "ios-bench run --resume --out runs/r" in p.stderr
+    run = tmp_path / "runs" / "r"
+    env = json.loads((run / "env.json").read_text())
+    assert env["stopped"].startswith("--max-time 6 s spent") and "interrupted" not in env
+    assert len(results.read_records(run)) < 4  # stopped before the end
+    kept = sum(len(f.read_text().splitlines()) for f in (run / "rounds").glob("*.jsonl"))
+    assert workers_of(run) == []
+    p = cli(["run", "--resume", "--out", "runs/r", "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    if kept:  # the rounds that finished before the stop are not measured again
+        assert f"resuming: {kept} round(s)" in p.stderr
+    recs = results.read_records(run)
+    assert len(recs) == 4 and len({r["cell"] for r in recs}) == 4  # each cell once
+    assert all(r["status"] == "ok" and r["rounds_used"] == 2 for r in recs)

@@ -153,6 +153,10 @@ def parse_schedules(text: str) -> list[str]:
               metavar="PCT", help="With --rounds auto: the half-width of each cell's interval to reach, in percent.")
 @click.option("--time-budget", default=None, type=FiniteFloat(1, MAX_SECONDS), metavar="SECONDS",
               help="Seconds of measuring after which no cell gets a further round (each keeps at least one).")
+@click.option("--max-time", default=None, type=FiniteFloat(1, MAX_SECONDS), metavar="SECONDS",
+              help="Stop the sweep cleanly once this many seconds have passed: no further worker starts, what "
+                   "finished is kept, the report covers it, and the command exits 3; `--resume` continues "
+                   "(not part of the plan: give it again).")
 @click.option("--round-seed", default=0, show_default=True, type=SEED,
               help="Seed of the order the cells of a group run in, shuffled per round (recorded).")
 @click.option("--min-sample-ms", default=10.0, show_default=True, type=FiniteFloat(0, 60_000),
@@ -190,8 +194,8 @@ def parse_schedules(text: str) -> list[str]:
                    "summary in the record (docs/harness.md).")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, rounds,
-            target_ci, time_budget, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed, cost_model,
-            lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
+            target_ci, time_budget, max_time, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed,
+            cost_model, lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
             ray_address, adapter_option, sample_utilization):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
@@ -267,7 +271,7 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
         if threads is None and "threads" in given:
             plan.threads = None  # every CPU of the node each cell runs on
     sweep = Sweep(plan, folder, resume=resume, progress=not no_progress, retry_failed=retry_failed,
-                  executor=make_executor(plan.executor, plan.ray_address))
+                  executor=make_executor(plan.executor, plan.ray_address), max_time=max_time)
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "
               f"{stats['failed']} failed, {stats['skipped']} skipped; "
@@ -278,3 +282,5 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
         click.echo(f"        {paths['md']}")
     if stats.get("missing"):
         raise SystemExit(1)  # cells left for --resume (their nodes were lost)
+    if stats.get("stopped"):
+        raise SystemExit(3)  # --max-time spent: cells left for --resume

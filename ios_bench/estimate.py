@@ -1,0 +1,256 @@
+"""What a sweep will cost before it runs: its duration, and each cell's memory. Both are
+**estimates**, printed and recorded as such.
+
+One stated model serves both; its constants (:data:`STATED`) are replaced by what earlier runs
+on this machine measured wherever such runs exist (:func:`learn`):
+
+* **A round of a cell** takes ``fixed + warmup * latency + repeat * max(latency, min_sample)``
+  seconds: ``fixed`` is a fresh worker's start, its framework's import and the build, the rest the
+  timed loop (a sample lasts at least ``min_sample_ms``: the worker raises the runs per sample).
+  ``latency`` comes, in this order, from an earlier record of the same model, batch and framework;
+  from one at another batch size, scaled by the batch; from the framework's rate (multiply-
+  accumulates per second) over its earlier records; from the stated rate.
+* **A cell** is ``rounds`` rounds (``auto``: its minimum, so the estimate is a lower bound then).
+  Each (model, batch, device, provider) adds one schedule search, each (model, batch) one
+  reference output.
+* **A cell's memory** is ``base + copies * weights + activation_factor * activations * batch``:
+  ``activations`` is the per-image activation footprint the oracle's plan computes
+  (:func:`ios_core.reference.activation_bytes`), ``base`` a process with its framework loaded,
+  learned per framework from earlier records' peak resident memory.
+
+"Earlier runs" are the run folders beside the sweep's own (``runs/*``), and the sweep's own on
+``--resume``, whose ``env.json`` names this machine's CPU model and core count.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The stated model (docs/harness.md, "Before a sweep starts"): what is assumed where no earlier
+# run on this machine measured it. Rates are multiply-accumulates per second on all the cores
+# of a 2-core machine; memory in MiB.
+STATED = {
+    "fixed_s": {"tensorflow": 8.0, "tvm": 6.0, "tvm-tuned": 6.0, "openvino": 3.0, "default": 3.0},
+    "gmacs_per_s": {"default": 60.0},
+    "optimize_s_per_op": 0.5,  # a schedule search: per operator of the model ...
+    "optimize_latencies": 100,  # ... plus about this many sequential latencies of stage timing
+    "reference_fixed_s": 3.0,
+    "base_mib": {"tensorflow": 900.0, "tvm": 600.0, "tvm-tuned": 600.0, "default": 450.0},
+    "weight_copies": 2.0,  # the loaded weights and the framework's own copy
+    "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
+    "canary_s": 0.05,
+}
+MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
+
+
+def _stated(name: str, framework: str) -> float:
+    table = STATED[name]
+    return table.get(_base_name(framework), table["default"])
+
+
+def _base_name(framework: str) -> str:
+    """``ios-both[openvino]`` -> ``ios``; peers keep their name."""
+    return "ios" if framework.startswith("ios-") else framework
+
+
+@dataclass
+class History:
+    """What earlier runs on this machine measured: latencies per (model, batch, framework), round
+    overheads and peak memory per framework, schedule searches per (model, batch, provider)."""
+
+    latency_ms: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    fixed_s: dict[str, list[float]] = field(default_factory=dict)
+    peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # (framework, model, batch, MiB)
+    optimize_s: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+
+    def add(self, rec: dict, run: str | None = None) -> None:
+        if rec.get("status") not in ("ok", "wrong") or not isinstance(rec.get("median_ms"), (int, float)):
+            return
+        key = (rec["model"], int(rec["batch_size"]), rec["framework"])
+        self.latency_ms[key] = float(rec["median_ms"])
+        lat = rec["median_ms"] / 1000
+        for r in rec.get("rounds") or [rec]:
+            wall = r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
+            reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
+            number = r.get("number") or rec.get("number") or 1
+            if isinstance(wall, (int, float)) and isinstance(reps, int):
+                fixed = wall - warm * lat - reps * number * lat
+                if fixed > 0:
+                    self.fixed_s.setdefault(_base_name(rec["framework"]), []).append(fixed)
+        if isinstance(rec.get("peak_rss_mib"), (int, float)):
+            self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
+        if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
+            self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch")] = \
+                float(rec["optimize_seconds"])
+        if run and run not in self.runs:
+            self.runs.append(run)
+
+
+def _span(start, end) -> float | None:
+    try:
+        return (_dt.datetime.fromisoformat(end) - _dt.datetime.fromisoformat(start)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def same_machine(env: dict | None, cpu: dict) -> bool:
+    """Whether a run folder's ``env.json`` was written on a machine like this one (CPU model and
+    usable cores)."""
+    theirs = (env or {}).get("cpu") or {}
+    return (bool(theirs.get("model")) and theirs.get("model") == cpu.get("model")
+            and theirs.get("usable_cores") == cpu.get("usable_cores"))
+
+
+def learn(folders: list[Path], cpu: dict) -> History:
+    """Every finished record of the run folders measured on a machine like this one."""
+    from .results import read_records
+
+    hist = History()
+    for folder in folders:
+        try:
+            env = json.loads((folder / "env.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not same_machine(env, cpu) or not (folder / "results.jsonl").is_file():
+            continue
+        for rec in read_records(folder / "results.jsonl", on_problem=lambda m: None):
+            hist.add(rec, folder.name)
+    return hist
+
+
+def earlier_runs(folder: Path) -> list[Path]:
+    """The run folders beside ``folder`` (and ``folder`` itself), newest last."""
+    parent = Path(folder).resolve().parent
+    try:
+        found = [p for p in parent.iterdir() if p.is_dir() and (p / "results.jsonl").is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+@dataclass
+class Model:
+    """The cost model of one sweep: the stated constants, overridden by an earlier run's figures."""
+
+    history: History
+    macs: dict[str, int]  # graph name -> multiply-accumulates per image
+    ops: dict[str, int]  # graph name -> operators
+    warmup: int = 3
+    repeat: int = 10
+    min_sample_ms: float = 0.0
+    sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
+
+    def rate(self, framework: str) -> float:
+        """Multiply-accumulates per second of ``framework`` over its earlier records."""
+        got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
+               if fw == framework and m in self.macs and ms > 0]
+        return statistics.median(got) if got else _stated("gmacs_per_s", framework) * 1e9
+
+    def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
+        h = self.history.latency_ms
+        if (model, batch, framework) in h:
+            src, value = "earlier runs", h[(model, batch, framework)] / 1000
+        else:
+            others = sorted(((b, ms) for (m, b, fw), ms in h.items() if m == model and fw == framework),
+                            key=lambda x: abs(x[0] - batch))
+            if others:
+                src, value = "earlier runs (another batch size)", others[0][1] / 1000 * batch / others[0][0]
+            else:
+                from_runs = any(fw == framework for (_, _, fw) in h)
+                src = "earlier runs (the framework's rate)" if from_runs else "stated model"
+                value = self.macs.get(model, 0) * batch / self.rate(framework)
+        if count:
+            self.sources[src] = self.sources.get(src, 0) + 1
+        return value
+
+    def fixed_s(self, framework: str) -> float:
+        got = self.history.fixed_s.get(_base_name(framework))
+        return statistics.median(got) if got else _stated("fixed_s", framework)
+
+    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
+        lat = self.latency_s(model, batch, framework, count)
+        sample = max(lat, self.min_sample_ms / 1000)
+        return self.fixed_s(framework) + self.warmup * lat + self.repeat * sample + 2 * STATED["canary_s"]
+
+    def optimize_s(self, model: str, batch: int, provider: str) -> float:
+        got = self.history.optimize_s.get((model, batch, provider))
+        if got is not None:
+            return got
+        seq = self.latency_s(model, batch, "ios-sequential" + ("" if provider == "torch" else f"[{provider}]"),
+                             count=False)
+        return (STATED["fixed_s"]["default"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0)
+                + STATED["optimize_latencies"] * seq)
+
+    def reference_s(self, model: str, batch: int) -> float:
+        return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
+
+
+def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches: set) -> dict:
+    """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each), plus the
+    reference outputs and schedule searches still to make. Returns {"seconds", "cells",
+    "per_cell", "from"}."""
+    per_cell = {c.key: rounds[c.key] * model.round_s(c.model, c.batch_size, c.framework, count=True) for c in cells}
+    total = sum(per_cell.values())
+    total += sum(model.reference_s(m, b) for m, b in todo_refs)
+    total += sum(model.optimize_s(m, b, p) for m, b, p in todo_searches)
+    return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
+
+
+# ---- memory --------------------------------------------------------------------------------
+
+def activation_mib(graph) -> float:
+    """The per-image activation footprint of ``graph`` (the oracle's liveness plan), in MiB."""
+    from ios_core.reference import activation_bytes
+
+    return activation_bytes(graph) / 2**20
+
+
+def cell_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: int, history: History,
+                    acts: dict[str, float] | None = None, weights: dict[str, float] | None = None) -> float:
+    """The estimated peak resident memory of one cell's worker."""
+    copies, factor = STATED["weight_copies"], STATED["activation_factor"]
+    bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.peak
+             if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
+    base = max(statistics.median(bases), 100.0) if bases else _stated("base_mib", framework)
+    return base + copies * weights_mib + factor * act_mib * batch
+
+
+def available_mib() -> float:
+    """Memory a new worker can have now: the machine's available memory, and the cgroup's room
+    below its limit where one is set (cgroup v2), whichever is less."""
+    import psutil
+
+    avail = psutil.virtual_memory().available / 2**20
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if limit != "max":
+            avail = min(avail, (int(limit) - used) / 2**20)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def too_big(estimate_mib: float, available: float) -> str | None:
+    """Why a cell cannot start (one line), or None."""
+    if estimate_mib <= MEMORY_MARGIN * available:
+        return None
+    return (f"not enough memory: the cell needs about {estimate_mib:,.0f} MiB (an estimate: weights, the framework's "
+            f"activations at this batch, its arena) and {available:,.0f} MiB are available")
+
+
+def human(seconds: float) -> str:
+    """``3 h 05 min``, ``12 min``, ``40 s``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
