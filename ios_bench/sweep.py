@@ -280,17 +280,14 @@ class Sweep:
                          if n in (probe.get("optimize_nodes") or [])]
             for spec in plan.models:
                 g = graphs[spec]
-                gmacs = g.macs() / 1e9
-                for bs in plan.batch_sizes:
-                    runs = plan.warmup + plan.repeat * plan.number
-                    weight = 2.0 + gmacs * bs * runs / 20.0 + (plan.min_sample_ms or 0) * plan.repeat / 1000
+                for bs in plan.batch_sizes:  # each cell's weight (the progress ETA) is set by _estimate
                     for fw, reason in fw_cells:
-                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, weight, reason,
+                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, 1.0, reason,
                                           (avail.get(fw) or {}).get("nodes")))
                     for s, reason in sched_cells:
                         for prov in self._providers(probe, device):
                             cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
-                                              weight * 2.5, reason, ios_nodes, provider=prov))
+                                              1.0, reason, ios_nodes, provider=prov))
         return cells
 
     def show_placement(self, cells: list[Cell]) -> None:
@@ -324,7 +321,8 @@ class Sweep:
         left = {c.key: max(0, rounds - sum(1 for r in self.run_folder.rounds(c.key)
                                             if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
         est = estimate.sweep_seconds(model, cells, left, refs, searches)
-        self._estimated = est
+        for c in cells:  # the progress bar's ETA follows the same model
+            c.weight = model.round_s(c.model, c.batch_size, c.framework)
         if not cells:
             return {"seconds": 0.0, "cells": 0}
         where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())
