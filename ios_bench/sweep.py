@@ -567,6 +567,10 @@ class Sweep:
             if res.get("status") == "ok":
                 meta = {"status": "ok", **res["batches"][str(bs)],
                         **{k: res[k] for k in ("activation_mib", "weights_mib") if k in res}}
+                if meta.get("source") and wanted[(model, bs)].lower().endswith(".onnx"):
+                    # the worker read the run folder's copy of the user's file: both are named
+                    meta["source_copy"] = meta["source"]
+                    meta["source"] = wanted[(model, bs)]
                 atomic_write_json(self.folder / ref_file(model, bs, "json"), meta)
             else:
                 meta = {"status": "failed", "reason": res.get("reason"), "stderr_tail": res.get("stderr_tail", ""),
