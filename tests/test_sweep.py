@@ -577,4 +577,5 @@ def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
         assert f"resuming: {kept} round(s)" in p.stderr
     recs = results.read_records(run)
     assert len(recs) == 4 and len({r["cell"] for r in recs}) == 4  # each cell once
-    assert all(r["status"] == "ok" and r["rounds_used"] == 2 for r in recs)
+    # every cell has its two rounds (more where one was disturbed and measured again: a loaded machine)
+    assert all(r["status"] == "ok" and len(r["rounds"]) >= 2 for r in recs)
