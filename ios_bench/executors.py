@@ -53,7 +53,7 @@ def device_kind(device: str) -> str:
 
 
 @dataclass
-class Node:
+class Host:
     """One machine (or Ray node) cells can run on."""
 
     id: str
@@ -69,7 +69,7 @@ class Node:
                 "accelerators": self.accelerators}
 
 
-def node_offers(node: Node, device: str) -> str | None:
+def node_offers(node: Host, device: str) -> str | None:
     """None when ``node`` can run cells of ``device``, else why not (one phrase)."""
     kind, lab = parse_device(device)
     if kind == "cpu" and node.cpus <= 0:
@@ -140,9 +140,9 @@ class Executor:
     """
 
     name = "executor"
-    nodes: list[Node]
+    nodes: list[Host]
 
-    def open(self, folder: Path, say: Callable[[str], None]) -> list[Node]:
+    def open(self, folder: Path, say: Callable[[str], None]) -> list[Host]:
         raise NotImplementedError
 
     def probe(self, tasks: list[Task]) -> list[dict]:
@@ -156,14 +156,14 @@ class Executor:
         it on this machine, into the result's ``clocks``."""
         raise NotImplementedError
 
-    def node_env(self, node: Node) -> dict | None:
+    def node_env(self, node: Host) -> dict | None:
         """That node's environment (envinfo.collect), when it differs from the driver's."""
         return None
 
     def close(self) -> None:
         pass
 
-    def match(self, device: str) -> tuple[list[Node], dict[str, str]]:
+    def match(self, device: str) -> tuple[list[Host], dict[str, str]]:
         """(nodes that offer ``device``, {node name: why not} for the others)."""
         ok, why = [], {}
         for n in self.nodes:
@@ -183,7 +183,7 @@ class LocalExecutor(Executor):
     def __init__(self):
         self.folder = Path(".")
 
-    def open(self, folder: Path, say: Callable[[str], None]) -> list[Node]:
+    def open(self, folder: Path, say: Callable[[str], None]) -> list[Host]:
 
         from .envinfo import cpu_info, gpu_info
 
@@ -193,7 +193,7 @@ class LocalExecutor(Executor):
         if isinstance(gpus, list) and gpus:
             labels["gpu_model"] = ",".join(str(g.get("name", "")) for g in gpus)
         cpus = usable_cores()
-        self.nodes = [Node("local", platform.node() or "localhost", float(cpus),
+        self.nodes = [Host("local", platform.node() or "localhost", float(cpus),
                            float(len(gpus)) if isinstance(gpus, list) else 0.0, labels, any_cuda=True)]
         return self.nodes
 

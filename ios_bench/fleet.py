@@ -32,7 +32,7 @@ from .executors import (
     NAME_LABEL,
     Done,
     Executor,
-    Node,
+    Host,
     Observe,
     Starting,
     Task,
@@ -115,11 +115,11 @@ class RayExecutor(Executor):
         self.started = False  # this executor started Ray (and shuts it down)
         self.lost: set[str] = set()  # nodes lost during this run
         self.envs: dict[str, dict] = {}
-        self.nodes: list[Node] = []
+        self.nodes: list[Host] = []
         self._blobs: dict[str, object] = {}
 
     # -- cluster --------------------------------------------------------------------------------
-    def open(self, folder: Path, say: Callable[[str], None]) -> list[Node]:
+    def open(self, folder: Path, say: Callable[[str], None]) -> list[Host]:
         ray = _import_ray()
         self.folder = Path(folder)
         self.say = say
@@ -151,7 +151,7 @@ class RayExecutor(Executor):
             raise InputError(f"the Ray cluster at {where} has no node with a CPU or GPU")
         return self.nodes
 
-    def _list_nodes(self) -> list[Node]:
+    def _list_nodes(self) -> list[Host]:
         import ray
 
         out = []
@@ -165,10 +165,10 @@ class RayExecutor(Executor):
             name = labels.get(NAME_LABEL) or f"{n.get('NodeManagerHostname') or n.get('NodeManagerAddress')}:" \
                                               f"{n['NodeID'][:8]}"
             accel = [k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")]
-            out.append(Node(n["NodeID"], name, float(res.get("CPU", 0)), float(res.get("GPU", 0)), labels, accel))
+            out.append(Host(n["NodeID"], name, float(res.get("CPU", 0)), float(res.get("GPU", 0)), labels, accel))
         return out
 
-    def _alive(self) -> dict[str, Node]:
+    def _alive(self) -> dict[str, Host]:
         now = time.monotonic()
         if now - getattr(self, "_alive_at", 0.0) > 2.0:
             self._alive_at = now
@@ -180,7 +180,7 @@ class RayExecutor(Executor):
             self._alive_cache = fresh
         return {k: v for k, v in self._alive_cache.items() if k not in self.lost}
 
-    def node_env(self, node: Node) -> dict | None:
+    def node_env(self, node: Host) -> dict | None:
         return self.envs.get(node.id)
 
     def close(self) -> None:
@@ -198,14 +198,14 @@ class RayExecutor(Executor):
             self._blobs[rel] = ray.put((self.folder / rel).read_bytes())
         return self._blobs[rel]
 
-    def _threads(self, task: Task, node: Node) -> int | None:
+    def _threads(self, task: Task, node: Host) -> int | None:
         if task.threads:
             return task.threads
         if self.threads:
             return self.threads
         return max(1, int(node.cpus)) if node.cpus else None
 
-    def _submit(self, task: Task, node: Node, exclusive: bool):
+    def _submit(self, task: Task, node: Host, exclusive: bool):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         kind = device_kind(task.device)
@@ -226,7 +226,7 @@ class RayExecutor(Executor):
                                                exclusive and kind == "cpu", task.timeout, task.log,
                                                list(task.outputs), want_env, *[self._blob(p) for p in task.inputs])
 
-    def _collect(self, task: Task, node: Node, out: dict) -> dict:
+    def _collect(self, task: Task, node: Host, out: dict) -> dict:
         """Driver side: the task's files and log into the run folder, then its result."""
         from ios_core.atomic import atomic_write_bytes
 
@@ -344,16 +344,16 @@ class RayExecutor(Executor):
                     pass
         return missing
 
-    def _lose(self, node: Node, error: Exception) -> None:
+    def _lose(self, node: Host, error: Exception) -> None:
         self.lost.add(node.id)
         self._alive_at = 0.0
 
     @staticmethod
-    def _eligible(t: Task, node: Node, lost_on: dict) -> bool:
+    def _eligible(t: Task, node: Host, lost_on: dict) -> bool:
         return (node_offers(node, t.device) is None and (t.nodes is None or node.id in t.nodes)
                 and node.name not in lost_on.get(t.key, ()))
 
-    def _pick(self, pending: list[Task], node: Node, inflight: dict, home: dict, alive: dict,
+    def _pick(self, pending: list[Task], node: Host, inflight: dict, home: dict, alive: dict,
               lost_on: dict) -> Task | None:
         here = [t for (t, n, _d) in inflight.values() if n.id == node.id]
         if any(device_kind(t.device) == "cpu" for t in here):
@@ -392,7 +392,7 @@ def unreachable(address: str, timeout: float = 5.0) -> str | None:
     return None
 
 
-def describe_node(n: Node) -> str:
+def describe_node(n: Host) -> str:
     parts = [f"{n.cpus:g} CPU"] + ([f"{n.gpus:g} GPU"] if n.gpus else [])
     parts += [f"{k}={v}" for k, v in n.labels.items()]
     return f"{n.name} ({', '.join(parts)})"

@@ -45,11 +45,11 @@ def cluster():
 
 def test_devices_are_matched_to_node_resources_and_labels():
     from ios_bench.errors import InputError
-    from ios_bench.executors import Node, node_offers, parse_device
+    from ios_bench.executors import Host, node_offers, parse_device
 
-    cpu = Node("a", "a", cpus=4, labels={"ios-bench/device": "epyc"})
-    v100 = Node("b", "b", cpus=8, gpus=2, accelerators=["V100"])
-    local = Node("l", "l", cpus=2, labels={"gpu_model": "Tesla V100-SXM2-16GB"}, any_cuda=True)
+    cpu = Host("a", "a", cpus=4, labels={"ios-bench/device": "epyc"})
+    v100 = Host("b", "b", cpus=8, gpus=2, accelerators=["V100"])
+    local = Host("l", "l", cpus=2, labels={"gpu_model": "Tesla V100-SXM2-16GB"}, any_cuda=True)
     assert node_offers(cpu, "cpu") is None and node_offers(cpu, "cpu:epyc") is None
     assert node_offers(cpu, "cuda") == "has no GPU" and node_offers(cpu, "cpu:xeon") == "carries no label 'xeon'"
     assert node_offers(v100, "cuda:V100") is None and node_offers(v100, "cuda:a100") is not None
