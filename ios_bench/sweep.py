@@ -462,9 +462,7 @@ class Sweep:
             if retried:
                 self.say(f"retrying {len(retried)} failed cell(s)")
             if cells:
-                from rich.markup import escape
-
-                variants = list(dict.fromkeys(escape(label(c.framework)) for c in cells))
+                variants = list(dict.fromkeys(label(c.framework) for c in cells))  # term() escapes markup
                 threads = self.plan.threads or "all the node's"
                 self.say(f"{len(todo)} cells to run: {len(self.plan.models)} model(s) x batch "
                          f"{self.plan.batch_sizes} x {len(variants)} ({term(', '.join(variants))}) x "
