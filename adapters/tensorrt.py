@@ -10,15 +10,23 @@ cleared (``BuilderFlag.TF32``), and the flag's state is read back and recorded
 (``info["tf32"]``) with every cell. FP16/INT8 are never enabled.
 
 Explicit batch (TensorRT 10 has no other mode): the input is ``(batch, C, H, W)`` float32.
-Layers: ``add_convolution_nd`` (bias in the layer, activation as ``add_activation``),
-``add_pooling_nd`` (average pooling counts padding, like the IR), ``add_reduce`` for global
-pools, ``add_slice`` for channel slices, ``add_elementwise`` for sums and products,
-``add_concatenation`` on channels, ``add_shuffle`` + ``add_matrix_multiply`` for linear
-layers.
+Layers: ``add_convolution_nd`` (bias in the layer, ``pre_padding``/``post_padding``, the
+activation as ``add_activation``: CLIP for relu6 and clip, HARD_SIGMOID (times x for
+hardswish), SIGMOID times x for silu, LEAKY_RELU), ``add_pooling_nd`` (pre/post padding;
+``average_count_excludes_padding`` from the node's ``count_include_pad``), ``add_reduce`` for
+global pools, ``add_slice`` for channel slices, ``add_elementwise`` for sums, products and
+affine scale/shift constants, ``add_concatenation`` on channels, two ``add_shuffle`` for a
+channel shuffle, ``add_resize`` (nearest: asymmetric + floor, PyTorch's; bilinear:
+half-pixel or aligned corners), ``add_shuffle`` + ``add_matrix_multiply`` for linear layers.
 
 Engines are cached on disk (``runs/trt_engines/``, option ``cache=``; ``cache=False`` turns
 it off), keyed by the graph's hash (structure and weights), the batch size, the TensorRT
-version, the GPU and the variant, so a sweep builds each engine once.
+version, the GPU, the variant and the lowering code's version (a hash of this module and the
+shared lowering walk), so a sweep builds each engine once and a changed lowering rebuilds.
+
+TensorRT 10 and 11 differ where it matters here: 11 is always strongly typed and has no
+``BuilderFlag.FP16``/``INT8``/``BF16``; the reduced-precision flags are read only where they
+exist (``reduced_precision_flags`` in the info) and any that is set refuses the engine.
 
 Written against the TensorRT 10/11 Python API; it has never run on a GPU in this project's
 development (see README). ``tests/test_gpu_api.py`` checks the calls it makes exist in the
@@ -60,10 +68,11 @@ def graph_hash(graph: Graph) -> str:
 
 class NetworkBuilder(OpVisitor):
     """Emits TensorRT layers for IR operators; keeps every weight array alive until the
-    engine is built (TensorRT reads them at build time, not when the layer is added)."""
+    engine is built (TensorRT reads them at build time, not when the layer is added). Every op
+    type and attribute of the IR is lowered (``tests/test_gpu_api.py`` checks each against the
+    oracle on a stand-in held to TensorRT 10's and 11's API)."""
 
-    ALIASES = {"element": "identity", "activation": "relu"}  # relu nodes and activations: act_type
-    REFUSES = {t: "not lowered to TensorRT layers yet" for t in ("affine", "shuffle", "resize")}
+    ALIASES = {"element": "identity"}
 
     def __init__(self, trt, network, batch_size: int):
         self.trt, self.network, self.n = trt, network, batch_size
@@ -73,6 +82,9 @@ class NetworkBuilder(OpVisitor):
         a = np.ascontiguousarray(arr, dtype=np.float32)
         self.keep.append(a)
         return self.trt.Weights(a)
+
+    def constant(self, arr, shape):
+        return self.network.add_constant(tuple(shape), self.weights(np.reshape(arr, shape))).get_output(0)
 
     def prims(self) -> Primitives:
         trt, net, n = self.trt, self.network, self.n
@@ -97,13 +109,34 @@ class NetworkBuilder(OpVisitor):
         return Primitives(slice_channels=slice_channels, add=combine(trt.ElementWiseOperation.SUM),
                           mul=combine(trt.ElementWiseOperation.PROD), concat=concat)
 
-    def act(self, t, kind: str):
-        trt = self.trt
+    def _activation(self, t, kind, alpha: float = 0.0, beta: float = 0.0):
+        layer = self.network.add_activation(t, kind)
+        layer.alpha, layer.beta = float(alpha), float(beta)
+        return layer.get_output(0)
+
+    def act(self, t, kind: str, alpha: float = 0.0, beta: float = 0.0):
+        """Any IR activation (ios_core.ir.nodes.ACTIVATIONS) with TensorRT's ActivationType."""
+        trt, A = self.trt, self.trt.ActivationType
         if kind == "identity":
             return t
-        types = {"relu": trt.ActivationType.RELU, "sigmoid": trt.ActivationType.SIGMOID,
-                 "tanh": trt.ActivationType.TANH}
-        return self.network.add_activation(t, types[kind]).get_output(0)
+        simple = {"relu": A.RELU, "sigmoid": A.SIGMOID, "tanh": A.TANH}
+        if kind in simple:
+            return self._activation(t, simple[kind])
+        if kind == "relu6":
+            return self._activation(t, A.CLIP, 0.0, 6.0)
+        if kind == "clip":
+            return self._activation(t, A.CLIP, alpha, beta)
+        if kind == "leaky_relu":
+            return self._activation(t, A.LEAKY_RELU, alpha)
+        if kind == "hardsigmoid":
+            return self._activation(t, A.HARD_SIGMOID, alpha, beta)
+        if kind == "hardswish":  # x * relu6(x + 3) / 6 = x * hard_sigmoid(x; 1/6, 1/2)
+            gate = self._activation(t, A.HARD_SIGMOID, 1.0 / 6.0, 0.5)
+            return self.network.add_elementwise(t, gate, trt.ElementWiseOperation.PROD).get_output(0)
+        if kind == "silu":  # x * sigmoid(x)
+            gate = self._activation(t, A.SIGMOID)
+            return self.network.add_elementwise(t, gate, trt.ElementWiseOperation.PROD).get_output(0)
+        raise NotImplementedError(f"TensorRT lowering: no activation {kind!r}")
 
     def __call__(self, op: Node, x):
         return self.visit(op, x)
@@ -112,8 +145,10 @@ class NetworkBuilder(OpVisitor):
         net = self.network
         layer = net.add_convolution_nd(x, op.out_channels, tuple(op.kernel), self.weights(op.weight),
                                        self.weights(op.bias))
+        pt, pl, pb, pr = op.pads
         layer.stride_nd = tuple(op.stride)
-        layer.padding_nd = tuple(op.padding)
+        layer.pre_padding = (pt, pl)
+        layer.post_padding = (pb, pr)
         layer.dilation_nd = tuple(op.dilation)
         layer.num_groups = op.groups
         layer.name = op.name
@@ -126,10 +161,12 @@ class NetworkBuilder(OpVisitor):
             return net.add_reduce(x, red, (1 << 2) | (1 << 3), True).get_output(0)
         ptype = trt.PoolingType.MAX if op.pool_type == "max" else trt.PoolingType.AVERAGE
         layer = net.add_pooling_nd(x, ptype, tuple(op.kernel))
+        pt, pl, pb, pr = op.pads
         layer.stride_nd = tuple(op.stride)
-        layer.padding_nd = tuple(op.padding)
+        layer.pre_padding = (pt, pl)
+        layer.post_padding = (pb, pr)
         if op.pool_type == "avg":
-            layer.average_count_excludes_padding = False  # the IR counts padding (cuDNN INCLUDE_PADDING)
+            layer.average_count_excludes_padding = not op.count_include_pad
         layer.name = op.name
         return layer.get_output(0)
 
@@ -137,7 +174,45 @@ class NetworkBuilder(OpVisitor):
         return x
 
     def visit_relu(self, op: Node, x):
-        return self.act(x, op.act_type)
+        return self.act(x, "relu")
+
+    def visit_activation(self, op: Node, x):
+        return self.act(x, op.act_type, op.alpha, op.beta)
+
+    def visit_affine(self, op: Node, x):
+        trt, net = self.trt, self.network
+        c = op.channels
+        scale = self.constant(op.weight, (1, c, 1, 1))
+        shift = self.constant(op.bias, (1, c, 1, 1))
+        y = net.add_elementwise(x, scale, trt.ElementWiseOperation.PROD).get_output(0)
+        y = net.add_elementwise(y, shift, trt.ElementWiseOperation.SUM).get_output(0)
+        return self.act(y, op.act)
+
+    def visit_shuffle(self, op: Node, x):
+        net, n = self.network, self.n
+        c, h, w = op.input_shape
+        g = op.groups
+        split = net.add_shuffle(x)
+        split.reshape_dims = (n, g, c // g, h, w)
+        split.second_transpose = (0, 2, 1, 3, 4)
+        merge = net.add_shuffle(split.get_output(0))
+        merge.reshape_dims = (n, c, h, w)
+        return merge.get_output(0)
+
+    def visit_resize(self, op: Node, x):
+        trt, net, n = self.trt, self.network, self.n
+        layer = net.add_resize(x)
+        layer.shape = (n, op.output_shape[0], *op.size)
+        if op.mode == "nearest":  # PyTorch's nearest: source floor(i * in / out)
+            layer.resize_mode = trt.InterpolationMode.NEAREST
+            layer.coordinate_transformation = trt.ResizeCoordinateTransformation.ASYMMETRIC
+            layer.nearest_rounding = trt.ResizeRoundMode.FLOOR
+        else:
+            layer.resize_mode = trt.InterpolationMode.LINEAR
+            layer.coordinate_transformation = (trt.ResizeCoordinateTransformation.ALIGN_CORNERS if op.align_corners
+                                               else trt.ResizeCoordinateTransformation.HALF_PIXEL)
+        layer.name = op.name
+        return layer.get_output(0)
 
     def visit_flatten(self, op: Node, x):
         net, n = self.network, self.n
@@ -159,8 +234,16 @@ class NetworkBuilder(OpVisitor):
         return out.get_output(0)
 
 
+def _flag(trt, name: str):
+    """``trt.BuilderFlag.<name>``, or None where this TensorRT has no such flag (TensorRT 11 is
+    strongly typed and has no FP16/INT8/BF16 flags: precision follows the network's types)."""
+    return getattr(trt.BuilderFlag, name, None)
+
+
 def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, logger=None) -> tuple[bytes, dict]:
-    """Serialized fp32 engine of ``graph`` and what the build recorded (TF32 state, layers)."""
+    """Serialized fp32 engine of ``graph`` and what the build recorded (TF32 state, layers).
+    Works with TensorRT 10 (weakly typed by default: fp32 unless FP16/INT8 flags are set, which
+    they never are) and 11 (always strongly typed: an fp32 network is fp32)."""
     import tensorrt as trt
 
     logger = logger or trt.Logger(trt.Logger.WARNING)
@@ -179,9 +262,35 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise RuntimeError("TensorRT could not build the engine (see its log above)")
-    info = {"tf32": bool(config.get_flag(trt.BuilderFlag.TF32)), "fp16": bool(config.get_flag(trt.BuilderFlag.FP16)),
+    reduced = {name.lower(): bool(config.get_flag(flag)) for name in ("FP16", "BF16", "INT8", "FP8")
+               if (flag := _flag(trt, name)) is not None}
+    info = {"tf32": bool(config.get_flag(trt.BuilderFlag.TF32)), "reduced_precision_flags": reduced,
+            "fp16": reduced.get("fp16", False), "strongly_typed": _flag(trt, "FP16") is None,
             "layers": network.num_layers, "max_aux_streams": config.max_aux_streams}
+    if any(reduced.values()):
+        raise RuntimeError(f"TensorRT builder config enables reduced precision {reduced}: refusing a non-fp32 engine")
     return bytes(serialized), info
+
+
+def lowering_version() -> str:
+    """A hash of the code that decides what engine a graph becomes (this module and the shared
+    lowering walk): part of the engine cache key, so a changed lowering never reuses an engine
+    built by the old one."""
+    import importlib
+
+    h = hashlib.sha256()
+    for path in (__file__, *(importlib.import_module(m).__file__ for m in ("ios_core.lowering.walk",
+                                                                          "ios_core.lowering.compose"))):
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def engine_key(graph: Graph, batch_size: int, trt_version: str, fp: dict, variant: str) -> str:
+    """The engine cache key: the graph (structure and weights), batch size, TensorRT version,
+    GPU, variant and the lowering code's version."""
+    parts = [graph_hash(graph), str(batch_size), trt_version, str(fp.get("name")), str(fp.get("compute_capability")),
+             f"aux{variant}", f"lowering{lowering_version()}"]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 class TRTCompiled(Compiled):
@@ -268,8 +377,7 @@ class TensorRTAdapter(Adapter):
 
         fp = fingerprint()
         variant = "default" if max_aux_streams is None else str(int(max_aux_streams))
-        key = hashlib.sha256("|".join([graph_hash(graph), str(batch_size), str(trt.__version__), str(fp.get("name")),
-                                       str(fp.get("compute_capability")), f"aux{variant}"]).encode()).hexdigest()[:24]
+        key = engine_key(graph, batch_size, str(trt.__version__), fp, variant)
         folder = None if cache is False else Path(DEFAULT_CACHE if cache is True else cache)
         path = folder / f"{key}.engine" if folder else None
         meta: dict = {}
@@ -293,7 +401,8 @@ class TensorRTAdapter(Adapter):
                     atomic_write_bytes(target, bytes(data))
         info = {**meta, "engine_seconds": time.perf_counter() - t0, "engine_cached": cached,
                 "engine_cache": str(path) if path else None, "variant": f"max_aux_streams={variant}",
-                "precision": "fp32", "gpu": fp.get("name"), "framework_version": str(trt.__version__)}
+                "precision": "fp32", "gpu": fp.get("name"), "framework_version": str(trt.__version__),
+                "lowering_version": lowering_version()}
         if info.get("tf32"):
             raise RuntimeError("TensorRT kept TF32 enabled after clear_flag(TF32): refusing a non-fp32 engine")
         return TRTCompiled(engine, batch_size, graph.input_shape, info)

@@ -1,31 +1,89 @@
-"""A CPU stand-in for the part of TensorRT's network-definition API the adapter uses, with the
-semantics its documentation gives each layer, evaluated with torch. It lets the tests check the
-adapter's lowering (layer choice, attributes, slices, padding rules) against the oracle on a
-machine without TensorRT or a GPU; every method name here also exists in the real bindings
-(``tests/test_gpu_api.py`` checks that)."""
+"""A CPU stand-in for TensorRT's network-definition API, held to the real API of each version.
+
+``module(version)`` returns a module object standing in for ``tensorrt`` 10 or 11. Its shape
+comes from the committed manifest ``tests/data/tensorrt_api.json``, extracted from NVIDIA's
+binding sources by ``tests/tensorrt_manifest.py``:
+
+* every enum (``BuilderFlag``, ``ActivationType``, ...) is generated from the manifest, so a
+  member that version does not have raises ``AttributeError`` (TensorRT 11 has no
+  ``BuilderFlag.FP16``);
+* every class the adapter uses is a stand-in whose attributes are checked against that
+  class's members in the manifest (inherited ones included): reading or setting an attribute
+  the real class does not have raises, and a stand-in method the version lacks is removed;
+* module attributes (``float32``, ``Logger``, ...) exist only if the manifest lists them.
+
+The semantics are the documented ones, evaluated with torch: convolutions and pools honour
+``pre_padding``/``post_padding`` (``padding_nd`` sets both), average pools honour
+``average_count_excludes_padding``, activations their ``alpha``/``beta``, shuffles their
+reshape and transposes, resizes their mode, coordinate transformation and rounding.
+"""
 
 from __future__ import annotations
 
+import json
 import types
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+MANIFEST = json.loads((Path(__file__).resolve().parent / "data" / "tensorrt_api.json").read_text())
+VERSIONS = tuple(sorted(MANIFEST["versions"]))  # ("10", "11")
+FEED: dict[str, np.ndarray] = {}  # input name -> value (set before building: shapes are read while building)
 
-class Weights:
-    def __init__(self, a):
-        self.array = np.asarray(a, dtype=np.float32)
+
+class EnumValue:
+    def __init__(self, enum: str, name: str):
+        self.enum, self.name = enum, name
+
+    def __repr__(self):
+        return f"{self.enum}.{self.name}"
 
 
-class Tensor:
+def make_enum(name: str, members) -> type:
+    """An enum class with exactly ``members``: any other member raises AttributeError."""
+    return type(name, (), {m: EnumValue(name, m) for m in members})
+
+
+class Strict:
+    """Base of every stand-in class: ``TRT`` names the real class; ``_api`` (set per version) is
+    its members from the manifest."""
+
+    TRT = ""
+    _api: frozenset = frozenset()
+    _version = ""
+
+    def __setattr__(self, name, value):
+        if not name.startswith("_") and name not in self._api:
+            raise AttributeError(f"TensorRT {self._version}: {self.TRT} has no attribute {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):  # only reached for what the stand-in does not hold
+        where = "has no attribute" if name not in self._api else "attribute not modelled by the stand-in:"
+        raise AttributeError(f"TensorRT {self._version}: {self.TRT} {where} {name!r}")
+
+
+class Weights(Strict):
+    TRT = "Weights"
+
+    def __init__(self, a=None):
+        self._array = np.asarray(a, dtype=np.float32)
+
+    def numpy(self):
+        return self._array
+
+
+class ITensor(Strict):
+    TRT = "ITensor"
+
     def __init__(self, thunk):
         self._thunk = thunk
         self._value = None
         self.name = ""
 
     @property
-    def value(self) -> torch.Tensor:
+    def value(self) -> torch.Tensor:  # stand-in only (underscore-free but not TensorRT's): see _STANDIN
         if self._value is None:
             self._value = self._thunk()
         return self._value
@@ -35,162 +93,355 @@ class Tensor:
         return tuple(self.value.shape)
 
 
-class Layer:
-    def __init__(self, fn):
-        self.name = ""
-        self._out = Tensor(lambda: fn(self))
+class ILayer(Strict):
+    TRT = "ILayer"
 
-    def get_output(self, i):
-        assert i == 0
+    def __init__(self, network, fn):
+        self._network = network
+        self.name = ""
+        self._out = network._tensor(lambda: fn(self))
+
+    def get_output(self, index):
+        assert index == 0
         return self._out
 
 
-FEED: dict[str, np.ndarray] = {}  # input name -> value (set before building: shapes are read while building)
+def _pads(layer):
+    (pt, pl), (pb, pr) = layer._pre, layer._post
+    return (pl, pr, pt, pb)
 
 
-class Network:
-    def __init__(self):
-        self.layers: list[Layer] = []
-        self.inputs: dict[str, Tensor] = {}
-        self.outputs: list[Tensor] = []
-        self.feed = FEED
+class _Padded(ILayer):
+    """``pre_padding``/``post_padding``; ``padding_nd`` sets both (TensorRT's semantics)."""
+
+    def __init__(self, network, fn):
+        super().__init__(network, fn)
+        self._pre, self._post = (0, 0), (0, 0)
+
+    @property
+    def padding_nd(self):
+        assert self._pre == self._post, "padding_nd read while pre and post padding differ"
+        return self._pre
+
+    @padding_nd.setter
+    def padding_nd(self, value):
+        self._pre = self._post = tuple(value)
+
+    @property
+    def pre_padding(self):
+        return self._pre
+
+    @pre_padding.setter
+    def pre_padding(self, value):
+        self._pre = tuple(value)
+
+    @property
+    def post_padding(self):
+        return self._post
+
+    @post_padding.setter
+    def post_padding(self, value):
+        self._post = tuple(value)
+
+
+class IConvolutionLayer(_Padded):
+    TRT = "IConvolutionLayer"
+
+
+class IPoolingLayer(_Padded):
+    TRT = "IPoolingLayer"
+
+
+class IActivationLayer(ILayer):
+    TRT = "IActivationLayer"
+
+
+class IReduceLayer(ILayer):
+    TRT = "IReduceLayer"
+
+
+class ISliceLayer(ILayer):
+    TRT = "ISliceLayer"
+
+
+class IElementWiseLayer(ILayer):
+    TRT = "IElementWiseLayer"
+
+
+class IConcatenationLayer(ILayer):
+    TRT = "IConcatenationLayer"
+
+
+class IShuffleLayer(ILayer):
+    TRT = "IShuffleLayer"
+
+
+class IConstantLayer(ILayer):
+    TRT = "IConstantLayer"
+
+
+class IMatrixMultiplyLayer(ILayer):
+    TRT = "IMatrixMultiplyLayer"
+
+
+class IResizeLayer(ILayer):
+    TRT = "IResizeLayer"
+
+
+def _activation(kind: str, alpha: float, beta: float):
+    """TensorRT's ActivationType semantics (NvInfer.h)."""
+    return {"RELU": torch.relu, "SIGMOID": torch.sigmoid, "TANH": torch.tanh,
+            "CLIP": lambda t: t.clamp(alpha, beta),
+            "LEAKY_RELU": lambda t: torch.where(t >= 0, t, t * alpha),
+            "HARD_SIGMOID": lambda t: (t * alpha + beta).clamp(0.0, 1.0)}[kind]
+
+
+def _resize_source(out_size: int, in_size: int, transform: str) -> torch.Tensor:
+    i = torch.arange(out_size, dtype=torch.float64)
+    if transform == "ALIGN_CORNERS":
+        return i * ((in_size - 1) / (out_size - 1)) if out_size > 1 else torch.zeros(out_size, dtype=torch.float64)
+    if transform == "ASYMMETRIC":
+        return i * (in_size / out_size)
+    return (i + 0.5) * (in_size / out_size) - 0.5  # HALF_PIXEL
+
+
+def _resize_axis(v: torch.Tensor, axis: int, out_size: int, layer) -> torch.Tensor:
+    in_size = v.shape[axis]
+    src = _resize_source(out_size, in_size, layer.coordinate_transformation.name)
+    if layer.resize_mode.name == "NEAREST":
+        rounding = layer.nearest_rounding.name
+        idx = {"FLOOR": torch.floor, "CEIL": torch.ceil, "HALF_UP": lambda s: torch.floor(s + 0.5),
+               "HALF_DOWN": lambda s: torch.ceil(s - 0.5)}[rounding](src).long().clamp(0, in_size - 1)
+        return v.index_select(axis, idx)
+    src = src.clamp(0, in_size - 1)  # outside the input: the edge value
+    lo = src.floor().long().clamp(0, in_size - 1)
+    hi = (lo + 1).clamp(max=in_size - 1)
+    frac = (src - lo).to(v.dtype)
+    shape = [1] * v.dim()
+    shape[axis] = out_size
+    frac = frac.view(shape)
+    return v.index_select(axis, lo) * (1 - frac) + v.index_select(axis, hi) * frac
+
+
+class INetworkDefinition(Strict):
+    TRT = "INetworkDefinition"
+
+    def __init__(self, version: str, classes: dict):
+        self._layers: list = []
+        self._inputs: dict = {}
+        self._outputs: list = []
+        self._cls = classes
+
+    def _tensor(self, thunk):
+        return self._cls["ITensor"](thunk)
+
+    def _layer(self, kind: str, fn):
+        layer = self._cls[kind](self, fn)
+        self._layers.append(layer)
+        return layer
 
     @property
     def num_layers(self):
-        return len(self.layers)
-
-    def _layer(self, fn):
-        layer = Layer(fn)
-        self.layers.append(layer)
-        return layer
+        return len(self._layers)
 
     def add_input(self, name, dtype, shape):
-        assert dtype == "float32"
-        t = Tensor(lambda: torch.from_numpy(self.feed[name]))
-        self.inputs[name] = t
+        assert dtype.name == "FLOAT", dtype
+        t = self._tensor(lambda: torch.from_numpy(FEED[name]))
+        assert tuple(FEED[name].shape) == tuple(shape), (FEED[name].shape, shape)
+        t.name = name
+        self._inputs[name] = t
         return t
 
-    def mark_output(self, t):
-        self.outputs.append(t)
+    def mark_output(self, tensor):
+        self._outputs.append(tensor)
 
-    def add_convolution_nd(self, x, num_output_maps, kernel_shape, kernel, bias):
-        w = torch.from_numpy(kernel.array)
-        b = torch.from_numpy(bias.array)
+    def add_convolution_nd(self, input, num_output_maps, kernel_shape, kernel, bias=None):
+        w = torch.from_numpy(kernel.numpy())
+        b = torch.from_numpy(bias.numpy()) if bias is not None else None
         assert w.shape[0] == num_output_maps and tuple(w.shape[2:]) == tuple(kernel_shape)
 
         def f(layer):
-            return F.conv2d(x.value, w, b, layer.stride_nd, layer.padding_nd, layer.dilation_nd, layer.num_groups)
-        layer = self._layer(f)
-        layer.stride_nd, layer.padding_nd, layer.dilation_nd, layer.num_groups = (1, 1), (0, 0), (1, 1), 1
+            x = F.pad(input.value, _pads(layer))
+            return F.conv2d(x, w, b, layer.stride_nd, 0, layer.dilation_nd, layer.num_groups)
+        layer = self._layer("IConvolutionLayer", f)
+        layer.stride_nd, layer.dilation_nd, layer.num_groups = (1, 1), (1, 1), 1
         return layer
 
-    def add_activation(self, x, kind):
-        fn = {"RELU": torch.relu, "SIGMOID": torch.sigmoid, "TANH": torch.tanh}[kind]
-        return self._layer(lambda layer: fn(x.value))
-
-    def add_pooling_nd(self, x, kind, window_size):
+    def add_activation(self, input, type):
         def f(layer):
-            if kind == "MAX":
-                return F.max_pool2d(x.value, window_size, layer.stride_nd, layer.padding_nd)
-            return F.avg_pool2d(x.value, window_size, layer.stride_nd, layer.padding_nd,
-                                count_include_pad=not layer.average_count_excludes_padding)
-        layer = self._layer(f)
-        layer.stride_nd, layer.padding_nd = tuple(window_size), (0, 0)
+            return _activation(type.name, layer.alpha, layer.beta)(input.value)
+        layer = self._layer("IActivationLayer", f)
+        layer.alpha, layer.beta = 0.0, 0.0
+        return layer
+
+    def add_pooling_nd(self, input, type, window_size):
+        k = tuple(window_size)
+
+        def f(layer):
+            pads = _pads(layer)
+            x = input.value
+            if type.name == "MAX":
+                return F.max_pool2d(F.pad(x, pads, value=float("-inf")), k, layer.stride_nd)
+            sums = F.avg_pool2d(F.pad(x, pads), k, layer.stride_nd) * (k[0] * k[1])
+            if not layer.average_count_excludes_padding:
+                return sums / (k[0] * k[1])
+            ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+            return sums / (F.avg_pool2d(F.pad(ones, pads), k, layer.stride_nd) * (k[0] * k[1]))
+        layer = self._layer("IPoolingLayer", f)
+        layer.stride_nd = (1, 1)
         layer.average_count_excludes_padding = True  # TensorRT's default
         return layer
 
-    def add_reduce(self, x, op, axes, keep_dims):
+    def add_reduce(self, input, op, axes, keep_dims):
         dims = tuple(i for i in range(4) if axes & (1 << i))
 
         def f(layer):
-            v = x.value
-            return v.mean(dims, keepdim=keep_dims) if op == "AVG" else v.amax(dims, keepdim=keep_dims)
-        return self._layer(f)
+            v = input.value
+            return v.mean(dims, keepdim=keep_dims) if op.name == "AVG" else v.amax(dims, keepdim=keep_dims)
+        return self._layer("IReduceLayer", f)
 
-    def add_slice(self, x, start, shape, stride):
+    def add_slice(self, input, start, shape, stride):
         def f(layer):
             idx = tuple(slice(s, s + n * st, st) for s, n, st in zip(start, shape, stride))
-            return x.value[idx]
-        return self._layer(f)
+            return input.value[idx]
+        return self._layer("ISliceLayer", f)
 
-    def add_elementwise(self, a, b, op):
-        fn = {"SUM": torch.add, "PROD": torch.mul}[op]
-        return self._layer(lambda layer: fn(a.value, b.value))
+    def add_elementwise(self, input1, input2, op):
+        fn = {"SUM": torch.add, "PROD": torch.mul}[op.name]
+        return self._layer("IElementWiseLayer", lambda layer: fn(input1.value, input2.value))
 
     def add_concatenation(self, inputs):
-        layer = self._layer(lambda layer: torch.cat([t.value for t in inputs], layer.axis))
+        layer = self._layer("IConcatenationLayer", lambda layer: torch.cat([t.value for t in inputs], layer.axis))
         layer.axis = 0  # TensorRT's default axis
         return layer
 
-    def add_shuffle(self, x):
-        layer = self._layer(lambda layer: x.value.reshape(layer.reshape_dims))
+    def add_shuffle(self, input):
+        def f(layer):
+            v = input.value
+            if layer.first_transpose is not None:
+                v = v.permute(*layer.first_transpose)
+            if layer.reshape_dims is not None:
+                v = v.reshape(tuple(layer.reshape_dims))
+            if layer.second_transpose is not None:
+                v = v.permute(*layer.second_transpose)
+            return v.contiguous()
+        layer = self._layer("IShuffleLayer", f)
+        layer.first_transpose = layer.reshape_dims = layer.second_transpose = None
         return layer
 
     def add_constant(self, shape, weights):
-        return self._layer(lambda layer: torch.from_numpy(weights.array.reshape(shape)))
+        return self._layer("IConstantLayer", lambda layer: torch.from_numpy(weights.numpy().reshape(shape)))
 
-    def add_matrix_multiply(self, a, op_a, b, op_b):
+    def add_matrix_multiply(self, input0, op0, input1, op1):
         def f(layer):
-            av = a.value.t() if op_a == "TRANSPOSE" else a.value
-            bv = b.value.t() if op_b == "TRANSPOSE" else b.value
+            av = input0.value.t() if op0.name == "TRANSPOSE" else input0.value
+            bv = input1.value.t() if op1.name == "TRANSPOSE" else input1.value
             return av @ bv
-        return self._layer(f)
+        return self._layer("IMatrixMultiplyLayer", f)
+
+    def add_resize(self, input):
+        def f(layer):
+            v = input.value
+            shape = tuple(layer.shape)
+            assert shape[:2] == tuple(v.shape[:2]), (shape, v.shape)
+            return _resize_axis(_resize_axis(v, 2, shape[2], layer), 3, shape[3], layer)
+        layer = self._layer("IResizeLayer", f)
+        return layer
 
 
-class BuilderConfig:
-    def __init__(self):
-        self.flags = {"TF32"}  # TensorRT enables TF32 by default
+class IBuilderConfig(Strict):
+    TRT = "IBuilderConfig"
+
+    def __init__(self, enums):
+        self._flags = {enums["BuilderFlag"].TF32.name}  # TensorRT enables TF32 by default
         self.max_aux_streams = -1
-        self.pools = {}
+        self._pools = {}
 
     def clear_flag(self, flag):
-        self.flags.discard(flag)
+        self._flags.discard(flag.name)
 
     def set_flag(self, flag):
-        self.flags.add(flag)
+        self._flags.add(flag.name)
 
     def get_flag(self, flag):
-        return flag in self.flags
+        return flag.name in self._flags
 
-    def set_memory_pool_limit(self, pool, size):
-        self.pools[pool] = size
+    def set_memory_pool_limit(self, pool, pool_size):
+        self._pools[pool.name] = pool_size
 
 
-class Builder:
+class Builder(Strict):
+    TRT = "Builder"
     built: list = []
 
     def __init__(self, logger):
-        self.logger = logger
+        self._logger = logger
 
     def create_network(self, flags=0):
-        return Network()
+        return self._classes["INetworkDefinition"](self._version, self._classes)
 
     def create_builder_config(self):
-        return BuilderConfig()
+        return self._classes["IBuilderConfig"](self._enums)
 
     def build_serialized_network(self, network, config):
         Builder.built.append((network, config))
         return b"fake-engine"
 
 
-class Logger:
-    WARNING = "WARNING"
+class Logger(Strict):
+    TRT = "Logger"
 
-    def __init__(self, level=None):
-        self.level = level
+    def __init__(self, min_severity=None):
+        self.min_severity = min_severity
 
 
-def module() -> types.ModuleType:
-    """A module object standing in for ``tensorrt``."""
+STANDINS = (Weights, ITensor, ILayer, IConvolutionLayer, IPoolingLayer, IActivationLayer, IReduceLayer, ISliceLayer,
+            IElementWiseLayer, IConcatenationLayer, IShuffleLayer, IConstantLayer, IMatrixMultiplyLayer,
+            IResizeLayer, INetworkDefinition, IBuilderConfig, Builder, Logger)
+_STANDIN = {"value"}  # ITensor.value: how the tests read a tensor (not a TensorRT member)
+
+
+def _missing(cls_name: str, version: str, name: str):
+    def raise_(*args, **kwargs):
+        raise AttributeError(f"TensorRT {version}: {cls_name} has no attribute {name!r}")
+    return property(raise_)
+
+
+def module(version: str = "10") -> types.ModuleType:
+    """A module object standing in for ``tensorrt`` ``version`` ("10" or "11")."""
+    api = MANIFEST["versions"][version]
     m = types.ModuleType("tensorrt")
-    m.__version__ = "0.0-fake"
-    m.Logger, m.Builder, m.Weights = Logger, Builder, Weights
-    m.float32 = "float32"
-    m.BuilderFlag = types.SimpleNamespace(TF32="TF32", FP16="FP16")
-    m.MemoryPoolType = types.SimpleNamespace(WORKSPACE="WORKSPACE")
-    m.ActivationType = types.SimpleNamespace(RELU="RELU", SIGMOID="SIGMOID", TANH="TANH")
-    m.PoolingType = types.SimpleNamespace(MAX="MAX", AVERAGE="AVERAGE")
-    m.ReduceOperation = types.SimpleNamespace(AVG="AVG", MAX="MAX")
-    m.ElementWiseOperation = types.SimpleNamespace(SUM="SUM", PROD="PROD")
-    m.MatrixOperation = types.SimpleNamespace(NONE="NONE", TRANSPOSE="TRANSPOSE")
+    m.__version__ = f"{api['tag'].lstrip('v')}-standin"
+    enums = {name.split(".")[-1] if "." not in name else name: make_enum(name, members)
+             for name, members in api["enums"].items()}
+    for name, enum in enums.items():
+        if "." not in name:
+            setattr(m, name, enum)
+    classes: dict[str, type] = {}
+    for base in STANDINS:
+        members = frozenset(api["classes"].get(base.TRT, ()))
+        if not members and base.TRT not in api["classes"]:
+            raise AssertionError(f"TensorRT {version} has no class {base.TRT}")
+        attrs = {"_api": members | _STANDIN if base is ITensor else members, "_version": version}
+        for name in dir(base):
+            if name.startswith("_") or name in ("TRT", "built") or name in members:
+                continue
+            if base is ITensor and name in _STANDIN:
+                continue
+            attrs[name] = _missing(base.TRT, version, name)  # the stand-in has it, this version does not
+        classes[base.TRT] = type(base.__name__, (base,), attrs)
+    classes["Builder"]._classes = classes
+    classes["Builder"]._enums = enums
+    classes["Builder"].built = Builder.built
+    # severities are class members of the logger (ILogger.Severity, exported)
+    for sev in api["enums"].get("ILogger.Severity", ()):
+        setattr(classes["Logger"], sev, EnumValue("ILogger.Severity", sev))
+    python_names = {"Builder": "Builder", "Logger": "Logger", "Weights": "Weights"}
+    for py, trt_name in python_names.items():
+        assert py in api["module"], (version, py)
+        setattr(m, py, classes[trt_name])
+    datatypes = {"float32": "FLOAT", "float16": "HALF", "int32": "INT32", "int8": "INT8"}
+    for attr, member in datatypes.items():
+        if attr in api["module"]:
+            setattr(m, attr, getattr(enums["DataType"], member))
     return m

@@ -66,26 +66,70 @@ class FakeDevice:
                 obj()
 
 
+class CaptureError(AssertionError):
+    """Something a CUDA-graph capture does not allow happened inside one."""
+
+
+class OrderError(AssertionError):
+    """A kernel ran before what it reads was known to be on the device."""
+
+
+def _act(kind: str, alpha: float = 0.0, beta: float = 0.0):
+    """The activation from its parameters (written here, not taken from the oracle)."""
+    import torch
+
+    return {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+            "relu6": lambda t: t.clamp(0.0, 6.0), "hardswish": lambda t: t * (t + 3.0).clamp(0.0, 6.0) / 6.0,
+            "silu": lambda t: t * torch.sigmoid(t),
+            "leaky_relu": lambda t: torch.where(t > 0, t, t * alpha),
+            "hardsigmoid": lambda t: (t * alpha + beta).clamp(0.0, 1.0),
+            "clip": lambda t: t.clamp(alpha, beta)}[kind]
+
+
 class TorchQueueDevice:
     """The CUDA executor's device interface (see ``ios_core.runtime.cuda_device.CupyDevice``)
     on the CPU: torch tensors for memory (fresh memory is filled with NaN, so reading what
     nothing wrote shows), torch kernels writing into the given views, and the fake device's
     streams: nothing runs until :meth:`drain`, which executes queued work in a random order
-    CUDA allows. ``capture`` records the command list; ``replay`` issues it again."""
+    CUDA allows. ``capture`` records the command list; ``replay`` issues it again.
+
+    What a real GPU forbids fails here too:
+
+    * inside a capture, allocating, uploading, synchronizing, copying to or from the host, or
+      issuing a kernel for the first time (CuPy compiles and loads a kernel, cuBLAS and cuDNN
+      initialize, at the first launch): :class:`CaptureError`;
+    * a kernel executing while an upload (the legacy stream) has not been synchronized with the
+      device: :class:`OrderError` (non-blocking streams do not wait for the legacy stream);
+    * a cuDNN pointer that is not 16-byte aligned (cuDNN Frontend tensors are declared so):
+      AssertionError when the convolution is built.
+
+    Kernel methods take the device's explicit parameters (``ConvSpec``, ``PoolSpec``,
+    activation name and parameters) and implement them with torch functions written here, so
+    an attribute the executor fails to pass computes a different result than the oracle."""
 
     def __init__(self, seed: int = 0):
         self.fake = FakeDevice(0, 0, seed)
         self.captured = 0
+        self.capturing = False
+        self.issued: set[str] = set()  # kernel kinds launched at least once (compiled, initialized)
+        self.pending_upload = False
+        self.convs: list[tuple[int, int]] = []  # byte offsets (input, output) of every convolution built
+
+    def _no_capture(self, what: str) -> None:
+        if self.capturing:
+            raise CaptureError(f"{what} inside a CUDA-graph capture")
 
     # memory
     def empty(self, n):
         import torch
 
+        self._no_capture("allocation")
         return torch.full((int(n),), float("nan"))
 
     def empty_shaped(self, shape):
         import torch
 
+        self._no_capture("allocation")
         return torch.full(tuple(shape), float("nan"))
 
     def view(self, base, start, shape):
@@ -96,6 +140,21 @@ class TorchQueueDevice:
 
     def narrow(self, v, c0, c1):
         return v[:, c0:c1]
+
+    @staticmethod
+    def offset_bytes(view) -> int:
+        return view.storage_offset() * view.element_size()
+
+    def aligned(self, view) -> bool:
+        return self.offset_bytes(view) % 16 == 0
+
+    def upload(self, a):
+        import numpy as np
+        import torch
+
+        self._no_capture("upload")
+        self.pending_upload = True
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
 
     # streams
     def stream(self, index):
@@ -112,13 +171,34 @@ class TorchQueueDevice:
         pass
 
     def launcher(self, stream, index, fn, name):
-        return lambda: stream.launch(name, fn)
+        kinds = getattr(fn, "kinds", ("kernel",))
+
+        def issue():
+            for kind in kinds:
+                if kind not in self.issued:
+                    self._no_capture(f"first launch of {kind} (compiles / initializes)")
+                    self.issued.add(kind)
+            stream.launch(name, self._checked(fn))
+        return issue
+
+    def _checked(self, fn):
+        def run():
+            if self.pending_upload:
+                raise OrderError("a kernel ran before the weight uploads were synchronized with the device")
+            fn()
+        return run
 
     def finalize(self, nstreams):
         return []
 
     def capture(self, stream0, calls):
         self.captured += 1
+        self.capturing = True
+        try:
+            for call in calls:
+                call()
+        finally:
+            self.capturing = False
         return list(calls)
 
     def replay(self, graph, stream0):
@@ -142,55 +222,106 @@ class TorchQueueDevice:
     def write(self, view, x, stream):
         import torch
 
+        self._no_capture("host-to-device copy")
         self.drain()
         view.copy_(torch.from_numpy(x))
 
     def read(self, view, stream):
+        self._no_capture("device-to-host copy")
         return view.contiguous().numpy().copy()
 
     def sync(self, stream):
+        self._no_capture("stream synchronize")
         self.drain()
+
+    def sync_device(self):
+        self._no_capture("device synchronize")
+        self.drain()
+        self.pending_upload = False
 
     def timer(self, stream):
         return None
 
-    # kernels (torch, into the given views)
-    def conv(self, op, x, out, stream, weight, bias):
-        import torch
+    # kernels (torch, into the given views), from explicit parameters
+    @staticmethod
+    def _kinds(fn, *kinds):
+        fn.kinds = kinds
+        return fn
 
-        w, b = torch.from_numpy(weight), torch.from_numpy(bias)
-        act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
-        st, pd, dl, gr = tuple(op.stride), tuple(op.padding), tuple(op.dilation), op.groups
-        return lambda: out.copy_(act(torch.conv2d(x, w, b, st, pd, dl, gr)))
-
-    def pool(self, op, x, out):
+    def conv(self, x, out, stream, weight, bias, spec):
         import torch.nn.functional as F
 
-        if op.pool_type == "global_avg":
-            return lambda: out.copy_(x.mean((2, 3), keepdim=True))
-        if op.pool_type == "global_max":
-            return lambda: out.copy_(x.amax((2, 3), keepdim=True))
-        k, s, p = tuple(op.kernel), tuple(op.stride), tuple(op.padding)
-        if op.pool_type == "max":
-            return lambda: out.copy_(F.max_pool2d(x, k, s, p))
-        return lambda: out.copy_(F.avg_pool2d(x, k, s, p, count_include_pad=True))
+        for what, v in (("input", x), ("output", out)):
+            assert self.aligned(v), (f"cuDNN {what} pointer at byte offset {self.offset_bytes(v)} is not 16-byte "
+                                     f"aligned (shape {tuple(v.shape)})")
+        self.convs.append((self.offset_bytes(x), self.offset_bytes(out)))
+        w, b = self.upload(weight), self.upload(bias)
+        act = _act(spec.act)
+        pt, pl, pb, pr = spec.pads
 
-    def activation(self, kind, x, out):
+        def run():
+            out.copy_(act(F.conv2d(F.pad(x, (pl, pr, pt, pb)), w, b, spec.stride, 0, spec.dilation, spec.groups)))
+        return self._kinds(run, "cudnn", f"conv{spec}")
+
+    def pool(self, x, out, spec):
         import torch
+        import torch.nn.functional as F
 
-        fn = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[kind]
-        return lambda: out.copy_(fn(x))
+        if spec.kind == "global_avg":
+            return self._kinds(lambda: out.copy_(x.mean((2, 3), keepdim=True)), "ios_global_pool")
+        if spec.kind == "global_max":
+            return self._kinds(lambda: out.copy_(x.amax((2, 3), keepdim=True)), "ios_global_pool")
+        pt, pl, pb, pr = spec.pads
+        pads = (pl, pr, pt, pb)
+        k, s = spec.kernel, spec.stride
+        if spec.kind == "max":
+            return self._kinds(lambda: out.copy_(F.max_pool2d(F.pad(x, pads, value=float("-inf")), k, s)),
+                               "ios_pool2d")
+
+        def avg():
+            sums = F.avg_pool2d(F.pad(x, pads), k, s) * (k[0] * k[1])
+            if spec.count_include_pad:
+                out.copy_(sums / (k[0] * k[1]))
+            else:
+                ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+                out.copy_(sums / (F.avg_pool2d(F.pad(ones, pads), k, s) * (k[0] * k[1])))
+        return self._kinds(avg, "ios_pool2d")
+
+    def activation(self, x, out, act, alpha=0.0, beta=0.0):
+        fn = _act(act, alpha, beta)
+        return self._kinds(lambda: out.copy_(fn(x)), "ios_map")
+
+    def affine(self, x, out, scale, shift, act):
+        sc, sh = self.upload(scale).view(1, -1, 1, 1), self.upload(shift).view(1, -1, 1, 1)
+        fn = _act(act)
+        return self._kinds(lambda: out.copy_(fn(x * sc + sh)), "ios_map")
+
+    def shuffle(self, x, out, groups):
+        def run():
+            n, c, h, w = x.shape
+            out.copy_(x.reshape(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w))
+        return self._kinds(run, "ios_shuffle")
+
+    def resize(self, x, out, mode, align_corners):
+        import torch.nn.functional as F
+
+        size = tuple(out.shape[2:])
+        if mode == "nearest":
+            return self._kinds(lambda: out.copy_(F.interpolate(x, size=size, mode="nearest")), "ios_resize")
+        return self._kinds(lambda: out.copy_(F.interpolate(x, size=size, mode="bilinear",
+                                                           align_corners=align_corners)), "ios_resize")
 
     def flatten(self, x, out):
-        return lambda: out.view(x.shape).copy_(x)
+        return self._kinds(lambda: out.view(x.shape).copy_(x), "ios_map")
 
-    def linear(self, op, x, out, stream, weight, bias):
+    def linear(self, x, out, stream, weight, bias, act):
         import torch
 
-        w, b = torch.from_numpy(weight), torch.from_numpy(bias)
-        act = {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op.act]
+        w, b = self.upload(weight), self.upload(bias)
+        fn = _act(act)
         n = x.shape[0]
-        return lambda: out.copy_(act(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape))
+        return self._kinds(lambda: out.copy_(fn(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape)),
+                           "cublas", "ios_map")
 
     def combine(self, views, how, dst):
         def run():
@@ -198,4 +329,4 @@ class TorchQueueDevice:
             for v in views[1:]:
                 acc = acc * v if how == "mul" else acc + v
             dst.copy_(acc)
-        return run
+        return self._kinds(run, "ios_map")

@@ -7,7 +7,8 @@
   when the bindings are installed, their compiled module is searched for every method and
   attribute name the adapter uses.
 * The TensorRT adapter's lowering is checked against the oracle on a CPU stand-in for the
-  network-definition API (``tests/fake_tensorrt.py``).
+  network-definition API held to TensorRT 10's and 11's bindings (``tests/fake_tensorrt.py``;
+  every op type and attribute: ``tests/test_gpu_coverage.py``).
 """
 
 from __future__ import annotations
@@ -65,13 +66,15 @@ def test_cupy_stream_event_graph_calls_exist():
         assert hasattr(rt, name), name
 
 
-def test_cupy_kernels_compile_lazily_without_gpu():
-    """Defining the runtime's CuPy kernels needs no GPU (they compile at the first launch)."""
-    _module_or_skip("cupy")
+def test_cupy_module_is_defined_without_gpu():
+    """Defining the runtime's CUDA module needs no GPU (``Kernels.load`` compiles and loads it on
+    one; tests/test_cuda_sources.py compiles the same source with NVRTC here)."""
+    cupy = _module_or_skip("cupy")
     from ios_core.runtime import cuda_kernels
 
     kernels = cuda_kernels.Kernels()
-    assert kernels.defined()
+    assert isinstance(kernels._module, cupy.RawModule) and kernels._fns == {}
+    assert hasattr(cupy.RawModule, "get_function") and hasattr(cupy.RawModule, "compile")
 
 
 # ---- cuDNN Frontend ----------------------------------------------------------------------------
@@ -82,9 +85,13 @@ def test_cudnn_frontend_calls_exist():
     assert {"io_data_type", "intermediate_data_type", "compute_data_type", "handle"} <= _params(g.__init__)
     assert {"dim", "stride", "data_type", "name"} <= _params(g.tensor)
     for method in ("conv_fprop", "bias", "relu", "sigmoid", "tanh", "validate", "build_operation_graph",
-                   "create_execution_plans", "check_support", "build_plans", "get_workspace_size", "execute"):
+                   "create_execution_plans", "check_support", "build_plans", "get_workspace_size", "execute",
+                   "get_execution_plan_count", "build_plan_at_index", "execute_plan_at_index",
+                   "get_workspace_size_plan_at_index", "get_plan_name_at_index"):
         assert hasattr(g, method), method
     assert {"tensor_dict", "workspace", "handle"} <= _params(g.execute)
+    assert {"tensor_dict", "workspace", "index", "handle"} <= _params(g.execute_plan_at_index)
+    assert {"index"} <= _params(g.build_plan_at_index) and {"index"} <= _params(g.get_plan_name_at_index)
     assert {"input", "bias"} <= _params(g.bias) or "bias" in (g.bias.__doc__ or "")
     assert {"input"} <= _params(g.relu)
     assert {"heuristics"} <= _params(g.create_execution_plans)
@@ -108,11 +115,11 @@ def test_cudnn_conv_fprop_accepts_our_arguments():
     _module_or_skip("cudnn")
     from ios_core.runtime import cuda_kernels
 
-    g, tensors = cuda_kernels.conv_graph(n=2, cin=4, h=6, w=6, cout=8, kernel=(3, 3), stride=(1, 1), padding=(1, 1),
+    g, tensors = cuda_kernels.conv_graph(n=2, cin=4, h=6, w=6, cout=8, kernel=(3, 3), stride=(1, 1), pads=(1, 1, 1, 1),
                                          dilation=(1, 1), groups=1, act="relu", fused=True, out_stride=None)
     assert set(tensors) == {"x", "w", "b", "y"}
     assert list(tensors["y"].stride) == [8 * 36, 36, 6, 1]
-    _, unfused = cuda_kernels.conv_graph(n=2, cin=4, h=6, w=6, cout=8, kernel=(3, 3), stride=(2, 2), padding=(1, 1),
+    _, unfused = cuda_kernels.conv_graph(n=2, cin=4, h=6, w=6, cout=8, kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
                                          dilation=(1, 1), groups=2, act="relu", fused=False, out_stride=[300, 9, 3, 1],
                                          in_stride=[500, 36, 6, 1])
     assert set(unfused) == {"x", "w", "y"}
@@ -169,9 +176,9 @@ def test_tensorrt_names_exist_in_the_bindings():
     assert not missing, f"names the adapter uses but {so.name} does not contain: {missing}"
 
 
-@pytest.fixture
-def fake_trt(monkeypatch):
-    m = fake_tensorrt.module()
+@pytest.fixture(params=fake_tensorrt.VERSIONS)
+def fake_trt(monkeypatch, request):
+    m = fake_tensorrt.module(request.param)
     monkeypatch.setitem(sys.modules, "tensorrt", m)
     fake_tensorrt.Builder.built.clear()
     return m
@@ -190,9 +197,9 @@ def test_tensorrt_lowering_matches_the_oracle(fake_trt, which):
     engine, info = build_engine(graph, batch, max_aux_streams=0)
     assert engine == b"fake-engine"
     network, config = fake_tensorrt.Builder.built[-1]
-    assert info["tf32"] is False and not config.get_flag("TF32")
+    assert info["tf32"] is False and not config.get_flag(fake_trt.BuilderFlag.TF32)
     assert config.max_aux_streams == 0 and info["max_aux_streams"] == 0
-    out = network.outputs[0].value.numpy()
+    out = network._outputs[0].value.numpy()
     chk = compare(out, reference.run(graph, x), 1e-4)
     assert chk.passed, chk
 
@@ -204,6 +211,18 @@ def test_tensorrt_default_variant_leaves_aux_streams_to_tensorrt(fake_trt):
     fake_tensorrt.FEED["input"] = random_input(graph, 1, seed=0)
     _, info = build_engine(graph, 1, max_aux_streams=None)
     assert info["max_aux_streams"] == -1 and info["tf32"] is False
+
+
+def test_tensorrt_engine_cache_key_names_the_lowering_code(monkeypatch):
+    import adapters.tensorrt as trt_adapter
+
+    g = mixed_graph().init_weights(0)
+    fp = {"name": "GPU", "compute_capability": "9.0"}
+    key = trt_adapter.engine_key(g, 1, "10.16", fp, "default")
+    assert key == trt_adapter.engine_key(g, 1, "10.16", fp, "default")
+    assert key != trt_adapter.engine_key(g, 1, "11.1", fp, "default")
+    monkeypatch.setattr(trt_adapter, "lowering_version", lambda: "changed")
+    assert key != trt_adapter.engine_key(g, 1, "10.16", fp, "default")
 
 
 def test_tensorrt_engine_cache_key_changes_with_weights():

@@ -14,16 +14,27 @@ How a plan becomes a GPU program:
   feeding a convolution) are built in a per-stream scratch buffer. Nothing is allocated
   while running, so a run can be captured.
 * **Kernels** (:mod:`ios_core.runtime.cuda_kernels`), built once at construction: a cuDNN
-  Frontend graph per convolution (fused conv+bias+activation, or the convolution alone and a
-  CuPy bias+activation kernel where cuDNN has no fused fp32 engine; recorded in ``stats``),
-  CuPy kernels for the rest; per-stream cuDNN handles and workspaces.
+  Frontend graph per convolution (fused conv+bias+activation where cuDNN has the activation,
+  or the convolution alone and our bias+activation kernel; every plan built, timed, the
+  fastest kept, cached per geometry on the device; recorded in ``stats``), our CUDA C kernels
+  for the rest; per-stream cuDNN handles and workspaces. :class:`CudaLaunchers` translates
+  every attribute of a node into the device's explicit parameters (:class:`ConvSpec`,
+  :class:`PoolSpec`, activation parameters); every IR op type runs.
+* **Alignment.** cuDNN's tensors are declared 16-byte aligned. A convolution whose input is a
+  channel slice at a misaligned offset reads a copy in the stream's scratch; one whose output
+  slice is misaligned writes into an aligned buffer of its own, copied into the slice
+  (``stats["aligned_copies"]``). Offsets come from the plan (:meth:`CudaProgram.offset_bytes`).
+* **Ordering.** Weights are uploaded on the legacy stream, which non-blocking streams do not
+  wait for: the device is synchronized once the program is built.
 * **Streams** (:mod:`ios_core.runtime.streams`): one stream per concurrent group; a task
   waits on an event only for a dependency on another stream (data produced there, or arena
   storage still being read there); no device-wide synchronisation inside a run. Stream 0
   forks the run and joins it.
-* **CUDA graph** (``cuda_graph=True``): the whole command list is captured once from stream 0
-  (``Stream.begin_capture``/``end_capture``, other streams joining through the fork events)
-  and each run is one ``Graph.launch`` -- the technique of Nimble and Opara.
+* **CUDA graph** (``cuda_graph=True``): the command list runs once and the device is
+  synchronized (kernel compilation and loading, cuBLAS and cuDNN initialization happen then),
+  then it is captured from stream 0 (``Stream.begin_capture``/``end_capture``, other streams
+  joining through the fork events) and each run is one ``Graph.launch`` -- the technique of
+  Nimble and Opara. An error inside the capture is raised as itself.
 
 The executor is written once over a small device interface (:class:`CupyDevice`); the tests
 run the same executor on a fake device (torch CPU kernels, streams as queues executed in
@@ -32,6 +43,8 @@ project's development (see README).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +56,32 @@ from .program import graph_stages
 from .streams import JOIN, START, Region, StreamTask, bind, plan_streams
 
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
+ALIGNMENT = 16  # bytes: every pointer handed to cuDNN (its tensors are declared 16-byte aligned)
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A convolution as the device runs it: ``pads`` (top, left, bottom, right)."""
+
+    out_channels: int
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    dilation: tuple
+    groups: int
+    act: str
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A pool as the device runs it: ``kind`` max/avg/global_max/global_avg, ``pads`` (top,
+    left, bottom, right), ``count_include_pad`` for averages."""
+
+    kind: str
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    count_include_pad: bool
 
 
 class CudaProgram:
@@ -81,12 +120,22 @@ class CudaProgram:
         self.events = [device.event() for _ in range(sp.events)]
         device.bind_streams(self.stream_objs)
         self.launchers = CudaLaunchers(device, self._weight)
+        self._private: list = []  # aligned output buffers of convolutions writing into misaligned slices
+        self.aligned_copies = 0  # convolutions whose output goes through an aligned buffer (then copied)
         self.kernels = [self._kernel(task.payload, sp.stream_of[i]) for i, task in enumerate(sp.tasks)]
         self._owned = device.finalize(sp.streams)  # workspaces; what the kernels reference stays alive with us
+        device.sync_device()  # weight uploads (legacy stream) complete before any kernel on our non-blocking streams
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
         self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
-                      "scratch_bytes": sum(need) * F32}
-        self.graph = device.capture(self.stream_objs[0], self.calls) if cuda_graph else None
+                      "scratch_bytes": sum(need) * F32, "aligned_copies": self.aligned_copies}
+        self.graph = None
+        if cuda_graph:
+            # run once first: lazy compilation, module loading and library initialization must not
+            # fall inside the capture
+            for call in self.calls:
+                call()
+            device.sync_device()
+            self.graph = device.capture(self.stream_objs[0], self.calls)
 
     # ---- running -------------------------------------------------------------------------------
     def input_view(self, name: str):
@@ -116,11 +165,25 @@ class CudaProgram:
         size = int(np.prod(b.shape))
         return Region(storage, start, start + size, view=(storage, start, b.shape), c0=ref.begin, c1=ref.end)
 
+    def offset_bytes(self, ref: ValueRef) -> int:
+        """Where ``ref``'s first element lies from the start of its allocation (the arena, or the
+        input's own buffer; both start aligned): the buffer's arena offset plus the channel
+        slice's start."""
+        b = self.plan.buffers[ref.buffer]
+        base = 0 if b.kind == "input" else b.offset
+        return base + ref.begin * int(np.prod(b.shape[2:])) * F32
+
     def _needs_scratch(self, step) -> bool:
         if step.mode == CONCAT or step.op.TYPE in ("identity", "element"):
             return False
         single = step.inputs.single
-        return single is None or (step.op.TYPE == "linear" and not self.plan.read(single).whole)
+        if single is None:
+            return True
+        ref = self.plan.read(single)
+        if step.op.TYPE == "linear" and not ref.whole:
+            return True
+        # cuDNN's input pointer must be aligned: a misaligned channel slice is copied first
+        return step.op.TYPE == "conv" and self.offset_bytes(ref) % ALIGNMENT != 0
 
     def _scratch_elems(self, step) -> int:
         if not self._needs_scratch(step):
@@ -157,6 +220,12 @@ class CudaProgram:
             prep.append(self._compose_into(comp, x))
         else:
             x = self.value_view(self.plan.read(comp.single))
+        if op.TYPE == "conv" and self.offset_bytes(step.out) % ALIGNMENT != 0:
+            # cuDNN writes into an aligned buffer of the step's own; a copy puts it in its slice
+            tmp = dev.empty_shaped(tuple(out.shape))
+            self._private.append(tmp)
+            self.aligned_copies += 1
+            return _seq(prep + [self.launchers.visit(op, x, tmp, stream), dev.combine([tmp], "add", out)])
         return _seq(prep + [self.launchers.visit(op, x, out, stream)])
 
     def _weight(self, op, attr: str, shape) -> np.ndarray:
@@ -180,38 +249,51 @@ class CudaProgram:
 
 class CudaLaunchers(OpVisitor):
     """The launch of one operator on the device: ``visit(op, x, out, stream)`` with ``x`` its
-    input view and ``out`` its output view. Identities and elements are not launched: their
-    composed input is written straight into their output (``COMPOSED``)."""
+    input view and ``out`` its output view. Every attribute of the node is translated into the
+    device's explicit parameters here (``ConvSpec``, ``PoolSpec``, activation parameters):
+    the device never sees the node. Identities and elements are not launched: their composed
+    input is written straight into their output (``COMPOSED``)."""
 
     COMPOSED = ("identity", "element")
     ALIASES = {"relu": "activation"}
     REFUSES = {
         "identity": "composed into its output by the program (CudaProgram._compose_into), never launched",
         "element": "composed into its output by the program (CudaProgram._compose_into), never launched",
-        "affine": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
-        "shuffle": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
-        "resize": "no CUDA kernel written yet (a graph with one is refused on CUDA)",
     }
 
     def __init__(self, device, weight):
         self.dev, self.weight = device, weight
 
     def visit_conv(self, op, x, out, stream):
-        return self.dev.conv(op, x, out, stream, self.weight(op, "weight", op.weight_shape),
-                             self.weight(op, "bias", (op.out_channels,)))
+        spec = ConvSpec(op.out_channels, tuple(op.kernel), tuple(op.stride), tuple(op.pads), tuple(op.dilation),
+                        op.groups, op.act)
+        return self.dev.conv(x, out, stream, self.weight(op, "weight", op.weight_shape),
+                             self.weight(op, "bias", (op.out_channels,)), spec)
 
     def visit_pool(self, op, x, out, stream):
-        return self.dev.pool(op, x, out)
+        spec = PoolSpec(op.pool_type, tuple(op.kernel), tuple(op.stride), tuple(op.pads), bool(op.count_include_pad))
+        return self.dev.pool(x, out, spec)
 
     def visit_activation(self, op, x, out, stream):
-        return self.dev.activation(op.act_type, x, out)
+        return self.dev.activation(x, out, op.act_type, float(getattr(op, "alpha", 0.0)),
+                                   float(getattr(op, "beta", 0.0)))
+
+    def visit_affine(self, op, x, out, stream):
+        return self.dev.affine(x, out, self.weight(op, "weight", op.weight_shape),
+                               self.weight(op, "bias", op.bias_shape), op.act)
+
+    def visit_shuffle(self, op, x, out, stream):
+        return self.dev.shuffle(x, out, op.groups)
+
+    def visit_resize(self, op, x, out, stream):
+        return self.dev.resize(x, out, op.mode, bool(op.align_corners))
 
     def visit_flatten(self, op, x, out, stream):
         return self.dev.flatten(x, out)
 
     def visit_linear(self, op, x, out, stream):
-        return self.dev.linear(op, x, out, stream, self.weight(op, "weight", op.weight_shape),
-                               self.weight(op, "bias", (op.out_features,)))
+        return self.dev.linear(x, out, stream, self.weight(op, "weight", op.weight_shape),
+                               self.weight(op, "bias", (op.out_features,)), op.act)
 
     def refuse(self, op, *args, **kwargs):
         why = self.REFUSES.get(op.TYPE, "no visit method for this type")
@@ -219,9 +301,16 @@ class CudaLaunchers(OpVisitor):
 
 
 def _seq(fns):
+    """One closure running ``fns`` in order; the kernel kinds they declare (``fn.kinds``, read
+    by a device's launcher, e.g. to know what a first launch initializes) are kept."""
     from .program import seq
 
-    return seq([f for f in fns if f is not None])
+    fns = [f for f in fns if f is not None]
+    run = seq(fns)
+    kinds = tuple(k for f in fns for k in getattr(f, "kinds", ()))
+    if kinds and run not in fns:
+        run.kinds = kinds
+    return run
 
 
 class CudaRuntime:

@@ -1,11 +1,13 @@
 """The device the CUDA executor (:mod:`ios_core.runtime.cuda`) runs on: CuPy arrays, streams
-and events, cuDNN Frontend convolutions with one handle and workspace per stream, CuPy kernels
-for the rest (:mod:`ios_core.runtime.cuda_kernels`).
+and events, cuDNN Frontend convolutions with one handle and workspace per stream, our own CUDA
+C kernels for the rest (:mod:`ios_core.runtime.cuda_kernels`).
 
-Every method returns a zero-argument closure over preallocated device memory, launched on
-the current CuPy stream (the executor makes the group's stream current first); cuDNN calls go
-through the handle bound to that stream. Written against CuPy 14 and the cuDNN Frontend 1.3x;
-never run on a GPU in this project's development (see README).
+Every kernel method takes explicit parameters (never an IR node: the executor translates the
+node, and the tests' fake device implements the same parameters independently) and returns a
+zero-argument closure over preallocated device memory, launched on the current CuPy stream
+(the executor makes the group's stream current first); cuDNN calls go through the handle bound
+to that stream. Written against CuPy 14 and the cuDNN Frontend 1.3x; never run on a GPU in this
+project's development (see README).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import os
 
 import numpy as np
 
-from .cuda_kernels import Kernels, build_conv
+from .cuda_kernels import CUDNN_FUSED_ACTS, EXCLUDED_NOTES, MAP_ADD, MAP_MUL, Kernels, build_conv, conv_key
+
+ALIGNMENT = 16  # bytes: cuDNN Frontend tensors are declared 16-byte aligned
+TUNE_REPEAT = 5  # timed executions per cuDNN plan when choosing the fastest
 
 
 class CupyDevice:
@@ -29,8 +34,10 @@ class CupyDevice:
         self.device = cupy.cuda.Device(device_id)
         self.device.use()
         self.k = Kernels()
+        self.k.load()  # compile and load our CUDA C now, never inside a capture
         self._streams: dict[int, object] = {}  # stream index -> Stream, reused by every program
         self._handles: dict[int, object] = {}  # stream index -> cuDNN handle bound to it
+        self._convs: dict[tuple, object] = {}  # conv_key -> built and tuned Conv, reused by every program
         self._stats: dict = {}
         self._begin()
 
@@ -42,6 +49,7 @@ class CupyDevice:
         self.keep: list = []  # weights, workspaces and private buffers the closures reference
         self.fused = 0
         self.unfused = 0
+        self.conv_plans: list[str] = []
 
     # ---- memory -------------------------------------------------------------------------------
     def empty(self, n: int):
@@ -56,6 +64,9 @@ class CupyDevice:
 
     def narrow(self, v, c0: int, c1: int):
         return v[:, c0:c1]
+
+    def aligned(self, view) -> bool:
+        return int(view.data.ptr) % ALIGNMENT == 0
 
     def upload(self, a: np.ndarray):
         arr = self.cp.asarray(np.ascontiguousarray(a, dtype=np.float32))
@@ -72,6 +83,11 @@ class CupyDevice:
 
     def sync(self, stream) -> None:
         stream.synchronize()
+
+    def sync_device(self) -> None:
+        """Wait for everything (uploads on the legacy stream included: non-blocking streams do
+        not wait for it)."""
+        self.device.synchronize()
 
     def timer(self, stream):
         from ..gpu import CudaEventTimer
@@ -107,113 +123,174 @@ class CupyDevice:
         return launch
 
     def finalize(self, nstreams: int) -> list:
-        """Workspaces: one per stream, as large as its largest convolution needs. Returns what
-        the program's closures reference (the program keeps it alive)."""
+        """Workspaces: one per stream, as large as its largest convolution's plan needs. Returns
+        what the program's closures reference (the program keeps it alive)."""
         workspaces = [self.cp.empty(max(1, need), dtype=self.cp.uint8) for need in self.ws_need]
         for s, holder in self._ws_users:
             holder[0] = int(workspaces[s].data.ptr)
         owned = self.keep + workspaces
-        self._stats = {"convs_fused": self.fused, "convs_unfused": self.unfused}
+        self._stats = {"convs_fused": self.fused, "convs_unfused": self.unfused,
+                       "cudnn_plans": sorted(set(self.conv_plans))}
         self.keep = []
         return owned
 
     def capture(self, stream0, calls):
-        """The whole command list captured from stream 0 into one CUDA graph."""
+        """The whole command list captured from stream 0 into one CUDA graph. The program has
+        run it once and synchronized before (compilation, module loading, cuBLAS and cuDNN
+        initialization all happen then, never inside the capture). If a call fails inside the
+        capture, that error is raised (ending the capture may fail too; that is secondary)."""
         stream0.use()
-        stream0.synchronize()
+        self.device.synchronize()
         stream0.begin_capture()
         try:
             for call in calls:
                 call()
-        finally:
-            graph = stream0.end_capture()
+        except BaseException:
+            try:
+                stream0.end_capture()
+            except Exception:
+                pass
+            raise
+        graph = stream0.end_capture()
         stream0.use()
         graph.upload(stream0)
+        stream0.synchronize()
         return graph
 
     def replay(self, graph, stream0) -> None:
         graph.launch(stream0)
 
     def stats(self) -> dict:
-        return {**self._stats, "tf32": False, "cudnn": self.cudnn.backend_version_string(),
-                "cupy": self.cp.__version__}
+        # fp32: every cuDNN engine with a TF32/down-convert/reduced-precision note is deselected
+        # before plans are built (EXCLUDED_NOTES); CuPy's matmul is fp32 unless CUPY_TF32 (refused)
+        return {**self._stats, "tf32": False, "cudnn_excluded_notes": list(EXCLUDED_NOTES),
+                "cudnn": self.cudnn.backend_version_string(), "cupy": self.cp.__version__}
 
     # ---- kernels -------------------------------------------------------------------------------
-    def conv(self, op, x, out, stream: int, weight_np, bias_np):
+    def _tune(self, stream: int, x, out, weight, bias):
+        """Time every built plan of a convolution on the stream's handle (outside any capture);
+        returns {plan index: ms}; a plan that fails to run gets None."""
+        cp, handle = self.cp, self.handles[stream]
+
+        def tune(conv):
+            g, t = conv.graph, conv.tensors
+            pack = {t["x"]: int(x.data.ptr), t["w"]: int(weight.data.ptr), t["y"]: int(out.data.ptr)}
+            if conv.fused:
+                pack[t["b"]] = int(bias.data.ptr)
+            s = self._streams[stream]
+            times = {}
+            for i in conv.plans:
+                try:
+                    ws = cp.empty(max(1, int(g.get_workspace_size_plan_at_index(i))), dtype=cp.uint8)
+                    g.execute_plan_at_index(pack, int(ws.data.ptr), i, handle=handle)  # warm-up
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(s)
+                    for _ in range(TUNE_REPEAT):
+                        g.execute_plan_at_index(pack, int(ws.data.ptr), i, handle=handle)
+                    end.record(s)
+                    end.synchronize()
+                    times[i] = float(cp.cuda.get_elapsed_time(start, end)) / TUNE_REPEAT
+                except Exception:
+                    times[i] = None
+            return times
+        return tune
+
+    def conv(self, x, out, stream: int, weight_np, bias_np, spec):
         n, cin, h, w = x.shape
         isz = x.itemsize
-        conv = build_conv(self.handles[stream], n=n, cin=cin, h=h, w=w, cout=op.out_channels, kernel=tuple(op.kernel),
-                          stride=tuple(op.stride), padding=tuple(op.padding), dilation=tuple(op.dilation),
-                          groups=op.groups, act=op.act, in_stride=[s // isz for s in x.strides],
-                          out_stride=[s // isz for s in out.strides], out_hw=tuple(out.shape[2:]))
         weight = self.upload(weight_np)
         bias = self.upload(bias_np).reshape(1, -1, 1, 1)
+        geometry = dict(n=n, cin=cin, h=h, w=w, cout=spec.out_channels, kernel=tuple(spec.kernel),
+                        stride=tuple(spec.stride), pads=tuple(spec.pads), dilation=tuple(spec.dilation),
+                        groups=spec.groups, act=spec.act, in_stride=[s // isz for s in x.strides],
+                        out_stride=[s // isz for s in out.strides], out_hw=tuple(out.shape[2:]))
+        key = conv_key(geometry)
+        conv = self._convs.get(key)
+        if conv is None:
+            self.device.synchronize()  # the weights are on the device before timing
+            conv = self._convs[key] = build_conv(self.handles[stream], tune=self._tune(stream, x, out, weight, bias),
+                                                 **geometry)
+        self.conv_plans.append(conv.plan_name or str(conv.plan))
         self.ws_need[stream] = max(self.ws_need[stream], conv.workspace_bytes)
         holder = [0]
         self._ws_users.append((stream, holder))
-        t, g, handle = conv.tensors, conv.graph, self.handles[stream]
+        t, g, handle, index = conv.tensors, conv.graph, self.handles[stream], conv.plan
         pack = {t["x"]: int(x.data.ptr), t["w"]: int(weight.data.ptr), t["y"]: int(out.data.ptr)}
-        self.keep.append(conv)
         if conv.fused:
             self.fused += 1
             pack[t["b"]] = int(bias.data.ptr)
 
             def run():
-                g.execute(pack, holder[0], handle=handle)
+                g.execute_plan_at_index(pack, holder[0], index, handle=handle)
             return run
         self.unfused += 1
-        bias_act = self.k.bias_act[op.act]
+        k, act, alpha, beta = self.k, spec.act, 0.0, 0.0
+        shift = bias.reshape(-1)
 
         def run_unfused():
-            g.execute(pack, holder[0], handle=handle)
-            bias_act(out, bias, out)
+            g.execute_plan_at_index(pack, holder[0], index, handle=handle)
+            k.map(out, out, shift=shift, act=act, alpha=alpha, beta=beta)
         return run_unfused
 
-    def pool(self, op, x, out):
+    def pool(self, x, out, spec):
         k = self.k
-        if op.pool_type in ("global_avg", "global_max"):
-            is_max = op.pool_type == "global_max"
+        if spec.kind in ("global_avg", "global_max"):
+            is_max = spec.kind == "global_max"
             return lambda: k.global_pool(x, out, is_max)
-        kernel, stride, padding, is_max = tuple(op.kernel), tuple(op.stride), tuple(op.padding), op.pool_type == "max"
-        return lambda: k.pool2d(x, out, kernel, stride, padding, is_max)
+        kernel, stride, begin = tuple(spec.kernel), tuple(spec.stride), tuple(spec.pads[:2])
+        is_max, count_pad = spec.kind == "max", bool(spec.count_include_pad)
+        return lambda: k.pool2d(x, out, kernel, stride, begin, is_max, count_pad)
 
-    def activation(self, kind: str, x, out):
-        act = self.k.act[kind]
-        return lambda: act(x, out)
+    def activation(self, x, out, act: str, alpha: float = 0.0, beta: float = 0.0):
+        k = self.k
+        return lambda: k.map(x, out, act=act, alpha=alpha, beta=beta)
+
+    def affine(self, x, out, scale_np, shift_np, act: str):
+        k = self.k
+        scale, shift = self.upload(scale_np), self.upload(shift_np)
+        return lambda: k.map(x, out, scale=scale, shift=shift, act=act)
+
+    def shuffle(self, x, out, groups: int):
+        k = self.k
+        return lambda: k.shuffle(x, out, groups)
+
+    def resize(self, x, out, mode: str, align_corners: bool):
+        k = self.k
+        return lambda: k.resize(x, out, mode, align_corners)
 
     def flatten(self, x, out):
         dst = out.reshape(x.shape)  # out is an operator's own (contiguous) buffer
-        copy = self.k.copy
-        return lambda: copy(x, dst)
+        k = self.k
+        return lambda: k.map(x, dst)
 
-    def linear(self, op, x, out, stream: int, weight_np, bias_np):
+    def linear(self, x, out, stream: int, weight_np, bias_np, act: str):
         n = x.shape[0]
-        x2 = x.reshape(n, -1)
+        x2 = x.reshape(n, -1)  # x is contiguous (the program composes a sliced input into scratch)
         w_t = self.upload(np.ascontiguousarray(weight_np.T))
-        bias = self.upload(bias_np).reshape(1, -1, 1, 1)
-        tmp = self.empty_shaped((n, op.out_features))
+        shift = self.upload(bias_np)
+        tmp = self.empty_shaped((n, w_t.shape[1]))
         self.keep.append(tmp)
-        tmp4 = tmp.reshape(n, op.out_features, 1, 1)
-        matmul, bias_act = self.cp.matmul, self.k.bias_act[op.act]
+        tmp4 = tmp.reshape(n, w_t.shape[1], 1, 1)
+        matmul, k = self.cp.matmul, self.k
 
         def run():
             matmul(x2, w_t, out=tmp)
-            bias_act(tmp4, bias, out)
+            k.map(tmp4, out, shift=shift, act=act)
         return run
 
     def combine(self, views, how: str, dst):
         k = self.k
+        op = MAP_MUL if how == "mul" else MAP_ADD
         if len(views) == 1:
             (a,) = views
-            return lambda: k.copy(a, dst)
-        first = k.mul2 if how == "mul" else k.add2
-        more = k.mul_into if how == "mul" else k.add_into
+            return lambda: k.map(a, dst)
         a, b, rest = views[0], views[1], tuple(views[2:])
-        if not rest:
-            return lambda: first(a, b, dst)
 
         def run():
-            first(a, b, dst)
+            k.map(a, dst, b=b, op=op)
             for v in rest:
-                more(v, dst)
+                k.map(dst, dst, b=v, op=op)
         return run
+
+
+__all__ = ["CupyDevice", "CUDNN_FUSED_ACTS", "ALIGNMENT"]

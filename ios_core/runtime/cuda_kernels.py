@@ -1,126 +1,273 @@
 """The CUDA runtime's kernels: convolutions through NVIDIA's cuDNN Frontend, everything else
-as CuPy kernels. All of them write into preallocated memory (never a temporary), so a run can
-be captured into a CUDA graph, and all of them accept strided views (a channel slice of a
-concatenation buffer) for inputs and outputs.
+in one CUDA C module of our own (:data:`CUDA_SOURCE`, compiled by CuPy's ``RawModule`` with
+NVRTC). All of them write into preallocated memory (never a temporary), so a run can be
+captured into a CUDA graph, and all of them take explicit strides in elements, so inputs and
+outputs may be strided views (a channel slice of a concatenation buffer) and a 1x1 value may
+broadcast (stride 0).
 
-* Convolution: a cuDNN Frontend graph per convolution, ``conv_fprop`` -> ``bias`` -> the
-  activation, fp32 in and out with fp32 compute, built once (``validate``,
-  ``build_operation_graph``, ``create_execution_plans([A, FALLBACK])``, ``check_support``,
-  ``build_plans``), executed with ``execute(variant_pack, workspace, handle=...)`` on the
-  handle bound to the group's stream. A GPU whose cuDNN has no engine for the fused fp32
-  graph gets ``conv_fprop`` alone followed by a CuPy bias+activation kernel: which one was
-  used is recorded per convolution (``Conv.fused``).
-* CuPy 14 has no cuDNN bindings and the Frontend's Python API has no pooling: pooling, global
-  pooling, element-wise sums/products, activations and copies are CuPy ``ElementwiseKernel``
-  and ``RawKernel`` kernels; linear layers are ``cupy.matmul`` into a preallocated output
-  (cuBLAS; CuPy does not use TF32 unless ``CUPY_TF32=1``, which the runtime refuses).
+* Convolution: a cuDNN Frontend graph per convolution geometry, ``conv_fprop`` (pre- and
+  post-padding) -> ``bias`` -> the activation when cuDNN has it (relu, sigmoid, tanh), fp32
+  in and out with fp32 compute. Every execution plan cuDNN offers is built (engines whose
+  numerical notes say tensor cores, down-converted inputs or reduced-precision reductions are
+  deselected first), each is timed on the device and the fastest is kept (``Conv.plan``); a
+  geometry is built and tuned once per device (``ConvCache``). Other activations, and GPUs
+  with no fused fp32 engine, run ``conv_fprop`` alone followed by :data:`CUDA_SOURCE`'s
+  ``ios_map`` (bias + activation): recorded per convolution (``Conv.fused``).
+* :data:`CUDA_SOURCE`: ``ios_map`` (copies, sums, products, bias, per-channel scale and every
+  IR activation), ``ios_pool2d`` (max; average with or without the padding counted),
+  ``ios_global_pool``, ``ios_shuffle`` and ``ios_resize`` (nearest, bilinear). It includes no
+  header (CuPy's ``RawModule`` adds none): ``tests/test_cuda_sources.py`` compiles it with
+  NVRTC on every test run, and checks that no other CUDA C is compiled anywhere.
+* Linear layers are ``cupy.matmul`` into a preallocated output (cuBLAS; CuPy does not use
+  TF32 unless ``CUPY_TF32=1``, which the runtime refuses) followed by ``ios_map``.
 
-Written against the documented APIs (cupy 14, nvidia-cudnn-frontend 1.32); defining the
-kernels and describing the cuDNN graphs needs no GPU and is tested here; running them has
-never happened in this project's development (see README).
+Written against the documented APIs (cupy 14, nvidia-cudnn-frontend 1.32); the CUDA C is
+compiled here by NVRTC, the cuDNN graphs are described here; running either needs a GPU and
+has not happened in this project's development (see README).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-_ACT = {"identity": "{x}", "relu": "({x} > 0 ? {x} : (T)0)", "sigmoid": "((T)1 / ((T)1 + exp(-({x}))))",
-        "tanh": "tanh({x})"}
+# IR activation -> the code ``ios_act`` switches on (alpha/beta parametrize leaky_relu,
+# hardsigmoid and clip, as in ios_core.ir.nodes)
+ACT_CODES = {"identity": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "relu6": 4, "hardswish": 5, "silu": 6,
+             "leaky_relu": 7, "hardsigmoid": 8, "clip": 9}
+# the activations cuDNN's fused graph applies itself (the others go through ios_map)
+CUDNN_FUSED_ACTS = ("identity", "relu", "sigmoid", "tanh")
+MAP_COPY, MAP_ADD, MAP_MUL = 0, 1, 2
 
-_POOL_SRC = r"""
+CUDA_SOURCE = r"""
+// ios-bench CUDA kernels. No #include: CuPy's RawModule compiles this with NVRTC alone.
+#define IOS_NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float ios_act(float v, int act, float alpha, float beta) {
+  switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return 1.0f / (1.0f + expf(-v));
+    case 3: return tanhf(v);
+    case 4: return fminf(fmaxf(v, 0.0f), 6.0f);
+    case 5: return v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case 6: return v / (1.0f + expf(-v));
+    case 7: return v > 0.0f ? v : v * alpha;
+    case 8: return fminf(fmaxf(v * alpha + beta, 0.0f), 1.0f);
+    case 9: return fminf(fmaxf(v, alpha), beta);
+    default: return v;
+  }
+}
+
+// y = act((a OP b) * scale[c] + shift[c]) over (N, C, H, W); OP: 0 a alone, 1 a + b, 2 a * b.
+// Strides in elements, 0 where a value broadcasts; y may be a or b (in place).
+extern "C" __global__ void ios_map(const float* a, const float* b, const float* scale, const float* shift, float* y,
+    int N, int C, int H, int W,
+    long long as0, long long as1, long long as2, long long as3,
+    long long bs0, long long bs1, long long bs2, long long bs3,
+    long long ys0, long long ys1, long long ys2, long long ys3,
+    int op, int has_scale, int has_shift, int act, float alpha, float beta) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long total = (long long)N * C * H * W;
+  if (i >= total) return;
+  int w = i % W; long long t = i / W; int h = t % H; t /= H; int c = t % C; int n = t / C;
+  float v = a[n * as0 + c * as1 + h * as2 + w * as3];
+  if (op == 1) v += b[n * bs0 + c * bs1 + h * bs2 + w * bs3];
+  else if (op == 2) v *= b[n * bs0 + c * bs1 + h * bs2 + w * bs3];
+  if (has_scale) v *= scale[c];
+  if (has_shift) v += shift[c];
+  y[n * ys0 + c * ys1 + h * ys2 + w * ys3] = ios_act(v, act, alpha, beta);
+}
+
+// Max and average pooling. (pt, pl): padding before; the padding after only sets (OH, OW).
+// count_pad: the average divides by the whole window (padding counted), else by the input
+// positions the window covers.
 extern "C" __global__ void ios_pool2d(const float* x, float* y, int N, int C, int H, int W, int OH, int OW,
-    long long xsn, long long xsc, long long ysn, long long ysc, int kh, int kw, int sh, int sw, int ph, int pw,
-    int is_max) {
+    long long xs0, long long xs1, long long xs2, long long xs3,
+    long long ys0, long long ys1, long long ys2, long long ys3,
+    int kh, int kw, int sh, int sw, int pt, int pl, int is_max, int count_pad) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long total = (long long)N * C * OH * OW;
   if (i >= total) return;
   int ow = i % OW; long long t = i / OW; int oh = t % OH; t /= OH; int c = t % C; int n = t / C;
-  const float* xp = x + n * xsn + c * xsc;
-  int h0 = oh * sh - ph, w0 = ow * sw - pw;
-  float acc = is_max ? -INFINITY : 0.0f;
+  const float* xp = x + n * xs0 + c * xs1;
+  int h0 = oh * sh - pt, w0 = ow * sw - pl;
+  float acc = is_max ? IOS_NEG_INF : 0.0f;
+  int seen = 0;
   for (int a = 0; a < kh; a++) {
     int h = h0 + a;
     if (h < 0 || h >= H) continue;
     for (int b = 0; b < kw; b++) {
       int w = w0 + b;
       if (w < 0 || w >= W) continue;
-      float v = xp[h * W + w];
+      float v = xp[h * xs2 + w * xs3];
       acc = is_max ? fmaxf(acc, v) : acc + v;
+      seen++;
     }
   }
-  if (!is_max) acc /= (float)(kh * kw);  /* padding counted, as the IR (cuDNN INCLUDE_PADDING) */
-  y[n * ysn + c * ysc + oh * OW + ow] = acc;
+  if (!is_max) acc /= (float)(count_pad ? kh * kw : (seen > 0 ? seen : 1));
+  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = acc;
 }
 
-extern "C" __global__ void ios_global_pool(const float* x, float* y, int N, int C, int HW, long long xsn,
-    long long xsc, long long ysn, long long ysc, int is_max) {
+extern "C" __global__ void ios_global_pool(const float* x, float* y, int N, int C, int H, int W,
+    long long xs0, long long xs1, long long xs2, long long xs3, long long ys0, long long ys1, int is_max) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i >= (long long)N * C) return;
   int c = i % C; int n = i / C;
-  const float* xp = x + n * xsn + c * xsc;
-  float acc = is_max ? -INFINITY : 0.0f;
-  for (int k = 0; k < HW; k++) acc = is_max ? fmaxf(acc, xp[k]) : acc + xp[k];
-  y[n * ysn + c * ysc] = is_max ? acc : acc / (float)HW;
+  const float* xp = x + n * xs0 + c * xs1;
+  float acc = is_max ? IOS_NEG_INF : 0.0f;
+  for (int h = 0; h < H; h++)
+    for (int w = 0; w < W; w++) {
+      float v = xp[h * xs2 + w * xs3];
+      acc = is_max ? fmaxf(acc, v) : acc + v;
+    }
+  y[n * ys0 + c * ys1] = is_max ? acc : acc / (float)(H * W);
+}
+
+// Channel shuffle: output channel j * groups + i is input channel i * (C / groups) + j.
+extern "C" __global__ void ios_shuffle(const float* x, float* y, int N, int C, int H, int W,
+    long long xs0, long long xs1, long long xs2, long long xs3,
+    long long ys0, long long ys1, long long ys2, long long ys3, int groups) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long total = (long long)N * C * H * W;
+  if (i >= total) return;
+  int w = i % W; long long t = i / W; int h = t % H; t /= H; int c = t % C; int n = t / C;
+  int per = C / groups;
+  int src = (c % groups) * per + c / groups;
+  y[n * ys0 + c * ys1 + h * ys2 + w * ys3] = x[n * xs0 + src * xs1 + h * xs2 + w * xs3];
+}
+
+__device__ __forceinline__ float ios_src(int o, int in, int out, int align) {
+  if (align) return out > 1 ? o * ((float)(in - 1) / (float)(out - 1)) : 0.0f;
+  float s = (o + 0.5f) * ((float)in / (float)out) - 0.5f;
+  return s < 0.0f ? 0.0f : s;
+}
+
+// Resize to (OH, OW): mode 0 nearest (source floor(o * in / out), PyTorch's), 1 bilinear
+// (half-pixel centres, or the corners aligned).
+extern "C" __global__ void ios_resize(const float* x, float* y, int N, int C, int H, int W, int OH, int OW,
+    long long xs0, long long xs1, long long xs2, long long xs3,
+    long long ys0, long long ys1, long long ys2, long long ys3, int mode, int align) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long total = (long long)N * C * OH * OW;
+  if (i >= total) return;
+  int ow = i % OW; long long t = i / OW; int oh = t % OH; t /= OH; int c = t % C; int n = t / C;
+  const float* xp = x + n * xs0 + c * xs1;
+  float v;
+  if (mode == 0) {
+    int h = min((int)floorf(oh * ((float)H / (float)OH)), H - 1);
+    int w = min((int)floorf(ow * ((float)W / (float)OW)), W - 1);
+    v = xp[h * xs2 + w * xs3];
+  } else {
+    float sh = ios_src(oh, H, OH, align), sw = ios_src(ow, W, OW, align);
+    int h0 = min((int)floorf(sh), H - 1), w0 = min((int)floorf(sw), W - 1);
+    int h1 = min(h0 + 1, H - 1), w1 = min(w0 + 1, W - 1);
+    float fh = sh - h0, fw = sw - w0;
+    float top = xp[h0 * xs2 + w0 * xs3] * (1.0f - fw) + xp[h0 * xs2 + w1 * xs3] * fw;
+    float bot = xp[h1 * xs2 + w0 * xs3] * (1.0f - fw) + xp[h1 * xs2 + w1 * xs3] * fw;
+    v = top * (1.0f - fh) + bot * fh;
+  }
+  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = v;
 }
 """
 
+KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize")
 THREADS = 256
 
 
+def strides_for(view, shape) -> list[int]:
+    """``view``'s strides in elements as seen from an iteration over ``shape`` (4-D): 0 along
+    a dimension of size 1 that ``shape`` is larger in (a broadcast value)."""
+    isz = view.itemsize
+    out = []
+    for d in range(4):
+        if view.shape[d] == 1 and shape[d] != 1:
+            out.append(0)
+        else:
+            out.append(view.strides[d] // isz)
+    return out
+
+
 class Kernels:
-    """The CuPy kernels, defined once (CuPy compiles each at its first launch)."""
+    """:data:`CUDA_SOURCE` as one CuPy ``RawModule``; :meth:`load` compiles and loads it (call it
+    before any capture: compiling inside a CUDA-graph capture fails)."""
 
     def __init__(self):
         import cupy
 
         self.cupy = cupy
-        self.bias_act = {a: cupy.ElementwiseKernel("T x, T b", "T y", "y = " + e.format(x="(x + b)"),
-                                                   f"ios_bias_{a}") for a, e in _ACT.items()}
-        self.act = {a: cupy.ElementwiseKernel("T x", "T y", "y = " + e.format(x="x"), f"ios_act_{a}")
-                    for a, e in _ACT.items()}
-        self.add2 = cupy.ElementwiseKernel("T a, T b", "T y", "y = a + b", "ios_add2")
-        self.mul2 = cupy.ElementwiseKernel("T a, T b", "T y", "y = a * b", "ios_mul2")
-        self.add_into = cupy.ElementwiseKernel("T a", "T y", "y = y + a", "ios_add_into")
-        self.mul_into = cupy.ElementwiseKernel("T a", "T y", "y = y * a", "ios_mul_into")
-        self.copy = cupy.ElementwiseKernel("T x", "T y", "y = x", "ios_copy")
-        module = cupy.RawModule(code=_POOL_SRC)
-        self._module = module
-        self._pool = None
-        self._gpool = None
+        self._module = cupy.RawModule(code=CUDA_SOURCE)
+        self._fns: dict[str, object] = {}
 
-    def defined(self) -> bool:
-        return all(k is not None for k in (self.add2, self.mul2, self.copy, self._module)) and len(self.act) == 4
+    def load(self) -> None:
+        """Compile the module and look every kernel up (needs a GPU)."""
+        for name in KERNEL_NAMES:
+            self._fns[name] = self._module.get_function(name)
 
-    # RawModule functions are looked up (compiled) at the first use: on a GPU only
-    def _fn(self, name):
-        return self._module.get_function(name)
+    def _launch(self, name: str, total: int, args) -> None:
+        fn = self._fns.get(name)
+        if fn is None:
+            raise RuntimeError(f"kernel {name} launched before Kernels.load() (it would compile now)")
+        fn((max(1, (total + THREADS - 1) // THREADS),), (THREADS,), args)
 
-    def pool2d(self, x, y, kernel, stride, padding, is_max: bool) -> None:
+    def map(self, a, y, b=None, op: int = MAP_COPY, scale=None, shift=None, act: str = "identity",
+            alpha: float = 0.0, beta: float = 0.0) -> None:
+        import numpy as np
+
+        shape = tuple(y.shape) + (1,) * (4 - y.ndim)
+        a4, y4 = _as4(a), _as4(y)
+        b4 = _as4(b) if b is not None else a4
+        i32, i64, f32 = np.int32, np.int64, np.float32
+        args = (a4, b4, scale if scale is not None else a4, shift if shift is not None else a4, y4,
+                *(i32(d) for d in shape), *(i64(s) for s in strides_for(a4, shape)),
+                *(i64(s) for s in strides_for(b4, shape)), *(i64(s) for s in strides_for(y4, shape)),
+                i32(op), i32(scale is not None), i32(shift is not None), i32(ACT_CODES[act]), f32(alpha), f32(beta))
+        self._launch("ios_map", int(np.prod(shape)), args)
+
+    def pool2d(self, x, y, kernel, stride, pad_begin, is_max: bool, count_pad: bool) -> None:
         import numpy as np
 
         n, c, h, w = x.shape
         oh, ow = y.shape[2], y.shape[3]
-        total = n * c * oh * ow
-        if self._pool is None:
-            self._pool = self._fn("ios_pool2d")
-        isz = x.itemsize
-        args = (x, y, np.int32(n), np.int32(c), np.int32(h), np.int32(w), np.int32(oh), np.int32(ow),
-                np.int64(x.strides[0] // isz), np.int64(x.strides[1] // isz), np.int64(y.strides[0] // isz),
-                np.int64(y.strides[1] // isz), np.int32(kernel[0]), np.int32(kernel[1]), np.int32(stride[0]),
-                np.int32(stride[1]), np.int32(padding[0]), np.int32(padding[1]), np.int32(1 if is_max else 0))
-        self._pool(((total + THREADS - 1) // THREADS,), (THREADS,), args)
+        i32, i64 = np.int32, np.int64
+        args = (x, y, i32(n), i32(c), i32(h), i32(w), i32(oh), i32(ow), *(i64(s) for s in strides_for(x, x.shape)),
+                *(i64(s) for s in strides_for(y, y.shape)), i32(kernel[0]), i32(kernel[1]), i32(stride[0]),
+                i32(stride[1]), i32(pad_begin[0]), i32(pad_begin[1]), i32(is_max), i32(count_pad))
+        self._launch("ios_pool2d", n * c * oh * ow, args)
 
     def global_pool(self, x, y, is_max: bool) -> None:
         import numpy as np
 
         n, c, h, w = x.shape
-        if self._gpool is None:
-            self._gpool = self._fn("ios_global_pool")
-        isz = x.itemsize
-        args = (x, y, np.int32(n), np.int32(c), np.int32(h * w), np.int64(x.strides[0] // isz),
-                np.int64(x.strides[1] // isz), np.int64(y.strides[0] // isz), np.int64(y.strides[1] // isz),
-                np.int32(1 if is_max else 0))
-        self._gpool((((n * c) + THREADS - 1) // THREADS,), (THREADS,), args)
+        i32, i64 = np.int32, np.int64
+        ys = strides_for(y, y.shape)
+        args = (x, y, i32(n), i32(c), i32(h), i32(w), *(i64(s) for s in strides_for(x, x.shape)), i64(ys[0]),
+                i64(ys[1]), i32(is_max))
+        self._launch("ios_global_pool", n * c, args)
+
+    def shuffle(self, x, y, groups: int) -> None:
+        import numpy as np
+
+        n, c, h, w = x.shape
+        i32, i64 = np.int32, np.int64
+        args = (x, y, i32(n), i32(c), i32(h), i32(w), *(i64(s) for s in strides_for(x, x.shape)),
+                *(i64(s) for s in strides_for(y, y.shape)), i32(groups))
+        self._launch("ios_shuffle", n * c * h * w, args)
+
+    def resize(self, x, y, mode: str, align_corners: bool) -> None:
+        import numpy as np
+
+        n, c, h, w = x.shape
+        oh, ow = y.shape[2], y.shape[3]
+        i32, i64 = np.int32, np.int64
+        args = (x, y, i32(n), i32(c), i32(h), i32(w), i32(oh), i32(ow), *(i64(s) for s in strides_for(x, x.shape)),
+                *(i64(s) for s in strides_for(y, y.shape)), i32(0 if mode == "nearest" else 1), i32(align_corners))
+        self._launch("ios_resize", n * c * oh * ow, args)
+
+
+def _as4(v):
+    """A 1-D per-channel array stays as it is; others are viewed as 4-D (N, C, H, W)."""
+    if v.ndim == 4:
+        return v
+    return v.reshape(tuple(v.shape) + (1,) * (4 - v.ndim))
 
 
 def _row_major(dims) -> list[int]:
@@ -131,21 +278,25 @@ def _row_major(dims) -> list[int]:
     return list(reversed(strides))
 
 
-def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, padding, dilation, groups: int, act: str,
+def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, pads, dilation, groups: int, act: str,
                fused: bool, out_stride=None, in_stride=None, out_hw=None, handle=None):
     """The cuDNN Frontend graph of one convolution (not yet built): fp32 tensors ``x``
     (``in_stride`` for a channel slice), ``w``, ``b`` and the output ``y`` (``out_stride`` to
-    write into a concatenation's slice). ``fused``: ``y = act(conv(x, w) + b)`` in one graph;
+    write into a concatenation's slice); ``pads`` is (top, left, bottom, right). ``fused``:
+    ``y = act(conv(x, w) + b)`` in one graph (``act`` one of :data:`CUDNN_FUSED_ACTS`);
     otherwise ``y = conv(x, w)`` and the caller adds the bias and activation."""
     import cudnn
 
+    if fused and act not in CUDNN_FUSED_ACTS:
+        raise ValueError(f"activation {act!r} is not fused into cuDNN's graph (one of {CUDNN_FUSED_ACTS})")
     f32 = cudnn.data_type.FLOAT
     g = cudnn.pygraph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
     x_dims = [n, cin, h, w]
     w_dims = [cout, cin // groups, kernel[0], kernel[1]]
     x = g.tensor(dim=x_dims, stride=list(in_stride) if in_stride else _row_major(x_dims), data_type=f32, name="x")
     wt = g.tensor(dim=w_dims, stride=_row_major(w_dims), data_type=f32, name="w")
-    y = g.conv_fprop(image=x, weight=wt, pre_padding=list(padding), post_padding=list(padding), stride=list(stride),
+    pt, pl, pb, pr = pads
+    y = g.conv_fprop(image=x, weight=wt, pre_padding=[pt, pl], post_padding=[pb, pr], stride=list(stride),
                      dilation=list(dilation), compute_data_type=f32, name="conv")
     tensors = {"x": x, "w": wt}
     if fused:
@@ -158,8 +309,8 @@ def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, padd
         elif act == "tanh":
             y = g.tanh(input=y, compute_data_type=f32, name="tanh")
     if out_hw is None:
-        oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
-        ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+        oh = (h + pt + pb - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+        ow = (w + pl + pr - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
     else:
         oh, ow = out_hw
     y_dims = [n, cout, oh, ow]
@@ -171,33 +322,65 @@ def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, padd
 
 @dataclass
 class Conv:
-    """A built convolution: its cuDNN graph, tensors, workspace size and whether bias and
-    activation are fused into it."""
+    """A built convolution: its cuDNN graph and tensors, the execution plan kept (``plan``: its
+    index, the fastest of those built, ``plan_name``), that plan's workspace, whether bias and
+    activation are fused into it, and what the tuning measured (``plans``: index -> ms)."""
 
     graph: object
     tensors: dict
     workspace_bytes: int
     fused: bool
+    plan: int = 0
+    plan_name: str = ""
+    plans: dict | None = None
 
 
-def build_conv(handle, **geometry) -> Conv:
-    """Build the fused graph; when cuDNN has no engine for it (fp32 conv+bias+act is not
-    supported on every GPU), build the convolution alone."""
+# Engines deselected so fp32 stays fp32: no tensor cores (TF32), no down-converted inputs,
+# no reduced-precision reductions. Every plan left is fp32 by construction (recorded as such).
+EXCLUDED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+
+
+def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> Conv:
+    """Build every execution plan of the fused graph (when cuDNN can fuse the activation and
+    has an fp32 engine for it), else of the convolution alone (the caller then adds bias and
+    activation). ``tune(conv) -> {index: ms}``
+    times the built plans on the device; the fastest is kept."""
     import cudnn
 
     errors = []
-    for fused in (True, False):
+    for fused in ((True, False) if fused_ok and geometry["act"] in CUDNN_FUSED_ACTS else (False,)):
         try:
             g, tensors = conv_graph(fused=fused, handle=handle, **geometry)
             g.validate()
             g.build_operation_graph()
             g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            # fp32 strict: no engine that runs fp32 on tensor cores (TF32) or converts inputs down
-            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS,
-                                      cudnn.numerical_note.REDUCED_PRECISION_REDUCTION])
+            g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in EXCLUDED_NOTES])
             g.check_support()
-            g.build_plans()
-            return Conv(g, tensors, int(g.get_workspace_size()), fused)
+            built = []  # every plan cuDNN offers that builds here (build_plan_at_index raises otherwise)
+            for i in range(int(g.get_execution_plan_count())):
+                try:
+                    g.build_plan_at_index(i)
+                    built.append(i)
+                except Exception:
+                    pass
+            if not built:
+                raise RuntimeError("no execution plan could be built")
+            conv = Conv(g, tensors, 0, fused, plans={i: None for i in built})
+            times = tune(conv) if tune is not None else {}
+            conv.plans.update(times)
+            timed = {i: t for i, t in conv.plans.items() if t is not None}
+            conv.plan = min(timed, key=timed.get) if timed else built[0]
+            conv.workspace_bytes = int(g.get_workspace_size_plan_at_index(conv.plan))
+            try:
+                conv.plan_name = str(g.get_plan_name_at_index(conv.plan))
+            except Exception:
+                conv.plan_name = ""
+            return conv
         except Exception as e:  # cudnnGraphNotSupportedError and friends: try the unfused graph
             errors.append(f"{'fused' if fused else 'unfused'}: {type(e).__name__}: {str(e)[:200]}")
     raise RuntimeError("cuDNN has no engine for this convolution: " + "; ".join(errors))
+
+
+def conv_key(geometry: dict) -> tuple:
+    """What makes two convolutions the same cuDNN graph (pointers are not part of it)."""
+    return tuple((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in sorted(geometry.items()))

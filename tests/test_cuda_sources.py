@@ -1,0 +1,173 @@
+"""Every CUDA C source the project compiles, compiled here with NVRTC (``nvidia-cuda-nvrtc-cu12``:
+the same compiler CuPy's ``RawModule`` uses on a GPU machine), without a GPU.
+
+* :data:`ios_core.runtime.cuda_kernels.CUDA_SOURCE` compiles for the oldest and newest
+  architectures the gpu extra targets, with CuPy's default options and no header (CuPy adds
+  none: ``INFINITY`` from ``math.h`` would not exist there, and did not, see issue 22).
+* Every kernel the Python side launches is an entry of the PTX, and each launch passes as many
+  arguments as the entry has parameters, each of the PTX parameter's width (pointer, 32-bit,
+  64-bit, float): a launch that disagrees with its kernel is caught here, not on a GPU.
+* No other CUDA C is compiled anywhere in the project (no ``RawKernel``, ``ElementwiseKernel``,
+  ``ReductionKernel`` or ``RawModule`` outside ``cuda_kernels.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHS = ("compute_70", "compute_90")
+OPTIONS = ("-std=c++17",)  # CuPy 14's RawModule default
+
+
+def _nvrtc():
+    try:
+        import nvidia.cuda_nvrtc
+    except ImportError:
+        pytest.skip("nvidia-cuda-nvrtc-cu12 is not installed (it is in the gpu-api extra: make setup)")
+    lib = next(Path(list(nvidia.cuda_nvrtc.__path__)[0], "lib").glob("libnvrtc.so.*"), None)
+    if lib is None:
+        pytest.skip("nvidia-cuda-nvrtc-cu12 has no libnvrtc.so here")
+    return ctypes.CDLL(str(lib))
+
+
+def nvrtc_compile(source: str, options) -> tuple[bool, str, str]:
+    """(ok, log, ptx) of NVRTC compiling ``source``."""
+    lib = _nvrtc()
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"ios_kernels.cu", 0, None, None) == 0
+    try:
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        ok = lib.nvrtcCompileProgram(prog, len(options), opts) == 0
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        ptx = ""
+        if ok:
+            lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetPTX(prog, buf)
+            ptx = buf.value.decode()
+        return ok, log.value.decode(errors="replace"), ptx
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def ptx_entries(ptx: str) -> dict[str, list[str]]:
+    """Kernel name -> its parameters' PTX types (``.u64``, ``.u32``, ``.f32``, ...)."""
+    out = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)", ptx, flags=re.S):
+        out[m.group(1)] = re.findall(r"\.param\s+(\.\w+)", m.group(2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    from ios_core.runtime.cuda_kernels import CUDA_SOURCE
+
+    out = {}
+    for arch in ARCHS:
+        ok, log, ptx = nvrtc_compile(CUDA_SOURCE, (*OPTIONS, f"-arch={arch}"))
+        assert ok, f"NVRTC ({arch}) rejects CUDA_SOURCE:\n{log}"
+        out[arch] = ptx_entries(ptx)
+    return out
+
+
+def test_nvrtc_compiles_the_runtime_kernels(compiled):
+    from ios_core.runtime.cuda_kernels import KERNEL_NAMES
+
+    for arch, entries in compiled.items():
+        missing = [k for k in KERNEL_NAMES if k not in entries]
+        assert not missing, (arch, missing)
+
+
+def test_nvrtc_rejects_what_cupy_would_reject():
+    """The check can fail: the pooling source of issue 22 (``-INFINITY`` without math.h)."""
+    ok, log, _ = nvrtc_compile('extern "C" __global__ void k(float* y) { y[0] = -INFINITY; }',
+                               (*OPTIONS, "-arch=compute_70"))
+    assert not ok and "INFINITY" in log
+
+
+class _Recorder:
+    def __init__(self, name, calls):
+        self.name, self.calls = name, calls
+
+    def __call__(self, grid, block, args):
+        self.calls.append((self.name, args))
+
+
+def _width(arg) -> str:
+    if isinstance(arg, np.ndarray):
+        return "ptr"
+    if isinstance(arg, np.int32):
+        return "32"
+    if isinstance(arg, np.int64):
+        return "64"
+    if isinstance(arg, np.float32):
+        return "f32"
+    raise AssertionError(f"kernel argument of type {type(arg).__name__} (CuPy packs numpy scalars and arrays)")
+
+
+_PTX_WIDTH = {".u64": ("ptr", "64"), ".s64": ("64",), ".u32": ("32",), ".s32": ("32",), ".f32": ("f32",)}
+
+
+def test_every_launch_matches_its_kernels_parameters(compiled):
+    """Each ``Kernels`` method's launch, on host arrays with the shapes and strides of device
+    views (a channel slice, a broadcast 1x1 value), against the PTX entry it launches."""
+    pytest.importorskip("cupy")
+    from ios_core.runtime import cuda_kernels
+
+    calls: list = []
+    k = cuda_kernels.Kernels()  # defines the module; compiling and loading it needs a GPU
+    k._fns = {name: _Recorder(name, calls) for name in cuda_kernels.KERNEL_NAMES}
+    buf = np.zeros((2, 8, 5, 5), dtype=np.float32)
+    x, y = buf[:, 2:6], np.zeros((2, 4, 5, 5), dtype=np.float32)
+    one = np.zeros((2, 4, 1, 1), dtype=np.float32)
+    per_c = np.zeros(4, dtype=np.float32)
+    k.map(x, y)
+    k.map(x, y, b=one, op=cuda_kernels.MAP_MUL, scale=per_c, shift=per_c, act="clip", alpha=-1.0, beta=1.0)
+    k.pool2d(x, np.zeros((2, 4, 3, 3), np.float32), (3, 3), (2, 2), (1, 1), False, False)
+    k.global_pool(x, one, True)
+    k.shuffle(x, y, 2)
+    k.resize(x, np.zeros((2, 4, 9, 7), np.float32), "bilinear", True)
+    assert {name for name, _ in calls} == set(cuda_kernels.KERNEL_NAMES)
+    for arch, entries in compiled.items():
+        for name, args in calls:
+            params = entries[name]
+            assert len(args) == len(params), (arch, name, len(args), len(params))
+            for i, (a, p) in enumerate(zip(args, params)):
+                assert _width(a) in _PTX_WIDTH[p], (arch, name, i, _width(a), p)
+
+
+def test_a_broadcast_value_gets_stride_zero():
+    from ios_core.runtime.cuda_kernels import strides_for
+
+    one = np.zeros((2, 4, 1, 1), dtype=np.float32)
+    assert strides_for(one, (2, 4, 5, 5)) == [4, 1, 0, 0]
+    sliced = np.zeros((2, 8, 5, 5), dtype=np.float32)[:, 2:6]
+    assert strides_for(sliced, (2, 4, 5, 5)) == [200, 25, 5, 1]
+
+
+_COMPILERS = re.compile(r"\b(RawModule|RawKernel|ElementwiseKernel|ReductionKernel|SourceModule|cupy\.fuse|"
+                        r"load_inline|nvrtcCompileProgram)\b")
+
+
+def test_no_other_cuda_source_is_compiled_anywhere():
+    allowed = {ROOT / "ios_core" / "runtime" / "cuda_kernels.py"}
+    offenders = []
+    for folder in ("ios_core", "adapters", "ios_bench", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path in allowed:
+                continue
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                if _COMPILERS.search(line):
+                    offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, "CUDA C compiled outside cuda_kernels.CUDA_SOURCE (add it there):\n" + "\n".join(offenders)
+    text = (ROOT / "ios_core" / "runtime" / "cuda_kernels.py").read_text()
+    assert len(re.findall(r"\bRawModule\(", text)) == 1 and "RawModule(code=CUDA_SOURCE)" in text

@@ -1,0 +1,167 @@
+"""Every IR op type and attribute value through the GPU paths, against the oracle, without a
+GPU: the CUDA executor on the fake device (tests/stream_fakes.py, whose kernels implement the
+device's explicit parameters independently) and the TensorRT lowering on the stand-in held to
+TensorRT 10's and 11's API (tests/fake_tensorrt.py, from tests/data/tensorrt_api.json).
+
+The graph is ``ios_core.models.coverage.coverage_graph`` (also what ``ios-bench doctor`` runs);
+the first test fails when the IR gains an op type or attribute value the graph lacks."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ios_core import reference
+from ios_core.check import compare
+from ios_core.ir import ACTIVATIONS, FUSED_ACTIVATIONS
+from ios_core.ir.nodes import ELEMENT_OPS, POOL_TYPES, RESIZE_MODES
+from ios_core.lowering.walk import SUPPORTED_TYPES
+from ios_core.models.coverage import coverage_graph, level_schedule
+from ios_core.reference import random_input
+from tests import fake_tensorrt
+from tests.stream_fakes import TorchQueueDevice
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return coverage_graph().init_weights(4)
+
+
+def test_coverage_graph_has_every_op_type_and_attribute_value(graph):
+    ops = list(graph.operators())
+    assert {n.TYPE for n in ops} | {"sequential"} >= set(SUPPORTED_TYPES)
+    assert any(n.TYPE == "sequential" for b in graph.blocks for n in b.nodes)
+    used_acts = {n.act for n in ops if hasattr(n, "act") and n.TYPE != "element"}
+    used_acts |= {n.act_type for n in ops if n.TYPE in ("activation", "relu")}
+    assert used_acts >= set(ACTIVATIONS), set(ACTIVATIONS) - used_acts
+    assert {n.act for n in ops if n.TYPE == "conv"} >= set(FUSED_ACTIVATIONS)
+    pools = [n for n in ops if n.TYPE == "pool"]
+    assert {p.pool_type for p in pools} >= set(POOL_TYPES)
+    avg = [p for p in pools if p.pool_type == "avg"]
+    assert {p.count_include_pad for p in avg} == {True, False}
+    assert any(not p.symmetric for p in avg) and any(not p.symmetric for p in pools if p.pool_type == "max")
+    convs = [n for n in ops if n.TYPE == "conv"]
+    assert any(not c.symmetric for c in convs) and any(c.groups > 1 for c in convs)
+    assert any(max(c.dilation) > 1 for c in convs) and any(max(c.stride) > 1 for c in convs)
+    assert {n.op_type for n in ops if n.TYPE == "element"} >= set(ELEMENT_OPS)
+    assert any(n.broadcasts for n in ops if n.TYPE == "element")
+    resizes = [n for n in ops if n.TYPE == "resize"]
+    assert {r.mode for r in resizes} >= set(RESIZE_MODES) and {r.align_corners for r in resizes} == {True, False}
+    assert any(r.size[0] < r.input_shape[1] for r in resizes) and any(r.size[0] > r.input_shape[1] for r in resizes)
+
+
+# ---- the CUDA executor on the fake device ----------------------------------------------------
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+@pytest.mark.parametrize("schedule", ["sequential", "levels"])
+def test_cuda_executor_runs_every_op_and_attribute_like_the_oracle(graph, schedule, cuda_graph):
+    from ios_core.runtime.cuda import CudaRuntime
+
+    g = level_schedule(graph) if schedule == "levels" else graph
+    x = random_input(graph, 2, seed=7)
+    ref = reference.run(graph, x)
+    for seed in range(3):
+        dev = TorchQueueDevice(seed)
+        rt = CudaRuntime(g, 2, "cuda", backend=dev, cuda_graph=cuda_graph)
+        for _ in range(2):
+            chk = compare(rt.run(x), ref, 1e-4)
+            assert chk.passed, (schedule, cuda_graph, seed, chk.reason)
+    if schedule == "levels":
+        assert rt.stats["streams"] >= 2 and rt.stats["events"] >= 1
+    assert rt.stats["aligned_copies"] > 0  # misaligned concatenation slices went through an aligned buffer
+    assert all(i % 16 == 0 and o % 16 == 0 for i, o in dev.convs)
+
+
+def test_the_fake_device_catches_a_dropped_attribute(graph, monkeypatch):
+    """The check can fail: an executor that forgets ``count_include_pad`` computes another result."""
+    from ios_core.runtime import cuda
+    from ios_core.runtime.cuda import CudaRuntime
+
+    real = cuda.PoolSpec
+
+    def forgetful(kind, kernel, stride, pads, count_include_pad):
+        return real(kind, kernel, stride, pads, True)
+
+    monkeypatch.setattr(cuda, "PoolSpec", forgetful)
+    x = random_input(graph, 1, seed=1)
+    rt = CudaRuntime(graph, 1, "cuda", backend=TorchQueueDevice(0))
+    assert not compare(rt.run(x), reference.run(graph, x), 1e-4).passed
+
+
+# ---- TensorRT on the stand-in ----------------------------------------------------------------
+
+@pytest.fixture(params=fake_tensorrt.VERSIONS)
+def trt(request, monkeypatch):
+    m = fake_tensorrt.module(request.param)
+    monkeypatch.setitem(sys.modules, "tensorrt", m)
+    fake_tensorrt.Builder.built.clear()
+    return m
+
+
+def test_tensorrt_lowers_every_op_and_attribute_like_the_oracle(graph, trt):
+    from adapters.tensorrt import build_engine
+
+    x = random_input(graph, 2, seed=3)
+    fake_tensorrt.FEED["input"] = x
+    engine, info = build_engine(graph, 2, max_aux_streams=0)
+    network, config = fake_tensorrt.Builder.built[-1]
+    chk = compare(network._outputs[0].value.numpy(), reference.run(graph, x), 1e-4)
+    assert chk.passed, chk.reason
+    assert info["tf32"] is False and info["fp16"] is False
+    assert info["strongly_typed"] is (trt.__version__.startswith("11"))
+
+
+def test_the_standin_raises_for_what_a_version_lacks():
+    t11, t10 = fake_tensorrt.module("11"), fake_tensorrt.module("10")
+    assert t10.BuilderFlag.FP16.name == "FP16"
+    with pytest.raises(AttributeError, match="FP16"):
+        t11.BuilderFlag.FP16  # noqa: B018 - TensorRT 11 is strongly typed
+    net = t10.Builder(t10.Logger(t10.Logger.WARNING)).create_network(0)
+    fake_tensorrt.FEED["i"] = __import__("numpy").zeros((1, 2, 3, 3), "float32")
+    x = net.add_input("i", t10.float32, (1, 2, 3, 3))
+    import numpy as np
+
+    conv = net.add_convolution_nd(x, 2, (1, 1), t10.Weights(np.ones((2, 2, 1, 1), "float32")),
+                                  t10.Weights(np.zeros(2, "float32")))
+    with pytest.raises(AttributeError, match="padding"):
+        conv.padding = (1, 1)  # TensorRT 7's name: not in 10's bindings
+    with pytest.raises(AttributeError):
+        conv.not_an_attribute  # noqa: B018
+    conv.pre_padding, conv.post_padding = (0, 1), (1, 0)
+    assert tuple(conv.get_output(0).shape) == (1, 2, 4, 4)
+
+
+def test_tensorrt_runtime_names_exist_in_both_versions():
+    """What TRTCompiled calls (it needs a GPU to run): in the manifest of every version."""
+    needed = {"Runtime": ["deserialize_cuda_engine"], "ICudaEngine": ["num_io_tensors", "get_tensor_name",
+              "get_tensor_shape", "get_tensor_mode", "create_execution_context", "num_aux_streams"],
+              "IExecutionContext": ["set_tensor_address", "execute_async_v3"]}
+    for v, api in fake_tensorrt.MANIFEST["versions"].items():
+        for cls, names in needed.items():
+            missing = [n for n in names if n not in api["classes"][cls]]
+            assert not missing, (v, cls, missing)
+        assert "INPUT" in api["enums"]["TensorIOMode"] and "Runtime" in api["module"]
+
+
+def test_the_manifest_is_what_the_script_extracts():
+    """Re-extract from NVIDIA/TensorRT's sources where a clone is at hand (IOS_TRT_SOURCES: its
+    git directory); the committed data is otherwise checked for its shape."""
+    import json
+    import os
+    import subprocess
+
+    m = fake_tensorrt.MANIFEST
+    assert set(m["versions"]) == {"10", "11"}
+    for v, api in m["versions"].items():
+        assert len(api["classes"]) > 100 and "INetworkDefinition" in api["classes"], v
+        assert "add_convolution_nd" in api["classes"]["INetworkDefinition"]
+    git_dir = os.environ.get("IOS_TRT_SOURCES")
+    if not git_dir:
+        pytest.skip("IOS_TRT_SOURCES not set: no TensorRT source clone to re-extract the manifest from")
+    from pathlib import Path
+
+    script = Path(__file__).with_name("tensorrt_manifest.py")
+    tags = [m["versions"][v]["tag"] for v in sorted(m["versions"])]
+    out = subprocess.run([sys.executable, str(script), git_dir, *tags], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == m
