@@ -429,8 +429,10 @@ class TVMAdapter(Adapter):
             mod, _ = to_relax(graph, batch_size)
             info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": "fp32",
                     "convert_seconds": time.perf_counter() - t0, "cudnn": cudnn,
-                    # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its default
-                    "tf32": None if cudnn else False}
+                    # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its
+                    # default, which NVIDIA_TF32_OVERRIDE=0 (set by every GPU worker) forces to fp32
+                    "tf32": False if (not cudnn or os.environ.get("NVIDIA_TF32_OVERRIDE") == "0") else None,
+                    "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE")}
             t0 = time.perf_counter()
             ex = _compile_cuda(mod, target, cudnn)
             info["compile_seconds"] = time.perf_counter() - t0

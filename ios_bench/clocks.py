@@ -2,11 +2,13 @@
 
 CPU: every core's cpufreq governor set to ``performance`` and turbo/boost switched off (what
 ``pyperf system tune`` does), previous values restored afterwards. NVIDIA GPU (only when the
-sweep uses a ``cuda`` device): the SM clock locked to the requested or maximum value through
-NVML (``nvmlDeviceSetGpuLockedClocks``, nvidia-ml-py) and reset afterwards
+sweep uses a ``cuda`` device): the SM clock locked to the requested value, else to a clock
+the GPU can sustain under load (NVML's default application clock: the maximum boost clock
+throttles), through NVML (``nvmlDeviceSetGpuLockedClocks``, nvidia-ml-py) and reset afterwards
 (``nvmlDeviceResetGpuLockedClocks``); without NVML, ``nvidia-smi --lock-gpu-clocks`` and
-``--reset-gpu-clocks``. The restore runs on normal exit, on an exception, on
-SIGINT and on SIGTERM/SIGHUP (turned into ``SystemExit`` so every ``finally`` runs), and once
+``--reset-gpu-clocks``. The locked clocks are told to the workers (``IOS_BENCH_GPU_LOCKED_SM_MHZ``,
+part of the profile database's key) and every cell records the throttle reasons NVML reports.
+The restore runs on normal exit, on an exception, on SIGINT and on SIGTERM/SIGHUP (turned into ``SystemExit`` so every ``finally`` runs), and once
 more from ``atexit``; it is idempotent.
 
 Where locking is impossible (no permission, no cpufreq interface as in most VMs, no GPU) this
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ios_core.atomic import atomic_write_json
+from ios_core.gpu import LOCKED_CLOCK_ENV
 
 from . import system
 from .errors import InputError
@@ -69,8 +72,15 @@ def _write_with_retry(path: Path, value: str, attempts: int = RESTORE_ATTEMPTS) 
 
 
 def _reset_gpu_with_retry(index: str, attempts: int = RESTORE_ATTEMPTS) -> str | None:
+    """Reset GPU ``index``'s locked clocks: through NVML when it is there, else nvidia-smi."""
     err = None
     for i in range(attempts):
+        if _nvml() is not None:
+            err = _nvml_reset([int(index)])
+            if err is None:
+                return None
+            time.sleep(0.05 * 2 ** i)
+            continue
         r = system.run(["nvidia-smi", "-i", index, "--reset-gpu-clocks"])
         if r.ok:
             return None
@@ -276,7 +286,8 @@ class ClockLock:
 
     def _save(self) -> None:
         """Persist what restore must undo (after every change), for ``ios-bench clocks reset``."""
-        state = {"cpu": [[str(p), v] for p, v in self._restore_cpu], "gpus": list(self._locked_gpus)}
+        gpus = list(self._locked_gpus) + [str(i) for i in self._nvml_locked if str(i) not in self._locked_gpus]
+        state = {"cpu": [[str(p), v] for p, v in self._restore_cpu], "gpus": gpus}
         for path in self.state_paths:
             try:
                 if state["cpu"] or state["gpus"]:
@@ -304,11 +315,12 @@ class ClockLock:
                 problems.append(err)
                 left_gpu.append(idx)
         nvml_changed = bool(self._nvml_locked)
-        if self._nvml_locked:  # NVML-locked GPUs (not in the saved state: nvidia-smi resets them too)
-            err = _nvml_reset(self._nvml_locked)
-            if err:
-                problems.append(err)
-            self._nvml_locked.clear()
+        if self._nvml_locked:  # NVML-locked GPUs (saved too: `clocks reset` resets them after a SIGKILL)
+            left_nvml = [i for i in self._nvml_locked if _reset_gpu_with_retry(str(i), attempts=3)]
+            if left_nvml:
+                problems.append(f"GPU {', '.join(map(str, left_nvml))}: locked clocks not reset (NVML)")
+            self._nvml_locked[:] = left_nvml
+        os.environ.pop(LOCKED_CLOCK_ENV, None)
         changed = bool(self._restore_cpu or self._locked_gpus) or nvml_changed
         self._restore_cpu[:] = left_cpu
         self._locked_gpus[:] = left_gpu
@@ -339,6 +351,9 @@ class ClockLock:
             gpus, _ = query_gpus()
             if gpus:
                 out["gpu_sm_mhz"] = [g["sm_mhz"] for g in gpus]
+            reasons = _throttle_reasons()
+            if reasons is not None:
+                out["gpu_throttle_reasons"] = reasons
         return out
 
     # ---- CPU ----------------------------------------------------------------------------------
@@ -406,17 +421,35 @@ class ClockLock:
         return ", ".join(done), None
 
     def _lock_gpu_nvml(self, nvml) -> tuple[str | None, str | None]:
-        done = []
+        from ios_core.gpu import sustainable_sm_clock
+
+        done, locked = [], []
         try:
             for i in range(nvml.nvmlDeviceGetCount()):
                 h = nvml.nvmlDeviceGetHandleByIndex(i)
-                mhz = self.gpu_clock_mhz or nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)
-                nvml.nvmlDeviceSetGpuLockedClocks(h, int(mhz), int(mhz))
+                mhz = self.gpu_clock_mhz or sustainable_sm_clock(nvml, h)
+                if not mhz:
+                    raise RuntimeError(f"GPU {i}: no sustainable clock known (no application clock); use --gpu-clock")
                 self._nvml_locked.append(i)
-                done.append(f"GPU {i} at {int(mhz)} MHz (NVML)")
+                self._save()  # before the change: a SIGKILL right after it leaves it saved
+                nvml.nvmlDeviceSetGpuLockedClocks(h, int(mhz), int(mhz))
+                locked.append(f"{i}:{int(mhz)}")
+                how = "requested" if self.gpu_clock_mhz else "default application clock"
+                done.append(f"GPU {i} at {int(mhz)} MHz ({how}, NVML)")
         except Exception as e:  # NVMLError_NoPermission (needs root), NotSupported, ...
+            if len(self._nvml_locked) > len(locked):  # the last lock did not happen
+                self._nvml_locked.pop()
+                self._save()
+            self._announce(locked)
             return (", ".join(done) or None), f"GPU (NVML): {type(e).__name__}: {e}"
+        self._announce(locked)
         return ", ".join(done), None
+
+    def _announce(self, locked: list[str]) -> None:
+        """Tell the worker processes which GPUs run at which locked clock (the profile database
+        keys on it: ios_core.gpu.fingerprint)."""
+        if locked:
+            os.environ[LOCKED_CLOCK_ENV] = ",".join(locked)
 
     # ---- signals ------------------------------------------------------------------------------
     def _install_handlers(self) -> None:
@@ -448,6 +481,19 @@ def _nvml():
 
         pynvml.nvmlInit()
         return pynvml
+    except Exception:
+        return None
+
+
+def _throttle_reasons() -> list[list[str]] | None:
+    """Per GPU, why its clock is below the maximum now (NVML), or None without NVML."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    from ios_core.gpu import throttle_reasons
+
+    try:
+        return [throttle_reasons(nvml, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())]
     except Exception:
         return None
 

@@ -162,7 +162,6 @@ def task_doctor(spec: dict) -> dict:
     import adapters
     from ios_core import reference
     from ios_core.check import compare
-    from ios_core.measure import measure
     from ios_core.reference import random_input
 
     graph = _load_graph(spec)
@@ -178,8 +177,7 @@ def task_doctor(spec: dict) -> dict:
     tol = compiled.info.get("tolerance") or adapter.tolerance
     check = compare(out, ref, tol)
     prepared = compiled.prepare(x)
-    m = measure(lambda: compiled.execute(prepared), warmup=3, number=1, repeat=5, sync=compiled.sync,
-                timer=compiled.timer())
+    m = time_compiled(compiled, prepared, spec["device"], warmup=3, number=1, repeat=5)
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
             "info": info}
@@ -360,7 +358,6 @@ def task_cell(spec: dict, result: dict) -> dict:
     import adapters
     from ios_core.check import compare, tolerance_for
     from ios_core.interference import Window
-    from ios_core.measure import measure
 
     from .cells import CellSpec
 
@@ -418,9 +415,8 @@ def task_cell(spec: dict, result: dict) -> dict:
                                   f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
     with _utilization(spec, result), Window() as window:
-        m = measure(lambda: compiled.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                    repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=compiled.sync,
-                    timer=compiled.timer())
+        m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
+                          repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
     result["interference"] = window.figures
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
@@ -474,16 +470,41 @@ def _sequential_baseline(spec: dict, result: dict, adapter, original, options: d
     """``sequential_ms``: the sequential schedule on the same provider, timed in this worker after
     the schedule with the same protocol; used only where the sweep has no sequential cell on that
     provider (otherwise the sequential cell's rounds, interleaved with this cell's, give it)."""
-    from ios_core.measure import measure
-
     result["phase"] = "sequential baseline"
     seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
     prepared = seq.prepare(x)
-    m = measure(lambda: seq.execute(prepared), warmup=spec["warmup"], number=spec["number"],
-                repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None, sync=seq.sync,
-                timer=seq.timer())
+    m = time_compiled(seq, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
+                      repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+    if result.get("clock") is not None and m.meta.get("clock") != result["clock"]:
+        raise RuntimeError(f"the sequential baseline was timed on {m.meta.get('clock')}, the schedule on "
+                           f"{result['clock']}: not comparable")
     result["sequential_ms"] = float(sorted(m.samples_ms)[len(m.samples_ms) // 2])
     result["sequential_clock"] = m.meta.get("clock")
+
+
+def time_compiled(compiled, prepared, device: str, **protocol):
+    """The one way a worker times a built program (a cell, its sequential baseline, a doctor
+    path): ``ios_core.measure.measure`` of ``compiled.execute(prepared)``.
+
+    On a GPU every cell is timed the same way whatever the framework: the host clock, read after
+    the program's own sync and a device-wide synchronize following every call
+    (``ios_core.gpu.GPU_CELL_CLOCK``). Frameworks that expose no stream (TensorFlow, ONNX Runtime,
+    TVM) cannot be timed with CUDA events, so none is: a schedule, its baseline and every peer
+    share one clock. On the CPU: the host clock after ``sync`` (the program's own timer if it has
+    one). ``meta["clock"]`` records the protocol."""
+    from ios_core.measure import measure
+
+    if str(device).startswith("cuda"):
+        from ios_core.gpu import GPU_CELL_CLOCK, device_synchronizer
+
+        device_sync = device_synchronizer()
+
+        def sync():
+            compiled.sync()
+            if device_sync is not None:
+                device_sync()
+        return measure(lambda: compiled.execute(prepared), sync=sync, timer=None, clock=GPU_CELL_CLOCK, **protocol)
+    return measure(lambda: compiled.execute(prepared), sync=compiled.sync, timer=compiled.timer(), **protocol)
 
 
 def _read_json(path: str) -> dict | None:
@@ -519,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(thread_env(int(threads)))
     for warning in apply_spin_policy(spec.get("spin_policy")):  # before any framework import, too
         print(f"warning: {warning}", file=sys.stderr)
+    if str(spec.get("device", "")).startswith("cuda"):
+        # fp32 means fp32 in every library of a GPU worker (cuDNN and cuBLAS called by TVM, ONNX
+        # Runtime, TensorFlow, ...): the driver-level switch that disables TF32 everywhere
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
     from .sideeffects import quiet_environment
 
     quiet_environment()  # no telemetry files in the home folder (a Ray worker inherits no parent env)

@@ -6,10 +6,19 @@ machine without one gets a one-line reason (:func:`cuda_missing`), which is what
 
 * :func:`cuda_missing` -- ``None`` when the IOS CUDA runtime can run here, else what is
   missing (the ``gpu`` extra, a driver, a GPU, the cuDNN library).
-* :func:`fingerprint` -- the GPU's name, driver, CUDA runtime, cuDNN and SM clock: the key
-  of the profile database for stages measured on this GPU (``ios_core.cost.cache``).
+* :func:`fingerprint` -- the GPU's name, driver, CUDA runtime, cuDNN and its clock setting
+  (the locked SM clock when ``ios-bench run --lock-clocks`` locked it, else the application
+  clock): the key of the profile database for stages measured on this GPU
+  (``ios_core.cost.cache``). The instantaneous SM clock, which moves between idle and boost,
+  is recorded but is not part of the key.
 * :class:`CudaEventTimer` -- times a sample with two CUDA events on one stream, the GPU's
-  own clock (``ios_core.measure.measure(..., timer=...)``).
+  own clock (``ios_core.measure.measure(..., timer=...)``): the IOS runtime's own
+  measurements and the measured cost model.
+* :func:`device_synchronizer` and :data:`GPU_CELL_CLOCK` -- the one timing protocol of every
+  GPU cell of a sweep, whatever the framework: the host clock read after a device-wide
+  synchronize following every call (``ios_bench.worker.time_compiled``).
+* :func:`throttle_reasons`, :func:`sustainable_sm_clock` -- what NVML says limits the clock,
+  and the clock a lock can hold under load (the default application clock).
 
 Nothing in this module has run on a GPU in this project's development (see README).
 """
@@ -19,6 +28,12 @@ from __future__ import annotations
 import importlib
 
 GPU_EXTRA_HINT = "pip install 'ios-bench[gpu]'"
+# Set by ios_bench.clocks.ClockLock for the processes it starts: "<index>:<MHz>,..." of the GPUs
+# whose SM clock it locked (ios_core reads it, never imports ios_bench).
+LOCKED_CLOCK_ENV = "IOS_BENCH_GPU_LOCKED_SM_MHZ"
+# How every GPU cell is timed (recorded as the cell's "clock"): host clock, whole device
+# synchronized after every call, so frameworks that expose no stream are timed like the rest.
+GPU_CELL_CLOCK = "host+device-sync"
 
 
 def _import(module: str):
@@ -113,12 +128,68 @@ def tensorrt_missing() -> str | None:
     return cupy_missing()
 
 
+def locked_sm_clock(device: int = 0) -> int | None:
+    """The SM clock ``ios-bench run --lock-clocks`` locked GPU ``device`` at, or None."""
+    import os
+
+    for part in os.environ.get(LOCKED_CLOCK_ENV, "").split(","):
+        index, _, mhz = part.partition(":")
+        if index.strip() == str(device) and mhz.strip().isdigit():
+            return int(mhz)
+    return None
+
+
+def device_synchronizer():
+    """A function that waits for everything queued on the current GPU (all streams, every
+    framework in this process: they share the primary context), or None without CuPy or torch
+    with CUDA."""
+    cupy, _ = _import("cupy")
+    if cupy is not None:
+        return cupy.cuda.runtime.deviceSynchronize
+    torch, _ = _import("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.synchronize
+    return None
+
+
+def throttle_reasons(pynvml, handle) -> list[str]:
+    """Why the clock is below its maximum now (NVML's clock event reasons, by name: e.g.
+    ``SwPowerCap``, ``HwThermalSlowdown``, ``GpuIdle``); [] when nothing limits it."""
+    get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    mask = int(get(handle))
+    prefix = "nvmlClocksEventReason" if hasattr(pynvml, "nvmlClocksEventReasonGpuIdle") else "nvmlClocksThrottleReason"
+    out = []
+    for name in sorted(dir(pynvml)):
+        if name.startswith(prefix) and name[len(prefix):] not in ("All", "None"):
+            bit = getattr(pynvml, name)
+            if isinstance(bit, int) and bit and mask & bit == bit:
+                out.append(name[len(prefix):])
+    return out
+
+
+def sustainable_sm_clock(pynvml, handle) -> int | None:
+    """The SM clock a lock can hold under sustained load: the default application clock (the
+    board's base clock, below boost), else the current application clock; None if NVML knows
+    neither. The maximum boost clock is not sustainable: it throttles under load."""
+    for name in ("nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetApplicationsClock"):
+        try:
+            mhz = int(getattr(pynvml, name)(handle, pynvml.NVML_CLOCK_SM))
+        except Exception:
+            continue
+        if mhz > 0:
+            return mhz
+    return None
+
+
 def fingerprint(device: int = 0) -> dict:
     """Identity of the GPU a measurement was taken on: name, compute capability, driver, CUDA
-    runtime, cuDNN and the current/maximum SM clock (NVML when available). Missing pieces are
-    ``None``; never raises."""
+    runtime, cuDNN, the clock setting (locked SM clock, application clock) and, for the record
+    only, the current/maximum SM clock and throttle reasons (NVML when available). Missing
+    pieces are ``None``; never raises."""
     out: dict = {"name": None, "compute_capability": None, "driver": None, "cuda_runtime": None, "cudnn": None,
-                 "sm_clock_mhz": None, "max_sm_clock_mhz": None}
+                 "sm_clock_mhz": None, "max_sm_clock_mhz": None, "app_sm_clock_mhz": None,
+                 "locked_sm_clock_mhz": locked_sm_clock(device), "throttle_reasons": None}
     cupy, _ = _import("cupy")
     if cupy is not None:
         rt = cupy.cuda.runtime
@@ -144,15 +215,27 @@ def fingerprint(device: int = 0) -> dict:
     out["name"] = out["name"] or nv.get("name")
     out["driver_cuda"] = out["driver"]  # the CUDA version the driver supports
     out["driver"] = nv.get("driver_version") or out["driver"]  # e.g. 575.51.03
-    out["sm_clock_mhz"] = nv.get("sm_clock_mhz")
-    out["max_sm_clock_mhz"] = nv.get("max_sm_clock_mhz")
+    for key in ("sm_clock_mhz", "max_sm_clock_mhz", "app_sm_clock_mhz", "throttle_reasons"):
+        out[key] = nv.get(key)
     return out
 
 
+def clock_setting(fp: dict) -> str:
+    """``locked<MHz>`` when ``--lock-clocks`` locked the SM clock, else ``app<MHz>`` (the
+    application clock the GPU boosts from, unlocked)."""
+    if fp.get("locked_sm_clock_mhz"):
+        return f"locked{fp['locked_sm_clock_mhz']}"
+    return f"app{fp.get('app_sm_clock_mhz')}"
+
+
 def fingerprint_key(fp: dict) -> str:
-    """The profile-database device key: ``cuda:<name>|drv<driver>|cuda<runtime>|cudnn<v>|sm<MHz>``."""
+    """The profile-database device key:
+    ``cuda:<name>|drv<driver>|cuda<runtime>|cudnn<v>|<clock setting>``, the clock setting being
+    ``locked<MHz>`` (locked by ``--lock-clocks``) or ``app<MHz>`` (unlocked: the application
+    clock the GPU boosts from). Never the instantaneous SM clock, which differs between an idle
+    and a busy GPU, so stages measured under one setting are reused under the same setting."""
     return (f"cuda:{fp.get('name')}|drv{fp.get('driver')}|cuda{fp.get('cuda_runtime')}|cudnn{fp.get('cudnn')}"
-            f"|sm{fp.get('sm_clock_mhz')}")
+            f"|{clock_setting(fp)}")
 
 
 def _cuda_version(v: int) -> str:
@@ -160,7 +243,8 @@ def _cuda_version(v: int) -> str:
 
 
 def nvml_info(device: int = 0) -> dict:
-    """Name, driver version and SM clocks from NVML (nvidia-ml-py), or {} without it."""
+    """Name, driver version, SM clocks (current, maximum, application) and throttle reasons
+    from NVML (nvidia-ml-py), or {} without it."""
     pynvml, _ = _import("pynvml")
     if pynvml is None:
         return {}
@@ -172,10 +256,18 @@ def nvml_info(device: int = 0) -> dict:
         h = pynvml.nvmlDeviceGetHandleByIndex(device)
         name = pynvml.nvmlDeviceGetName(h)
         drv = pynvml.nvmlSystemGetDriverVersion()
-        return {"name": name.decode() if isinstance(name, bytes) else name,
-                "driver_version": drv.decode() if isinstance(drv, bytes) else drv,
-                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)}
+        out = {"name": name.decode() if isinstance(name, bytes) else name,
+               "driver_version": drv.decode() if isinstance(drv, bytes) else drv,
+               "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+               "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)}
+        app = pynvml.nvmlDeviceGetApplicationsClock
+        for key, fn in (("app_sm_clock_mhz", lambda: int(app(h, pynvml.NVML_CLOCK_SM))),
+                        ("throttle_reasons", lambda: throttle_reasons(pynvml, h))):
+            try:
+                out[key] = fn()
+            except Exception:  # not supported on this board
+                out[key] = None
+        return out
     except Exception:
         return {}
     finally:

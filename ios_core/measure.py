@@ -119,7 +119,7 @@ class HostTimer:
 
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
-            sync: Callable[[], None] | None = None, timer=None) -> Measurement:
+            sync: Callable[[], None] | None = None, timer=None, clock: str = "host") -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
@@ -127,11 +127,12 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     ``stage_times``, when given, is read after each sample and must return that sample's
     per-stage times (ms, per call); the callee is expected to accumulate them over the sample's
     calls and reset itself when read. ``timer`` (``start()``, ``stop() -> ms``) replaces the host
-    clock, e.g. with CUDA events; samples are then timed as a whole.
+    clock, e.g. with CUDA events; samples are then timed as a whole. ``clock`` labels the host
+    clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU).
     """
     if warmup < 0 or number < 1 or repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
-    clock = time.perf_counter_ns
+    label, clock = clock, time.perf_counter_ns
     for _ in range(warmup):
         fn()
     if sync is not None:
@@ -185,4 +186,4 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
             stages.append([t / number for t in stage_times()])
     call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
     return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, call_ms=call_ms,
-                       last=last, meta={"clock": "host"})
+                       last=last, meta={"clock": label})

@@ -3,6 +3,7 @@ the device-independent pieces (timer protocol, probes) checked here."""
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -50,11 +51,43 @@ def test_gpu_missing_uses_nvml_first(monkeypatch):
     assert calls == ["init", "shutdown"]
 
 
-def test_fingerprint_key_names_gpu_driver_cuda_cudnn_clock():
-    fp = {"name": "NVIDIA A100", "driver": "550.54", "cuda_runtime": "12.4", "cudnn": "9.1.0", "sm_clock_mhz": 1410}
+def test_fingerprint_key_names_gpu_driver_cuda_cudnn_and_clock_setting():
+    fp = {"name": "NVIDIA A100", "driver": "550.54", "cuda_runtime": "12.4", "cudnn": "9.1.0", "sm_clock_mhz": 1410,
+          "app_sm_clock_mhz": 1095, "locked_sm_clock_mhz": None}
     key = gpu.fingerprint_key(fp)
-    for part in ("NVIDIA A100", "550.54", "12.4", "9.1.0", "1410"):
+    for part in ("NVIDIA A100", "550.54", "12.4", "9.1.0", "app1095"):
         assert part in key
+    # the instantaneous SM clock (idle vs boost) is not part of the key; the locked clock is
+    assert gpu.fingerprint_key({**fp, "sm_clock_mhz": 210}) == key
+    assert gpu.fingerprint_key({**fp, "locked_sm_clock_mhz": 1095}) != key
+    assert "locked1095" in gpu.fingerprint_key({**fp, "locked_sm_clock_mhz": 1095})
+
+
+def test_profile_database_key_ignores_the_instantaneous_sm_clock(monkeypatch):
+    from ios_core.cost import cache
+
+    fp = {"name": "G", "compute_capability": "9.0", "driver": "575", "cuda_runtime": "12.9", "cudnn": "9.10",
+          "app_sm_clock_mhz": 1755, "locked_sm_clock_mhz": None}
+    keys = []
+    for sm, locked in ((345, None), (1980, None), (1980, 1755)):
+        monkeypatch.setattr(gpu, "fingerprint", lambda device=0, sm=sm, locked=locked: {
+            **fp, "sm_clock_mhz": sm, "locked_sm_clock_mhz": locked})
+        cache._fingerprint.cache_clear()
+        keys.append(cache._fingerprint("cuda", "{}")[0])
+    cache._fingerprint.cache_clear()
+    assert keys[0] == keys[1] != keys[2]
+
+
+def test_locked_clock_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv(gpu.LOCKED_CLOCK_ENV, "0:1410,1:1095")
+    assert gpu.locked_sm_clock(0) == 1410 and gpu.locked_sm_clock(1) == 1095 and gpu.locked_sm_clock(2) is None
+
+
+def test_throttle_reasons_are_named():
+    nv = types.SimpleNamespace(nvmlClocksEventReasonGpuIdle=1, nvmlClocksEventReasonSwPowerCap=4,
+                               nvmlClocksEventReasonHwSlowdown=8, nvmlClocksEventReasonAll=0xFF,
+                               nvmlClocksEventReasonNone=0, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 4 | 8)
+    assert gpu.throttle_reasons(nv, "h") == ["HwSlowdown", "SwPowerCap"]
 
 
 def test_fingerprint_never_raises_without_gpu():
@@ -142,6 +175,13 @@ class FakeNVML:
         assert kind == self.NVML_CLOCK_SM
         return 1980
 
+    def nvmlDeviceGetDefaultApplicationsClock(self, h, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return 1410
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0
+
     def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
         if self.fail_lock:
             raise RuntimeError("NVMLError_NoPermission")
@@ -160,13 +200,37 @@ def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypat
     monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
     with pytest.raises(RuntimeError, match="boom"):
         with clocks.ClockLock(True, ["cuda"], echo=lambda s: None) as lock:
-            assert ("lock", "h0", 1980, 1980) in nvml.calls and ("lock", "h1", 1980, 1980) in nvml.calls
-            assert "GPU 0 at 1980 MHz (NVML)" in lock.state["clocks"]
+            # a sustainable clock (the default application clock), not the maximum boost (1980)
+            assert ("lock", "h0", 1410, 1410) in nvml.calls and ("lock", "h1", 1410, 1410) in nvml.calls
+            assert "GPU 0 at 1410 MHz (default application clock, NVML)" in lock.state["clocks"]
+            assert os.environ[gpu.LOCKED_CLOCK_ENV] == "0:1410,1:1410"  # what workers key the profile database on
             raise RuntimeError("boom")
+    assert gpu.LOCKED_CLOCK_ENV not in os.environ
     assert ("reset", "h0") in nvml.calls and ("reset", "h1") in nvml.calls
     resets = [c for c in nvml.calls if c[0] == "reset"]
     lock.restore()  # idempotent: no second reset
     assert [c for c in nvml.calls if c[0] == "reset"] == resets
+
+
+def test_nvml_locked_clocks_are_saved_for_clocks_reset(tmp_path, monkeypatch, run_cli):
+    """After a SIGKILL (no restore ran), `ios-bench clocks reset` resets the NVML-locked GPUs."""
+    from ios_bench import clocks
+
+    nvml = FakeNVML(gpus=2)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    lock = clocks.ClockLock(True, ["cuda"], echo=lambda s: None)
+    lock.__enter__()
+    saved = clocks.read_state(clocks.machine_state_path())
+    assert saved["gpus"] == ["0", "1"]
+    lock.release()  # the sweep dies here: no restore
+    lock._restored = True
+    monkeypatch.delenv(gpu.LOCKED_CLOCK_ENV, raising=False)
+    code, out, err = run_cli(["clocks", "reset"])
+    assert code == 0, err
+    assert ("reset", "h0") in nvml.calls and ("reset", "h1") in nvml.calls
+    assert not clocks.machine_state_path().exists()
 
 
 def test_gpu_clock_lock_without_permission_says_why(tmp_path, monkeypatch):

@@ -117,13 +117,14 @@ def _fingerprint(device: str, environment: str) -> tuple[str, str]:
     parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(), "machine": platform.machine(),
              "torch": torch.__version__, "numpy": library_version("numpy"), "environment": json.loads(environment)}
     if device.startswith("cuda"):
-        # the GPU's name, driver, CUDA runtime, cuDNN and SM clock (a locked or different clock
-        # gives different latencies: a different key)
-        from ..gpu import fingerprint
+        # the GPU's name, driver, CUDA runtime, cuDNN and clock setting (locked clock or application
+        # clock: a different setting gives different latencies, a different key); never the
+        # instantaneous SM clock, which moves between idle and boost
+        from ..gpu import clock_setting, fingerprint
 
         fp = fingerprint(int(device.split(":")[1]) if ":" in device else 0)
-        parts["gpu"] = {k: fp.get(k) for k in ("name", "compute_capability", "driver", "cuda_runtime", "cudnn",
-                                               "sm_clock_mhz")}
+        parts["gpu"] = {**{k: fp.get(k) for k in ("name", "compute_capability", "driver", "cuda_runtime", "cudnn")},
+                        "clock": clock_setting(fp)}
     desc = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(desc.encode()).hexdigest()[:16], desc
 
