@@ -8,8 +8,8 @@ throttles), through NVML (``nvmlDeviceSetGpuLockedClocks``, nvidia-ml-py) and re
 (``nvmlDeviceResetGpuLockedClocks``); without NVML, ``nvidia-smi --lock-gpu-clocks`` and
 ``--reset-gpu-clocks``. The locked clocks are told to the workers (``IOS_BENCH_GPU_LOCKED_SM_MHZ``,
 part of the profile database's key) and every cell records the throttle reasons NVML reports.
-The restore runs on normal exit, on an exception, on SIGINT and on SIGTERM/SIGHUP (turned into ``SystemExit`` so every ``finally`` runs), and once
-more from ``atexit``; it is idempotent.
+The restore runs on normal exit, on an exception, on SIGINT and on SIGTERM/SIGHUP (turned into
+``SystemExit`` so every ``finally`` runs), and once more from ``atexit``; it is idempotent.
 
 Where locking is impossible (no permission, no cpufreq interface as in most VMs, no GPU) this
 says so once and records ``unlocked (reason)``; the sweep carries on. All machine access goes
