@@ -414,7 +414,8 @@ def task_cell(spec: dict, result: dict) -> dict:
                                   max(before.max_rel_err, source.max_rel_err), tol,
                                   f"against the original ONNX file: {source.reason}")
     result["phase"] = "measure"
-    with _utilization(spec, result), Window() as window:
+    # on a GPU, other processes' use of it too (the worker sees its GPU as index 0)
+    with _utilization(spec, result), Window(gpu=0 if spec["device"] == "cuda" else None) as window:
         m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
                           repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
     result["interference"] = window.figures

@@ -14,6 +14,11 @@ Two kinds of figure:
   the machine used during the window minus this process's own (``getrusage``), as a fraction of
   the machine's capacity (``other_cpu``); the hypervisor's ``steal`` time likewise; the load
   average at the end.
+- **Co-tenants on a GPU** (``Window(gpu=INDEX)``): NVML's per-process utilization samples of that
+  GPU taken during the window (``nvmlDeviceGetProcessUtilization`` since the window opened),
+  those of other processes than this one: their largest SM utilization (``gpu_other_util``,
+  percent) and how many they were (``gpu_other_processes``). Where NVML is missing or the driver
+  keeps no samples, the figures say so (``gpu_other``: the reason) and nothing is judged.
 - **Co-tenants it cannot see** (a VM's neighbours on the host): a short fixed **canary** workload
   is timed before and after the window. A canary far slower than the canary's usual time (the
   median over the run's windows) means the machine was slower, whatever ``/proc/stat`` says.
@@ -38,6 +43,7 @@ class Thresholds:
     other_cpu: float = 0.10  # other processes' CPU time, fraction of the machine's capacity
     steal: float = 0.05  # hypervisor steal, fraction of the machine's capacity
     canary: float = 1.25  # canary time / the usual canary time
+    gpu_other_util: float = 10.0  # another process's SM utilization of the GPU, percent
 
 
 THRESHOLDS = Thresholds()
@@ -100,7 +106,10 @@ class Window:
     ``canary=False`` leaves the canary out (for windows of a few milliseconds, where it would cost
     more than the window)."""
 
-    def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5):
+    def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5,
+                 gpu: int | None = None, nvml=None):
+        self.gpu = gpu
+        self._nvml = nvml  # the pynvml module (tests pass a fake); imported when None
         self.use_canary = canary
         self.canary_reps = canary_reps
         self.stat_path = stat_path
@@ -113,6 +122,7 @@ class Window:
         self._own = own_cpu_seconds()
         self._t0 = time.perf_counter()
         self.figures["start_unix"] = round(time.time(), 3)  # when the window was open (to match with other logs)
+        self._gpu_since_us = int(time.time() * 1e6)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -136,8 +146,53 @@ class Window:
             f["load1"] = round(os.getloadavg()[0], 2)
         except OSError:
             pass
+        if self.gpu is not None:
+            f.update(gpu_others(self.gpu, self._gpu_since_us, self._nvml))
         if self.use_canary:
             f["canary_after_ms"] = round(canary(self.canary_reps), 4)
+
+
+def gpu_others(index: int, since_us: int, nvml=None, own_pids: set[int] | None = None) -> dict:
+    """Other processes' use of GPU ``index`` since ``since_us`` (microseconds since the epoch, NVML's
+    sample clock): ``gpu_other_util`` (their largest SM utilization, percent) and
+    ``gpu_other_processes``; or ``{"gpu_other": reason}`` where it cannot be read."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return {"gpu_other": "pynvml is not installed"}
+    own = own_pids if own_pids is not None else {os.getpid(), *_children()}
+    try:
+        nvml.nvmlInit()
+    except Exception as e:
+        return {"gpu_other": f"NVML: {e}"}
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+        except nvml.NVMLError as e:
+            if getattr(e, "value", None) != getattr(nvml, "NVML_ERROR_NOT_FOUND", object()):
+                return {"gpu_other": f"NVML: {e}"}
+            samples = []  # no process ran on the GPU since then
+        others = [s for s in samples if s.pid not in own and s.timeStamp >= since_us]
+        return {"gpu_other_util": float(max((s.smUtil for s in others), default=0)),
+                "gpu_other_processes": len({s.pid for s in others})}
+    except Exception as e:
+        return {"gpu_other": f"NVML: {e}"}
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _children() -> list[int]:
+    try:
+        import psutil
+
+        return [c.pid for c in psutil.Process().children(recursive=True)]
+    except Exception:
+        return []
 
 
 def canary_ms(figures: dict) -> float | None:
@@ -159,6 +214,10 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     steal = figures.get("steal")
     if long_enough and isinstance(steal, (int, float)) and steal > thresholds.steal:
         why.append(f"steal {steal:.0%}")
+    gpu = figures.get("gpu_other_util")
+    if isinstance(gpu, (int, float)) and gpu > thresholds.gpu_other_util:
+        n = figures.get("gpu_other_processes") or 1
+        why.append(f"{n} other process{'es' if n > 1 else ''} used up to {gpu:.0f}% of the GPU")
     c = canary_ms(figures)
     if c is not None and canary_ref and c > thresholds.canary * canary_ref:
         why.append(f"canary {c / canary_ref:.2f}x its usual time")

@@ -117,3 +117,54 @@ def test_canary_reference_learns_only_from_quiet_windows():
     assert ref.judge({"canary_before_ms": 1.0, "canary_after_ms": 2.0}).startswith("canary 2.00x")
     assert ref.judge({"other_cpu": 0.5, "canary_before_ms": 1.0}) is not None
     assert ref.values == [1.0] * 5
+
+
+class _FakeNvml:
+    """pynvml's calls the window makes, with a driver that holds the given utilization samples."""
+
+    NVML_ERROR_NOT_FOUND = 6
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def __init__(self, samples=None, error=None):
+        self.samples, self.error, self.calls = samples or [], error, []
+
+    def nvmlInit(self):
+        self.calls.append("init")
+
+    def nvmlShutdown(self):
+        self.calls.append("shutdown")
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("gpu", i)
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since):
+        from types import SimpleNamespace
+
+        if self.error is not None:
+            raise self.NVMLError(self.error)
+        return [SimpleNamespace(pid=p, timeStamp=t, smUtil=u, memUtil=0, encUtil=0, decUtil=0)
+                for p, t, u in self.samples if t >= since]
+
+
+def test_other_processes_on_the_gpu_disturb_a_window():
+    import os
+
+    from ios_core.interference import Window, gpu_others, judge
+
+    me = os.getpid()
+    assert gpu_others(0, 100, _FakeNvml([(me, 150, 95), (4242, 160, 70), (4243, 90, 99)]), {me}) == {
+        "gpu_other_util": 70.0, "gpu_other_processes": 1}  # the worker's own samples and older ones do not count
+    nv = _FakeNvml([(4242, 2**62, 40), (4343, 2**62, 35)])  # samples inside the window
+    with Window(canary=False, gpu=0, nvml=nv) as w:
+        pass
+    assert w.figures["gpu_other_util"] == 40.0 and w.figures["gpu_other_processes"] == 2
+    assert nv.calls == ["init", "shutdown"]
+    assert judge(w.figures, None) == "2 other processes used up to 40% of the GPU"
+    quiet = gpu_others(0, 0, _FakeNvml(error=_FakeNvml.NVML_ERROR_NOT_FOUND), {me})  # no process sampled
+    assert quiet == {"gpu_other_util": 0.0, "gpu_other_processes": 0} and judge(quiet, None) is None
+    broken = gpu_others(0, 0, _FakeNvml(error=999), {me})
+    assert broken["gpu_other"].startswith("NVML:") and judge(broken, None) is None

@@ -251,7 +251,7 @@ class MeasuredCostModel:
             counted = self.measured
             for _attempt in range(1 + DISTURBED_RETRIES):  # a disturbed measurement is taken again (bounded)
                 before = self.measured
-                with Window(canary_reps=3) as window:
+                with Window(canary_reps=3, gpu=0 if self.device == "cuda" else None) as window:
                     if shares:
                         ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
                     else:
