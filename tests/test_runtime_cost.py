@@ -164,3 +164,25 @@ def test_concurrency_pairs_from_the_database(tmp_path):
     assert concurrency_pairs(db, 1, 2) == {"m": [(2, 1.0, 1.6)]}
     assert concurrency_pairs(db, 1, 4) == {}  # shares must add up to the budget asked about
     db.close()
+
+
+def test_a_stage_taken_again_for_a_disturbed_machine_counts_once(tmp_path):
+    """Every first attempt is judged disturbed and taken again: each stage still counts once as
+    measured, and what building it measured (the pool's dispatch cost, timed while the first
+    attempt's stage is built) counts too, so every cache miss is one measurement."""
+    from ios_core import models
+    from ios_core.cost import make_cost_model
+    from ios_core.optimizer import schedule
+
+    g = models.get("sample", input_shape=(16, 8, 8)).init_weights(0)
+    cm = make_cost_model("measured", cache=tmp_path / "p.sqlite", warmup=1, number=1, repeat=2, min_sample_ms=None)
+    calls = []
+
+    def judge(figures, thresholds=None):
+        calls.append(1)
+        return "test: disturbed" if len(calls) % 2 else None  # every stage's first attempt
+
+    cm._canary.judge = judge
+    schedule(g, "both", cm, batch_size=1, validate=False)
+    assert cm.disturbed > 0 and cm.disturbed == len(calls) // 2
+    assert cm.measured > 0 and cm.misses == cm.measured

@@ -248,9 +248,9 @@ class MeasuredCostModel:
         if self.cache is not None:
             value = self.cache.get(batch_size, threads, self.method, sig)
         if value is None:
-            counted = self.measured
+            taken = 0
             for _attempt in range(1 + DISTURBED_RETRIES):  # a disturbed measurement is taken again (bounded)
-                before = self.measured
+                taken += 1
                 with Window(canary_reps=3, gpu=0 if self.device == "cuda" else None) as window:
                     if shares:
                         ms, std, samples = self._measure_concurrent(build(), batch_size, shares)
@@ -260,7 +260,9 @@ class MeasuredCostModel:
                 if disturbed is None:
                     break
                 self.disturbed += 1
-            self.measured = counted + (self.measured - before)  # the stage counts once, however often taken
+            # the stage counts once, however often taken (what building it measured, e.g. the pool's
+            # dispatch cost on the first attempt, counts as it happened)
+            self.measured -= taken - 1
             value = ms
             if self.cache is not None:  # a row still disturbed is kept, marked: no later search reuses it
                 self.cache.put(batch_size, threads, self.method, sig, ms, std, samples, desc[:4000],
