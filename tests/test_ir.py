@@ -95,3 +95,25 @@ def test_conv_shape_macs_params():
     assert g.macs() == 8 * 16 * 16 * 3 * 9
     assert g.params() == 8 * 3 * 9 + 8
     assert "dilation" not in conv.to_json()  # reference layout unless the extension is used
+
+
+def test_a_channel_range_is_one_type_whatever_it_ranges_over():
+    """ir.Value (an IR node's output) and runtime ValueRef (a buffer) are both ChannelRange: one
+    narrowing rule for both."""
+    import pytest
+
+    from ios_core.ir import ChannelRange, GraphBuilder, Value
+    from ios_core.runtime.plan import ValueRef
+
+    b = GraphBuilder("r", (8, 4, 4))
+    conv = b.conv(b.input, 8, 1)
+    v = Value(conv.node, 2, 8)
+    ref = ValueRef(3, 2, 8, False)
+    for r in (v, ref):
+        assert isinstance(r, ChannelRange) and r.channels == 6
+        assert r.narrow(0, 6) is r
+        n = r.narrow(1, 3)
+        assert (type(n), n.begin, n.end, n.channels) == (type(r), 3, 5, 2)
+        with pytest.raises(ValueError):
+            r.narrow(4, 7)
+    assert v.narrow(1, 3).node is conv.node and ref.narrow(1, 3).buffer == 3 and not ref.narrow(1, 3).whole

@@ -23,11 +23,12 @@ from .nodes import (
                     Shuffle,
                     leaf_nodes,
 )
-from .value import Inputs, Value
+from .value import ChannelRange, Inputs, Value
 from .visitor import OPERATOR_TYPES, OpVisitor
 
 __all__ = [
-    "ACTIVATIONS", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "Conv", "Element",
+    "ACTIVATIONS", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "ChannelRange", "Conv",
+    "Element",
     "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
     "OpVisitor", "Placeholder",
     "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",

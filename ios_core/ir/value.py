@@ -1,4 +1,6 @@
-"""Channel-slice values: ``Value(node, begin, end)`` is channels [begin, end) of a node's output."""
+"""Channel ranges: :class:`ChannelRange` is channels ``[begin, end)`` of something; ``Value(node,
+begin, end)`` is such a range of an IR node's output (and ``ios_core.runtime.plan.ValueRef`` one of
+a runtime buffer)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,31 @@ if TYPE_CHECKING:
     from .nodes import Node
 
 
-class Value:
+class ChannelRange:
+    """Channels ``[begin, end)`` along a tensor's channel axis: the one type of a channel range.
+    A subclass says what the channels are of (its ``_range`` makes another range of the same)."""
+
+    __slots__ = ()
+    begin: int
+    end: int
+
+    @property
+    def channels(self) -> int:
+        return self.end - self.begin
+
+    def narrow(self, begin: int, end: int):
+        """Channels ``[begin, end)`` of this range (relative to its start)."""
+        if not 0 <= begin <= end <= self.channels:
+            raise ValueError(f"channels [{begin}, {end}) outside a range of {self.channels}")
+        if begin == 0 and end == self.channels:
+            return self
+        return self._range(self.begin + begin, self.begin + end)
+
+    def _range(self, begin: int, end: int):
+        raise NotImplementedError
+
+
+class Value(ChannelRange):
     """Channels ``[begin, end)`` of ``node``'s output: the one type for a channel range of a
     value (the IR's inputs, and the slices of a composed input, ``ios_core.lowering.Slice``)."""
 
@@ -19,11 +45,10 @@ class Value:
         self.begin = int(begin)
         self.end = int(end)
 
-    @property
-    def length(self) -> int:
-        return self.end - self.begin
+    length = ChannelRange.channels
 
-    channels = length
+    def _range(self, begin: int, end: int) -> Value:
+        return Value(self.node, begin, end)
 
     @property
     def source(self) -> Node:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Node, Value
+from ..ir import ChannelRange, Node, Value
 from ..lowering import Composition
 
 F32 = 4
@@ -72,23 +72,17 @@ class Buffer:
 
 
 @dataclass(frozen=True)
-class ValueRef:
-    """Channels ``[begin, end)`` of buffer ``buffer``."""
+class ValueRef(ChannelRange):
+    """Channels ``[begin, end)`` of buffer ``buffer`` (the IR's channel range, of runtime storage);
+    ``whole``: the range is all of the value the buffer was made for."""
 
     buffer: int
     begin: int
     end: int
     whole: bool
 
-    @property
-    def channels(self) -> int:
-        return self.end - self.begin
-
-    def narrow(self, begin: int, end: int) -> ValueRef:
-        """Channels ``[begin, end)`` of this value."""
-        if begin == 0 and end == self.channels:
-            return self
-        return ValueRef(self.buffer, self.begin + begin, self.begin + end, False)
+    def _range(self, begin: int, end: int) -> ValueRef:
+        return ValueRef(self.buffer, begin, end, False)
 
 
 @dataclass
