@@ -215,8 +215,10 @@ class ClockLock:
     """Context manager: lock clocks on enter (when ``lock``), restore on exit whatever happens."""
 
     def __init__(self, lock: bool, devices: list[str] | tuple[str, ...] = ("cpu",), gpu_clock_mhz: int | None = None,
-                 echo: Callable[[str], None] | None = None, state_path: str | os.PathLike | None = None):
+                 echo: Callable[[str], None] | None = None, state_path: str | os.PathLike | None = None,
+                 cpu: bool = True):
         self.lock = lock
+        self.lock_cpu = cpu  # False: the GPU's clock only (ios-bench doctor)
         self.state_paths = [machine_state_path()] + ([Path(state_path)] if state_path else [])
         self._machine_lock: FileLock | None = None
         self.use_gpu = any(d.startswith("cuda") for d in devices)
@@ -257,8 +259,9 @@ class ClockLock:
             return self
         atexit.register(self.restore)
         notes, reasons = [], []
-        cpu_note, cpu_reason = self._lock_cpu()
-        (notes if cpu_note else reasons).append(cpu_note or cpu_reason)
+        if self.lock_cpu:
+            cpu_note, cpu_reason = self._lock_cpu()
+            (notes if cpu_note else reasons).append(cpu_note or cpu_reason)
         if self.use_gpu:
             gpu_note, gpu_reason = self._lock_gpu()
             (notes if gpu_note else reasons).append(gpu_note or gpu_reason)

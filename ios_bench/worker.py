@@ -9,6 +9,8 @@ Tasks:
   probe      which adapters can run on the device, and their versions
   reference  the oracle output for (model, batch), saved once per run (refs/)
   optimize   an IOS cell's schedule, searched and saved (schedules/): never timed in this process
+  doctor     one framework's GPU path on a small graph against the oracle (ios-bench doctor)
+  doctor_ios the IOS runtime's GPU paths against the oracle (ios_bench.gpu_paths)
   cell       one round of one cell (``ios_bench.cells.CellSpec``): build one framework (or load an
              IOS schedule), check its output, time it inside an interference window (what else
              used the machine, and the canary before and after: ``ios_core.interference``), check
@@ -181,6 +183,22 @@ def task_doctor(spec: dict) -> dict:
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
             "info": info}
+
+
+def task_doctor_ios(spec: dict) -> dict:
+    """The IOS runtime's GPU paths (``ios_bench.gpu_paths``: sequential, parallel schedule, CUDA
+    graph, a cost-model stage, a clock lock), each against the oracle (``ios-bench doctor``)."""
+    from ios_core import gpu
+
+    from . import gpu_paths
+
+    reason = gpu.cuda_missing()
+    if reason is not None:
+        return {"status": "skipped", "reason": reason}
+    graph = _load_graph(spec)
+    lines = gpu_paths.run_paths(graph, spec["batch_size"], gpu_paths.default_device_factory(), seed=spec["seed"],
+                                lock_clocks=spec.get("lock_clocks", True))
+    return {"status": "ok", "paths": [{k: v for k, v in line.items() if _jsonable(v)} for line in lines]}
 
 
 def independent_check(graph, spec: dict, source) -> dict | None:
@@ -566,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
             result = task_cell(spec, result)
         elif task == "doctor":
             result.update(task_doctor(spec))
+        elif task == "doctor_ios":
+            result.update(task_doctor_ios(spec))
         else:
             raise ValueError(f"unknown task {task!r}")
     except BaseException as e:  # noqa: B036 - every failure becomes this cell's record

@@ -124,7 +124,7 @@ def cuda_missing(cudnn: bool = True) -> str | None:
 def tensorrt_missing() -> str | None:
     trt, err = _import("tensorrt")
     if trt is None:
-        return f"TensorRT is not installed (pip install tensorrt; {err})"
+        return f"TensorRT is not installed ({GPU_EXTRA_HINT}: tensorrt-cu12; {err})"
     return cupy_missing()
 
 

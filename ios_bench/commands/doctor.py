@@ -1,5 +1,8 @@
 """ios-bench doctor: what can run here, per device and framework, and why not; with a GPU, every
-GPU path run once on a small graph against the oracle."""
+GPU path run once on a small graph against the oracle: the IOS runtime's paths
+(``ios_bench.gpu_paths``: sequential, a forced parallel schedule, CUDA-graph replay, a
+cost-model stage, a clock lock and reset) and each framework's GPU variant, by default on
+``ios_core.models.coverage`` (every op type and attribute value of the IR)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,7 @@ import click
 from ..errors import InputError
 from ..loading import parse_list
 
-# The IOS runtime's own CUDA variants (adapter "ios" with build options).
-IOS_CUDA_PATHS = (("ios", {}, "IOS runtime, CuPy streams + cuDNN"),
-                  ("ios", {"cuda_graph": True}, "IOS runtime, whole schedule as one CUDA graph"))
+DEFAULT_MODEL = "coverage"  # ios_core.models.coverage: every op type and attribute value
 
 
 def _probe(device: str, folder: Path, timeout: float, names: list[str] | None) -> dict:
@@ -35,25 +36,66 @@ def _run_path(adapter: str, options: dict, device: str, model: str, batch: int, 
     return run_worker(spec, timeout, folder / f"doctor-{tag}.log", None)
 
 
+def _run_ios_paths(device: str, model: str, batch: int, folder: Path, timeout: float, lock_clocks: bool) -> dict:
+    from ..launch import run_worker
+
+    spec = {"task": "doctor_ios", "device": device, "model_spec": model, "batch_size": batch, "seed": 0,
+            "lock_clocks": lock_clocks, "result_path": str(folder / "doctor-ios.json")}
+    return run_worker(spec, timeout, folder / "doctor-ios.log", None)
+
+
 def _line(name: str, status: str, detail: str) -> str:
     return f"  {name:<34} {status:<5} {detail}"
+
+
+def _path_line(label: str, row: dict) -> tuple[str, bool]:
+    """One path's line against the oracle, and whether it failed."""
+    status = row.get("status")
+    if status == "ok" or status == "WRONG":
+        err = row.get("max_rel_err", row.get("max_rel_error")) or 0.0
+        ms = row.get("median_ms")
+        detail = (f"max rel err {err:.1e}" + (f", {ms:.3f} ms ({row.get('clock')})" if ms is not None else "")
+                  + (f"; {row['detail']}" if row.get("detail") else "")
+                  + (f"; {row['reason']}" if status != "ok" and row.get("reason") else ""))
+        return _line(label, status, detail), status != "ok"
+    if status == "skip":
+        return _line(label, "skip", row.get("detail") or row.get("reason") or ""), False
+    return _line(label, "FAIL", row.get("reason") or row.get("detail") or "failed"), True
+
+
+def _model_spec(model: str, folder: Path) -> str:
+    """The model the GPU paths run on: the coverage graph (saved with its weights) or a zoo model
+    or file."""
+    if model != DEFAULT_MODEL:
+        return model
+    from ios_core.models.coverage import coverage_graph
+
+    path = folder / "coverage.json"
+    coverage_graph().init_weights(0).save(path)
+    return str(path)
 
 
 @click.command("doctor")
 @click.option("--device", "devices", default="cpu,cuda", show_default=True,
               help="Devices to check (comma-separated: cpu, cuda).")
-@click.option("--model", default="sample", show_default=True, help="Small graph the GPU paths run on.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="Small graph the GPU paths run on (coverage: every op type and attribute value).")
 @click.option("--batch", default=1, show_default=True, type=click.IntRange(1), help="Batch size for the GPU runs.")
 @click.option("--run/--no-run", "do_run", default=True, show_default=True,
               help="With a GPU: run every GPU path against the oracle (otherwise only report availability).")
 @click.option("--frameworks", default=None, help="Only these adapters (comma-separated) [default: all].")
 @click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1),
               help="Seconds per probe or path before it counts as hung.")
-def command(devices, model, batch, do_run, frameworks, timeout):
+@click.option("--lock-clocks/--no-lock-clocks", "lock_clocks", default=True, show_default=True,
+              help="With a GPU: lock its SM clock (NVML, needs root), run the schedule under the lock, reset it.")
+def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
     """For each device and framework: can it run here, and if not, why. On a machine with an
-    NVIDIA GPU it then runs every GPU path (the IOS CUDA runtime, with and without CUDA-graph
-    replay, and each framework's GPU variant) on a small graph, each in its own process,
-    checks the output against the oracle (ios_core.reference) and prints one line per path.
+    NVIDIA GPU it then runs every GPU path on a small graph (by default one with every op type
+    and attribute value) in its own processes, checks each against the oracle
+    (ios_core.reference) and prints one line per path: the IOS CUDA runtime unscheduled, under a
+    forced parallel schedule (several streams, events, fork and join), replayed as a CUDA graph,
+    one stage timed by the measured cost model, and under a locked GPU clock that is then
+    reset; then each framework's GPU variant.
 
     The first command to run on a machine with a GPU. Exit code 1 when a path that can run
     fails or computes a wrong output, 0 otherwise.
@@ -63,7 +105,7 @@ def command(devices, model, batch, do_run, frameworks, timeout):
 
     devs = parse_list(devices, "device", ["cpu", "cuda"])
     names = parse_list(frameworks, "framework", adapters.names()) if frameworks else None
-    if model not in ("sample",) and not Path(model).is_file():
+    if model not in (DEFAULT_MODEL, "sample") and not Path(model).is_file():
         from ios_core import models
 
         if model not in models.names():
@@ -93,32 +135,43 @@ def command(devices, model, batch, do_run, frameworks, timeout):
                 click.echo(_line(name, "no" if reason else "yes", reason or (f"version {version}" if version else "")))
             if device != "cuda" or gpu_reason or not do_run:
                 continue
-            paths = [p for p in IOS_CUDA_PATHS if not (avail.get("ios") or {}).get("reason")]
-            paths += [(name, {}, "") for name, row in avail.items() if name != "ios" and not row.get("reason")]
-            if not paths:
+            ios_ok = "ios" in avail and not (avail.get("ios") or {}).get("reason")
+            paths = [(name, {}) for name, row in avail.items() if name != "ios" and not row.get("reason")]
+            if not ios_ok and not paths:
                 click.echo("  nothing can run on cuda: see the reasons above")
                 continue
+            spec_model = _model_spec(model, folder)
             click.echo(f"cuda paths on {model}, batch {batch}, against the oracle:")
-            for i, (name, options, _desc) in enumerate(paths):
-                label = name + ("".join(f" {k}={v}" for k, v in options.items()))
-                res = _run_path(name, options, device, model, batch, folder, timeout, f"{i}")
+            if ios_ok:
+                res = _run_ios_paths(device, spec_model, batch, folder, timeout, lock_clocks)
+                if res.get("status") == "ok":
+                    for row in res.get("paths") or []:
+                        text, failed = _path_line(f"ios {row.get('path')}", row)
+                        failures += failed
+                        click.echo(text)
+                elif res.get("status") == "skipped":
+                    click.echo(_line("ios", "skip", res.get("reason") or ""))
+                else:
+                    failures += 1
+                    click.echo(_line("ios", "FAIL", res.get("reason") or "failed"))
+            for i, (name, options) in enumerate(paths):
+                res = _run_path(name, options, device, spec_model, batch, folder, timeout, f"{i}")
                 status = res.get("status")
                 if status == "ok":
                     chk = res.get("check") or {}
                     info = res.get("info") or {}
                     extra = ", ".join(f"{k} {info[k]}" for k in ("precision", "tf32", "variant", "kernels_used")
                                       if info.get(k) is not None)
-                    ok = chk.get("passed")
-                    failures += not ok
-                    click.echo(_line(label, "ok" if ok else "WRONG",
-                                     f"max rel err {chk.get('max_rel_error', chk.get('max_rel_err', 0)):.1e}, "
-                                     f"{res.get('median_ms', 0):.3f} ms ({res.get('clock')})"
-                                     + (f"; {extra}" if extra else "")
-                                     + ("" if ok else f"; {chk.get('reason')}")))
+                    row = {"status": "ok" if chk.get("passed") else "WRONG",
+                           "max_rel_err": chk.get("max_rel_error", chk.get("max_rel_err", 0)),
+                           "median_ms": res.get("median_ms", 0), "clock": res.get("clock"), "detail": extra,
+                           "reason": chk.get("reason")}
+                    text, failed = _path_line(name, row)
                 elif status == "skipped":
-                    click.echo(_line(label, "skip", res.get("reason") or ""))
+                    text, failed = _line(name, "skip", res.get("reason") or ""), False
                 else:
-                    failures += 1
-                    click.echo(_line(label, "FAIL", res.get("reason") or "failed"))
+                    text, failed = _line(name, "FAIL", res.get("reason") or "failed"), True
+                failures += failed
+                click.echo(text)
     if failures:
         raise SystemExit(1)

@@ -1,0 +1,28 @@
+"""Test plugin (``IOS_BENCH_PLUGINS=tests.gpu_doctor_plugin``): a worker that believes it has a
+GPU, whose CUDA executor device is the fake one (tests/stream_fakes.py: CUDA's stream
+semantics, torch kernels, failing what a capture forbids) and whose NVML is the fake one of
+tests/test_gpu_nogpu.py. It drives ``ios-bench doctor``'s GPU paths end to end without a GPU:
+the same worker task, the same paths, the same lines as on a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ios_bench import gpu_paths
+from ios_core import gpu
+from tests.stream_fakes import TorchQueueDevice
+from tests.test_gpu_nogpu import FakeNVML
+
+gpu.cuda_missing = lambda cudnn=True: None
+gpu.gpu_missing = lambda: None
+gpu_paths.default_device_factory = lambda: (lambda: TorchQueueDevice(0))
+sys.modules["pynvml"] = FakeNVML()
+
+
+if os.environ.get("TEST_GPU_DOCTOR_BREAK"):  # a device computing a wrong average pool
+    class _Broken(TorchQueueDevice):
+        def pool(self, x, out, spec):
+            return super().pool(x, out, type(spec)(spec.kind, spec.kernel, spec.stride, spec.pads, True))
+
+    gpu_paths.default_device_factory = lambda: (lambda: _Broken(0))

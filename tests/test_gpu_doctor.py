@@ -1,0 +1,52 @@
+"""``ios-bench doctor`` on a GPU, without one: its IOS paths (sequential, a forced parallel
+schedule, CUDA-graph replay, a cost-model stage, a clock lock and reset) run in the doctor's
+worker on the fake CUDA device and fake NVML (tests/gpu_doctor_plugin.py), on the coverage
+graph, each printing one line against the oracle."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ios_core import gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = ("sequential", "parallel schedule", "CUDA graph", "cost-model stage", "clock lock")
+
+
+def _doctor(run_cli, monkeypatch, tmp_path, *args):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("IOS_BENCH_PLUGINS", "tests.gpu_doctor_plugin")
+    monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))  # the clock lock's machine-wide files
+    monkeypatch.setattr(gpu, "gpu_missing", lambda: None)
+    return run_cli(["doctor", "--device", "cuda", "--frameworks", "ios", *args])
+
+
+def test_doctor_runs_every_ios_gpu_path_against_the_oracle(run_cli, monkeypatch, tmp_path):
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    assert code == 0, (out, err)
+    assert "cuda paths on coverage, batch 1, against the oracle:" in out
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"  ios (.+?)\s{2,}(ok|WRONG|FAIL|skip)\s+(.*)", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), m.group(3))
+    assert set(rows) == set(PATHS), out
+    for name, (status, detail) in rows.items():
+        assert status == "ok", (name, detail)
+        assert "max rel err" in detail
+    assert re.search(r"(\d+) stream\(s\), (\d+) event", rows["parallel schedule"][1])
+    streams = int(re.search(r"(\d+) stream\(s\)", rows["parallel schedule"][1]).group(1))
+    assert streams >= 2 and "aligned copies" in rows["parallel schedule"][1]
+    assert "replayed" in rows["CUDA graph"][1]
+    assert "estimate" in rows["cost-model stage"][1]
+    assert "locked (GPU 0 at 1410 MHz" in rows["clock lock"][1] and "reset ok" in rows["clock lock"][1]
+
+
+def test_doctor_fails_when_a_path_is_wrong(run_cli, monkeypatch, tmp_path):
+    """The check can fail: a fake device whose pooling forgets count_include_pad."""
+    monkeypatch.setenv("TEST_GPU_DOCTOR_BREAK", "1")
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path, "--no-lock-clocks")
+    assert code == 1, out
+    assert re.search(r"ios parallel schedule\s+WRONG", out), out
+    assert re.search(r"ios clock lock\s+skip\s+not asked", out), out
