@@ -17,10 +17,10 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_SUFFIX = re.compile(r"(?:-|_)cu(?:da)?(\d+)(?:x)?(?:$|-|_)")
