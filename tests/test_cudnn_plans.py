@@ -1,0 +1,128 @@
+"""cuDNN plan choice and reuse (issue 22), without a GPU: every execution plan cuDNN offers is
+built and timed and the fastest kept (not the first heuristic choice: the peers benchmark
+theirs), and a convolution geometry is built once per device, so the measured cost model does
+not rebuild every plan for each stage it times. The cuDNN graph is a recording stand-in for the
+pygraph methods the real one has (tests/test_gpu_api.py checks their names against the
+installed cuDNN Frontend)."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from ios_core.runtime import cuda_device, cuda_kernels
+from ios_core.runtime.cuda import ConvSpec
+
+
+class FakeGraph:
+    """The pygraph calls build_conv makes; plan 1 does not build on this 'GPU'."""
+
+    def __init__(self, plans=3):
+        self.plans, self.built = plans, []
+
+    def validate(self):
+        pass
+
+    def build_operation_graph(self):
+        pass
+
+    def create_execution_plans(self, modes):
+        pass
+
+    def deselect_numeric_notes(self, notes):
+        self.deselected = notes
+
+    def check_support(self):
+        pass
+
+    def get_execution_plan_count(self):
+        return self.plans
+
+    def build_plan_at_index(self, i):
+        if i == 1:
+            raise RuntimeError("cudnnGraphNotSupportedError")
+        self.built.append(i)
+
+    def get_workspace_size_plan_at_index(self, i):
+        return 1000 * (i + 1)
+
+    def get_plan_name_at_index(self, i):
+        return f"eng{i}"
+
+
+@pytest.fixture
+def cudnn(monkeypatch):
+    m = types.SimpleNamespace(heur_mode=types.SimpleNamespace(A="A", FALLBACK="FALLBACK"),
+                              numerical_note=types.SimpleNamespace(TENSOR_CORE="TC", DOWN_CONVERT_INPUTS="DC",
+                                                                   REDUCED_PRECISION_REDUCTION="RPR"))
+    monkeypatch.setitem(__import__("sys").modules, "cudnn", m)
+    graphs = []
+
+    def conv_graph(fused, handle, **geometry):
+        g = FakeGraph()
+        graphs.append((fused, g))
+        return g, {"x": "x", "w": "w", "y": "y", **({"b": "b"} if fused else {})}
+
+    monkeypatch.setattr(cuda_kernels, "conv_graph", conv_graph)
+    return graphs
+
+
+GEOMETRY = dict(n=1, cin=4, h=5, w=5, cout=4, kernel=(3, 3), stride=(1, 1), pads=(1, 1, 1, 1), dilation=(1, 1),
+                groups=1, act="relu", in_stride=None, out_stride=None, out_hw=(5, 5))
+
+
+def test_every_built_plan_is_timed_and_the_fastest_kept(cudnn):
+    timed = []
+
+    def tune(conv):
+        timed.append(sorted(conv.plans))
+        return {0: 2.5, 2: 0.7}
+
+    conv = cuda_kernels.build_conv("handle", tune=tune, **GEOMETRY)
+    assert timed == [[0, 2]]  # plan 1 did not build
+    assert conv.plan == 2 and conv.plan_name == "eng2" and conv.workspace_bytes == 3000 and conv.fused
+    assert cudnn[0][1].deselected == ["TC", "DC", "RPR"]  # fp32 engines only
+
+
+def test_activations_cudnn_does_not_fuse_use_the_unfused_graph(cudnn):
+    conv = cuda_kernels.build_conv("handle", tune=None, **{**GEOMETRY, "act": "hardswish"})
+    assert not conv.fused and [f for f, _ in cudnn] == [False]
+
+
+class Arr:
+    """The few attributes of a CuPy array the device reads."""
+
+    def __init__(self, shape, ptr):
+        self.shape, self.itemsize = tuple(shape), 4
+        self.strides = tuple(int(np.prod(shape[i + 1:])) * 4 for i in range(len(shape)))
+        self.data = types.SimpleNamespace(ptr=ptr)
+
+    def reshape(self, *shape):
+        return Arr(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape, self.data.ptr)
+
+
+def test_a_geometry_is_built_once_per_device(monkeypatch):
+    builds = []
+
+    def build_conv(handle, tune=None, **geometry):
+        builds.append(geometry)
+        return cuda_kernels.Conv(FakeGraph(), {"x": "x", "w": "w", "y": "y", "b": "b"}, 64, True, plan=0)
+
+    monkeypatch.setattr(cuda_device, "build_conv", build_conv)
+    dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+    dev.cp = types.SimpleNamespace(asarray=lambda a: Arr(a.shape, 8192))
+    dev.device = types.SimpleNamespace(synchronize=lambda: None)
+    dev._convs, dev._streams = {}, {}
+    dev._begin()
+    dev.handles, dev.ws_need = ["h0"], [0]
+    spec = ConvSpec(4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "relu")
+    w, b = np.zeros((4, 4, 3, 3), np.float32), np.zeros(4, np.float32)
+    for stage in range(3):  # three stage programs with the same convolution, at other addresses
+        dev.conv(Arr((1, 4, 5, 5), 4096 * (stage + 1)), Arr((1, 4, 5, 5), 65536 * (stage + 1)), 0, w, b, spec)
+    assert len(builds) == 1
+    dev.conv(Arr((1, 4, 5, 5), 4096), Arr((1, 4, 5, 5), 65536), 0, w, b,
+             ConvSpec(4, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "relu"))
+    assert len(builds) == 2
+    assert dev.ws_need == [64] and dev.fused == 4
