@@ -1,6 +1,6 @@
 """Tests that need an NVIDIA GPU (marker ``gpu``; ``make test-gpu``). Without one each skips
 with what is missing. None of these has run in this project's development: no GPU was
-available (see README)."""
+available (see README). ``ios-bench doctor`` runs the same paths with one line each."""
 
 from __future__ import annotations
 
@@ -35,13 +35,16 @@ def _parallel(graph):
 
 
 @pytest.mark.parametrize("cuda_graph", [False, True])
-@pytest.mark.parametrize("which", ["mixed", "sample", "inception_v3"])
+@pytest.mark.parametrize("which", ["mixed", "coverage", "sample", "inception_v3"])
 def test_cuda_runtime_matches_the_oracle(cuda_runtime_ok, which, cuda_graph):
+    from ios_core.models.coverage import coverage_graph, level_schedule
     from ios_core.runtime import make_runtime
 
-    g = mixed_graph() if which == "mixed" else models.get(which)
+    g = mixed_graph() if which == "mixed" else coverage_graph() if which == "coverage" else models.get(which)
     g.init_weights(0)
-    if which != "mixed":
+    if which == "coverage":
+        g = level_schedule(g)  # every op type and attribute, on many streams
+    elif which != "mixed":
         g = _parallel(g)
     for batch in (1, 2):
         rt = make_runtime(g, batch, device="cuda", cuda_graph=cuda_graph)
@@ -69,14 +72,16 @@ def test_cuda_measured_cost_model(cuda_runtime_ok, tmp_path):
     assert gpu["name"] and gpu["driver"] and gpu["cudnn"]
 
 
+@pytest.mark.parametrize("which", ["sample", "coverage"])
 @pytest.mark.parametrize("name", ["tensorrt", "tensorrt-noaux", "torch", "torch-compile", "torch-compile-cudagraphs",
                                   "onnxruntime", "tensorflow", "tensorflow-xla", "tvm", "tvm-cudnn"])
-def test_peers_on_cuda_match_the_oracle(name):
+def test_peers_on_cuda_match_the_oracle(name, which):
     import adapters
+    from ios_core.models.coverage import coverage_graph
 
     adapter = adapters.get(name)
     _need(adapter.available("cuda"))
-    g = models.get("sample").init_weights(0)
+    g = (coverage_graph() if which == "coverage" else models.get("sample")).init_weights(0)
     compiled = adapter.build(g, 2, "cuda")
     x = random_input(g, 2, seed=1)
     chk = compare(compiled.run(x), reference.run(g, x), adapter.tolerance)
