@@ -230,10 +230,21 @@ class INetworkDefinition(Strict):
         self._layers: list = []
         self._inputs: dict = {}
         self._outputs: list = []
+        self._tensors: list = []
         self._cls = classes
 
     def _tensor(self, thunk):
-        return self._cls["ITensor"](thunk)
+        t = self._cls["ITensor"](thunk)
+        self._tensors.append(t)
+        return t
+
+    def _evaluate(self, inputs: dict) -> list:
+        """The outputs for ``inputs`` (name -> array): what an engine built from this network
+        computes (every tensor evaluated afresh)."""
+        FEED.update(inputs)
+        for t in self._tensors:
+            t._value = None
+        return [t.value.numpy() for t in self._outputs]
 
     def _layer(self, kind: str, fn):
         layer = self._cls[kind](self, fn)
@@ -249,6 +260,7 @@ class INetworkDefinition(Strict):
         t = self._tensor(lambda: torch.from_numpy(FEED[name]))
         assert tuple(FEED[name].shape) == tuple(shape), (FEED[name].shape, shape)
         t.name = name
+        self._shapes = {**getattr(self, "_shapes", {}), name: tuple(shape)}
         self._inputs[name] = t
         return t
 
@@ -385,7 +397,81 @@ class Builder(Strict):
 
     def build_serialized_network(self, network, config):
         Builder.built.append((network, config))
-        return b"fake-engine"
+        blob = b"fake-engine-%d" % len(ENGINES)
+        ENGINES[blob] = network
+        return blob
+
+
+ENGINES: dict[bytes, object] = {}  # serialized "engine" -> the network it was built from
+
+
+class Runtime(Strict):
+    TRT = "Runtime"
+
+    def __init__(self, logger):
+        self._logger = logger
+
+    def deserialize_cuda_engine(self, serialized_engine):
+        network = ENGINES.get(bytes(serialized_engine))
+        return None if network is None else self._classes["ICudaEngine"](network, self._enums)
+
+
+class ICudaEngine(Strict):
+    """An engine of one input and one output (the adapter's networks)."""
+
+    TRT = "ICudaEngine"
+
+    def __init__(self, network, enums):
+        self._network, self._enums = network, enums
+        (self._input,) = network._inputs
+        self._output = network._outputs[0]
+        self._output.name = self._output.name or "output"
+
+    @property
+    def num_io_tensors(self):
+        return 1 + len(self._network._outputs)
+
+    @property
+    def num_aux_streams(self):
+        return 0
+
+    def get_tensor_name(self, index):
+        return [self._input, self._output.name][index]
+
+    def get_tensor_shape(self, name):
+        if name == self._input:
+            return self._network._shapes[name]
+        return tuple(self._output.shape)
+
+    def get_tensor_mode(self, name):
+        mode = self._enums["TensorIOMode"]
+        return mode.INPUT if name == self._input else mode.OUTPUT
+
+    def create_execution_context(self):
+        return self._classes["IExecutionContext"](self)
+
+
+class IExecutionContext(Strict):
+    TRT = "IExecutionContext"
+
+    def __init__(self, engine):
+        self._engine = engine
+        self._addresses: dict = {}
+
+    def set_tensor_address(self, name, memory):
+        self._addresses[name] = int(memory)
+        return True
+
+    def execute_async_v3(self, stream_handle):
+        """Reads the input from, and writes the output to, the addresses set (fake CuPy memory)."""
+        e = self._engine
+        x = MEMORY[self._addresses[e._input]]
+        (y,) = e._network._evaluate({e._input: x.copy()})
+        MEMORY[self._addresses[e._output.name]][...] = y
+        return True
+
+
+MEMORY: dict[int, np.ndarray] = {}  # fake device pointer -> its host array (fake_cupy)
 
 
 class Logger(Strict):
@@ -397,7 +483,7 @@ class Logger(Strict):
 
 STANDINS = (Weights, ITensor, ILayer, IConvolutionLayer, IPoolingLayer, IActivationLayer, IReduceLayer, ISliceLayer,
             IElementWiseLayer, IConcatenationLayer, IShuffleLayer, IConstantLayer, IMatrixMultiplyLayer,
-            IResizeLayer, INetworkDefinition, IBuilderConfig, Builder, Logger)
+            IResizeLayer, INetworkDefinition, IBuilderConfig, Builder, Logger, Runtime, ICudaEngine, IExecutionContext)
 _STANDIN = {"value"}  # ITensor.value: how the tests read a tensor (not a TensorRT member)
 
 
@@ -430,13 +516,14 @@ def module(version: str = "10") -> types.ModuleType:
                 continue
             attrs[name] = _missing(base.TRT, version, name)  # the stand-in has it, this version does not
         classes[base.TRT] = type(base.__name__, (base,), attrs)
-    classes["Builder"]._classes = classes
-    classes["Builder"]._enums = enums
+    for name in ("Builder", "Runtime", "ICudaEngine"):
+        classes[name]._classes = classes
+        classes[name]._enums = enums
     classes["Builder"].built = Builder.built
     # severities are class members of the logger (ILogger.Severity, exported)
     for sev in api["enums"].get("ILogger.Severity", ()):
         setattr(classes["Logger"], sev, EnumValue("ILogger.Severity", sev))
-    python_names = {"Builder": "Builder", "Logger": "Logger", "Weights": "Weights"}
+    python_names = {"Builder": "Builder", "Logger": "Logger", "Weights": "Weights", "Runtime": "Runtime"}
     for py, trt_name in python_names.items():
         assert py in api["module"], (version, py)
         setattr(m, py, classes[trt_name])
@@ -445,3 +532,48 @@ def module(version: str = "10") -> types.ModuleType:
         if attr in api["module"]:
             setattr(m, attr, getattr(enums["DataType"], member))
     return m
+
+
+def fake_cupy() -> types.ModuleType:
+    """The few CuPy names the TensorRT adapter's runtime half uses (streams, events, device
+    buffers addressed by pointer), on host memory: enough to run ``TRTCompiled`` on the stand-in."""
+    cp = types.ModuleType("cupy")
+    cp.float32 = np.float32
+    counter = [1 << 20]
+
+    class Array:
+        def __init__(self, shape, dtype):
+            self._a = np.zeros(shape, dtype=dtype)
+            counter[0] += 4096
+            self.data = types.SimpleNamespace(ptr=counter[0])
+            MEMORY[self.data.ptr] = self._a
+            self.shape = self._a.shape
+
+        def set(self, arr, stream=None):
+            self._a[...] = arr
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            counter[0] += 1
+            self.ptr = counter[0]
+
+        def synchronize(self):
+            pass
+
+    class Event:
+        def __init__(self, block=False, disable_timing=False, interprocess=False):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    cp.empty = lambda shape, dtype=np.float32: Array(shape, dtype)
+    cp.asnumpy = lambda a, stream=None, blocking=True: a._a.copy()
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: 1, driverGetVersion=lambda: 12090,
+                                    runtimeGetVersion=lambda: 12090,
+                                    getDeviceProperties=lambda i: {"name": b"Stand-in GPU", "major": 9, "minor": 0})
+    cp.cuda = types.SimpleNamespace(Stream=Stream, Event=Event, get_elapsed_time=lambda a, b: 1.0, runtime=runtime)
+    return cp

@@ -195,7 +195,7 @@ def test_tensorrt_lowering_matches_the_oracle(fake_trt, which):
     x = random_input(graph, batch, seed=1)
     fake_tensorrt.FEED["input"] = x
     engine, info = build_engine(graph, batch, max_aux_streams=0)
-    assert engine == b"fake-engine"
+    assert engine.startswith(b"fake-engine")
     network, config = fake_tensorrt.Builder.built[-1]
     assert info["tf32"] is False and not config.get_flag(fake_trt.BuilderFlag.TF32)
     assert config.max_aux_streams == 0 and info["max_aux_streams"] == 0

@@ -112,6 +112,26 @@ def test_tensorrt_lowers_every_op_and_attribute_like_the_oracle(graph, trt):
     assert info["strongly_typed"] is (trt.__version__.startswith("11"))
 
 
+def test_the_tensorrt_adapter_builds_caches_and_runs_on_the_standin(graph, trt, monkeypatch, tmp_path):
+    """The whole adapter (build, engine cache, deserialize, tensor addresses, execute_async_v3)
+    on the stand-in of each TensorRT version and a host-memory CuPy, against the oracle."""
+    import adapters
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_tensorrt.fake_cupy())
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML: fingerprint() from the fake CuPy only
+    adapter = adapters.get("tensorrt")
+    assert adapter.available("cuda") is None
+    x = random_input(graph, 2, seed=9)
+    fake_tensorrt.FEED["input"] = x
+    ref = reference.run(graph, x)
+    for cached in (False, True):
+        compiled = adapter.build(graph, 2, "cuda", cache=tmp_path)
+        assert compiled.info["engine_cached"] is cached and compiled.info["tf32"] is False
+        chk = compare(compiled.run(x), ref, 1e-4)
+        assert chk.passed, chk.reason
+    assert len(list(tmp_path.glob("*.engine"))) == 1
+
+
 def test_the_standin_raises_for_what_a_version_lacks():
     t11, t10 = fake_tensorrt.module("11"), fake_tensorrt.module("10")
     assert t10.BuilderFlag.FP16.name == "FP16"
