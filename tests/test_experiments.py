@@ -16,7 +16,9 @@ from ios_bench.experiments.base import Context, Experiment
 from ios_bench.plan import Plan, ios_options_problem, ios_options_tag
 from ios_bench.sweep import Sweep
 
-MEASURED = re.compile(r"\d[\d,]*\.?\d* ±\d[\d,]*\.?\d* ✓")  # a median, its spread and a passed check
+# a median, its spread (marked unstable where its rounds differ or were disturbed: a loaded machine)
+# and a passed check
+MEASURED = re.compile(r"\d[\d,]*\.?\d* ±\d[\d,]*\.?\d*(?: \(unstable\))? ✓")
 SPREAD = re.compile(r"\d[\d,]*\.?\d* ?±\d")
 PAPER_EXPERIMENTS = ("schedules", "frameworks", "spec-batch", "spec-device", "prune", "batchsize")
 
