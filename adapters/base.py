@@ -69,6 +69,19 @@ class Adapter:
     precision: str = "fp32"
     options: dict = field(default_factory=dict)
     mode: str = ""  # how the framework executes (eager, ORT_PARALLEL, XLA, ...): shown in reports
+    # How a user keeps several requests in flight with this framework (the LoadGen scenarios,
+    # ios_bench.scenarios.concurrency): "instances" (N programs built with a share of the thread
+    # budget each, one caller thread per program), "shared" (one program, N run calls in flight on
+    # it), "async" (the framework's own asynchronous queue: ``Compiled.in_flight(jobs)``),
+    # "contexts" (a GPU engine with one execution context and stream per request in flight:
+    # ``Compiled.another_context()``), or None (cannot; ``concurrency_note`` says why).
+    concurrency: str | None = "instances"
+    concurrency_note: str = ""
+
+    def in_flight_options(self, instances: int) -> dict:
+        """Build options that configure the framework for ``instances`` requests in flight, as its
+        users do (OpenVINO's throughput hint and stream count, TensorFlow's inter-op pool)."""
+        return {}
 
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:

@@ -153,6 +153,9 @@ SEQUENTIAL = OnnxRuntime(
     tolerance=1e-3,
     options={"execution_mode": "sequential"},
     mode="ORT_SEQUENTIAL",
+    # several run calls in flight on one session (InferenceSession.run is thread-safe), its
+    # intra-op pool sized to each caller's share of the thread budget
+    concurrency="shared",
 )
 
 PARALLEL = OnnxRuntime(
@@ -162,4 +165,5 @@ PARALLEL = OnnxRuntime(
     tolerance=1e-3,
     options={"execution_mode": "parallel"},
     mode="ORT_PARALLEL",
+    concurrency="shared",
 )

@@ -38,6 +38,13 @@ class OVCompiled(Compiled):
     def finish(self, out) -> np.ndarray:
         return np.array(out, dtype=np.float32, copy=True)  # the request's buffer is reused next call
 
+    def in_flight(self, jobs: int):
+        """OpenVINO's own way to keep ``jobs`` requests in flight: an ``AsyncInferQueue`` of that
+        many infer requests over this compiled model (as ``benchmark_app`` does in throughput mode)."""
+        import openvino as ov
+
+        return ov.AsyncInferQueue(self.compiled_model, jobs)
+
 
 _LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
 
@@ -56,8 +63,12 @@ def _prop(compiled_model, key: str):
 
 
 class OpenVINO(Adapter):
+    def in_flight_options(self, instances: int) -> dict:
+        """benchmark_app's throughput mode: the THROUGHPUT hint with one stream per request in flight."""
+        return {"performance_hint": "THROUGHPUT", "num_streams": instances}
+
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
-               performance_hint="LATENCY"):
+               performance_hint="LATENCY", num_streams=None):
         import openvino as ov
 
         n = resolve_threads(threads)
@@ -72,6 +83,8 @@ class OpenVINO(Adapter):
             ov_model = core.read_model(str(path))
             config = {"PERFORMANCE_HINT": performance_hint, "INFERENCE_PRECISION_HINT": precision,
                       "INFERENCE_NUM_THREADS": str(n)}
+            if num_streams is not None:
+                config["NUM_STREAMS"] = str(int(num_streams))
             compiled_model = core.compile_model(ov_model, "CPU", config)
         got = _prop(compiled_model, "INFERENCE_PRECISION_HINT")
         info = {
@@ -94,4 +107,5 @@ OPENVINO = OpenVINO(
     description="OpenVINO CPU plugin on the exported ONNX model, latency hint, f32 forced",
     requires=("openvino", "onnx"),
     tolerance=1e-3,
+    concurrency="async",
 )

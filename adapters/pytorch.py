@@ -390,4 +390,7 @@ COMPILE_CUDAGRAPHS = TorchCompile(
     devices=("cuda",),
     tolerance=1e-3,
     options={"mode": "reduce-overhead"},
+    concurrency=None,
+    concurrency_note="its CUDA graphs replay into static buffers captured once per process: requests in flight "
+                     "would overwrite each other's input and output",
 )

@@ -269,6 +269,11 @@ class TFCompiled(Compiled):
 
 
 class TensorFlow(Adapter):
+    def in_flight_options(self, instances: int) -> dict:
+        """N tf.function calls in flight need N inter-op threads (TensorFlow's pools are per process:
+        the intra-op pool is the per-instance share, the inter-op pool runs the N graphs)."""
+        return {"inter_op_threads": instances} if instances > 1 else {}
+
     def available(self, device: str = "cpu") -> str | None:
         reason = super().available(device)
         if reason is None and device.startswith("cuda"):

@@ -302,8 +302,6 @@ class TRTCompiled(Compiled):
         import cupy
         import tensorrt as trt
 
-        from ios_core.gpu import CudaEventTimer
-
         super().__init__(info)
         self.cupy = cupy
         self.logger = trt.Logger(trt.Logger.WARNING)
@@ -311,6 +309,15 @@ class TRTCompiled(Compiled):
         self.engine = self.runtime.deserialize_cuda_engine(engine_bytes)
         if self.engine is None:
             raise RuntimeError("TensorRT could not deserialize the engine")
+        self._bind()
+
+    def _bind(self) -> None:
+        """An execution context on the engine, with its own stream and I/O buffers."""
+        import cupy
+        import tensorrt as trt
+
+        from ios_core.gpu import CudaEventTimer
+
         self.context = self.engine.create_execution_context()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.buffers = {}
@@ -327,6 +334,16 @@ class TRTCompiled(Compiled):
                 self.output_name = name
         self.info["aux_streams_used"] = getattr(self.engine, "num_aux_streams", None)
         self._timer = CudaEventTimer(self.stream)
+
+    def another_context(self) -> TRTCompiled:
+        """One more execution context on the same engine, with its own CUDA stream and buffers:
+        TensorRT's way to keep several requests in flight (``trtexec --streams=N``). Written against
+        TensorRT's documented API; not run on a GPU in this project."""
+        other = object.__new__(TRTCompiled)
+        Compiled.__init__(other, dict(self.info))
+        other.cupy, other.logger, other.runtime, other.engine = self.cupy, self.logger, self.runtime, self.engine
+        other._bind()
+        return other
 
     def prepare(self, x: np.ndarray):
         buf = self.buffers[self.input_name]
@@ -414,6 +431,7 @@ TENSORRT = TensorRTAdapter(
     requires=("tensorrt",),
     devices=("cuda",),
     tolerance=1e-3,
+    concurrency="contexts",
 )
 
 TENSORRT_NOAUX = TensorRTAdapter(
@@ -423,4 +441,5 @@ TENSORRT_NOAUX = TensorRTAdapter(
     devices=("cuda",),
     tolerance=1e-3,
     options={"max_aux_streams": 0},
+    concurrency="contexts",
 )

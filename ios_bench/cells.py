@@ -58,14 +58,26 @@ class Cell:
     skip_reason: str | None = None  # known before running (framework unavailable here)
     nodes: list[str] | None = None  # ids of the nodes that can run it (None: any offering the device)
     provider: str | None = None  # IOS cells: the runtime's kernel provider
+    # LoadGen scenario cells (ios_bench.scenarios): the scenario, instances in flight and threads each
+    scenario: str | None = None
+    instances: int | None = None
+    instance_threads: int | None = None
+
+    @property
+    def variant(self) -> str | None:
+        """``offline:2x1`` for a scenario cell (part of its key), None for a latency cell."""
+        if not self.scenario:
+            return None
+        return f"{self.scenario}:{self.instances}x{self.instance_threads}"
 
     @property
     def key(self) -> str:
-        return cell_key(self.model, self.batch_size, self.framework, self.device)
+        return cell_key(self.model, self.batch_size, self.framework, self.device, self.variant)
 
     @property
     def file_stem(self) -> str:
-        return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}")
+        tail = f"-{self.scenario}-{self.instances}x{self.instance_threads}" if self.scenario else ""
+        return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}{tail}")
 
 
 @dataclass
@@ -101,6 +113,10 @@ class CellSpec:
     source_error: str | None = None  # ... or why onnxruntime could not run it (independent_check)
     util_path: str | None = None
     options: dict = field(default_factory=dict)  # adapter build options
+    # a LoadGen scenario (ios_bench.scenarios.round): name, settings, instances, logs folder (run-relative)
+    scenario: dict | None = None
+    loadgen_path: str | None = None  # where LoadGen writes this round's logs
+    qsl_path: str | None = None  # the query sample library (seeded inputs and the oracle's outputs)
     task: str = "cell"
 
     def to_dict(self) -> dict:
@@ -136,6 +152,10 @@ def describe(record: dict) -> str:
     interval over rounds, the between-round spread, rounds used and disturbed, peak memory, the
     output check, and an ``UNSTABLE`` flag where the rounds disagree."""
     head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
+    if record.get("scenario") and record["status"] in ("ok", "wrong"):
+        from .scenarios.summary import describe_scenario
+
+        return describe_scenario(record, head)
     if record["status"] in ("ok", "wrong"):
         check = record.get("check") or {}
         mark = ("output ok" if record["status"] == "ok" else

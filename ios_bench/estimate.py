@@ -72,6 +72,8 @@ class History:
     def add(self, rec: dict, run: str | None = None) -> None:
         if rec.get("status") not in ("ok", "wrong") or not isinstance(rec.get("median_ms"), (int, float)):
             return
+        if rec.get("scenario"):  # a LoadGen cell's latencies are under load, its rounds LoadGen tests: not a model
+            return
         key = (rec["model"], int(rec["batch_size"]), rec["framework"])
         self.latency_ms[key] = float(rec["median_ms"])
         lat = rec["median_ms"] / 1000

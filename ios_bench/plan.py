@@ -88,6 +88,13 @@ class Plan:
     time_budget: float | None = None
     round_seed: int = 0
     max_reruns: int = 2  # per cell: disturbed rounds measured again at most this often
+    # the measurement scenario (ios_bench.scenarios; docs/scenarios.md): "latency" (the protocol
+    # above) or a LoadGen scenario; its settings' overrides, the reduced --quick form, and the
+    # instance counts searched (None: 1..threads)
+    scenario: str = "latency"
+    scenario_settings: dict = field(default_factory=dict)
+    quick: bool = False
+    instances: list[int] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -110,6 +117,11 @@ class Plan:
                 raise InputError(f"field {name!r} is {str(value)[:40]!r}, expected {what}")
             kwargs[name] = value
         plan = cls(**kwargs)
+        from .scenarios.settings import settings_problem
+
+        problem = settings_problem(plan.scenario, plan.scenario_settings)
+        if problem:
+            raise InputError(f"field 'scenario_settings': {problem}")
         if base is not None:
             plan.models = [_from_base(m, Path(base)) for m in plan.models]
         return plan
@@ -162,7 +174,18 @@ _PLAN_TYPES = {
     "time_budget": (lambda v: v is None or _is_num(v) and v > 0, "null or a positive number of seconds"),
     "round_seed": (_is_int, "an integer"),
     "max_reruns": (lambda v: _is_int(v, 0) and v <= MAX_ROUNDS, f"an integer from 0 to {MAX_ROUNDS}"),
+    "scenario": (lambda v: v in _scenarios(), "one of latency, single-stream, multi-stream, offline, server"),
+    "scenario_settings": (lambda v: isinstance(v, dict), "an object of scenario settings"),
+    "quick": (lambda v: isinstance(v, bool), "true or false"),
+    "instances": (lambda v: v is None or isinstance(v, list) and bool(v) and all(_is_int(n, 1) for n in v),
+                  "null or a list of positive integers"),
 }
+
+
+def _scenarios() -> tuple[str, ...]:
+    from .scenarios import SCENARIOS
+
+    return SCENARIOS
 
 # The IOS optimizer settings a sweep may fix for its IOS cells (Plan.ios_options):
 #   optimize_batch    the batch size the schedule is optimized for (default: the cell's own); a

@@ -83,6 +83,30 @@ FIELDS: tuple[Field, ...] = (
     Field("log", "text", column=False),
     Field("wall_seconds", "number", column=False),
     Field("attempt", "int", column=False),
+    # LoadGen scenarios (ios_bench.scenarios; docs/scenarios.md): absent on latency cells
+    Field("scenario", "text", doc="the LoadGen scenario (single-stream, multi-stream, offline, server)"),
+    Field("variant", "text", doc="scenario:INSTANCESxTHREADS, part of the cell key"),
+    Field("instances", "int", doc="requests in flight (programs, streams or run calls)"),
+    Field("instance_threads", "int", doc="threads per instance (the budget's share)"),
+    Field("reduced", "text", doc="why the scenario's settings are reduced (--quick), else absent"),
+    Field("scenario_figure", "number", doc="the scenario's figure over undisturbed rounds (median): single-stream "
+                                           "and multi-stream its target-percentile latency (ms), offline samples/s, "
+                                           "server the highest valid QPS"),
+    Field("scenario_unit", "text", doc="ms, samples/s or QPS"),
+    Field("scenario_cv", "number", doc="between-round spread of the scenario's figure"),
+    Field("scenario_valid", "bool", doc="LoadGen judged every round used VALID (server: found a valid QPS)"),
+    Field("loadgen", "object", flatten=(("valid", "loadgen_valid"), ("invalid_reason", "loadgen_invalid_reason"),
+                                        ("samples_per_s", "loadgen_samples_per_s"),
+                                        ("completed_qps", "loadgen_qps"),
+                                        ("target_latency_ms", "loadgen_target_latency_ms"),
+                                        ("p50_ms", "loadgen_p50_ms"), ("p90_ms", "loadgen_p90_ms"),
+                                        ("p99_ms", "loadgen_p99_ms"), ("max_ms", "loadgen_max_ms"),
+                                        ("query_count", "loadgen_query_count"), ("duration_s", "loadgen_duration_s"),
+                                        ("logs", "loadgen_logs")),
+          doc="LoadGen's own result (its summary and detail logs) of the round the figure is nearest to"),
+    Field("server", "object", column=False, doc="server: the latency bound, where it came from, every try"),
+    Field("scenario_settings", "object", column=False, doc="what LoadGen was asked for"),
+    Field("concurrency", "object", column=False, doc="how requests were kept in flight (kind, instances, threads)"),
 )
 BY_NAME = {f.name: f for f in FIELDS}
 
@@ -91,7 +115,8 @@ _ROUND_KEYS = ("reason", "stderr_tail", "samples_ms", "median_ms", "std_ms", "p1
                "warmup", "calls", "check", "interference", "disturbed", "sequential_ms", "info", "build_seconds",
                "precision", "precision_requested", "framework_version", "clock", "stages", "torch_threads",
                "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads", "clocks",
-               "utilization", "affinity", "returncode", "pid", "independent_check")
+               "utilization", "affinity", "returncode", "pid", "independent_check",
+               "loadgen", "server", "concurrency", "estimate_ms", "first_try")
 
 
 def round_fields() -> tuple[str, ...]:

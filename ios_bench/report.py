@@ -653,6 +653,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     run_folder, out = Path(run_folder), Path(out)
     df, env, problems = load_run(run_folder)
     check_writable(out)
+    from .scenarios import report as scenario_report
     name = run_folder.name
     sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str)])
     summary = (f"{len(df)} cells: {int((df['status'] == 'ok').sum())} ok, {int((df['status'] == 'failed').sum())} "
@@ -688,6 +689,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                               f"{_fmt(_num(r['sequential_ms']))} ms sequential)"))
     sections.append(("Summary", intro))
     styles = series_styles(framework_order(df))  # one style per series across every plot
+    full = df
+    if "scenario" in df.columns:  # LoadGen scenario cells have their own sections; the tables below are latency's
+        df = df[df["scenario"].isna()].reset_index(drop=True)
     places = by_place(df)  # device kind, and node when the run used more than one
     across = [t for bs in sorted(set(places["batch_size"])) if (t := across_table(places, bs))]
     if across:
@@ -715,6 +719,10 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                 items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
         if items:
             sections.append((f"{device}: latency and throughput vs batch size", items))
+    if full is not df:
+        scen = [r for r in read_records(run_folder, on_problem=lambda m: None) if r.get("scenario")]
+        sections += scenario_report.sections(scen, out, styles, Table)
+    df = full  # every cell from here on
     config = config_table(df)
     if config:
         sections.append(("Configuration", [config]))

@@ -39,8 +39,10 @@ def results_path(path: str | os.PathLike) -> Path:
     return p
 
 
-def cell_key(model: str, batch_size: int, framework: str, device: str) -> str:
-    return f"{model}|b{batch_size}|{framework}|{device}"
+def cell_key(model: str, batch_size: int, framework: str, device: str, variant: str | None = None) -> str:
+    """``model|bBATCH|framework|device``; a LoadGen scenario's cell adds its scenario and
+    configuration: ``...|device|offline:2x1`` (``ios_bench.scenarios.concurrency.variant``)."""
+    return f"{model}|b{batch_size}|{framework}|{device}" + (f"|{variant}" if variant else "")
 
 
 TIMING_FIELDS = _record.timed()  # required where a cell was timed
@@ -64,7 +66,7 @@ def check_record(rec) -> str | None:
         absent = [k for k in TIMING_FIELDS if rec.get(k) is None]
         if absent or rec.get("check") is None:
             return f"a timed cell without {', '.join(absent + ['check'] * (rec.get('check') is None))}"
-    if rec["cell"] != cell_key(rec["model"], rec["batch_size"], rec["framework"], rec["device"]):
+    if rec["cell"] != cell_key(rec["model"], rec["batch_size"], rec["framework"], rec["device"], rec.get("variant")):
         return "cell key does not match its fields"
     return None
 

@@ -65,6 +65,9 @@ from .rounds import (
     usual_canary,
 )
 from .runfolder import RunFolder, check_writable, npy_ok, read_json
+from .scenarios import LATENCY
+from .scenarios import cells as scenario_cells
+from .scenarios import summary as scenario_summary
 
 WORKER_START_S = 1.0  # the stated cost model of a round's fixed part (a fresh process, imports)
 
@@ -288,6 +291,10 @@ class Sweep:
                         for prov in self._providers(probe, device):
                             cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
                                               1.0, reason, ios_nodes, provider=prov))
+        if plan.scenario != LATENCY:  # one cell per instance/thread configuration (ios_bench.scenarios)
+            cells, notes, self._scenario_refusals = scenario_cells.expand(
+                cells, plan, {d: (probes.get(d) or {}).get("adapters") or {} for d in plan.devices})
+            self.notes += [n for n in notes if n not in self.notes]
         return cells
 
     def show_placement(self, cells: list[Cell]) -> None:
@@ -314,6 +321,8 @@ class Sweep:
         model = estimate.Model(hist, {n: g.macs() for n, g in named.items()},
                                {n: g.num_operators() for n, g in named.items()}, warmup=plan.warmup,
                                repeat=plan.repeat * plan.number, min_sample_ms=plan.min_sample_ms or 0.0)
+        if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
+            model = scenario_cells.RoundEstimate(model, plan)
         rounds = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
         searches = {(c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER) for c in cells
@@ -434,6 +443,12 @@ class Sweep:
             self._write_node_envs()
             env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
             cells = self.plan_cells(probes, graphs)
+            if getattr(self, "_scenario_refusals", None) and not self.resume:
+                if fresh:  # bad input: the framework named cannot run the scenario; nothing is kept
+                    import shutil
+
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                raise InputError("; ".join(self._scenario_refusals))
             gpus = [d for d in self.plan.devices if device_kind(d) != "cpu"]
             if gpus and not self.resume and all(c.skip_reason for c in cells):
                 # nothing at all would run (a GPU sweep without what it needs): say what is missing
@@ -545,8 +560,11 @@ class Sweep:
         for (model, bs), model_spec in wanted.items():
             meta = read_json(self.folder / ref_file(model, bs, "json"),
                              lambda m: self.say(f"[yellow]warning:[/] {m}; computing it again"))
+            qsl = scenario_cells.qsl_file(model, bs) if self.plan.scenario != LATENCY else None
             if (meta and meta.get("status") == "ok" and npy_ok(self.folder / ref_file(model, bs))
-                    and npy_ok(self.folder / ref_file(model, bs, "input.npy"))):
+                    and npy_ok(self.folder / ref_file(model, bs, "input.npy"))
+                    and (qsl is None or (meta.get("qsl") or {}).get("size") == self._qsl_size()
+                         and (self.folder / qsl).is_file())):
                 out[(model, bs)] = meta
                 continue
             stem = safe_name(f"{model}-b{bs}")
@@ -555,10 +573,13 @@ class Sweep:
                     "input_paths": [ref_file(model, bs, "input.npy")],
                     "seed": self.plan.seed, "input_seed": self.plan.input_seed,
                     "result_path": f"work/{stem}.ref-result.json"}
+            if qsl is not None:  # a LoadGen scenario's query sample library (seeded inputs, oracle outputs)
+                spec.update(qsl_size=self._qsl_size(), qsl_paths=[qsl])
             inputs = self._model_inputs(spec, model_spec)
             tasks.append(Task(f"reference:{model}:b{bs}", spec, f"logs/{stem}.reference.log", self.plan.timeout,
                               "cpu", self.plan.threads, inputs=inputs,
-                              outputs=spec["ref_paths"] + spec["input_paths"] + [ref_file(model, bs, "source.npy")],
+                              outputs=spec["ref_paths"] + spec["input_paths"] + [ref_file(model, bs, "source.npy")]
+                              + spec.get("qsl_paths", []),
                               payload=(model, bs)))
         for task, res in zip(tasks, self.executor.probe(tasks) if tasks else []):
             model, bs = task.payload
@@ -575,6 +596,9 @@ class Sweep:
                         "peak_rss_mib": res.get("peak_rss_mib")}
             out[(model, bs)] = meta
         return out
+
+    def _qsl_size(self) -> int:
+        return int(scenario_cells.settings_of(self.plan, self.plan.scenario)["qsl_size"])
 
     def _schedule_path(self, cell: Cell) -> str:
         opts = self.plan.ios_options or {}
@@ -697,6 +721,9 @@ class Sweep:
             width = 1 if self.executor.name == "local" else max(1, len(self.executor.nodes))
             names = list(groups)
             self._t_measure = time.monotonic()
+            self._bounds: dict = {}  # a Server sweep's latency bounds, from its single-stream cells (resumed ones too)
+            if scenario_cells.needs_bound_cells(self.plan):
+                self._bounds = scenario_cells.bounds_from(self.store.latest(on_problem=lambda m: None), self.plan)
             for i in range(0, len(names), width):
                 wave = {g: groups[g] for g in names[i:i + width]}
                 self.check_time(f"{', '.join(wave)}".replace("|", " "))
@@ -705,12 +732,24 @@ class Sweep:
                     store(cell, {**self._record(cell), "status": "skipped", "reason": too_big[cell.key],
                                  "finished": _now()})
                 wave = {g: [c for c in cs if c.key not in too_big] for g, cs in wave.items()}
-                for cell, record in self._measure({g: cs for g, cs in wave.items() if cs}, refs, observe):
-                    store(cell, record)
+                for phase in self._phases({g: cs for g, cs in wave.items() if cs}):
+                    for cell, record in self._measure(phase, refs, observe):
+                        store(cell, record)
+                        if record.get("scenario") == "single-stream":
+                            self._bounds.update(scenario_cells.bounds_from({cell.key: record}, self.plan))
             stats["missing"] = len(self._missing)
             if self._missing:
                 self.say(f"[yellow]{len(self._missing)} cells not run[/] (their nodes were lost and no other node can "
                          f"run them): continue with: ios-bench run --resume --out {term(self.folder)}")
+
+    def _phases(self, wave: dict[str, list[Cell]]) -> list[dict[str, list[Cell]]]:
+        """The cells of a wave in the order they must run: a Server sweep's single-stream cells
+        (whose p90 bounds the server cells' latency) first, then the rest; otherwise one phase."""
+        if not scenario_cells.needs_bound_cells(self.plan):
+            return [wave]
+        first = {g: [c for c in cs if c.scenario == "single-stream"] for g, cs in wave.items()}
+        rest = {g: [c for c in cs if c.scenario != "single-stream"] for g, cs in wave.items()}
+        return [{g: cs for g, cs in phase.items() if cs} for phase in (first, rest)]
 
     @staticmethod
     def _group(cell: Cell) -> str:
@@ -731,6 +770,12 @@ class Sweep:
             done.append((cell, {**self._record(cell), "status": "failed", "reason": info["failed"],
                                 "stderr_tail": info.get("stderr_tail", ""), "finished": _now()}))
         cells = [c for c in cells if not (c.schedule and "failed" in scheds[c.key])]
+        for cell in [c for c in cells if c.scenario == "server" and scenario_cells.needs_bound_cells(plan)]:
+            bound = self._bounds.get(scenario_cells.bound_key(cell), "no single-stream cell was measured")
+            if isinstance(bound, str):
+                done.append((cell, {**self._record(cell), "status": "failed", "reason": bound, "finished": _now()}))
+        cells = [c for c in cells if not (c.scenario == "server" and scenario_cells.needs_bound_cells(plan)
+                                          and isinstance(self._bounds.get(scenario_cells.bound_key(c), ""), str))]
         same = self._same_schedules(cells, scheds)
         measured = [c for c in cells if c.key not in same]
         rounds = {c.key: self.run_folder.rounds(c.key) for c in measured}
@@ -830,7 +875,7 @@ class Sweep:
         for c in cells:
             h = (scheds.get(c.key) or {}).get("hash") if c.schedule else None
             if h:
-                by_id.setdefault((self._group(c), c.provider, h), []).append(c)
+                by_id.setdefault((self._group(c), c.provider, h, c.variant), []).append(c)
         for members in by_id.values():
             if len(members) < 2:
                 continue
@@ -870,8 +915,15 @@ class Sweep:
                         schedule_path=sched["path"])
             base = sched["path"][: -len(".json")]
             inputs += [p for p in (sched["path"], base + ".npz") if (self.folder / p).exists()]
-            if cell.schedule != "sequential" and not self._has_sequential_cell(cell):
+            if cell.schedule != "sequential" and not self._has_sequential_cell(cell) and not cell.scenario:
                 spec["sequential_baseline"] = True
+        if cell.scenario:  # a LoadGen scenario's round (ios_bench.scenarios.round)
+            extra = scenario_cells.round_spec(cell, plan, index, getattr(self, "_bounds", {}).get(
+                scenario_cells.bound_key(cell)) if cell.scenario == "server" else None)
+            spec.update(scenario=extra["scenario"], loadgen_path=extra["loadgen_path"],
+                        qsl_path=scenario_cells.qsl_file(cell.model, cell.batch_size))
+            inputs.append(spec["qsl_path"])
+            outputs += extra["outputs"]
         CellSpec.from_dict(spec)  # the spec stays one the worker reads
         return Task(f"{cell.key}#r{index}", spec, f"logs/{stem}.r{index}.log", plan.timeout, cell.device,
                     plan.threads, inputs, outputs, cell.nodes, group=self._group(cell),
@@ -907,7 +959,8 @@ class Sweep:
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": _now(),
                 "round_seed": plan.round_seed,
                 **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
-                **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {})}
+                **({"attempt": self._attempts[cell.key] + 1} if cell.key in getattr(self, "_attempts", {}) else {}),
+                **scenario_cells.record_fields(cell, plan)}
 
     def _cell_record(self, cell: Cell, rounds: list[dict], sched: dict | None, stopped: dict | None) -> dict:
         """A cell's record from its rounds: the figure over the undisturbed ones, every round kept."""
@@ -957,9 +1010,18 @@ class Sweep:
             record["sequential_ms"] = float(sorted(seq)[len(seq) // 2])
             record["sequential_from"] = "timed in the same workers, after the schedule"
         bs = cell.batch_size
-        record["throughput"] = bs * 1000.0 / record["median_ms"]
-        record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
-        record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
+        if cell.scenario:  # LoadGen's figures over rounds; its verdict kept (ios_bench.scenarios.summary)
+            for key in ("concurrency",):
+                if key in last:
+                    record[key] = last[key]
+            record["percentiles_over"] = "the SUT's per-sample latencies (IssueQuery to completion)"
+            record.update(scenario_summary.scenario_fields(cell.scenario, rounds, bs))
+            record["unstable"] = scenario_summary.unstable_reason(record) or (
+                record.get("unstable") if not record.get("rounds_used") else None)
+        else:
+            record["throughput"] = bs * 1000.0 / record["median_ms"]
+            record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
+            record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
         record["status"] = "ok" if record["check"].get("passed") else "wrong"
         return record
 
@@ -976,7 +1038,7 @@ class Sweep:
         """IOS cells: ``sequential_ms`` (the sequential schedule on the same provider, measured in the
         same interleaved rounds), the speedup over it, and the estimate's error."""
         for rec in records.values():
-            if rec.get("kind") != "ios" or rec.get("status") not in ("ok", "wrong"):
+            if rec.get("kind") != "ios" or rec.get("status") not in ("ok", "wrong") or rec.get("scenario"):
                 continue
             seq_key = rec["cell"].replace(rec["framework"], schedule_key("sequential", rec["provider"]))
             seq = records.get(seq_key)

@@ -80,7 +80,9 @@ def task_probe(spec: dict) -> dict:
             a = adapters.get(name)
             reason = a.available(spec["device"])
             out[name] = {"reason": reason, "version": a.version(), "precision": getattr(a, "precision", None),
-                         "devices": list(getattr(a, "devices", ()))}
+                         "devices": list(getattr(a, "devices", ())),
+                         "concurrency": getattr(a, "concurrency", "instances"),
+                         "concurrency_note": getattr(a, "concurrency_note", "")}
         except Exception as e:
             out[name] = {"reason": f"{type(e).__name__}: {e}", "version": None}
     extras = {}
@@ -149,11 +151,32 @@ def task_reference(spec: dict) -> dict:
                 meta.update(source=source, source_ref_path=src_path, source_check=compare(y, ys, 1e-4).to_dict())
         for arr, target in arrays:
             atomic_write(target, lambda f, arr=arr: np.save(f, arr))
+        if spec.get("qsl_size"):  # a LoadGen scenario's query sample library, beside the oracle's outputs
+            meta["qsl"] = _save_qsl(graph, bs, spec, spec["qsl_paths"][spec["batch_sizes"].index(bs)], x, y)
         out[str(bs)] = meta
     # the model's memory figures the sweep's pre-check reads (ios_bench.estimate)
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
             "params": graph.params(), "operators": graph.num_operators(),
             "activation_mib": reference.activation_bytes(graph) / 2**20, "weights_mib": graph.params() * 4 / 2**20}
+
+
+def _save_qsl(graph, bs: int, spec: dict, path: str, x, y) -> dict:
+    """The query sample library of a LoadGen scenario: ``qsl_size`` seeded inputs (sample i is
+    ``random_input(graph, bs, seed=input_seed + i)``; sample 0 is the cells' one input) and the
+    oracle's output of each, in one ``.npz`` (``inputs``, ``outputs``)."""
+    import numpy as np
+
+    from ios_core import reference
+    from ios_core.atomic import atomic_write
+    from ios_core.reference import random_input
+
+    xs, ys = [x], [y]
+    for i in range(1, int(spec["qsl_size"])):
+        xi = random_input(graph, bs, seed=spec["input_seed"] + i)
+        xs.append(xi)
+        ys.append(reference.run(graph, xi))
+    atomic_write(path, lambda f: np.savez(f, inputs=np.stack(xs), outputs=np.stack(ys)))
+    return {"path": path, "size": len(xs)}
 
 
 def task_doctor(spec: dict) -> dict:
@@ -395,22 +418,26 @@ def task_cell(spec: dict, result: dict) -> dict:
         result.pop("phase", None)
         result.update(status="skipped", reason=reason)
         return result
+    # The tolerance follows the precision the sweep asked for, never the one the engine reports
+    # (nor a looser tolerance it declares): an engine that ignores the request fails the cell.
+    requested = spec.get("precision") or "fp32"
+    result["precision_requested"] = requested
+    tol = min(tolerance_for(requested), adapter.tolerance)  # an adapter may only tighten it
+    if spec.get("scenario"):  # a LoadGen scenario: its own round (ios_bench.scenarios.round)
+        from .scenarios.round import run_round
+
+        return run_round(spec, result, adapter, graph, options, tol,
+                         lambda a, info: precision_problem(a, info, requested))
     result["phase"] = "build"
     compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **options)
     info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
-    # The tolerance follows the precision the sweep asked for, never the one the engine reports
-    # (nor a looser tolerance it declares): an engine that ignores the request fails the cell.
-    requested = spec.get("precision") or "fp32"
-    result["precision_requested"] = requested
-    got = info.get("precision") or adapter.precision
-    if got != requested:
+    problem = precision_problem(adapter, info, requested)
+    if problem:
         result.pop("phase", None)
-        result.update(status="failed", reason=f"precision: asked for {requested}, {adapter.name} computes in {got}"
-                      + (f" ({info['precision_note']})" if info.get("precision_note") else ""))
+        result.update(status="failed", reason=problem)
         return result
-    tol = min(tolerance_for(requested), adapter.tolerance)  # an adapter may only tighten it
     result["phase"] = "input"
     x = np.load(spec["input_path"])
     sha = hashlib.sha1(x.tobytes()).hexdigest()
@@ -453,6 +480,16 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["status"] = "ok" if result["check"]["passed"] else "wrong"
     result.pop("phase", None)
     return result
+
+
+def precision_problem(adapter, info: dict, requested: str) -> str | None:
+    """Why a built program fails its cell on precision (it computes in another precision than the
+    sweep asked for), or None."""
+    got = info.get("precision") or adapter.precision
+    if got != requested:
+        return (f"precision: asked for {requested}, {adapter.name} computes in {got}"
+                + (f" ({info['precision_note']})" if info.get("precision_note") else ""))
+    return None
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..escape import term
 from ..executors import make_executor, parse_device
 from ..loading import parse_int_list, parse_list
-from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads
+from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
 from ..outputs import check_report_folder, check_run_folder
 from ..plan import (
     DEFAULT_MODELS,
@@ -27,6 +27,7 @@ from ..plan import (
 from ..plan import ios_providers as ios_providers_registry
 from ..rounds import AUTO
 from ..runfolder import PLAN_FILE, default_run_name, latest_run
+from ..scenarios import LATENCY, SCENARIOS
 from ..sweep import Sweep
 
 # option name -> Plan field
@@ -39,7 +40,8 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "executor": "executor", "ray_address": "ray_address",
                  "adapter_option": "adapter_options", "sample_utilization": "sample_utilization",
                  "rounds": "rounds", "target_ci": "target_ci", "time_budget": "time_budget",
-                 "round_seed": "round_seed"}
+                 "round_seed": "round_seed", "scenario": "scenario", "scenario_setting": "scenario_settings",
+                 "quick": "quick", "instances": "instances"}
 
 
 def parse_adapter_options(items: tuple[str, ...]) -> dict:
@@ -119,6 +121,41 @@ def parse_rounds(text: str) -> int | str:
     return n
 
 
+def parse_scenario_settings(items: tuple[str, ...], scenario: str, quick: bool) -> dict:
+    """``KEY=VALUE`` (repeatable) -> the scenario's overrides, each checked against the scenario
+    (``ios_bench.scenarios.settings``); also checks that LoadGen is installed."""
+    from ..scenarios import LATENCY, loadgen_problem
+    from ..scenarios.settings import settings_for
+
+    if scenario == LATENCY:
+        if items:
+            raise InputError("--scenario-setting needs a LoadGen scenario (--scenario single-stream, multi-stream, "
+                             "offline or server)")
+        return {}
+    problem = loadgen_problem()
+    if problem:
+        raise InputError(f"--scenario {scenario}: {problem}")
+    out: dict = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not (eq and key.strip()):
+            raise InputError(f"bad --scenario-setting {item!r}: expected KEY=VALUE, e.g. min_query_count=256")
+        try:
+            value = finite_json(raw)
+        except ValueError:
+            value = raw.strip()
+        out[key.strip()] = value
+    settings_for(scenario, quick, out)  # every override checked (InputError naming it)
+    return out
+
+
+def parse_instances(text: str | None) -> list[int] | None:
+    """``--instances 1,2`` or ``auto`` (None: every count from 1 to the thread budget)."""
+    if text is None or text.strip().lower() == "auto":
+        return None
+    return parse_int_list(text, "instance count")
+
+
 def parse_schedules(text: str) -> list[str]:
     if text.strip() == "none":
         return []
@@ -192,11 +229,21 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--sample-utilization", is_flag=True,
               help="Sample per-core CPU utilization during each cell's timed loop: util/<cell>.json and a "
                    "summary in the record (docs/harness.md).")
+@click.option("--scenario", type=click.Choice(SCENARIOS), default=LATENCY, show_default=True,
+              help="What to measure: latency (one request at a time, the harness's own protocol) or an MLPerf "
+                   "LoadGen scenario (docs/scenarios.md); LoadGen scenarios search the instance/thread split.")
+@click.option("--quick", is_flag=True,
+              help="With a LoadGen scenario: its reduced settings that fit a 2-core machine (labelled reduced).")
+@click.option("--scenario-setting", "scenario_setting", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario setting (repeatable), e.g. min_query_count=256, server_latency_ms=50 "
+                   "(docs/scenarios.md lists them).")
+@click.option("--instances", "instances", default=None, metavar="N,N|auto",
+              help="With a LoadGen scenario: the requests-in-flight counts to try [default: auto, 1 to --threads].")
 @click.pass_context
 def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, rounds,
             target_ci, time_budget, max_time, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed,
             cost_model, lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
-            ray_address, adapter_option, sample_utilization):
+            ray_address, adapter_option, sample_utilization, scenario, quick, scenario_setting, instances):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -222,7 +269,12 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address,
-              "adapter_option": parse_adapter_options(adapter_option), "sample_utilization": sample_utilization}
+              "adapter_option": parse_adapter_options(adapter_option), "sample_utilization": sample_utilization,
+              "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
+              "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
+    if scenario == LATENCY and (quick or instances is not None):
+        raise InputError(f"{'--quick' if quick else '--instances'} needs a LoadGen scenario (--scenario single-stream, "
+                         "multi-stream, offline or server)")
     if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
         # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
         from ios_core.gpu import gpu_missing
@@ -264,6 +316,11 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
+    if plan.scenario != LATENCY and plan.instances and plan.threads:
+        over = [n for n in plan.instances if n > plan.threads]
+        if over:
+            raise InputError(f"--instances {','.join(map(str, over))}: more requests in flight than the "
+                             f"{plan.threads} threads of the budget (each instance needs one)")
     if plan.executor == "ray":  # --resume continues with the run's executor unless told otherwise
         if plan.lock_clocks:
             raise InputError("--lock-clocks locks this machine's clocks only: with --executor ray, lock them on each "

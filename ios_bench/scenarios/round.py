@@ -1,0 +1,149 @@
+"""One round of a scenario cell, inside its worker (``ios_bench.worker.task_cell`` hands over once
+the graph or schedule is loaded): build the programs the framework's way for the cell's
+configuration (:mod:`.concurrency`), check each against the oracle before timing, time one request
+for LoadGen's hints, run the scenario through LoadGen inside the interference window (the Server
+search: every try), then check the sampled responses against the oracle. A wrong response makes
+the round (hence the cell) ``wrong``; a request that raises fails it.
+
+The round's ``samples_ms`` are the SUT's own per-sample latencies of the test that gives the
+figure (from LoadGen's IssueQuery to our completion); ``loadgen`` is LoadGen's own result of it,
+read from its logs, which stay in the run folder (``loadgen/<cell>/r<round>/<test>/``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _summary(samples: list[float]) -> dict:
+    if not samples:
+        return {}
+    a = np.asarray(samples, dtype=np.float64)
+    p10, p90 = np.percentile(a, [10, 90])
+    return {"median_ms": float(np.median(a)), "std_ms": float(np.std(a, ddof=1)) if a.size > 1 else 0.0,
+            "p10_ms": float(p10), "p90_ms": float(p90), "calls": int(a.size)}
+
+
+def _estimate_ms(program, prepared, calls: int = 5, warmup: int = 2) -> float:
+    """One request's latency (median of a few back-to-back calls): LoadGen's hints only."""
+    for _ in range(warmup):
+        program.execute(prepared)
+        program.sync()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        program.execute(prepared)
+        program.sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance: float, precision_problem) -> dict:
+    """``precision_problem(adapter, info) -> str | None``: the worker's one precision rule."""
+    from ios_core.check import compare
+    from ios_core.interference import Window
+    from ios_core.threads import resolve_threads
+
+    from ..worker import _jsonable, combined_check
+    from .concurrency import build_engine
+    from .loadgen import run_test
+    from .server import bisect, loadgen_peak, try_record
+
+    sc = spec["scenario"]
+    name, settings, n = sc["name"], sc["settings"], int(sc["instances"])
+    threads = resolve_threads(spec.get("threads"))
+    outdir, rel = Path(spec["loadgen_path"]), sc["logs"]
+    result["phase"] = "build"
+    engine, how = build_engine(adapter, graph, spec["batch_size"], spec["device"], n, threads, options)
+    first = engine.programs[0]
+    info = {k: v for k, v in first.info.items() if _jsonable(v)}
+    result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
+                  framework_version=info.get("framework_version"), concurrency=how)
+    problem = precision_problem(adapter, info)
+    if problem:
+        result.pop("phase", None)
+        result.update(status="failed", reason=problem)
+        return result
+    result["phase"] = "input"
+    with np.load(spec["qsl_path"]) as data:
+        inputs, outputs = data["inputs"], data["outputs"]
+    engine.load(list(inputs))
+    result["phase"] = "check"
+    before = None
+    for i, program in enumerate(engine.programs):  # every program, before timing
+        c = compare(program.finish(program.execute(engine.prepared[i][0])), outputs[0], tolerance)
+        program.sync()
+        if before is None or not c.passed or c.max_rel_err > before.max_rel_err:
+            before = c
+    estimate = _estimate_ms(first, engine.prepared[0][0])
+    result["estimate_ms"] = estimate
+    result["phase"] = f"LoadGen {name}"
+    qsl_size = len(inputs)
+    seed = int(spec.get("input_seed") or 0)
+    tests: list[dict] = []
+
+    def test(scenario: str, folder: str, **kw) -> dict:
+        res = run_test(engine, scenario, settings, outdir / folder, estimate, qsl_size, seed, **kw)
+        res["loadgen"]["logs"] = f"{rel}/{folder}"
+        tests.append(res)
+        return res
+
+    with Window() as window:
+        if name != "server":
+            main = test(name, name)
+            lgr = main["loadgen"]
+            if not lgr.get("valid") and (lgr.get("constraints") or {}).get("min duration") is False \
+                    and lgr.get("duration_s"):
+                # LoadGen pre-generates its queries from our hint; it ended too soon: once more, with
+                # as many more queries as it lacked (and half again), as LoadGen's message recommends
+                scale = 1.5 * settings["min_duration_ms"] / 1000 / max(lgr["duration_s"], 1e-3)
+                result["first_try"] = {k: lgr.get(k) for k in ("validity", "invalid_reason", "duration_s", "logs")}
+                main = test(name, f"{name}-longer", hint_scale=scale)
+        else:
+            bound = float(sc["latency_bound_ms"])
+            capacity = n * 1000.0 / max(estimate, 1e-3)
+
+            def run(qps: float, folder: str, peak: bool = False):
+                res = test("server", folder, target_qps=qps, latency_bound_ms=bound, peak=peak)
+                rec = try_record(qps, res, f"{rel}/{folder}")
+                rec["logs_abs"] = str(outdir / folder)
+                return rec, res
+
+            search = loadgen_peak if settings.get("server_search") == "loadgen-peak" else bisect
+            args = (capacity,) if search is loadgen_peak else (capacity, int(settings["server_tries"]))
+            best, tries, main = search(run, *args)
+            for t in tries:
+                t.pop("logs_abs", None)
+            result["server"] = {"search": settings.get("server_search", "bisect"), "latency_bound_ms": bound,
+                                "bound_from": sc.get("bound_from"), "capacity_estimate_qps": capacity,
+                                "max_valid_qps": best["qps"] if best else None, "tries": tries}
+    result["interference"] = window.figures
+    result["phase"] = "check"
+    after = None
+    checked = 0
+    failed = sum(t["failed"] for t in tests)
+    for t in tests:
+        for sample, y in t["responses"]:
+            c = compare(y, outputs[sample], tolerance)
+            checked += 1
+            if after is None or (after.passed and not c.passed):
+                after = c if c.passed else type(c)(False, c.max_abs_err, c.max_rel_err, c.tolerance,
+                                                    f"response to QSL sample {sample}: {c.reason}")
+    if after is None:
+        after = type(before)(False, 0.0, 0.0, tolerance, "no response was checked")
+    result["check"] = combined_check(before, after)
+    result["check"]["responses_checked"] = checked
+    result["loadgen"] = main["loadgen"]
+    result["samples_ms"] = [float(v) for v in main["latencies_ms"]]
+    result.update(_summary(result["samples_ms"]))
+    result.update(repeat=len(result["samples_ms"]), number=1, warmup=0)
+    if failed:
+        result.pop("phase", None)
+        result.update(status="failed", reason=f"{failed} request(s) failed during the LoadGen test")
+        return result
+    result["status"] = "ok" if result["check"]["passed"] else "wrong"
+    result.pop("phase", None)
+    return result

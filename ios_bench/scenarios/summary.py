@@ -1,0 +1,98 @@
+"""A scenario cell's figures over its rounds (the record's scenario fields, ``ios_bench.record``):
+each round's figure is LoadGen's (single-stream and multi-stream: its target-percentile latency;
+offline: samples per second; server: the highest QPS it judged VALID), and the cell's is their
+median over the undisturbed rounds, with their spread, as for every cell (``ios_bench.rounds``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..escape import term
+from ..rounds import UNSTABLE_CV, good_rounds
+
+UNITS = {"single-stream": "ms", "multi-stream": "ms", "offline": "samples/s", "server": "QPS"}
+HIGHER_IS_BETTER = {"single-stream": False, "multi-stream": False, "offline": True, "server": True}
+
+
+def round_figure(scenario: str, rnd: dict) -> float | None:
+    lgr = rnd.get("loadgen") or {}
+    if scenario == "server":
+        return (rnd.get("server") or {}).get("max_valid_qps")
+    if scenario == "offline":
+        return lgr.get("samples_per_s")
+    return lgr.get("target_latency_ms")
+
+
+def round_valid(scenario: str, rnd: dict) -> bool:
+    if scenario == "server":
+        return (rnd.get("server") or {}).get("max_valid_qps") is not None
+    return bool((rnd.get("loadgen") or {}).get("valid"))
+
+
+def scenario_fields(scenario: str, rounds: list[dict], batch_size: int) -> dict:
+    """The record's scenario fields from its rounds (measured ones; the undisturbed where any)."""
+    measured = [r for r in rounds if r.get("status") in ("ok", "wrong") and r.get("loadgen")]
+    used = [r for r in good_rounds(rounds) if r.get("loadgen")] or measured
+    if not used:
+        return {}
+    figures = [(r, f) for r in used if (f := round_figure(scenario, r)) is not None]
+    out: dict = {"scenario_unit": UNITS[scenario], "scenario_valid": all(round_valid(scenario, r) for r in used)}
+    rates = [lg["samples_per_s"] for r in used if isinstance((lg := r["loadgen"]).get("samples_per_s"), (int, float))]
+    if scenario == "server":
+        rates = [f for _, f in figures]
+    if rates:
+        out["throughput"] = float(np.median(rates)) * batch_size
+    if not figures:
+        out["loadgen"] = used[-1]["loadgen"]
+        out["server"] = _server(used[-1])
+        return out
+    values = np.array([f for _, f in figures])
+    figure = float(np.median(values))
+    out["scenario_figure"] = figure
+    out["scenario_cv"] = float(np.std(values, ddof=1) / figure) if len(values) > 1 and figure else None
+    nearest = min(figures, key=lambda rf: abs(rf[1] - figure))[0]
+    out["loadgen"] = nearest["loadgen"]
+    if scenario == "server":
+        out["server"] = _server(nearest, [f for _, f in figures])
+    return out
+
+
+def _server(rnd: dict, per_round: list[float] | None = None) -> dict:
+    s = dict(rnd.get("server") or {})
+    if per_round is not None:
+        s["max_valid_qps_per_round"] = per_round
+    return s
+
+
+def unstable_reason(summary: dict) -> str | None:
+    cv = summary.get("scenario_cv")
+    if cv is not None and cv > UNSTABLE_CV:
+        return f"rounds' LoadGen figures differ by {cv:.1%} (threshold {UNSTABLE_CV:.0%})"
+    return None
+
+
+def describe_scenario(record: dict, head: str) -> str:
+    """The terminal line of a finished scenario cell."""
+    lgr = record.get("loadgen") or {}
+    unit = record.get("scenario_unit") or ""
+    fig = record.get("scenario_figure")
+    text = f"{head}: " + (f"{fig:.4g} {unit}" if fig is not None else "no valid figure")
+    cv = record.get("scenario_cv")
+    used, measured = record.get("rounds_used"), record.get("rounds_measured")
+    text += (f" (±{cv:.1%} between rounds, " if cv is not None else " (") + f"{used} of {measured} rounds)"
+    verdict = "VALID" if record.get("scenario_valid") else "INVALID"
+    why = lgr.get("invalid_reason") if not record.get("scenario_valid") else None
+    text += f", LoadGen [{'green' if verdict == 'VALID' else 'yellow'}]{verdict}[/]"
+    if why:
+        text += f" ({term(why[:160], False)})"
+    pct = "/".join(f"{lgr[k]:.3g}" for k in ("p50_ms", "p90_ms", "p99_ms") if isinstance(lgr.get(k), (int, float)))
+    if pct:
+        text += f", p50/p90/p99 {pct} ms"
+    if record.get("reduced"):
+        text += " [dim](reduced)[/]"
+    check = record.get("check") or {}
+    wrong = f", [red]WRONG OUTPUT[/] ({term(check.get('reason', '?'), False)})"
+    text += ", output ok" if record["status"] == "ok" else wrong
+    if record.get("unstable"):
+        text += f" [yellow]UNSTABLE[/] ({term(record['unstable'], False)})"
+    return text
