@@ -386,6 +386,9 @@ class Sweep:
         for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
             g.check_fits(max(self.plan.batch_sizes))
         self._fresh = not self.folder.exists()
+        # what a refused sweep removes: its folder, and the parents it had to create (runs/)
+        self._made = next((p for p in reversed([self.folder, *self.folder.parents][:-1]) if not p.exists()),
+                          self.folder)
         self._prepared = False
         check_writable(self.folder)
         # one sweep per run folder at a time: a second `run`/`--resume` on it is refused
@@ -432,10 +435,7 @@ class Sweep:
         env["thread_env"] = {k: cell_env[k] for k in ENV_VARS if k in cell_env}
         env["executor"] = self.executor.name
         previous = read_json(self.run_folder.env_file, self._warn_ignored) if self.resume else None
-        self.say(f"run folder: {term(self.folder)}")
         env["warnings"] = busy_warnings()
-        for w in env["warnings"]:
-            self.say(f"[yellow]warning:[/] {term(w)}")
         stats = {"planned": 0, "ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
             env["nodes"] = [n.to_dict() for n in nodes]
@@ -447,7 +447,7 @@ class Sweep:
                 if fresh:  # bad input: the framework named cannot run the scenario; nothing is kept
                     import shutil
 
-                    shutil.rmtree(self.folder, ignore_errors=True)
+                    shutil.rmtree(self._made, ignore_errors=True)
                 raise InputError("; ".join(self._scenario_refusals))
             gpus = [d for d in self.plan.devices if device_kind(d) != "cpu"]
             if gpus and not self.resume and all(c.skip_reason for c in cells):
@@ -462,6 +462,9 @@ class Sweep:
                 raise InputError(f"nothing can run on {', '.join(gpus)}: " + "; ".join(reasons[:4])
                                  + (f"; ... ({len(reasons) - 4} more)" if len(reasons) > 4 else "")
                                  + " (`ios-bench doctor` lists what runs here)")
+            self.say(f"run folder: {term(self.folder)}")  # said once nothing is refused any more
+            for w in env["warnings"]:
+                self.say(f"[yellow]warning:[/] {term(w)}")
             for note in self.notes:
                 self.say(f"[dim]note:[/] {term(note)}")
             self.show_placement(cells)

@@ -6,7 +6,8 @@ Adapters: ``test-ref`` / ``test-ref2`` compute the oracle (two "frameworks" that
 schedule), ``test-lowprec`` reports bf16 and declares a loose tolerance, ``test-loose`` claims
 fp32 but declares a loose tolerance (both 1 % off), ``test-raise`` fails to build (unless
 ``TEST_RAISE_OK`` is set), ``test-crash`` segfaults in the timed call, ``test-hang`` hangs in the
-timed call, ``test-probecrash`` segfaults when asked whether it is available.
+timed call, ``test-probecrash`` segfaults when asked whether it is available, ``test-noflight``
+cannot keep several requests in flight (``concurrency=None``: LoadGen scenarios refuse it).
 ``TEST_SLOW_EXECUTE_S`` makes the reference adapters sleep in each timed call (to kill a sweep
 mid-way). ``TEST_REFERENCE_FAIL_BATCH=N`` makes the oracle raise MemoryError at batch size N (a
 reference that fails at one batch size only); ``TEST_AVAILABLE_MIB`` is the memory the sweep's
@@ -84,6 +85,15 @@ class _RefAdapter(Adapter):
         return _RefCompiled(graph, self.kind)
 
 
+class _NoFlight(_RefAdapter):
+    """Computes the oracle but cannot keep several requests in flight (a LoadGen scenario refuses it)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.concurrency = None
+        self.concurrency_note = "a test adapter that runs one request at a time"
+
+
 class _ProbeCrash(_RefAdapter):
     """Crashes the process that asks whether it is available (a framework whose import segfaults)."""
 
@@ -123,9 +133,11 @@ LOOSE = _RefAdapter("test-loose", "loose")
 RAISE = _RefAdapter("test-raise", "raise")
 CRASH = _RefAdapter("test-crash", "crash")
 HANG = _RefAdapter("test-hang", "hang")
+NOFLIGHT = _NoFlight("test-noflight")
 for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-racy", "RACY"),
                      ("test-lowprec", "LOWPREC"), ("test-loose", "LOOSE"), ("test-raise", "RAISE"),
-                     ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH")]:
+                     ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH"),
+                     ("test-noflight", "NOFLIGHT")]:
     adapters.register(_name, f"tests.harness_plugin:{_attr}")
 
 __all__ = ["np"]

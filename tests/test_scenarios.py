@@ -1,0 +1,194 @@
+"""LoadGen scenarios (ios_bench.scenarios, docs/scenarios.md): each scenario's quick form through
+the real MLPerf LoadGen on a tiny graph, its summary parsed into the record, a wrong response
+failing the cell, the report's sections, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ios_bench.results import read_records
+from tests.harness_helpers import cli
+
+pytest.importorskip("mlperf_loadgen", reason="the MLPerf LoadGen (mlcommons-loadgen, the loadgen extra)")
+
+BASE = ["run", "--models", "tiny_a", "--schedules", "none", "--quick", "--rounds", "1", "--no-progress"]
+
+
+def _summary(path: Path) -> dict:
+    """The summary's ``label : value`` lines, read here independently of the code under test."""
+    out = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.strip().partition(":")
+        if sep and key.strip() not in out:
+            out[key.strip()] = value.strip()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Each scenario's quick form, once per module: {scenario: (run folder, report folder, process)}."""
+    root = tmp_path_factory.mktemp("scenarios")
+    out = {}
+    extra = {"single-stream": [], "multi-stream": ["--instances", "2"], "offline": ["--instances", "1,2"],
+             # the bound from the single-stream cell of the same sweep, generous for a loaded test machine
+             "server": ["--instances", "2", "--scenario-setting", "server_latency_factor=40",
+                        "--scenario-setting", "server_tries=3"]}
+    for scenario, more in extra.items():
+        folder, report = root / f"run-{scenario}", root / f"report-{scenario}"
+        p = cli(BASE + ["--frameworks", "test-ref", "--scenario", scenario, "--out", str(folder),
+                        "--report-out", str(report)] + more, cwd=root)
+        out[scenario] = (folder, report, p)
+    return out
+
+
+@pytest.mark.parametrize("scenario", ["single-stream", "multi-stream", "offline", "server"])
+def test_quick_scenario_through_loadgen(runs, scenario):
+    folder, _, p = runs[scenario]
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = [r for r in read_records(folder) if r["scenario"] == scenario]
+    assert recs, p.stderr[-2000:]
+    for rec in recs:
+        assert rec["status"] == "ok", (rec.get("reason"), rec.get("stderr_tail"))
+        assert rec["cell"].endswith(f"|{scenario}:{rec['instances']}x{rec['instance_threads']}")
+        assert "reduced" in rec["reduced"] and rec["scenario_settings"]["min_duration_ms"] == 1000.0
+        assert rec["check"]["passed"] and rec["check"]["responses_checked"] >= 1
+        lg = rec["loadgen"]
+        # LoadGen's own summary, in the run folder, is what the record says
+        summary = _summary(folder / lg["logs"] / "mlperf_log_summary.txt")
+        assert (folder / lg["logs"] / "mlperf_log_detail.txt").is_file()
+        assert not list((folder / lg["logs"]).glob("mlperf_log_trace*"))
+        assert lg["validity"] == summary["Result is"]
+        assert lg["valid"] == (summary["Result is"] == "VALID")
+        assert lg["p90_ms"] == pytest.approx(float(summary["90.00 percentile latency (ns)"]) / 1e6)
+        assert lg["max_ms"] == pytest.approx(float(summary["Max latency (ns)"]) / 1e6)
+        assert lg["query_count"] >= 1 and lg["duration_s"] > 0
+        if scenario == "offline":
+            assert rec["scenario_figure"] == pytest.approx(float(summary["Samples per second"]))
+            assert rec["throughput"] == pytest.approx(rec["scenario_figure"])
+        if scenario in ("single-stream", "multi-stream"):
+            assert rec["scenario_unit"] == "ms"
+            headline = next(k for k in summary if k.endswith("th percentile latency (ns)"))
+            assert rec["scenario_figure"] == pytest.approx(float(summary[headline]) / 1e6)
+        if scenario != "server":
+            assert rec["scenario_valid"] is True, lg.get("invalid_reason")
+        assert len(rec["rounds"]) >= 1 and all("interference" in r for r in rec["rounds"])
+        assert rec["samples_ms"] and rec["median_ms"] > 0
+
+
+def test_offline_searches_every_split(runs):
+    folder, report, _ = runs["offline"]
+    recs = read_records(folder)
+    assert sorted((r["instances"], r["instance_threads"]) for r in recs) == [(1, 2), (2, 1)]
+    assert {r["concurrency"]["kind"] for r in recs} == {"instances"}
+    md = (report / "report.md").read_text()
+    assert "Offline: every configuration" in md and "Offline: winning configuration per framework" in md
+    assert "reduced (--quick)" in md
+    # the latency tables are not fed scenario cells
+    assert "Latency (ms), batch 1" not in md
+
+
+def test_server_bound_from_single_stream_and_every_try(runs):
+    folder, report, _ = runs["server"]
+    recs = {r["scenario"]: r for r in read_records(folder)}
+    ss, srv = recs["single-stream"], recs["server"]
+    assert ss["status"] == "ok" and srv["status"] == "ok"
+    server = srv["server"]
+    assert server["latency_bound_ms"] == pytest.approx(40 * ss["scenario_figure"])
+    assert ss["cell"] in server["bound_from"]
+    tries = server["tries"]
+    assert 1 <= len(tries) <= 3
+    for t in tries:
+        assert (folder / t["logs"] / "mlperf_log_summary.txt").is_file()
+        assert isinstance(t["valid"], bool) and t["qps"] > 0
+    valid = [t["qps"] for t in tries if t["valid"]]
+    assert server["max_valid_qps"] == (max(valid) if valid else None)
+    assert srv["scenario_figure"] == server["max_valid_qps"]
+    assert list(report.glob("server_p99_*.png"))
+
+
+def test_wrong_response_fails_the_cell(tmp_path):
+    """test-racy is right on each program's first call only: the check before timing passes, the
+    responses LoadGen collects are wrong, and the cell is 'wrong' with the reason."""
+    p = cli(BASE + ["--frameworks", "test-racy", "--scenario", "offline", "--instances", "1", "--out", "run",
+                    "--no-report"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (rec,) = read_records(tmp_path / "run")
+    assert rec["status"] == "wrong"
+    assert rec["check"]["before"]["passed"] is True
+    assert rec["check"]["after"]["passed"] is False
+    assert "response to QSL sample" in rec["check"]["reason"]
+    assert rec["loadgen"]["validity"] in ("VALID", "INVALID")  # LoadGen's verdict is kept either way
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--scenario", "throughput"], "--scenario"),
+    (["--scenario", "offline", "--scenario-setting", "min_query_count=0"], "min_query_count"),
+    (["--scenario", "server", "--scenario-setting", "server_latency_ms=-5"], "server_latency_ms"),
+    (["--scenario", "server", "--scenario-setting", "server_latency_ms=nan"], "server_latency_ms"),
+    (["--scenario", "offline", "--scenario-setting", "server_latency_ms=5"], "does not apply"),
+    (["--scenario", "offline", "--scenario-setting", "bogus=1"], "unknown scenario setting"),
+    (["--scenario", "offline", "--instances", "0"], "instance count"),
+    (["--scenario", "offline", "--instances", "9", "--threads", "1"], "--instances"),
+    (["--quick"], "needs a LoadGen scenario"),
+    (["--scenario-setting", "min_query_count=5"], "needs a LoadGen scenario"),
+])
+def test_bad_scenario_input(run_cli, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["run", "--models", "sample", "--out", "runs/x"] + args)
+    assert code == 2
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1 and message in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_loadgen_missing_is_bad_input(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "mlperf_loadgen", None)  # import fails as if not installed
+    code, _, err = run_cli(["run", "--models", "sample", "--out", "runs/x", "--scenario", "offline"])
+    assert code == 2 and "LoadGen is not installed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_adapter_that_cannot_run_the_scenario(tmp_path):
+    p = cli(BASE + ["--frameworks", "test-noflight", "--scenario", "offline", "--out", "runs/x"], cwd=tmp_path)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = [x for x in p.stderr.strip().splitlines() if x.startswith("error:")]
+    assert lines and "test-noflight cannot run the offline scenario" in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_configurations_and_settings():
+    from ios_bench.errors import InputError
+    from ios_bench.scenarios.concurrency import configurations
+    from ios_bench.scenarios.settings import DEFAULTS, QUICK, settings_for
+
+    assert configurations("offline", 2) == [(1, 2), (2, 1)]
+    assert configurations("server", 4) == [(1, 4), (2, 2), (3, 1), (4, 1)]
+    assert configurations("offline", 4, [2, 8]) == [(2, 2)]
+    assert configurations("single-stream", 4) == [(1, 4)]
+    assert settings_for("server", quick=True)["server_percentile"] == 0.9
+    assert settings_for("server")["server_percentile"] == 0.99
+    assert settings_for("offline", False, {"min_query_count": 256})["min_query_count"] == 256
+    for table in (DEFAULTS, QUICK):
+        assert set(table) == {"single-stream", "multi-stream", "offline", "server"}
+    with pytest.raises(InputError, match="min_duration_ms"):
+        settings_for("offline", False, {"min_duration_ms": 0})
+    with pytest.raises(InputError, match="target_percentile"):
+        settings_for("single-stream", False, {"target_percentile": 1.5})
+
+
+def test_plan_json_scenario_settings_are_checked(tmp_path):
+    from ios_bench.errors import InputError
+    from ios_bench.plan import Plan
+
+    ok = Plan.from_dict({"scenario": "offline", "scenario_settings": {"min_query_count": 8}, "quick": True})
+    assert ok.scenario == "offline" and ok.quick
+    with pytest.raises(InputError, match="scenario"):
+        Plan.from_dict({"scenario": "nope"})
+    with pytest.raises(InputError, match="min_query_count"):
+        Plan.from_dict({"scenario": "offline", "scenario_settings": {"min_query_count": -1}})
+    assert json.loads(json.dumps(ok.to_dict()))["scenario_settings"] == {"min_query_count": 8}
