@@ -175,9 +175,9 @@ def build_engine(adapter, graph, batch_size: int, device: str, instances: int, t
     share = max(1, threads // instances)
     opts = {**options, **adapter.in_flight_options(instances)}
     if kind == "async":
+        # the whole budget to the plugin, which divides it between its streams (threads // N each)
         program = adapter.build(graph, batch_size, device, threads, **opts)
         engine = AsyncQueue(program, instances)
-        share = threads
     elif kind == "shared":
         engine = CallerThreads([adapter.build(graph, batch_size, device, share, **opts)], instances, kind)
     elif kind == "contexts":
