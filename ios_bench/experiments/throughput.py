@@ -35,7 +35,8 @@ class Throughput:
     title = "Throughput under MLPerf LoadGen scenarios"
     summary = ("Offline and Server (LoadGen) for every CPU framework and IOS, each with its best instance/thread "
                "split, against the batch-1 latency-derived throughput")
-    paper = "no published counterpart (issue 23: does intra-request inter-operator parallelism beat requests in flight?)"
+    paper = ("no published counterpart (issue 23: does inter-operator parallelism inside one request beat several "
+             "requests in flight?)")
 
     def runs(self, ctx: Context) -> list[Run]:
         models = c.models(ctx, FULL_MODELS, FULL_MODELS, QUICK_MODELS)

@@ -163,8 +163,8 @@ def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dic
         w = next((r for r in cands if wins.get(("server", r["device"], r["batch_size"], model, fw)) is r), None)
         pick = w or (cands[0] if cands else None)
         key = _judged(pick)
-        tries = sorted(((t["qps"], t[key]) for t in ((pick or {}).get("server") or {}).get("tries", [])
-                        if isinstance(t.get("qps"), (int, float)) and isinstance(t.get(key), (int, float))))
+        tries = sorted((t["qps"], t[key]) for t in ((pick or {}).get("server") or {}).get("tries", [])
+                        if isinstance(t.get("qps"), (int, float)) and isinstance(t.get(key), (int, float)))
         if tries:
             series.append((fw, pick, tries))
     if not series:
