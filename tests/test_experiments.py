@@ -58,7 +58,9 @@ def test_registry_lists_every_experiment():
 
 
 # quick forms that take minutes even so (TVM tuning): run with -m slow
-SLOW_QUICK = {"intra-inter": "tunes TVM kernels: minutes even in its quick form"}
+SLOW_QUICK = {"intra-inter": "tunes TVM kernels: minutes even in its quick form",
+              "throughput": "three sweeps, each LoadGen test at least a second: ~10 minutes on 2 cores "
+                            "(tests/test_scenarios.py runs every scenario's quick form)"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_QUICK else n

@@ -1,0 +1,112 @@
+"""The figures issue 23 asks for: throughput as services measure it (MLPerf LoadGen scenarios).
+
+    PYTHONPATH=. python benchmarks/bench_scenarios.py                  # squeezenet + inception_v3 (hours on 2 cores)
+    PYTHONPATH=. python benchmarks/bench_scenarios.py --out runs/bench-scen --resume
+    PYTHONPATH=. python benchmarks/bench_scenarios.py --smoke          # proves the script works (minutes)
+
+It runs the ``throughput`` experiment (``ios-bench experiment throughput``: a latency sweep and
+LoadGen Offline, Server and MultiStream sweeps of every CPU framework and IOS-Sequential/IOS-Both
+on every kernel provider, each LoadGen cell once per instance/thread split) in its reference form:
+LoadGen's reduced (``--quick``) settings, Server judged at p99, 3 rounds per cell. Then it prints:
+
+1. Offline throughput of each framework's best configuration against its batch-1
+   latency-derived throughput (1000 / latency), the ratio per model and framework;
+2. N instances of IOS-Sequential against one IOS-Both, same provider, Offline: the ratio;
+3. Server: the highest QPS LoadGen judged VALID with its p99 within 2x the framework's
+   single-stream p90;
+4. LoadGen's verdict on every scenario cell of the quick settings (VALID counts per scenario);
+5. how long each sweep took (the quick LoadGen sweeps of both networks, and the latency sweep).
+
+Timing figures need a quiet machine (docs/harness.md); ``--smoke`` (the sample model, onnxruntime
+and IOS on torch, one round, the experiment's quick form) only shows that the script runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ios_bench.experiments import get  # noqa: E402
+from ios_bench.experiments._common import records  # noqa: E402
+from ios_bench.experiments.base import Context  # noqa: E402
+from ios_bench.experiments.runner import run_experiment  # noqa: E402
+from ios_bench.experiments.throughput import goal_figures  # noqa: E402
+
+
+def _f(v, unit: str = "") -> str:
+    return "-" if v is None else f"{v:,.2f}{unit}"
+
+
+def _sweep_seconds(folder: Path) -> float | None:
+    """Wall time of a sweep: its env.json's ``duration_s``, else captured to finished, summed over
+    its sessions (a resumed sweep)."""
+    import datetime as dt
+
+    try:
+        env = json.loads((folder / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    total = 0.0
+    for s in [env, *env.get("sessions", [])]:
+        if isinstance(s.get("duration_s"), (int, float)):
+            total += s["duration_s"]
+            continue
+        try:
+            start, end = dt.datetime.fromisoformat(s["captured"]), dt.datetime.fromisoformat(s["finished"])
+            total += (end - start).total_seconds()
+        except (KeyError, TypeError, ValueError):
+            continue
+    return total or None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="squeezenet,inception_v3")
+    ap.add_argument("--out", default=None, help="experiment folder [default: runs/bench-scenarios-<time>]")
+    ap.add_argument("--resume", action="store_true", help="continue --out where it stopped")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--smoke", action="store_true", help="the experiment's quick form on the sample model")
+    args = ap.parse_args()
+    out = Path(args.out or f"runs/bench-scenarios-{time.strftime('%Y%m%d-%H%M%S')}")
+    models = ["sample"] if args.smoke else [m.strip() for m in args.models.split(",") if m.strip()]
+    ctx = Context(out=out, models=models, quick=args.smoke, reference=not args.smoke, threads=args.threads,
+                  resume=args.resume)
+    exp = get("throughput")
+    t0 = time.perf_counter()
+    report = run_experiment(exp, ctx, progress=False, command=sys.argv)
+    wall = time.perf_counter() - t0
+    folders = {r.name: out / "runs" / r.name for r in exp.runs(ctx)}
+    figs = goal_figures({k: records(v) for k, v in folders.items()})
+    form = "smoke (quick form, not a result)" if args.smoke else "reference (LoadGen quick settings, Server at p99)"
+    print(f"\nbench_scenarios: {', '.join(models)}; {form}; report {report}")
+    print("\n1. Offline (best configuration) / latency-derived throughput (1000 / batch-1 latency)")
+    for r in figs["offline"]:
+        print(f"   {r['model']:14s} {r['label']:28s} latency-derived {_f(r['latency_rate'], '/s'):>12s}  "
+              f"offline {_f(r['offline_rate'], '/s'):>12s} ({r['config'] or '-'})  ratio {_f(r['ratio'], 'x')}")
+    print("\n2. N x IOS-Sequential / one IOS-Both (Offline, same provider)")
+    for r in figs["ios"]:
+        print(f"   {r['model']:14s} {r['provider']:12s} sequential {_f(r['sequential'], '/s')} "
+              f"({r['sequential_config']})  both {_f(r['both'], '/s')}  ratio {_f(r['ratio'], 'x')}")
+    print("\n3. Server: highest valid QPS, latency percentile within 2x single-stream p90")
+    for r in figs["server"]:
+        print(f"   {r['model']:14s} {r['label']:28s} {_f(r['qps'], ' QPS') if r['qps'] else 'none valid':>14s} "
+              f"({r['config'] or '-'})  bound {_f(r['bound_ms'], ' ms')}")
+    print(f"\n4. LoadGen VALID: {figs['valid']} of {figs['judged']} scenario cells ("
+          + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in figs["verdicts"].items()) + ")")
+    for line in figs["invalid"]:
+        print(f"   INVALID {line}")
+    print("\n5. Duration")
+    for name, folder in folders.items():
+        print(f"   {name:14s} {_f(_sweep_seconds(folder), ' s')}")
+    scen = [s for n, f in folders.items() if n != "latency" and (s := _sweep_seconds(f))]
+    print(f"   LoadGen sweeps together: {_f(sum(scen), ' s') if scen else '-'}; whole script {wall:,.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
