@@ -300,6 +300,16 @@ class TorchCompiled(Compiled):
     def timer(self):
         return TorchCudaTimer() if self.cuda else None
 
+    def own_stream(self):
+        """A context in which this program's calls run on a CUDA stream of their own (torch's current
+        stream is per thread): one per request in flight under a LoadGen scenario. On the CPU: none.
+        Written against torch's documented API; not run on a GPU in this project."""
+        import contextlib
+
+        if not self.cuda:
+            return contextlib.nullcontext()
+        return torch.cuda.stream(torch.cuda.Stream(device=self.device))
+
 
 class TorchEager(Adapter):
     def available(self, device: str = "cpu") -> str | None:

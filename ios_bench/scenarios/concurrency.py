@@ -17,10 +17,14 @@ response is materialized, as a service returns it), from whichever thread finish
 - ``contexts`` (TensorRT, GPU only): one engine with N execution contexts, each on its own CUDA
   stream, one caller thread each. Written against TensorRT's documented API; **not run here** (no
   GPU on the development machines).
+- CUDA streams: on ``cuda``, a program that offers ``own_stream()`` (torch) runs each caller
+  thread's calls on a CUDA stream of its own; the IOS CUDA runtime has its own streams per
+  instance. Also **not run here**.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 
@@ -92,6 +96,11 @@ class CallerThreads(_Engine):
 
     def _serve(self, which: int) -> None:
         program, prepared = self.programs[which], self.prepared[which]
+        own = getattr(program, "own_stream", None)  # CUDA streams: each caller on its own (torch on cuda)
+        with own() if own is not None else contextlib.nullcontext():
+            self._loop(program, prepared)
+
+    def _loop(self, program, prepared) -> None:
         while True:
             item = self._queue.get()
             if item is None:
