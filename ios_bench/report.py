@@ -65,6 +65,12 @@ def _label(fw: str) -> str:
     return label(fw)
 
 
+def _row_label(r) -> str:
+    """A cell's framework label, with its LoadGen scenario configuration where it has one."""
+    variant = r.get("variant")
+    return _label(r["framework"]) + (f" [{variant}]" if isinstance(variant, str) and variant else "")
+
+
 def framework_order(df) -> list[str]:
     """Peers in order of appearance, then IOS schedules in the optimizer's order."""
     seen = list(dict.fromkeys(df["framework"]))
@@ -338,7 +344,7 @@ def ios_table(df, device: str, bs: int) -> Table | None:
         elif seq and med and r["schedule"] != "sequential":
             low = _num(r.get("ci_low_ms"))
             flag = SLOWER_FLAG if (med > seq if low is None else low > seq) else "ok"
-        rows.append([r["model"], _label(r["framework"]), r.get("provider") or "torch", _fmt(med),
+        rows.append([r["model"], _row_label(r), r.get("provider") or "torch", _fmt(med),
                      _fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
                      _fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
                      _fmt(_num(r.get("optimize_seconds")), 1) if _num(r.get("optimize_seconds")) is not None else "-"])
@@ -367,7 +373,7 @@ def rounds_table(df) -> Table | None:
         lo, hi = _num(r.get("ci_low_ms")), _num(r.get("ci_high_ms"))
         cv = _num(r.get("between_round_cv"))
         meds = r.get("round_medians_ms") if isinstance(r.get("round_medians_ms"), list) else []
-        rows.append([r["model"], r["batch_size"], _label(r["framework"]), _fmt(r["median_ms"]),
+        rows.append([r["model"], r["batch_size"], _row_label(r), _fmt(r["median_ms"]),
                      f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else "-", f"{cv:.1%}" if cv is not None else "-",
                      " ".join(_fmt(m) for m in meds) or "-",
                      f"{_int(r.get('rounds_used'))}/{_int(r.get('rounds_measured'))}",
@@ -393,12 +399,12 @@ def cells_table(df) -> Table:
             check = "ok" if r["status"] == "ok" else "WRONG"
             check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
             check += "; oracle only" if _oracle_only(r) else ""
-            rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
+            rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
                          _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
                          _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or "",
                          _node(r)])
         else:
-            rows.append([r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"],
+            rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
                          "", "", "", "", "", "", "", _node(r)])
     return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ms", "std ms",
                                 "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
@@ -455,11 +461,11 @@ def failures_table(df) -> Table | None:
     unchecked = [r for _, r in df[df["status"].isin(TIMED)].iterrows() if _oracle_only(r)]
     if bad.empty and wrong.empty and not unchecked:
         return None
-    rows = [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], r["status"], r["reason"] or ""]
+    rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], r["status"], r["reason"] or ""]
             for _, r in bad.iterrows()]
-    rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], "wrong output",
+    rows += [[r["model"], r["batch_size"], _row_label(r), r["device"], "wrong output",
               r.get("check_reason") or ""] for _, r in wrong.iterrows()]
-    rows += [[r["model"], r["batch_size"], _label(r["framework"]), r["device"], f"{r['status']}, oracle only",
+    rows += [[r["model"], r["batch_size"], _row_label(r), r["device"], f"{r['status']}, oracle only",
               r["independent_check"].get("reason") or ""] for r in unchecked]
     return Table("Failures", ["model", "batch", "framework", "device", "status", "reason"], rows,
                  "stderr tails are in the HTML report and in the run folder's logs/")
@@ -681,10 +687,10 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                 and r.get("migrated_from") is not None:
             continue  # said once above
         if isinstance(r.get("unstable"), str) and r["unstable"]:
-            intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
+            intro.append(("warn", f"{r['model']} b{r['batch_size']} {_row_label(r)} on {r['device']}: "
                                   f"UNSTABLE ({r['unstable']})"))
     for r in slower_than_sequential(df):
-        intro.append(("warn", f"{r['model']} b{r['batch_size']} {_label(r['framework'])} on {r['device']}: "
+        intro.append(("warn", f"{r['model']} b{r['batch_size']} {_row_label(r)} on {r['device']}: "
                               f"{SLOWER_FLAG} ({_fmt(_num(r['median_ms']))} ms vs "
                               f"{_fmt(_num(r['sequential_ms']))} ms sequential)"))
     sections.append(("Summary", intro))
@@ -732,7 +738,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     sections.append(("Every cell", [cells_table(df)]))
     fails = failures_table(df)
     if fails:
-        tails = [("pre", f"{r['model']} b{r['batch_size']} {_label(r['framework'])}: {r['reason']}\n"
+        tails = [("pre", f"{r['model']} b{r['batch_size']} {_row_label(r)}: {r['reason']}\n"
                          f"{r['stderr_tail']}") for _, r in df.iterrows()
                  if r["status"] == "failed" and isinstance(r.get("stderr_tail"), str) and r["stderr_tail"]]
         sections.append(("Failures", [fails] + tails))

@@ -192,3 +192,33 @@ def test_plan_json_scenario_settings_are_checked(tmp_path):
     with pytest.raises(InputError, match="min_query_count"):
         Plan.from_dict({"scenario": "offline", "scenario_settings": {"min_query_count": -1}})
     assert json.loads(json.dumps(ok.to_dict()))["scenario_settings"] == {"min_query_count": 8}
+
+
+def _scen(fw, scenario, n, figure, valid=True, tp=None, **extra):
+    return {"cell": f"m|b1|{fw}|cpu|{scenario}:{n}x{2 // n}", "model": "m", "batch_size": 1, "framework": fw,
+            "device": "cpu", "status": "ok", "scenario": scenario, "instances": n, "instance_threads": 2 // n,
+            "scenario_figure": figure, "scenario_valid": valid, "throughput": tp if tp is not None else figure,
+            "check": {"passed": True}, **extra}
+
+
+def test_goal_figures_pick_valid_winners():
+    from ios_bench.experiments.throughput import goal_figures
+
+    lat = [{"model": "m", "batch_size": 1, "framework": fw, "device": "cpu", "status": "ok", "median_ms": ms,
+            "check": {"passed": True}} for fw, ms in (("onnxruntime", 10.0), ("ios-sequential", 20.0),
+                                                      ("ios-both", 12.5))]
+    off = [_scen("onnxruntime", "offline", 1, 100.0), _scen("onnxruntime", "offline", 2, 150.0),
+           _scen("onnxruntime", "offline", 2, 900.0, valid=False) | {"cell": "x"},  # INVALID never wins
+           _scen("ios-sequential", "offline", 1, 50.0), _scen("ios-sequential", "offline", 2, 90.0),
+           _scen("ios-both", "offline", 1, 80.0), _scen("ios-both", "offline", 2, 85.0)]
+    srv = [_scen("onnxruntime", "server", 1, 40.0, server={"latency_bound_ms": 20.0}),
+           _scen("onnxruntime", "server", 2, None, valid=False, server={"latency_bound_ms": 20.0})]
+    figs = goal_figures({"latency": lat, "offline": off, "server": srv})
+    ort = next(r for r in figs["offline"] if r["framework"] == "onnxruntime")
+    assert ort["offline_rate"] == 150.0 and ort["config"] == "2x1" and ort["ratio"] == pytest.approx(1.5)
+    (ios,) = figs["ios"]
+    assert ios["provider"] == "torch" and ios["sequential_config"] == "2x1"
+    assert ios["ratio"] == pytest.approx(90.0 / 80.0)  # N x IOS-Sequential against ONE IOS-Both instance
+    (s,) = figs["server"]
+    assert s["qps"] == 40.0 and s["config"] == "1x2" and s["bound_ms"] == 20.0
+    assert figs["judged"] == 9 and figs["valid"] == 7 and figs["verdicts"]["server"] == [1, 2]
