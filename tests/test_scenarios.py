@@ -222,3 +222,52 @@ def test_goal_figures_pick_valid_winners():
     (s,) = figs["server"]
     assert s["qps"] == 40.0 and s["config"] == "1x2" and s["bound_ms"] == 20.0
     assert figs["judged"] == 9 and figs["valid"] == 7 and figs["verdicts"]["server"] == [1, 2]
+
+
+@pytest.mark.parametrize("version", ["10", "11"])
+def test_tensorrt_contexts_engine_on_the_standin(version, monkeypatch):
+    """The GPU variant's code path without a GPU: TensorRT's `contexts` engine (one engine, one
+    execution context, stream and buffers per request in flight) on the TensorRT stand-in and a
+    host-memory CuPy (tests/fake_tensorrt.py), each context's response against the oracle. The
+    stand-in evaluates one request at a time, so requests are submitted one after another."""
+    import threading
+
+    import adapters
+    from ios_core import models, reference
+    from ios_core.check import compare
+    from ios_core.reference import random_input
+    from ios_bench.scenarios.concurrency import build_engine
+    from tests import fake_tensorrt
+
+    if version not in fake_tensorrt.VERSIONS:
+        pytest.skip(f"the stand-in has no TensorRT {version}")
+    monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt.module(version))
+    monkeypatch.setitem(sys.modules, "cupy", fake_tensorrt.fake_cupy())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    graph = models.get("sample").init_weights(0)
+    xs = [random_input(graph, 1, seed=s) for s in (1, 2, 3)]
+    fake_tensorrt.FEED["input"] = xs[0]
+    engine, how = build_engine(adapters.get("tensorrt"), graph, 1, "cuda", 2, 2, {"cache": False})
+    assert how["kind"] == "contexts" and len(engine.programs) == 2
+    a, b = engine.programs
+    assert a.engine is b.engine and a.context is not b.context and a.stream is not b.stream
+    engine.load(xs)
+    got: dict = {}
+    done = threading.Event()
+
+    def finished(token, sample, y):
+        got[token] = (sample, y)
+        done.set()
+
+    engine.start(finished)
+    try:
+        for token, sample in enumerate([0, 1, 2, 1]):
+            done.clear()
+            engine.submit(sample, token)
+            assert done.wait(60)
+    finally:
+        engine.stop()
+    assert engine.error is None
+    for sample, y in got.values():
+        chk = compare(y, reference.run(graph, xs[sample]), 1e-4)
+        assert chk.passed, chk.reason

@@ -1,11 +1,13 @@
 """Several requests in flight, each framework its own way (``Adapter.concurrency``), and the
 instance/thread configurations a sweep searches.
 
-Every engine has one interface: ``load(inputs)`` prepares the query sample library for each
-program (outside any timed region), ``start(done)``, ``submit(sample, token)`` (never blocks: the
-caller is LoadGen's issue thread) and ``stop()``. When a request finishes, the engine calls
-``done(token, sample, output)`` with the output in the oracle's layout (``Compiled.finish``: every
-response is materialized, as a service returns it), from whichever thread finished it.
+Every engine has one interface: ``load(inputs)`` hands it the query sample library,
+``start(done)``, ``submit(sample, token)`` (never blocks: the caller is LoadGen's issue thread) and
+``stop()``. A request is served as a service serves it: its input is prepared for the program
+(``Compiled.prepare``: layout change, a copy to the device), run, and its output materialized in
+the oracle's layout (``Compiled.finish``); the engine then calls ``done(token, sample, output)``
+from whichever thread finished it. (Inputs are prepared per request, not once up front: a program
+may prepare into one fixed buffer per context, as TensorRT and ONNX Runtime's I/O binding do.)
 
 - ``instances`` (torch, TensorFlow, TVM, IOS, and any adapter by default): N programs, each built
   with ``threads // N`` threads, one caller thread each (:class:`CallerThreads`).
@@ -68,11 +70,11 @@ class _Engine:
     def __init__(self, programs: list, instances: int):
         self.programs = programs  # distinct built programs (checked against the oracle before timing)
         self.instances = instances
-        self.prepared: list[list] = []
+        self.inputs: list[np.ndarray] = []
         self._done = None
 
     def load(self, inputs: list[np.ndarray]) -> None:
-        self.prepared = [[p.prepare(x) for x in inputs] for p in self.programs]
+        self.inputs = [np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
 
 
 class CallerThreads(_Engine):
@@ -95,19 +97,20 @@ class CallerThreads(_Engine):
             self._threads.append(t)
 
     def _serve(self, which: int) -> None:
-        program, prepared = self.programs[which], self.prepared[which]
+        program = self.programs[which]
         own = getattr(program, "own_stream", None)  # CUDA streams: each caller on its own (torch on cuda)
         with own() if own is not None else contextlib.nullcontext():
-            self._loop(program, prepared)
+            self._loop(program)
 
-    def _loop(self, program, prepared) -> None:
+    def _loop(self, program) -> None:
+        inputs = self.inputs
         while True:
             item = self._queue.get()
             if item is None:
                 return
             sample, token = item
             try:
-                out = program.execute(prepared[sample])
+                out = program.execute(program.prepare(inputs[sample]))
                 program.sync()
                 y = program.finish(out)
             except BaseException as e:  # noqa: B036 - reported after the run; the query still completes
@@ -158,13 +161,13 @@ class AsyncQueue(_Engine):
         self._feeder.start()
 
     def _feed(self) -> None:
-        prepared = self.prepared[0]
+        program, inputs = self.programs[0], self.inputs
         while True:
             item = self._queue.get()
             if item is None:
                 return
             sample, token = item
-            self._aq.start_async({0: prepared[sample]}, (sample, token))
+            self._aq.start_async({0: program.prepare(inputs[sample])}, (sample, token))
 
     def submit(self, sample: int, token) -> None:
         self._queue.put((sample, token))
