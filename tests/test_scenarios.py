@@ -233,10 +233,10 @@ def test_tensorrt_contexts_engine_on_the_standin(version, monkeypatch):
     import threading
 
     import adapters
+    from ios_bench.scenarios.concurrency import build_engine
     from ios_core import models, reference
     from ios_core.check import compare
     from ios_core.reference import random_input
-    from ios_bench.scenarios.concurrency import build_engine
     from tests import fake_tensorrt
 
     if version not in fake_tensorrt.VERSIONS:
