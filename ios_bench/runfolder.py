@@ -11,6 +11,7 @@
       logs/            every worker's output
       work/            workers' result files in flight
       util/            utilization traces (sample_utilization)
+      loadgen/         LoadGen's summary and detail logs of scenario cells (ios_bench.scenarios)
       nodes/           each fleet node's env.json
       .lock            held while a sweep runs on the folder
 """

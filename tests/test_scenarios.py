@@ -271,3 +271,41 @@ def test_tensorrt_contexts_engine_on_the_standin(version, monkeypatch):
     for sample, y in got.values():
         chk = compare(y, reference.run(graph, xs[sample]), 1e-4)
         assert chk.passed, chk.reason
+
+
+def test_server_loadgen_peak_search(tmp_path):
+    """server_search=loadgen-peak: LoadGen's own FindPeakPerformance, then one confirming run whose
+    verdict is the answer's; its tries (QPS only) and the confirming run are recorded."""
+    p = cli(BASE + ["--frameworks", "test-ref", "--scenario", "server", "--instances", "1", "--out", "run",
+                    "--no-report", "--scenario-setting", "server_search=loadgen-peak",
+                    "--scenario-setting", "server_latency_ms=50"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (rec,) = read_records(tmp_path / "run")
+    assert rec["status"] == "ok", rec.get("reason")
+    server = rec["server"]
+    assert server["search"] == "loadgen-peak" and server["bound_from"] == "the server_latency_ms setting"
+    tries = server["tries"]
+    assert len(tries) >= 2 and all(t["qps"] > 0 for t in tries)
+    confirm = tries[-1]
+    assert confirm["logs"].endswith("/confirm") and isinstance(confirm["valid"], bool)
+    assert (tmp_path / "run" / confirm["logs"] / "mlperf_log_summary.txt").is_file()
+    assert server["max_valid_qps"] == (confirm["qps"] if confirm["valid"] else None)
+
+
+def test_server_bounds_come_from_single_stream_records():
+    from ios_bench.plan import Plan
+    from ios_bench.scenarios.cells import bounds_from, needs_bound_cells
+
+    plan = Plan(scenario="server", quick=True)
+    assert needs_bound_cells(plan)
+    assert not needs_bound_cells(Plan(scenario="server", scenario_settings={"server_latency_ms": 9.0}))
+    ok = {"cell": "m|b1|onnxruntime|cpu|single-stream:1x2", "model": "m", "batch_size": 1, "framework": "onnxruntime",
+          "device": "cpu", "status": "ok", "scenario": "single-stream", "scenario_figure": 4.0}
+    bad = {**ok, "cell": "m|b1|torch|cpu|single-stream:1x2", "framework": "torch", "status": "failed",
+           "reason": "build: boom", "scenario_figure": None}
+    other = {**ok, "cell": "m|b1|onnxruntime|cpu|server:1x2", "scenario": "server"}
+    got = bounds_from({r["cell"]: r for r in (ok, bad, other)}, plan)
+    assert got[("m", 1, "onnxruntime", "cpu")] == (8.0, "2 x the single-stream p90 of "
+                                                         "m|b1|onnxruntime|cpu|single-stream:1x2 (4.000 ms)")
+    assert "build: boom" in got[("m", 1, "torch", "cpu")]
+    assert len(got) == 2
