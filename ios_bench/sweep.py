@@ -58,6 +58,7 @@ from .rounds import (
     AUTO,
     MAX_AUTO_ROUNDS,
     MIN_AUTO_ROUNDS,
+    MIN_ROUNDS_FOR_VERDICT,
     judge_rounds,
     needs_more,
     round_order,
@@ -1019,8 +1020,9 @@ class Sweep:
                     record[key] = last[key]
             record["percentiles_over"] = "the SUT's per-sample latencies (IssueQuery to completion)"
             record.update(scenario_summary.scenario_fields(cell.scenario, rounds, bs))
+            # unstable: LoadGen's figures differ between rounds, or too few undisturbed rounds to say
             record["unstable"] = scenario_summary.unstable_reason(record) or (
-                record.get("unstable") if not record.get("rounds_used") else None)
+                record.get("unstable") if (record.get("rounds_used") or 0) < MIN_ROUNDS_FOR_VERDICT else None)
         else:
             record["throughput"] = bs * 1000.0 / record["median_ms"]
             record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput

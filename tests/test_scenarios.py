@@ -278,7 +278,8 @@ def test_server_loadgen_peak_search(tmp_path):
     verdict is the answer's; its tries (QPS only) and the confirming run are recorded."""
     p = cli(BASE + ["--frameworks", "test-ref", "--scenario", "server", "--instances", "1", "--out", "run",
                     "--no-report", "--scenario-setting", "server_search=loadgen-peak",
-                    "--scenario-setting", "server_latency_ms=50"], cwd=tmp_path)
+                    "--scenario-setting", "server_latency_ms=50", "--scenario-setting", "min_duration_ms=300"],
+            cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = read_records(tmp_path / "run")
     assert rec["status"] == "ok", rec.get("reason")
