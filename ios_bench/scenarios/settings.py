@@ -61,6 +61,16 @@ QUICK_NOTE = ("reduced (--quick): minimum duration 1 s, 64 queries, 4 inputs in 
               "and Server judge a p90 instead of a p99")
 
 
+def json_text(v) -> str:
+    """A setting's value as it would be written (``0``, ``"abc"``, ``[1]``)."""
+    import json
+
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError):
+        return repr(v)
+
+
 def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -89,7 +99,7 @@ def setting_problem(scenario: str, key, value) -> str | None:
         return f"scenario setting {key} does not apply to {scenario} (it uses: {', '.join(sorted(used))})"
     what, check, _ = SETTINGS[key]
     if not check(value):
-        return f"scenario setting {key}={str(value)[:40]!r}: expected {what}"
+        return f"scenario setting {key}={json_text(value)[:40]}: expected {what}"
     return None
 
 
