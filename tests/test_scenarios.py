@@ -322,3 +322,13 @@ def test_server_bounds_come_from_single_stream_records():
                                                          "m|b1|onnxruntime|cpu|single-stream:1x2 (4.000 ms)")
     assert "build: boom" in got[("m", 1, "torch", "cpu")]
     assert len(got) == 2
+
+
+def test_list_frameworks_says_how_each_keeps_requests_in_flight():
+    from ios_bench.commands.list import framework_rows
+
+    rows = {r["name"]: r for r in framework_rows()}
+    assert rows["openvino"]["in_flight"] == "async" and rows["onnxruntime"]["in_flight"] == "shared"
+    assert rows["torch"]["in_flight"] == "instances" and rows["ios"]["in_flight"] == "instances"
+    assert rows["tensorrt"]["in_flight"] == "contexts"
+    assert rows["torch-compile-cudagraphs"]["in_flight"] == "cannot"

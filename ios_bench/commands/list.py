@@ -34,9 +34,11 @@ def framework_rows() -> list[dict]:
             reason = adapter.available()
             rows.append({"name": name, "available": reason is None, "reason": reason, "version": adapter.version(),
                          "tolerance": adapter.tolerance, "precision": adapter.precision,
+                         "in_flight": getattr(adapter, "concurrency", "instances") or "cannot",
                          "description": adapter.description})
         except Exception as e:  # a broken adapter module: report it, keep listing the others
             rows.append({"name": name, "available": False, "version": None, "tolerance": None, "precision": None,
+                         "in_flight": None,
                          "reason": f"adapter failed to load ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
                          "description": ""})
     return rows
@@ -44,14 +46,14 @@ def framework_rows() -> list[dict]:
 
 def frameworks_table() -> Table:
     table = Table(title="Frameworks (device cpu)")
-    for col in ("name", "status", "version / reason", "tolerance", "description"):
+    for col in ("name", "status", "version / reason", "tolerance", "in flight", "description"):
         table.add_column(col)
     for row in framework_rows():
         status = "[green]available[/]" if row["available"] else "[yellow]unavailable[/]"
         tol = f"{row['tolerance']:.0e}" if row["tolerance"] is not None else ""
         table.add_row(term(row["name"]), status,
                       term((row["version"] or "") if row["available"] else row["reason"]), tol,
-                      term(row["description"]))
+                      term(row["in_flight"] or ""), term(row["description"]))
     return table
 
 
@@ -59,7 +61,8 @@ def frameworks_table() -> Table:
 @click.argument("what", type=click.Choice(["models", "frameworks"]), default="models")
 def command(what: str):
     """List the model zoo (name, input shape, #operators, GMACs, params) or the frameworks
-    (adapters) with whether each can run on this machine and why not."""
+    (adapters) with whether each can run on this machine and why not, and how each keeps several
+    requests in flight under a LoadGen scenario (docs/scenarios.md)."""
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
