@@ -332,3 +332,19 @@ def test_list_frameworks_says_how_each_keeps_requests_in_flight():
     assert rows["torch"]["in_flight"] == "instances" and rows["ios"]["in_flight"] == "instances"
     assert rows["tensorrt"]["in_flight"] == "contexts"
     assert rows["torch-compile-cudagraphs"]["in_flight"] == "cannot"
+
+
+def test_server_cell_needs_half_its_rounds_valid():
+    from ios_bench.scenarios.summary import scenario_fields
+
+    def rnd(i, qps):
+        return {"round": i, "status": "ok", "disturbed": None, "samples_ms": [1.0, 2.0],
+                "loadgen": {"valid": qps is not None}, "server": {"max_valid_qps": qps, "tries": []}}
+
+    two_of_three = scenario_fields("server", [rnd(0, 10.0), rnd(1, None), rnd(2, 30.0)], 1)
+    assert two_of_three["scenario_valid"] is True and two_of_three["scenario_figure"] == 20.0
+    one_of_three = scenario_fields("server", [rnd(0, 10.0), rnd(1, None), rnd(2, None)], 1)
+    assert one_of_three["scenario_valid"] is False and "scenario_figure" not in one_of_three
+    offline = scenario_fields("offline", [{**rnd(0, None), "loadgen": {"valid": True, "samples_per_s": 5.0}},
+                                          {**rnd(1, None), "loadgen": {"valid": False, "samples_per_s": 7.0}}], 2)
+    assert offline["scenario_valid"] is False and offline["throughput"] == 12.0  # every round must be VALID

@@ -37,6 +37,12 @@ def scenario_fields(scenario: str, rounds: list[dict], batch_size: int) -> dict:
         return {}
     figures = [(r, f) for r in used if (f := round_figure(scenario, r)) is not None]
     out: dict = {"scenario_unit": UNITS[scenario], "scenario_valid": all(round_valid(scenario, r) for r in used)}
+    if scenario == "server":
+        # a round's answer is the highest QPS LoadGen judged VALID, or none; the cell has one when at
+        # least half its rounds found one (the median of theirs), else none
+        if len(figures) * 2 < len(used):
+            figures = []
+        out["scenario_valid"] = bool(figures)
     rates = [lg["samples_per_s"] for r in used if isinstance((lg := r["loadgen"]).get("samples_per_s"), (int, float))]
     if scenario == "server":
         rates = [f for _, f in figures]
