@@ -7,6 +7,7 @@ import copy
 
 from ios_core.check import compare
 from ios_core.ir import Graph, GraphBuilder, Value
+from ios_core.models.coverage import level_schedule  # noqa: F401  (the tests' most parallel schedule)
 from ios_core.reference import random_input
 from ios_core.reference import run as oracle
 
@@ -54,24 +55,6 @@ def mixed_graph(channels: int = 8, size: int = 6) -> Graph:
     b.end_block(b.linear(act, 10))
     del e, m
     return b.finish()
-
-
-def level_schedule(graph: Graph) -> Graph:
-    """A copy of ``graph`` whose blocks run in ASAP levels: every operator whose inputs are
-    ready forms its own group of one parallel stage."""
-    g = Graph.from_json(copy.deepcopy(graph.to_json()))
-    _copy_weights(graph, g)
-    for block in g.blocks:
-        done = {block.enter_node.name}
-        left = list(block.nodes)
-        stages = []
-        while left:
-            ready = [n for n in left if all(p.name in done for p in n.predecessors())]
-            stages.append([[n.name] for n in ready])
-            done.update(n.name for n in ready)
-            left = [n for n in left if n.name not in done]
-        block.stages = stages
-    return g.validate()
 
 
 def sequential_schedule(graph: Graph) -> Graph:
