@@ -146,23 +146,10 @@ def test_node_killed_mid_sweep_then_resume_runs_every_cell_once(cluster, tmp_pat
     gamma = cluster.add_node(**node_args("gamma", "gamma"))
     monkeypatch.delenv("TEST_SLOW_EXECUTE_S")
     run = tmp_path / "runs" / "k"
-    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
-            "--device", "cpu:gamma", *FAST, "--out", "runs/k", "--executor", "ray", "--ray-address", cluster.address]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
-    proc = subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.time()
-        while not _rounds_on(run, "gamma"):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.time() - t0 < 240, "no round finished"
-            time.sleep(0.2)
-        cluster.remove_node(gamma, allow_graceful=False)  # the node dies while its next round runs
-        out, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err[-3000:]
+    # the node dies while its next round runs
+    code, err = _fleet_sweep_losing(cluster, tmp_path, "runs/k", "cpu:gamma", "gamma",
+                                    lambda: cluster.remove_node(gamma, allow_graceful=False))
+    assert code == 1, err[-3000:]
     assert "cells not run" in err and "--resume" in err
     before = results.read_records(run)
     assert len(before) < 4 and all(r["status"] == "ok" for r in before)
@@ -182,6 +169,28 @@ def test_node_killed_mid_sweep_then_resume_runs_every_cell_once(cluster, tmp_pat
     assert sum(rnd["node"] == "gamma" for rnd in rounds) >= min(kept, 1)
     assert {rnd["node"] for rnd in rounds} <= {"gamma", "gamma2"} and "gamma2" in {rnd["node"] for rnd in rounds}
     assert (run / "nodes" / "gamma2" / "env.json").is_file()
+
+
+def _fleet_sweep_losing(cluster, cwd, out: str, device: str, node: str, lose) -> tuple[int, str]:
+    """A Ray sweep of two tiny models x two test frameworks on ``device``; once a round has
+    finished on ``node``, ``lose()`` takes a node away. Returns (exit code, stderr)."""
+    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
+            "--device", device, *FAST, "--out", out, "--executor", "ray", "--ray-address", cluster.address]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
+    proc = subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.time()
+        while not _rounds_on(cwd / out, node):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.time() - t0 < 240, f"no round finished on {node}"
+            time.sleep(0.2)
+        lose()
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
 
 
 def _rounds_on(run, node: str) -> int:
@@ -204,24 +213,13 @@ def test_a_node_lost_mid_cell_costs_that_cell_only_and_it_is_retried_on_another(
     cluster.add_node(**node_args("omega2", "omega"))
     monkeypatch.delenv("TEST_SLOW_EXECUTE_S")
     run = tmp_path / "runs" / "r"
-    args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
-            "--device", "cpu:omega", *FAST, "--out", "runs/r", "--executor", "ray", "--ray-address", cluster.address]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), IOS_BENCH_PLUGINS="tests.harness_plugin")
-    proc = subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.time()
-        while not _rounds_on(run, "omega1"):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.time() - t0 < 240, "no round finished on omega1"
-            time.sleep(0.2)
+
+    def lose_omega1():
         time.sleep(2.0)  # omega1's group's next round (its group stays on omega1) is now running
         cluster.remove_node(doomed, allow_graceful=False)
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+
+    code, err = _fleet_sweep_losing(cluster, tmp_path, "runs/r", "cpu:omega", "omega1", lose_omega1)
+    assert code == 0, err[-3000:]
     recs = results.read_records(run)
     assert sorted(r["cell"] for r in recs) == sorted(f"{m}|b1|{fw}|cpu:omega" for m in ("tiny_a", "tiny_b")
                                                      for fw in ("test-ref", "test-ref2"))
