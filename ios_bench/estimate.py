@@ -45,6 +45,7 @@ STATED = {
     "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
     "canary_s": 0.05,
 }
+WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
 
 
@@ -191,6 +192,12 @@ class Model:
 
     def reference_s(self, model: str, batch: int) -> float:
         return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
+
+
+def min_round_seconds(repeat: int, min_sample_ms: float | None) -> float:
+    """The least time one round of one cell can take: a fresh worker, then ``repeat`` samples of at
+    least ``min_sample_ms`` (the lower bound ``--time-budget`` is checked against)."""
+    return WORKER_START_S + repeat * (min_sample_ms or 0) / 1000
 
 
 def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches: set) -> dict:

@@ -70,17 +70,9 @@ from .scenarios import LATENCY
 from .scenarios import cells as scenario_cells
 from .scenarios import summary as scenario_summary
 
-WORKER_START_S = 1.0  # the stated cost model of a round's fixed part (a fresh process, imports)
-
 
 class MaxTimeReached(Exception):
     """``--max-time`` was spent: no further worker starts; what finished is kept for --resume."""
-
-
-def min_round_seconds(plan: Plan) -> float:
-    """The least time one round of one cell can take (the budget check's stated model): a fresh
-    worker, then ``repeat`` samples of at least ``min_sample_ms``."""
-    return WORKER_START_S + plan.repeat * (plan.min_sample_ms or 0) / 1000
 
 
 def schedule_hash(path: Path) -> str | None:
@@ -134,7 +126,7 @@ class Sweep:
         if problem:
             raise InputError(problem)
         if plan.rounds != AUTO and plan.time_budget is not None:
-            need = min_round_seconds(plan)
+            need = estimate.min_round_seconds(plan.repeat, plan.min_sample_ms)
             if plan.time_budget < need:
                 raise InputError(f"--time-budget {plan.time_budget:g} s cannot fit one round of one cell "
                                  f"(at least {need:.1f} s: a worker's start and {plan.repeat} samples of "
