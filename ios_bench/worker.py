@@ -463,6 +463,7 @@ def task_cell(spec: dict, result: dict) -> dict:
     with _utilization(spec, result), Window(gpu=0 if spec["device"] == "cuda" else None) as window:
         m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
                           repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+    window.samples(m.samples_ms)
     result["interference"] = window.figures
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too

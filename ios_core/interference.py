@@ -22,6 +22,10 @@ Two kinds of figure:
 - **Co-tenants it cannot see** (a VM's neighbours on the host): a short fixed **canary** workload
   is timed before and after the window. A canary far slower than the canary's usual time (the
   median over the run's windows) means the machine was slower, whatever ``/proc/stat`` says.
+  The canaries see only the window's edges; a slowdown in its middle shows in the timed samples
+  themselves (``Window.samples``): ``slow_samples`` is the share of them slower than the canary
+  threshold times the window's quickest quarter (seen here: a round whose last 4 of 10 samples
+  took 2x the first 6, with ``/proc/stat`` and both canaries quiet).
 
 :func:`judge` applies the one rule (:data:`THRESHOLDS`) that marks a window ``disturbed``. It is
 used by the sweep's rounds, the measured cost model's profile database and the operator dataset.
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 PROC_STAT = "/proc/stat"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MIN_JUDGED_WINDOW_S = 0.05  # a shorter window's CPU-time figures are mostly tick rounding: not judged
+MIN_JUDGED_SAMPLES = 8  # fewer samples say too little about a slowdown inside the window: not judged
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Thresholds:
     steal: float = 0.05  # hypervisor steal, fraction of the machine's capacity
     canary: float = 1.25  # canary time / the usual canary time
     gpu_other_util: float = 10.0  # another process's SM utilization of the GPU, percent
+    # share of a window's samples slower than ``canary`` x its first quartile (a mid-window slowdown)
+    slow_samples: float = 0.30
 
 
 THRESHOLDS = Thresholds()
@@ -124,6 +131,12 @@ class Window:
         self.figures["start_unix"] = round(time.time(), 3)  # when the window was open (to match with other logs)
         self._gpu_since_us = int(time.time() * 1e6)
         return self
+
+    def samples(self, samples_ms) -> None:
+        """Record what the window's timed samples say about a slowdown inside it (``slow_samples``)."""
+        slow = slow_samples(samples_ms)
+        if slow is not None:
+            self.figures["slow_samples"] = slow
 
     def __exit__(self, *exc) -> None:
         wall = time.perf_counter() - self._t0
@@ -221,7 +234,21 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     c = canary_ms(figures)
     if c is not None and canary_ref and c > thresholds.canary * canary_ref:
         why.append(f"canary {c / canary_ref:.2f}x its usual time")
+    slow = figures.get("slow_samples")
+    if isinstance(slow, (int, float)) and slow > thresholds.slow_samples:
+        why.append(f"{slow:.0%} of its samples over {thresholds.canary:g}x its quickest quarter (slowed mid-window)")
     return "; ".join(why) or None
+
+
+def slow_samples(samples_ms, factor: float = THRESHOLDS.canary) -> float | None:
+    """The share of ``samples_ms`` slower than ``factor`` x their first quartile: near 0 on a steady
+    machine (a sample's own jitter stays well within 25 %), large when the machine slowed for part of
+    the window. None for fewer than :data:`MIN_JUDGED_SAMPLES` samples."""
+    values = sorted(float(v) for v in samples_ms)
+    if len(values) < MIN_JUDGED_SAMPLES:
+        return None
+    q1 = values[(len(values) - 1) // 4]
+    return round(sum(v > factor * q1 for v in values) / len(values), 4)
 
 
 class CanaryReference:

@@ -168,3 +168,26 @@ def test_other_processes_on_the_gpu_disturb_a_window():
     assert quiet == {"gpu_other_util": 0.0, "gpu_other_processes": 0} and judge(quiet, None) is None
     broken = gpu_others(0, 0, _FakeNvml(error=999), {me})
     assert broken["gpu_other"].startswith("NVML:") and judge(broken, None) is None
+
+
+def test_a_slowdown_inside_the_window_shows_in_its_samples():
+    """The canaries see the window's edges only; a slowdown in its middle is in the samples. The
+    round seen here: the last 4 of 10 samples took 2x the first 6, /proc/stat and canaries quiet."""
+    steady = [22.5, 23.5, 23.3, 22.5, 23.3, 22.6, 23.0, 22.9, 23.1, 22.8]
+    slowed = [29.7, 23.5, 23.3, 22.5, 23.3, 22.6, 41.5, 45.6, 52.2, 48.5]
+    assert interference.slow_samples(steady) == 0.0
+    assert interference.slow_samples(slowed) == 0.5
+    assert interference.slow_samples(slowed[:7]) is None  # too few samples to tell
+    quiet = {"other_cpu": 0.0, "steal": 0.0, "canary_before_ms": 0.5, "canary_after_ms": 0.5}
+    assert judge({**quiet, "slow_samples": interference.slow_samples(steady)}, 0.5) is None
+    why = judge({**quiet, "slow_samples": interference.slow_samples(slowed)}, 0.5)
+    assert why and "50% of its samples" in why and "mid-window" in why
+    # one or two outliers (a single slow call) are not a slowed machine: the median ignores them
+    assert judge({**quiet, "slow_samples": interference.slow_samples(steady[:8] + [60.0, 40.0])}, 0.5) is None
+    with Window(canary=False) as w:
+        pass
+    w.samples(slowed)
+    assert w.figures["slow_samples"] == 0.5
+    w2 = Window(canary=False)
+    w2.samples([1.0, 2.0])
+    assert "slow_samples" not in w2.figures

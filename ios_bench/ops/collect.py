@@ -104,6 +104,7 @@ def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, m
 
     with Window(canary_reps=3) as window:
         m = measurer.measure_stage(cand.stage, batch_size)
+    window.samples(m.samples_ms)
     disturbed = _canary.judge(window.figures)
     vec, work = Featurizer(batch_size).stage_inputs(cand.stage.kind, cand.stage.groups, threads)
     feats = dict(zip(feature_names(), vec.tolist()))
