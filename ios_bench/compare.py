@@ -12,20 +12,24 @@ cell present in both runs:
 
 Verdicts: ``regression`` / ``improvement`` when the interval excludes zero and the change exceeds
 the threshold; ``within noise`` otherwise; ``unstable`` when either side has fewer than two
-undisturbed rounds (a schema-1 run has one round per cell: measured in one process) or more
-disturbed rounds than undisturbed ones. Status changes (a cell that now fails, or whose output
+undisturbed rounds (a schema-1 run has one round per cell: measured in one process), or when its
+re-runs of disturbed rounds ran out before a cell had the rounds its plan asked for (without a
+plan: more disturbed rounds than undisturbed). Status changes (a cell that now fails, or whose output
 became wrong) are regressions too.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .report import load_run
-from .rounds import good_rounds, ratio_interval
+from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, ratio_interval
+from .runfolder import PLAN_FILE
 
 MIN_THRESHOLD = 0.01
 VERDICTS = ("regression", "improvement", "within noise", "unstable")
@@ -80,6 +84,36 @@ def _disturbed(r) -> int:
     return sum(1 for g in rounds or [] if isinstance(g, dict) and g.get("disturbed"))
 
 
+def _rounds_asked(run) -> int | None:
+    """The undisturbed rounds per cell the run asked for (its plan's ``rounds``; ``auto``: the
+    rounds it starts with), or None where the run folder keeps no plan."""
+    try:
+        plan = json.loads((Path(run) / PLAN_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    rounds = plan.get("rounds") if isinstance(plan, dict) else None
+    if rounds == AUTO:
+        return MIN_AUTO_ROUNDS
+    return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 0 else None
+
+
+def _too_disturbed(side: str, used: int, disturbed: int, asked: int | None) -> str | None:
+    """Why one side's disturbed rounds make its figure untrustworthy, or None. With the run's plan:
+    its re-runs ran out before the cell had the rounds it asked for (disturbed rounds are measured
+    again, so a cell that got them is judged on them alone). Without one: more disturbed rounds
+    than undisturbed."""
+    if not disturbed:
+        return None
+    if asked is not None:
+        if used < asked:
+            return (f"{side} has {used} undisturbed round{'s' * (used != 1)} of the {asked} asked for "
+                    f"({disturbed} disturbed: the machine was busy)")
+        return None
+    if disturbed > used:
+        return f"{side} has more disturbed rounds ({disturbed}) than undisturbed ({used})"
+    return None
+
+
 def _good(r) -> bool:
     return r is not None and r["status"] == "ok" and bool(r["check_passed"])
 
@@ -118,6 +152,7 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
             notes.append(f"run {name} is an older run (schema 1): each of its cells was measured in one process, "
                          "one round, so between-process noise is unknown there and its cells' verdicts are "
                          "'unstable'; measure it again with rounds to compare")
+    wa, wb = _rounds_asked(a), _rounds_asked(b)
     source = "given"
     if threshold is None:
         both = [k for k in ra if k in rb and _good(ra[k]) and _good(rb[k])]
@@ -150,8 +185,8 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
             change, low, high = ratio_interval(ga, gb, confidence)
             few = [f"{n} has {len(g)} undisturbed round{'s' * (len(g) != 1)}" for n, g in (("A", ga), ("B", gb))
                    if len(g) < 2]
-            noisy = [f"{n} has more disturbed rounds ({d}) than undisturbed ({len(g)})"
-                     for n, g, d in (("A", ga, _disturbed(x)), ("B", gb, _disturbed(y))) if d > len(g)]
+            noisy = [why for n, g, d, want in (("A", ga, _disturbed(x), wa), ("B", gb, _disturbed(y), wb))
+                     if (why := _too_disturbed(n, len(g), d, want))]
             if few or noisy:
                 verdict, why = "unstable", "; ".join(few + noisy)
             elif low > 0 and change >= threshold:

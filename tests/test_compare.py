@@ -88,6 +88,28 @@ def test_unstable_when_rounds_are_too_few_or_mostly_disturbed(tmp_path):
     assert got["dist"].verdict == "unstable" and "disturbed" in got["dist"].why
 
 
+def test_with_its_plan_a_cell_that_got_its_rounds_is_judged_on_them(tmp_path):
+    """Disturbed rounds are measured again: a cell with the 3 undisturbed rounds its plan asked for
+    (beside 4 disturbed ones) is judged on them; one whose re-runs ran out at 2 is unstable."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, [cell("got", rounds=rounds_of(10, n_rounds=3, between=0.003, within=0.003)),
+              cell("short", rounds=rounds_of(10, n_rounds=3, between=0.003, within=0.003, seed=5))])
+    write(b, [cell("got", rounds=rounds_of(12, n_rounds=7, between=0.003, within=0.003, seed=1),
+                   disturbed=(0, 2, 4, 6)),
+              cell("short", rounds=rounds_of(12, n_rounds=9, between=0.003, within=0.003, seed=2),
+                   disturbed=(0, 1, 2, 3, 4, 5, 6))])
+    for folder in (a, b):
+        (folder / "plan.json").write_text(json.dumps({"rounds": 3}))
+    got = {c.framework: c for c in compare_runs(a, b).changes}
+    assert got["got"].verdict == "regression" and got["got"].rounds_b == 3
+    assert got["short"].verdict == "unstable"
+    assert "B has 2 undisturbed rounds of the 3 asked for (7 disturbed" in got["short"].why
+    (b / "plan.json").write_text(json.dumps({"rounds": "auto"}))  # auto starts with 3 rounds
+    assert {c.framework: c.verdict for c in compare_runs(a, b).changes}["short"] == "unstable"
+    (b / "plan.json").unlink()  # no plan: more disturbed rounds than undisturbed
+    assert {c.framework: c.verdict for c in compare_runs(a, b).changes}["got"] == "unstable"
+
+
 def test_disturbed_rounds_are_left_out_of_the_figure(tmp_path):
     """A disturbed round 3x slower does not move the figure."""
     a, b = tmp_path / "a", tmp_path / "b"
