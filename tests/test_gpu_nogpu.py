@@ -1,5 +1,5 @@
 """The GPU paths on a machine without a GPU: clear one-line answers, nothing half-written, and
-the device-independent pieces (timer protocol, probes) checked here."""
+the device-independent pieces (probes) checked here; the timer protocol is tests/test_measure.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import types
 import pytest
 
 from ios_core import gpu
-from ios_core.measure import measure
 
 
 def _no_gpu(monkeypatch):
@@ -93,49 +92,6 @@ def test_throttle_reasons_are_named():
 def test_fingerprint_never_raises_without_gpu():
     fp = gpu.fingerprint()
     assert set(fp) >= {"name", "driver", "cuda_runtime", "cudnn", "sm_clock_mhz"}
-
-
-class CountingTimer:
-    """A device timer stand-in: each sample lasts 2 ms per call on the 'device clock'."""
-
-    clock = "fake-device"
-
-    def __init__(self):
-        self.calls = 0
-        self.started = 0
-
-    def start(self):
-        self.started = self.calls
-
-    def stop(self):
-        return 2.0 * (self.calls - self.started)
-
-
-def test_measure_uses_the_device_timer_when_given():
-    t = CountingTimer()
-
-    def fn():
-        t.calls += 1
-
-    m = measure(fn, warmup=2, number=3, repeat=4, timer=t)
-    assert m.samples_ms == [2.0] * 4 and m.number == 3
-    assert m.meta["clock"] == "fake-device"
-    assert t.calls == 2 + 3 * 4
-
-
-def test_measure_calibrates_number_with_the_device_timer():
-    t = CountingTimer()
-
-    def fn():
-        t.calls += 1
-
-    m = measure(fn, warmup=0, number=1, repeat=2, min_sample_ms=7.0, timer=t)
-    assert m.number == 4  # 2 ms per call: 1, 2 too short, 4 calls = 8 ms
-
-
-def test_host_clock_is_labelled():
-    m = measure(lambda: None, warmup=0, repeat=2)
-    assert m.meta["clock"] == "host"
 
 
 def test_doctor_without_gpu_gives_a_reason_per_framework(run_cli):

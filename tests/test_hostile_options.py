@@ -203,3 +203,9 @@ def test_a_batch_that_cannot_fit_in_memory_is_refused_before_allocating(tmp_path
     code, out, err = run_cli(args)
     assert one_line_error(code, out, err), (code, out, err)
     assert "GiB" in err and _quiet_tree(tmp_path) == []
+
+
+def test_bad_ios_provider_is_a_one_line_error(run_cli, tmp_path):
+    code, out, err = run_cli(["run", "--models", "sample", "--ios-providers", "torch,cuda-magic",
+                              "--out", str(tmp_path / "r")])
+    assert code == 2 and "unknown IOS provider cuda-magic" in err

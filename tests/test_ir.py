@@ -1,3 +1,6 @@
+"""The IR (ios_core.ir): building graphs, validation and its errors, JSON round trips with weights,
+blocks and schedules, and the oracle on small graphs."""
+
 import copy
 import json
 

@@ -4,6 +4,7 @@ each peer's configuration."""
 import json
 
 import matplotlib.figure
+import pandas as pd
 import pytest
 
 from ios_bench import report, results
@@ -189,3 +190,22 @@ def test_a_corrupt_env_json_is_a_warning_in_the_report(tmp_path, run_cli, conten
     code, out, err = run_cli(["report", str(run), "--out", str(tmp_path / "rep")])
     assert code == 0 and "Traceback" not in err, err
     assert (tmp_path / "rep" / "report.md").exists()
+
+
+def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
+    from ios_bench.report import SLOWER_FLAG, ios_table, slower_than_sequential
+
+    rows = [dict(model="m", batch_size=1, framework="ios-sequential", device="cpu", status="ok", schedule="sequential",
+                 provider="torch", median_ms=10.0, predicted_ms=9.0, sequential_ms=10.0, optimize_seconds=1.0),
+            dict(model="m", batch_size=1, framework="ios-both", device="cpu", status="ok", schedule="both",
+                 provider="torch", median_ms=12.0, predicted_ms=8.0, sequential_ms=10.0, optimize_seconds=2.0),
+            dict(model="m", batch_size=1, framework="ios-both[openvino]", device="cpu", status="ok", schedule="both",
+                 provider="openvino", median_ms=5.0, predicted_ms=5.5, sequential_ms=6.0, optimize_seconds=2.0)]
+    df = pd.DataFrame(rows)
+    flagged = slower_than_sequential(df)
+    assert [r["framework"] for r in flagged] == ["ios-both"]
+    md = ios_table(df, "cpu", 1).md()
+    assert "| m | IOS-Both | torch | 12.000 | 8.000 | -33.3% | 10.000 | 0.83x | " + SLOWER_FLAG in md
+    # Markdown cells escape Markdown syntax (ios_bench/escape.md): the brackets render as [openvino]
+    assert r"| m | IOS-Both\[openvino\] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | ok |" in md
+    assert "Mean absolute prediction error: 17.8% over 3 cells" in md

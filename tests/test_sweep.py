@@ -579,3 +579,14 @@ def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
     assert len(recs) == 4 and len({r["cell"] for r in recs}) == 4  # each cell once
     # every cell has its two rounds (more where one was disturbed and measured again: a loaded machine)
     assert all(r["status"] == "ok" and len(r["rounds"]) >= 2 for r in recs)
+
+
+def test_provider_labels_and_keys():
+    from ios_bench.cells import label, schedule_key, split_framework
+
+    assert schedule_key("both") == "ios-both" and label("ios-both") == "IOS-Both"
+    assert schedule_key("both", "onnxruntime") == "ios-both[onnxruntime]"
+    assert label("ios-both[onnxruntime]") == "IOS-Both[onnxruntime]"
+    assert split_framework("ios-both[openvino]") == ("ios-both", "openvino")
+    assert split_framework("ios-greedy") == ("ios-greedy", "torch")
+    assert split_framework("onnxruntime") == ("onnxruntime", None)

@@ -1,14 +1,19 @@
-"""The measured cost model and its persistent profile database."""
+"""ios_core.cost (measured, cache): the measured cost model, its modes (stage, calibrated, hybrid,
+composed), and its persistent profile database, keyed by the spin environment and provider."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 
 import pytest
 
+from ios_core import threads
+from ios_core.cost import cache as cost_cache
 from ios_core.cost.cache import ProfileCache, default_path, stage_signature
 from ios_core.cost.measured import MeasuredCostModel, make_measured_cost_model
 from ios_core.ir import GraphBuilder
+from ios_core.optimizer import schedule
 from ios_core.optimizer.stage import Stage
 from tests.runtime_helpers import mixed_graph
 
@@ -186,3 +191,89 @@ def test_a_stage_taken_again_for_a_disturbed_machine_counts_once(tmp_path):
     schedule(g, "both", cm, batch_size=1, validate=False)
     assert cm.disturbed > 0 and cm.disturbed == len(calls) // 2
     assert cm.measured > 0 and cm.misses == cm.measured
+
+
+def _fan(channels: int = 8):
+    """Three parallel convolutions of one input, concatenated."""
+    b = GraphBuilder("fan", (channels, 10, 10))
+    x = b.input
+    outs = [b.conv(x, channels, k, padding=k // 2) for k in (1, 3, 3)]
+    b.end_block(b.concat(outs))
+    g = b.finish()
+    return g, g.blocks[0].nodes
+
+
+def test_cache_key_includes_spin_environment_and_provider(monkeypatch, tmp_path):
+    monkeypatch.setenv("GOMP_SPINCOUNT", "20000")
+    monkeypatch.setenv(threads.POLICY_VAR, "short-spin")
+    a = cost_cache.device_fingerprint("cpu")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "300000")
+    b = cost_cache.device_fingerprint("cpu")
+    monkeypatch.setenv(threads.POLICY_VAR, "default")
+    c = cost_cache.device_fingerprint("cpu")
+    assert len({a[0], b[0], c[0]}) == 3
+    assert json.loads(a[1])["environment"]["GOMP_SPINCOUNT"] == "20000"
+    # a different spin environment does not read the other's rows
+    g, nodes = _fan()
+    monkeypatch.setenv("GOMP_SPINCOUNT", "20000")
+    db = tmp_path / "p.sqlite"
+    MeasuredCostModel(threads=1, cache=db, **FAST).stage_latency(Stage("parallel", [[nodes[0]]]), 1)
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    cm = MeasuredCostModel(threads=1, cache=db, **FAST)
+    cm.stage_latency(Stage("parallel", [[nodes[0]]]), 1)
+    assert cm.hits == 0 and cm.measured == 1
+    with pytest.raises(ValueError, match="provider 'nope' is not available"):
+        MeasuredCostModel(provider="nope", cache=False)
+
+
+def test_calibrated_mode_measures_operators_concurrently_and_caches(tmp_path):
+    g, nodes = _fan()
+    db = tmp_path / "p.sqlite"
+    cm = MeasuredCostModel(threads=2, cache=db, **FAST)
+    assert cm.mode == "calibrated"  # the default
+    par = Stage("parallel", [[nodes[0]], [nodes[1]], [nodes[2]]])
+    one = Stage("parallel", [[nodes[1]]])
+    t_par = cm.stage_latency(par, 1)
+    t_one = cm.stage_latency(one, 1)
+    assert t_par > 0 and t_one > 0
+    # distinct operators x (the full budget for the single stage, concurrent 1+1 for the parallel
+    # one): two distinct convolution shapes concurrent (the two 3x3 are the same operator), one
+    # alone, and the pool dispatch
+    assert cm.measured == 4
+    assert t_par >= cm.dispatch_ms()
+    again = MeasuredCostModel(threads=2, cache=db, **FAST)
+    assert again.stage_latency(par, 1) == t_par and again.stage_latency(one, 1) == t_one
+    assert again.measured == 0 and again.hits >= 3
+
+
+def test_hybrid_mode_measures_or_prunes_every_concurrent_stage():
+    g, nodes = _fan()
+    cm = MeasuredCostModel(threads=2, cache=False, mode="hybrid", **FAST)
+    stages = [Stage("parallel", [[nodes[0]], [nodes[1]]]), Stage("parallel", [[nodes[1]], [nodes[2]]]),
+              Stage("parallel", [[nodes[0]], [nodes[1]], [nodes[2]]])]
+    for st in stages:
+        assert cm.stage_latency(st, 1) > 0
+    singles = 2  # the 1x1 and the 3x3 operators at the full budget
+    composed_shares = 2  # composition at one thread each (optimistic, alone)
+    primed = cm.measured - singles - composed_shares - 1  # and the pool dispatch
+    assert cm.pruned + primed == len(stages)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        MeasuredCostModel(mode="fast", cache=False)
+
+
+def test_second_optimization_reuses_block_schedules(tmp_path):
+    g, _ = _fan()
+    g.init_weights(0)
+    db = tmp_path / "p.sqlite"
+    first = schedule(g, "both", MeasuredCostModel(threads=2, cache=db, **FAST), validate=False)
+    assert first.stats.blocks_reused == 0 and first.stats.states > 0
+    cm = MeasuredCostModel(threads=2, cache=db, **FAST)
+    second = schedule(g, "both", cm, validate=False)
+    st = second.stats
+    assert st.blocks_reused == len(g.blocks) and st.states == 0 and cm.calls == 0
+    assert [b.stages for b in second.graph.blocks] == [b.stages for b in first.graph.blocks]
+    assert st.cost_ms == pytest.approx(first.stats.cost_ms)
+    assert "block schedules reused" in st.summary()
+    # other search parameters or another provider/mode are other keys
+    other = schedule(g, "both", MeasuredCostModel(threads=2, cache=db, mode="composed", **FAST), validate=False)
+    assert other.stats.blocks_reused == 0
