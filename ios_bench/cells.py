@@ -75,6 +75,11 @@ class Cell:
         return cell_key(self.model, self.batch_size, self.framework, self.device, self.variant)
 
     @property
+    def group(self) -> str:
+        """Its (model, batch, device) group: the cells whose rounds are interleaved with its own."""
+        return f"{self.model}|b{self.batch_size}|{self.device}"
+
+    @property
     def file_stem(self) -> str:
         tail = f"-{self.scenario}-{self.instances}x{self.instance_threads}" if self.scenario else ""
         return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}{tail}")

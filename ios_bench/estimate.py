@@ -254,6 +254,24 @@ def too_big(estimate_mib: float, available: float) -> str | None:
             f"activations at this batch, its arena) and {available:,.0f} MiB are available")
 
 
+def memory_skips(cells: list, refs: dict, history: History) -> dict[str, str]:
+    """{cell key: why it cannot start} for the cells whose estimated memory exceeds what is
+    available on this machine now. ``refs``: {(model, batch): the reference's metadata}, which
+    carries each model's activation and weight footprint."""
+    acts = {m: ref.get("activation_mib") for (m, _), ref in refs.items() if ref.get("activation_mib") is not None}
+    weights = {m: ref.get("weights_mib") for (m, _), ref in refs.items() if ref.get("weights_mib") is not None}
+    avail = available_mib()
+    out = {}
+    for c in cells:
+        if c.model not in acts or c.model not in weights:
+            continue
+        need = cell_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, history, acts, weights)
+        why = too_big(need, avail)
+        if why:
+            out[c.key] = why
+    return out
+
+
 def human(seconds: float) -> str:
     """``3 h 05 min``, ``12 min``, ``40 s``."""
     seconds = max(0.0, float(seconds))

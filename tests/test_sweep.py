@@ -12,9 +12,9 @@ import pytest
 
 from ios_bench import results
 from ios_bench.cells import Cell, schedule_key
-from ios_bench.plan import Plan
 from ios_bench.results import Store, cell_key
-from ios_bench.sweep import Sweep, schedule_hash
+from ios_bench.schedules import same_schedules
+from ios_bench.sweep import schedule_hash
 from ios_core.threads import usable_cores
 from tests.harness_helpers import (
     FAST,
@@ -233,13 +233,12 @@ def test_sigterm_resets_locked_clocks(tmp_path):
     assert not (run / "results.jsonl").exists() or b"test-hang" not in (run / "results.jsonl").read_bytes()
 
 
-def test_identical_schedules_are_one_measurement(tmp_path):
-    sweep = Sweep(Plan(), tmp_path / "run")
+def test_identical_schedules_are_one_measurement():
     cells = [Cell("m", "m", 1, schedule_key(s, p), "cpu", s, "ios", provider=p)
              for s in ("sequential", "greedy", "both") for p in ("torch", "onnxruntime")]
     same_hash = {"sequential": "aaaa", "greedy": "bbbb", "both": "aaaa"}  # validation kept sequential for Both
     scheds = {c.key: {"hash": same_hash[c.schedule], "path": f"schedules/{c.framework}.json"} for c in cells}
-    same = sweep._same_schedules(cells, scheds)
+    same = same_schedules(cells, scheds)
     assert same == {cell_key("m", 1, "ios-both", "cpu"): cell_key("m", 1, "ios-sequential", "cpu"),
                     cell_key("m", 1, "ios-both[onnxruntime]", "cpu"):
                         cell_key("m", 1, "ios-sequential[onnxruntime]", "cpu")}  # per provider, never across
