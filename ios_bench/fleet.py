@@ -4,7 +4,7 @@ Each task is one Ray task in a fresh Ray worker process (``max_calls=1``), pinne
 driver chose for it (``NodeAffinitySchedulingStrategy``, hard). Inside, the task writes the files
 the worker reads (reference input and output, a graph file, a stored schedule) into a scratch
 folder on that node, sets CPU affinity and runs the very same worker process the local executor
-runs (:func:`ios_bench.sweep.run_worker`: timeout, crash capture, thread variables); it returns
+runs (:func:`ios_bench.launch.run_worker`: timeout, crash capture, thread variables); it returns
 the result, the worker's log and the files the worker wrote (a new schedule). Only the driver
 writes the run folder.
 

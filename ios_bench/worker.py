@@ -292,7 +292,7 @@ _SEARCH_FIGURES = ("states", "transitions", "stages_costed", "search_seconds", "
 def optimize_target(spec: dict) -> dict:
     """What an IOS cell's schedule is optimized for: its own batch size and thread budget, pruning
     r=3, s=8 and the shared profile database, unless the sweep's IOS options
-    (``spec["ios_options"]``, see ``ios_bench.sweep.IOS_OPTIONS``) say otherwise."""
+    (``spec["ios_options"]``, see ``ios_bench.plan.IOS_OPTIONS``) say otherwise."""
     opts = spec.get("ios_options") or {}
     return {"batch_size": int(opts.get("optimize_batch", spec["batch_size"])),
             "threads": opts.get("optimize_threads", spec.get("threads")),
