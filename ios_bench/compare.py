@@ -1,7 +1,8 @@
 """Compare two runs cell by cell on their rounds (``ios-bench compare runs/A runs/B``).
 
-A cell's figure is the median of its undisturbed rounds' medians (``ios_bench.rounds``). For each
-cell present in both runs:
+A cell's figure is the median of its undisturbed rounds' medians (``ios_bench.rounds``); a LoadGen
+scenario cell's, the median of its rounds' LoadGen figures, throughput taken as its inverse (ms per
+sample or query) so that larger is worse everywhere. For each cell present in both runs:
 
 - the change ``figure(B) / figure(A) - 1``;
 - its interval (95 % by default): each run's figure bootstrapped hierarchically (rounds, then
@@ -30,6 +31,7 @@ import numpy as np
 from .report import load_run
 from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, ratio_interval
 from .runfolder import PLAN_FILE
+from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
 MIN_THRESHOLD = 0.01
 VERDICTS = ("regression", "improvement", "within noise", "unstable")
@@ -72,11 +74,27 @@ class Comparison:
         return out
 
 
+def _scenario(r) -> str | None:
+    scenario = r.get("scenario") if hasattr(r, "get") else None
+    return scenario if isinstance(scenario, str) and scenario in HIGHER_IS_BETTER else None
+
+
 def _rounds(r) -> list[list[float]]:
+    """Per undisturbed round, the values its figure is the median of: a latency cell's timing
+    samples; a LoadGen cell's one scenario figure per round, throughput as its inverse (ms per
+    sample or query), so that a larger value is worse for every cell."""
     rounds = r.get("rounds") if hasattr(r, "get") else None
     if not isinstance(rounds, list):
         return []
-    return [[float(v) for v in g["samples_ms"] if v > 0] for g in good_rounds(rounds)]
+    scenario = _scenario(r)
+    if scenario is None:
+        return [[float(v) for v in g["samples_ms"] if v > 0] for g in good_rounds(rounds)]
+    out = []
+    for g in good_rounds(rounds):
+        f = round_figure(scenario, g)
+        if isinstance(f, (int, float)) and f > 0:
+            out.append([1000.0 / f if HIGHER_IS_BETTER[scenario] else float(f)])
+    return out
 
 
 def _disturbed(r) -> int:
@@ -153,6 +171,10 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
                          "one round, so between-process noise is unknown there and its cells' verdicts are "
                          "'unstable'; measure it again with rounds to compare")
     wa, wb = _rounds_asked(a), _rounds_asked(b)
+    if any(_scenario(r) for r in [*ra.values(), *rb.values()]):
+        notes.append("LoadGen scenario cells are compared on their LoadGen figure per round: latency percentiles "
+                     "as they are, throughput (offline samples/s, server QPS) as its inverse (ms per sample or "
+                     "query), so a regression is always the slower side")
     source = "given"
     if threshold is None:
         both = [k for k in ra if k in rb and _good(ra[k]) and _good(rb[k])]

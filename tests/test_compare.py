@@ -183,3 +183,28 @@ def test_bad_noise_threshold_is_one_line(tmp_path, run_cli):
     write(a, [cell("x", rounds=rounds_of(10.0))])
     code, out, err = run_cli(["compare", str(a), str(a), "--noise-threshold", "nan"])
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def _offline(fw, rates, seed):
+    """An Offline LoadGen cell whose rounds reported ``rates`` samples/s (their per-query latencies,
+    under load, are the same in every case: they are not the figure)."""
+    rng = np.random.default_rng(seed)
+    r = cell(fw, rounds=[list(50 + rng.standard_normal(20)) for _ in rates])
+    r["scenario"] = "offline"
+    for rnd, rate in zip(r["rounds"], rates):
+        rnd["loadgen"] = {"samples_per_s": rate, "valid": True}
+    return r
+
+
+def test_scenario_cells_are_compared_on_their_loadgen_figure(tmp_path):
+    """Offline throughput down 10 % is a regression, up 10 % an improvement, although the
+    queries' latencies under load did not move."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, [_offline("down", [100.0, 100.4, 99.7], 0), _offline("up", [100.0, 100.3, 99.8], 1)])
+    write(b, [_offline("down", [90.0, 90.2, 89.9], 2), _offline("up", [110.0, 110.3, 109.8], 3)])
+    cmp = compare_runs(a, b, threshold=0.03)
+    got = {c.framework: c for c in cmp.changes}
+    assert got["down"].verdict == "regression" and got["down"].change == pytest.approx(100 / 90 - 1, rel=0.01)
+    assert got["up"].verdict == "improvement" and got["up"].change == pytest.approx(100 / 110 - 1, rel=0.01)
+    assert got["down"].median_a == pytest.approx(10.0, rel=0.01)  # ms per sample
+    assert any("LoadGen scenario cells" in n for n in cmp.notes)
