@@ -221,18 +221,6 @@ class LocalExecutor(Executor):
         return []
 
 
-def make_executor(name: str, address: str | None = None, **options) -> Executor:
-    if name == "local":
-        if address:
-            raise InputError("--ray-address needs --executor ray")
-        return LocalExecutor()
-    if name == "ray":
-        from .fleet import RayExecutor
-
-        return RayExecutor(address=address)
-    raise InputError(f"unknown executor {name!r}; choose from: local, ray")
-
-
 def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:

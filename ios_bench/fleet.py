@@ -1,4 +1,6 @@
-"""The Ray executor: a sweep's cells on the nodes of a Ray cluster (``ios-bench run --executor ray``).
+"""The Ray executor: a sweep's cells on the nodes of a Ray cluster (``ios-bench run --executor ray``);
+and :func:`make_executor`, the executor ``--executor`` names (here, so that executors never imports
+fleet).
 
 Each task is one Ray task in a fresh Ray worker process (``max_calls=1``), pinned to the node the
 driver chose for it (``NodeAffinitySchedulingStrategy``, hard). Inside, the task writes the files
@@ -33,6 +35,7 @@ from .executors import (
     Done,
     Executor,
     Host,
+    LocalExecutor,
     Observe,
     Starting,
     Task,
@@ -408,3 +411,13 @@ def _ray_reason(e: Exception) -> str:
 
 
 __all__ = ["RayExecutor", "DEVICE_LABEL", "NAME_LABEL"]
+
+
+def make_executor(name: str, address: str | None = None, **options) -> Executor:
+    if name == "local":
+        if address:
+            raise InputError("--ray-address needs --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        return RayExecutor(address=address)
+    raise InputError(f"unknown executor {name!r}; choose from: local, ray")

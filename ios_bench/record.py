@@ -9,6 +9,7 @@ per cell) are read through :func:`migrate`, which turns each into a record of on
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -207,3 +208,12 @@ def migrate(rec: dict) -> dict:
                           "interference": None, "migrated": True}]
         out.update(rounds_used=1, rounds_measured=1, rounds_disturbed=0, unstable=ONE_ROUND_NOTE)
     return out
+
+
+def jsonable(v) -> bool:
+    """Whether ``v`` can be stored in a record as it is (JSON)."""
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False

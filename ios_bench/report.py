@@ -20,12 +20,13 @@ import math
 import os
 from pathlib import Path
 
-from ios_core.atomic import atomic_write, atomic_write_text
+from ios_core.atomic import atomic_write_text
 
 from .errors import InputError
 from .escape import csv_cell, file_part, plot_text
 from .escape import md as md_text
 from .plan import SCHEDULES
+from .plotting import pyplot, save_png, series_styles
 from .results import flatten, read_records
 from .runfolder import ENV_FILE, check_writable
 
@@ -537,33 +538,6 @@ def env_table(env: dict) -> Table:
 
 # ---- plots --------------------------------------------------------------------------------------
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h", "8", "d", "H", "1", "2", "3", "4", "+")
-_HATCHES = ("", "//", "\\\\", "xx", "..", "oo", "--", "++", "**", "||", "OO")
-
-
-def series_styles(names: list[str]) -> dict[str, dict]:
-    """Every series its own colour and its own marker (bars: its own hatch as well), the same in
-    every plot of a report; colours from matplotlib's tab20/tab20b (40 distinct ones)."""
-    from matplotlib import colormaps
-
-    colors = [colormaps["tab20"](i) for i in (*range(0, 20, 2), *range(1, 20, 2))] + \
-        [colormaps["tab20b"](i) for i in range(20)]
-    out = {}
-    for i, name in enumerate(dict.fromkeys(names)):
-        out[name] = {"color": colors[i % len(colors)], "marker": _MARKERS[i % len(_MARKERS)],
-                     "hatch": _HATCHES[i % len(_HATCHES)]}
-    return out
-
-
 def _correct(df):
     """Cells that ran and computed the right output (the only ones plotted)."""
     ok = _ok(df)
@@ -574,7 +548,7 @@ def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = 
     sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
     if sub.empty:
         return False
-    plt = _plt()
+    plt = pyplot()
     fws = framework_order(sub)
     styles = styles or series_styles(fws)
     models = list(dict.fromkeys(sub["model"]))
@@ -604,7 +578,7 @@ def plot_normalized(df, device: str, bs: int, path: Path, styles: dict | None = 
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the data
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return True
 
 
@@ -612,7 +586,7 @@ def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None =
     sub = _correct(df[(df["device"] == device) & (df["model"] == model)])
     if sub.empty or sub["batch_size"].nunique() < 2:  # a curve needs two batch sizes
         return False
-    plt = _plt()
+    plt = pyplot()
     styles = styles or series_styles(framework_order(sub))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for fw in framework_order(sub):
@@ -635,15 +609,8 @@ def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None =
     a2.set_title("throughput vs batch (band: p10-p90)")
     a2.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return True
-
-
-def _save(fig, path: Path) -> None:
-    try:
-        atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png", bbox_inches="tight"))  # legend kept
-    finally:
-        _plt().close(fig)
 
 
 # ---- the report ---------------------------------------------------------------------------------

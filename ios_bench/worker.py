@@ -25,6 +25,7 @@ import os
 import sys
 import time
 
+from ios_bench.record import jsonable
 from ios_core.threads import THREAD_VARS, apply_spin_policy, thread_env  # noqa: F401 - re-exported
 
 PARENT_ENV = "IOS_BENCH_PARENT_PID"
@@ -203,7 +204,7 @@ def task_doctor(spec: dict) -> dict:
     check = compare(out, ref, tol)
     prepared = compiled.prepare(x)
     m = time_compiled(compiled, prepared, spec["device"], warmup=3, number=1, repeat=5)
-    info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
+    info = {k: v for k, v in compiled.info.items() if jsonable(v)}
     return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
             "info": info}
 
@@ -221,7 +222,7 @@ def task_doctor_ios(spec: dict) -> dict:
     graph = _load_graph(spec)
     lines = gpu_paths.run_paths(graph, spec["batch_size"], gpu_paths.default_device_factory(), seed=spec["seed"],
                                 lock_clocks=spec.get("lock_clocks", True))
-    return {"status": "ok", "paths": [{k: v for k, v in line.items() if _jsonable(v)} for line in lines]}
+    return {"status": "ok", "paths": [{k: v for k, v in line.items() if jsonable(v)} for line in lines]}
 
 
 def independent_check(graph, spec: dict, source) -> dict | None:
@@ -340,11 +341,11 @@ def _schedule(graph, spec: dict, result: dict, cost=None):
     result["optimized_for"] = target
     result["cost_model"] = spec["cost_model"]
     if callable(getattr(cost, "stats", None)):
-        result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if _jsonable(v)}
+        result["cost_model_stats"] = {k: v for k, v in cost.stats().items() if jsonable(v)}
     stats = optimized.stats
     result["predicted_ms"] = stats.cost_ms  # the DP's estimate of the schedule handed over (an estimate)
     if stats.validation:
-        result["validation"] = {k: v for k, v in stats.validation.items() if _jsonable(v)}
+        result["validation"] = {k: v for k, v in stats.validation.items() if jsonable(v)}
     result["optimize_stats"] = stats.summary()
     result["optimize_figures"] = {k: getattr(stats, k) for k in _SEARCH_FIGURES}
     if not sched.has_weights:
@@ -381,7 +382,7 @@ def task_optimize(spec: dict) -> dict:
             if cost is None:
                 cost = _cost_model_for(spec, target)
             _schedule(graph, one, result, cost)
-            out.append({"status": "ok", **{k: v for k, v in result.items() if _jsonable(v)}})
+            out.append({"status": "ok", **{k: v for k, v in result.items() if jsonable(v)}})
         except Exception as e:  # this schedule fails; the others may still be searched
             import traceback
 
@@ -397,7 +398,7 @@ def task_cell(spec: dict, result: dict) -> dict:
     import numpy as np
 
     import adapters
-    from ios_core.check import compare, tolerance_for
+    from ios_core.check import combined_check, compare, tolerance_for
     from ios_core.interference import Window
 
     from .cells import CellSpec
@@ -430,7 +431,7 @@ def task_cell(spec: dict, result: dict) -> dict:
                          lambda a, info: precision_problem(a, info, requested))
     result["phase"] = "build"
     compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **options)
-    info = {k: v for k, v in compiled.info.items() if _jsonable(v)}
+    info = {k: v for k, v in compiled.info.items() if jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"))
     problem = precision_problem(adapter, info, requested)
@@ -513,16 +514,6 @@ def _utilization(spec: dict, result: dict):
     result["utilization"] = summarize(trace)  # the sweep adds the trace's run-folder-relative path
 
 
-def combined_check(before, after) -> dict:
-    """One verdict over the check before timing and the check of the last timed call's output
-    (a racy schedule can be right once): passed only if both passed; errors are the worse."""
-    worst = max((before, after), key=lambda c: c.max_rel_err)
-    reasons = [f"{when}: {c.reason}" for when, c in (("before timing", before), ("after timing", after))
-               if not c.passed]
-    return {**worst.to_dict(), "passed": before.passed and after.passed, "reason": "; ".join(reasons),
-            "before": before.to_dict(), "after": after.to_dict()}
-
-
 def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, x) -> None:
     """``sequential_ms``: the sequential schedule on the same provider, timed in this worker after
     the schedule with the same protocol; used only where the sweep has no sequential cell on that
@@ -570,14 +561,6 @@ def _read_json(path: str) -> dict | None:
             return json.load(f)
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _jsonable(v) -> bool:
-    try:
-        json.dumps(v)
-        return True
-    except (TypeError, ValueError):
-        return False
 
 
 def _threads_seen(result: dict) -> None:

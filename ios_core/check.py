@@ -51,3 +51,13 @@ def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -
     rel = max_abs / scale
     ok = rel <= tolerance
     return CheckResult(ok, max_abs, rel, tolerance, "" if ok else f"max rel error {rel:.2e} > {tolerance:.0e}")
+
+
+def combined_check(before, after) -> dict:
+    """One verdict over the check before timing and the check of the last timed call's output
+    (a racy schedule can be right once): passed only if both passed; errors are the worse."""
+    worst = max((before, after), key=lambda c: c.max_rel_err)
+    reasons = [f"{when}: {c.reason}" for when, c in (("before timing", before), ("after timing", after))
+               if not c.passed]
+    return {**worst.to_dict(), "passed": before.passed and after.passed, "reason": "; ".join(reasons),
+            "before": before.to_dict(), "after": after.to_dict()}

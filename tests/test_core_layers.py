@@ -16,8 +16,8 @@ from tests.runtime_helpers import mixed_graph
 CORE = Path(__file__).resolve().parent.parent / "ios_core"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(CORE.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path = CORE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -32,9 +32,10 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the ios_core modules it imports (at any depth of the file: lazy imports count)."""
-    files = {_module_name(p): p for p in CORE.rglob("*.py")}
+def import_graph(root: Path = CORE) -> dict[str, set[str]]:
+    """Module -> the modules of the package ``root`` it imports (at any depth of the file: lazy
+    imports count)."""
+    files = {_module_name(p, root): p for p in root.rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in files}
     for mod, path in files.items():
         tree = ast.parse(path.read_text())
@@ -93,6 +94,11 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_inside_ios_core():
     assert cycles(import_graph()) == []
+
+
+def test_no_import_circle_in_the_harness():
+    """ios_bench's orchestration (sweep, its rounds, executors, fleet) and everything else in it."""
+    assert cycles(import_graph(CORE.parent / "ios_bench")) == []
 
 
 def test_the_cycle_finder_finds_a_circle():

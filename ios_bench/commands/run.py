@@ -11,7 +11,8 @@ from ios_core.cost import COST_KINDS
 
 from ..errors import InputError
 from ..escape import term
-from ..executors import make_executor, parse_device
+from ..executors import parse_device
+from ..fleet import make_executor
 from ..loading import parse_int_list, parse_list
 from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
 from ..outputs import check_report_folder, check_run_folder

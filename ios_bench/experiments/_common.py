@@ -172,11 +172,11 @@ def heatmap(path: Path, values: list[list[float | None]], rows: list[str], cols:
     """A heat map (PNG) of ``values`` (rows x cols; None: not measured); each cell annotated with
     ``texts`` (default: the value). Colour: value / the row's best (1 = best)."""
     from ..escape import plot_text
-    from ..report import _plt, _save
+    from ..plotting import pyplot, save_png
 
     if not any(v is not None for row in values for v in row):
         return None
-    plt = _plt()
+    plt = pyplot()
     import numpy as np
 
     norm = np.full((len(rows), len(cols)), np.nan)
@@ -198,7 +198,7 @@ def heatmap(path: Path, values: list[list[float | None]], rows: list[str], cols:
     ax.set_title(plot_text(title), fontsize=10)
     fig.colorbar(im, ax=ax, label="latency / row's best")
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 
@@ -206,12 +206,12 @@ def curves(path: Path, series: dict[str, list[tuple[float, float, float, float]]
            ylabel: str, logx: bool = False) -> Path | None:
     """Lines (PNG): ``series`` {label: [(x, y, y_low, y_high), ...]}, the band the spread."""
     from ..escape import plot_text
-    from ..report import _plt, _save, series_styles
+    from ..plotting import pyplot, save_png, series_styles
 
     series = {k: sorted(v) for k, v in series.items() if v}
     if not series:
         return None
-    plt = _plt()
+    plt = pyplot()
     styles = series_styles(list(series))
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, pts in series.items():
@@ -227,7 +227,7 @@ def curves(path: Path, series: dict[str, list[tuple[float, float, float, float]]
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 

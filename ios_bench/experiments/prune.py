@@ -88,11 +88,11 @@ class Prune:
 def _tradeoff(path: Path, model: str, pts: list[tuple]) -> Path | None:
     """Latency against search time, one labelled point per (r, s) (the paper's trade-off plot)."""
     from ..escape import plot_text
-    from ..report import _plt, _save
+    from ..plotting import pyplot, save_png
 
     if not pts:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for x, v, lo, hi, (r, s) in pts:
         ax.errorbar([x], [v], yerr=[[max(0.0, v - lo)], [max(0.0, hi - v)]], marker="o", capsize=3, color="tab:blue")
@@ -102,7 +102,7 @@ def _tradeoff(path: Path, model: str, pts: list[tuple]) -> Path | None:
     ax.set_title(plot_text(f"{model}: pruning trade-off (IOS-Both, batch 1)"), fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 

@@ -94,11 +94,11 @@ class Schedules:
 def bars(path: Path, groups: list[str], series: dict[str, list[tuple]], title: str) -> Path | None:
     """Grouped bars (PNG): ``series`` {label: [(group index, y, y_low, y_high)]}."""
     from ..escape import plot_text
-    from ..report import _plt, _save, series_styles
+    from ..plotting import pyplot, save_png, series_styles
 
     if not any(series.values()):
         return None
-    plt = _plt()
+    plt = pyplot()
     styles = series_styles(list(series))
     width = 0.8 / max(len(series), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) + 3), 4))
@@ -115,7 +115,7 @@ def bars(path: Path, groups: list[str], series: dict[str, list[tuple]], title: s
     ax.legend(fontsize="small", ncol=min(5, len(series)))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 

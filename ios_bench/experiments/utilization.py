@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..cells import label, safe_name
 from ..escape import plot_text
-from ..report import _plt, _save
+from ..plotting import pyplot, save_png
 from ..utilization import SMOOTH_MS
 from . import _common as common
 from .base import Context, Report, Run
@@ -132,7 +132,7 @@ def plot_traces(folder: Path, records: list[dict | None], title: str, path: Path
     traces = [(r, load_trace(folder, r)) for r in records]
     if not any(t and t.get("t_s") for _, t in traces):
         return False
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(traces), figsize=(5.5 * len(traces), 3.2), sharex=True, sharey=True,
                              squeeze=False)
     for ax, (r, t) in zip(axes[0], traces):
@@ -158,7 +158,7 @@ def plot_traces(folder: Path, records: list[dict | None], title: str, path: Path
     fig.suptitle(plot_text(f"{title} (measured)"), fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _save(fig, path)
+    save_png(fig, path)
     return True
 
 

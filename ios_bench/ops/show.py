@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ios_core.atomic import atomic_write
+from ..plotting import pyplot, save_png
 
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">")
 
@@ -56,11 +56,7 @@ def pair_speedups(df):
 
 
 def plots(df, folder: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     ops = df[(df["n_ops"] == 1) & (df["kind"] == "parallel")]
@@ -85,8 +81,7 @@ def plots(df, folder: Path) -> list[Path]:
             ax.grid(True, which="both", alpha=0.3)
         axes[0][-1].legend(fontsize=7, loc="upper left")
         fig.tight_layout()
-        written.append(_save(fig, folder / "latency_vs_macs.png"))
-        plt.close(fig)
+        written.append(save_png(fig, folder / "latency_vs_macs.png"))
     sp = pair_speedups(df)
     if not sp.empty:
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -102,11 +97,5 @@ def plots(df, folder: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        written.append(_save(fig, folder / "pair_speedup.png"))
-        plt.close(fig)
+        written.append(save_png(fig, folder / "pair_speedup.png"))
     return written
-
-
-def _save(fig, path: Path) -> Path:
-    atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png"))
-    return path

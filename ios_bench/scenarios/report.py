@@ -155,7 +155,7 @@ def _judged(rec: dict | None) -> str:
 
 
 def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dict) -> bool:
-    from ..report import _plt, _save
+    from ..plotting import pyplot, save_png
 
     series = []
     for fw in dict.fromkeys(r["framework"] for r in sub if r["model"] == model):
@@ -170,7 +170,7 @@ def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dic
     if not series:
         return False
     pct = _judged(series[0][1])[:-3]
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bounds = set()
     for fw, rec, tries in series:
@@ -186,5 +186,5 @@ def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dic
     ax.set_yscale("log")
     ax.set_title(plot_text(f"Server: {pct} latency vs offered QPS, {model}\n(dashed: each framework's latency bound)"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    _save(fig, path)
+    save_png(fig, path)
     return True

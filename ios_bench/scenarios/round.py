@@ -43,11 +43,11 @@ def _estimate_ms(program, prepared, calls: int = 5, warmup: int = 2) -> float:
 
 def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance: float, precision_problem) -> dict:
     """``precision_problem(adapter, info) -> str | None``: the worker's one precision rule."""
-    from ios_core.check import compare
+    from ios_core.check import combined_check, compare
     from ios_core.interference import Window
     from ios_core.threads import resolve_threads
 
-    from ..worker import _jsonable, combined_check
+    from ..record import jsonable
     from .concurrency import build_engine
     from .loadgen import run_test
     from .server import bisect, loadgen_peak, try_record
@@ -59,7 +59,7 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     result["phase"] = "build"
     engine, how = build_engine(adapter, graph, spec["batch_size"], spec["device"], n, threads, options)
     first = engine.programs[0]
-    info = {k: v for k, v in first.info.items() if _jsonable(v)}
+    info = {k: v for k, v in first.info.items() if jsonable(v)}
     result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
                   framework_version=info.get("framework_version"), concurrency=how)
     problem = precision_problem(adapter, info)
