@@ -164,18 +164,32 @@ def auto_rounds(run: Path) -> dict:
             for r in records(run)}
 
 
-def default_sweep_time(tree: Path, work: Path, name: str) -> float:
+def default_sweep_time(tree: Path, work: Path, name: str, extra: list[str] = ()) -> float:
     out = work / name
     env = {**os.environ, "PYTHONPATH": str(tree), "IOS_BENCH_CACHE": str(work / f"{name}-profiles.sqlite")}
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "ios_bench", "run", "--out", str(out), "--no-progress",
-                        "--report-out", str(work / f"{name}-report")], cwd=work, env=env, capture_output=True,
-                       text=True)
+                        "--report-out", str(work / f"{name}-report"), *extra], cwd=work, env=env,
+                       capture_output=True, text=True)
     took = time.monotonic() - t0
     (work / f"{name}.log").write_text(p.stdout + p.stderr)
     if p.returncode != 0:
         raise SystemExit(f"default sweep with {tree} failed:\n{p.stderr[-2000:]}")
     return took
+
+
+def default_times(args, work: Path) -> int:
+    """``--only-default``: the default sweep of the baseline tree, of this tree, and of its variants."""
+    if not args.baseline_tree:
+        raise SystemExit("--only-default needs --baseline-tree")
+    before = default_sweep_time(Path(args.baseline_tree).resolve(), work, "default-before")
+    print(f"default sweep before: {before:.0f} s", flush=True)
+    for i, extra in enumerate(["", *args.default_variant]):
+        took = default_sweep_time(ROOT, work, f"default-variant{i}", extra.split())
+        print(f"default sweep now{f' with {extra}' if extra else ''}: {took:.0f} s = {took / before:.2f}x",
+              flush=True)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
 
 
 def pct(k: int, n: int) -> str:
@@ -190,10 +204,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cotenant", action="store_true")
     ap.add_argument("--no-auto", action="store_true")
     ap.add_argument("--baseline-tree", default=None, help="a checkout of the commit before rounds")
+    ap.add_argument("--default-variant", action="append", default=[], metavar="ARGS",
+                    help="also time the default sweep of this tree with these extra arguments (quoted; "
+                         "repeatable), e.g. --default-variant='--rounds 2'")
+    ap.add_argument("--only-default", action="store_true", help="time the default sweeps only (no pairs)")
     args = ap.parse_args(argv)
     work = Path(args.out or tempfile.mkdtemp(prefix="bench-repeat-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"work folder: {work}; load average before: {os.getloadavg()}", flush=True)
+    if args.only_default:
+        return default_times(args, work)
     files = save_variants(work / "models")
     for name, r in files["ratios"].items():
         print(f"B variant of {name}: image {r['image_size']}, {r['macs_ratio']:.3f}x the MACs", flush=True)
@@ -219,6 +239,8 @@ def main(argv=None) -> int:
     if args.baseline_tree:
         base = {"before": default_sweep_time(Path(args.baseline_tree).resolve(), work, "default-before"),
                 "after": default_sweep_time(ROOT, work, "default-after")}
+        for i, extra in enumerate(args.default_variant):
+            base[extra] = default_sweep_time(ROOT, work, f"default-variant{i}", extra.split())
 
     print(f"\nload average after: {os.getloadavg()}\n")
     print("| goal | quiet | with co-tenant |\n|---|---|---|")
@@ -238,6 +260,8 @@ def main(argv=None) -> int:
     if base:
         print(f"| quick default sweep time vs before (goal <= 1.5x) | {base['after']:.0f} s vs {base['before']:.0f} s "
               f"= {base['after'] / base['before']:.2f}x | - |")
+        for extra in args.default_variant:
+            print(f"| ... with `{extra}` | {base[extra]:.0f} s = {base[extra] / base['before']:.2f}x | - |")
     print(f"\nnoise threshold measured: A/A quiet {quiet_aa['threshold']:.1%}, A/B quiet {quiet_ab['threshold']:.1%}"
           + (f", A/A co-tenant {cot['aa']['threshold']:.1%}, A/B co-tenant {cot['ab']['threshold']:.1%}" if co else ""))
     print("sweep durations (s): " + ", ".join(f"{k} {v:.0f}" for k, v in took.items()))
