@@ -57,6 +57,16 @@ def mixed_graph(channels: int = 8, size: int = 6) -> Graph:
     return b.finish()
 
 
+def fan_graph(channels: int = 8):
+    """Three parallel convolutions of one input, concatenated: the graph and its block's nodes."""
+    b = GraphBuilder("fan", (channels, 10, 10))
+    x = b.input
+    outs = [b.conv(x, channels, k, padding=k // 2) for k in (1, 3, 3)]
+    b.end_block(b.concat(outs))
+    g = b.finish()
+    return g, g.blocks[0].nodes
+
+
 def sequential_schedule(graph: Graph) -> Graph:
     g = Graph.from_json(copy.deepcopy(graph.to_json()))
     _copy_weights(graph, g)

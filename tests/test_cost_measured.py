@@ -15,7 +15,7 @@ from ios_core.cost.measured import MeasuredCostModel, make_measured_cost_model
 from ios_core.ir import GraphBuilder
 from ios_core.optimizer import schedule
 from ios_core.optimizer.stage import Stage
-from tests.runtime_helpers import mixed_graph
+from tests.runtime_helpers import fan_graph, mixed_graph
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
 STAGE = dict(FAST, mode="stage")  # every distinct stage timed (the default mode is "calibrated")
@@ -193,16 +193,6 @@ def test_a_stage_taken_again_for_a_disturbed_machine_counts_once(tmp_path):
     assert cm.measured > 0 and cm.misses == cm.measured
 
 
-def _fan(channels: int = 8):
-    """Three parallel convolutions of one input, concatenated."""
-    b = GraphBuilder("fan", (channels, 10, 10))
-    x = b.input
-    outs = [b.conv(x, channels, k, padding=k // 2) for k in (1, 3, 3)]
-    b.end_block(b.concat(outs))
-    g = b.finish()
-    return g, g.blocks[0].nodes
-
-
 def test_cache_key_includes_spin_environment_and_provider(monkeypatch, tmp_path):
     monkeypatch.setenv("GOMP_SPINCOUNT", "20000")
     monkeypatch.setenv(threads.POLICY_VAR, "short-spin")
@@ -214,7 +204,7 @@ def test_cache_key_includes_spin_environment_and_provider(monkeypatch, tmp_path)
     assert len({a[0], b[0], c[0]}) == 3
     assert json.loads(a[1])["environment"]["GOMP_SPINCOUNT"] == "20000"
     # a different spin environment does not read the other's rows
-    g, nodes = _fan()
+    g, nodes = fan_graph()
     monkeypatch.setenv("GOMP_SPINCOUNT", "20000")
     db = tmp_path / "p.sqlite"
     MeasuredCostModel(threads=1, cache=db, **FAST).stage_latency(Stage("parallel", [[nodes[0]]]), 1)
@@ -227,7 +217,7 @@ def test_cache_key_includes_spin_environment_and_provider(monkeypatch, tmp_path)
 
 
 def test_calibrated_mode_measures_operators_concurrently_and_caches(tmp_path):
-    g, nodes = _fan()
+    g, nodes = fan_graph()
     db = tmp_path / "p.sqlite"
     cm = MeasuredCostModel(threads=2, cache=db, **FAST)
     assert cm.mode == "calibrated"  # the default
@@ -247,7 +237,7 @@ def test_calibrated_mode_measures_operators_concurrently_and_caches(tmp_path):
 
 
 def test_hybrid_mode_measures_or_prunes_every_concurrent_stage():
-    g, nodes = _fan()
+    g, nodes = fan_graph()
     cm = MeasuredCostModel(threads=2, cache=False, mode="hybrid", **FAST)
     stages = [Stage("parallel", [[nodes[0]], [nodes[1]]]), Stage("parallel", [[nodes[1]], [nodes[2]]]),
               Stage("parallel", [[nodes[0]], [nodes[1]], [nodes[2]]])]
@@ -262,7 +252,7 @@ def test_hybrid_mode_measures_or_prunes_every_concurrent_stage():
 
 
 def test_second_optimization_reuses_block_schedules(tmp_path):
-    g, _ = _fan()
+    g, _ = fan_graph()
     g.init_weights(0)
     db = tmp_path / "p.sqlite"
     first = schedule(g, "both", MeasuredCostModel(threads=2, cache=db, **FAST), validate=False)

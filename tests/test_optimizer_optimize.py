@@ -6,20 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ios_core.cost.measured import MeasuredCostModel
-from ios_core.ir import GraphBuilder
 from ios_core.optimizer import schedule
+from tests.runtime_helpers import fan_graph
 
 FAST = dict(warmup=1, number=1, repeat=2, min_sample_ms=None)
-
-
-def _fan(channels: int = 8):
-    """Three parallel convolutions of one input, concatenated."""
-    b = GraphBuilder("fan", (channels, 10, 10))
-    x = b.input
-    outs = [b.conv(x, channels, k, padding=k // 2) for k in (1, 3, 3)]
-    b.end_block(b.concat(outs))
-    g = b.finish()
-    return g, g.blocks[0].nodes
 
 
 class _Judge:
@@ -39,7 +29,7 @@ class _Judge:
 
 
 def test_optimizer_returns_sequential_when_the_schedule_measures_slower():
-    g, _ = _fan()
+    g, _ = fan_graph()
     judge = _Judge("sequential")
     res = schedule(g, "both", judge)
     out, st = res.graph, res.stats
@@ -58,7 +48,7 @@ def test_optimizer_returns_sequential_when_the_schedule_measures_slower():
 
 
 def test_measured_validation_times_both_with_the_runtime():
-    g, _ = _fan()
+    g, _ = fan_graph()
     g.init_weights(0)
     cm = MeasuredCostModel(threads=2, cache=False, **FAST)
     v = schedule(g, "parallel", cm).stats.validation
