@@ -12,12 +12,14 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from ios_bench.cells import describe, safe_name
 from ios_bench.escape import csv_cell, md, one_line, plain, plot_text, term
+from ios_bench.runfolder import LOCK_FILE
 from ios_core.ir import Graph
 from ios_core.names import file_part
 from tests.conftest import DATA, ROOT
@@ -126,8 +128,8 @@ def test_sweep_and_report_with_a_hostile_model_name(tmp_path):
     # nothing escaped the two folders, and every file name is harmless
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.json", "rep", "run"]
     for folder in (run, rep):
-        for p in folder.rglob("*"):
-            assert SAFE_FILE.match(p.name), p
+        for p in folder.rglob("*"):  # the run folder's lock has a fixed name of its own (runfolder.LOCK_FILE)
+            assert SAFE_FILE.match(p.name) or p.relative_to(folder) == Path(LOCK_FILE), p
     assert not list(tmp_path.rglob("evil*"))
     g = Graph.load(graph_file)
     stored = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
