@@ -410,9 +410,6 @@ def _ray_reason(e: Exception) -> str:
     return f"{type(e).__name__}: {first[:300]}" if first else type(e).__name__
 
 
-__all__ = ["RayExecutor", "DEVICE_LABEL", "NAME_LABEL"]
-
-
 def make_executor(name: str, address: str | None = None, **options) -> Executor:
     if name == "local":
         if address:
@@ -421,3 +418,6 @@ def make_executor(name: str, address: str | None = None, **options) -> Executor:
     if name == "ray":
         return RayExecutor(address=address)
     raise InputError(f"unknown executor {name!r}; choose from: local, ray")
+
+
+__all__ = ["RayExecutor", "DEVICE_LABEL", "NAME_LABEL", "make_executor"]
