@@ -198,7 +198,7 @@ def pct(k: int, n: int) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", default="3")
+    ap.add_argument("--rounds", default="5", help="rounds per cell of the pairs [default: 5]")
     ap.add_argument("--out", default=None, help="work folder [default: a temporary one]")
     ap.add_argument("--burst", type=float, default=4.0, help="co-tenant burst (and pause) length, seconds")
     ap.add_argument("--no-cotenant", action="store_true")

@@ -5,8 +5,11 @@ scenario cell's, the median of its rounds' LoadGen figures, throughput taken as 
 sample or query) so that larger is worse everywhere. For each cell present in both runs:
 
 - the change ``figure(B) / figure(A) - 1``;
-- its interval (95 % by default): each run's figure bootstrapped hierarchically (rounds, then
-  samples within a round), independently, so between-process noise is in the interval;
+- its interval (95 % by default) over rounds (``ios_bench.rounds.ratio_interval``): a two-sample t
+  interval on the log round medians, whose spread is the cell's own between-round spread (robust,
+  pooled over the two runs) moderated by the run's typical spread with :data:`PRIOR_DF` degrees of
+  freedom (limma's moderated t), so between-process noise is in the interval and three rounds a
+  side are enough to see a 10 % change where the rounds agree;
 - the **noise threshold**: by default twice the typical between-round spread of the two runs
   (``sqrt(cv_A^2 + cv_B^2)``, each the median over the run's cells of the between-round
   coefficient of variation), at least 1 %; or ``threshold`` given.
@@ -29,11 +32,15 @@ from pathlib import Path
 import numpy as np
 
 from .report import load_run
-from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, ratio_interval
+from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval
 from .runfolder import PLAN_FILE
 from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
 MIN_THRESHOLD = 0.01
+# degrees of freedom the run's typical between-round spread lends each cell's interval (one more
+# cell's worth at 3 rounds a side); chosen on the A/A and A/B sweeps of benchmarks/bench_repeatability.py
+# (docs/harness.md, "Compare")
+PRIOR_DF = 8
 VERDICTS = ("regression", "improvement", "within noise", "unstable")
 
 
@@ -63,6 +70,7 @@ class Comparison:
     changes: list[Change]
     threshold: float  # the noise threshold used (a fraction)
     threshold_source: str  # "measured" or "given"
+    typical_spread: float | None  # the run's typical between-round spread (log scale) lent to each cell's interval
     notes: list[str]
     problems: list[str]
 
@@ -156,6 +164,13 @@ def noise_threshold(cells_a: list[list[list[float]]], cells_b: list[list[list[fl
     return max(MIN_THRESHOLD, 2 * math.sqrt(sum(t * t for t in typical)))
 
 
+def typical_spread(cells: list[tuple[list[list[float]], list[list[float]]]]) -> float | None:
+    """The median over cells (each with 2+ rounds on both sides) of their between-round spread
+    pooled over the two runs (``ios_bench.rounds.pooled_scale``), or None without such a cell."""
+    scales = [pooled_scale(ga, gb)[0] for ga, gb in cells if len(ga) >= 2 and len(gb) >= 2]
+    return float(np.median(scales)) if scales else None
+
+
 def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
     """Cell-by-cell verdicts from run folder ``a`` to ``b``; ``threshold`` (a fraction) replaces
     the measured noise threshold."""
@@ -175,9 +190,11 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
         notes.append("LoadGen scenario cells are compared on their LoadGen figure per round: latency percentiles "
                      "as they are, throughput (offline samples/s, server QPS) as its inverse (ms per sample or "
                      "query), so a regression is always the slower side")
+    both = [k for k in ra if k in rb and _good(ra[k]) and _good(rb[k])]
+    spread = typical_spread([(_rounds(ra[k]), _rounds(rb[k])) for k in both])
+    prior = (spread, PRIOR_DF) if spread is not None else None
     source = "given"
     if threshold is None:
-        both = [k for k in ra if k in rb and _good(ra[k]) and _good(rb[k])]
         threshold = noise_threshold([_rounds(ra[k]) for k in both], [_rounds(rb[k]) for k in both])
         source = "measured"
     out = []
@@ -204,7 +221,7 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
             verdict = "unstable"
             why = "no undisturbed round with timing samples on one side"
         else:
-            change, low, high = ratio_interval(ga, gb, confidence)
+            change, low, high = ratio_interval(ga, gb, confidence, prior)
             few = [f"{n} has {len(g)} undisturbed round{'s' * (len(g) != 1)}" for n, g in (("A", ga), ("B", gb))
                    if len(g) < 2]
             noisy = [why for n, g, d, want in (("A", ga, _disturbed(x), wa), ("B", gb, _disturbed(y), wb))
@@ -221,4 +238,4 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
                        f"|change| under the noise threshold {threshold:.1%}")
         out.append(Change(key, base["model"], int(base["batch_size"]), base["framework"], base["device"], ma, mb,
                           change, low, high, len(ga), len(gb), verdict, why))
-    return Comparison(out, threshold, source, notes, pa + pb)
+    return Comparison(out, threshold, source, spread, notes, pa + pb)

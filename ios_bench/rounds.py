@@ -7,6 +7,8 @@ up with statistics over rounds (docs/harness.md, "Rounds").
 - :func:`summarize`: a cell's figure (the median of its undisturbed rounds' medians), its
   hierarchical-bootstrap interval, the between-round spread and the ``unstable`` verdict.
 - :func:`hierarchical_bootstrap`: resample rounds, then samples within each round (numpy).
+- :func:`ratio_interval`: the change between two runs' figures and its interval over rounds
+  (``ios-bench compare``).
 """
 
 from __future__ import annotations
@@ -122,17 +124,73 @@ def needs_more(summary: dict, target_ci_pct: float) -> bool:
     return half is None or not math.isfinite(half) or half > target_ci_pct
 
 
+# Croux & Rousseeuw's (1992) small-sample factors for the MAD of n = 2..9 values (as in R's
+# robustbase): with 3 values the MAD is the smaller of two deviations and reads ~1.5x too low
+MAD_SMALL_SAMPLE = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
+
+
+def robust_spread(values: np.ndarray) -> float:
+    """The standard deviation of ``values`` estimated robustly: 1.4826 x their median absolute
+    deviation, with the small-sample factor (``n / (n - 0.8)`` beyond 9 values)."""
+    n = values.size
+    if n < 2:
+        return 0.0
+    factor = MAD_SMALL_SAMPLE.get(n, n / (n - 0.8))
+    return factor * 1.4826 * float(np.median(np.abs(values - np.median(values))))
+
+
+def _robust_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The spread of one run's round medians of a cell on a log scale, and the number of rounds.
+    Robust (:func:`robust_spread`), like the figure, so one slow round moves neither; at least the
+    standard error of a round's median from its own samples (the median over rounds of 1.2533 x
+    their robust spread / sqrt(n)), so rounds that happen to agree exactly do not promise a
+    zero-width interval."""
+    rounds = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    scale = robust_spread(np.log([np.median(r) for r in rounds]))
+    within = [1.2533 * robust_spread(np.log(r)) / math.sqrt(r.size) for r in rounds if r.size > 1]
+    return max(scale, float(np.median(within)) if within else 0.0), len(rounds)
+
+
+def pooled_scale(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """A cell's between-round spread (log scale) pooled over two runs, and its degrees of freedom
+    (``kA + kB - 2``): both runs measure the same cell's process-to-process noise on one machine."""
+    sa, ka = _robust_scale(a)
+    sb, kb = _robust_scale(b)
+    df = ka + kb - 2
+    if df < 1:
+        return max(sa, sb), 0
+    return math.sqrt(((ka - 1) * sa * sa + (kb - 1) * sb * sb) / df), df
+
+
 def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
-                   n: int = N_BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
-    """The change ``figure(B) / figure(A) - 1`` and its interval, each run's figure bootstrapped
-    hierarchically and independently (``a``, ``b``: one sample list per round)."""
+                   prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
+    """The change ``figure(B) / figure(A) - 1`` and its interval over rounds (``a``, ``b``: one
+    sample list per round; a figure is the median of the round medians).
+
+    Rounds are the independent units, so the interval is built from the spread of the round
+    medians, not by resampling the samples inside rounds again (that counts the within-round noise
+    twice; and with a few rounds a bootstrap of their median spans the range of the rounds, one
+    slow round wide). A two-sample t interval on a log scale: the difference of the two figures
+    ± Student's t x 1.2533 (a median's standard error over a mean's) x the spread x
+    ``sqrt(1/kA + 1/kB)``. The spread is the cell's own (:func:`pooled_scale`), moderated by
+    ``prior`` = (spread, degrees of freedom) where given: ``s^2 = (d s_cell^2 + d0 s0^2) / (d + d0)``
+    on ``d + d0`` degrees of freedom (limma's moderated t, Smyth 2004: with 3 rounds a side, a
+    cell's own spread rests on 4 degrees of freedom; ``ios_bench.compare`` lends it the run's
+    typical spread)."""
+    from scipy import stats
+
+    ka, kb = sum(1 for g in a if len(g)), sum(1 for g in b if len(g))
+    scale, df = pooled_scale(a, b)
+    if prior is not None and prior[1] > 0:
+        s0, d0 = prior
+        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
     fa = float(np.median([np.median(r) for r in a]))
     fb = float(np.median([np.median(r) for r in b]))
-    ra = hierarchical_bootstrap(a, n, seed)
-    rb = hierarchical_bootstrap(b, n, seed + 1)
-    lo, hi = interval(rb / ra - 1.0, confidence)
-    return fb / fa - 1.0, lo, hi
+    half = float(stats.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale * math.sqrt(1 / ka + 1 / kb)
+    centre = math.log(fb / fa)
+    return fb / fa - 1.0, math.expm1(centre - half), math.expm1(centre + half)
 
 
 __all__ = ["AUTO", "THRESHOLDS", "good_rounds", "hierarchical_bootstrap", "interval", "judge_rounds",
-           "needs_more", "ratio_interval", "round_order", "summarize", "unstable_reason", "usual_canary"]
+           "needs_more", "pooled_scale", "ratio_interval", "robust_spread", "round_order", "summarize",
+           "unstable_reason", "usual_canary"]

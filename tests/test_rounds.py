@@ -4,11 +4,14 @@ interval with the coverage it claims on data of known variance), the unstable ve
 import numpy as np
 import pytest
 
+from ios_bench.compare import PRIOR_DF
 from ios_bench.rounds import (
     MIN_ROUNDS_FOR_VERDICT,
     hierarchical_bootstrap,
     interval,
     judge_rounds,
+    pooled_scale,
+    ratio_interval,
     round_order,
     summarize,
     usual_canary,
@@ -46,6 +49,65 @@ def test_hierarchical_interval_covers_between_round_variance():
         naive.append(np.ptp(np.quantile([np.median(rng.choice(one, one.size)) for _ in range(200)], [0.05, 0.95])))
     assert 0.75 <= hits / trials <= 0.99, hits / trials
     assert np.median(widths) > 5 * np.median(naive)
+
+
+def synthetic_rounds(rng, level, k, between, within=0.005, n=10):
+    return [list(level * np.exp(rng.normal(0, between)) * np.exp(rng.normal(0, within, size=n))) for _ in range(k)]
+
+
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("moderated", [False, True])
+def test_change_interval_covers_zero_as_often_as_it_claims_and_sees_ten_percent(k, moderated):
+    """Round medians scattered by 2 % (log-normal), samples by 0.5 %: an A/A pair's 95 % interval
+    holds zero about 95 % of the time, on the cell's own rounds or lent the run's typical spread
+    (as ``compare`` does); a +10 % pair's excludes zero nearly always (on its own rounds at 3 a
+    side, 8 in 10 times: that is what the typical spread is lent for)."""
+    rng = np.random.default_rng(k)
+    prior = (0.02, PRIOR_DF) if moderated else None
+    trials, holds, seen = 300, 0, 0
+    for _ in range(trials):
+        a = synthetic_rounds(rng, 10.0, k, 0.02)
+        change, lo, hi = ratio_interval(a, synthetic_rounds(rng, 10.0, k, 0.02), prior=prior)
+        holds += lo <= 0 <= hi
+        assert lo <= change <= hi
+        seen += ratio_interval(a, synthetic_rounds(rng, 11.0, k, 0.02), prior=prior)[1] > 0
+    assert 0.9 <= holds / trials <= 0.995, holds / trials
+    assert seen / trials >= (0.75 if k == 3 and not moderated else 0.95), seen / trials
+
+
+def test_one_slow_round_of_three_neither_moves_the_figure_nor_hides_a_change():
+    """The figure is a median, and the interval's spread is robust like it: a round 30 % slow in
+    A does not widen the interval over a +10 % change (a standard deviation would: about 17 %)."""
+    a = [[6.00] * 10, [6.03] * 10, [7.80] * 10]
+    b = [[6.61] * 10, [6.63] * 10, [6.66] * 10]
+    change, lo, hi = ratio_interval(a, b)
+    assert change == pytest.approx(6.63 / 6.03 - 1) and lo > 0.05 and hi < 0.15
+
+
+def test_rounds_that_agree_exactly_still_get_their_samples_spread():
+    """Identical round medians: the spread is at least a round median's own standard error."""
+    rounds = [[9.0, 10.0, 11.0, 10.0, 10.5, 9.5]] * 3
+    scale, df = pooled_scale(rounds, rounds)
+    assert df == 4 and scale > 0.01
+    change, lo, hi = ratio_interval(rounds, rounds)
+    assert change == 0 and lo < 0 < hi
+
+
+def test_moderated_spread_borrows_the_runs_typical_spread():
+    """A cell whose 3+3 rounds happen to scatter widely: alone its interval spans zero for a
+    +15 % change; lent the run's typical spread (2 %, ``PRIOR_DF`` degrees of freedom) it does not; a
+    cell as quiet as the run gets a narrower interval (more degrees of freedom)."""
+    a = [[6.01] * 10, [5.92] * 10, [5.87] * 10]
+    b = [[6.82] * 10, [6.40] * 10, [7.38] * 10]
+    _, lo, hi = ratio_interval(a, b)
+    assert lo < 0 < hi
+    _, lo2, hi2 = ratio_interval(a, b, prior=(0.02, PRIOR_DF))
+    assert lo2 > 0 and hi2 - lo2 < hi - lo
+    quiet_a = [[10.0] * 10, [10.2] * 10, [9.8] * 10]
+    quiet_b = [[11.0] * 10, [11.22] * 10, [10.78] * 10]
+    plain, moderated = ratio_interval(quiet_a, quiet_b), ratio_interval(quiet_a, quiet_b, prior=(0.02, PRIOR_DF))
+    assert moderated[2] - moderated[1] < plain[2] - plain[1]  # more degrees of freedom, same spread
+    assert moderated[1] > 0
 
 
 def test_bootstrap_of_one_round_is_its_sample_spread():

@@ -47,6 +47,7 @@ def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     if fmt == "json":
         click.echo(json.dumps({"run_a": str(run_a), "run_b": str(run_b), "threshold": result.threshold,
                                "threshold_source": result.threshold_source, "confidence": confidence,
+                               "typical_spread": result.typical_spread,
                                "counts": counts, "notes": result.notes,
                                "cells": [c.to_dict() for c in result.changes]}, indent=1))
     elif fmt == "csv":
