@@ -10,15 +10,18 @@ sample or query) so that larger is worse everywhere. For each cell present in bo
   pooled over the two runs) moderated by the run's typical spread with :data:`PRIOR_DF` degrees of
   freedom (limma's moderated t), so between-process noise is in the interval and three rounds a
   side are enough to see a 10 % change where the rounds agree;
-- the **noise threshold**: by default twice the typical between-round spread of the two runs
-  (``sqrt(cv_A^2 + cv_B^2)``, each the median over the run's cells of the between-round
-  coefficient of variation), at least 1 %; or ``threshold`` given.
+- the **noise threshold**: by default :data:`THRESHOLD_FACTOR` x the typical difference of two
+  single rounds of the two runs (``sqrt(s_A^2 + s_B^2)``, each ``s`` the median over the run's
+  cells of the robust spread of its log round medians, ``ios_bench.rounds.robust_spread``), at
+  least 1 %; or ``threshold`` given. It holds back changes too small to matter against the
+  process-to-process noise, and drift between sweeps that no interval over one sweep's rounds sees.
 
 Verdicts: ``regression`` / ``improvement`` when the interval excludes zero and the change exceeds
 the threshold; ``within noise`` otherwise; ``unstable`` when either side has fewer than two
 undisturbed rounds (a schema-1 run has one round per cell: measured in one process), or when its
-re-runs of disturbed rounds ran out before a cell had the rounds its plan asked for (without a
-plan: more disturbed rounds than undisturbed). Status changes (a cell that now fails, or whose output
+re-runs of disturbed rounds ran out before a cell had the rounds its plan asked for, or
+:data:`ENOUGH_ROUNDS` if it asked for more (without a plan: more disturbed rounds than
+undisturbed). Status changes (a cell that now fails, or whose output
 became wrong) are regressions too.
 """
 
@@ -32,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .report import load_run
-from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval
+from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval, robust_spread
 from .runfolder import PLAN_FILE
 from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
@@ -41,6 +44,11 @@ MIN_THRESHOLD = 0.01
 # cell's worth at 3 rounds a side); chosen on the A/A and A/B sweeps of benchmarks/bench_repeatability.py
 # (docs/harness.md, "Compare")
 PRIOR_DF = 8
+# the noise threshold over the typical difference of two single rounds; chosen on the same sweeps
+THRESHOLD_FACTOR = 1.5
+# undisturbed rounds a side that a verdict needs when its plan asked for more and the re-runs of
+# disturbed rounds ran out (the default --rounds)
+ENOUGH_ROUNDS = 3
 VERDICTS = ("regression", "improvement", "within noise", "unstable")
 
 
@@ -125,13 +133,14 @@ def _rounds_asked(run) -> int | None:
 
 def _too_disturbed(side: str, used: int, disturbed: int, asked: int | None) -> str | None:
     """Why one side's disturbed rounds make its figure untrustworthy, or None. With the run's plan:
-    its re-runs ran out before the cell had the rounds it asked for (disturbed rounds are measured
-    again, so a cell that got them is judged on them alone). Without one: more disturbed rounds
+    its re-runs ran out before the cell had the rounds it asked for, or :data:`ENOUGH_ROUNDS` if
+    it asked for more (disturbed rounds are measured again, so a cell that got them is judged on
+    them alone). Without one: more disturbed rounds
     than undisturbed."""
     if not disturbed:
         return None
     if asked is not None:
-        if used < asked:
+        if used < min(asked, ENOUGH_ROUNDS):
             return (f"{side} has {used} undisturbed round{'s' * (used != 1)} of the {asked} asked for "
                     f"({disturbed} disturbed: the machine was busy)")
         return None
@@ -148,20 +157,20 @@ def _state(r) -> str:
     return "wrong output" if r["status"] in ("ok", "wrong") else r["status"]
 
 
-def _cv(rounds: list[list[float]]) -> float | None:
+def _spread(rounds: list[list[float]]) -> float | None:
     if len(rounds) < 2:
         return None
-    meds = np.array([np.median(g) for g in rounds])
-    return float(np.std(meds, ddof=1) / np.median(meds))
+    return robust_spread(np.log([np.median(g) for g in rounds]))
 
 
 def noise_threshold(cells_a: list[list[list[float]]], cells_b: list[list[list[float]]]) -> float:
-    """Twice the typical between-round spread of the two runs (see the module), at least 1 %."""
+    """``THRESHOLD_FACTOR`` x the typical difference of two single rounds of the two runs (see the
+    module), at least 1 %."""
     typical = []
     for cells in (cells_a, cells_b):
-        cvs = [cv for rounds in cells if (cv := _cv(rounds)) is not None]
-        typical.append(float(np.median(cvs)) if cvs else 0.0)
-    return max(MIN_THRESHOLD, 2 * math.sqrt(sum(t * t for t in typical)))
+        spreads = [s for rounds in cells if (s := _spread(rounds)) is not None]
+        typical.append(float(np.median(spreads)) if spreads else 0.0)
+    return max(MIN_THRESHOLD, THRESHOLD_FACTOR * math.sqrt(sum(t * t for t in typical)))
 
 
 def typical_spread(cells: list[tuple[list[list[float]], list[list[float]]]]) -> float | None:

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from ios_bench.compare import compare_runs, noise_threshold
+from ios_bench.compare import THRESHOLD_FACTOR, compare_runs, noise_threshold
 from ios_bench.results import Store, cell_key
+from ios_bench.rounds import robust_spread
 
 
 def cell(fw="torch", model="m", rounds=None, status="ok", passed=True, disturbed=()):
@@ -128,11 +129,33 @@ def test_status_changes_are_regressions(tmp_path):
     assert got == {"breaks": "regression (now failed)", "wrong": "regression (now wrong output)"}
 
 
-def test_noise_threshold_is_twice_the_typical_spread():
+def test_noise_threshold_is_the_typical_difference_of_two_rounds():
     flat = [[[10.0] * 5, [10.0] * 5]]
     assert noise_threshold(flat, flat) == 0.01  # the floor
-    spread = [[[9.0] * 5, [10.0] * 5, [11.0] * 5]]  # round medians 9, 10, 11: cv 0.1
-    assert noise_threshold(spread, flat) == pytest.approx(0.2)
+    spread = [[[9.0] * 5, [10.0] * 5, [11.0] * 5]]  # round medians 9, 10, 11
+    s = robust_spread(np.log([9.0, 10.0, 11.0]))
+    assert 0.1 < s < 0.25
+    assert noise_threshold(spread, flat) == pytest.approx(THRESHOLD_FACTOR * s)
+    assert noise_threshold(spread, spread) == pytest.approx(THRESHOLD_FACTOR * s * np.sqrt(2))
+    # robust like the figure: one round 50 % slow among five that agree within 1 % moves it little
+    quiet = [[[10.0] * 5, [10.1] * 5, [9.9] * 5, [10.05] * 5, [15.0] * 5]]
+    assert noise_threshold(quiet, quiet) < 0.03
+
+
+def test_a_cell_asking_more_rounds_is_judged_on_three_undisturbed(tmp_path):
+    """A plan of 5 rounds whose re-runs ran out: 3 undisturbed rounds a side are enough for a
+    verdict (the default --rounds), 2 are not."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    tight = {"between": 0.003, "within": 0.003}
+    write(a, [cell("three", rounds=rounds_of(10, n_rounds=5, **tight)),
+              cell("two", rounds=rounds_of(10, n_rounds=5, seed=1, **tight))])
+    write(b, [cell("three", rounds=rounds_of(12, n_rounds=11, seed=2, **tight), disturbed=tuple(range(8))),
+              cell("two", rounds=rounds_of(12, n_rounds=11, seed=3, **tight), disturbed=tuple(range(9)))])
+    for folder in (a, b):
+        (folder / "plan.json").write_text(json.dumps({"rounds": 5}))
+    got = {c.framework: c for c in compare_runs(a, b).changes}
+    assert got["three"].verdict == "regression" and got["three"].rounds_b == 3
+    assert got["two"].verdict == "unstable" and "B has 2 undisturbed rounds of the 5 asked for" in got["two"].why
 
 
 def test_schema_1_run_against_schema_2_says_what_it_means(tmp_path, run_cli):
