@@ -17,15 +17,16 @@ from ..options import FiniteFloat
                    "two runs' between-round spread, at least 1%].")
 @click.option("--confidence", default=0.95, show_default=True,
               type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Confidence level of each change's interval (hierarchical bootstrap over rounds, then samples).")
+              help="Confidence level of each change's interval (a t interval over the two runs' round medians).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
               help="table for people; json or csv (one row per cell) for CI jobs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
 def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     """Per-cell verdict from RUN_A to RUN_B over the cells' rounds: regression, improvement, within
     noise, or unstable (too few undisturbed rounds). A change is flagged only when its interval
-    (each run's figure bootstrapped over rounds, then samples) excludes zero and the change exceeds
-    the noise threshold (docs/harness.md, "Comparing runs")."""
+    over rounds (a t interval on the log round medians, their robust spread moderated by the runs'
+    typical spread) excludes zero and the change exceeds the noise threshold (docs/harness.md,
+    "Compare")."""
     import json
 
     from rich.console import Console
