@@ -109,4 +109,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ios_bench.errors import InputError
+
+    try:
+        sys.exit(main())
+    except InputError as e:  # e.g. --resume of a folder that holds no experiment: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
