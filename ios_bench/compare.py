@@ -21,8 +21,8 @@ the threshold; ``within noise`` otherwise; ``unstable`` when either side has few
 undisturbed rounds (a schema-1 run has one round per cell: measured in one process), or when its
 re-runs of disturbed rounds ran out before a cell had the rounds its plan asked for, or
 :data:`ENOUGH_ROUNDS` if it asked for more (without a plan: more disturbed rounds than
-undisturbed). Status changes (a cell that now fails, or whose output
-became wrong) are regressions too.
+undisturbed). Status changes (a cell that now fails, or whose output became wrong) are
+regressions too.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from .runfolder import PLAN_FILE
 from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
 MIN_THRESHOLD = 0.01
-# degrees of freedom the run's typical between-round spread lends each cell's interval (one more
-# cell's worth at 3 rounds a side); chosen on the A/A and A/B sweeps of benchmarks/bench_repeatability.py
-# (docs/harness.md, "Compare")
+# degrees of freedom the runs' typical between-round spread lends each cell's interval (twice a
+# cell's own at 3 rounds a side); chosen on the A/A and A/B sweeps of
+# benchmarks/bench_repeatability.py (docs/harness.md, "Compare")
 PRIOR_DF = 8
 # the noise threshold over the typical difference of two single rounds; chosen on the same sweeps
 THRESHOLD_FACTOR = 1.5
@@ -78,7 +78,7 @@ class Comparison:
     changes: list[Change]
     threshold: float  # the noise threshold used (a fraction)
     threshold_source: str  # "measured" or "given"
-    typical_spread: float | None  # the run's typical between-round spread (log scale) lent to each cell's interval
+    typical_spread: float | None  # the runs' typical between-round spread (log scale) lent to each cell's interval
     notes: list[str]
     problems: list[str]
 
@@ -135,8 +135,7 @@ def _too_disturbed(side: str, used: int, disturbed: int, asked: int | None) -> s
     """Why one side's disturbed rounds make its figure untrustworthy, or None. With the run's plan:
     its re-runs ran out before the cell had the rounds it asked for, or :data:`ENOUGH_ROUNDS` if
     it asked for more (disturbed rounds are measured again, so a cell that got them is judged on
-    them alone). Without one: more disturbed rounds
-    than undisturbed."""
+    them alone). Without one: more disturbed rounds than undisturbed."""
     if not disturbed:
         return None
     if asked is not None:
