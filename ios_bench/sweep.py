@@ -223,6 +223,8 @@ class Sweep:
             return {"seconds": 0.0, "cells": 0}
         where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
+        if plan.scenario == "server":
+            more += " (at most for Server: its search counted as halving its load after every try)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
                  f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
                  f"(an estimate: latencies from {where}; docs/harness.md)")

@@ -348,3 +348,30 @@ def test_server_cell_needs_half_its_rounds_valid():
     offline = scenario_fields("offline", [{**rnd(0, None), "loadgen": {"valid": True, "samples_per_s": 5.0}},
                                           {**rnd(1, None), "loadgen": {"valid": False, "samples_per_s": 7.0}}], 2)
     assert offline["scenario_valid"] is False and offline["throughput"] == 12.0  # every round must be VALID
+
+
+def test_server_round_estimate_counts_a_search_that_halves_its_load():
+    """The duration model of a Server round: its tries last 2, 4, 8, ... times the queries at one
+    request's latency (an upper bound, the search halving after every invalid try), against one
+    test's length for Offline."""
+    from ios_bench.plan import Plan
+    from ios_bench.scenarios.cells import RoundEstimate
+    from ios_bench.scenarios.settings import settings_for
+
+    class Flat:  # the wrapped estimate.Model: 10 ms a request, 2 s of fixed cost a round
+        def latency_s(self, model, batch, framework, count=False):
+            return 0.010
+
+        def fixed_s(self, framework):
+            return 2.0
+
+    server = settings_for("server", quick=True)
+    q, tries = server["min_query_count"], server["server_tries"]
+    got = RoundEstimate(Flat(), Plan(scenario="server", quick=True)).round_s("m", 1, "onnxruntime")
+    want = 2.0 + 7 * 0.010 + sum(max(server["min_duration_ms"] / 1000, q * 0.010 * 2 ** (i + 1)) for i in range(tries))
+    assert got == pytest.approx(want)
+    assert got > 2.0 + tries * q * 0.010 * 4  # far above every try at the full load
+    offline = settings_for("offline", quick=True)
+    got = RoundEstimate(Flat(), Plan(scenario="offline", quick=True)).round_s("m", 1, "onnxruntime")
+    assert got == pytest.approx(2.0 + 0.07 + 1.5 * max(offline["min_duration_ms"] / 1000,
+                                                       offline["min_query_count"] * 0.010))
