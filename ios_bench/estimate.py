@@ -181,6 +181,10 @@ class Model:
         sample = max(lat, self.min_sample_ms / 1000)
         return self.fixed_s(framework) + self.warmup * lat + self.repeat * sample + 2 * STATED["canary_s"]
 
+    def cell_s(self, cell, count: bool = False) -> float:
+        """One round of ``cell`` (a sweep's ``Cell``)."""
+        return self.round_s(cell.model, cell.batch_size, cell.framework, count)
+
     def optimize_s(self, model: str, batch: int, provider: str) -> float:
         got = self.history.optimize_s.get((model, batch, provider))
         if got is not None:
@@ -204,7 +208,7 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
     """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each), plus the
     reference outputs and schedule searches still to make. Returns {"seconds", "cells",
     "per_cell", "from"}."""
-    per_cell = {c.key: rounds[c.key] * model.round_s(c.model, c.batch_size, c.framework, count=True) for c in cells}
+    per_cell = {c.key: rounds[c.key] * model.cell_s(c, count=True) for c in cells}
     total = sum(per_cell.values())
     total += sum(model.reference_s(m, b) for m, b in todo_refs)
     total += sum(model.optimize_s(m, b, p) for m, b, p in todo_searches)

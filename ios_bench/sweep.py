@@ -218,7 +218,7 @@ class Sweep:
                                             if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
         est = estimate.sweep_seconds(model, cells, left, refs, searches)
         for c in cells:  # the progress bar's ETA follows the same model
-            c.weight = model.round_s(c.model, c.batch_size, c.framework)
+            c.weight = model.cell_s(c)
         if not cells:
             return {"seconds": 0.0, "cells": 0}
         where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())

@@ -353,7 +353,7 @@ def test_server_cell_needs_half_its_rounds_valid():
 def test_server_round_estimate_counts_a_search_that_halves_its_load():
     """The duration model of a Server round: its tries last 2, 4, 8, ... times the queries at one
     request's latency (an upper bound, the search halving after every invalid try), against one
-    test's length for Offline."""
+    test's length for Offline, and for the single-stream cells that bound a Server sweep."""
     from ios_bench.plan import Plan
     from ios_bench.scenarios.cells import RoundEstimate
     from ios_bench.scenarios.settings import settings_for
@@ -371,6 +371,15 @@ def test_server_round_estimate_counts_a_search_that_halves_its_load():
     want = 2.0 + 7 * 0.010 + sum(max(server["min_duration_ms"] / 1000, q * 0.010 * 2 ** (i + 1)) for i in range(tries))
     assert got == pytest.approx(want)
     assert got > 2.0 + tries * q * 0.010 * 4  # far above every try at the full load
+    # a Server sweep's single-stream cells (its latency bounds) are counted as single-stream
+    from ios_bench.cells import Cell
+
+    single = settings_for("single-stream", quick=True)
+    bound_cell = Cell(model="m", model_spec="m", batch_size=1, framework="onnxruntime", device="cpu",
+                      adapter="onnxruntime", scenario="single-stream")
+    got = RoundEstimate(Flat(), Plan(scenario="server", quick=True)).cell_s(bound_cell)
+    assert got == pytest.approx(2.0 + 0.07 + 1.5 * max(single["min_duration_ms"] / 1000,
+                                                       single["min_query_count"] * 0.010))
     offline = settings_for("offline", quick=True)
     got = RoundEstimate(Flat(), Plan(scenario="offline", quick=True)).round_s("m", 1, "onnxruntime")
     assert got == pytest.approx(2.0 + 0.07 + 1.5 * max(offline["min_duration_ms"] / 1000,

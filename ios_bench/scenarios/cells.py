@@ -132,21 +132,26 @@ class RoundEstimate:
     and what this 2-core machine needed: on squeezenet every framework's p99 at low load stayed
     above 2x its single-stream p90, and its searches halved down to a few QPS: onnxruntime's
     round took 242 s, counted here as 181 s (at one request's latency per query, as before: 15 s).
+    A cell is counted under its own scenario (a Server sweep's single-stream cells as single-stream).
     Everything else is the wrapped model's."""
 
     def __init__(self, model, plan):
         self.model, self.plan = model, plan
-        self.settings = settings_of(plan, plan.scenario)
 
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
-        s = self.settings
+    def cell_s(self, cell, count: bool = False) -> float:
+        return self.round_s(cell.model, cell.batch_size, cell.framework, count, cell.scenario or self.plan.scenario)
+
+    def round_s(self, model: str, batch: int, framework: str, count: bool = False,
+                scenario: str | None = None) -> float:
+        scenario = scenario or self.plan.scenario
+        s = settings_of(self.plan, scenario)
         lat = self.model.latency_s(model, batch, framework, count)
         queries = int(s["min_query_count"]) * int(s.get("samples_per_query", 1))
         least = s["min_duration_ms"] / 1000
-        if self.plan.scenario == "server":
+        if scenario == "server":
             tests = sum(max(least, queries * lat * 2 ** (i + 1)) for i in range(int(s["server_tries"])))
         else:
             tests = 1.5 * max(least, queries * lat)
