@@ -11,9 +11,8 @@ sample or query) so that larger is worse everywhere. For each cell present in bo
   freedom (limma's moderated t), so between-process noise is in the interval and three rounds a
   side are enough to see a 10 % change where the rounds agree;
 - the **noise threshold**: by default :data:`THRESHOLD_FACTOR` x the typical difference of two
-  single rounds of the two runs (``sqrt(s_A^2 + s_B^2)``, each ``s`` the median over the run's
-  cells of the robust spread of its log round medians, ``ios_bench.rounds.robust_spread``), at
-  least 1 %; or ``threshold`` given. It holds back changes too small to matter against the
+  single rounds, one of each run (``sqrt(2) s``, ``s`` the same typical spread the interval is
+  lent), at least 1 %; or ``threshold`` given. It holds back changes too small to matter against the
   process-to-process noise, and drift between sweeps that no interval over one sweep's rounds sees.
 
 Verdicts: ``regression`` / ``improvement`` when the interval excludes zero and the change exceeds
@@ -35,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .report import load_run
-from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval, robust_spread
+from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval
 from .runfolder import PLAN_FILE
 from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
@@ -156,27 +155,17 @@ def _state(r) -> str:
     return "wrong output" if r["status"] in ("ok", "wrong") else r["status"]
 
 
-def _spread(rounds: list[list[float]]) -> float | None:
-    if len(rounds) < 2:
-        return None
-    return robust_spread(np.log([np.median(g) for g in rounds]))
-
-
-def noise_threshold(cells_a: list[list[list[float]]], cells_b: list[list[list[float]]]) -> float:
-    """``THRESHOLD_FACTOR`` x the typical difference of two single rounds of the two runs (see the
-    module), at least 1 %."""
-    typical = []
-    for cells in (cells_a, cells_b):
-        spreads = [s for rounds in cells if (s := _spread(rounds)) is not None]
-        typical.append(float(np.median(spreads)) if spreads else 0.0)
-    return max(MIN_THRESHOLD, THRESHOLD_FACTOR * math.sqrt(sum(t * t for t in typical)))
-
-
 def typical_spread(cells: list[tuple[list[list[float]], list[list[float]]]]) -> float | None:
     """The median over cells (each with 2+ rounds on both sides) of their between-round spread
     pooled over the two runs (``ios_bench.rounds.pooled_scale``), or None without such a cell."""
     scales = [pooled_scale(ga, gb)[0] for ga, gb in cells if len(ga) >= 2 and len(gb) >= 2]
     return float(np.median(scales)) if scales else None
+
+
+def noise_threshold(spread: float | None) -> float:
+    """``THRESHOLD_FACTOR`` x the typical difference of two single rounds, one of each run
+    (``sqrt(2)`` x the typical spread, :func:`typical_spread`), at least 1 %."""
+    return max(MIN_THRESHOLD, THRESHOLD_FACTOR * math.sqrt(2) * (spread or 0.0))
 
 
 def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
@@ -203,7 +192,7 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
     prior = (spread, PRIOR_DF) if spread is not None else None
     source = "given"
     if threshold is None:
-        threshold = noise_threshold([_rounds(ra[k]) for k in both], [_rounds(rb[k]) for k in both])
+        threshold = noise_threshold(spread)
         source = "measured"
     out = []
     for key in list(dict.fromkeys(list(ra) + list(rb))):

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from ios_bench.compare import THRESHOLD_FACTOR, compare_runs, noise_threshold
+from ios_bench.compare import THRESHOLD_FACTOR, compare_runs, noise_threshold, typical_spread
 from ios_bench.results import Store, cell_key
 from ios_bench.rounds import robust_spread
 
@@ -130,16 +130,20 @@ def test_status_changes_are_regressions(tmp_path):
 
 
 def test_noise_threshold_is_the_typical_difference_of_two_rounds():
-    flat = [[[10.0] * 5, [10.0] * 5]]
-    assert noise_threshold(flat, flat) == 0.01  # the floor
-    spread = [[[9.0] * 5, [10.0] * 5, [11.0] * 5]]  # round medians 9, 10, 11
+    flat = [[10.0] * 5, [10.0] * 5]
+    assert noise_threshold(typical_spread([(flat, flat)])) == 0.01  # the floor
+    assert noise_threshold(None) == 0.01
+    spread = [[9.0] * 5, [10.0] * 5, [11.0] * 5]  # round medians 9, 10, 11
     s = robust_spread(np.log([9.0, 10.0, 11.0]))
     assert 0.1 < s < 0.25
-    assert noise_threshold(spread, flat) == pytest.approx(THRESHOLD_FACTOR * s)
-    assert noise_threshold(spread, spread) == pytest.approx(THRESHOLD_FACTOR * s * np.sqrt(2))
+    assert typical_spread([(spread, spread)]) == pytest.approx(s)
+    assert noise_threshold(typical_spread([(spread, spread)])) == pytest.approx(THRESHOLD_FACTOR * s * np.sqrt(2))
+    # the median over cells: one cell that scatters does not set it
+    quiet = [[10.0] * 5, [10.1] * 5, [9.9] * 5]
+    assert typical_spread([(spread, spread), (quiet, quiet), (quiet, quiet)]) < s / 5
     # robust like the figure: one round 50 % slow among five that agree within 1 % moves it little
-    quiet = [[[10.0] * 5, [10.1] * 5, [9.9] * 5, [10.05] * 5, [15.0] * 5]]
-    assert noise_threshold(quiet, quiet) < 0.03
+    mostly = [[10.0] * 5, [10.1] * 5, [9.9] * 5, [10.05] * 5, [15.0] * 5]
+    assert noise_threshold(typical_spread([(mostly, mostly)])) < 0.03
 
 
 def test_a_cell_asking_more_rounds_is_judged_on_three_undisturbed(tmp_path):
