@@ -136,6 +136,9 @@ def test_every_launch_matches_its_kernels_parameters(compiled):
     k.global_pool(x, one, True)
     k.shuffle(x, y, 2)
     k.resize(x, np.zeros((2, 4, 9, 7), np.float32), "bilinear", True)
+    k.linear(np.zeros((2, 20), np.float32), np.zeros((20, 4), np.float32), per_c, one, act="relu")
+    with pytest.raises(ValueError, match="do not fit"):
+        k.linear(np.zeros((2, 20), np.float32), np.zeros((21, 4), np.float32), per_c, one)
     assert {name for name, _ in calls} == set(cuda_kernels.KERNEL_NAMES)
     for arch, entries in compiled.items():
         for name, args in calls:

@@ -162,7 +162,7 @@ class CupyDevice:
 
     def stats(self) -> dict:
         # fp32: every cuDNN engine with a TF32/down-convert/reduced-precision note is deselected
-        # before plans are built (EXCLUDED_NOTES); CuPy's matmul is fp32 unless CUPY_TF32 (refused)
+        # before plans are built (EXCLUDED_NOTES); linear layers are our own fp32 kernel (ios_linear)
         return {**self._stats, "tf32": False, "cudnn_excluded_notes": list(EXCLUDED_NOTES),
                 "cudnn": self.cudnn.backend_version_string(), "cupy": self.cp.__version__}
 
@@ -268,15 +268,8 @@ class CupyDevice:
         x2 = x.reshape(n, -1)  # x is contiguous (the program composes a sliced input into scratch)
         w_t = self.upload(np.ascontiguousarray(weight_np.T))
         shift = self.upload(bias_np)
-        tmp = self.empty_shaped((n, w_t.shape[1]))
-        self.keep.append(tmp)
-        tmp4 = tmp.reshape(n, w_t.shape[1], 1, 1)
-        matmul, k = self.cp.matmul, self.k
-
-        def run():
-            matmul(x2, w_t, out=tmp)
-            k.map(tmp4, out, shift=shift, act=act)
-        return run
+        k = self.k
+        return lambda: k.linear(x2, w_t, shift, out, act=act)  # not cupy.matmul: see cuda_kernels
 
     def combine(self, views, how: str, dst):
         k = self.k

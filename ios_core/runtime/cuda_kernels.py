@@ -18,8 +18,11 @@ broadcast (stride 0).
   ``ios_global_pool``, ``ios_shuffle`` and ``ios_resize`` (nearest, bilinear). It includes no
   header (CuPy's ``RawModule`` adds none): ``tests/test_cuda_sources.py`` compiles it with
   NVRTC on every test run, and checks that no other CUDA C is compiled anywhere.
-* Linear layers are ``cupy.matmul`` into a preallocated output (cuBLAS; CuPy does not use
-  TF32 unless ``CUPY_TF32=1``, which the runtime refuses) followed by ``ios_map``.
+* Linear layers are ``ios_linear``: a tiled fp32 GEMM with the bias and activation fused, not
+  ``cupy.matmul``: CuPy refuses every cuBLAS call while a stream is being captured
+  ("calling cuBLAS API during stream capture is currently unsupported"), so a network with a
+  linear layer could not be replayed as a CUDA graph (the first GPU run, an H200 on 2026-11-26,
+  found it). A classifier's GEMM is a few microseconds on a GPU either way.
 
 Written against the documented APIs (cupy 14, nvidia-cudnn-frontend 1.32); the CUDA C is
 compiled here by NVRTC, the cuDNN graphs are described here; running either needs a GPU and
@@ -167,10 +170,33 @@ extern "C" __global__ void ios_resize(const float* x, float* y, int N, int C, in
   }
   y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = v;
 }
+
+// Linear: y[n, j] = act(sum_k x[n, k] * w[k, j] + shift[j]). x is (N, K) and w (K, J) row-major
+// (w is the layer's weight transposed); y[n, j] is at n * ys0 + j * ys1. One thread per output,
+// IOS_TILE x IOS_TILE tiles of x and w staged in shared memory, fp32 accumulation.
+#define IOS_TILE 16
+extern "C" __global__ void ios_linear(const float* x, const float* w, const float* shift, float* y,
+    int N, int K, int J, long long ys0, long long ys1, int act, float alpha, float beta) {
+  __shared__ float xs[IOS_TILE][IOS_TILE];
+  __shared__ float ws[IOS_TILE][IOS_TILE + 1];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int j = blockIdx.x * IOS_TILE + tx;
+  int n = blockIdx.y * IOS_TILE + ty;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += IOS_TILE) {
+    xs[ty][tx] = (n < N && k0 + tx < K) ? x[(long long)n * K + k0 + tx] : 0.0f;
+    ws[ty][tx] = (k0 + ty < K && j < J) ? w[(long long)(k0 + ty) * J + j] : 0.0f;
+    __syncthreads();
+    for (int t = 0; t < IOS_TILE; t++) acc += xs[ty][t] * ws[t][tx];
+    __syncthreads();
+  }
+  if (n < N && j < J) y[n * ys0 + j * ys1] = ios_act(acc + shift[j], act, alpha, beta);
+}
 """
 
-KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize")
+KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize", "ios_linear")
 THREADS = 256
+LINEAR_TILE = 16  # IOS_TILE in the source: ios_linear's blocks are LINEAR_TILE x LINEAR_TILE threads
 
 
 def strides_for(view, shape) -> list[int]:
@@ -202,11 +228,14 @@ class Kernels:
         for name in KERNEL_NAMES:
             self._fns[name] = self._module.get_function(name)
 
-    def _launch(self, name: str, total: int, args) -> None:
+    def _fn(self, name: str):
         fn = self._fns.get(name)
         if fn is None:
             raise RuntimeError(f"kernel {name} launched before Kernels.load() (it would compile now)")
-        fn((max(1, (total + THREADS - 1) // THREADS),), (THREADS,), args)
+        return fn
+
+    def _launch(self, name: str, total: int, args) -> None:
+        self._fn(name)((max(1, (total + THREADS - 1) // THREADS),), (THREADS,), args)
 
     def map(self, a, y, b=None, op: int = MAP_COPY, scale=None, shift=None, act: str = "identity",
             alpha: float = 0.0, beta: float = 0.0) -> None:
@@ -261,6 +290,24 @@ class Kernels:
         args = (x, y, i32(n), i32(c), i32(h), i32(w), i32(oh), i32(ow), *(i64(s) for s in strides_for(x, x.shape)),
                 *(i64(s) for s in strides_for(y, y.shape)), i32(0 if mode == "nearest" else 1), i32(align_corners))
         self._launch("ios_resize", n * c * oh * ow, args)
+
+
+    def linear(self, x, w, shift, y, act: str = "identity", alpha: float = 0.0, beta: float = 0.0) -> None:
+        """``y = act(x @ w + shift)``: ``x`` (N, K) and ``w`` (K, J) contiguous, ``shift`` (J,), ``y``
+        any view of N x J values ((N, J) or (N, J, 1, 1), strided: a slice of a concatenation)."""
+        import numpy as np
+
+        n, kk = x.shape
+        j = w.shape[1]
+        if w.shape[0] != kk or tuple(y.shape[:2]) != (n, j) or shift.shape != (j,):
+            raise ValueError(f"linear: x {tuple(x.shape)}, w {tuple(w.shape)}, shift {tuple(shift.shape)}, "
+                             f"y {tuple(y.shape)} do not fit")
+        isz = y.itemsize
+        i32, i64, f32 = np.int32, np.int64, np.float32
+        args = (x, w, shift, y, i32(n), i32(kk), i32(j), i64(y.strides[0] // isz), i64(y.strides[1] // isz),
+                i32(ACT_CODES[act]), f32(alpha), f32(beta))
+        t = LINEAR_TILE
+        self._fn("ios_linear")(((j + t - 1) // t, (n + t - 1) // t), (t, t), args)
 
 
 def _as4(v):
