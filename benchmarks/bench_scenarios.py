@@ -3,6 +3,11 @@
     PYTHONPATH=. python benchmarks/bench_scenarios.py                  # squeezenet + inception_v3 (hours on 2 cores)
     PYTHONPATH=. python benchmarks/bench_scenarios.py --out runs/bench-scen --resume
     PYTHONPATH=. python benchmarks/bench_scenarios.py --smoke          # proves the script works (minutes)
+    PYTHONPATH=. python benchmarks/bench_scenarios.py --models inception_v3 --sweeps latency,offline,multi-stream
+
+``--sweeps`` runs some of the experiment's sweeps (Server alone takes hours per model here); a later
+``--resume`` of the same ``--out`` with the others adds them, and the figures printed are those of
+the sweeps named.
 
 It runs the ``throughput`` experiment (``ios-bench experiment throughput``: a latency sweep and
 LoadGen Offline, Server and MultiStream sweeps of every CPU framework and IOS-Sequential/IOS-Both
@@ -31,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ios_bench.errors import InputError  # noqa: E402
 from ios_bench.experiments import get  # noqa: E402
 from ios_bench.experiments._common import records  # noqa: E402
 from ios_bench.experiments.base import Context  # noqa: E402
@@ -64,6 +70,23 @@ def _sweep_seconds(folder: Path) -> float | None:
     return total or None
 
 
+class _Only:
+    """The experiment with only the named sweeps (the others are neither run nor reported)."""
+
+    def __init__(self, exp, names: list[str], ctx: Context):
+        known = [r.name for r in exp.runs(ctx)]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise InputError(f"--sweeps: unknown sweep {', '.join(unknown)[:60]!r}; choose from: {', '.join(known)}")
+        self._exp, self._names = exp, names
+
+    def __getattr__(self, name):
+        return getattr(self._exp, name)
+
+    def runs(self, ctx: Context):
+        return [r for r in self._exp.runs(ctx) if r.name in self._names]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="squeezenet,inception_v3")
@@ -71,12 +94,17 @@ def main() -> int:
     ap.add_argument("--resume", action="store_true", help="continue --out where it stopped")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--smoke", action="store_true", help="the experiment's quick form on the sample model")
+    ap.add_argument("--sweeps", default=None,
+                    help="only these of the experiment's sweeps (comma-separated: latency, offline, server, "
+                         "multi-stream) [default: all]")
     args = ap.parse_args()
     out = Path(args.out or f"runs/bench-scenarios-{time.strftime('%Y%m%d-%H%M%S')}")
     models = ["sample"] if args.smoke else [m.strip() for m in args.models.split(",") if m.strip()]
     ctx = Context(out=out, models=models, quick=args.smoke, reference=not args.smoke, threads=args.threads,
                   resume=args.resume)
     exp = get("throughput")
+    if args.sweeps:
+        exp = _Only(exp, [n.strip() for n in args.sweeps.split(",") if n.strip()], ctx)
     t0 = time.perf_counter()
     report = run_experiment(exp, ctx, progress=False, command=sys.argv)
     wall = time.perf_counter() - t0
@@ -109,8 +137,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from ios_bench.errors import InputError
-
     try:
         sys.exit(main())
     except InputError as e:  # e.g. --resume of a folder that holds no experiment: one line, exit 2
