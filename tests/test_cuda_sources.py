@@ -174,3 +174,21 @@ def test_no_other_cuda_source_is_compiled_anywhere():
     assert not offenders, "CUDA C compiled outside cuda_kernels.CUDA_SOURCE (add it there):\n" + "\n".join(offenders)
     text = (ROOT / "ios_core" / "runtime" / "cuda_kernels.py").read_text()
     assert len(re.findall(r"\bRawModule\(", text)) == 1 and "RawModule(code=CUDA_SOURCE)" in text
+
+
+def test_the_device_calls_no_cupy_library_routine():
+    """CuPy refuses every cuBLAS call while a stream is captured ("calling cuBLAS API during
+    stream capture is currently unsupported"), so the CUDA device and its kernels launch only our
+    own kernels and cuDNN graphs. The fake device implements each kernel method itself and cannot
+    see such a call; the first GPU run found ``cupy.matmul`` for linear layers this way."""
+    import ast
+
+    banned = {"matmul", "dot", "tensordot", "einsum", "linalg", "cublas", "inner", "outer", "vdot"}
+    root = Path(__file__).resolve().parents[1] / "ios_core" / "runtime"
+    found = []
+    for name in ("cuda_device.py", "cuda_kernels.py", "cuda.py"):
+        tree = ast.parse((root / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in banned:
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
+    assert not found, found

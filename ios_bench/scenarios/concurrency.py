@@ -21,7 +21,7 @@ may prepare into one fixed buffer per context, as TensorRT and ONNX Runtime's I/
   GPU on the development machines).
 - CUDA streams: on ``cuda``, a program that offers ``own_stream()`` (torch) runs each caller
   thread's calls on a CUDA stream of its own; the IOS CUDA runtime has its own streams per
-  instance. Also **not run here**.
+  instance. Run once, LoadGen Offline on an H200 (docs/results/gpu-h200-2026-11-26/).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ Every kernel method takes explicit parameters (never an IR node: the executor tr
 node, and the tests' fake device implements the same parameters independently) and returns a
 zero-argument closure over preallocated device memory, launched on the current CuPy stream
 (the executor makes the group's stream current first); cuDNN calls go through the handle bound
-to that stream. Written against CuPy 14 and the cuDNN Frontend 1.3x; never run on a GPU in this
-project's development (see README).
+to that stream. Written against CuPy 14 and the cuDNN Frontend 1.3x; run once, on an H200 with
+CuPy 14.2 (CUDA 13) and cuDNN 9.19 (docs/results/gpu-h200-2026-11-26/).
 """
 
 from __future__ import annotations

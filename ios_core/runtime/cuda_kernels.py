@@ -25,8 +25,8 @@ broadcast (stride 0).
   found it). A classifier's GEMM is a few microseconds on a GPU either way.
 
 Written against the documented APIs (cupy 14, nvidia-cudnn-frontend 1.32); the CUDA C is
-compiled here by NVRTC, the cuDNN graphs are described here; running either needs a GPU and
-has not happened in this project's development (see README).
+compiled here by NVRTC, the cuDNN graphs are described here; both ran once, on an H200
+(docs/results/gpu-h200-2026-11-26/).
 """
 
 from __future__ import annotations
