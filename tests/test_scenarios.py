@@ -384,3 +384,14 @@ def test_server_round_estimate_counts_a_search_that_halves_its_load():
     got = RoundEstimate(Flat(), Plan(scenario="offline", quick=True)).round_s("m", 1, "onnxruntime")
     assert got == pytest.approx(2.0 + 0.07 + 1.5 * max(offline["min_duration_ms"] / 1000,
                                                        offline["min_query_count"] * 0.010))
+
+
+def test_the_cell_line_writes_long_latencies_in_whole_milliseconds():
+    from ios_bench.scenarios.summary import describe_scenario
+
+    rec = {"status": "ok", "scenario_figure": 12.7, "scenario_unit": "samples/s", "scenario_valid": True,
+           "rounds_used": 3, "rounds_measured": 3, "scenario_cv": 0.03,
+           "loadgen": {"p50_ms": 2549.6, "p90_ms": 4580.2, "p99_ms": 12.345}}
+    line = describe_scenario(rec, "[1/1] m b1 torch 2x1")
+    assert "p50/p90/p99 2,550/4,580/12.3 ms" in line, line
+    assert "e+0" not in line
