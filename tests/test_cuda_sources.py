@@ -137,6 +137,7 @@ def test_every_launch_matches_its_kernels_parameters(compiled):
     k.shuffle(x, y, 2)
     k.resize(x, np.zeros((2, 4, 9, 7), np.float32), "bilinear", True)
     k.linear(np.zeros((2, 20), np.float32), np.zeros((20, 4), np.float32), per_c, one, act="relu")
+    assert f"#define IOS_TILE {cuda_kernels.LINEAR_TILE}\n" in cuda_kernels.CUDA_SOURCE  # the launch's block size
     with pytest.raises(ValueError, match="do not fit"):
         k.linear(np.zeros((2, 20), np.float32), np.zeros((21, 4), np.float32), per_c, one)
     assert {name for name, _ in calls} == set(cuda_kernels.KERNEL_NAMES)
