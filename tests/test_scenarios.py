@@ -393,5 +393,5 @@ def test_the_cell_line_writes_long_latencies_in_whole_milliseconds():
            "rounds_used": 3, "rounds_measured": 3, "scenario_cv": 0.03,
            "loadgen": {"p50_ms": 2549.6, "p90_ms": 4580.2, "p99_ms": 12.345}}
     line = describe_scenario(rec, "[1/1] m b1 torch 2x1")
-    assert "p50/p90/p99 2,550/4,580/12.3 ms" in line, line
+    assert "p50/p90/p99 2,550/4,580/12.35 ms" in line, line
     assert "e+0" not in line

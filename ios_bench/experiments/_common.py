@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from ..escape import file_part  # noqa: F401 - for the recipes' figure names
+from ..numbers import decimals, fmt  # noqa: F401 - fmt: for the recipes
 from ..plan import Plan
 from ..report import Table
 from ..results import Store
@@ -97,17 +98,6 @@ def ms(rec: dict | None) -> float | None:
     return float(rec["median_ms"]) if passed(rec) else None
 
 
-def _digits(v: float) -> int:
-    return 0 if abs(v) >= 1000 else 1 if abs(v) >= 100 else 2 if abs(v) >= 10 else 3
-
-
-def fmt(v: float | None, digits: int | None = None) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    d = _digits(v) if digits is None else digits
-    return f"{v:,.{d}f}"
-
-
 def cell(rec: dict | None, metric: str = "ms") -> str:
     """A measured figure as the report shows it: ``12.35 ±0.21 ✓``; ``metric`` ``ms`` (latency)
     or ``throughput`` (images/s, spread from the p10-p90 samples)."""
@@ -122,13 +112,13 @@ def cell(rec: dict | None, metric: str = "ms") -> str:
         if tp is None:
             return f"- {mark}"
         lo, hi = rec.get("throughput_p10", tp), rec.get("throughput_p90", tp)
-        d = _digits(tp)
+        d = decimals(tp)
         return f"{tp:,.{d}f} ({lo:,.{d}f}-{hi:,.{d}f}) {mark}"
     v = float(rec["median_ms"])
     cv = rec.get("between_round_cv")
     # over rounds: ± the spread between rounds (fresh processes); one round: ± the samples' std
     sd = float(cv) * v if isinstance(cv, (int, float)) else float(rec.get("std_ms") or 0.0)
-    d = _digits(v)
+    d = decimals(v)
     return f"{v:,.{d}f} ±{sd:,.{d}f}{' (unstable)' if rec.get('unstable') and cv is not None else ''} {mark}"
 
 
@@ -140,7 +130,7 @@ def sequential(rec: dict | None) -> str:
     ci = rec.get("sequential_ci_ms")
     v = float(rec["sequential_ms"])
     sd = (ci[1] - ci[0]) / 2 if isinstance(ci, list) and len(ci) == 2 else float(rec.get("sequential_std_ms") or 0.0)
-    d = _digits(v)
+    d = decimals(v)
     return f"{v:,.{d}f} ±{sd:,.{d}f}"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..escape import term
+from ..numbers import fmt
 from ..rounds import UNSTABLE_CV, good_rounds
 
 UNITS = {"single-stream": "ms", "multi-stream": "ms", "offline": "samples/s", "server": "QPS"}
@@ -77,12 +78,6 @@ def unstable_reason(summary: dict) -> str | None:
     return None
 
 
-def _ms(v: float) -> str:
-    """A latency for the terminal: three significant digits, whole milliseconds from 1,000 up
-    (``4,460``, not ``4.46e+03``)."""
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
-
-
 def describe_scenario(record: dict, head: str) -> str:
     """The terminal line of a finished scenario cell."""
     lgr = record.get("loadgen") or {}
@@ -97,7 +92,7 @@ def describe_scenario(record: dict, head: str) -> str:
     text += f", LoadGen [{'green' if verdict == 'VALID' else 'yellow'}]{verdict}[/]"
     if why:
         text += f" ({term(why[:160], False)})"
-    pct = "/".join(_ms(lgr[k]) for k in ("p50_ms", "p90_ms", "p99_ms") if isinstance(lgr.get(k), (int, float)))
+    pct = "/".join(fmt(lgr[k]) for k in ("p50_ms", "p90_ms", "p99_ms") if isinstance(lgr.get(k), (int, float)))
     if pct:
         text += f", p50/p90/p99 {pct} ms"
     if record.get("reduced"):
