@@ -40,7 +40,7 @@ from ios_bench.errors import InputError  # noqa: E402
 from ios_bench.experiments import get  # noqa: E402
 from ios_bench.experiments._common import records  # noqa: E402
 from ios_bench.experiments.base import Context  # noqa: E402
-from ios_bench.experiments.runner import run_experiment  # noqa: E402
+from ios_bench.experiments.runner import run_experiment, selected_runs  # noqa: E402
 from ios_bench.experiments.throughput import goal_figures  # noqa: E402
 
 
@@ -70,23 +70,6 @@ def _sweep_seconds(folder: Path) -> float | None:
     return total or None
 
 
-class _Only:
-    """The experiment with only the named sweeps (the others are neither run nor reported)."""
-
-    def __init__(self, exp, names: list[str], ctx: Context):
-        known = [r.name for r in exp.runs(ctx)]
-        unknown = [n for n in names if n not in known]
-        if unknown or not names:
-            raise InputError(f"--sweeps: unknown sweep {', '.join(unknown)[:60]!r}; choose from: {', '.join(known)}")
-        self._exp, self._names = exp, names
-
-    def __getattr__(self, name):
-        return getattr(self._exp, name)
-
-    def runs(self, ctx: Context):
-        return [r for r in self._exp.runs(ctx) if r.name in self._names]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="squeezenet,inception_v3")
@@ -100,15 +83,14 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out or f"runs/bench-scenarios-{time.strftime('%Y%m%d-%H%M%S')}")
     models = ["sample"] if args.smoke else [m.strip() for m in args.models.split(",") if m.strip()]
+    sweeps = [n.strip() for n in args.sweeps.split(",") if n.strip()] if args.sweeps else None
     ctx = Context(out=out, models=models, quick=args.smoke, reference=not args.smoke, threads=args.threads,
-                  resume=args.resume)
+                  resume=args.resume, sweeps=sweeps)
     exp = get("throughput")
-    if args.sweeps:
-        exp = _Only(exp, [n.strip() for n in args.sweeps.split(",") if n.strip()], ctx)
     t0 = time.perf_counter()
     report = run_experiment(exp, ctx, progress=False, command=sys.argv)
     wall = time.perf_counter() - t0
-    folders = {r.name: out / "runs" / r.name for r in exp.runs(ctx)}
+    folders = {r.name: out / "runs" / r.name for r in selected_runs(exp, ctx)}
     figs = goal_figures({k: records(v) for k, v in folders.items()})
     form = "smoke (quick form, not a result)" if args.smoke else "reference (LoadGen quick settings, Server at p99)"
     print(f"\nbench_scenarios: {', '.join(models)}; {form}; report {report}")

@@ -242,3 +242,17 @@ def test_run_cli_adapter_option_parsing(run_cli, tmp_path):
         code, _, err = run_cli(["run", "--adapter-option", bad, "--out", str(tmp_path / "r")])
         assert code == 2 and "--adapter-option" in err, err
         assert not (tmp_path / "r").exists()
+
+
+def test_an_experiment_runs_only_the_sweeps_named(tmp_path):
+    from ios_bench.errors import InputError
+    from ios_bench.experiments import get
+    from ios_bench.experiments.base import Context
+    from ios_bench.experiments.runner import selected_runs
+
+    exp = get("throughput")
+    assert [r.name for r in selected_runs(exp, Context(out=tmp_path, quick=True))] == ["latency", "offline", "server"]
+    only = selected_runs(exp, Context(out=tmp_path, quick=True, sweeps=["server", "latency"]))
+    assert [r.name for r in only] == ["latency", "server"]
+    with pytest.raises(InputError, match="unknown sweep 'nope'.*choose from: latency, offline, server"):
+        selected_runs(exp, Context(out=tmp_path, quick=True, sweeps=["nope"]))

@@ -42,6 +42,7 @@ class Context:
     # the committed reference form (docs/results/): the full form reduced to fit this machine's
     # budget; each experiment says what it reduced in its Report.reduced
     reference: bool = False
+    sweeps: list[str] | None = None  # only these of the experiment's sweeps (None: all of them)
 
     @property
     def form(self) -> str:

@@ -73,10 +73,23 @@ def _finished(folder: Path) -> bool:
     return bool(last.get("finished")) and not last.get("interrupted") and not (last.get("stats") or {}).get("missing")
 
 
+def selected_runs(exp: Experiment, ctx: Context) -> list[Run]:
+    """The experiment's sweeps, only those ``ctx.sweeps`` names when it names some (an unknown
+    name is bad input)."""
+    runs = exp.runs(ctx)
+    if ctx.sweeps is None:
+        return runs
+    known = [r.name for r in runs]
+    unknown = [n for n in ctx.sweeps if n not in known]
+    if unknown or not ctx.sweeps:
+        raise InputError(f"unknown sweep {', '.join(unknown)[:60]!r} of {exp.name}; choose from: {', '.join(known)}")
+    return [r for r in runs if r.name in ctx.sweeps]
+
+
 def prepare(exp: Experiment, ctx: Context) -> list[Run]:
     """Check the experiment folder and list the runs (before anything is written)."""
     out = Path(ctx.out)
-    runs = exp.runs(ctx)
+    runs = selected_runs(exp, ctx)
     check_runs(exp, runs)
     if not ctx.resume and out.exists():
         if (out / EXPERIMENT_FILE).exists() or (out / RUNS_DIR).exists():
