@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned,gpu-api,loadgen
+EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned,gpu-api,loadgen,jax
 
 .PHONY: setup run test slow lint test-gpu
 

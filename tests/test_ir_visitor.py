@@ -17,6 +17,7 @@ VISITORS = [
     ("ios_core.runtime.cuda", "CudaLaunchers"),
     ("adapters.pytorch", "ModuleEmitter"),
     ("adapters.tensorflow", "_Emitter"),
+    ("adapters.jax", "JaxEmitter"),
     ("adapters.tvm", "RelaxEmitter"),
     ("adapters.tensorrt", "NetworkBuilder"),
 ]

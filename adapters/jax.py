@@ -1,0 +1,321 @@
+"""The ``jax-xla`` adapter: the IOS graph as a JAX function compiled by ``jax.jit`` (XLA: its own
+fusion, layout assignment and, on a GPU, its own choice of cuDNN/cuBLAS calls and generated kernels).
+
+The graph is walked once (``ios_core.lowering.lower``) into a function ``forward(params, x)`` of
+``jax.numpy``/``jax.lax`` operations: convolutions are ``lax.conv_general_dilated`` (NCHW/OIHW,
+explicit padding, groups, dilation), pools ``lax.reduce_window`` (max pads with -inf; averages sum
+then divide by the window size, or by the input positions of each window when padding is not
+counted), resizes a gather (nearest) or two small matrix products (bilinear), linear layers a
+matrix product. The weights are arguments (``params``, placed on the device once at build), not
+constants baked into the program, as a JAX user writes a model. Input and output are NCHW
+float32, like the oracle; XLA picks the layouts inside.
+
+fp32 strict: ``jax_default_matmul_precision`` is set to ``highest`` and every convolution and
+matrix product asks for ``lax.Precision.HIGHEST`` (on a GPU: no TF32), recorded in
+``info["matmul_precision"]`` and ``info["tf32"]``. Calls are asynchronous; ``sync`` waits with
+``block_until_ready`` on the last output, so the shared measurement times each call to
+completion.
+
+Threads on the CPU: XLA's CPU runtime sizes its pool from the process's CPU affinity mask and
+reads ``XLA_FLAGS`` when JAX first creates its backends, so the budget is set there before any
+backend exists (``--xla_cpu_multi_thread_eigen`` and ``intra_op_parallelism_threads=N``), and
+recorded in ``info`` (``xla_flags``, ``intra_op_threads``); a build in a process whose backends
+already exist cannot change them and says so in ``info["threads_note"]`` (the harness runs each
+cell in its own process). On ``cuda`` JAX's allocator does not preallocate most of the GPU
+(``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless the user set it), so its memory figures are its
+own. JAX is imported only when this adapter is checked or built.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+
+import numpy as np
+
+from ios_core.ir import Graph, Node, OpVisitor
+from ios_core.lowering import Primitives, lower
+from ios_core.threads import resolve_threads
+
+from .base import Adapter, Compiled
+
+# Every IR activation in one table: name -> f(jax, x, alpha, beta); alpha/beta parametrize
+# leaky_relu (slope), hardsigmoid (clip(alpha * x + beta, 0, 1)) and clip ([alpha, beta]).
+ACTIVATIONS = {
+    "identity": lambda j, x, a, b: x,
+    "relu": lambda j, x, a, b: j.nn.relu(x),
+    "sigmoid": lambda j, x, a, b: j.nn.sigmoid(x),
+    "tanh": lambda j, x, a, b: j.numpy.tanh(x),
+    "relu6": lambda j, x, a, b: j.numpy.clip(x, 0.0, 6.0),
+    "hardswish": lambda j, x, a, b: x * j.numpy.clip(x + 3.0, 0.0, 6.0) * (1.0 / 6.0),
+    "silu": lambda j, x, a, b: j.nn.silu(x),
+    "leaky_relu": lambda j, x, a, b: j.numpy.where(x >= 0, x, x * a),
+    "hardsigmoid": lambda j, x, a, b: j.numpy.clip(x * a + b, 0.0, 1.0),
+    "clip": lambda j, x, a, b: j.numpy.clip(x, a, b),
+}
+
+PREALLOCATE_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+
+def _jax():
+    import jax
+
+    return jax
+
+
+def _backends_exist(jax) -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # a private module moved: assume they exist (nothing is then claimed)
+        return True
+
+
+def _configure(threads: int | None) -> dict:
+    """Set what XLA reads when its backends are created (thread budget, GPU preallocation), before
+    any exists; returns what was set, or why it could not be."""
+    jax = _jax()
+    info: dict = {}
+    if _backends_exist(jax):
+        have = os.environ.get("XLA_FLAGS", "")
+        info["xla_flags"] = have or "default"
+        if threads is not None and f"intra_op_parallelism_threads={threads}" not in have:
+            info["threads_note"] = (f"JAX's backends already existed in this process (XLA_FLAGS {have or 'unset'!r}): "
+                                    f"the budget of {threads} threads was not applied")
+        return info
+    if threads is not None:
+        flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+                 if not f.startswith(("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads"))]
+        flags += [f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}",
+                  f"intra_op_parallelism_threads={threads}"]
+        os.environ["XLA_FLAGS"] = " ".join(flags)
+    os.environ.setdefault(PREALLOCATE_ENV, "false")
+    info["xla_flags"] = os.environ.get("XLA_FLAGS") or "default"
+    return info
+
+
+def _device(jax, device: str):
+    return jax.devices("gpu" if device.startswith("cuda") else "cpu")[0]
+
+
+class JaxEmitter(OpVisitor):
+    """Each operator's JAX operations (``visit(op, x, params)``, NCHW). ``arrays(graph)`` gives the
+    arrays the operators read (weights and small constants), once, as numpy; during tracing they
+    come back as ``params`` (device arrays)."""
+
+    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+
+    def __init__(self, jax):
+        self.jax, self.jnp, self.lax = jax, jax.numpy, jax.lax
+        self.hi = jax.lax.Precision.HIGHEST
+
+    @staticmethod
+    def arrays(graph: Graph) -> dict[str, tuple]:
+        out: dict[str, tuple] = {}
+        for op in graph.operators():
+            if op.TYPE == "conv":
+                out[op.name] = (op.weight, op.bias)
+            elif op.TYPE == "linear":
+                out[op.name] = (np.ascontiguousarray(op.weight.T), op.bias)
+            elif op.TYPE == "affine":
+                c = op.channels
+                out[op.name] = (op.weight.reshape(1, c, 1, 1), op.bias.reshape(1, c, 1, 1))
+            elif op.TYPE == "resize" and op.mode == "bilinear":
+                out[op.name] = (op.interpolation(0), op.interpolation(1))
+            elif op.TYPE == "pool" and op.pool_type == "avg" and not op.count_include_pad:
+                out[op.name] = ((1.0 / op.input_counts())[None, None],)
+        return {k: tuple(np.ascontiguousarray(a, dtype=np.float32) for a in v) for k, v in out.items()}
+
+    def _act(self, name: str, x, alpha: float = 0.0, beta: float = 0.0):
+        return ACTIVATIONS[name](self.jax, x, alpha, beta)
+
+    def visit_conv(self, op: Node, x, params):
+        w, b = params[op.name]
+        top, left, bottom, right = op.pads
+        y = self.lax.conv_general_dilated(x, w, tuple(op.stride), [(top, bottom), (left, right)],
+                                          rhs_dilation=tuple(op.dilation), feature_group_count=op.groups,
+                                          dimension_numbers=("NCHW", "OIHW", "NCHW"), precision=self.hi)
+        return self._act(op.act, y + b[None, :, None, None])
+
+    def visit_pool(self, op: Node, x, params):
+        jnp, lax = self.jnp, self.lax
+        if op.pool_type == "global_avg":
+            return jnp.mean(x, axis=(2, 3), keepdims=True)
+        if op.pool_type == "global_max":
+            return jnp.max(x, axis=(2, 3), keepdims=True)
+        top, left, bottom, right = op.pads
+        window, strides = (1, 1, *op.kernel), (1, 1, *op.stride)
+        padding = ((0, 0), (0, 0), (top, bottom), (left, right))
+        if op.pool_type == "max":  # padding takes the init value: -inf never wins
+            return lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding)
+        sums = lax.reduce_window(x, 0.0, lax.add, window, strides, padding)
+        if op.count_include_pad:  # the IR's average counts the padding (cuDNN INCLUDE_PADDING)
+            return sums * (1.0 / (op.kernel[0] * op.kernel[1]))
+        return sums * params[op.name][0]  # over the input positions of each window only
+
+    def visit_identity(self, op: Node, x, params):
+        return x
+
+    def visit_relu(self, op: Node, x, params):
+        return self._act("relu", x)
+
+    def visit_activation(self, op: Node, x, params):
+        return self._act(op.act_type, x, op.alpha, op.beta)
+
+    def visit_affine(self, op: Node, x, params):
+        scale, shift = params[op.name]
+        return self._act(op.act, x * scale + shift)
+
+    def visit_shuffle(self, op: Node, x, params):
+        c, h, w = op.input_shape
+        g = op.groups
+        return self.jnp.swapaxes(x.reshape(-1, g, c // g, h, w), 1, 2).reshape(-1, c, h, w)
+
+    def visit_resize(self, op: Node, x, params):
+        jnp = self.jnp
+        if op.mode == "nearest":  # source pixel floor(i * in / out), as PyTorch's nearest
+            _, h, w = op.input_shape
+            rows = (np.arange(op.size[0]) * h) // op.size[0]
+            cols = (np.arange(op.size[1]) * w) // op.size[1]
+            return jnp.take(jnp.take(x, rows, axis=2), cols, axis=3)
+        a_h, a_w = params[op.name]  # (out, in) bilinear weights per axis
+        y = jnp.einsum("ih,nchw->nciw", a_h, x, precision=self.hi)
+        return jnp.einsum("jw,nciw->ncij", a_w, y, precision=self.hi)
+
+    def visit_flatten(self, op: Node, x, params):
+        return x.reshape(x.shape[0], -1, 1, 1)
+
+    def visit_linear(self, op: Node, x, params):
+        w_t, b = params[op.name]
+        y = self.jnp.matmul(x.reshape(x.shape[0], -1), w_t, precision=self.hi) + b
+        return self._act(op.act, y).reshape(x.shape[0], -1, 1, 1)
+
+
+def to_function(graph: Graph):
+    """``(forward, params)``: the graph as a pure function ``forward(params, x)`` of NCHW float32
+    input, and its arrays (numpy) to pass as ``params``. ``jax.jit(forward)`` compiles it."""
+    jax = _jax()
+    jnp = jax.numpy
+    emitter = JaxEmitter(jax)
+    prims = Primitives(
+        slice_channels=lambda t, b, e: t[:, b:e],
+        add=lambda ts: functools.reduce(jnp.add, ts),  # a 1x1 value broadcasts over a feature map
+        mul=lambda ts: functools.reduce(jnp.multiply, ts),
+        concat=lambda ts: jnp.concatenate(ts, axis=1),
+    )
+
+    def forward(params, x):
+        return lower(graph, x, prims, lambda op, t: emitter.visit(op, t, params))
+
+    return forward, JaxEmitter.arrays(graph)
+
+
+class JaxCompiled(Compiled):
+    def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict):
+        super().__init__(info)
+        self.fn, self.params, self.dev, self.shape = fn, params, device, tuple(shape)
+        self._last = None
+
+    def prepare(self, x: np.ndarray):
+        jax = _jax()
+        if tuple(np.shape(x)) != self.shape:  # jit would silently compile again for another shape
+            raise ValueError(f"jax-xla was built for input {self.shape}, got {tuple(np.shape(x))}")
+        t = jax.device_put(np.ascontiguousarray(x, dtype=np.float32), self.dev)
+        t.block_until_ready()
+        return t
+
+    def execute(self, prepared):
+        self._last = out = self.fn(self.params, prepared)
+        return out
+
+    def finish(self, out) -> np.ndarray:
+        return np.array(out, dtype=np.float32, copy=True)
+
+    def sync(self) -> None:
+        if self._last is not None:
+            self._last.block_until_ready()
+
+    def device_memory(self) -> dict | None:
+        """The JAX allocator's own view of this device (bytes): in use now and at its peak."""
+        try:
+            stats = self.dev.memory_stats() or {}
+        except Exception:
+            return None
+        out = {k: int(stats[k]) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit") if k in stats}
+        return ({"allocator": "jax (XLA BFC)", "peak_bytes": out.get("peak_bytes_in_use"), **out}
+                if out else None)
+
+
+class JaxXLA(Adapter):
+    def available(self, device: str = "cpu") -> str | None:
+        reason = super().available(device)
+        if reason is not None or not device.startswith("cuda"):
+            return reason
+        try:
+            jax = _jax()
+            _configure(None)
+            jax.devices("gpu")
+        except Exception as e:  # no CUDA plugin, no driver, no GPU
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            return f"JAX {jax.__version__} sees no GPU ({first})"
+        return None
+
+    def version(self) -> str | None:
+        try:
+            from importlib.metadata import version
+
+            return version("jax")
+        except Exception:
+            return None
+
+    def _build(self, graph, batch_size, device, threads):
+        on_gpu = device.startswith("cuda")
+        n = resolve_threads(threads)
+        info = {"threads": n, **_configure(None if on_gpu else n)}
+        jax = _jax()
+        jax.config.update("jax_default_matmul_precision", "highest")
+        dev = _device(jax, device)
+        info.update(framework_version=jax.__version__, jaxlib_version=_jaxlib_version(), device_kind=dev.device_kind,
+                    platform=dev.platform, layout="NCHW (XLA assigns layouts inside)", matmul_precision="highest",
+                    tf32=False if on_gpu else None)
+        if not on_gpu and "threads_note" not in info:
+            info["intra_op_threads"] = n
+            info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if on_gpu:
+            info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
+        t0 = time.perf_counter()
+        forward, arrays = to_function(graph)
+        params = jax.device_put(arrays, dev)
+        fn = jax.jit(forward)
+        shape = (batch_size, *graph.input_shape)
+        x = jax.device_put(np.zeros(shape, np.float32), dev)
+        fn(params, x).block_until_ready()  # traces and compiles
+        t1 = time.perf_counter()
+        fn(params, x).block_until_ready()  # a second call: no compilation lands in the timed region
+        info["compile_seconds"] = t1 - t0
+        info["second_call_seconds"] = time.perf_counter() - t1
+        return JaxCompiled(fn, params, dev, shape, {k: v for k, v in info.items() if v is not None})
+
+
+def _jaxlib_version() -> str | None:
+    try:
+        import jaxlib
+
+        return jaxlib.__version__
+    except Exception:
+        return None
+
+
+JAX_XLA = JaxXLA(
+    name="jax-xla",
+    description="JAX jit (XLA: its own fusion and layouts), NCHW, weights as arguments; fp32 (matmul precision "
+                "highest, no TF32 on cuda)",
+    requires=("jax",),
+    devices=("cpu", "cuda"),
+    tolerance=1e-3,
+    mode="jax.jit (XLA)",
+    concurrency="shared",
+    concurrency_note="one jitted function, N calls in flight on it (JAX dispatches asynchronously)",
+)
