@@ -74,7 +74,7 @@ class CellRecords:
         last = measured[-1] if measured else (rounds[-1] if rounds else {})
         for key in ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
                     "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity",
-                    "independent_check"):
+                    "independent_check", "gpu_memory"):
             if key in last:
                 record[key] = last[key]
         if record.get("node") is not None and not record.get("node_env"):

@@ -68,6 +68,9 @@ FIELDS: tuple[Field, ...] = (
     Field("precision", "text"),
     Field("threads", "int"),
     Field("peak_rss_mib", "number", doc="the largest resident memory of the cell's workers"),
+    Field("gpu_memory", "object", flatten=(("allocator_peak_mib", "gpu_allocator_peak_mib"),
+                                           ("nvml_process_mib", "gpu_nvml_process_mib")),
+          doc="cuda cells: peak device memory, the allocator's and NVML's view (ios_bench.device_memory)"),
     Field("build_seconds", "number"),
     Field("optimize_seconds", "number"),
     Field("framework_version", "text"),
@@ -117,7 +120,7 @@ _ROUND_KEYS = ("reason", "stderr_tail", "samples_ms", "median_ms", "std_ms", "p1
                "precision", "precision_requested", "framework_version", "clock", "stages", "torch_threads",
                "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads", "clocks",
                "utilization", "affinity", "returncode", "pid", "independent_check",
-               "loadgen", "server", "concurrency", "estimate_ms", "first_try")
+               "loadgen", "server", "concurrency", "estimate_ms", "first_try", "gpu_memory")
 
 
 def round_fields() -> tuple[str, ...]:

@@ -465,6 +465,10 @@ def task_cell(spec: dict, result: dict) -> dict:
         m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
                           repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
     window.samples(m.samples_ms)
+    if str(spec["device"]).startswith("cuda"):  # peak device memory, two views (ios_bench.device_memory)
+        from .device_memory import gpu_memory
+
+        result["gpu_memory"] = gpu_memory(compiled, spec["device"])
     result["interference"] = window.figures
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
@@ -615,8 +619,11 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         phase = result.pop("phase", None)
         msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        result.update(status="failed", reason=f"{phase + ': ' if phase else ''}{type(e).__name__}"
-                      + (f": {msg}" if msg else ""))
+        from .device_memory import oom_reason
+
+        oom = oom_reason(e, spec.get("device", ""))  # a cell that does not fit the GPU says so
+        result.update(status="failed", reason=f"{phase + ': ' if phase else ''}" + (oom or f"{type(e).__name__}"
+                      + (f": {msg}" if msg else "")))
     _threads_seen(result)
     try:
         import resource
