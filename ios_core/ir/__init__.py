@@ -1,5 +1,6 @@
 """The IOS graph IR: nodes with channel-slice inputs, blocks, graphs, JSON, validation."""
 
+from .activations import ACTIVATION_KINDS, PARAM_ACTIVATIONS, ActivationKind, ActivationMap, activation_maps
 from .builder import GraphBuilder, as_inputs, whole
 from .errors import GraphError
 from .graph import Block, Graph, Stages, atomic_write_text
@@ -24,10 +25,11 @@ from .nodes import (
                     leaf_nodes,
 )
 from .value import ChannelRange, Inputs, Value
-from .visitor import OPERATOR_TYPES, OpVisitor
+from .visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
 
 __all__ = [
-    "ACTIVATIONS", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "ChannelRange", "Conv",
+    "ACTIVATION_KINDS", "ACTIVATIONS", "ActivationKind", "ActivationMap", "IR_ALIASES", "PARAM_ACTIVATIONS",
+    "activation_maps", "FUSED_ACTIVATIONS", "NODE_TYPES", "Activation", "Affine", "Block", "ChannelRange", "Conv",
     "Element",
     "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
     "OpVisitor", "Placeholder",

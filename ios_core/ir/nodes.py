@@ -16,15 +16,12 @@ from typing import ClassVar
 import numpy as np
 
 from . import fields
+from .activations import ACTIVATIONS, FUSED_ACTIVATIONS
 from .errors import GraphError
 from .value import Inputs, Value
 
-# Activations: parameterless ones may be fused into a conv, linear or affine node (``act``);
-# ``leaky_relu`` (slope ``alpha``), ``hardsigmoid`` (``clip(alpha * x + beta, 0, 1)``) and
-# ``clip`` (``[alpha, beta]``) take parameters and exist only as ``activation`` nodes.
-FUSED_ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh", "relu6", "hardswish", "silu")
-PARAM_ACTIVATIONS = ("leaky_relu", "hardsigmoid", "clip")
-ACTIVATIONS = FUSED_ACTIVATIONS + PARAM_ACTIVATIONS
+# Activation kinds are declared in .activations: parameterless ones may be fused into a conv,
+# linear or affine node (``act``); those with parameters exist only as ``activation`` nodes.
 RESIZE_MODES = ("nearest", "bilinear")
 POOL_TYPES = ("max", "avg", "global_max", "global_avg")
 ELEMENT_OPS = ("add", "mul")
@@ -105,6 +102,8 @@ class _Padded:
     def symmetric(self) -> bool:
         return not self.padding_end or tuple(self.padding_end) == tuple(self.padding)
 
+    WINDOWED: ClassVar[bool] = True
+
     def _check_pads(self) -> None:
         if min(self.pads) < 0:
             raise ValueError(f"negative padding {self.pads}")
@@ -120,6 +119,20 @@ class Node:
     # to the reference format, so reference files round-trip byte for byte).
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
     HAS_WEIGHTS: ClassVar[bool] = False
+    # Facts every consumer reads from the node class (declared here, never listed by type there):
+    # COMPOSED: the output is the composed input itself (ios_core.lowering.compose already summed,
+    #   multiplied or concatenated the terms); nothing is left to compute, no kernel is launched.
+    #   A visitor handles a composed type with its identity method unless it has one of its own
+    #   (OpVisitor's default ALIASES).
+    COMPOSED: ClassVar[bool] = False
+    # VIEW: the output may be the input's storage seen anew (a channel slice, a reshape), so the
+    #   input's storage must live as long as the output does.
+    VIEW: ClassVar[bool] = False
+    # INTO_CONCAT: a runtime may write the output straight into its slice of a concatenation
+    #   that reads it whole (not a concatenation, which owns its buffer; not a layout change).
+    INTO_CONCAT: ClassVar[bool] = True
+    # WINDOWED: slides a kernel window (``kernel``, ``stride``, ``padding``): conv and pool.
+    WINDOWED: ClassVar[bool] = False
 
     def __init__(self, name: str, inputs: Inputs, hint_name: str | None = None, **attrs):
         self.name = str(name)
@@ -433,6 +446,7 @@ class Element(Node):
 
     TYPE = "element"
     ATTRS = (("op_type", "add"),)
+    COMPOSED = VIEW = True  # the composition combines the terms; one value passes through
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
         super().__init__(name, inputs, hint_name, **attrs)
@@ -480,6 +494,8 @@ class Identity(Node):
     """Identity; with several terms it is a concatenation, with several values a sum."""
 
     TYPE = "identity"
+    COMPOSED = VIEW = True
+    INTO_CONCAT = False  # a concatenation owns its buffer
 
     def readable_lines(self, indent=2):
         s = self.input_str()
@@ -522,6 +538,8 @@ class Flatten(Node):
     """Flattens (C, H, W) to (C*H*W, 1, 1): the classifier tail's reshape."""
 
     TYPE = "flatten"
+    VIEW = True  # a reshape
+    INTO_CONCAT = False  # it changes the layout
 
     def _infer(self) -> Shape:
         c, h, w = self.input_shape

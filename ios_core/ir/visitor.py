@@ -15,11 +15,17 @@ operator type therefore fails that test until every visitor has a ``visit_<type>
 reason (docs/architecture.md, "Adding an operator").
 
 Several types may share one method: ``ALIASES = {"relu": "activation"}`` sends ``relu`` nodes
-to ``visit_activation``.
+to ``visit_activation``. The IR's own aliases come by default (:data:`IR_ALIASES`, from the node
+classes' ``COMPOSED`` fact): an ``element`` node goes to ``visit_identity`` when the visitor has
+that method and no ``visit_element``, since the composition already combined its terms.
+
+A visitor that maps activation kinds names its table in ``ACTIVATIONS`` (an
+:class:`~.activations.ActivationMap`); ``tests/test_op_facts.py`` checks it maps every kind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from .nodes import NODE_TYPES, Node
@@ -28,6 +34,9 @@ from .nodes import NODE_TYPES, Node
 # container (a walk expands Sequential nodes into their operators, ``leaf_nodes``).
 STRUCTURAL_TYPES = ("placeholder", "sequential")
 OPERATOR_TYPES: tuple[str, ...] = tuple(t for t in NODE_TYPES if t not in STRUCTURAL_TYPES)
+# Types every visitor handles with another type's method unless it says otherwise: a composed
+# type (Node.COMPOSED: its output is its composed input) is an identity to a visitor.
+IR_ALIASES: dict[str, str] = {t: "identity" for t, cls in NODE_TYPES.items() if cls.COMPOSED and t != "identity"}
 
 
 class OpVisitor:
@@ -38,6 +47,19 @@ class OpVisitor:
 
     ALIASES: ClassVar[dict[str, str]] = {}
     REFUSES: ClassVar[dict[str, str]] = {}
+    # the visitor's table of activation kinds (an ActivationMap), if it maps them
+    ACTIVATIONS: ClassVar[Mapping[str, Any] | None] = None
+    _declared_aliases: ClassVar[dict[str, str]] = {}  # ALIASES as the classes wrote them
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Add the IR's aliases (IR_ALIASES) the subclass neither overrides nor could follow:
+        one applies when the class has the target's method and none of the type's own."""
+        super().__init_subclass__(**kwargs)
+        declared = {**cls._declared_aliases, **cls.__dict__.get("ALIASES", {})}
+        defaults = {kind: target for kind, target in IR_ALIASES.items()
+                    if callable(getattr(cls, "visit_" + target, None)) and getattr(cls, "visit_" + kind, None) is None}
+        cls._declared_aliases = declared
+        cls.ALIASES = {**defaults, **declared}
 
     def visit(self, node: Node, *args: Any, **kwargs: Any) -> Any:
         kind = node.TYPE
