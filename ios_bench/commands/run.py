@@ -39,7 +39,8 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
                  "executor": "executor", "ray_address": "ray_address",
-                 "adapter_option": "adapter_options", "sample_utilization": "sample_utilization",
+                 "adapter_option": "adapter_options", "ios_option": "ios_options",
+                 "sample_utilization": "sample_utilization",
                  "rounds": "rounds", "target_ci": "target_ci", "time_budget": "time_budget",
                  "round_seed": "round_seed", "scenario": "scenario", "scenario_setting": "scenario_settings",
                  "quick": "quick", "instances": "instances"}
@@ -64,6 +65,26 @@ def parse_adapter_options(items: tuple[str, ...]) -> dict:
         if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
             raise InputError(f"bad --adapter-option {item!r}: the value must be finite")
         out.setdefault(fw.strip(), {})[key.strip()] = value
+    return out
+
+
+def parse_ios_options(items: tuple[str, ...]) -> dict:
+    """``KEY=VALUE`` (repeatable) -> the IOS optimizer settings of every IOS cell (``Plan.ios_options``:
+    pruning ``max_group_size``/``max_num_groups``, ``optimize_batch``, ``optimize_threads``,
+    ``cost_cache``), each checked (one line naming it)."""
+    from ..plan import IOS_OPTIONS, ios_options_problem
+
+    out: dict = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not (eq and key.strip() and raw.strip()):
+            raise InputError(f"bad --ios-option {item!r}: expected KEY=VALUE with KEY one of {', '.join(IOS_OPTIONS)}, "
+                             "e.g. max_group_size=2")
+        raw = raw.strip()
+        out[key.strip()] = int(raw) if raw.lstrip("-").isdigit() else raw
+    problem = ios_options_problem(out)
+    if problem:
+        raise InputError(f"bad --ios-option: {problem}")
     return out
 
 
@@ -94,6 +115,8 @@ def parse_frameworks(text: str) -> list[str]:
 
     load_plugins()
     peers = [n for n in adapters.names() if n != IOS_ADAPTER]
+    if text.strip() == "none":  # IOS schedules only
+        return []
     if text.strip() == IOS_ADAPTER:
         raise InputError(f"{IOS_ADAPTER!r} runs IOS schedules: choose them with --schedules")
     return parse_list(text, "framework", peers)
@@ -169,7 +192,8 @@ def parse_schedules(text: str) -> list[str]:
                    "weights), or 'all'.")
 @click.option("--batch", default="1", show_default=True, help="Batch sizes, e.g. 1,16,32.")
 @click.option("--frameworks", default=None,
-              help="Comma-separated adapters or 'all' [default: every available one except slow tuning ones].")
+              help="Comma-separated adapters, 'all', or 'none' (IOS schedules only) [default: every available one "
+                   "except slow tuning ones].")
 @click.option("--schedules", default=None,
               help=f"IOS schedules from {', '.join(SCHEDULES)}, or 'none' [default: sequential,greedy,both].")
 @click.option("--ios-providers", default=None,
@@ -227,6 +251,10 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--adapter-option", "adapter_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE",
               help="A build option for one framework's cells (repeatable), e.g. tvm-tuned:trials_per_task=4; "
                    "'ios:...' applies to every IOS cell (docs/harness.md).")
+@click.option("--ios-option", "ios_option", multiple=True, metavar="KEY=VALUE",
+              help="An IOS optimizer setting for every IOS cell (repeatable): max_group_size=R and max_num_groups=S "
+                   "prune the search (the paper's r and s; default 3 and 8), optimize_batch, optimize_threads, "
+                   "cost_cache=default|off|private.")
 @click.option("--sample-utilization", is_flag=True,
               help="Sample per-core CPU utilization during each cell's timed loop: util/<cell>.json and a "
                    "summary in the record (docs/harness.md).")
@@ -244,7 +272,7 @@ def parse_schedules(text: str) -> list[str]:
 def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, rounds,
             target_ci, time_budget, max_time, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed,
             cost_model, lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
-            ray_address, adapter_option, sample_utilization, scenario, quick, scenario_setting, instances):
+            ray_address, adapter_option, ios_option, sample_utilization, scenario, quick, scenario_setting, instances):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -270,7 +298,8 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address,
-              "adapter_option": parse_adapter_options(adapter_option), "sample_utilization": sample_utilization,
+              "adapter_option": parse_adapter_options(adapter_option), "ios_option": parse_ios_options(ios_option),
+              "sample_utilization": sample_utilization,
               "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
               "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
     if scenario == LATENCY and (quick or instances is not None):
