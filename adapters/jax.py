@@ -34,15 +34,15 @@ import time
 
 import numpy as np
 
-from ios_core.ir import Graph, Node, OpVisitor
+from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
 
-# Every IR activation in one table: name -> f(jax, x, alpha, beta); alpha/beta parametrize
-# leaky_relu (slope), hardsigmoid (clip(alpha * x + beta, 0, 1)) and clip ([alpha, beta]).
-ACTIVATIONS = {
+# Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
+# alpha/beta parametrize leaky_relu (slope), hardsigmoid (clip(alpha * x + beta, 0, 1)) and clip.
+ACTIVATIONS: ActivationMap = ActivationMap("jax", {
     "identity": lambda j, x, a, b: x,
     "relu": lambda j, x, a, b: j.nn.relu(x),
     "sigmoid": lambda j, x, a, b: j.nn.sigmoid(x),
@@ -53,7 +53,7 @@ ACTIVATIONS = {
     "leaky_relu": lambda j, x, a, b: j.numpy.where(x >= 0, x, x * a),
     "hardsigmoid": lambda j, x, a, b: j.numpy.clip(x * a + b, 0.0, 1.0),
     "clip": lambda j, x, a, b: j.numpy.clip(x, a, b),
-}
+})
 
 PREALLOCATE_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
@@ -105,7 +105,7 @@ class JaxEmitter(OpVisitor):
     arrays the operators read (weights and small constants), once, as numpy; during tracing they
     come back as ``params`` (device arrays)."""
 
-    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+    ACTIVATIONS = ACTIVATIONS
 
     def __init__(self, jax):
         self.jax, self.jnp, self.lax = jax, jax.numpy, jax.lax

@@ -31,23 +31,30 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ios_core.ir import Graph, Node, OpVisitor
+from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
 
+# IR activation kind (ios_core.ir.activations) -> (alpha, beta) -> its nn.Module
+ACTIVATION_MODULES: ActivationMap = ActivationMap("pytorch", {
+    "identity": lambda a, b: nn.Identity(),
+    "relu": lambda a, b: nn.ReLU(),
+    "sigmoid": lambda a, b: nn.Sigmoid(),
+    "tanh": lambda a, b: nn.Tanh(),
+    "relu6": lambda a, b: nn.ReLU6(),
+    "hardswish": lambda a, b: nn.Hardswish(),
+    "silu": lambda a, b: nn.SiLU(),
+    "leaky_relu": lambda a, b: nn.LeakyReLU(a),
+    "hardsigmoid": lambda a, b: _Clamped(a, b, 0.0, 1.0),
+    "clip": lambda a, b: _Clamped(1.0, 0.0, a, b),
+})
+
 
 def _act_module(act: str, alpha: float = 0.0, beta: float = 0.0) -> nn.Module:
-    if act == "leaky_relu":
-        return nn.LeakyReLU(alpha)
-    if act == "hardsigmoid":
-        return _Clamped(alpha, beta, 0.0, 1.0)
-    if act == "clip":
-        return _Clamped(1.0, 0.0, alpha, beta)
-    return {"identity": nn.Identity, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu6": nn.ReLU6,
-            "hardswish": nn.Hardswish, "silu": nn.SiLU}[act]()
+    return ACTIVATION_MODULES[act](alpha, beta)
 
 
 class _Clamped(nn.Module):
@@ -148,7 +155,7 @@ class _Linear(nn.Module):
 class ModuleEmitter(OpVisitor):
     """An ``nn.Module`` computing one (non-Sequential) operator from its composed input."""
 
-    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+    ACTIVATIONS = ACTIVATION_MODULES
 
     def visit_conv(self, node: Node) -> nn.Module:
         conv = nn.Conv2d(node.input_shape[0], node.out_channels, node.kernel, node.stride,

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ios_core.ir import Graph, Node, OpVisitor
+from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
@@ -38,17 +38,23 @@ def _tf():
     return tf
 
 
+# IR activation kind (ios_core.ir.activations) -> (tf, alpha, beta) -> its function of one tensor
+TF_ACTIVATIONS: ActivationMap = ActivationMap("tensorflow", {
+    "identity": lambda tf, a, b: tf.identity,
+    "relu": lambda tf, a, b: tf.nn.relu,
+    "sigmoid": lambda tf, a, b: tf.math.sigmoid,
+    "tanh": lambda tf, a, b: tf.math.tanh,
+    "relu6": lambda tf, a, b: tf.nn.relu6,
+    "hardswish": lambda tf, a, b: lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0),
+    "silu": lambda tf, a, b: tf.nn.silu,
+    "leaky_relu": lambda tf, a, b: lambda x: tf.nn.leaky_relu(x, a),
+    "hardsigmoid": lambda tf, a, b: lambda x: tf.clip_by_value(x * a + b, 0.0, 1.0),
+    "clip": lambda tf, a, b: lambda x: tf.clip_by_value(x, a, b),
+})
+
+
 def _act(tf, name: str, alpha: float = 0.0, beta: float = 0.0):
-    if name == "leaky_relu":
-        return lambda x: tf.nn.leaky_relu(x, alpha)
-    if name == "hardsigmoid":
-        return lambda x: tf.clip_by_value(x * alpha + beta, 0.0, 1.0)
-    if name == "clip":
-        return lambda x: tf.clip_by_value(x, alpha, beta)
-    if name == "hardswish":
-        return lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
-    return {"identity": tf.identity, "relu": tf.nn.relu, "sigmoid": tf.math.sigmoid, "tanh": tf.math.tanh,
-            "relu6": tf.nn.relu6, "silu": tf.nn.silu}[name]
+    return TF_ACTIVATIONS[name](tf, alpha, beta)
 
 
 def _pads_nhwc(node) -> list[list[int]]:
@@ -68,7 +74,7 @@ class _Emitter(OpVisitor):
     """Builds each operator's TensorFlow ops (``emitter(op, x)``, NHWC); weights are converted
     once, at construction."""
 
-    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+    ACTIVATIONS = TF_ACTIVATIONS
 
     def __init__(self, tf, graph: Graph):
         self.tf = tf

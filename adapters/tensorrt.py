@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.atomic import atomic_write_bytes
-from ios_core.ir import Graph, Node, OpVisitor
+from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
@@ -66,13 +66,29 @@ def graph_hash(graph: Graph) -> str:
     return h.hexdigest()
 
 
+# IR activation kind (ios_core.ir.activations) -> its TensorRT layers: (builder, t, alpha, beta) -> output
+TRT_ACTIVATIONS: ActivationMap = ActivationMap("tensorrt", {
+    "identity": lambda nb, t, a, b: t,
+    "relu": lambda nb, t, a, b: nb._activation(t, "RELU"),
+    "sigmoid": lambda nb, t, a, b: nb._activation(t, "SIGMOID"),
+    "tanh": lambda nb, t, a, b: nb._activation(t, "TANH"),
+    "relu6": lambda nb, t, a, b: nb._activation(t, "CLIP", 0.0, 6.0),
+    # x * relu6(x + 3) / 6 = x * hard_sigmoid(x; 1/6, 1/2)
+    "hardswish": lambda nb, t, a, b: nb._gated(t, "HARD_SIGMOID", 1.0 / 6.0, 0.5),
+    "silu": lambda nb, t, a, b: nb._gated(t, "SIGMOID"),  # x * sigmoid(x)
+    "leaky_relu": lambda nb, t, a, b: nb._activation(t, "LEAKY_RELU", a),
+    "hardsigmoid": lambda nb, t, a, b: nb._activation(t, "HARD_SIGMOID", a, b),
+    "clip": lambda nb, t, a, b: nb._activation(t, "CLIP", a, b),
+})
+
+
 class NetworkBuilder(OpVisitor):
     """Emits TensorRT layers for IR operators; keeps every weight array alive until the
     engine is built (TensorRT reads them at build time, not when the layer is added). Every op
     type and attribute of the IR is lowered (``tests/test_gpu_api.py`` checks each against the
     oracle on a stand-in held to TensorRT 10's and 11's API)."""
 
-    ALIASES = {"element": "identity"}
+    ACTIVATIONS = TRT_ACTIVATIONS
 
     def __init__(self, trt, network, batch_size: int):
         self.trt, self.network, self.n = trt, network, batch_size
@@ -109,34 +125,20 @@ class NetworkBuilder(OpVisitor):
         return Primitives(slice_channels=slice_channels, add=combine(trt.ElementWiseOperation.SUM),
                           mul=combine(trt.ElementWiseOperation.PROD), concat=concat)
 
-    def _activation(self, t, kind, alpha: float = 0.0, beta: float = 0.0):
-        layer = self.network.add_activation(t, kind)
+    def _activation(self, t, kind: str, alpha: float = 0.0, beta: float = 0.0):
+        """One activation layer: ``kind`` names a member of TensorRT's ActivationType."""
+        layer = self.network.add_activation(t, getattr(self.trt.ActivationType, kind))
         layer.alpha, layer.beta = float(alpha), float(beta)
         return layer.get_output(0)
 
+    def _gated(self, t, kind: str, alpha: float = 0.0, beta: float = 0.0):
+        """``t * activation(t)``: silu, hardswish."""
+        gate = self._activation(t, kind, alpha, beta)
+        return self.network.add_elementwise(t, gate, self.trt.ElementWiseOperation.PROD).get_output(0)
+
     def act(self, t, kind: str, alpha: float = 0.0, beta: float = 0.0):
-        """Any IR activation (ios_core.ir.nodes.ACTIVATIONS) with TensorRT's ActivationType."""
-        trt, A = self.trt, self.trt.ActivationType
-        if kind == "identity":
-            return t
-        simple = {"relu": A.RELU, "sigmoid": A.SIGMOID, "tanh": A.TANH}
-        if kind in simple:
-            return self._activation(t, simple[kind])
-        if kind == "relu6":
-            return self._activation(t, A.CLIP, 0.0, 6.0)
-        if kind == "clip":
-            return self._activation(t, A.CLIP, alpha, beta)
-        if kind == "leaky_relu":
-            return self._activation(t, A.LEAKY_RELU, alpha)
-        if kind == "hardsigmoid":
-            return self._activation(t, A.HARD_SIGMOID, alpha, beta)
-        if kind == "hardswish":  # x * relu6(x + 3) / 6 = x * hard_sigmoid(x; 1/6, 1/2)
-            gate = self._activation(t, A.HARD_SIGMOID, 1.0 / 6.0, 0.5)
-            return self.network.add_elementwise(t, gate, trt.ElementWiseOperation.PROD).get_output(0)
-        if kind == "silu":  # x * sigmoid(x)
-            gate = self._activation(t, A.SIGMOID)
-            return self.network.add_elementwise(t, gate, trt.ElementWiseOperation.PROD).get_output(0)
-        raise NotImplementedError(f"TensorRT lowering: no activation {kind!r}")
+        """Any IR activation (ios_core.ir.activations) with TensorRT's ActivationType."""
+        return TRT_ACTIVATIONS[kind](self, t, alpha, beta)
 
     def __call__(self, op: Node, x):
         return self.visit(op, x)

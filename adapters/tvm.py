@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.atomic import atomic_write_json
-from ios_core.ir import Graph, OpVisitor
+from ios_core.ir import ActivationMap, Graph, OpVisitor
 from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
@@ -82,33 +82,6 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
         params[name] = np.ascontiguousarray(array, dtype=np.float32)
         return v
 
-    def const(value):
-        return relax.const(float(value), "float32")
-
-    def act(y, kind: str, alpha: float = 0.0, beta: float = 0.0):
-        if kind == "identity":
-            return y
-        if kind == "relu":
-            return bb.emit(R.nn.relu(y))
-        if kind == "sigmoid":
-            return bb.emit(R.sigmoid(y))
-        if kind == "tanh":
-            return bb.emit(R.tanh(y))
-        if kind == "relu6":
-            return bb.emit(R.clip(y, 0.0, 6.0))
-        if kind == "clip":
-            return bb.emit(R.clip(y, float(alpha), float(beta)))
-        if kind == "silu":
-            return bb.emit(R.nn.silu(y))
-        if kind == "leaky_relu":
-            return bb.emit(R.nn.leakyrelu(y, float(alpha)))
-        if kind == "hardsigmoid":
-            return bb.emit(R.clip(bb.emit(R.add(bb.emit(R.multiply(y, const(alpha))), const(beta))), 0.0, 1.0))
-        if kind == "hardswish":
-            r6 = bb.emit(R.clip(bb.emit(R.add(y, const(3.0))), 0.0, 6.0))
-            return bb.emit(R.multiply(y, bb.emit(R.multiply(r6, const(1.0 / 6.0)))))
-        raise NotImplementedError(f"activation {kind!r}")
-
     # The function's parameter list must be known up front: collect the weights first.
     def collect():
         for node in graph.operators():
@@ -128,7 +101,7 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
                 mul=lambda ts: functools.reduce(lambda a, t: bb.emit(R.multiply(a, t)), ts),
                 concat=lambda ts: bb.emit(R.concat(ts, axis=1)),
             )
-            emitter = RelaxEmitter(bb, wv, act, batch_size)
+            emitter = RelaxEmitter(bb, wv, batch_size)
             out = lower(graph, x_var, prims, emitter.visit)
             result = bb.emit_output(out)
         bb.emit_func_output(result)
@@ -139,17 +112,49 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
     return mod, params
 
 
+def _hardsigmoid(em: RelaxEmitter, y, alpha: float, beta: float):
+    bb, R = em.bb, em.R
+    return bb.emit(R.clip(bb.emit(R.add(bb.emit(R.multiply(y, em.const(alpha))), em.const(beta))), 0.0, 1.0))
+
+
+def _hardswish(em: RelaxEmitter, y):
+    bb, R = em.bb, em.R
+    r6 = bb.emit(R.clip(bb.emit(R.add(y, em.const(3.0))), 0.0, 6.0))
+    return bb.emit(R.multiply(y, bb.emit(R.multiply(r6, em.const(1.0 / 6.0)))))
+
+
+# IR activation kind (ios_core.ir.activations) -> its Relax ops: (emitter, y, alpha, beta) -> output
+RELAX_ACTIVATIONS: ActivationMap = ActivationMap("tvm", {
+    "identity": lambda em, y, a, b: y,
+    "relu": lambda em, y, a, b: em.bb.emit(em.R.nn.relu(y)),
+    "sigmoid": lambda em, y, a, b: em.bb.emit(em.R.sigmoid(y)),
+    "tanh": lambda em, y, a, b: em.bb.emit(em.R.tanh(y)),
+    "relu6": lambda em, y, a, b: em.bb.emit(em.R.clip(y, 0.0, 6.0)),
+    "hardswish": lambda em, y, a, b: _hardswish(em, y),
+    "silu": lambda em, y, a, b: em.bb.emit(em.R.nn.silu(y)),
+    "leaky_relu": lambda em, y, a, b: em.bb.emit(em.R.nn.leakyrelu(y, float(a))),
+    "hardsigmoid": lambda em, y, a, b: _hardsigmoid(em, y, a, b),
+    "clip": lambda em, y, a, b: em.bb.emit(em.R.clip(y, float(a), float(b))),
+})
+
+
 class RelaxEmitter(OpVisitor):
     """Emits one (non-Sequential) operator on its composed input ``x`` into a Relax block
     builder: ``visit(node, x)``. ``wv`` maps ``"<node>.weight"``/``"<node>.bias"`` to the
-    function's weight parameters, ``act(y, kind, alpha, beta)`` emits an activation."""
+    function's weight parameters; ``act(y, kind, alpha, beta)`` emits an activation."""
 
-    ALIASES = {"element": "identity"}  # the composition already combined an element's terms
+    ACTIVATIONS = RELAX_ACTIVATIONS
 
-    def __init__(self, bb, wv, act, batch_size: int):
+    def __init__(self, bb, wv, batch_size: int):
         from tvm import relax
 
-        self.bb, self.wv, self.act, self.batch_size, self.R = bb, wv, act, batch_size, relax.op
+        self.bb, self.wv, self.batch_size, self.R, self._relax = bb, wv, batch_size, relax.op, relax
+
+    def const(self, value):
+        return self._relax.const(float(value), "float32")
+
+    def act(self, y, kind: str, alpha: float = 0.0, beta: float = 0.0):
+        return RELAX_ACTIVATIONS[kind](self, y, alpha, beta)
 
     @staticmethod
     def weight_layout(node) -> tuple[np.ndarray, np.ndarray]:
@@ -229,9 +234,9 @@ class RelaxEmitter(OpVisitor):
         return self.bb.emit(R.reshape(y, (self.batch_size, node.out_features, 1, 1)))
 
 
-def apply(bb, node, x, wv, act, batch_size: int):
+def apply(bb, node, x, wv, batch_size: int):
     """Emit one (non-Sequential) operator on its composed input ``x``."""
-    return RelaxEmitter(bb, wv, act, batch_size).visit(node, x)
+    return RelaxEmitter(bb, wv, batch_size).visit(node, x)
 
 
 # ---------------------------------------------------------------------------------------------

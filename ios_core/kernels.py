@@ -9,29 +9,38 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.nn.functional as F
 
-from .ir import Node, OpVisitor
+from .ir import ActivationMap, Node, OpVisitor
 from .lowering.compose import Primitives, compose
 
-ACT_FN: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "identity": lambda t: t,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "relu6": lambda t: torch.clamp(t, 0.0, 6.0),
-    "hardswish": F.hardswish,  # x * relu6(x + 3) / 6
-    "silu": F.silu,  # x * sigmoid(x)
-}
+
+def _same(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+# IR activation kind (ios_core.ir.activations) -> (alpha, beta) -> its torch function: the oracle's
+# one table of activations, which the torch runtime's activation nodes use too.
+TORCH_ACTIVATIONS: ActivationMap = ActivationMap("torch (oracle)", {
+    "identity": lambda a, b: _same,
+    "relu": lambda a, b: torch.relu,
+    "sigmoid": lambda a, b: torch.sigmoid,
+    "tanh": lambda a, b: torch.tanh,
+    "relu6": lambda a, b: lambda t: torch.clamp(t, 0.0, 6.0),
+    "hardswish": lambda a, b: F.hardswish,  # x * relu6(x + 3) / 6
+    "silu": lambda a, b: F.silu,  # x * sigmoid(x)
+    "leaky_relu": lambda a, b: lambda t: F.leaky_relu(t, a),
+    "hardsigmoid": lambda a, b: lambda t: torch.clamp(t * a + b, 0.0, 1.0),
+    "clip": lambda a, b: lambda t: torch.clamp(t, a, b),
+})
+
+
+def act_fn(act: str, alpha: float = 0.0, beta: float = 0.0) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The torch function of one IR activation (``alpha``/``beta`` for the kinds that read them)."""
+    return TORCH_ACTIVATIONS[act](alpha, beta)
 
 
 def activation(x: torch.Tensor, act: str, alpha: float = 0.0, beta: float = 0.0) -> torch.Tensor:
     """Any IR activation; ``alpha``/``beta`` parametrize leaky_relu, hardsigmoid and clip."""
-    if act == "leaky_relu":
-        return F.leaky_relu(x, alpha)
-    if act == "hardsigmoid":
-        return torch.clamp(x * alpha + beta, 0.0, 1.0)
-    if act == "clip":
-        return torch.clamp(x, alpha, beta)
-    return ACT_FN[act](x)
+    return act_fn(act, alpha, beta)(x)
 
 
 def pad_input(x: torch.Tensor, node: Node, value: float = 0.0) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -94,13 +103,13 @@ class OracleKernels(OpVisitor):
     """The oracle's kernel of each operator type: ``visit(node, x)`` applies one
     (non-Sequential) operator to its composed input ``x`` (NCHW, float32)."""
 
-    ALIASES = {"element": "identity"}  # the composition already summed or multiplied the terms
+    ACTIVATIONS = TORCH_ACTIVATIONS
 
     def visit_conv(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         x, padding = pad_input(x, node)
         y = F.conv2d(x, torch.from_numpy(node.weight), torch.from_numpy(node.bias), node.stride, padding,
                      node.dilation, node.groups)
-        return ACT_FN[node.act](y)
+        return act_fn(node.act)(y)
 
     def visit_pool(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         if node.pool_type == "global_avg":
@@ -121,7 +130,7 @@ class OracleKernels(OpVisitor):
     def visit_affine(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         c = node.channels
         y = x * torch.from_numpy(node.weight).view(1, c, 1, 1) + torch.from_numpy(node.bias).view(1, c, 1, 1)
-        return ACT_FN[node.act](y)
+        return act_fn(node.act)(y)
 
     def visit_shuffle(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return shuffle(x, node.groups)
@@ -134,7 +143,7 @@ class OracleKernels(OpVisitor):
 
     def visit_linear(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x.reshape(x.shape[0], -1), torch.from_numpy(node.weight), torch.from_numpy(node.bias))
-        return ACT_FN[node.act](y).reshape(x.shape[0], -1, 1, 1)
+        return act_fn(node.act)(y).reshape(x.shape[0], -1, 1, 1)
 
 
 ORACLE_KERNELS = OracleKernels()

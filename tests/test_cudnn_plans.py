@@ -108,7 +108,7 @@ def test_a_geometry_is_built_once_per_device(monkeypatch):
 
     def build_conv(handle, tune=None, **geometry):
         builds.append(geometry)
-        return cuda_kernels.Conv(FakeGraph(), {"x": "x", "w": "w", "y": "y", "b": "b"}, 64, True, plan=0)
+        return cuda_kernels.CudnnConv(FakeGraph(), {"x": "x", "w": "w", "y": "y", "b": "b"}, 64, True, plan=0)
 
     monkeypatch.setattr(cuda_device, "build_conv", build_conv)
     dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)

@@ -28,14 +28,31 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import Graph, Node, OpVisitor, leaf_nodes
+from ..ir import ActivationMap, Graph, Node, OpVisitor, leaf_nodes
 from .compose import Primitives
 from .walk import check_supported, lower, lower_nodes
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broadcast quirks
 
-_ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+def _clip(bld: _Builder, x: str, hint: str, lo: float, hi: float) -> str:
+    return bld.op("Clip", [x, bld.const(lo, np.float32), bld.const(hi, np.float32)], hint)
+
+
+# IR activation kind (ios_core.ir.activations) -> its ONNX nodes: (builder, x, hint, alpha, beta) -> output
+ONNX_ACTIVATIONS: ActivationMap = ActivationMap("onnx", {
+    "identity": lambda bld, x, hint, a, b: x,
+    "relu": lambda bld, x, hint, a, b: bld.op("Relu", [x], hint),
+    "sigmoid": lambda bld, x, hint, a, b: bld.op("Sigmoid", [x], hint),
+    "tanh": lambda bld, x, hint, a, b: bld.op("Tanh", [x], hint),
+    "relu6": lambda bld, x, hint, a, b: _clip(bld, x, hint, 0.0, 6.0),
+    "hardswish": lambda bld, x, hint, a, b: bld.op("HardSwish", [x], hint),
+    "silu": lambda bld, x, hint, a, b: bld.op("Mul", [x, bld.op("Sigmoid", [x], f"{hint}.sigmoid")], hint),
+    "leaky_relu": lambda bld, x, hint, a, b: bld.op("LeakyRelu", [x], hint, alpha=float(a)),
+    "hardsigmoid": lambda bld, x, hint, a, b: bld.op("HardSigmoid", [x], hint, alpha=float(a), beta=float(b)),
+    "clip": lambda bld, x, hint, a, b: _clip(bld, x, hint, a, b),
+})
 
 
 # (node, "weight" | "bias", the node's own array or None) -> the array to export
@@ -43,7 +60,7 @@ Weights = Callable[[Node, str, "np.ndarray | None"], np.ndarray]
 
 
 class _Builder(OpVisitor):
-    ALIASES = {"element": "identity"}  # an element's terms were combined by the composition
+    ACTIVATIONS = ONNX_ACTIVATIONS
 
     def __init__(self, weights: Weights | None = None):
         import onnx.helper as oh
@@ -100,23 +117,7 @@ class _Builder(OpVisitor):
         return Primitives(slice_channels, add, mul, concat)
 
     def act(self, x: str, act: str, hint: str, alpha: float = 0.0, beta: float = 0.0) -> str:
-        if act == "identity":
-            return x
-        if act in _ACT_OPS:
-            return self.op(_ACT_OPS[act], [x], hint)
-        if act == "relu6":
-            return self.op("Clip", [x, self.const(0.0, np.float32), self.const(6.0, np.float32)], hint)
-        if act == "clip":
-            return self.op("Clip", [x, self.const(alpha, np.float32), self.const(beta, np.float32)], hint)
-        if act == "hardswish":
-            return self.op("HardSwish", [x], hint)
-        if act == "silu":
-            return self.op("Mul", [x, self.op("Sigmoid", [x], f"{hint}.sigmoid")], hint)
-        if act == "leaky_relu":
-            return self.op("LeakyRelu", [x], hint, alpha=float(alpha))
-        if act == "hardsigmoid":
-            return self.op("HardSigmoid", [x], hint, alpha=float(alpha), beta=float(beta))
-        raise NotImplementedError(f"onnx export: no conversion for activation {act!r}")
+        return ONNX_ACTIVATIONS[act](self, x, hint, alpha, beta)
 
     # ---- operators ---------------------------------------------------------------------------
     def emit(self, node: Node, x: str) -> str:

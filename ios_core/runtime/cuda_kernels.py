@@ -9,10 +9,10 @@ broadcast (stride 0).
   post-padding) -> ``bias`` -> the activation when cuDNN has it (relu, sigmoid, tanh), fp32
   in and out with fp32 compute. Every execution plan cuDNN offers is built (engines whose
   numerical notes say tensor cores, down-converted inputs or reduced-precision reductions are
-  deselected first), each is timed on the device and the fastest is kept (``Conv.plan``); a
+  deselected first), each is timed on the device and the fastest is kept (``CudnnConv.plan``); a
   geometry is built and tuned once per device (``ConvCache``). Other activations, and GPUs
   with no fused fp32 engine, run ``conv_fprop`` alone followed by :data:`CUDA_SOURCE`'s
-  ``ios_map`` (bias + activation): recorded per convolution (``Conv.fused``).
+  ``ios_map`` (bias + activation): recorded per convolution (``CudnnConv.fused``).
 * :data:`CUDA_SOURCE`: ``ios_map`` (copies, sums, products, bias, per-channel scale and every
   IR activation), ``ios_pool2d`` (max; average with or without the padding counted),
   ``ios_global_pool``, ``ios_shuffle`` and ``ios_resize`` (nearest, bilinear). It includes no
@@ -33,12 +33,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# IR activation -> the code ``ios_act`` switches on (alpha/beta parametrize leaky_relu,
-# hardsigmoid and clip, as in ios_core.ir.nodes)
-ACT_CODES = {"identity": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "relu6": 4, "hardswish": 5, "silu": 6,
-             "leaky_relu": 7, "hardsigmoid": 8, "clip": 9}
-# the activations cuDNN's fused graph applies itself (the others go through ios_map)
-CUDNN_FUSED_ACTS = ("identity", "relu", "sigmoid", "tanh")
+from ..ir import ActivationMap
+
+# IR activation kind (ios_core.ir.activations) -> the code ``ios_act`` in CUDA_SOURCE switches on
+# (alpha/beta parametrize the kinds that read them)
+ACT_CODES: ActivationMap = ActivationMap("cuda", {
+    "identity": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "relu6": 4, "hardswish": 5, "silu": 6,
+    "leaky_relu": 7, "hardsigmoid": 8, "clip": 9,
+})
+# the activations cuDNN's fused graph applies itself -> its pygraph method (None: nothing to
+# apply); the others go through ios_map
+CUDNN_ACT_OPS = {"identity": None, "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
+CUDNN_FUSED_ACTS = tuple(CUDNN_ACT_OPS)
 MAP_COPY, MAP_ADD, MAP_MUL = 0, 1, 2
 
 CUDA_SOURCE = r"""
@@ -349,12 +355,9 @@ def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, pads
     if fused:
         b = tensors["b"] = g.tensor(dim=[1, cout, 1, 1], stride=[cout, 1, 1, 1], data_type=f32, name="b")
         y = g.bias(input=y, bias=b, compute_data_type=f32, name="bias")
-        if act == "relu":
-            y = g.relu(input=y, compute_data_type=f32, name="relu")
-        elif act == "sigmoid":
-            y = g.sigmoid(input=y, compute_data_type=f32, name="sigmoid")
-        elif act == "tanh":
-            y = g.tanh(input=y, compute_data_type=f32, name="tanh")
+        op = CUDNN_ACT_OPS[act]
+        if op is not None:
+            y = getattr(g, op)(input=y, compute_data_type=f32, name=op)
     if out_hw is None:
         oh = (h + pt + pb - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
         ow = (w + pl + pr - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
@@ -368,10 +371,11 @@ def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, pads
 
 
 @dataclass
-class Conv:
-    """A built convolution: its cuDNN graph and tensors, the execution plan kept (``plan``: its
-    index, the fastest of those built, ``plan_name``), that plan's workspace, whether bias and
-    activation are fused into it, and what the tuning measured (``plans``: index -> ms)."""
+class CudnnConv:
+    """A built cuDNN convolution (the IR's node is ``ios_core.ir.Conv``): its cuDNN graph and
+    tensors, the execution plan kept (``plan``: its index, the fastest of those built,
+    ``plan_name``), that plan's workspace, whether bias and activation are fused into it, and
+    what the tuning measured (``plans``: index -> ms)."""
 
     graph: object
     tensors: dict
@@ -387,7 +391,7 @@ class Conv:
 EXCLUDED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
 
 
-def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> Conv:
+def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> CudnnConv:
     """Build every execution plan of the fused graph (when cuDNN can fuse the activation and
     has an fp32 engine for it), else of the convolution alone (the caller then adds bias and
     activation). ``tune(conv) -> {index: ms}``
@@ -412,7 +416,7 @@ def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> Conv:
                     pass
             if not built:
                 raise RuntimeError("no execution plan could be built")
-            conv = Conv(g, tensors, 0, fused, plans={i: None for i in built})
+            conv = CudnnConv(g, tensors, 0, fused, plans={i: None for i in built})
             times = tune(conv) if tune is not None else {}
             conv.plans.update(times)
             timed = {i: t for i, t in conv.plans.items() if t is not None}

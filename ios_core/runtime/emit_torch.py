@@ -19,43 +19,38 @@ import torch
 import torch.nn.functional as F
 
 from .. import kernels
-from ..ir import Node, OpVisitor
+from ..ir import ActivationMap, Node, OpVisitor
 from ..lowering import Primitives, evaluate
 from .passes import make_plan
 from .plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
 from .program import GroupTask, Program, Storage, assemble, seq
 
+# A fused activation (ios_core.ir.activations, the fusable kinds) as the convolution and linear
+# fast paths apply it: (in place, or None for identity; writing into ``out``, or None for
+# ``out.copy_`` of the oracle's function).
+FUSED_ACTS: ActivationMap = ActivationMap("torch runtime (fused)", {
+    "identity": (None, lambda y, out: out.copy_(y)),
+    "relu": (torch.relu_, lambda y, out: torch.clamp_min(y, 0.0, out=out)),
+    "sigmoid": (torch.sigmoid_, lambda y, out: torch.sigmoid(y, out=out)),
+    "tanh": (torch.tanh_, lambda y, out: torch.tanh(y, out=out)),
+    "relu6": (lambda t: t.clamp_(0.0, 6.0), None),
+    "hardswish": (lambda t: F.hardswish(t, inplace=True), None),
+    "silu": (lambda t: F.silu(t, inplace=True), None),
+}, fused_only=True)
+
 
 def _act_inplace(act: str):
     """A fused activation applied in place (None for identity)."""
-    return {"identity": None, "relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_,
-            "relu6": lambda t: t.clamp_(0.0, 6.0), "hardswish": lambda t: F.hardswish(t, inplace=True),
-            "silu": lambda t: F.silu(t, inplace=True)}[act]
+    return FUSED_ACTS[act][0]
 
 
 def _act_out(act: str):
     """An activation writing into ``out`` (a slice of a concatenation buffer)."""
-    if act == "relu":
-        return lambda y, out: torch.clamp_min(y, 0.0, out=out)
-    if act == "sigmoid":
-        return lambda y, out: torch.sigmoid(y, out=out)
-    if act == "tanh":
-        return lambda y, out: torch.tanh(y, out=out)
-    if act == "identity":
-        return lambda y, out: out.copy_(y)
-    fn = kernels.ACT_FN[act]
+    into = FUSED_ACTS[act][1]
+    if into is not None:
+        return into
+    fn = kernels.act_fn(act)
     return lambda y, out: out.copy_(fn(y))
-
-
-def _act_fn(leaf: Node):
-    """An activation node's function (None for identity)."""
-    act = leaf.act_type
-    if act in ("relu", "sigmoid", "tanh"):
-        return {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[act]
-    if act == "identity":
-        return None
-    alpha, beta = getattr(leaf, "alpha", 0.0), getattr(leaf, "beta", 0.0)
-    return lambda x: kernels.activation(x, act, alpha, beta)
 
 
 def _combine(op):
@@ -97,6 +92,8 @@ def _weight(node: Node, attr: str, shape, random_weights: bool, rng: np.random.G
 
 class TorchEmitter(Storage, OpVisitor):
     """Torch closures for the steps of one plan over one :class:`~.program.Storage`."""
+
+    ACTIVATIONS = kernels.TORCH_ACTIVATIONS  # activation nodes; fused ones: FUSED_ACTS
 
     def __init__(self, plan: RuntimePlan, random_weights: bool, seed: int):
         super().__init__(plan)
@@ -196,13 +193,11 @@ class TorchEmitter(Storage, OpVisitor):
             return lambda: op2(ga(), gb(), out=out_view)
         return self.closure(step, None)
 
-    visit_element = visit_identity  # the composition already combined the terms
-
     def visit_relu(self, leaf: Node, step: Step) -> Callable[[], None]:
         return self.closure(step, torch.relu)
 
     def visit_activation(self, leaf: Node, step: Step) -> Callable[[], None]:
-        return self.closure(step, _act_fn(leaf) or (lambda x: x))
+        return self.closure(step, kernels.act_fn(leaf.act_type, leaf.alpha, leaf.beta))
 
     def visit_flatten(self, leaf: Node, step: Step) -> Callable[[], None]:
         n = self.n
