@@ -63,8 +63,8 @@ def op_features(node: Node, batch_size: int) -> dict[str, float]:
              macs=batch_size * node.macs(), bytes=batch_size * op_bytes(node))
     kernel = getattr(node, "kernel", None)
     stride = getattr(node, "stride", None)
-    f["kernel"] = float(kernel[0] * kernel[1]) if node.TYPE in ("conv", "pool") and kernel else 0.0
-    f["stride"] = float(stride[0]) if node.TYPE in ("conv", "pool") and stride else 0.0
+    f["kernel"] = float(kernel[0] * kernel[1]) if node.WINDOWED and kernel else 0.0
+    f["stride"] = float(stride[0]) if node.WINDOWED and stride else 0.0
     f["conv_groups"] = float(node.groups) if node.TYPE == "conv" else 0.0
     f["dilation"] = float(node.dilation[0]) if node.TYPE == "conv" else 0.0
     for k in CONV_KINDS:

@@ -48,8 +48,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import OpVisitor
+from ..ir import NODE_TYPES, OpVisitor
 from .base import check_graph, check_input
+from .cuda_kernels import ACT_CODES
 from .passes import make_plan
 from .plan import CONCAT, F32, RuntimePlan, ValueRef
 from .program import graph_stages
@@ -174,7 +175,7 @@ class CudaProgram:
         return base + ref.begin * int(np.prod(b.shape[2:])) * F32
 
     def _needs_scratch(self, step) -> bool:
-        if step.mode == CONCAT or step.op.TYPE in ("identity", "element"):
+        if step.mode == CONCAT or step.op.COMPOSED:
             return False
         single = step.inputs.single
         if single is None:
@@ -211,7 +212,7 @@ class CudaProgram:
             full = self._views[step.out.buffer]
             return _seq([self._term_into(t, comp.op, dev.narrow(full, t.offset, t.offset + t.channels))
                          for ti, t in enumerate(comp.terms) if ti not in step.in_place_terms])
-        if op.TYPE in CudaLaunchers.COMPOSED:
+        if op.COMPOSED:
             return self._compose_into(comp, out)
         prep = []
         if self._needs_scratch(step):
@@ -252,14 +253,12 @@ class CudaLaunchers(OpVisitor):
     input view and ``out`` its output view. Every attribute of the node is translated into the
     device's explicit parameters here (``ConvSpec``, ``PoolSpec``, activation parameters):
     the device never sees the node. Identities and elements are not launched: their composed
-    input is written straight into their output (``COMPOSED``)."""
+    input is written straight into their output (``Node.COMPOSED``)."""
 
-    COMPOSED = ("identity", "element")
     ALIASES = {"relu": "activation"}
-    REFUSES = {
-        "identity": "composed into its output by the program (CudaProgram._compose_into), never launched",
-        "element": "composed into its output by the program (CudaProgram._compose_into), never launched",
-    }
+    REFUSES = {t: "composed into its output by the program (CudaProgram._compose_into), never launched"
+               for t, cls in NODE_TYPES.items() if cls.COMPOSED}
+    ACTIVATIONS = ACT_CODES  # the device's kernels switch on these codes
 
     def __init__(self, device, weight):
         self.dev, self.weight = device, weight

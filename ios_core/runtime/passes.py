@@ -13,12 +13,9 @@ from ..ir import Node, leaf_nodes
 from ..lowering import composition
 from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, RuntimePlan, StagePlan, Step, ValueRef
 
-# Operators whose output the torch executor may return as a view of their input (a channel
-# slice, a reshape): their input's storage must live as long as their output.
-VIEW_TYPES = ("identity", "element", "flatten")
-# Producers never written into a concatenation's slice: a concatenation already owns a
-# buffer; a flatten changes the layout.
-NOT_INTO = ("identity", "flatten")
+# Which operators' output may be a view of their input (Node.VIEW: their input's storage must live
+# as long as their output) and which producers may be written into a concatenation's slice
+# (Node.INTO_CONCAT) are facts of the node classes (ios_core.ir.nodes).
 
 
 def resolve(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
@@ -83,7 +80,7 @@ def aliasing(plan: RuntimePlan, into_concat: bool = True) -> None:
             sl = term.slices[0]
             p = root(sl.source)
             if (sl.whole and p.output_shape[0] == sl.channels and stage_of.get(id(p), -1) >= 0
-                    and id(p) not in into and p.TYPE not in NOT_INTO
+                    and id(p) not in into and p.INTO_CONCAT
                     and tuple(p.output_shape[1:]) == tuple(s.op.output_shape[1:])):
                 into[id(p)] = (s, term.offset)
                 in_place.add(ti)
@@ -132,7 +129,7 @@ def liveness(plan: RuntimePlan) -> None:
             last_use[buf.index] = max(last_use.get(buf.index, -1), s.stage)
     keep = {plan.value(o).buffer for o in plan.outputs}
     for s in reversed(steps):
-        if s.mode != COMPUTE or s.op.TYPE not in VIEW_TYPES or s.inputs.single is None:
+        if s.mode != COMPUTE or not s.op.VIEW or s.inputs.single is None:
             continue
         k, parent = s.out.buffer, plan.read(s.inputs.single).buffer
         if k in keep:
