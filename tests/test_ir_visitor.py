@@ -3,37 +3,24 @@ which it refuses and why; the op-type lists derive from NODE_TYPES."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from ios_core.ir import NODE_TYPES, OPERATOR_TYPES, Activation, OpVisitor, Placeholder, whole
+from tests.op_backends import KNOWN_VISITORS, qualname, visitor_classes
 
-# every consumer of op types: (module, visitor class)
-VISITORS = [
-    ("ios_core.kernels", "OracleKernels"),
-    ("ios_core.lowering.onnx", "_Builder"),
-    ("ios_core.runtime.emit_torch", "TorchEmitter"),
-    ("ios_core.runtime.cuda", "CudaLaunchers"),
-    ("adapters.pytorch", "ModuleEmitter"),
-    ("adapters.tensorflow", "_Emitter"),
-    ("adapters.jax", "JaxEmitter"),
-    ("adapters.tvm", "RelaxEmitter"),
-    ("adapters.tensorrt", "NetworkBuilder"),
-]
+# every consumer of op types, found by importing ios_core and adapters (tests/op_backends.py)
+VISITORS = {qualname(cls): cls for cls in visitor_classes()}
 
 
-def _visitor(module: str, name: str) -> type[OpVisitor]:
-    cls = getattr(importlib.import_module(module), name)
-    assert issubclass(cls, OpVisitor)
-    return cls
+def test_discovery_finds_every_visitor():
+    assert KNOWN_VISITORS <= set(VISITORS), KNOWN_VISITORS - set(VISITORS)
 
 
-@pytest.mark.parametrize("module,name", VISITORS, ids=[n for _, n in VISITORS])
-def test_every_visitor_covers_every_operator_type_or_says_why_not(module, name):
-    cls = _visitor(module, name)
+@pytest.mark.parametrize("name", sorted(VISITORS))
+def test_every_visitor_covers_every_operator_type_or_says_why_not(name):
+    cls = VISITORS[name]
     cov = cls.coverage()
-    assert cov["misses"] == [], f"{module}.{name} neither handles nor refuses {cov['misses']}"
+    assert cov["misses"] == [], f"{name} neither handles nor refuses {cov['misses']}"
     assert sorted(cov["handles"] + cov["refuses"]) == sorted(OPERATOR_TYPES)
     for kind in cov["refuses"]:
         assert len(cls.REFUSES[kind]) > 10, f"{name} refuses {kind!r} without a reason"
@@ -46,8 +33,8 @@ def test_a_new_operator_type_fails_the_coverage_until_every_visitor_has_it(monke
     import ios_core.ir.visitor as visitor
 
     monkeypatch.setattr(visitor, "OPERATOR_TYPES", (*OPERATOR_TYPES, "newop"))
-    for module, name in VISITORS:
-        assert _visitor(module, name).coverage()["misses"] == ["newop"]
+    for name, cls in VISITORS.items():
+        assert cls.coverage()["misses"] == ["newop"], name
 
 
 def test_dispatch_aliases_and_refusals():
