@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 
 import numpy as np
@@ -216,7 +217,7 @@ class JaxCompiled(Compiled):
     def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict):
         super().__init__(info)
         self.fn, self.params, self.dev, self.shape = fn, params, device, tuple(shape)
-        self._last = None
+        self._calls = threading.local()  # each caller thread's last output (requests in flight share the program)
 
     def prepare(self, x: np.ndarray):
         jax = _jax()
@@ -226,8 +227,12 @@ class JaxCompiled(Compiled):
         t.block_until_ready()
         return t
 
+    @property
+    def _last(self):
+        return getattr(self._calls, "out", None)
+
     def execute(self, prepared):
-        self._last = out = self.fn(self.params, prepared)
+        self._calls.out = out = self.fn(self.params, prepared)
         return out
 
     def finish(self, out) -> np.ndarray:

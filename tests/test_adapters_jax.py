@@ -107,6 +107,30 @@ def test_the_shared_measurement_times_it_to_completion(graph, built):
     assert c._last is m.last  # sync waited on the last call's output (block_until_ready)
 
 
+def test_calls_in_flight_on_one_program_each_wait_for_their_own(graph, built):
+    """Requests in flight share one program (concurrency "shared"): a thread's sync waits on its own call."""
+    import threading
+
+    c = built[1]
+    xs = [reference.random_input(graph, 1, seed=s) for s in (11, 12)]
+    got: dict = {}
+
+    def call(i):
+        out = c.execute(c.prepare(xs[i]))
+        c.sync()
+        got[i] = (c._last is out, c.finish(out))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in (0, 1):
+        assert got[i][0]
+        assert compare(got[i][1], reference.run(graph, xs[i]), ADAPTER.tolerance).passed
+    assert ADAPTER.concurrency == "shared"
+
+
 def test_build_records_what_it_ran_with(built):
     info = built[1].info
     assert info["precision"] == "fp32" and info["matmul_precision"] == "highest"
