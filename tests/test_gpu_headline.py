@@ -274,3 +274,29 @@ def test_a_report_that_cannot_be_written_leaves_the_previous_one_whole(tmp_path,
         gh.write_report(tmp_path, p, echo=lambda s: None)
     assert ((tmp_path / "README.md").read_bytes(), (tmp_path / "headline.json").read_bytes()) == before
     assert _no_temporaries(tmp_path) == []
+
+
+def test_without_a_gpu_the_window_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gh, "machine_facts", lambda env: {"nvml": "NVMLError_LibraryNotFound"})
+    args = gh.argparse.Namespace(wheels=str(tmp_path / "whl"), site=str(tmp_path / "site"), out=None,
+                                 root=str(tmp_path / "results"), resume_from=None, profile_db=None, prune="auto",
+                                 rounds=3, first_rounds=1, window=60.0)
+    assert gh.run_window(args) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: no NVIDIA GPU here (NVMLError_LibraryNotFound)"
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_previous_window_is_carried_in_once(tmp_path):
+    prev, out = tmp_path / "prev", tmp_path / "out"
+    (prev / "runs" / "graph-full").mkdir(parents=True)
+    (prev / "runs" / "graph-full" / "results.jsonl").write_text("{}\n")
+    (prev / "profiles.sqlite").write_bytes(b"db")
+    (prev / "window.json").write_text('{"windows": [], "prune": null}')
+    seen = []
+    gh.carry_in(prev, out, seen.append)
+    assert (out / "runs" / "graph-full" / "results.jsonl").read_text() == "{}\n"
+    assert (out / "profiles.sqlite").read_bytes() == b"db" and len(seen) == 3
+    (out / "profiles.sqlite").write_bytes(b"newer")
+    gh.carry_in(prev, out, seen.append)  # what this window already has is never overwritten
+    assert (out / "profiles.sqlite").read_bytes() == b"newer" and len(seen) == 3
