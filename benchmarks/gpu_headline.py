@@ -292,7 +292,7 @@ def wheel_report(folder: Path, needs=NEEDS) -> tuple[list[str], list[Path], list
     for module, dist, why in missing_packages(needs):
         found = wheels_for(dist, folder)
         if found:
-            install += found
+            install.append(found[-1])  # one wheel per distribution (the last by name, when several)
             lines.append(f"missing: {dist} (import {module}; {why}): carried as {found[-1].name}")
         else:
             absent.append(dist)
@@ -552,6 +552,8 @@ def run_window(args) -> int:
         _report_safely(win, p, quiet=True)
     _report_safely(win, p, quiet=False)
     win.save()
+    h = _read_json(out / "headline.json") or {}
+    print_goals([tuple(g) for g in h.get("goals") or []], echo)
     return 0
 
 
@@ -660,6 +662,26 @@ def _ms_of(cells: dict):
         c = cells.get(label)
         return c.get("median_ms") if c and c.get("status") == "ok" else None
     return ms
+
+
+# The issue's goal table: (goal, today, target); the third column is what a window measured.
+GOALS = (
+    ("GPU frameworks in the headline", "3 (IOS, torch, torch-compile)",
+     "5 or more: + torch-compile-cudagraphs, jax-xla"),
+    ("the 4 nets at batch 1, every framework, rounds", "not possible (search)",
+     "inside one 9-minute command from a bare machine; 16 and 32 in a second"),
+    ("IOS-Both (graph) vs the best GPU peer, batch 1", "inception_v3 2.11 vs torch 4.71 ms (hand run)",
+     "at least 1.2x on each of the 4 nets, in the same run"),
+    ("--models all --batch 1,16,32 on the GPU", "never run", "within two windows, resumed"),
+)
+
+
+def print_goals(measured: list[tuple[str, str, str]] | None, echo=print) -> None:
+    """The goal table: today and the target (issue 33), and what was measured (or "not measured")."""
+    got = {g: v for g, _, v in measured or []}
+    echo("goals (issue 33):")
+    for goal, today, target in GOALS:
+        echo(f"  {goal}: today {today}; target {target}; measured: {got.get(goal, 'not measured (no GPU run)')}")
 
 
 def _f(v, fmt="{:.3f}") -> str:
@@ -863,6 +885,7 @@ def dry_run(args) -> int:
     print("  assumed: " + "; ".join(f"{k} {v[0]:g} ({v[1]})" for k, v in ASSUMED.items()))
     print("  builds (s, first round / later rounds, base + per operator): "
           + "; ".join(f"{k} {a[0]:g}+{a[1]:g}/op, {b[0]:g}+{b[1]:g}/op" for k, (a, b) in BUILD.items()))
+    print_goals(None)
     fits = "fits" if total <= args.window - REPORT_RESERVE_S else "does NOT fit"
     print(f"  the first window's part {fits} one window of {args.window:.0f} s; all steps: about {later:.0f} s "
           f"({later / args.window:.1f} windows)")
