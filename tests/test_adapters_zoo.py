@@ -9,7 +9,7 @@ from ios_core import models, reference
 from ios_core.check import compare
 
 FRAMEWORKS = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel",
-              "openvino"]
+              "openvino", "jax-xla"]
 
 
 @pytest.fixture(scope="module")
