@@ -22,9 +22,10 @@ A window does, in order, each step stopping cleanly at the window's deadline (``
    torch-compile, torch-compile-cudagraphs, jax-xla (and TensorRT, TensorFlow, ONNX Runtime, TVM
    where present; each absent one is a skipped cell with its reason), ``--rounds 3``; randwire and
    nasnet searched with pruning parameters that fit the window (``--ios-option max_group_size=1
-   --ios-option max_num_groups=3``, labelled as such) unless a carried profile database allows the
-   full search (``--profile-db`` or ``--resume-from``); then the no-graph form of both schedules
-   (``--adapter-option ios:cuda_graph=false``).
+   --ios-option max_num_groups=3``, labelled as such) unless ``--prune off`` asks for the full
+   search (give it with a carried profile database that holds it, ``--profile-db`` or the one in
+   ``--resume-from``'s folder: its keys are hashes, so the script cannot tell); then the no-graph
+   form of both schedules (``--adapter-option ios:cuda_graph=false``).
 4. **Batches 16 and 32** (the same run folders, ``--resume --batch 1,16,32``), then **the rest of
    the zoo** (``--models all`` less the four) as time allows.
 
@@ -515,7 +516,9 @@ def run_window(args) -> int:
     journal = win.journal
     carried_db = (out / "profiles.sqlite").exists()
     if "prune" not in journal:  # decided once, kept by every later window (the run folders' names follow)
-        journal["prune"] = (None if args.prune == "off" or (args.prune == "auto" and carried_db)
+        # auto: pruned. A carried database's content is not proof that it holds the full search (its
+        # keys are hashes), so the full search is asked for, not guessed: --prune off
+        journal["prune"] = (None if args.prune == "off"
                             else list(WINDOW_PRUNE if args.prune == "auto" else _pair(args.prune)))
     prune = tuple(journal["prune"]) if journal["prune"] else None
     win.this.update(machine=facts, missing=lines, not_carried=absent, profile_db_carried=carried_db)
@@ -903,7 +906,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume-from", default=None, help="a previous window's output folder to continue")
     ap.add_argument("--profile-db", default=None, help="a carried profile database (profiles.sqlite) to start from")
     ap.add_argument("--prune", default="auto",
-                    help="randwire/nasnet search: auto (r=1,s=3 unless a profile database is carried), off, or R,S")
+                    help="randwire/nasnet search: auto (r=1,s=3), off (the full search: with a carried profile "
+                         "database that holds it), or R,S")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per cell")
     ap.add_argument("--first-rounds", type=int, default=1,
                     help="rounds of the batch-1 graph sweeps before any gets more (all four networks seen first)")
