@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stats
+
 
 @dataclass
 class Measurement:
@@ -52,12 +54,11 @@ class Measurement:
 
     @property
     def median(self) -> float:
-        return float(np.median(self._times()))
+        return stats.median(self._times())
 
     @property
     def std(self) -> float:
-        t = self._times()
-        return float(np.std(t, ddof=1)) if t.size > 1 else 0.0
+        return stats.std(self._times())
 
     @property
     def min(self) -> float:
@@ -78,9 +79,9 @@ class Measurement:
         return [float(np.mean(col)) for col in zip(*self.stage_ms)]
 
     def summary(self) -> dict:
-        p10, p50, p90, p99 = (float(v) for v in np.percentile(self._times(), [10, 50, 90, 99]))
-        return {"mean_ms": self.mean, "median_ms": p50, "std_ms": self.std, "min_ms": self.min,
-                "max_ms": self.max, "p10_ms": p10, "p90_ms": p90, "p99_ms": p99,
+        """The figures of this measurement (``ios_core.stats.summary`` over the per-call times)
+        and its protocol."""
+        return {**stats.summary(self._times()),
                 "repeat": self.repeat, "number": self.number, "warmup": self.warmup,
                 "calls": len(self.call_ms) if self.call_ms else self.repeat * self.number,
                 "percentiles_over": "calls" if self.call_ms else "samples"}
