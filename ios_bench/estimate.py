@@ -47,6 +47,7 @@ STATED = {
 }
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
+GPU_BASE_MIB = 600.0  # stated: a GPU worker's CUDA context and libraries' workspaces before its own tensors
 
 
 def _stated(name: str, framework: str) -> float:
@@ -67,6 +68,7 @@ class History:
     latency_ms: dict[tuple[str, int, str], float] = field(default_factory=dict)
     fixed_s: dict[str, list[float]] = field(default_factory=dict)
     peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # (framework, model, batch, MiB)
+    gpu_peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # the same on the GPU (gpu_memory)
     optimize_s: dict[tuple[str, int, str], float] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
 
@@ -88,6 +90,10 @@ class History:
                     self.fixed_s.setdefault(_base_name(rec["framework"]), []).append(fixed)
         if isinstance(rec.get("peak_rss_mib"), (int, float)):
             self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
+        gpu = rec.get("gpu_memory") if isinstance(rec.get("gpu_memory"), dict) else {}
+        seen = gpu.get("nvml_process_mib") or gpu.get("allocator_peak_mib")  # NVML's view holds the context too
+        if isinstance(seen, (int, float)):
+            self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
         if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
             self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch")] = \
                 float(rec["optimize_seconds"])
@@ -234,6 +240,36 @@ def cell_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: i
     return base + copies * weights_mib + factor * act_mib * batch
 
 
+def gpu_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: int, history: History,
+                   acts: dict[str, float] | None = None, weights: dict[str, float] | None = None) -> float:
+    """The estimated peak GPU memory of one cell's worker: the stated model of
+    :func:`cell_memory_mib`, its base learned from earlier cells' ``gpu_memory``."""
+    copies, factor = STATED["weight_copies"], STATED["activation_factor"]
+    bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.gpu_peak
+             if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
+    base = max(statistics.median(bases), 100.0) if bases else GPU_BASE_MIB
+    return base + copies * weights_mib + factor * act_mib * batch
+
+
+def gpu_free_mib(device: int = 0) -> float | None:
+    """The GPU's free memory now (NVML), or None where NVML cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: no GPU check
+        return None
+    try:
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(device)).free / 2**20
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def available_mib() -> float:
     """Memory a new worker can have now: the machine's available memory, and the cgroup's room
     below its limit where one is set (cgroup v2), whichever is less."""
@@ -258,19 +294,30 @@ def too_big(estimate_mib: float, available: float) -> str | None:
             f"activations at this batch, its arena) and {available:,.0f} MiB are available")
 
 
-def memory_skips(cells: list, refs: dict, history: History) -> dict[str, str]:
+def memory_skips(cells: list, refs: dict, history: History, gpu_free: float | None = None) -> dict[str, str]:
     """{cell key: why it cannot start} for the cells whose estimated memory exceeds what is
-    available on this machine now. ``refs``: {(model, batch): the reference's metadata}, which
-    carries each model's activation and weight footprint."""
+    available on this machine now, and for a cell on ``cuda`` also its estimated GPU memory
+    against the GPU's free memory (``gpu_free``, MiB; NVML's reading when not given). ``refs``:
+    {(model, batch): the reference's metadata}, which carries each model's activation and weight
+    footprint."""
     acts = {m: ref.get("activation_mib") for (m, _), ref in refs.items() if ref.get("activation_mib") is not None}
     weights = {m: ref.get("weights_mib") for (m, _), ref in refs.items() if ref.get("weights_mib") is not None}
     avail = available_mib()
+    on_gpu = [c for c in cells if str(c.device).startswith("cuda")]
+    if on_gpu and gpu_free is None:
+        gpu_free = gpu_free_mib()
     out = {}
     for c in cells:
         if c.model not in acts or c.model not in weights:
             continue
         need = cell_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, history, acts, weights)
         why = too_big(need, avail)
+        if why is None and gpu_free is not None and str(c.device).startswith("cuda"):
+            need = gpu_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, history, acts, weights)
+            if need > MEMORY_MARGIN * gpu_free:
+                why = (f"not enough GPU memory: the cell needs about {need:,.0f} MiB on the GPU (an estimate: "
+                       f"weights, the framework's activations at this batch, its context) and {gpu_free:,.0f} MiB "
+                       "are free there")
         if why:
             out[c.key] = why
     return out
