@@ -732,10 +732,13 @@ def write_report(out: Path, p: Plan, echo=print) -> dict:
 def _plots(out: Path, h: dict) -> list[str]:
     import io
 
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # no matplotlib there: the report without its plots
+        return []
 
     from ios_core.atomic import atomic_write_bytes
 
