@@ -16,12 +16,14 @@ matrix product asks for ``lax.Precision.HIGHEST`` (on a GPU: no TF32), recorded 
 ``block_until_ready`` on the last output, so the shared measurement times each call to
 completion.
 
-Threads on the CPU: XLA's CPU runtime sizes its pool from the process's CPU affinity mask and
-reads ``XLA_FLAGS`` when JAX first creates its backends, so the budget is set there before any
-backend exists (``--xla_cpu_multi_thread_eigen`` and ``intra_op_parallelism_threads=N``), and
-recorded in ``info`` (``xla_flags``, ``intra_op_threads``); a build in a process whose backends
-already exist cannot change them and says so in ``info["threads_note"]`` (the harness runs each
-cell in its own process). On ``cuda`` JAX's allocator does not preallocate most of the GPU
+Threads on the CPU: XLA's CPU runtime sizes its pool (threads named ``tf_XLAEigen``) from the
+process's CPU affinity mask when JAX first creates its backends, and reads ``XLA_FLAGS`` then; so
+before any backend exists the budget of N threads is set as ``--xla_cpu_multi_thread_eigen`` and
+``intra_op_parallelism_threads=N`` and, where N is below the mask, the mask is narrowed to its
+first N cores (JAX's own advice for limiting its threads); recorded in ``info`` (``xla_flags``,
+``intra_op_threads``, ``pinned_cores``, ``xla_pool_threads``: the pool as counted). A build in a
+process whose backends already exist cannot change them and says so in ``info["threads_note"]``
+(the harness runs each cell in its own process). On ``cuda`` JAX's allocator does not preallocate most of the GPU
 (``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless the user set it), so its memory figures are its
 own. JAX is imported only when this adapter is checked or built.
 """
@@ -92,9 +94,24 @@ def _configure(threads: int | None) -> dict:
         flags += [f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}",
                   f"intra_op_parallelism_threads={threads}"]
         os.environ["XLA_FLAGS"] = " ".join(flags)
+        # XLA sizes its CPU pool (threads "tf_XLAEigen") from the affinity mask, whatever the flags
+        # say: a budget below the mask is the first N cores of it, for the threads created from here
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if 0 < threads < len(cores):
+            os.sched_setaffinity(0, cores[:threads])
+            info["pinned_cores"] = cores[:threads]
     os.environ.setdefault(PREALLOCATE_ENV, "false")
     info["xla_flags"] = os.environ.get("XLA_FLAGS") or "default"
     return info
+
+
+def _pool_threads() -> int | None:
+    """How many threads XLA's CPU pool has (Linux: threads named ``tf_XLAEigen``), or None."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        return sum(1 for t in tasks if open(f"/proc/self/task/{t}/comm").read().strip() == "tf_XLAEigen")
+    except OSError:
+        return None
 
 
 def _device(jax, device: str):
@@ -288,6 +305,7 @@ class JaxXLA(Adapter):
         if not on_gpu and "threads_note" not in info:
             info["intra_op_threads"] = n
             info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            info["xla_pool_threads"] = _pool_threads()
         if on_gpu:
             info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
         t0 = time.perf_counter()
