@@ -604,7 +604,8 @@ def _records(out: Path) -> list[dict]:
 def _label(r: dict) -> str:
     """The headline's name for a cell: IOS-Sequential/IOS-Both with the form, or the adapter."""
     if r.get("schedule"):
-        name = {"sequential": "IOS-Sequential", "both": "IOS-Both"}.get(r["schedule"], f"IOS-{r['schedule']}")
+        name = r.get("label") or {"sequential": "IOS-Sequential", "both": "IOS-Both"}.get(r["schedule"],
+                                                                                         f"IOS-{r['schedule']}")
         return name + ("" if r["_run"].startswith("graph") or r["_run"] == "rest" else " (no graph)")
     return r["framework"]
 
@@ -641,6 +642,7 @@ def headline(recs: list[dict]) -> dict:
                                  for lab in ("IOS-Sequential", "IOS-Both", "IOS-Sequential (no graph)",
                                              "IOS-Both (no graph)") if lab in cells},
                  "peers": peers,
+                 "unstable": sorted(lab for lab, c in cells.items() if c.get("status") == "ok" and c.get("unstable")),
                  "not_run": {lab: f"{c.get('status')}: {c.get('reason') or ''}".strip() for lab, c in cells.items()
                              if c.get("status") != "ok"}}
         pubs = pub.SCHEDULES_MS.get(model)
@@ -809,13 +811,17 @@ def _markdown(out: Path, h: dict, recs: list[dict], journal: dict, plots: list[s
               "best GPU peer | its ms | IOS-Both vs it | published vs best peer (V100) |",
               "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in h["rows"]:
-        lines.append(f"| {r['model']} | {r['batch']} | {r['search'] or '-'} | {_f(r['ios_sequential_ms'])} | "
-                     f"{_f(r['ios_both_ms'])} | {_f(r['schedule_gain'], '{:.2f}x')} | "
+        star = {lab: "*" for lab in r.get("unstable") or []}
+        lines.append(f"| {r['model']} | {r['batch']} | {r['search'] or '-'} | "
+                     f"{_f(r['ios_sequential_ms'])}{star.get('IOS-Sequential', '')} | "
+                     f"{_f(r['ios_both_ms'])}{star.get('IOS-Both', '')} | {_f(r['schedule_gain'], '{:.2f}x')} | "
                      f"{_f(r.get('published_schedule_gain'), '{:.2f}x')} | {r['best_peer'] or '-'} | "
-                     f"{_f(r['best_peer_ms'])} | {_f(r['vs_best_peer'], '{:.2f}x')} | "
+                     f"{_f(r['best_peer_ms'])}{star.get(r['best_peer'], '')} | {_f(r['vs_best_peer'], '{:.2f}x')} | "
                      + (f"{r['published_vs_best_peer']:.2f}x ({r['published_best_peer']})"
                         if r.get("published_vs_best_peer") else "-") + " |")
-    lines += ["", "### Without CUDA graphs, and GPU utilization", "",
+    lines += ["", "\\* the harness flags this figure unstable (the reason is in the table of every cell below: too few "
+              "rounds, rounds disturbed by other work, or a spread between rounds too wide to trust).",
+              "", "### Without CUDA graphs, and GPU utilization", "",
               "The no-graph form of both schedules (`--adapter-option ios:cuda_graph=false`, its own search), and the "
               "mean SM utilization NVML reported during each IOS cell's timed loop (`--sample-utilization`).", "",
               "| network | batch | IOS-Sequential (no graph) ms | IOS-Both (no graph) ms | SM % IOS-Sequential | "
@@ -841,7 +847,7 @@ def _markdown(out: Path, h: dict, recs: list[dict], journal: dict, plots: list[s
                      f"{_f(mem.get('allocator_peak_mib'), '{:.0f}')} / {_f(mem.get('nvml_process_mib'), '{:.0f}')} | "
                      f"{(r.get('reason') or r.get('unstable') or '').replace('|', '/')[:160]} |")
     finished = done_steps(journal)
-    left = [s.name for s in p.steps if s.name not in finished]
+    left = [s.name for s in p.steps if s.sweep is not None and s.name not in finished]
     lines += ["", "## What is left", "",
               ("Nothing: every step finished." if not left else
                f"Steps not finished: {', '.join(left)}. The next window continues them: "
