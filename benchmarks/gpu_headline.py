@@ -5,8 +5,8 @@ docs/results/gpu-<kind>-<date>/.
 
     python benchmarks/gpu_headline.py --dry-run [--gpu h100|h200]   # the plan and its estimate (no GPU needed)
     python benchmarks/gpu_headline.py --fetch-wheels                 # here: the wheels a lent machine lacks -> .whl/
-    python benchmarks/gpu_headline.py --out $OUT/gpu-h100-2026-11-26 # on the lent machine: one window
-    python benchmarks/gpu_headline.py --out $OUT/... --resume-from docs/results/gpu-h100-2026-11-26  # window two
+    python benchmarks/gpu_headline.py --root $OUT        # on the lent machine: one window -> $OUT/gpu-<kind>-<date>/
+    python benchmarks/gpu_headline.py --root $OUT --resume-from docs/results/gpu-h100-2026-11-26  # window two
 
 A window does, in order, each step stopping cleanly at the window's deadline (``--window``, 540 s):
 
@@ -851,7 +851,7 @@ def _markdown(out: Path, h: dict, recs: list[dict], journal: dict, plots: list[s
     lines += ["", "## What is left", "",
               ("Nothing: every step finished." if not left else
                f"Steps not finished: {', '.join(left)}. The next window continues them: "
-               f"`python benchmarks/gpu_headline.py --out $OUT/{out.name} --resume-from docs/results/{out.name}` "
+               f"`python benchmarks/gpu_headline.py --root $OUT --resume-from docs/results/{out.name}` "
                "(the run folders and the profile database are in this folder)."), ""]
     return "\n".join(lines)
 
