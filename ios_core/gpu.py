@@ -228,6 +228,20 @@ def clock_setting(fp: dict) -> str:
     return f"app{fp.get('app_sm_clock_mhz')}"
 
 
+def clock_state(fp: dict | None = None, device: int = 0) -> str:
+    """The GPU's clock state in words, recorded with every GPU figure: ``SM clock locked at <MHz>
+    (--lock-clocks)`` when this run locked it, else ``clocks left alone (application clock <MHz>,
+    SM <MHz> now)`` (what NVML knows; ``clocks left alone (NVML could not say more)`` without it).
+    Nothing in ios-bench locks a clock unless asked."""
+    fp = fp if fp is not None else fingerprint(device)
+    if fp.get("locked_sm_clock_mhz"):
+        return f"SM clock locked at {fp['locked_sm_clock_mhz']} MHz (--lock-clocks)"
+    parts = [f"application clock {fp['app_sm_clock_mhz']} MHz" if fp.get("app_sm_clock_mhz") else None,
+             f"SM {fp['sm_clock_mhz']} MHz now" if fp.get("sm_clock_mhz") else None]
+    parts = [p for p in parts if p]
+    return "clocks left alone (" + (", ".join(parts) if parts else "NVML could not say more") + ")"
+
+
 def fingerprint_key(fp: dict) -> str:
     """The profile-database device key:
     ``cuda:<name>|drv<driver>|cuda<runtime>|cudnn<v>|<clock setting>``, the clock setting being
@@ -240,6 +254,72 @@ def fingerprint_key(fp: dict) -> str:
 
 def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}" if v else "0"
+
+
+# ---- one NVML session per process ------------------------------------------------------------
+# nvmlInit/nvmlShutdown cost milliseconds (the driver opens the device files, enumerates the GPUs):
+# the measured GPU cost model reads NVML around every stage it times, so it keeps one session open
+# for the life of the process (shut down at exit) instead of one per reading. Keyed by the module
+# object (tests hand in fakes) and the process id (a forked child opens its own).
+_NVML_SESSIONS: dict[int, dict] = {}
+_NVML_INITS = {"count": 0}  # nvmlInit calls made through nvml_session in this process
+
+
+def nvml_session(nvml=None):
+    """``(pynvml, None)`` with NVML initialised, once per process (``nvml``: the module to use,
+    tests pass a fake), or ``(None, reason)`` where NVML is missing or cannot be initialised (the
+    reason is kept: a process does not retry a failed NVML at every stage)."""
+    import os
+
+    if nvml is None:
+        nvml, err = _import("pynvml")
+        if nvml is None:
+            return None, f"pynvml is not installed ({err})"
+    key = id(nvml)
+    entry = _NVML_SESSIONS.get(key)
+    if entry is not None and entry["module"] is nvml and entry["pid"] == os.getpid():
+        return (nvml, None) if entry["reason"] is None else (None, entry["reason"])
+    reason = None
+    try:
+        _NVML_INITS["count"] += 1
+        nvml.nvmlInit()
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        reason = f"NVML: {type(e).__name__}: {e}"
+    if not _NVML_SESSIONS:
+        import atexit
+
+        atexit.register(close_nvml_sessions)
+    _NVML_SESSIONS[key] = {"module": nvml, "pid": os.getpid(), "reason": reason, "handles": {}}
+    return (nvml, None) if reason is None else (None, reason)
+
+
+def nvml_handle(nvml, index: int):
+    """The device handle of GPU ``index`` in ``nvml``'s session (looked up once)."""
+    entry = _NVML_SESSIONS.get(id(nvml))
+    handles = entry["handles"] if entry is not None and entry["module"] is nvml else {}
+    h = handles.get(index)
+    if h is None:
+        h = handles[index] = nvml.nvmlDeviceGetHandleByIndex(index)
+    return h
+
+
+def nvml_sessions_opened() -> int:
+    """How many NVML sessions this process opened through :func:`nvml_session` (1 when NVML is
+    read however often)."""
+    return _NVML_INITS["count"]
+
+
+def close_nvml_sessions() -> None:
+    """Shut down this process's NVML sessions (at exit; tests call it to start afresh)."""
+    import os
+
+    for key, entry in list(_NVML_SESSIONS.items()):
+        del _NVML_SESSIONS[key]
+        if entry["reason"] is None and entry["pid"] == os.getpid():
+            try:
+                entry["module"].nvmlShutdown()
+            except Exception:
+                pass
 
 
 def nvml_info(device: int = 0) -> dict:

@@ -91,18 +91,20 @@ def own_cpu_seconds() -> float:
 _CANARY_DATA = None
 
 
-def canary(reps: int = 5) -> float:
-    """Milliseconds of a short fixed workload (sorting 100,000 seeded doubles: single-threaded,
-    CPU-bound, about 5 ms on a current core), the median of ``reps`` runs."""
+def canary(reps: int = 5, size: int = 100_000) -> float:
+    """Milliseconds of a short fixed workload (sorting ``size`` seeded doubles: single-threaded,
+    CPU-bound, about 5 ms for 100,000 on a current core), the median of ``reps`` runs. Canaries
+    of different sizes are different workloads: compare a canary with canaries of its size."""
     import numpy as np
 
     global _CANARY_DATA
     if _CANARY_DATA is None:
         _CANARY_DATA = np.random.default_rng(12345).standard_normal(100_000)
+    data = _CANARY_DATA if size >= len(_CANARY_DATA) else _CANARY_DATA[:size]
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        np.sort(_CANARY_DATA, kind="quicksort")
+        np.sort(data, kind="quicksort")
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     return times[len(times) // 2]
@@ -114,9 +116,11 @@ class Window:
     more than the window)."""
 
     def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5,
-                 gpu: int | None = None, nvml=None):
+                 gpu: int | None = None, nvml=None, own_pids: set[int] | None = None, cpu: bool = True):
         self.gpu = gpu
+        self.cpu = cpu  # False: no /proc/stat figures (a window too short to judge them; WindowSet's groups have them)
         self._nvml = nvml  # the pynvml module (tests pass a fake); imported when None
+        self._own_pids = own_pids  # this process and its children (read now when None)
         self.use_canary = canary
         self.canary_reps = canary_reps
         self.stat_path = stat_path
@@ -125,8 +129,8 @@ class Window:
     def __enter__(self) -> Window:
         if self.use_canary:
             self.figures["canary_before_ms"] = round(canary(self.canary_reps), 4)
-        self._stat = read_cpu_times(self.stat_path)
-        self._own = own_cpu_seconds()
+        self._stat = read_cpu_times(self.stat_path) if self.cpu else None
+        self._own = own_cpu_seconds() if self.cpu else 0.0
         self._t0 = time.perf_counter()
         self.figures["start_unix"] = round(time.time(), 3)  # when the window was open (to match with other logs)
         self._gpu_since_us = int(time.time() * 1e6)
@@ -140,11 +144,15 @@ class Window:
 
     def __exit__(self, *exc) -> None:
         wall = time.perf_counter() - self._t0
-        own = own_cpu_seconds() - self._own
-        stat = read_cpu_times(self.stat_path)
         f = self.figures
         f["end_unix"] = round(time.time(), 3)
         f["window_s"] = round(wall, 4)
+        if not self.cpu:
+            if self.gpu is not None:
+                f.update(gpu_others(self.gpu, self._gpu_since_us, self._nvml, self._own_pids))
+            return
+        own = own_cpu_seconds() - self._own
+        stat = read_cpu_times(self.stat_path)
         f["own_cpu_s"] = round(own, 4)
         if self._stat is not None and stat is not None and wall > 0:
             capacity = wall * stat["cpus"]
@@ -160,7 +168,7 @@ class Window:
         except OSError:
             pass
         if self.gpu is not None:
-            f.update(gpu_others(self.gpu, self._gpu_since_us, self._nvml))
+            f.update(gpu_others(self.gpu, self._gpu_since_us, self._nvml, self._own_pids))
         if self.use_canary:
             f["canary_after_ms"] = round(canary(self.canary_reps), 4)
 
@@ -168,19 +176,18 @@ class Window:
 def gpu_others(index: int, since_us: int, nvml=None, own_pids: set[int] | None = None) -> dict:
     """Other processes' use of GPU ``index`` since ``since_us`` (microseconds since the epoch, NVML's
     sample clock): ``gpu_other_util`` (their largest SM utilization, percent) and
-    ``gpu_other_processes``; or ``{"gpu_other": reason}`` where it cannot be read."""
+    ``gpu_other_processes``; or ``{"gpu_other": reason}`` where it cannot be read (NVML missing,
+    not initialised, the GPU gone). NVML is initialised once per process
+    (``ios_core.gpu.nvml_session``), not at each call; ``own_pids`` (this process and its
+    children) is read here only when not given."""
+    from .gpu import nvml_handle, nvml_session
+
+    nvml, reason = nvml_session(nvml)
     if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return {"gpu_other": "pynvml is not installed"}
-    own = own_pids if own_pids is not None else {os.getpid(), *_children()}
+        return {"gpu_other": reason}
+    own = own_pids if own_pids is not None else own_process_tree()
     try:
-        nvml.nvmlInit()
-    except Exception as e:
-        return {"gpu_other": f"NVML: {e}"}
-    try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(nvml, index)
         try:
             samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
         except nvml.NVMLError as e:
@@ -192,11 +199,11 @@ def gpu_others(index: int, since_us: int, nvml=None, own_pids: set[int] | None =
                 "gpu_other_processes": len({s.pid for s in others})}
     except Exception as e:
         return {"gpu_other": f"NVML: {e}"}
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+
+
+def own_process_tree() -> set[int]:
+    """This process's id and its children's (psutil; the children are left out without it)."""
+    return {os.getpid(), *_children()}
 
 
 def _children() -> list[int]:
@@ -260,8 +267,126 @@ class CanaryReference:
 
     def judge(self, figures: dict, thresholds: Thresholds = THRESHOLDS) -> str | None:
         c = canary_ms(figures)
-        ref = sorted(self.values)[len(self.values) // 2] if len(self.values) >= 3 else None
+        from .stats import median
+
+        ref = median(self.values) if len(self.values) >= 3 else None
         why = judge(figures, ref, thresholds)
         if c is not None and why is None:  # only undisturbed canaries set what is usual
             self.values.append(c)
         return why
+
+
+class WindowSet:
+    """Windows for many short measurements in a row (the measured GPU cost model's stages, a few
+    milliseconds each), keeping :func:`judge`'s rule while reading once what does not change
+    between them and amortizing the canary:
+
+    * NVML is read in one session per process (``ios_core.gpu.nvml_session``), never opened and
+      shut per window;
+    * the process tree (whose GPU samples are this process's own) is read once, at the set's
+      first window (``tree_reads``);
+    * the windows are grouped ``canary_every`` at a time; a *group* has a canary at each edge
+      (the closing canary of one group opens the next) and is judged by them against the usual
+      canary (:class:`CanaryReference`), as a stage's own window was; the group is a
+      :class:`Window` of its own too, whose CPU figures (``/proc/stat``) are recorded with the
+      verdict, not judged (a stage's window never lasted long enough to judge them, see
+      :data:`MIN_JUDGED_WINDOW_S`, and a GPU stage hardly depends on the host's other load).
+      :meth:`close_group` hands a condemned group's items back so that what was measured in it
+      is measured again. A canary run is ``canary_reps`` sorts; one over the threshold is
+      confirmed with ``confirm_reps`` before it condemns anything (a single slow sort is not a
+      slow machine), of ``canary_size`` doubles (a quarter of a :class:`Window`'s: about a
+      millisecond). After a condemned group the next opens with a fresh canary.
+
+    What each window reads itself (other processes on the GPU) is judged per window
+    (:meth:`judge`)."""
+
+    def __init__(self, gpu: int | None = None, nvml=None, canary_every: int = 64, canary_reps: int = 1,
+                 confirm_reps: int = 3, canary_size: int = 25_000, stat_path: str = PROC_STAT,
+                 thresholds: Thresholds = THRESHOLDS):
+        if canary_every < 1:
+            raise ValueError("canary_every must be at least 1")
+        self.gpu, self.nvml, self.stat_path, self.thresholds = gpu, nvml, stat_path, thresholds
+        self.canary_every, self.canary_reps, self.confirm_reps = int(canary_every), int(canary_reps), int(confirm_reps)
+        self.canary_size = int(canary_size)  # a quarter of a window's canary: about a millisecond
+        self.reference = CanaryReference()
+        self.group: list = []
+        self._edge: float | None = None  # the canary at the open group's start (None: none yet)
+        self._own: set[int] | None = None
+        self._group_window: Window | None = None  # the open group's CPU figures
+        self.windows = 0
+        self.canaries = 0  # canary runs (confirmations included)
+        self.canary_seconds = 0.0
+        self.tree_reads = 0
+        self.groups = 0
+        self.condemned_groups = 0
+
+    def own_pids(self) -> set[int]:
+        if self._own is None:
+            self._own = own_process_tree()
+            self.tree_reads += 1
+        return self._own
+
+    def _canary(self, reps: int) -> float:
+        t0 = time.perf_counter()
+        ms = round(canary(reps, self.canary_size), 4)
+        self.canaries += 1
+        self.canary_seconds += time.perf_counter() - t0
+        return ms
+
+    def window(self) -> Window:
+        """A window for the next measurement (no canary of its own: the group's edges have it)."""
+        if self._edge is None:
+            self._edge = self._canary(self.canary_reps)
+        if self._group_window is None:
+            self._group_window = Window(canary=False, stat_path=self.stat_path).__enter__()
+        self.windows += 1
+        return Window(canary=False, stat_path=self.stat_path, gpu=self.gpu, nvml=self.nvml, cpu=False,
+                      own_pids=self.own_pids() if self.gpu is not None else None)
+
+    def judge(self, figures: dict) -> str | None:
+        """The per-window part of the rule (no canary: that is the group's)."""
+        return judge(figures, None, self.thresholds)
+
+    def add(self, item) -> None:
+        """``item`` (whatever the caller needs to measure it again) was measured in the open group."""
+        self.group.append(item)
+
+    @property
+    def full(self) -> bool:
+        return len(self.group) >= self.canary_every
+
+    def close_group(self) -> tuple[str | None, list, dict]:
+        """Close the open group with a canary: ``(why it is condemned or None, its items, the
+        canary figures)``. An empty group is not judged."""
+        items, self.group = self.group, []
+        group, self._group_window = self._group_window, None
+        if not items:
+            return None, [], {}
+        self.groups += 1
+        figures = {}
+        if group is not None:
+            group.__exit__(None, None, None)
+            figures.update(group.figures)
+        before = self._edge if self._edge is not None else self._canary(self.canary_reps)
+        after = self._canary(self.canary_reps)
+        figures.update({"canary_before_ms": before, "canary_after_ms": after, "group_windows": len(items)})
+        # judged as a stage's own window was: by its canary (the CPU figures of the group are
+        # recorded, not judged: a GPU stage's time hardly depends on the host's other load, and
+        # a stage window never lasted long enough to judge them)
+        edges = {k: figures[k] for k in ("canary_before_ms", "canary_after_ms")}
+        ref = self.reference.values
+        usual = sorted(ref)[len(ref) // 2] if len(ref) >= 3 else None
+        if usual and judge(edges, usual, self.thresholds) and self.confirm_reps > self.canary_reps:
+            figures["canary_after_ms"] = edges["canary_after_ms"] = after = self._canary(self.confirm_reps)
+        why = self.reference.judge(edges, self.thresholds)
+        if why is not None:
+            self.condemned_groups += 1
+            self._edge = None  # the next group opens with a fresh canary
+        else:
+            self._edge = after
+        return why, items, figures
+
+    def stats(self) -> dict:
+        return {"windows": self.windows, "canaries": self.canaries, "canary_seconds": round(self.canary_seconds, 4),
+                "groups": self.groups, "condemned_groups": self.condemned_groups,
+                "process_tree_reads": self.tree_reads, "canary_every": self.canary_every}

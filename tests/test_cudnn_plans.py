@@ -126,3 +126,75 @@ def test_a_geometry_is_built_once_per_device(monkeypatch):
              ConvSpec(4, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "relu"))
     assert len(builds) == 2
     assert dev.ws_need == [64] and dev.fused == 4
+
+
+class FrontendGraph:
+    """The structure of cuDNN Frontend 1.2x's Python ``pygraph`` that ``execute_plan_at_index``
+    walks at every call (its barred-plan list, the backend plan behind an index, the variant
+    pack), counting the walks; tests/test_gpu_api.py checks these names on the installed
+    Frontend."""
+
+    def __init__(self):
+        self._planning_done = True
+        self._plans = [types.SimpleNamespace(engine_id=3, cpp_index=7), types.SimpleNamespace(engine_id=4, cpp_index=9)]
+        self.walks = self.public_calls = 0
+        self.backend_calls: list = []
+        outer = self
+
+        class Lowered:
+            def _execute_plan_at_index(self, var_pack, ws, cpp_index, handle):
+                outer.backend_calls.append((dict(var_pack), ws, cpp_index, handle))
+
+        self._lowered_graph = Lowered()
+
+    def _barred_indices(self):
+        self.walks += 1
+        return set()
+
+    def _materialize_backend_plan(self, index):
+        return self._plans[index]
+
+    def _uid_to_data(self, pack):
+        return {key.uid: ptr for key, ptr in pack.items()}
+
+    def _native_var_pack(self, uid_to_data, workspace):
+        return dict(uid_to_data), 0
+
+    def execute_plan_at_index(self, tensor_dict, workspace=None, index=0, handle=None):
+        self.public_calls += 1
+        self._barred_indices()
+
+
+def test_a_plan_is_resolved_once_and_executed_without_walking_the_plan_list(monkeypatch):
+    """The measured cost model and the no-graph path execute each convolution thousands of times:
+    the Frontend's ``execute_plan_at_index`` re-derived the barred plan list at every call (19 s
+    of a 110 s search on an H200). The chosen plan's backend index and the pointers are resolved
+    once; each call is the backend's execute."""
+    pytest.importorskip("cudnn")  # the handle conversion and engine ids come from the Frontend
+    import cudnn._handle
+
+    monkeypatch.setattr(cudnn._handle, "to_backend_handle", lambda h: f"backend-{h}")
+    g = FrontendGraph()
+    class Tensor:  # the Frontend's tensors key the pack (hashable, with a uid)
+        def __init__(self, uid):
+            self.uid = uid
+
+    x, w, y = (Tensor(u) for u in (1, 2, 3))
+    conv = cuda_kernels.CudnnConv(g, {"x": x, "w": w, "y": y}, 64, False, plan=1)
+    run = cuda_kernels.plan_executor(conv, {x: 4096, w: 8192, y: 16384}, "h0")
+    for ws in range(100):
+        run(ws)
+    assert g.walks == 1 and g.public_calls == 0
+    assert len(g.backend_calls) == 100
+    assert g.backend_calls[5] == ({1: 4096, 2: 8192, 3: 16384}, 5, 9, "backend-h0")
+
+
+def test_a_frontend_without_that_structure_executes_through_its_public_call():
+    g = FakeGraph()
+    calls = []
+    g.execute_plan_at_index = lambda pack, ws, index, handle=None: calls.append((ws, index, handle))
+    conv = cuda_kernels.CudnnConv(g, {}, 64, True, plan=2)
+    run = cuda_kernels.plan_executor(conv, {"x": 1}, "h0")
+    run(11)
+    run(12)
+    assert calls == [(11, 2, "h0"), (12, 2, "h0")]

@@ -109,6 +109,27 @@ def test_cudnn_frontend_calls_exist():
         assert hasattr(graph_types.Tensor, method), method
 
 
+def test_cudnn_plan_executor_finds_the_frontend_structure_it_resolves_once():
+    """``cuda_kernels.plan_executor`` resolves once what the Frontend's Python
+    ``execute_plan_at_index`` re-derives at every call; the names it reads must be the installed
+    Frontend's, and that call must still end in the backend's execute-at-index (else the
+    executor falls back to the public call, correct but slow: this test says so)."""
+    cudnn = _module_or_skip("cudnn")
+    g = cudnn.pygraph
+    if not hasattr(g, "_barred_indices"):
+        pytest.skip("this cuDNN Frontend's pygraph is compiled: plan_executor uses execute_plan_at_index")
+    for name in ("_barred_indices", "_materialize_backend_plan", "_native_var_pack", "_uid_to_data"):
+        assert callable(getattr(g, name, None)), name
+    from cudnn._handle import to_backend_handle  # noqa: F401
+    from cudnn.engines.engine_ids import is_python_engine  # noqa: F401
+
+    source = inspect.getsource(g.execute_plan_at_index)
+    assert "self._reject_if_barred(" in source and "_lowered_graph._execute_plan_at_index(var_pack, ws_ptr, " \
+        "cfg.cpp_index, to_backend_handle(handle)" in source
+    init = inspect.getsource(g.__init__)
+    assert "self._lowered_graph" in init and "self._planning_done" in init and "self._plans" in init
+
+
 def test_cudnn_conv_fprop_accepts_our_arguments():
     """Build (not execute) the graph the runtime builds for a convolution: no GPU is needed
     to describe it."""

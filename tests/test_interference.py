@@ -162,6 +162,13 @@ def test_other_processes_on_the_gpu_disturb_a_window():
     with Window(canary=False, gpu=0, nvml=nv) as w:
         pass
     assert w.figures["gpu_other_util"] == 40.0 and w.figures["gpu_other_processes"] == 2
+    with Window(canary=False, gpu=0, nvml=nv) as w2:  # NVML stays open: one session per process
+        pass
+    assert w2.figures["gpu_other_util"] == 40.0
+    assert nv.calls == ["init"]
+    from ios_core.gpu import close_nvml_sessions
+
+    close_nvml_sessions()  # what the process does at exit
     assert nv.calls == ["init", "shutdown"]
     assert judge(w.figures, None) == "2 other processes used up to 40% of the GPU"
     quiet = gpu_others(0, 0, _FakeNvml(error=_FakeNvml.NVML_ERROR_NOT_FOUND), {me})  # no process sampled

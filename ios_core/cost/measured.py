@@ -52,7 +52,7 @@ import time
 
 import torch
 
-from ..interference import CanaryReference, Window
+from ..interference import CanaryReference, Window, WindowSet
 from ..ir import Node, leaf_nodes
 from ..measure import Measurement, measure
 from ..optimizer.stage import Stage
@@ -63,6 +63,9 @@ from ..threads import resolve_threads
 from .cache import ProfileCache, library_version, stage_signature
 
 DISTURBED_RETRIES = 2  # a stage measured on a disturbed machine is measured again at most this often
+# what a stage that cannot be built or timed on the GPU costs: finite (the search's comparisons need
+# it), far above any schedule, so the search goes without that stage wherever it can
+UNRUNNABLE_MS = 1e9
 
 
 def _stage_groups(stage: Stage) -> list[list[Node]]:
@@ -104,7 +107,8 @@ class MeasuredCostModel:
 
     def __init__(self, threads: int | None = None, device: str = "cpu", warmup: int = 2, number: int = 1,
                  repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str | None = None,
-                 seed: int = 0, provider: str = "torch", margin: float = 0.05, backend=None):
+                 seed: int = 0, provider: str = "torch", margin: float = 0.05, backend=None,
+                 cuda_graph: bool | None = None, canary_every: int = 64, nvml=None):
         self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
         if device.startswith("cuda") and backend is None:
             from ..gpu import cuda_missing
@@ -123,6 +127,11 @@ class MeasuredCostModel:
             if mode != "stage":
                 raise ValueError("on cuda the measured cost model times whole stages (mode='stage')")
             threads = 1  # not a GPU parameter: one database key whatever the thread budget
+        elif cuda_graph not in (None, False, "false", "False", "0"):
+            raise ValueError("cuda_graph applies to the measured cost model on cuda only")
+        # on cuda a stage is timed in the form the runtime will run it: a captured CUDA graph
+        # replayed (the default, as IOS cells on cuda run), or its launches on the streams
+        self.cuda_graph = self._gpu is not None and cuda_graph not in (False, "false", "False", "0")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if provider not in _planner_providers():
@@ -139,6 +148,8 @@ class MeasuredCostModel:
         self.method = f"runtime-median:w{warmup}n{number}r{repeat}m{min_sample_ms or 0}"
         if provider != "torch":  # torch's version is in the device fingerprint already
             self.method += f":{provider}-{library_version(_providers.distribution(provider))}"
+        if self.cuda_graph:  # a graph replay is another measurement than the same launches one by one
+            self.method += ":cuda-graph"
         if cache is True or cache in ("true", "True", "1"):
             self.cache: ProfileCache | None = ProfileCache(device=device)
         elif cache is False or cache is None or cache in ("false", "False", "0", "none"):
@@ -157,6 +168,20 @@ class MeasuredCostModel:
         self._canary = CanaryReference()  # the usual canary of this process's stage measurements
         self.disturbed = 0  # stage measurements taken again because the machine was disturbed
         self._primer = None
+        # on cuda: the bookkeeping around each stage costs microseconds (see _latency_gpu)
+        self._windows = WindowSet(gpu=0, nvml=nvml, canary_every=canary_every) if self._gpu is not None else None
+        self._weights = None  # random weights shared by every stage program (drawn once per graph)
+        if self._gpu is not None:
+            from ..runtime.cuda import RandomWeights
+
+            self._weights = RandomWeights(self.seed)
+        self.failures: dict[str, str] = {}  # stage signature -> why it could not be timed (cuda)
+        self.revised = 0  # stage values measured again after a condemned canary group
+        self._revised_seen = 0
+        self.build_seconds = 0.0  # building stage programs (plans, kernels, weights, inputs, graph capture)
+        self.timed_seconds = 0.0  # inside the one measurement function (warmup and samples)
+        self.overhead_seconds = 0.0  # everything else a timed stage cost: windows, canaries, NVML, database
+        self._plans = None
 
     # ---- public ----------------------------------------------------------------------------
     def stage_latency(self, stage: Stage, batch_size: int) -> float:
@@ -175,25 +200,68 @@ class MeasuredCostModel:
     def misses(self) -> int:
         return self.cache.misses if self.cache else self.measured
 
+    @property
+    def form(self) -> str:
+        """What a stage's figure is the latency of: ``cuda-graph replay`` (each stage captured and
+        replayed as a CUDA graph), ``cuda launches`` (its kernels launched on the streams one by
+        one), or ``cpu``."""
+        if self._gpu is None:
+            return "cpu"
+        return "cuda-graph replay" if self.cuda_graph else "cuda launches"
+
     def stats(self) -> dict:
-        return {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
-                "measured": self.measured, "pruned": self.pruned,
-                "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
-                "cache": str(self.cache.path) if self.cache else None, "method": self.method,
-                "disturbed_remeasured": self.disturbed,
-                "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0}
+        out = {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
+               "measured": self.measured, "pruned": self.pruned, "form": self.form,
+               "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
+               "cache": str(self.cache.path) if self.cache else None, "method": self.method,
+               "disturbed_remeasured": self.disturbed,
+               "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0}
+        if self._gpu is not None:
+            from ..gpu import nvml_sessions_opened
+
+            timed = max(self.measured, 1)
+            out.update({"build_seconds": round(self.build_seconds, 4), "timed_seconds": round(self.timed_seconds, 4),
+                        "overhead_seconds": round(self.overhead_seconds, 4),
+                        "overhead_ms_per_stage": round(1e3 * self.overhead_seconds / timed, 4),
+                        "weight_draws": self._weights.draws, "nvml_sessions": nvml_sessions_opened(),
+                        "revised_after_canary": self.revised, "failed_stages": len(self.failures),
+                        **({"failures": dict(list(self.failures.items())[:5])} if self.failures else {}),
+                        **{f"window_{k}": v for k, v in self._windows.stats().items()}})
+        return out
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.stats()})"
 
     def plan_store(self):
         """Where ``ios_core.optimize`` keeps the schedules it found with this cost model (the
-        profile database), and the key part naming the costs; None without a database."""
+        profile database), and the key part naming the costs; None without a database. On cuda
+        the block schedules a search finds are written when :meth:`refine` finds none of the
+        stage costs it used revised (else dropped: the search runs again)."""
         if self.cache is None:
             return None
         ident = (f"{self.method}|{self.mode}|t{self.threads}|{self.provider}|m{self.margin}|"
                  f"{self.protocol}")
+        if self._gpu is not None:
+            if self._plans is None:
+                self._plans = _DeferredPlans(self.cache)
+            return self._plans, ident
         return self.cache, ident
+
+    def refine(self, stages, batch_size: int) -> int:
+        """Called by ``ios_core.optimize`` after each search: on cuda the open canary group is
+        closed (its stages measured again if the canary condemns it), and the number of stage
+        costs revised since the last search began is returned, so that the search runs again with
+        the revised costs (all in memory: no stage is timed twice). 0 on the CPU."""
+        if self._gpu is None:
+            return 0
+        self._close_group()
+        revised, self._revised_seen = self.revised - self._revised_seen, self.revised
+        if self._plans is not None:
+            if revised:
+                self._plans.drop()
+            else:
+                self._plans.commit()
+        return revised
 
     def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 7) -> dict:
         """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
@@ -244,6 +312,8 @@ class MeasuredCostModel:
         key = (batch_size, threads, sig)
         if key in self._memo:
             return self._memo[key]
+        if self._gpu is not None:
+            return self._latency_gpu(key, sig, desc, build)
         value = None
         if self.cache is not None:
             value = self.cache.get(batch_size, threads, self.method, sig)
@@ -269,6 +339,83 @@ class MeasuredCostModel:
                                disturbed=disturbed, interference=window.figures)
         self._memo[key] = value
         return value
+
+    # ---- cuda: stages by the thousand ----------------------------------------------------------
+    def _latency_gpu(self, key: tuple, sig: str, desc: str, build) -> float:
+        """A stage's latency on the GPU. The disturbance rule is kept at a cost of microseconds per
+        stage: one window per stage (other processes on the GPU through one NVML session, the
+        process tree read once: :class:`~ios_core.interference.WindowSet`), a canary every
+        ``canary_every`` stages whose condemned groups are measured again, weights drawn once per
+        graph. A stage that cannot be built or timed (a GPU gone, a kernel cuDNN has no engine
+        for) costs :data:`UNRUNNABLE_MS`, with the reason in ``failures``: the search goes on
+        without it where it can."""
+        t0 = time.perf_counter()
+        batch_size = key[0]
+        value = self.cache.get(batch_size, key[1], self.method, sig) if self.cache is not None else None
+        if value is None:
+            spent = self.build_seconds + self.timed_seconds
+            value = self._take_gpu(key, sig, desc, build)
+            self.overhead_seconds += time.perf_counter() - t0 - (self.build_seconds + self.timed_seconds - spent)
+            if sig not in self.failures:
+                self._windows.add((key, sig, desc, build))
+                if self._windows.full:
+                    self._close_group()
+            return self._memo[key]
+        self._memo[key] = value
+        return value
+
+    def _take_gpu(self, key: tuple, sig: str, desc: str, build) -> float:
+        """Time one stage (retried while its own window says disturbed); store it in memory and in
+        the database."""
+        batch_size = key[0]
+        figures: dict = {}
+        disturbed = None
+        for _attempt in range(1 + DISTURBED_RETRIES):
+            with self._windows.window() as window:
+                try:
+                    ms, std, samples = self._measure(build(), batch_size, key[1])
+                except Exception as e:  # a stage that fails to build or run: its reason, not a traceback
+                    why = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+                    self.failures[sig] = why
+                    self._memo[key] = UNRUNNABLE_MS
+                    return UNRUNNABLE_MS
+            figures = window.figures
+            disturbed = self._windows.judge(figures)
+            if disturbed is None:
+                break
+            self.disturbed += 1
+        self.failures.pop(sig, None)
+        self._memo[key] = ms
+        if self.cache is not None:  # a row still disturbed is kept, marked: no later search reuses it
+            self.cache.put(batch_size, key[1], self.method, sig, ms, std, samples, desc[:4000],
+                           disturbed=disturbed, interference=figures)
+        return ms
+
+    def _close_group(self) -> None:
+        """Close the open canary group; a condemned group's stages are measured again (at most
+        ``DISTURBED_RETRIES`` times); the values they replace were maybe used by the search already
+        (``revised``; :meth:`refine` makes it search again)."""
+        t0 = time.perf_counter()
+        spent = self.build_seconds + self.timed_seconds
+        why, items, figures = self._windows.close_group()
+        tries = 0
+        while why is not None and items:
+            tries += 1
+            self.disturbed += len(items)
+            last = tries >= DISTURBED_RETRIES
+            for key, sig, desc, build in items:
+                self.measured -= 1  # the stage counts once, however often taken
+                self._take_gpu(key, sig, desc, build)
+                self._windows.add((key, sig, desc, build))
+            self.revised += len(items)
+            why, items, figures = self._windows.close_group()
+            if why is not None and last:
+                for key, sig, desc, _build in items:  # still condemned: kept, marked, never reused
+                    if self.cache is not None and sig not in self.failures:
+                        self.cache.put(key[0], key[1], self.method, sig, self._memo[key], 0.0, 0, desc[:4000],
+                                       disturbed=why, interference=figures)
+                break
+        self.overhead_seconds += time.perf_counter() - t0 - (self.build_seconds + self.timed_seconds - spent)
 
     def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
         """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
@@ -367,15 +514,23 @@ class MeasuredCostModel:
         outputs = [n for g in groups for n in g]
         plan = make_plan([groups], externals, outputs, batch_size, arena_kinds=("concat", "value"))
         dev = self._gpu
-        prog = CudaProgram(plan, dev, random_weights=True, seed=self.seed)
         rng = np.random.default_rng(self.seed)
+        # captured (cuda_graph) as the runtime captures a schedule: the graph reads the input
+        # buffers written below
+        prog = CudaProgram(plan, dev, cuda_graph=self.cuda_graph, random_weights=True, seed=self.seed,
+                           weights=self._weights)
         s0 = prog.stream_objs[0]
         for ext in externals:
             dev.write(prog.input_view(ext.name), rng.standard_normal((batch_size, *ext.output_shape),
                                                                      dtype=np.float32), s0)
+        t1 = time.perf_counter()
         m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
+        t2 = time.perf_counter()
+        m.meta["form"] = self.form
         self.measured += 1
-        self.measure_seconds += time.perf_counter() - t0
+        self.build_seconds += t1 - t0
+        self.timed_seconds += t2 - t1
+        self.measure_seconds += t2 - t0
         return m
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
@@ -493,6 +648,30 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
+
+
+class _DeferredPlans:
+    """The profile database's block schedules as ``ios_core.optimize`` sees them on cuda: read from
+    the database, written only when :meth:`MeasuredCostModel.refine` commits them (a search whose
+    stage costs were revised by a condemned canary group leaves nothing behind)."""
+
+    def __init__(self, cache: ProfileCache):
+        self.cache = cache
+        self.pending: dict[str, list] = {}
+
+    def get_plan(self, key: str):
+        return self.cache.get_plan(key)
+
+    def put_plan(self, key: str, plan: list) -> None:
+        self.pending[key] = plan
+
+    def commit(self) -> None:
+        for key, plan in self.pending.items():
+            self.cache.put_plan(key, plan)
+        self.pending.clear()
+
+    def drop(self) -> None:
+        self.pending.clear()
 
 
 def concurrency_pairs(cache: ProfileCache, batch_size: int,

@@ -89,11 +89,13 @@ class CudaProgram:
     """A plan turned into launches on ``device``'s streams (see the module docstring)."""
 
     def __init__(self, plan: RuntimePlan, device, cuda_graph: bool = False, random_weights: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, weights: RandomWeights | None = None):
         self.plan = plan
         self.dev = device
-        self._rng = np.random.default_rng(seed)
         self._random_weights = random_weights
+        # random weights come from a bank shared by every program built with it (the measured cost
+        # model's stage programs: drawn once per graph, not once per stage); else a bank of our own
+        self._weights = weights if weights is not None else (RandomWeights(seed) if random_weights else None)
         self.arena = device.empty(max(plan.arena_bytes // F32, 1))
         self.inputs: dict[str, int] = {}
         self._views: dict[int, object] = {}
@@ -230,11 +232,11 @@ class CudaProgram:
         return _seq(prep + [self.launchers.visit(op, x, out, stream)])
 
     def _weight(self, op, attr: str, shape) -> np.ndarray:
+        if self._random_weights:
+            return self._weights(op, attr, shape)
         arr = getattr(op, attr, None)
-        if arr is None or self._random_weights:
-            if arr is None and not self._random_weights:
-                raise ValueError(f"node {op.name!r} has no weights: call graph.init_weights(seed)")
-            arr = (self._rng.standard_normal(shape) * 0.05).astype(np.float32)
+        if arr is None:
+            raise ValueError(f"node {op.name!r} has no weights: call graph.init_weights(seed)")
         return np.ascontiguousarray(arr, dtype=np.float32)
 
     def _term_into(self, term, how: str, dst):
@@ -246,6 +248,29 @@ class CudaProgram:
             return self._term_into(comp.terms[0], comp.op, dst)
         return _seq([self._term_into(t, comp.op, self.dev.narrow(dst, t.offset, t.offset + t.channels))
                      for t in comp.terms])
+
+
+class RandomWeights:
+    """Seeded random fp32 weights for programs built to be timed, not to compute anything: each
+    (operator name, attribute, shape) is drawn once and the same array is handed to every program
+    that asks (the measured cost model builds one program per stage, thousands per graph, and
+    drawing each stage's weights anew cost more than timing it). ``draws`` counts the arrays
+    drawn."""
+
+    def __init__(self, seed: int = 0, scale: float = 0.05):
+        self._rng = np.random.default_rng(seed)
+        self.scale = scale
+        self._arrays: dict[tuple, np.ndarray] = {}
+        self.draws = 0
+
+    def __call__(self, op, attr: str, shape) -> np.ndarray:
+        key = (op.name, attr, tuple(int(d) for d in shape))
+        arr = self._arrays.get(key)
+        if arr is None:
+            arr = (self._rng.standard_normal(key[2]) * self.scale).astype(np.float32)
+            self._arrays[key] = arr
+            self.draws += 1
+        return arr
 
 
 class CudaLaunchers(OpVisitor):
