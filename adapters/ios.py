@@ -1,8 +1,10 @@
 """The IOS runtime as an adapter: runs the graph as given, with its stages (a graph without
 stages runs sequentially), on ``ios_core.runtime``: on ``cpu`` the kernels of the provider named
 by the build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openvino``); on ``cuda``
-the CUDA executor (CuPy streams, cuDNN Frontend convolutions), with build option
-``cuda_graph=True`` for the whole schedule captured into one CUDA graph and replayed."""
+the CUDA executor (CuPy streams, cuDNN Frontend convolutions), by default the whole schedule
+captured into one CUDA graph and replayed (build option ``cuda_graph``, true by default on
+``cuda``; ``cuda_graph=false`` is the variant launching every kernel from Python at each run).
+The record's ``execution`` says which ran."""
 
 from __future__ import annotations
 
@@ -42,6 +44,11 @@ class IOSCompiled(Compiled):
         return self.runtime.timer() if self.cuda else None
 
 
+# what an IOS cell on cuda runs (the record's ``execution``; the report compares graph replay with
+# graph replay: ``torch-compile-cudagraphs`` is the peer that replays one)
+EXECUTION = {True: "CUDA graph replay", False: "kernel launches, no CUDA graph"}
+
+
 @dataclass
 class IOSAdapter(Adapter):
     def version(self) -> str | None:
@@ -56,11 +63,13 @@ class IOSAdapter(Adapter):
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None, cuda_graph: bool = False, provider: str = "torch") -> Compiled:
+               max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch") -> Compiled:
         if device.startswith("cuda"):
+            cuda_graph = True if cuda_graph is None else bool(cuda_graph)  # graph replay by default on the GPU
             rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
             info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
-                    "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}"}
+                    "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}",
+                    "execution": EXECUTION[cuda_graph]}
             return IOSCompiled(rt, info)
         if cuda_graph:
             raise ValueError("cuda_graph=True needs device cuda")

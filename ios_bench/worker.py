@@ -205,8 +205,13 @@ def task_doctor(spec: dict) -> dict:
     prepared = compiled.prepare(x)
     m = time_compiled(compiled, prepared, spec["device"], warmup=3, number=1, repeat=5)
     info = {k: v for k, v in compiled.info.items() if jsonable(v)}
+    clocks = None
+    if str(spec["device"]).startswith("cuda"):  # the clock state every GPU figure is recorded with
+        from ios_core.gpu import clock_state
+
+        clocks = clock_state()
     return {"status": "ok", "check": check.to_dict(), "median_ms": m.median, "clock": m.meta.get("clock"),
-            "info": info}
+            "info": info, "clocks": clocks}
 
 
 def task_doctor_ios(spec: dict) -> dict:
@@ -221,7 +226,7 @@ def task_doctor_ios(spec: dict) -> dict:
         return {"status": "skipped", "reason": reason}
     graph = _load_graph(spec)
     lines = gpu_paths.run_paths(graph, spec["batch_size"], gpu_paths.default_device_factory(), seed=spec["seed"],
-                                lock_clocks=spec.get("lock_clocks", True))
+                                lock_clocks=spec.get("lock_clocks", False))
     return {"status": "ok", "paths": [{k: v for k, v in line.items() if jsonable(v)} for line in lines]}
 
 

@@ -158,3 +158,29 @@ def test_unknown_build_option_fails(cases):
     graph, _, _ = cases("sample", 1)
     with pytest.raises(TypeError, match="unknown build options"):
         adapters.get("onnxruntime").build(graph, 1, threads=1, bogus=True)
+
+
+def test_ios_cells_on_cuda_replay_a_cuda_graph_by_default(monkeypatch):
+    """IOS on cuda replays the schedule as one CUDA graph unless ``cuda_graph=false`` (the
+    variant launching every kernel at each run); the info says which ran. On the CPU the option
+    is refused."""
+    import types
+
+    from adapters import ios
+
+    built = []
+
+    def make_runtime(graph, batch_size, device, cuda_graph):
+        built.append(cuda_graph)
+        return types.SimpleNamespace(stats={"streams": 1}, device=device)
+
+    monkeypatch.setattr(ios, "make_runtime", make_runtime)
+    g = models.get("sample").init_weights(0)
+    default = ios.IOS._build(g, 1, "cuda", None)
+    eager = ios.IOS._build(g, 1, "cuda", None, cuda_graph=False)
+    assert built == [True, False]
+    assert default.info["execution"] == "CUDA graph replay" and default.info["variant"] == "cuda_graph=True"
+    assert eager.info["execution"] == "kernel launches, no CUDA graph"
+    with pytest.raises(ValueError, match="needs device cuda"):
+        ios.IOS._build(g, 1, "cpu", 1, cuda_graph=True)
+    assert ios.IOS._build(g, 1, "cpu", 1).info["provider"] == "torch"  # no graph on the CPU, unasked

@@ -11,7 +11,7 @@ from pathlib import Path
 from ios_core import gpu
 
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ("sequential", "parallel schedule", "CUDA graph", "cost-model stage", "clock lock")
+PATHS = ("sequential", "parallel schedule", "CUDA graph", "cost-model stage", "host overhead", "clock lock")
 
 
 def _doctor(run_cli, monkeypatch, tmp_path, *args):
@@ -23,7 +23,7 @@ def _doctor(run_cli, monkeypatch, tmp_path, *args):
 
 
 def test_doctor_runs_every_ios_gpu_path_against_the_oracle(run_cli, monkeypatch, tmp_path):
-    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path, "--lock-clocks")
     assert code == 0, (out, err)
     assert "cuda paths on coverage, batch 1, against the oracle:" in out
     rows = {}
@@ -41,12 +41,25 @@ def test_doctor_runs_every_ios_gpu_path_against_the_oracle(run_cli, monkeypatch,
     assert "replayed" in rows["CUDA graph"][1]
     assert "estimate" in rows["cost-model stage"][1]
     assert "locked (GPU 0 at 1410 MHz" in rows["clock lock"][1] and "reset ok" in rows["clock lock"][1]
+    assert "SM clock locked at 1410 MHz (--lock-clocks)" in rows["clock lock"][1]  # its figure's clock state
+    host = re.search(r"([\d.]+) us of host time per operator launch \((\d+) per run, no CUDA graph",
+                     rows["host overhead"][1])
+    assert host and float(host.group(1)) > 0 and int(host.group(2)) > 0, rows["host overhead"]
+    for name in ("sequential", "CUDA graph", "host overhead"):  # every time says the clocks it ran under
+        assert "clocks left alone (" in rows[name][1], (name, rows[name])
+
+
+def test_doctor_leaves_clocks_alone_by_default(run_cli, monkeypatch, tmp_path):
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    assert code == 0, (out, err)
+    assert re.search(r"ios clock lock\s+skip\s+not asked \(clocks are left alone unless --lock-clocks\)", out), out
+    assert "locked" not in out.replace("clocks are left alone", "")
 
 
 def test_doctor_fails_when_a_path_is_wrong(run_cli, monkeypatch, tmp_path):
     """The check can fail: a fake device whose pooling forgets count_include_pad."""
     monkeypatch.setenv("TEST_GPU_DOCTOR_BREAK", "1")
-    code, out, err = _doctor(run_cli, monkeypatch, tmp_path, "--no-lock-clocks")
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
     assert code == 1, out
     assert re.search(r"ios parallel schedule\s+WRONG", out), out
     assert re.search(r"ios clock lock\s+skip\s+not asked", out), out

@@ -56,6 +56,7 @@ def _path_line(label: str, row: dict) -> tuple[str, bool]:
         ms = row.get("median_ms")
         detail = (f"max rel err {err:.1e}" + (f", {ms:.3f} ms ({row.get('clock')})" if ms is not None else "")
                   + (f"; {row['detail']}" if row.get("detail") else "")
+                  + (f"; {row['clocks']}" if row.get("clocks") else "")
                   + (f"; {row['reason']}" if status != "ok" and row.get("reason") else ""))
         return _line(label, status, detail), status != "ok"
     if status == "skip":
@@ -86,22 +87,25 @@ def _model_spec(model: str, folder: Path) -> str:
 @click.option("--frameworks", default=None, help="Only these adapters (comma-separated) [default: all].")
 @click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1),
               help="Seconds per probe or path before it counts as hung.")
-@click.option("--lock-clocks/--no-lock-clocks", "lock_clocks", default=True, show_default=True,
-              help="With a GPU: lock its SM clock (NVML, needs root), run the schedule under the lock, reset it.")
+@click.option("--lock-clocks/--no-lock-clocks", "lock_clocks", default=False, show_default=True,
+              help="With a GPU: also lock its SM clock (NVML, needs root), run the schedule under the lock and reset "
+                   "it. Off by default: clocks are left alone (never lock a machine you do not own).")
 def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
     """For each device and framework: can it run here, and if not, why. On a machine with an
     NVIDIA GPU it then runs every GPU path on a small graph (by default one with every op type
     and attribute value) in its own processes, checks each against the oracle
     (ios_core.reference) and prints one line per path: the IOS CUDA runtime unscheduled, under a
     forced parallel schedule (several streams, events, fork and join), replayed as a CUDA graph,
-    one stage timed by the measured cost model, and under a locked GPU clock that is then
-    reset; then each framework's GPU variant.
+    one stage timed by the measured cost model, the host time per operator launch of the
+    no-graph path, and (only with --lock-clocks) under a locked GPU clock that is then reset;
+    then each framework's GPU variant. Every time printed says the clock state it was taken
+    under (clocks are left alone unless --lock-clocks).
 
     The first command to run on a machine with a GPU. Exit code 1 when a path that can run
     fails or computes a wrong output, 0 otherwise.
     """
     import adapters
-    from ios_core.gpu import fingerprint, gpu_missing
+    from ios_core.gpu import clock_state, fingerprint, gpu_missing
 
     devs = parse_list(devices, "device", ["cpu", "cuda"])
     names = parse_list(frameworks, "framework", adapters.names()) if frameworks else None
@@ -121,7 +125,7 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
                 else:
                     fp = fingerprint()
                     click.echo(f"cuda: {fp.get('name')} (driver {fp.get('driver')}, CUDA {fp.get('cuda_runtime')}, "
-                               f"cuDNN {fp.get('cudnn')}, SM {fp.get('sm_clock_mhz')} MHz)")
+                               f"cuDNN {fp.get('cudnn')}, SM {fp.get('sm_clock_mhz')} MHz); {clock_state(fp)}")
             else:
                 click.echo("cpu:")
             avail = _probe(device, folder, timeout, names)
@@ -165,7 +169,7 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
                     row = {"status": "ok" if chk.get("passed") else "WRONG",
                            "max_rel_err": chk.get("max_rel_error", chk.get("max_rel_err", 0)),
                            "median_ms": res.get("median_ms", 0), "clock": res.get("clock"), "detail": extra,
-                           "reason": chk.get("reason")}
+                           "reason": chk.get("reason"), "clocks": res.get("clocks")}
                     text, failed = _path_line(name, row)
                 elif status == "skipped":
                     text, failed = _line(name, "skip", res.get("reason") or ""), False
