@@ -31,10 +31,10 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
+from ios_core import stats
 
-from .report import load_run
-from .rounds import AUTO, MIN_AUTO_ROUNDS, good_rounds, pooled_scale, ratio_interval
+from .results import load_run
+from .rounds import AUTO, MIN_AUTO_ROUNDS, figure_over_rounds, good_rounds, pooled_scale, ratio_interval
 from .runfolder import PLAN_FILE
 from .scenarios.summary import HIGHER_IS_BETTER, round_figure
 
@@ -159,7 +159,7 @@ def typical_spread(cells: list[tuple[list[list[float]], list[list[float]]]]) -> 
     """The median over cells (each with 2+ rounds on both sides) of their between-round spread
     pooled over the two runs (``ios_bench.rounds.pooled_scale``), or None without such a cell."""
     scales = [pooled_scale(ga, gb)[0] for ga, gb in cells if len(ga) >= 2 and len(gb) >= 2]
-    return float(np.median(scales)) if scales else None
+    return stats.median_or_none(scales)
 
 
 def noise_threshold(spread: float | None) -> float:
@@ -171,8 +171,9 @@ def noise_threshold(spread: float | None) -> float:
 def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
     """Cell-by-cell verdicts from run folder ``a`` to ``b``; ``threshold`` (a fraction) replaces
     the measured noise threshold."""
-    da, _, pa = load_run(a)
-    db, _, pb = load_run(b)
+    run_a, run_b = load_run(a), load_run(b)
+    da, pa = run_a.frame(), run_a.problems
+    db, pb = run_b.frame(), run_b.problems
     ra = {r["cell"]: r for _, r in da.iterrows()}
     rb = {r["cell"]: r for _, r in db.iterrows()}
     notes = []
@@ -200,8 +201,8 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
         base = x if x is not None else y
         ga = _rounds(x) if _good(x) else []
         gb = _rounds(y) if _good(y) else []
-        ma = float(np.median([np.median(g) for g in ga])) if ga else None
-        mb = float(np.median([np.median(g) for g in gb])) if gb else None
+        ma = figure_over_rounds(ga) if ga else None
+        mb = figure_over_rounds(gb) if gb else None
         change = low = high = None
         why = ""
         if x is None:

@@ -220,3 +220,218 @@ def jsonable(v) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+# ---- the result types: the only places a round's or a cell's record is assembled -------------------
+
+def now() -> str:
+    """The time a record or round says it started or finished (UTC, to the second)."""
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# what a cell's record takes over from its last measured round (the worker's own facts)
+_FROM_LAST_ROUND = ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
+                    "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity",
+                    "independent_check", "concurrency", "gpu_memory")
+# what a record keeps when a worker's result could not be stored as it was
+_IDENTITY = ("cell", "model", "batch_size", "framework", "device", "label", "started", "log", "node", "attempt")
+
+
+class RoundResult:
+    """One round of a cell (one fresh worker process), as its record keeps it (``rounds[i]``).
+
+    :meth:`measured` is the one place a worker turns what it timed (an ``ios_core.measure``
+    ``Measurement``, the output check and the interference window's figures) into a round's
+    figures; :meth:`from_worker` is the one place the sweep turns a worker's result into the round
+    kept in the record. Statistics come from ``ios_core.stats`` only."""
+
+    @staticmethod
+    def measured(measurement, check: dict, window: dict | None) -> dict:
+        """The timed part of a worker's result: the measurement's samples and summary
+        (``Measurement.summary``: ``ios_core.stats``), its clock, the check and the window."""
+        out = {**measurement.summary(), "samples_ms": [float(v) for v in measurement.samples_ms], "check": check}
+        if measurement.meta.get("clock") is not None:
+            out["clock"] = measurement.meta["clock"]
+        if window is not None:
+            out["interference"] = window
+        return out
+
+    @staticmethod
+    def from_worker(res: dict, *, index: int, position: int, started: str | None, pass_index: int,
+                    log: str | None, util_trace: str | None = None) -> dict:
+        """The round as the record keeps it: its place in the sweep (``round``, ``pass``,
+        ``position``, times, log) and what the worker measured (:func:`round_fields`). A round whose
+        output check failed is ``wrong`` (timed, never pooled into a correct figure)."""
+        rnd = {"round": index, "pass": pass_index, "position": position, "started": started, "finished": now(),
+               "status": res.get("status", "failed"), "log": log}
+        for key in round_fields():
+            if key in res and key not in rnd:
+                rnd[key] = res[key]
+        if rnd["status"] == "ok" and not (rnd.get("check") or {}).get("passed", False):
+            rnd["status"] = "wrong"
+        if isinstance(rnd.get("utilization"), dict) and util_trace:
+            rnd["utilization"]["trace"] = util_trace
+        return rnd
+
+
+class CellResult:
+    """A cell's record: every round kept, and its figures derived in one place
+    (:meth:`from_rounds`, over ``ios_bench.rounds.summarize`` and ``ios_core.stats``). The record
+    itself stays a plain dict (JSON lines in ``results.jsonl``, declared by :data:`FIELDS`);
+    this type builds it, reads its figures and formats them (:meth:`figure_text`)."""
+
+    def __init__(self, record: dict):
+        self.record = record
+
+    # -- building -------------------------------------------------------------------------------
+    @staticmethod
+    def unmeasured(base: dict, status: str, reason: str, **more) -> dict:
+        """A cell that was not timed (skipped, failed before a round, stopped)."""
+        return {**base, "status": status, "reason": reason, **more, "finished": now()}
+
+    @staticmethod
+    def invalid(rec: dict, problem: str) -> dict:
+        """What is kept of a worker result that is not a valid record: the cell's identity, failed."""
+        out = {k: rec[k] for k in _IDENTITY if k in rec}
+        out.update(status="failed", reason=f"invalid result from the worker: {problem}", finished=now())
+        return out
+
+    @staticmethod
+    def same_as(base: dict, canonical: dict, schedule: dict) -> dict:
+        """A cell whose schedule is the same as another's: that cell's measurement, said so."""
+        record = dict(base)
+        record.update({k: v for k, v in canonical.items() if k not in base})
+        record.update(schedule, same_schedule_as=canonical["label"], same_schedule_cell=canonical["cell"])
+        return record
+
+    @staticmethod
+    def from_rounds(base: dict, rounds: list[dict], *, seed: int, schedule: dict | None = None,
+                    stopped: dict | None = None, node_env=None) -> dict:
+        """A cell's record from its rounds: the figure over the undisturbed ones (the median of
+        their medians), its spread and interval, the check of every measured round, every round
+        kept. ``base``: what every record of the cell says (identity, plan); ``schedule``: an IOS
+        cell's schedule figures; ``stopped``: the cell's last task was failed or skipped;
+        ``node_env(node) -> str``: the environment file of the node the rounds ran on."""
+        from ios_core import stats
+
+        from .rounds import MIN_ROUNDS_FOR_VERDICT, summarize
+        from .scenarios import summary as scenario_summary
+
+        record = dict(base)
+        if rounds and rounds[0].get("started"):
+            record["started"] = rounds[0]["started"]
+        record["rounds"] = rounds
+        if schedule:
+            record.update(schedule)
+        measured = [r for r in rounds if r.get("status") in ("ok", "wrong")]
+        last = measured[-1] if measured else (rounds[-1] if rounds else {})
+        for key in _FROM_LAST_ROUND:
+            if key in last and not (key == "concurrency" and not base.get("scenario")):
+                record[key] = last[key]
+        if record.get("node") is not None and not record.get("node_env") and node_env is not None:
+            record["node_env"] = node_env(record["node"])
+        peaks = [r["peak_rss_mib"] for r in rounds if isinstance(r.get("peak_rss_mib"), (int, float))]
+        if peaks:
+            record["peak_rss_mib"] = max(peaks)
+        record["log"] = last.get("log")
+        record["finished"] = now()
+        if stopped is not None and stopped.get("status") in ("failed", "skipped"):
+            record.update(status=stopped["status"], reason=stopped.get("reason") or "",
+                          stderr_tail=stopped.get("stderr_tail", ""))
+            return record
+        if not measured:
+            record.update(status="failed", reason="no round was measured")
+            return record
+        # a round whose output was wrong was still timed: its samples count (the record is "wrong")
+        timed_rounds = [{**r, "status": "ok"} if r.get("status") == "wrong" else r for r in rounds]
+        summary = summarize(timed_rounds, seed=seed)
+        if not summary.get("rounds_used"):  # every round disturbed: said so, never silently pooled
+            pooled = summarize([{**r, "status": "ok", "disturbed": None} for r in measured], seed=seed)
+            summary = {**pooled, "rounds_used": 0, "rounds_disturbed": summary["rounds_disturbed"],
+                       "unstable": f"every round was disturbed ({len(measured)}): the figure is over disturbed "
+                                   "rounds"}
+        record.update(summary)
+        record.update(repeat=last.get("repeat"), number=last.get("number"), warmup=last.get("warmup"),
+                      percentiles_over="samples")
+        checks = [r.get("check") or {} for r in measured]
+        bad = next((c for c in checks if not c.get("passed")), None)
+        record["check"] = bad or last.get("check") or {}
+        if "sequential_ms" in last:  # timed beside the schedule in each round (no sequential cell in the sweep)
+            record["sequential_ms"] = stats.median(
+                r["sequential_ms"] for r in measured if isinstance(r.get("sequential_ms"), (int, float)))
+            record["sequential_from"] = "timed in the same workers, after the schedule"
+        bs = record["batch_size"]
+        scenario = base.get("scenario")
+        if scenario:  # LoadGen's figures over rounds; its verdict kept (ios_bench.scenarios.summary)
+            record["percentiles_over"] = "the SUT's per-sample latencies (IssueQuery to completion)"
+            record.update(scenario_summary.scenario_fields(scenario, rounds, bs))
+            # unstable: LoadGen's figures differ between rounds, or too few undisturbed rounds to say
+            record["unstable"] = scenario_summary.unstable_reason(record) or (
+                record.get("unstable") if (record.get("rounds_used") or 0) < MIN_ROUNDS_FOR_VERDICT else None)
+        else:
+            record["throughput"] = bs * 1000.0 / record["median_ms"]
+            record["throughput_p10"] = bs * 1000.0 / record["p90_ms"]  # slow samples -> low throughput
+            record["throughput_p90"] = bs * 1000.0 / record["p10_ms"]
+        record["status"] = "ok" if record["check"].get("passed") else "wrong"
+        return record
+
+    @staticmethod
+    def sequential_figures(records: dict[str, dict], sequential_key) -> None:
+        """IOS cells: ``sequential_ms`` (the sequential schedule on the same provider, measured in
+        the same interleaved rounds: ``sequential_key(record)`` names its cell), the speedup over
+        it, and the estimate's error. Both figures are the same statistic (the median over rounds)."""
+        for rec in records.values():
+            if rec.get("kind") != "ios" or rec.get("status") not in ("ok", "wrong") or rec.get("scenario"):
+                continue
+            seq = records.get(sequential_key(rec))
+            if seq is not None and seq.get("status") == "ok":
+                rec["sequential_ms"] = seq["median_ms"]
+                rec["sequential_from"] = "the sequential cell's rounds (interleaved with this one's)"
+                if seq.get("ci_low_ms") is not None:
+                    rec["sequential_ci_ms"] = [seq["ci_low_ms"], seq["ci_high_ms"]]
+            if rec.get("sequential_ms"):
+                rec["speedup_over_sequential"] = rec["sequential_ms"] / rec["median_ms"]
+            target = rec.get("optimized_for") or {}
+            elsewhere = (target.get("batch_size", rec["batch_size"]) != rec["batch_size"]
+                         or target.get("threads", rec.get("threads")) != rec.get("threads"))
+            if rec.get("predicted_ms") and not elsewhere:  # an estimate for another batch/budget: no error
+                rec["prediction_error"] = (rec["predicted_ms"] - rec["median_ms"]) / rec["median_ms"]
+
+    # -- reading --------------------------------------------------------------------------------
+    @property
+    def passed(self) -> bool:
+        r = self.record
+        return bool(r) and r.get("status") == "ok" and bool((r.get("check") or {}).get("passed"))
+
+    @property
+    def median_ms(self) -> float | None:
+        """A correct cell's figure (ms); None for anything else."""
+        return float(self.record["median_ms"]) if self.passed else None
+
+    def spread_ms(self) -> float | None:
+        """The figure's spread in ms: the between-round spread (a fraction of the figure) where the
+        cell has rounds; a one-process cell's, the std of its samples."""
+        r = self.record
+        v = r.get("median_ms")
+        if not _number(v):
+            return None
+        cv = r.get("between_round_cv")
+        if _number(cv):
+            return float(cv) * float(v)
+        sd = r.get("std_ms")
+        return float(sd) if _number(sd) else None
+
+    def figure_text(self, unit: str = "") -> str:
+        """The figure as every table shows it: ``12.35 ±0.21`` (``ios_bench.numbers``), with
+        ``(unstable)`` where the rounds disagree; the status for a cell that was not timed."""
+        from .numbers import fmt_pm
+
+        r = self.record
+        if r.get("status") not in ("ok", "wrong") or not _number(r.get("median_ms")):
+            return str(r.get("status") or "?")
+        text = fmt_pm(float(r["median_ms"]), self.spread_ms()) + (f" {unit}" if unit else "")
+        if isinstance(r.get("unstable"), str) and r["unstable"]:
+            text += " (unstable)"
+        return text

@@ -21,14 +21,16 @@ import os
 from pathlib import Path
 
 from ios_core.atomic import atomic_write_text
+from ios_core.stats import geomean
 
-from .errors import InputError
 from .escape import csv_cell, file_part, plot_text
 from .escape import md as md_text
+from .numbers import fmt, fmt_pm
 from .plan import SCHEDULES
 from .plotting import pyplot, save_png, series_styles
-from .results import flatten, read_records
-from .runfolder import ENV_FILE, check_writable
+from .record import CellResult
+from .results import load_run
+from .runfolder import check_writable
 
 IOS_BOTH = "ios-both"
 
@@ -56,10 +58,6 @@ class Table:
                 f"</table>{note}")
 
 
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def _label(fw: str) -> str:
     from .cells import label
 
@@ -81,81 +79,21 @@ def framework_order(df) -> list[str]:
     return peers + ios
 
 
-# ---- loading ------------------------------------------------------------------------------------
-
-def load_run(folder: str | os.PathLike):
-    """(DataFrame of cells, env dict, list of problems). Raises InputError for a non-run."""
-    import pandas as pd
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(f"{folder}: not a run folder")
-    if not (folder / "results.jsonl").exists():
-        raise InputError(f"{folder}: no results.jsonl (not a run folder, or no cell has finished yet)")
-    problems: list[str] = []
-    records = read_records(folder, on_problem=problems.append)
-    df = pd.DataFrame([flatten(r) for r in records])
-    for col in ("cell", "model", "batch_size", "framework", "device", "status"):
-        if col not in df.columns:
-            df[col] = None
-    # a resumed run may have repeated a cell only if the store was edited by hand: keep the last
-    df = df.drop_duplicates(subset="cell", keep="last").reset_index(drop=True)
-    if "check_passed" in df.columns:  # records written before the "wrong" status existed
-        df.loc[(df["status"] == "ok") & (df["check_passed"] != True), "status"] = "wrong"  # noqa: E712
-    env = {}
-    if (folder / ENV_FILE).exists():
-        try:
-            env = json.loads((folder / ENV_FILE).read_bytes())
-        except (ValueError, RecursionError) as e:
-            problems.append(f"{folder / ENV_FILE}: corrupt ({type(e).__name__}: {str(e)[:80]}); environment not shown")
-        if not isinstance(env, dict):
-            problems.append(f"{folder / ENV_FILE}: corrupt (not a JSON object); environment not shown")
-            env = {}
-    for col in ("median_ms", "std_ms", "p10_ms", "p90_ms", "throughput", "throughput_p10", "throughput_p90",
-                "check_passed", "reason", "label", "schedule", "build_seconds", "precision", "check_max_rel_err",
-                "optimize_seconds", "stderr_tail", "provider", "predicted_ms", "sequential_ms", "between_round_cv",
-                "unstable", "rounds_used", "rounds_measured", "rounds_disturbed", "same_schedule_as", "ci_low_ms",
-                "ci_high_ms", "peak_rss_mib", "sequential_ci_ms"):
-        if col not in df.columns:
-            df[col] = None
-    for col in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "throughput",
-                "throughput_p10", "throughput_p90", "build_seconds", "optimize_seconds", "check_max_rel_err",
-                "between_round_cv", "ci_low_ms", "ci_high_ms", "peak_rss_mib"):
-        if col in df.columns:  # absent values become NaN (records are validated: no text in these)
-            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
-    return df, env, problems
-
-
 # ---- tables -------------------------------------------------------------------------------------
 
 def _ok(df):
     return df[df["status"] == "ok"]
 
 
-def _fmt(v: float, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.{digits}f}"
-
-
-def _fmt_pm(value: float, spread: float) -> str:
-    """``value ±spread`` with the spread at the value's precision."""
-    digits = 0 if abs(value) >= 1000 else 1 if abs(value) >= 100 else 3
-    return f"{value:,.{digits}f} ±{spread:,.{digits}f}"
-
-
 def _spread(r) -> str:
-    """A cell's figure with its spread: ± the between-round spread (a percentage) and ``unstable``
-    where its rounds disagree; a one-process (schema 1) cell: ± the std of its samples."""
-    cv = _num(r.get("between_round_cv"))
-    text = (f"{_fmt(r['median_ms'])} ±{cv:.1%}" if cv is not None else _fmt_pm(r["median_ms"], r["std_ms"]))
-    if isinstance(r.get("unstable"), str) and r["unstable"]:
-        text += " (unstable)"
-    return text
+    """A cell's figure with its spread (:meth:`ios_bench.record.CellResult.figure_text`)."""
+    return CellResult(_plain(r)).figure_text()
+
+
+def _plain(r) -> dict:
+    """A DataFrame row as a record dict (NaN: absent)."""
+    items = r.items() if hasattr(r, "items") else dict(r).items()
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in items}
 
 
 def _status_text(row) -> str:
@@ -190,14 +128,14 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
                 row.append(f"{_spread(r)}{same}{bad}")
             else:
                 val = r["throughput"]
-                row.append(f"{_fmt(val, 1)} [{_fmt(r['throughput_p10'], 1)}-{_fmt(r['throughput_p90'], 1)}]{bad}")
+                row.append(f"{fmt(val)} [{fmt(r['throughput_p10'])}-{fmt(r['throughput_p90'])}]{bad}")
             if good:
                 per_fw[fw][m] = val
         rows.append(row)
     geo = ["GeoMean"]
     for fw in fws:
         vals = per_fw[fw]
-        geo.append(_fmt(_geomean(list(vals.values())), 1 if metric != "latency" else 3)
+        geo.append(fmt(geomean(list(vals.values())))
                    if vals and len(vals) == len(models) else "-")
     rows.append(geo)
     if metric == "latency":
@@ -228,7 +166,7 @@ def speedup_table(df, device: str, bs: int) -> Table | None:
             rows.append([m, "-"] + ["-"] * (len(peers) + 1))
             continue
         best = ios.loc[ios["median_ms"].idxmin()]
-        row = [m, f"{_label(best['framework'])} {_fmt(best['median_ms'])}"]
+        row = [m, f"{_label(best['framework'])} {fmt(best['median_ms'])}"]
         peer_rows = sub[(sub["model"] == m) & ~is_ios]
         for p in peers:
             peer = peer_rows[peer_rows["framework"] == p]
@@ -246,7 +184,7 @@ def speedup_table(df, device: str, bs: int) -> Table | None:
             per["best peer"].append(s)
             row.append(f"{s:.2f}x ({_label(top['framework'])})")
         rows.append(row)
-    rows.append(["GeoMean", ""] + [f"{_geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
+    rows.append(["GeoMean", ""] + [f"{geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
                                    for p in peers + ["best peer"]])
     return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}",
                  ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows,
@@ -293,7 +231,7 @@ def across_table(df, bs: int) -> Table | None:
     rows = []
     for (m, fw), grp in sub.groupby(["model", "framework"], sort=False):
         by = {r["device"]: r for _, r in grp.iterrows()}
-        rows.append([m, _label(fw)] + [_fmt_pm(by[p]["median_ms"], by[p]["std_ms"]) if p in by else "-"
+        rows.append([m, _label(fw)] + [fmt_pm(by[p]["median_ms"], by[p]["std_ms"]) if p in by else "-"
                                        for p in places])
     return Table(f"Latency (ms) across devices and nodes, batch {bs}", ["model", "framework"] + places, rows,
                  "median ± std; correct outputs only; each column one device kind on one node")
@@ -345,10 +283,10 @@ def ios_table(df, device: str, bs: int) -> Table | None:
         elif seq and med and r["schedule"] != "sequential":
             low = _num(r.get("ci_low_ms"))
             flag = SLOWER_FLAG if (med > seq if low is None else low > seq) else "ok"
-        rows.append([r["model"], _row_label(r), r.get("provider") or "torch", _fmt(med),
-                     _fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
-                     _fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
-                     _fmt(_num(r.get("optimize_seconds")), 1) if _num(r.get("optimize_seconds")) is not None else "-"])
+        rows.append([r["model"], _row_label(r), r.get("provider") or "torch", fmt(med),
+                     fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
+                     fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
+                     fmt(_num(r.get("optimize_seconds"))) if _num(r.get("optimize_seconds")) is not None else "-"])
     note = ("predicted: the optimizer's estimate (cost model, an estimate, not a measurement); error = "
             "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, measured in "
             "the same interleaved rounds; vs sequential > 1 means the schedule is faster; SLOWER THAN SEQUENTIAL only "
@@ -374,9 +312,9 @@ def rounds_table(df) -> Table | None:
         lo, hi = _num(r.get("ci_low_ms")), _num(r.get("ci_high_ms"))
         cv = _num(r.get("between_round_cv"))
         meds = r.get("round_medians_ms") if isinstance(r.get("round_medians_ms"), list) else []
-        rows.append([r["model"], r["batch_size"], _row_label(r), _fmt(r["median_ms"]),
-                     f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else "-", f"{cv:.1%}" if cv is not None else "-",
-                     " ".join(_fmt(m) for m in meds) or "-",
+        rows.append([r["model"], r["batch_size"], _row_label(r), fmt(r["median_ms"]),
+                     f"{fmt(lo)}-{fmt(hi)}" if lo is not None else "-", f"{cv:.1%}" if cv is not None else "-",
+                     " ".join(fmt(m) for m in meds) or "-",
                      f"{_int(r.get('rounds_used'))}/{_int(r.get('rounds_measured'))}",
                      f"{_int(r.get('rounds_disturbed'))}" + (f" ({why})" if why else ""),
                      r["unstable"] if isinstance(r.get("unstable"), str) and r["unstable"] else "stable"])
@@ -401,8 +339,8 @@ def cells_table(df) -> Table:
             check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
             check += "; oracle only" if _oracle_only(r) else ""
             rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
-                         _fmt(r["median_ms"]), _fmt(r["std_ms"]), f"{_fmt(r['p10_ms'])}-{_fmt(r['p90_ms'])}",
-                         _fmt(r["throughput"], 1), check, _fmt(r["build_seconds"], 2), r.get("precision") or "",
+                         fmt(r["median_ms"]), fmt(r["std_ms"]), f"{fmt(r['p10_ms'])}-{fmt(r['p90_ms'])}",
+                         fmt(r["throughput"]), check, fmt(r["build_seconds"]), r.get("precision") or "",
                          _node(r)])
         else:
             rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
@@ -624,7 +562,8 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:85%}"""
 def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     """Write report.md, report.html, results.csv and PNG plots into ``out``; returns their paths."""
     run_folder, out = Path(run_folder), Path(out)
-    df, env, problems = load_run(run_folder)
+    run = load_run(run_folder)
+    df, env, problems = run.frame(), run.env, run.problems
     check_writable(out)
     from .scenarios import report as scenario_report
     name = run_folder.name
@@ -658,8 +597,8 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                                   f"UNSTABLE ({r['unstable']})"))
     for r in slower_than_sequential(df):
         intro.append(("warn", f"{r['model']} b{r['batch_size']} {_row_label(r)} on {r['device']}: "
-                              f"{SLOWER_FLAG} ({_fmt(_num(r['median_ms']))} ms vs "
-                              f"{_fmt(_num(r['sequential_ms']))} ms sequential)"))
+                              f"{SLOWER_FLAG} ({fmt(_num(r['median_ms']))} ms vs "
+                              f"{fmt(_num(r['sequential_ms']))} ms sequential)"))
     sections.append(("Summary", intro))
     styles = series_styles(framework_order(df))  # one style per series across every plot
     full = df
@@ -693,7 +632,7 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         if items:
             sections.append((f"{device}: latency and throughput vs batch size", items))
     if full is not df:
-        scen = [r for r in read_records(run_folder, on_problem=lambda m: None) if r.get("scenario")]
+        scen = [r for r in run.records if r.get("scenario")]
         sections += scenario_report.sections(scen, out, styles, Table)
     df = full  # every cell from here on
     config = config_table(df)

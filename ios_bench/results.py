@@ -15,6 +15,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import record as _record
@@ -22,6 +23,7 @@ from .errors import InputError
 from .record import SCHEMA, SCHEMAS, STATUSES, migrate
 
 RESULTS_FILE = "results.jsonl"
+ENV_FILE = "env.json"  # the machine a run was measured on (ios_bench.runfolder writes it)
 # ok: ran and its output matched the oracle (before and after timing); wrong: ran and was timed,
 # but an output check failed (kept out of every aggregate); failed: did not run; skipped: could not.
 REQUIRED = _record.required()
@@ -191,12 +193,69 @@ flatten = _record.flatten
 def load(path: str | os.PathLike, on_problem: Callable[[str], None] | None = None):
     """One call: a run folder (or its results.jsonl) -> pandas DataFrame, one row per cell
     (all timing samples in ``samples_ms``; summary statistics, check and status as columns)."""
-    import pandas as pd
+    return Run(Path(path), read_records(path, on_problem), {}, []).frame()
 
-    rows = [flatten(r) for r in read_records(path, on_problem)]
-    df = pd.DataFrame(rows)
-    for col in COLUMNS:
-        if col not in df.columns:
-            df[col] = None
-    front = [c for c in COLUMNS if c in df.columns]
-    return df[front + [c for c in df.columns if c not in front]]
+
+# ---- the one loader: report, compare and experiments read a run folder through it ----------------
+
+# columns every report table reads, present (empty) even when no record has them
+_FRAME_COLUMNS = ("cell", "model", "batch_size", "framework", "device", "status", "median_ms", "std_ms", "p10_ms",
+                  "p90_ms", "throughput", "throughput_p10", "throughput_p90", "check_passed", "reason", "label",
+                  "schedule", "build_seconds", "precision", "check_max_rel_err", "optimize_seconds", "stderr_tail",
+                  "provider", "predicted_ms", "sequential_ms", "between_round_cv", "unstable", "rounds_used",
+                  "rounds_measured", "rounds_disturbed", "same_schedule_as", "ci_low_ms", "ci_high_ms",
+                  "peak_rss_mib", "sequential_ci_ms")
+
+
+@dataclass
+class Run:
+    """A run folder as read once: each cell's latest record (older schemas migrated; a record that
+    says ``ok`` without a passed check is ``wrong``), its environment and what was wrong with the
+    files (corrupt lines, a corrupt env.json), never silently."""
+
+    folder: Path
+    records: list[dict]
+    env: dict
+    problems: list[str]
+
+    def frame(self):
+        """One row per cell (pandas), objects flattened (:func:`flatten`); numeric columns as floats
+        (absent values NaN), every column a report reads present."""
+        import pandas as pd
+
+        df = pd.DataFrame([flatten(r) for r in self.records])
+        for col in (*_FRAME_COLUMNS, *COLUMNS):
+            if col not in df.columns:
+                df[col] = None
+        numeric = [f.name for f in _record.FIELDS if f.kind in ("number",) and f.name in df.columns]
+        for col in (*numeric, "check_max_rel_err"):
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+        front = [c for c in COLUMNS if c in df.columns]
+        return df[front + [c for c in df.columns if c not in front]]
+
+
+def load_run(folder: str | os.PathLike) -> Run:
+    """Read a run folder (:class:`Run`). Raises ``InputError`` for a folder that is not a run."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a run folder")
+    if not (folder / RESULTS_FILE).exists():
+        raise InputError(f"{folder}: no {RESULTS_FILE} (not a run folder, or no cell has finished yet)")
+    problems: list[str] = []
+    latest: dict[str, dict] = {}
+    for r in read_records(folder, on_problem=problems.append):
+        if r.get("status") == "ok" and not (r.get("check") or {}).get("passed", False):
+            r = {**r, "status": "wrong"}  # records written before the "wrong" status existed
+        latest.pop(r["cell"], None)  # a retried cell: its latest attempt, in the order cells finished
+        latest[r["cell"]] = r
+    env: dict = {}
+    env_path = folder / ENV_FILE
+    if env_path.exists():
+        try:
+            env = json.loads(env_path.read_bytes())
+        except (ValueError, RecursionError) as e:
+            problems.append(f"{env_path}: corrupt ({type(e).__name__}: {str(e)[:80]}); environment not shown")
+        if not isinstance(env, dict):
+            problems.append(f"{env_path}: corrupt (not a JSON object); environment not shown")
+            env = {}
+    return Run(folder, list(latest.values()), env, problems)

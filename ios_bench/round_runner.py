@@ -78,14 +78,13 @@ class RoundRunner:
         scheds = optimize_schedules(ctx, [c for c in cells if c.schedule])
         for cell in [c for c in cells if c.schedule and "failed" in scheds[c.key]]:
             info = scheds[cell.key]
-            done.append((cell, {**self.records.base(cell), "status": "failed", "reason": info["failed"],
-                                "stderr_tail": info.get("stderr_tail", ""), "finished": now()}))
+            done.append((cell, self.records.unmeasured(cell, "failed", info["failed"],
+                                                       stderr_tail=info.get("stderr_tail", ""))))
         cells = [c for c in cells if not (c.schedule and "failed" in scheds[c.key])]
         for cell in [c for c in cells if c.scenario == "server" and scenario_cells.needs_bound_cells(plan)]:
             bound = self.bounds.get(scenario_cells.bound_key(cell), "no single-stream cell was measured")
             if isinstance(bound, str):
-                done.append((cell, {**self.records.base(cell), "status": "failed", "reason": bound,
-                                    "finished": now()}))
+                done.append((cell, self.records.unmeasured(cell, "failed", bound)))
         cells = [c for c in cells if not (c.scenario == "server" and scenario_cells.needs_bound_cells(plan)
                                           and isinstance(self.bounds.get(scenario_cells.bound_key(c), ""), str))]
         same = same_schedules(cells, scheds)

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ios_core import stats
 from ios_core.interference import THRESHOLDS, canary_ms, judge
+from ios_core.stats import robust_spread
 
 AUTO = "auto"
 MIN_AUTO_ROUNDS = 3  # --rounds auto starts with this many rounds per cell
@@ -38,8 +40,7 @@ def round_order(keys: Sequence[str], round_index: int, seed: int, group: str) ->
 
 def usual_canary(rounds: Sequence[dict]) -> float | None:
     """The run's usual canary time: the median over every round's canary."""
-    vals = [c for r in rounds if (c := canary_ms(r.get("interference") or {})) is not None]
-    return float(np.median(vals)) if vals else None
+    return stats.median_or_none(canary_ms(r.get("interference") or {}) for r in rounds)
 
 
 def judge_rounds(rounds: Sequence[dict], canary_ref: float | None) -> None:
@@ -47,6 +48,16 @@ def judge_rounds(rounds: Sequence[dict], canary_ref: float | None) -> None:
     for r in rounds:
         if r.get("status") == "ok":
             r["disturbed"] = judge(r.get("interference") or {}, canary_ref)
+
+
+def round_median(samples_ms: Sequence[float]) -> float:
+    """One round's figure: the median of its samples (a cell's figure is the median of these)."""
+    return stats.median(samples_ms)
+
+
+def figure_over_rounds(groups: Sequence[Sequence[float]]) -> float:
+    """A cell's figure from its rounds' samples: the median of the round medians."""
+    return stats.median(round_median(g) for g in groups if len(g))
 
 
 def good_rounds(rounds: Sequence[dict]) -> list[dict]:
@@ -87,15 +98,13 @@ def summarize(rounds: Sequence[dict], confidence: float = 0.95, seed: int = 0) -
                  "rounds_disturbed": sum(1 for r in rounds if r.get("status") == "ok" and r.get("disturbed"))}
     if not good:
         return out
-    meds = np.array([float(np.median(r["samples_ms"])) for r in good])
-    figure = float(np.median(meds))
-    out["median_ms"] = figure
+    meds = np.array([round_median(r["samples_ms"]) for r in good])
+    figure = stats.median(meds)
     calls = np.concatenate([np.asarray(r.get("call_ms") or r["samples_ms"], dtype=np.float64) for r in good])
     samples = np.concatenate([np.asarray(r["samples_ms"], dtype=np.float64) for r in good])
-    p10, p90, p99 = (float(v) for v in np.percentile(calls, [10, 90, 99]))
-    out.update(mean_ms=float(np.mean(calls)), std_ms=float(np.std(samples, ddof=1)) if samples.size > 1 else 0.0,
-               min_ms=float(np.min(calls)), max_ms=float(np.max(calls)), p10_ms=p10, p90_ms=p90, p99_ms=p99,
-               samples_ms=[float(v) for v in samples])
+    pooled = stats.summary(calls, spread_of=samples)  # percentiles over single calls, spread over samples
+    pooled.pop("calls")
+    out.update(pooled, median_ms=figure, samples_ms=[float(v) for v in samples])
     cv = float(np.std(meds, ddof=1) / figure) if len(meds) > 1 and figure > 0 else None
     out["round_medians_ms"] = [float(v) for v in meds]
     out["between_round_cv"] = cv
@@ -124,21 +133,6 @@ def needs_more(summary: dict, target_ci_pct: float) -> bool:
     return half is None or not math.isfinite(half) or half > target_ci_pct
 
 
-# Croux & Rousseeuw's (1992) small-sample factors for the MAD of n = 2..9 values (as in R's
-# robustbase): with 3 values the MAD is the smaller of two deviations and reads ~1.5x too low
-MAD_SMALL_SAMPLE = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
-
-
-def robust_spread(values: np.ndarray) -> float:
-    """The standard deviation of ``values`` estimated robustly: 1.4826 x their median absolute
-    deviation, with the small-sample factor (``n / (n - 0.8)`` beyond 9 values)."""
-    n = values.size
-    if n < 2:
-        return 0.0
-    factor = MAD_SMALL_SAMPLE.get(n, n / (n - 0.8))
-    return factor * 1.4826 * float(np.median(np.abs(values - np.median(values))))
-
-
 def _robust_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     """The spread of one run's round medians of a cell on a log scale, and the number of rounds.
     Robust (:func:`robust_spread`), like the figure, so one slow round moves neither; at least the
@@ -146,9 +140,9 @@ def _robust_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     their robust spread / sqrt(n)), so rounds that happen to agree exactly do not promise a
     zero-width interval."""
     rounds = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
-    scale = robust_spread(np.log([np.median(r) for r in rounds]))
+    scale = robust_spread(np.log([round_median(r) for r in rounds]))
     within = [1.2533 * robust_spread(np.log(r)) / math.sqrt(r.size) for r in rounds if r.size > 1]
-    return max(scale, float(np.median(within)) if within else 0.0), len(rounds)
+    return max(scale, stats.median(within) if within else 0.0), len(rounds)
 
 
 def pooled_scale(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
@@ -184,13 +178,13 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
     if prior is not None and prior[1] > 0:
         s0, d0 = prior
         scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
-    fa = float(np.median([np.median(r) for r in a]))
-    fb = float(np.median([np.median(r) for r in b]))
+    fa = figure_over_rounds(a)
+    fb = figure_over_rounds(b)
     half = float(stats.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale * math.sqrt(1 / ka + 1 / kb)
     centre = math.log(fb / fa)
     return fb / fa - 1.0, math.expm1(centre - half), math.expm1(centre + half)
 
 
-__all__ = ["AUTO", "THRESHOLDS", "good_rounds", "hierarchical_bootstrap", "interval", "judge_rounds",
-           "needs_more", "pooled_scale", "ratio_interval", "robust_spread", "round_order", "summarize",
-           "unstable_reason", "usual_canary"]
+__all__ = ["AUTO", "THRESHOLDS", "figure_over_rounds", "good_rounds", "hierarchical_bootstrap", "interval",
+           "judge_rounds", "needs_more", "pooled_scale", "ratio_interval", "robust_spread", "round_median",
+           "round_order", "summarize", "unstable_reason", "usual_canary"]

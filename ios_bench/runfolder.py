@@ -27,10 +27,10 @@ from ios_core.atomic import atomic_write, atomic_write_json
 
 from .cells import safe_name
 from .errors import InputError
+from .results import ENV_FILE  # noqa: F401 - the run folder's layout (re-exported)
 
 PLAN_FILE = "plan.json"
 LOCK_FILE = ".lock"
-ENV_FILE = "env.json"
 ROUNDS_DIR = "rounds"
 SUBFOLDERS = ("refs", "schedules", "logs", "work", ROUNDS_DIR)
 

@@ -49,6 +49,7 @@ from .plan import (
     ios_options_problem,
 )
 from .probing import merge_probes  # noqa: F401 - re-exported (ios_bench.sweep.merge_probes)
+from .record import CellResult
 from .references import references
 from .results import Store, check_record
 from .round_runner import RoundRunner
@@ -422,9 +423,7 @@ class Sweep:
         def store(cell: Cell, record: dict) -> None:
             problem = check_record(record)
             if problem:  # never lose a cell (nor crash the sweep) over a malformed worker result
-                record = {k: record[k] for k in ("cell", "model", "batch_size", "framework", "device", "label",
-                                                 "started", "log", "node", "attempt") if k in record}
-                record.update(status="failed", reason=f"invalid result from the worker: {problem}", finished=now())
+                record = CellResult.invalid(record, problem)
             self.store.append(record)
             self.run_folder.clear_rounds(cell.key)
             stats["ran"] += 1
@@ -436,7 +435,7 @@ class Sweep:
             self.say(f"[{count[0]}/{total}] {describe(record)}")
 
         def unmeasured(cell: Cell, status: str, reason: str, **more) -> None:
-            store(cell, {**records.base(cell), "status": status, "reason": reason, **more, "finished": now()})
+            store(cell, records.unmeasured(cell, status, reason, **more))
 
         with progress:
             bar = progress.add_task("sweep", total=sum(c.weight for c in todo) * target or 1,

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from ios_bench.record import jsonable
+from ios_bench.record import RoundResult, jsonable
 from ios_core.threads import THREAD_VARS, apply_spin_policy, thread_env  # noqa: F401 - re-exported
 
 PARENT_ENV = "IOS_BENCH_PARENT_PID"
@@ -474,18 +474,15 @@ def task_cell(spec: dict, result: dict) -> dict:
         from .device_memory import gpu_memory
 
         result["gpu_memory"] = gpu_memory(compiled, spec["device"])
-    result["interference"] = window.figures
     result["phase"] = "check"
     after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
-    result["check"] = combined_check(before, after)
+    check = combined_check(before, after)
     if source is not None:
-        result["check"]["source"] = source.to_dict()
+        check["source"] = source.to_dict()
+    result.update(RoundResult.measured(m, check, window.figures))
     independent = independent_check(original, spec, source)
     if independent is not None:
         result["independent_check"] = independent
-    result.update(m.summary())
-    result["clock"] = m.meta.get("clock")
-    result["samples_ms"] = m.samples_ms
     if spec.get("sequential_baseline"):
         _sequential_baseline(spec, result, adapter, original, options, x)
     result["status"] = "ok" if result["check"]["passed"] else "wrong"
@@ -535,7 +532,9 @@ def _sequential_baseline(spec: dict, result: dict, adapter, original, options: d
     if result.get("clock") is not None and m.meta.get("clock") != result["clock"]:
         raise RuntimeError(f"the sequential baseline was timed on {m.meta.get('clock')}, the schedule on "
                            f"{result['clock']}: not comparable")
-    result["sequential_ms"] = float(sorted(m.samples_ms)[len(m.samples_ms) // 2])
+    from .rounds import round_median
+
+    result["sequential_ms"] = round_median(m.samples_ms)  # the same statistic as the cell's figure
     result["sequential_clock"] = m.meta.get("clock")
 
 
@@ -572,7 +571,13 @@ def _read_json(path: str) -> dict | None:
         return None
 
 
+# the frameworks' top-level modules; a worker records which it imported (``frameworks_imported``):
+# none but those its cell runs (an IOS cell on ONNX Runtime kernels imports no torch)
+FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "onnxruntime", "openvino", "tvm", "tensorrt", "cupy")
+
+
 def _threads_seen(result: dict) -> None:
+    result["frameworks_imported"] = [m for m in FRAMEWORK_MODULES if m in sys.modules]
     if "torch" in sys.modules:
         try:
             result["torch_threads"] = sys.modules["torch"].get_num_threads()

@@ -33,9 +33,9 @@ def test_same_schedule_is_never_called_slower(tmp_path):
     # a different schedule slower only inside its interval: not flagged; clearly slower: flagged
     store.append(_ios("ios-greedy", 10.3, 10.0, ci_low_ms=9.9, ci_high_ms=10.6))
     store.append(_ios("ios-merge", 12.0, 10.0, ci_low_ms=11.5, ci_high_ms=12.5))
-    from ios_bench.report import load_run
+    from ios_bench.results import load_run
 
-    df, _, _ = load_run(run)
+    df = load_run(run).frame()
     assert [r["framework"] for r in slower_than_sequential(df)] == ["ios-merge"]
     md = write_report(run, tmp_path / "rep")["md"].read_text()
     assert "same schedule as IOS-Sequential" in md and "(= IOS-Sequential)" in md
@@ -205,7 +205,7 @@ def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
     flagged = slower_than_sequential(df)
     assert [r["framework"] for r in flagged] == ["ios-both"]
     md = ios_table(df, "cpu", 1).md()
-    assert "| m | IOS-Both | torch | 12.000 | 8.000 | -33.3% | 10.000 | 0.83x | " + SLOWER_FLAG in md
+    assert "| m | IOS-Both | torch | 12.00 | 8.000 | -33.3% | 10.00 | 0.83x | " + SLOWER_FLAG in md
     # Markdown cells escape Markdown syntax (ios_bench/escape.md): the brackets render as [openvino]
     assert r"| m | IOS-Both\[openvino\] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | ok |" in md
     assert "Mean absolute prediction error: 17.8% over 3 cells" in md

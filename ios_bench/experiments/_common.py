@@ -9,14 +9,16 @@ labelled :data:`PUBLISHED_LABEL`.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+
+from ios_core.stats import geomean  # noqa: F401 - for the recipes
 
 from ..escape import file_part  # noqa: F401 - for the recipes' figure names
 from ..numbers import decimals, fmt  # noqa: F401 - fmt: for the recipes
 from ..plan import Plan
+from ..record import CellResult
 from ..report import Table
-from ..results import Store
+from ..results import load_run
 from .base import Context
 
 PUBLISHED_LABEL = "published (V100, not measured here)"
@@ -78,7 +80,7 @@ def models(ctx: Context, full: list[str], reference: list[str], quick: list[str]
 
 def records(folder: Path) -> list[dict]:
     """Each cell's latest record in a run folder (in the order they finished)."""
-    return list(Store(folder).latest().values())
+    return load_run(folder).records
 
 
 def find(recs: list[dict], **match) -> dict | None:
@@ -90,12 +92,12 @@ def find(recs: list[dict], **match) -> dict | None:
 
 
 def passed(rec: dict | None) -> bool:
-    return bool(rec) and rec.get("status") == "ok" and bool((rec.get("check") or {}).get("passed"))
+    return bool(rec) and CellResult(rec).passed
 
 
 def ms(rec: dict | None) -> float | None:
     """A correct cell's median latency (ms); None for anything else."""
-    return float(rec["median_ms"]) if passed(rec) else None
+    return CellResult(rec).median_ms if rec else None
 
 
 def cell(rec: dict | None, metric: str = "ms") -> str:
@@ -114,12 +116,8 @@ def cell(rec: dict | None, metric: str = "ms") -> str:
         lo, hi = rec.get("throughput_p10", tp), rec.get("throughput_p90", tp)
         d = decimals(tp)
         return f"{tp:,.{d}f} ({lo:,.{d}f}-{hi:,.{d}f}) {mark}"
-    v = float(rec["median_ms"])
-    cv = rec.get("between_round_cv")
     # over rounds: ± the spread between rounds (fresh processes); one round: ± the samples' std
-    sd = float(cv) * v if isinstance(cv, (int, float)) else float(rec.get("std_ms") or 0.0)
-    d = decimals(v)
-    return f"{v:,.{d}f} ±{sd:,.{d}f}{' (unstable)' if rec.get('unstable') and cv is not None else ''} {mark}"
+    return f"{CellResult(rec).figure_text()} {mark}"
 
 
 def sequential(rec: dict | None) -> str:
@@ -144,11 +142,6 @@ def search_seconds(rec: dict | None) -> float | None:
 
 def published(v: float | None, unit: str = "") -> str:
     return "-" if v is None else f"{v:g}{unit}"
-
-
-def geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def table(title: str, headers: list[str], rows: list[list[str]], note: str = "") -> str:

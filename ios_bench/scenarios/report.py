@@ -18,19 +18,10 @@ from pathlib import Path
 
 from ..cells import label
 from ..escape import file_part, plot_text
+from ..numbers import fmt
 from .summary import HIGHER_IS_BETTER
 
 TITLES = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "offline": "Offline", "server": "Server"}
-
-
-def _f(v, digits: int = 3) -> str:
-    if not isinstance(v, (int, float)) or v != v:
-        return "-"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.{digits}g}" if abs(v) < 1 else f"{v:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def _figure(r: dict) -> str:
@@ -38,7 +29,7 @@ def _figure(r: dict) -> str:
     if fig is None:
         return "no valid QPS" if r.get("scenario") == "server" else "-"
     cv = r.get("scenario_cv")
-    text = f"{_f(fig)} {r.get('scenario_unit', '')}" + (f" ±{cv:.1%}" if isinstance(cv, (int, float)) else "")
+    text = f"{fmt(fig)} {r.get('scenario_unit', '')}" + (f" ±{cv:.1%}" if isinstance(cv, (int, float)) else "")
     return text + (" (unstable)" if r.get("unstable") else "")
 
 
@@ -110,9 +101,9 @@ def _every_config(table_cls, scenario, device, bs, sub, unit, reduced):
         if r["status"] in ("failed", "skipped"):
             out += f": {str(r.get('reason') or '')[:80]}"
         rows.append([r["model"], label(r["framework"]), _config(r), _figure(r) if r["status"] in ("ok", "wrong")
-                     else "-", _verdict(r), _f(lgr.get("samples_per_s")), _f(lgr.get("p50_ms")),
-                     _f(lgr.get("p90_ms")), _f(lgr.get("p99_ms")), _f(lgr.get("max_ms")),
-                     str(lgr.get("query_count") or "-"), _f(lgr.get("duration_s")), out])
+                     else "-", _verdict(r), fmt(lgr.get("samples_per_s")), fmt(lgr.get("p50_ms")),
+                     fmt(lgr.get("p90_ms")), fmt(lgr.get("p99_ms")), fmt(lgr.get("max_ms")),
+                     str(lgr.get("query_count") or "-"), fmt(lgr.get("duration_s")), out])
     what = {"single-stream": "the p90 latency of one request at a time",
             "multi-stream": "the target-percentile latency of a query of several samples",
             "offline": "samples per second with every sample in one query",

@@ -18,15 +18,6 @@ from pathlib import Path
 import numpy as np
 
 
-def _summary(samples: list[float]) -> dict:
-    if not samples:
-        return {}
-    a = np.asarray(samples, dtype=np.float64)
-    p10, p90 = np.percentile(a, [10, 90])
-    return {"median_ms": float(np.median(a)), "std_ms": float(np.std(a, ddof=1)) if a.size > 1 else 0.0,
-            "p10_ms": float(p10), "p90_ms": float(p90), "calls": int(a.size)}
-
-
 def _estimate_ms(program, prepared, calls: int = 5, warmup: int = 2) -> float:
     """One request's latency (median of a few back-to-back calls): LoadGen's hints only."""
     for _ in range(warmup):
@@ -45,9 +36,10 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     """``precision_problem(adapter, info) -> str | None``: the worker's one precision rule."""
     from ios_core.check import combined_check, compare
     from ios_core.interference import Window
+    from ios_core.measure import Measurement
     from ios_core.threads import resolve_threads
 
-    from ..record import jsonable
+    from ..record import RoundResult, jsonable
     from .concurrency import build_engine
     from .loadgen import run_test
     from .server import bisect, loadgen_peak, try_record
@@ -120,7 +112,6 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
             result["server"] = {"search": settings.get("server_search", "bisect"), "latency_bound_ms": bound,
                                 "bound_from": sc.get("bound_from"), "capacity_estimate_qps": capacity,
                                 "max_valid_qps": best["qps"] if best else None, "tries": tries}
-    result["interference"] = window.figures
     result["phase"] = "check"
     after = None
     checked = 0
@@ -134,12 +125,12 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
                                                     f"response to QSL sample {sample}: {c.reason}")
     if after is None:
         after = type(before)(False, 0.0, 0.0, tolerance, "no response was checked")
-    result["check"] = combined_check(before, after)
-    result["check"]["responses_checked"] = checked
+    check = combined_check(before, after)
+    check["responses_checked"] = checked
     result["loadgen"] = main["loadgen"]
-    result["samples_ms"] = [float(v) for v in main["latencies_ms"]]
-    result.update(_summary(result["samples_ms"]))
-    result.update(repeat=len(result["samples_ms"]), number=1, warmup=0)
+    # the SUT's per-sample latencies of the test that gives the figure, as one measurement
+    latencies = Measurement(samples_ms=[float(v) for v in main["latencies_ms"]], number=1, warmup=0)
+    result.update(RoundResult.measured(latencies, check, window.figures))
     if failed:
         result.pop("phase", None)
         result.update(status="failed", reason=f"{failed} request(s) failed during the LoadGen test")

@@ -5,7 +5,7 @@ median over the undisturbed rounds, with their spread, as for every cell (``ios_
 
 from __future__ import annotations
 
-import numpy as np
+from ios_core import stats
 
 from ..escape import term
 from ..numbers import fmt
@@ -48,15 +48,15 @@ def scenario_fields(scenario: str, rounds: list[dict], batch_size: int) -> dict:
     if scenario == "server":
         rates = [f for _, f in figures]
     if rates:
-        out["throughput"] = float(np.median(rates)) * batch_size
+        out["throughput"] = stats.median(rates) * batch_size
     if not figures:
         out["loadgen"] = used[-1]["loadgen"]
         out["server"] = _server(used[-1])
         return out
-    values = np.array([f for _, f in figures])
-    figure = float(np.median(values))
+    values = [f for _, f in figures]
+    figure = stats.median(values)
     out["scenario_figure"] = figure
-    out["scenario_cv"] = float(np.std(values, ddof=1) / figure) if len(values) > 1 and figure else None
+    out["scenario_cv"] = stats.std(values) / figure if len(values) > 1 and figure else None
     nearest = min(figures, key=lambda rf: abs(rf[1] - figure))[0]
     out["loadgen"] = nearest["loadgen"]
     if scenario == "server":
