@@ -5,9 +5,9 @@ the sequential schedule."""
 
 from __future__ import annotations
 
-from .cells import Cell, label, node_env_path, schedule_key
+from .cells import Cell, build_options, label, node_env_path, schedule_key
 from .executors import Task
-from .plan import DEFAULT_IOS_PROVIDER, Plan, adapter_options, optimized_for
+from .plan import DEFAULT_IOS_PROVIDER, Plan, optimized_for
 from .record import SCHEMA, CellResult, RoundResult, now
 from .scenarios import cells as scenario_cells
 from .schedules import schedule_fields
@@ -32,7 +32,8 @@ class CellRecords:
         """What every record of the cell says, measured or not."""
         plan = self.plan
         return {"schema": SCHEMA, "cell": cell.key, "model": cell.model, "batch_size": cell.batch_size,
-                "framework": cell.framework, "label": label(cell.framework),
+                "framework": cell.framework,
+                "label": label(cell.framework) + (f" [{cell.side}]" if cell.side else ""),
                 "kind": "ios" if cell.schedule else "framework",
                 "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
                 **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),
@@ -40,7 +41,8 @@ class CellRecords:
                    if cell.schedule and plan.ios_options else {}),
                 "threads": plan.threads, "seed": plan.seed, "input_seed": plan.input_seed, "started": now(),
                 "round_seed": plan.round_seed,
-                **({"options": o} if (o := adapter_options(plan, cell.framework, cell.adapter)) else {}),
+                **({"options": o} if (o := build_options(plan, cell)) else {}),
+                **({"variant": cell.variant, "side": cell.side} if cell.side else {}),
                 **({"attempt": self.attempts[cell.key] + 1} if cell.key in self.attempts else {}),
                 **scenario_cells.record_fields(cell, plan)}
 

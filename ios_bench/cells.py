@@ -62,10 +62,18 @@ class Cell:
     scenario: str | None = None
     instances: int | None = None
     instance_threads: int | None = None
+    # an ``ios-bench ab`` cell (ios_bench.ab): its side (A or B, part of its key), the build options
+    # of its side (over the plan's) and the pair it belongs to (the same framework on the other side)
+    side: str | None = None
+    side_options: dict | None = None
+    pair: str | None = None
 
     @property
     def variant(self) -> str | None:
-        """``offline:2x1`` for a scenario cell (part of its key), None for a latency cell."""
+        """``offline:2x1`` for a scenario cell, ``A``/``B`` for an ``ab`` cell (part of its key);
+        None for a latency cell of a plain sweep."""
+        if self.side:
+            return self.side
         if not self.scenario:
             return None
         return f"{self.scenario}:{self.instances}x{self.instance_threads}"
@@ -76,12 +84,16 @@ class Cell:
 
     @property
     def group(self) -> str:
-        """Its (model, batch, device) group: the cells whose rounds are interleaved with its own."""
+        """Its (model, batch, device) group: the cells whose rounds are interleaved with its own
+        (an ``ab`` sweep's: both sides of every pair at that batch size and device)."""
+        if self.pair:
+            return f"ab|b{self.batch_size}|{self.device}"
         return f"{self.model}|b{self.batch_size}|{self.device}"
 
     @property
     def file_stem(self) -> str:
         tail = f"-{self.scenario}-{self.instances}x{self.instance_threads}" if self.scenario else ""
+        tail += f"-{self.side}" if self.side else ""
         return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}{tail}")
 
 
@@ -136,6 +148,14 @@ class CellSpec:
         if unknown:
             raise ValueError(f"cell spec: unknown field(s) {', '.join(unknown)}")
         return cls(**d)
+
+
+def build_options(plan, cell: Cell) -> dict:
+    """A cell's adapter build options: the plan's (``ios_bench.plan.adapter_options``), then its
+    ``ab`` side's over them."""
+    from .plan import adapter_options
+
+    return {**adapter_options(plan, cell.framework, cell.adapter), **(cell.side_options or {})}
 
 
 def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:

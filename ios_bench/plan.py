@@ -97,6 +97,9 @@ class Plan:
     scenario_settings: dict = field(default_factory=dict)
     quick: bool = False
     instances: list[int] | None = None
+    # an ``ios-bench ab`` sweep's sides (ios_bench.ab): {"mode": "models" | "options", "a": {"model",
+    # "options", "schedule"}, "b": {...}}; None for a plain sweep
+    ab: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -179,6 +182,8 @@ _PLAN_TYPES = {
     "scenario": (lambda v: v in _scenarios(), "one of latency, single-stream, multi-stream, offline, server"),
     "scenario_settings": (lambda v: isinstance(v, dict), "an object of scenario settings"),
     "quick": (lambda v: isinstance(v, bool), "true or false"),
+    "ab": (lambda v: v is None or isinstance(v, dict) and v.get("mode") in ("models", "options")
+           and all(isinstance(v.get(s), dict) for s in ("a", "b")), "null or the sides of an ab sweep"),
     "instances": (lambda v: v is None or isinstance(v, list) and bool(v) and all(_is_int(n, 1) for n in v),
                   "null or a list of positive integers"),
 }

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 
 from .cell_records import CellRecords, now, round_record, sequential_figures
-from .cells import Cell, CellSpec, label, ref_file, schedule_key, util_file
+from .cells import Cell, CellSpec, build_options, label, ref_file, schedule_key, util_file
 from .context import SweepContext
 from .escape import term
 from .executors import Task, device_kind
-from .plan import DEFAULT_IOS_PROVIDER, adapter_options
+from .plan import DEFAULT_IOS_PROVIDER
 from .references import model_inputs
 from .rounds import (
     AUTO,
@@ -70,6 +70,28 @@ class RoundRunner:
         budget = self.ctx.plan.time_budget
         return budget is None or time.monotonic() - self.t_measure < budget
 
+    def order(self, keys: list[str], group: str) -> list[str]:
+        """The order the cells ``keys`` of ``group`` run in this pass (shuffled from the seed)."""
+        return round_order(keys, self.passes, self.ctx.plan.round_seed, group)
+
+    def wanted(self, cell: Cell, rounds: dict[str, list[dict]], stopped: dict[str, dict]) -> bool:
+        """Whether ``cell`` gets a round in this pass (``rounds``: each measured cell's rounds so
+        far; ``stopped``: the cells a failed round ended)."""
+        plan = self.ctx.plan
+        if cell.key in stopped:
+            return False
+        rs = rounds[cell.key]
+        good = [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")]
+        if plan.rounds != AUTO:
+            if len(good) >= plan.rounds or len(rs) >= plan.rounds + plan.max_reruns:
+                return False
+            return bool(good) is False or self.budget_left()
+        if len(rs) >= MAX_AUTO_ROUNDS + plan.max_reruns or len(good) >= MAX_AUTO_ROUNDS:
+            return False
+        if len(good) < MIN_AUTO_ROUNDS:
+            return not good or self.budget_left()
+        return self.budget_left() and needs_more(summarize(rs), plan.target_ci)
+
     def measure(self, groups: dict[str, list[Cell]], refs: dict, observe) -> list[tuple[Cell, dict]]:
         """Every round of the cells of ``groups``; returns each cell's finished record."""
         ctx, plan = self.ctx, self.ctx.plan
@@ -101,29 +123,15 @@ class RoundRunner:
         by_key = {c.key: c for c in measured}
         started: dict[str, str] = {}
 
-        def wanted(cell: Cell) -> bool:
-            if cell.key in stopped:
-                return False
-            rs = rounds[cell.key]
-            good = [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")]
-            if plan.rounds != AUTO:
-                if len(good) >= plan.rounds or len(rs) >= plan.rounds + plan.max_reruns:
-                    return False
-                return bool(good) is False or self.budget_left()
-            if len(rs) >= MAX_AUTO_ROUNDS + plan.max_reruns or len(good) >= MAX_AUTO_ROUNDS:
-                return False
-            if len(good) < MIN_AUTO_ROUNDS:
-                return not good or self.budget_left()
-            return self.budget_left() and needs_more(summarize(rs), plan.target_ci)
-
         while True:
-            todo = {g: [c.key for c in cs if c.key in by_key and wanted(by_key[c.key])] for g, cs in groups.items()}
+            todo = {g: [c.key for c in cs if c.key in by_key and self.wanted(by_key[c.key], rounds, stopped)]
+                    for g, cs in groups.items()}
             todo = {g: ks for g, ks in todo.items() if ks}
             if not todo:
                 break
             tasks = []
             for group, keys in todo.items():
-                for pos, key in enumerate(round_order(keys, self.passes, plan.round_seed, group)):
+                for pos, key in enumerate(self.order(keys, group)):
                     cell = by_key[key]
                     tasks.append(self.round_task(cell, refs[(cell.model, cell.batch_size)], scheds.get(key),
                                                  len(rounds[key]), pos))
@@ -188,7 +196,7 @@ class RoundRunner:
                         result_path=f"work/{stem}.r{index}.result.json", warmup=plan.warmup, number=plan.number,
                         repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, precision=plan.precision,
                         spin_policy=plan.spin_policy, input_sha1=ref.get("input_sha1"), round=index,
-                        options=adapter_options(plan, cell.framework, cell.adapter))
+                        options=build_options(plan, cell))
         spec = spec.to_dict()
         inputs = [spec["ref_path"], spec["input_path"]] + model_inputs(folder, spec, cell.model_spec)
         source_ref = ref_file(cell.model, cell.batch_size, "source.npy")

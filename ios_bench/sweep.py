@@ -65,6 +65,8 @@ class MaxTimeReached(Exception):
 
 
 class Sweep:
+    runner_class = RoundRunner  # the round protocol (ios_bench.ab's pairs its cells)
+
     def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
                  progress: bool = True, executor: Executor | None = None, retry_failed: bool = False,
                  max_time: float | None = None):
@@ -460,7 +462,7 @@ class Sweep:
             # one group at a time per node (a fleet measures as many groups at once as it has nodes)
             width = 1 if self.ctx.local else max(1, len(self.executor.nodes))
             names = list(groups)
-            runner = RoundRunner(self.ctx, records, getattr(self, "_cell_keys", set()), self.check_time,
+            runner = self.runner_class(self.ctx, records, getattr(self, "_cell_keys", set()), self.check_time,
                                  advance=lambda weight: progress.advance(bar, weight),
                                  show=lambda text: progress.update(bar, description=text), bounds={},
                                  first_pass=self._passes)

@@ -7,7 +7,8 @@ schedule), ``test-lowprec`` reports bf16 and declares a loose tolerance, ``test-
 fp32 but declares a loose tolerance (both 1 % off), ``test-raise`` fails to build (unless
 ``TEST_RAISE_OK`` is set), ``test-crash`` segfaults in the timed call, ``test-hang`` hangs in the
 timed call, ``test-probecrash`` segfaults when asked whether it is available, ``test-noflight``
-cannot keep several requests in flight (``concurrency=None``: LoadGen scenarios refuse it).
+cannot keep several requests in flight (``concurrency=None``: LoadGen scenarios refuse it),
+``test-delay`` computes the oracle and sleeps its build option ``delay_ms`` (``ios-bench ab``).
 ``TEST_SLOW_EXECUTE_S`` makes the reference adapters sleep in each timed call (to kill a sweep
 mid-way). ``TEST_REFERENCE_FAIL_BATCH=N`` makes the oracle raise MemoryError at batch size N (a
 reference that fails at one batch size only); ``TEST_AVAILABLE_MIB`` is the memory the sweep's
@@ -85,6 +86,26 @@ class _RefAdapter(Adapter):
         return _RefCompiled(graph, self.kind)
 
 
+class _DelayCompiled(_RefCompiled):
+    def __init__(self, graph, delay_ms: float):
+        super().__init__(graph, "ok")
+        self.delay_s = delay_ms / 1000
+
+    def execute(self, x):
+        y = super().execute(x)
+        if self.delay_s:
+            time.sleep(self.delay_s)  # real extra work in the timed call: B slower than A by this much
+        return y
+
+
+class _DelayAdapter(_RefAdapter):
+    """Computes the oracle, then sleeps ``delay_ms`` (a named build option: two configurations of one
+    framework for ``ios-bench ab``)."""
+
+    def _build(self, graph, batch_size, device, threads, delay_ms=0.0):
+        return _DelayCompiled(graph, float(delay_ms))
+
+
 class _NoFlight(_RefAdapter):
     """Computes the oracle but cannot keep several requests in flight (a LoadGen scenario refuses it)."""
 
@@ -134,10 +155,11 @@ RAISE = _RefAdapter("test-raise", "raise")
 CRASH = _RefAdapter("test-crash", "crash")
 HANG = _RefAdapter("test-hang", "hang")
 NOFLIGHT = _NoFlight("test-noflight")
+DELAY = _DelayAdapter("test-delay")
 for _name, _attr in [("test-ref", "REF"), ("test-ref2", "REF2"), ("test-wrong", "WRONG"), ("test-racy", "RACY"),
                      ("test-lowprec", "LOWPREC"), ("test-loose", "LOOSE"), ("test-raise", "RAISE"),
                      ("test-crash", "CRASH"), ("test-hang", "HANG"), ("test-probecrash", "PROBE_CRASH"),
-                     ("test-noflight", "NOFLIGHT")]:
+                     ("test-noflight", "NOFLIGHT"), ("test-delay", "DELAY")]:
     adapters.register(_name, f"tests.harness_plugin:{_attr}")
 
 __all__ = ["np"]

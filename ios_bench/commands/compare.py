@@ -26,27 +26,45 @@ def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     noise, or unstable (too few undisturbed rounds). A change is flagged only when its interval
     over rounds (a t interval on the log round medians, their robust spread moderated by the runs'
     typical spread) excludes zero and the change exceeds the noise threshold (docs/harness.md,
-    "Compare")."""
+    "Compare").
+
+    Two separate runs cannot show what the machine did between them: compare says how far apart
+    they were measured and each run's canary, and marks a regression or improvement within the
+    between-run drift an `ios-bench ab` run measured on this machine 'drift possible'. To decide
+    whether B is faster, measure both in one sweep: `ios-bench ab A B`."""
+    from ..compare import compare_runs
+    from ..drift import between_runs
+
+    result = compare_runs(run_a, run_b, threshold / 100 if threshold is not None else None, confidence)
+    between_runs(result, run_a, run_b)
+    show(result, fmt, confidence, fail_on_regression, {"run_a": str(run_a), "run_b": str(run_b)},
+         f"{run_a} -> {run_b} (median of the undisturbed rounds' medians)", "rounds")
+
+
+def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: dict, title: str,
+         rounds_col: str = "rounds") -> None:
+    """Print a :class:`~ios_bench.compare.Comparison` as ``compare`` does (``ab`` too): a table,
+    or json / csv on stdout with the summary on stderr; exit 1 with ``fail_on_regression`` when
+    a regression (or, for ``ab``, a failed side) is found. ``head``: the json's leading fields."""
     import json
 
     from rich.console import Console
     from rich.table import Table
 
     from ..cells import label
-    from ..compare import compare_runs
     from ..escape import csv_cell, term
 
-    result = compare_runs(run_a, run_b, threshold / 100 if threshold is not None else None, confidence)
     err = Console(stderr=True, soft_wrap=True)
     for p in result.problems:
         err.print(f"[yellow]warning:[/] {term(p)}", highlight=False)
     counts = result.counts()
-    regressions = [c for c in result.changes if c.verdict.startswith("regression")]
+    regressions = [c for c in result.changes if c.verdict.startswith(("regression", "failed"))]
     summary = (f"{len(result.changes)} cells: {counts['regression']} regression(s), {counts['improvement']} "
-               f"improvement(s), {counts['within noise']} within noise, {counts['unstable']} unstable; noise "
+               f"improvement(s), {counts['within noise']} within noise, {counts['unstable']} unstable"
+               + (f", {counts['failed']} failed" if counts.get("failed") else "") + "; noise "
                f"threshold {result.threshold:.1%} ({result.threshold_source})")
     if fmt == "json":
-        click.echo(json.dumps({"run_a": str(run_a), "run_b": str(run_b), "threshold": result.threshold,
+        click.echo(json.dumps({**head, "threshold": result.threshold,
                                "threshold_source": result.threshold_source, "confidence": confidence,
                                "typical_spread": result.typical_spread,
                                "counts": counts, "notes": result.notes,
@@ -65,20 +83,20 @@ def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     else:
         for note in result.notes:
             err.print(f"[yellow]note:[/] {term(note)}", highlight=False)
-        table = Table(title=term(f"{run_a} -> {run_b} (median of the undisturbed rounds' medians)"))
+        table = Table(title=term(title))
         ci = f"{confidence:.0%} CI"
-        numeric = ("batch", "A ms", "B ms", "rounds", "change", ci)
-        for col in ("model", "batch", "framework", "device", "A ms", "B ms", "rounds", "change", ci, "verdict"):
+        numeric = ("batch", "A ms", "B ms", rounds_col, "change", ci)
+        for col in ("model", "batch", "framework", "device", "A ms", "B ms", rounds_col, "change", ci, "verdict"):
             table.add_column(col, justify="right" if col in numeric else "left")
-        colors = {"regression": "red", "improvement": "green", "fixed": "green", "unstable": "yellow"}
+        colors = {"regression": "red", "failed": "red", "improvement": "green", "fixed": "green", "unstable": "yellow"}
         for c in result.changes:
             color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
-            text = term(c.verdict + (f" ({c.why})" if c.why and c.verdict == "unstable" else ""), False)
+            text = term(c.verdict + (f" ({c.why})" if c.why and c.verdict in ("unstable", "failed") else ""), False)
             verdict = f"[{color}]{text}[/]" if color else text
             table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
                           f"{c.median_a:.3f}" if c.median_a is not None else "-",
                           f"{c.median_b:.3f}" if c.median_b is not None else "-",
-                          f"{c.rounds_a}/{c.rounds_b}",
+                          f"{c.rounds_a}/{c.rounds_b}" if rounds_col == "rounds" else str(c.rounds_a),
                           f"{c.change:+.1%}" if c.change is not None else "-",
                           f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}]" if c.ci_low is not None else "-", verdict)
         out = Console()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -269,10 +270,7 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--instances", "instances", default=None, metavar="N,N|auto",
               help="With a LoadGen scenario: the requests-in-flight counts to try [default: auto, 1 to --threads].")
 @click.pass_context
-def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, warmup, number, repeat, rounds,
-            target_ci, time_budget, max_time, round_seed, min_sample_ms, threads, timeout, optimize_timeout, seed,
-            cost_model, lock_clocks, gpu_clock, out, resume, retry_failed, report_out, no_report, no_progress, executor,
-            ray_address, adapter_option, ios_option, sample_utilization, scenario, quick, scenario_setting, instances):
+def command(ctx, **kw):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
     worker process, output checked against the oracle, timed with the shared protocol, appended
     to runs/NAME/results.jsonl as it finishes; then write the report and print its path.
@@ -280,13 +278,48 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
     With no options: the quick CPU sweep (sample + squeezenet, batch 1, every available
     framework, IOS sequential/greedy/both). Full sweep: --models all --batch 1,16,32.
     """
+    setup = prepare(ctx, kw)
+    sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
+                  retry_failed=setup.retry_failed, executor=make_executor(setup.plan.executor, setup.plan.ray_address),
+                  max_time=kw["max_time"])
+    finish(sweep, setup)
+
+
+@dataclass
+class Setup:
+    """What :func:`prepare` makes of ``run``'s options: the plan, the run and report folders."""
+
+    plan: Plan
+    folder: Path
+    target: Path
+    resume: bool
+    retry_failed: bool
+    no_report: bool
+
+
+def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
+    """The plan and folders of a sweep from ``run``'s options (``kw``: the callback's keyword
+    arguments; ``models``: the model specs when the caller names them itself, as ``ab`` does),
+    every option checked (``InputError``: one line, nothing written)."""
     import json
 
-    from ..report import write_report
+    models_, batch, frameworks, schedules = kw.get("models_", ""), kw["batch"], kw["frameworks"], kw["schedules"]
+    ios_providers, device, warmup, number, repeat = (kw["ios_providers"], kw["device"], kw["warmup"], kw["number"],
+                                                     kw["repeat"])
+    rounds, target_ci, time_budget, round_seed = kw["rounds"], kw["target_ci"], kw["time_budget"], kw["round_seed"]
+    min_sample_ms, threads, timeout, optimize_timeout = (kw["min_sample_ms"], kw["threads"], kw["timeout"],
+                                                         kw["optimize_timeout"])
+    seed, cost_model, lock_clocks, gpu_clock = kw["seed"], kw["cost_model"], kw["lock_clocks"], kw["gpu_clock"]
+    out, resume, retry_failed = kw["out"], kw.get("resume", False), kw.get("retry_failed", False)
+    report_out, no_report, executor, ray_address = kw["report_out"], kw["no_report"], kw["executor"], kw["ray_address"]
+    adapter_option, ios_option, sample_utilization = kw["adapter_option"], kw["ios_option"], kw["sample_utilization"]
+    scenario, quick = kw.get("scenario", LATENCY), kw.get("quick", False)
+    scenario_setting, instances = kw.get("scenario_setting", ()), kw.get("instances")
 
     if threads is not None and executor != "ray":  # a Ray node's cores are checked on that node
         check_threads(threads, "--threads")
-    values = {"models": parse_models(models_), "batch": parse_int_list(batch, "batch size"),
+    values = {"models": models if models is not None else parse_models(models_),
+              "batch": parse_int_list(batch, "batch size"),
               "frameworks": parse_frameworks(frameworks) if frameworks is not None else None,
               "schedules": parse_schedules(schedules) if schedules is not None else None,
               "ios_providers": (parse_list(ios_providers, "IOS provider", ios_providers_registry())
@@ -357,17 +390,25 @@ def command(ctx, models_, batch, frameworks, schedules, ios_providers, device, w
                              "node instead (see docs/fleet.md)")
         if threads is None and "threads" in given:
             plan.threads = None  # every CPU of the node each cell runs on
-    sweep = Sweep(plan, folder, resume=resume, progress=not no_progress, retry_failed=retry_failed,
-                  executor=make_executor(plan.executor, plan.ray_address), max_time=max_time)
+    return Setup(plan, folder, target, resume, retry_failed, no_report)
+
+
+def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False) -> dict:
+    """Run ``sweep``, say what it did, write the report (unless ``--no-report``); exits 1 where
+    cells were left for ``--resume`` (lost nodes), 3 where ``--max-time`` was spent.
+    ``paths_to_stderr``: the report's paths go to stderr (``ab`` keeps stdout for its verdicts)."""
+    from ..report import write_report
+
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "
               f"{stats['failed']} failed, {stats['skipped']} skipped; "
-              f"results in {term(folder)}")
-    if not no_report:
-        paths = write_report(folder, target)
-        click.echo(f"report: {paths['html']}")
-        click.echo(f"        {paths['md']}")
+              f"results in {term(setup.folder)}")
+    if not setup.no_report:
+        paths = write_report(setup.folder, setup.target)
+        click.echo(f"report: {paths['html']}", err=paths_to_stderr)
+        click.echo(f"        {paths['md']}", err=paths_to_stderr)
     if stats.get("missing"):
         raise SystemExit(1)  # cells left for --resume (their nodes were lost)
     if stats.get("stopped"):
         raise SystemExit(3)  # --max-time spent: cells left for --resume
+    return stats

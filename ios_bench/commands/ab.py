@@ -1,0 +1,148 @@
+"""ios-bench ab A [B]: a paired, interleaved A/B sweep and its verdict per cell."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from ..options import FiniteFloat
+from . import run as run_command
+
+# run's options that ab does not take: the models are its arguments; a run folder of ab is one
+# fresh sweep (no --resume); LoadGen scenarios are not paired here
+_NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario_setting", "instances"}
+
+
+def parse_side(items: tuple[str, ...], flag: str) -> dict:
+    """``--a-option`` / ``--b-option`` -> ``{"options": {framework: {option: value}}, "schedule":
+    name | None}``: ``FRAMEWORK:OPTION=VALUE`` as ``run --adapter-option`` (``ios:`` for every IOS
+    cell), or ``schedule=NAME`` (the side's IOS schedule)."""
+    from ..plan import SCHEDULES
+
+    out: dict = {"options": {}, "schedule": None}
+    build = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if ":" not in key and key.strip() == "schedule":
+            if value.strip() not in SCHEDULES:
+                raise InputError(f"bad {flag} {item!r}: unknown schedule {value.strip()!r}; choose from: "
+                                 f"{', '.join(SCHEDULES)}")
+            out["schedule"] = value.strip()
+        else:
+            build.append(item)
+    try:
+        out["options"] = run_command.parse_adapter_options(tuple(build))
+    except InputError as e:
+        raise InputError(str(e).replace("--adapter-option", flag)) from None
+    return out
+
+
+def check_sides(a: dict, b: dict, plan, flags=("--a-option", "--b-option")) -> None:
+    """Options that do not exist, or that name a framework the sweep does not run; a schedule named
+    on one side only; two identical sides: one line each (``InputError``)."""
+    from ..ab import option_problem
+
+    for side, flag in zip((a, b), flags):
+        for fw, opts in side["options"].items():
+            problem = option_problem(fw, opts)
+            if problem:
+                raise InputError(f"bad {flag}: {problem}")
+            ios = fw == "ios" or fw.startswith("ios-")
+            if ios and plan.schedules == [] or not ios and plan.frameworks is not None and fw not in plan.frameworks:
+                raise InputError(f"bad {flag}: the sweep runs no {fw} cell (see --frameworks / --schedules)")
+    if bool(a["schedule"]) != bool(b["schedule"]):
+        raise InputError("schedule= names the IOS schedule of each side: give it in both --a-option and --b-option")
+    if a["model"] == b["model"] and a["options"] == b["options"] and a["schedule"] == b["schedule"]:
+        raise InputError("A and B are the same: name two models, or give --a-option / --b-option that differ "
+                         "(an A/A run is `ios-bench ab MODEL MODEL --a-option ...` with options that differ)")
+
+
+def check_models(spec_a: str, spec_b: str) -> None:
+    """Two models whose input shapes differ, or whose outputs cannot be paired: one line."""
+    from ..loading import load_graph
+
+    ga, gb = load_graph(spec_a), load_graph(spec_b)
+    if ga.input_shape != gb.input_shape:
+        raise InputError(f"A and B take different inputs: {ga.name} {list(ga.input_shape)}, "
+                         f"{gb.name} {list(gb.input_shape)} (ab feeds both sides the same seeded input)")
+    if ga.output_shape != gb.output_shape:
+        raise InputError(f"the outputs of A and B cannot be paired: {ga.name} gives {list(ga.output_shape)}, "
+                         f"{gb.name} {list(gb.output_shape)}")
+
+
+@click.command("ab")
+@click.argument("model_a", metavar="A")
+@click.argument("model_b", metavar="[B]", required=False)
+@click.option("--a-option", "a_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
+              help="A build option of side A's cells (repeatable; as run's --adapter-option, 'ios:...' for every IOS "
+                   "cell), or schedule=NAME: side A's IOS schedule.")
+@click.option("--b-option", "b_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
+              help="The same for side B.")
+@click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000), metavar="PCT",
+              help="Smallest change (percent) flagged as a regression or improvement [default: compare's rule on "
+                   "the run's paired spread, at least 1%].")
+@click.option("--confidence", default=0.95, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Confidence level of each change's interval (a t interval over the paired log-ratios).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
+              help="table for people; json or csv (one row per cell) for CI jobs.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with code 1 when a regression is found, or a side of a cell failed.")
+@click.pass_context
+def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fmt, fail_on_regression, **kw):
+    """Measure A against B in one interleaved sweep and print one paired verdict per cell.
+
+    \b
+    ios-bench ab before.onnx after.onnx                    two models (ONNX, graph JSON, zoo names)
+    ios-bench ab squeezenet --frameworks onnxruntime \\
+        --a-option onnxruntime:optimization=basic \\
+        --b-option onnxruntime:optimization=all             one model, two configurations
+    ios-bench ab squeezenet --frameworks none \\
+        --a-option schedule=sequential --b-option schedule=both    two IOS schedules
+
+    Each cell (framework, batch size, device) is measured on both sides; in every round the
+    pairs run in an order shuffled from --round-seed and A's and B's cell of a pair back to back,
+    which side first drawn per round (recorded in each round's position), each in a fresh worker
+    process. The verdict uses the paired log-ratios of B's round against A's round of the same
+    pass, so drift common to both cancels: change = exp(mean) - 1 with a t interval; regression /
+    improvement when the interval excludes zero and the change exceeds the noise threshold;
+    within noise; unstable (fewer than two paired rounds); failed (a side failed or its output
+    is wrong: reported, never a verdict). --rounds N gives N paired rounds per cell; --rounds auto
+    adds pairs until the paired interval's half-width is under --target-ci or --time-budget is
+    spent. The run folder holds both sides (cells tagged A and B: `report` and `compare` read it)
+    and ab-drift.json, the drift this machine showed between unpaired rounds, which `compare`
+    uses. Use ab rather than two runs and `compare` to decide whether a change made something
+    faster (docs/harness.md, "A/B in one sweep"). Two models with different input or output
+    shapes, an option that does not exist, or a framework that cannot run here: one line, exit 2,
+    nothing written.
+    """
+    from ..ab import ABSweep, paired_comparison
+    from ..fleet import make_executor
+    from ..plan import absolute_model_spec
+    from .compare import show
+
+    spec_a = run_command.parse_models(model_a)
+    spec_b = run_command.parse_models(model_b) if model_b is not None else spec_a
+    if len(spec_a) != 1 or len(spec_b) != 1:
+        raise InputError("A and B are one model each (a zoo name, a graph .json file or an .onnx model)")
+    spec_a, spec_b = absolute_model_spec(spec_a[0]), absolute_model_spec(spec_b[0])
+    a, b = parse_side(a_option, "--a-option"), parse_side(b_option, "--b-option")
+    a["model"], b["model"] = spec_a, spec_b
+    mode = "models" if spec_a != spec_b else "options"
+    if mode == "models":
+        check_models(spec_a, spec_b)
+    setup = run_command.prepare(ctx, {**kw, "models_": ""}, models=list(dict.fromkeys([spec_a, spec_b])))
+    plan = setup.plan
+    check_sides(a, b, plan)
+    if a["schedule"]:
+        plan.schedules = list(dict.fromkeys([a["schedule"], b["schedule"]]))
+    plan.ab = {"mode": mode, "a": a, "b": b}
+    sweep = ABSweep(plan, setup.folder, resume=False, progress=not kw["no_progress"],
+                    executor=make_executor(plan.executor, plan.ray_address), max_time=kw["max_time"])
+    run_command.finish(sweep, setup, paths_to_stderr=True)
+    result = paired_comparison(setup.folder, threshold / 100 if threshold is not None else None, confidence)
+    show(result, fmt, confidence, fail_on_regression, {"run": str(setup.folder), "a": a, "b": b},
+         f"A -> B in {setup.folder} (paired rounds: B's round against A's of the same pass)", "pairs")
+
+
+command.params += [p for p in run_command.command.params if p.name not in _NOT_OURS]
