@@ -81,7 +81,8 @@ FIELDS: tuple[Field, ...] = (
     Field("samples_ms", "numbers", column=False, doc="the pooled samples of the rounds used"),
     Field("rounds", "list", column=False, doc="every round: samples, interference, disturbed"),
     Field("info", "object", column=False, flatten=tuple((k, f"config_{k}") for k in (
-        "threads", "intra_op_threads", "inter_op_threads", "precision", "execution_mode", "tuning"))),
+        "threads", "intra_op_threads", "inter_op_threads", "precision", "execution_mode", "tuning",
+        "execution"))),
     Field("clocks", "object", column=False),
     Field("stderr_tail", "text", column=False),
     Field("log", "text", column=False),

@@ -186,10 +186,25 @@ def speedup_table(df, device: str, bs: int) -> Table | None:
         rows.append(row)
     rows.append(["GeoMean", ""] + [f"{geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
                                    for p in peers + ["best peer"]])
+    note = ("IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
+            "peer figure / IOS figure; >1 means IOS is faster")
+    if str(device).startswith("cuda"):
+        note += "; " + _graph_replay_note(sub[is_ios], peers)
     return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}",
-                 ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows,
-                 "IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
-                 "peer figure / IOS figure; >1 means IOS is faster")
+                 ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows, note)
+
+
+def _graph_replay_note(ios, peers: list[str]) -> str:
+    """On the GPU: what the IOS cells ran (a CUDA graph replayed, the default, or launches) and
+    which peer compares like with like."""
+    col = "config_execution"
+    forms = sorted({str(v) for v in ios[col].dropna()}) if col in ios.columns else []
+    what = ("IOS cells: " + " / ".join(forms)) if forms else \
+        "IOS cells replay a CUDA graph unless run with ios:cuda_graph=false"
+    if "torch-compile-cudagraphs" in peers:
+        return (f"{what}; the {_label('torch-compile-cudagraphs')} column compares graph replay with graph replay, "
+                "the other peers launch their kernels at every run")
+    return f"{what}; no peer here replays a CUDA graph (torch-compile-cudagraphs is the one that does)"
 
 
 def memory_table(df, device: str, bs: int) -> Table | None:

@@ -209,3 +209,16 @@ def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
     # Markdown cells escape Markdown syntax (ios_bench/escape.md): the brackets render as [openvino]
     assert r"| m | IOS-Both\[openvino\] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | ok |" in md
     assert "Mean absolute prediction error: 17.8% over 3 cells" in md
+
+
+def test_ios_against_peers_on_cuda_says_what_compares_graph_replay_with_graph_replay():
+    rows = [{"model": "squeezenet", "framework": fw, "device": "cuda", "batch_size": 1, "median_ms": ms,
+             "status": "ok", "check_passed": True, **extra}
+            for fw, ms, extra in (("ios-both", 0.42, {"config_execution": "CUDA graph replay"}),
+                                  ("torch", 1.84, {}), ("torch-compile-cudagraphs", 0.5, {}))]
+    table = report.speedup_table(pd.DataFrame(rows), "cuda", 1)
+    assert "IOS cells: CUDA graph replay" in table.note
+    assert "column compares graph replay with graph replay" in table.note
+    no_graph_peer = report.speedup_table(pd.DataFrame(rows[:2]), "cuda", 1)
+    assert "no peer here replays a CUDA graph" in no_graph_peer.note
+    assert "graph" not in report.speedup_table(pd.DataFrame([{**r, "device": "cpu"} for r in rows[:2]]), "cpu", 1).note
