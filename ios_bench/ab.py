@@ -386,6 +386,17 @@ class ABSweep(Sweep):
 
     runner_class = PairedRoundRunner
 
+    def name_graphs(self, graphs: dict) -> None:
+        """Two models of the same name (before and after a change, saved under one name) are told
+        apart as ``NAME@A`` and ``NAME@B`` (the cells', reference outputs' and schedules' name; the
+        files are the user's)."""
+        ab = self.plan.ab
+        if ab["mode"] == "models":
+            ga, gb = graphs[ab["a"]["model"]], graphs[ab["b"]["model"]]
+            if ga.name == gb.name:
+                ga.name, gb.name = f"{ga.name}@A", f"{gb.name}@B"
+        super().name_graphs(graphs)
+
     def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:
         ab = self.plan.ab
         cells = super().plan_cells(probes, graphs)

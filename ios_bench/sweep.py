@@ -112,6 +112,13 @@ class Sweep:
         atomic_write_json(self.run_folder.plan_file, self.plan.to_dict())
         self._prepared = True  # a run folder now (an empty store is a valid run): kept from here on
 
+    def name_graphs(self, graphs: dict) -> None:
+        """Cells, reference outputs and schedules are keyed by a graph's name: two graphs of one
+        sweep with the same name are refused (``ios_bench.ab`` tells its two sides apart instead)."""
+        from .loading import unique_names
+
+        unique_names(graphs)
+
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
 
@@ -256,13 +263,13 @@ class Sweep:
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> dict:
-        from .loading import load_graph, unique_names
+        from .loading import load_graph
         from .worker import load_plugins
 
         self._t_start = time.monotonic()
         load_plugins()
         graphs = {spec: load_graph(spec) for spec in self.plan.models}
-        unique_names(graphs)
+        self.name_graphs(graphs)
         for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
             g.check_fits(max(self.plan.batch_sizes))
         self._fresh = not self.folder.exists()

@@ -217,3 +217,26 @@ def test_a_framework_that_cannot_run_here_is_refused_with_nothing_written(tmp_pa
     assert p.returncode == 2, p.stderr
     assert "cannot run here" in p.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "runs").exists()
+
+
+def test_ab_with_two_models_of_the_same_name(tmp_path, fast):
+    from ios_core import models
+    from tests import harness_plugin  # noqa: F401 - registers tiny_a
+
+    for side, seed in (("a", 0), ("b", 1)):  # before and after: one name, other weights
+        g = models.get("tiny_a")
+        g.init_weights(seed)
+        (tmp_path / side).mkdir()
+        g.save(tmp_path / side / "tiny.json")
+    out = tmp_path / "runs" / "two"
+    p = cli(["ab", str(tmp_path / "a" / "tiny.json"), str(tmp_path / "b" / "tiny.json"), "--frameworks", "test-ref",
+             "--rounds", "2", "--out", str(out), "--format", "csv", *fast], tmp_path)
+    assert p.returncode == 0, p.stderr
+    header, row = p.stdout.strip().splitlines()
+    fields = dict(zip(header.split(","), row.split(",")))
+    assert fields["model"] == "tiny_a@A -> tiny_a@B" and fields["framework"] == "test-ref"
+    assert fields["verdict"] in ("within noise", "unstable", "regression", "improvement")
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["cell"] for r in recs) == ["tiny_a@A|b1|test-ref|cpu|A", "tiny_a@B|b1|test-ref|cpu|B"]
+    assert all(r["status"] == "ok" for r in recs)  # each side checked against its own model's oracle
+    assert len(list((out / "refs").glob("*.npy"))) >= 2
