@@ -233,6 +233,30 @@ class ProfileCache:
             (self.device, batch_size, threads, method, signature, float(latency_ms), std_ms, samples, time.time(),
              description, disturbed, json.dumps(interference) if interference else None)))
 
+    def put_many(self, rows: list[tuple]) -> None:
+        """Store several stage latencies in one transaction: ``rows`` of :meth:`put`'s arguments
+        (batch_size, threads, method, signature, latency_ms, std_ms, samples, description,
+        disturbed, interference). One commit instead of one per row: a commit waits for the disk
+        (milliseconds), which the measured GPU cost model cannot pay per stage."""
+        if not rows:
+            return
+        now = time.time()
+        values = [(self.device, b, t, m, sig, float(ms), std, n, now, desc, dis, json.dumps(inter) if inter else None)
+                  for b, t, m, sig, ms, std, n, desc, dis, inter in rows]
+
+        def write():
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO stage_latency (device, batch_size, threads, method, signature, latency_ms, "
+                    "std_ms, samples, created, description, disturbed, interference) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?, ?, ?)", values)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        self._retry(write)
+
     def get_plan(self, key: str) -> list | None:
         """A block's schedule the optimizer found before with the same costs (``put_plan``)."""
         row = self._retry(lambda: self._conn.execute(

@@ -182,6 +182,7 @@ class MeasuredCostModel:
         self.timed_seconds = 0.0  # inside the one measurement function (warmup and samples)
         self.overhead_seconds = 0.0  # everything else a timed stage cost: windows, canaries, NVML, database
         self._plans = None
+        self._rows: dict[tuple, tuple] = {}  # cuda: measured rows waiting for their canary group's verdict
 
     # ---- public ----------------------------------------------------------------------------
     def stage_latency(self, stage: Stage, batch_size: int) -> float:
@@ -386,10 +387,17 @@ class MeasuredCostModel:
             self.disturbed += 1
         self.failures.pop(sig, None)
         self._memo[key] = ms
-        if self.cache is not None:  # a row still disturbed is kept, marked: no later search reuses it
-            self.cache.put(batch_size, key[1], self.method, sig, ms, std, samples, desc[:4000],
-                           disturbed=disturbed, interference=figures)
+        # written to the database when its canary group closes (one commit per group, and a
+        # condemned group's rows only once re-measured); a row still disturbed is kept, marked
+        self._rows[key] = (batch_size, key[1], self.method, sig, ms, std, samples, desc[:4000], disturbed, figures)
         return ms
+
+    def flush(self) -> None:
+        """Write the stage costs measured since the last write to the profile database (on cuda
+        they are written once per canary group, after its verdict; :meth:`refine` flushes too)."""
+        rows, self._rows = list(self._rows.values()), {}
+        if self.cache is not None and rows:
+            self.cache.put_many(rows)
 
     def _close_group(self) -> None:
         """Close the open canary group; a condemned group's stages are measured again (at most
@@ -410,11 +418,12 @@ class MeasuredCostModel:
             self.revised += len(items)
             why, items, figures = self._windows.close_group()
             if why is not None and last:
-                for key, sig, desc, _build in items:  # still condemned: kept, marked, never reused
-                    if self.cache is not None and sig not in self.failures:
-                        self.cache.put(key[0], key[1], self.method, sig, self._memo[key], 0.0, 0, desc[:4000],
-                                       disturbed=why, interference=figures)
+                for key, _sig, _desc, _build in items:  # still condemned: kept, marked, never reused
+                    if key in self._rows:
+                        row = self._rows[key]
+                        self._rows[key] = (*row[:8], row[8] or why, {**row[9], **figures})
                 break
+        self.flush()
         self.overhead_seconds += time.perf_counter() - t0 - (self.build_seconds + self.timed_seconds - spent)
 
     def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
@@ -442,7 +451,8 @@ class MeasuredCostModel:
                              seed=self.seed, **kw)
         gen = torch.Generator().manual_seed(self.seed)
         for ext in externals:
-            prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
+            x = torch.randn((batch_size, *ext.output_shape), generator=gen)
+            prog.env[prog.input_slots[ext.name]] = x if prog.tensors.name == "torch" else x.numpy()
         caller = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
@@ -589,7 +599,8 @@ class MeasuredCostModel:
                                  seed=self.seed + i, **kw)
             gen = torch.Generator().manual_seed(self.seed + i)
             for ext in externals:
-                prog.env[prog.input_slots[ext.name]] = torch.randn((batch_size, *ext.output_shape), generator=gen)
+                x = torch.randn((batch_size, *ext.output_shape), generator=gen)
+                prog.env[prog.input_slots[ext.name]] = x if prog.tensors.name == "torch" else x.numpy()
             progs.append(prog)
         tasks = [(prog.run, t) for prog, t in zip(progs, shares)]
         med, std, repeat = self._time_primed_dispatch(tasks, **self.protocol)
