@@ -1,0 +1,67 @@
+"""ios_bench.round_runner: which cells get a round in a pass, and in which order (unit tests of its
+rules; the whole protocol runs end to end in tests/test_sweep.py)."""
+
+from ios_bench.cell_records import CellRecords
+from ios_bench.cells import Cell
+from ios_bench.round_runner import RoundRunner
+from tests.round_fakes import context
+
+
+def _runner(tmp_path, **plan):
+    ctx, _ = context(tmp_path, **plan)
+    return RoundRunner(ctx, CellRecords(ctx.plan, True), set(), lambda what: None, lambda w: None,
+                       lambda t: None, {})
+
+
+def _cell(fw="torch", scenario=None):
+    return Cell("m", "m", 1, fw, "cpu", adapter=fw, scenario=scenario, instances=1 if scenario else None,
+                instance_threads=2 if scenario else None)
+
+
+def _r(ok=True, disturbed=None, samples=(1.0,)):
+    return {"status": "ok" if ok else "failed", "disturbed": disturbed, "samples_ms": list(samples)}
+
+
+def test_order_is_a_seeded_permutation_that_changes_per_pass(tmp_path):
+    runner = _runner(tmp_path, round_seed=5)
+    keys = [f"c{i}" for i in range(8)]
+    first = runner.order(keys, "g")
+    assert sorted(first) == keys and runner.order(keys, "g") == first  # the same pass: the same order
+    runner.passes += 1
+    assert runner.order(keys, "g") != first
+    assert _runner(tmp_path, round_seed=5).order(keys, "g") == first  # replayable from the seed
+
+
+def test_a_fixed_count_stops_at_its_rounds_or_its_reruns(tmp_path):
+    runner = _runner(tmp_path, rounds=3, max_reruns=2)
+    c = _cell()
+    assert runner.wanted(c, {c.key: []}, {})
+    assert runner.wanted(c, {c.key: [_r(), _r(disturbed="load")]}, {})
+    assert not runner.wanted(c, {c.key: [_r(), _r(), _r()]}, {})
+    assert not runner.wanted(c, {c.key: [_r(disturbed="x")] * 5}, {})  # 3 + 2 re-runs spent
+    assert not runner.wanted(c, {c.key: []}, {c.key: {"status": "failed"}})  # a failed round ends the cell
+
+
+def test_auto_adds_rounds_while_the_interval_is_wide(tmp_path):
+    runner = _runner(tmp_path, rounds="auto", target_ci=2.0)
+    c = _cell()
+    tight = [_r(samples=(10.0, 10.0, 10.0)) for _ in range(3)]
+    wide = [_r(samples=(5.0, 5.5)), _r(samples=(10.0, 11.0)), _r(samples=(20.0, 22.0))]
+    assert runner.wanted(c, {c.key: tight[:2]}, {})  # fewer than the 3 it starts with
+    assert not runner.wanted(c, {c.key: tight}, {})
+    assert runner.wanted(c, {c.key: wide}, {})
+
+
+def test_a_spent_time_budget_gives_no_more_rounds_beyond_the_first(tmp_path):
+    runner = _runner(tmp_path, rounds=3, time_budget=0.0)
+    c = _cell()
+    assert runner.wanted(c, {c.key: []}, {})  # every cell gets one round
+    assert not runner.wanted(c, {c.key: [_r()]}, {})
+
+
+def test_server_sweeps_measure_single_stream_bounds_first(tmp_path):
+    runner = _runner(tmp_path, scenario="server", quick=True)
+    wave = {"g": [_cell("torch", "server"), _cell("torch", "single-stream")]}
+    phases = runner.phases(wave)
+    assert [[c.scenario for c in cs] for p in phases for cs in p.values()] == [["single-stream"], ["server"]]
+    assert _runner(tmp_path).phases(wave) == [wave]
