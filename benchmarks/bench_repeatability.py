@@ -1,6 +1,7 @@
 """Do verdicts repeat? A/A and A/B pairs of real sweeps, on a quiet machine and beside a co-tenant.
 
     PYTHONPATH=. python benchmarks/bench_repeatability.py [--rounds 3] [--out DIR] [--baseline-tree DIR]
+        [--protocols sequential,paired] [--networks squeezenet,resnet18] [--peers ...] [--providers ...]
 
 What it runs (each sweep is a real ``ios-bench run`` in its own process):
 
@@ -14,12 +15,18 @@ What it runs (each sweep is a real ``ios-bench run`` in its own process):
   stopped here; bursts of ``--burst`` seconds on one core, then as long idle, bounded) runs beside.
   The co-tenant's bursts are logged, and every round whose timed window overlaps one must be
   marked disturbed.
+- **paired** (``ios-bench ab``, issue 35), beside the sequential protocol on the same files: per
+  network one ``ab`` run of A against A' (a copy of A's file: an A/A pair) and one of A against B,
+  quiet and with the co-tenant; at the end (after everything else) the quiet sequential A/B pair and
+  the paired A/B run once more, so that "the same A/B pair measured twice" compares two
+  measurements the benchmark's whole duration apart.
 - ``--auto``: one more quiet sweep of A with ``--rounds auto``: the rounds each cell needed.
 - ``--baseline-tree DIR`` (a checkout of the commit before rounds, e.g. ``git worktree add
   /tmp/base a0040e0``): the quick default sweep (``ios-bench run``, what ``make run`` runs) timed
   with this tree and with that one, each with a fresh profile database.
 
-It prints the goals of the repeatability issue with the measured figures. Run it on a machine
+It prints the goals of the repeatability issues with the measured figures, both protocols side by
+side (issue 35's table). Run it on a machine
 where nothing else runs (it checks the load average before it starts and says so).
 """
 
@@ -40,14 +47,18 @@ sys.path.insert(0, str(ROOT))
 PEERS = "onnxruntime,openvino,torch"
 PROVIDERS = "onnxruntime,openvino"
 NETWORKS = ("squeezenet", "resnet18")
+PROTOCOLS = ("sequential", "paired")
 
 
-def save_variants(folder: Path) -> dict:
-    """Graph files of A (the zoo's networks) and B (~10 % more work, same names)."""
+def save_variants(folder: Path, networks=NETWORKS) -> dict:
+    """Graph files of A (the zoo's networks), A' (a copy of A's: an A/A pair for ``ab``, which
+    refuses one file against itself) and B (~10 % more work, same names)."""
+    import shutil
+
     from ios_core import models
 
-    out = {"a": [], "b": [], "ratios": {}}
-    for name in NETWORKS:
+    out = {"a": [], "a2": [], "b": [], "ratios": {}}
+    for name in networks:
         g = models.get(name)
         base = g.macs()
         size = g.input_shape[1]
@@ -59,15 +70,26 @@ def save_variants(folder: Path) -> dict:
             path.parent.mkdir(parents=True, exist_ok=True)
             graph.save(path)
             out[kind].append(str(path))
+            if kind == "a":
+                copy = folder / "a2" / f"{name}.json"
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, copy)
+                shutil.copyfile(path.with_suffix(".npz"), copy.with_suffix(".npz"))
+                out["a2"].append(str(copy))
         out["ratios"][name] = {"image_size": best, "macs_ratio": models.get(name, image_size=best).macs() / base}
     return out
 
 
+def cell_options() -> list[str]:
+    """The frameworks and IOS cells of every sweep and ab run (``--peers``, ``--providers``)."""
+    return ["--frameworks", PEERS] + (["--schedules", "sequential", "--ios-providers", PROVIDERS] if PROVIDERS
+                                      else ["--schedules", "none"])
+
+
 def sweep(models: list[str], out: Path, rounds: str, extra: list[str] = (), tree: Path = ROOT,
           env: dict | None = None) -> float:
-    cmd = [sys.executable, "-m", "ios_bench", "run", "--models", ",".join(models), "--frameworks", PEERS,
-           "--schedules", "sequential", "--ios-providers", PROVIDERS, "--rounds", rounds, "--out", str(out),
-           "--no-report", "--no-progress", *extra]
+    cmd = [sys.executable, "-m", "ios_bench", "run", "--models", ",".join(models), *cell_options(),
+           "--rounds", rounds, "--out", str(out), "--no-report", "--no-progress", *extra]
     t0 = time.monotonic()
     e = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
     p = subprocess.run(cmd, cwd=out.parent, env=e, capture_output=True, text=True)
@@ -125,14 +147,57 @@ def aa_figures(a: Path, b: Path) -> dict:
     from ios_bench.compare import compare_runs
 
     cmp = compare_runs(a, b)
-    n = len(cmp.changes)
-    flagged = [c for c in cmp.changes if c.verdict.startswith(("regression", "improvement"))]
-    within = [c for c in cmp.changes if c.median_a and c.median_b and abs(c.median_b / c.median_a - 1) <= 0.05]
-    regress = [c for c in cmp.changes if c.verdict.startswith("regression")]
-    unstable = [c for c in cmp.changes if c.verdict == "unstable"]
-    return {"cells": n, "flagged": len(flagged), "within5": len(within), "regressions": len(regress),
-            "unstable": len(unstable), "threshold": cmp.threshold,
-            "changes": {c.cell: (c.change, c.ci_low, c.ci_high, c.verdict) for c in cmp.changes}}
+    return summary_of([(f"{c.model}:{c.framework}|b{c.batch_size}|{c.device}", c) for c in cmp.changes],
+                      cmp.threshold)
+
+
+def ab_runs(a: list[str], b: list[str], out: Path, rounds: str) -> float:
+    """``ios-bench ab`` of each network's A file against its B file (one run folder per network,
+    ``OUT-<network>``); returns the seconds they took together."""
+    took = 0.0
+    for fa, fb in zip(a, b):
+        folder = out.parent / f"{out.name}-{Path(fa).stem}"
+        cmd = [sys.executable, "-m", "ios_bench", "ab", fa, fb, "--other-input", *cell_options(), "--rounds", rounds,
+               "--out", str(folder), "--no-report", "--no-progress", "--format", "json"]
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, cwd=out.parent, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                           text=True)
+        took += time.monotonic() - t0
+        (out.parent / f"{folder.name}.log").write_text(p.stdout + p.stderr)
+        if p.returncode != 0:
+            raise SystemExit(f"ab run {folder.name} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return took
+
+
+def ab_figures(out: Path, networks) -> dict:
+    """The A/A and A/B figures of the paired protocol (``ios_bench.ab.paired_comparison`` over the
+    networks' ab runs), in :func:`aa_figures`' form; ``within3``: cells whose change is within 3 %."""
+    from ios_bench.ab import paired_comparison
+
+    changes, thresholds = [], []
+    for name in networks:
+        cmp = paired_comparison(out.parent / f"{out.name}-{name}")
+        changes += [(f"{name}:{c.cell}", c) for c in cmp.changes]
+        thresholds.append(cmp.threshold)
+    return summary_of(changes, max(thresholds) if thresholds else 0.0)
+
+
+def summary_of(changes: list, threshold: float) -> dict:
+    """Counts over ``(cell, Change)`` pairs, for either protocol."""
+    cs = [c for _, c in changes]
+    return {"cells": len(cs), "flagged": sum(c.verdict.startswith(("regression", "improvement")) for c in cs),
+            "within5": sum(c.change is not None and abs(c.change) <= 0.05 for c in cs),
+            "within3": sum(c.change is not None and abs(c.change) <= 0.03 for c in cs),
+            "regressions": sum(c.verdict.startswith("regression") for c in cs),
+            "unstable": sum(c.verdict == "unstable" for c in cs), "threshold": threshold,
+            "changes": {cell: (c.change, c.ci_low, c.ci_high, c.verdict) for cell, c in changes}}
+
+
+def agree(first: dict, second: dict, points: float = 0.03) -> tuple[int, int]:
+    """Cells whose measured change in two measurements of one A/B pair agree within ``points``."""
+    both = [k for k in first["changes"] if k in second["changes"] and first["changes"][k][0] is not None
+            and second["changes"][k][0] is not None]
+    return sum(abs(first["changes"][k][0] - second["changes"][k][0]) <= points for k in both), len(both)
 
 
 def disturbance_coverage(runs: list[Path], spans: list[list[float]]) -> dict:
@@ -197,6 +262,7 @@ def pct(k: int, n: int) -> str:
 
 
 def main(argv=None) -> int:
+    global PEERS, PROVIDERS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", default="5", help="rounds per cell of the pairs [default: 5]")
     ap.add_argument("--out", default=None, help="work folder [default: a temporary one]")
@@ -208,32 +274,63 @@ def main(argv=None) -> int:
                     help="also time the default sweep of this tree with these extra arguments (quoted; "
                          "repeatable), e.g. --default-variant='--rounds 2'")
     ap.add_argument("--only-default", action="store_true", help="time the default sweeps only (no pairs)")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS),
+                    help="sequential (separate sweeps + compare), paired (ios-bench ab), or both [default: both]")
+    ap.add_argument("--networks", default=",".join(NETWORKS), help=f"zoo networks [default: {','.join(NETWORKS)}]")
+    ap.add_argument("--peers", default=PEERS, help=f"peer frameworks [default: {PEERS}]")
+    ap.add_argument("--providers", default=PROVIDERS,
+                    help=f"IOS-Sequential's kernel providers, or '' for no IOS cell [default: {PROVIDERS}]")
+    ap.add_argument("--no-repeat", action="store_true",
+                    help="skip the A/B pair measured again at the end (the agreement goal)")
     args = ap.parse_args(argv)
+    PEERS, PROVIDERS = args.peers, args.providers
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not protocols or set(protocols) - set(PROTOCOLS):
+        raise SystemExit(f"--protocols: choose from {', '.join(PROTOCOLS)}")
+    networks = [n.strip() for n in args.networks.split(",") if n.strip()]
+    seq, paired = "sequential" in protocols, "paired" in protocols
     work = Path(args.out or tempfile.mkdtemp(prefix="bench-repeat-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"work folder: {work}; load average before: {os.getloadavg()}", flush=True)
     if args.only_default:
         return default_times(args, work)
-    files = save_variants(work / "models")
+    files = save_variants(work / "models", networks)
     for name, r in files["ratios"].items():
         print(f"B variant of {name}: image {r['image_size']}, {r['macs_ratio']:.3f}x the MACs", flush=True)
     took = {}
-    for name, which in (("A1", "a"), ("A2", "a"), ("B1", "b")):
-        took[name] = sweep(files[which], work / name, args.rounds)
-        print(f"  sweep {name}: {took[name]:.0f} s", flush=True)
-    quiet_aa, quiet_ab = aa_figures(work / "A1", work / "A2"), aa_figures(work / "A1", work / "B1")
+    quiet_aa = quiet_ab = p_aa = p_ab = None
+    if seq:
+        for name, which in (("A1", "a"), ("A2", "a"), ("B1", "b")):
+            took[name] = sweep(files[which], work / name, args.rounds)
+            print(f"  sweep {name}: {took[name]:.0f} s", flush=True)
+        quiet_aa, quiet_ab = aa_figures(work / "A1", work / "A2"), aa_figures(work / "A1", work / "B1")
+    if paired:
+        for name, other in (("AA1", "a2"), ("AB1", "b")):
+            took[name] = ab_runs(files["a"], files[other], work / name, args.rounds)
+            print(f"  ab {name} ({len(networks)} run(s)): {took[name]:.0f} s", flush=True)
+        p_aa, p_ab = ab_figures(work / "AA1", networks), ab_figures(work / "AB1", networks)
     co = None
     if not args.no_cotenant:
         tenant = CoTenant(work / "cotenant.json", args.burst, limit=3600)
+        co = {}
         with tenant:
-            for name, which in (("A3", "a"), ("A4", "a"), ("B2", "b")):
-                took[name] = sweep(files[which], work / name, args.rounds)
-                print(f"  sweep {name} (co-tenant): {took[name]:.0f} s", flush=True)
-        co = {"aa": aa_figures(work / "A3", work / "A4"), "ab": aa_figures(work / "A3", work / "B2"),
-              "cover": disturbance_coverage([work / n for n in ("A3", "A4", "B2")], tenant.spans())}
+            if seq:
+                for name, which in (("A3", "a"), ("A4", "a"), ("B2", "b")):
+                    took[name] = sweep(files[which], work / name, args.rounds)
+                    print(f"  sweep {name} (co-tenant): {took[name]:.0f} s", flush=True)
+            if paired:
+                for name, other in (("AA2", "a2"), ("AB2", "b")):
+                    took[name] = ab_runs(files["a"], files[other], work / name, args.rounds)
+                    print(f"  ab {name} (co-tenant): {took[name]:.0f} s", flush=True)
+        if seq:
+            co.update(aa=aa_figures(work / "A3", work / "A4"), ab=aa_figures(work / "A3", work / "B2"),
+                      cover=disturbance_coverage([work / n for n in ("A3", "A4", "B2")], tenant.spans()))
+        if paired:
+            co.update(p_aa=ab_figures(work / "AA2", networks), p_ab=ab_figures(work / "AB2", networks))
     auto = None
     if not args.no_auto:
         took["AUTO"] = sweep(files["a"], work / "AUTO", "auto", ["--target-ci", "2", "--time-budget", "600"])
+        # (ab --rounds auto is the paired form: pairs added until the paired interval is under --target-ci)
         auto = auto_rounds(work / "AUTO")
     base = None
     if args.baseline_tree:
@@ -242,17 +339,43 @@ def main(argv=None) -> int:
         for i, extra in enumerate(args.default_variant):
             base[extra] = default_sweep_time(ROOT, work, f"default-variant{i}", extra.split())
 
+    again = {}
+    if not args.no_repeat:  # the same A/B pair once more, the benchmark's duration after the first
+        if seq:
+            took["A5"] = sweep(files["a"], work / "A5", args.rounds)
+            took["B3"] = sweep(files["b"], work / "B3", args.rounds)
+            again["seq"] = aa_figures(work / "A5", work / "B3")
+        if paired:
+            took["AB3"] = ab_runs(files["a"], files["b"], work / "AB3", args.rounds)
+            again["paired"] = ab_figures(work / "AB3", networks)
+
     print(f"\nload average after: {os.getloadavg()}\n")
-    print("| goal | quiet | with co-tenant |\n|---|---|---|")
     cot = co or {}
-    print(f"| A/A: cells compare flags (goal <= 5%) | {pct(quiet_aa['flagged'], quiet_aa['cells'])} | "
-          f"{pct(cot['aa']['flagged'], cot['aa']['cells']) if co else '-'} |")
-    print(f"| A/A: figures within 5% (goal >= 90% / 80%) | {pct(quiet_aa['within5'], quiet_aa['cells'])} | "
-          f"{pct(cot['aa']['within5'], cot['aa']['cells']) if co else '-'} |")
-    print(f"| A/B (+10% work): flagged as regression (goal >= 90% / 80%) | "
-          f"{pct(quiet_ab['regressions'], quiet_ab['cells'])} | "
-          f"{pct(cot['ab']['regressions'], cot['ab']['cells']) if co else '-'} |")
-    if co:
+
+    def show(figs, key):
+        return pct(figs[key], figs["cells"]) if figs else "-"
+
+    print("| goal | sequential + compare: quiet | co-tenant | ab: quiet | co-tenant |\n|---|---|---|---|---|")
+    print(f"| A/A: cells flagged (goal: ab at most 1/10) | {show(quiet_aa, 'flagged')} | "
+          f"{show(cot.get('aa'), 'flagged')} | {show(p_aa, 'flagged')} | {show(cot.get('p_aa'), 'flagged')} |")
+    print(f"| A/A: cells whose two figures agree within 3 % (goal: ab at least 9/10) | {show(quiet_aa, 'within3')} | "
+          f"{show(cot.get('aa'), 'within3')} | {show(p_aa, 'within3')} | {show(cot.get('p_aa'), 'within3')} |")
+    print(f"| A/A: within 5 % | {show(quiet_aa, 'within5')} | {show(cot.get('aa'), 'within5')} | "
+          f"{show(p_aa, 'within5')} | {show(cot.get('p_aa'), 'within5')} |")
+    print(f"| A/B (+10 % work): flagged as regression (goal: ab at least 9/10, quiet and co-tenant) | "
+          f"{show(quiet_ab, 'regressions')} | {show(cot.get('ab'), 'regressions')} | {show(p_ab, 'regressions')} | "
+          f"{show(cot.get('p_ab'), 'regressions')} |")
+    if again:
+        gap = "the benchmark's duration"
+        seq_agree = agree(quiet_ab, again["seq"]) if quiet_ab and "seq" in again else None
+        p_agree = agree(p_ab, again["paired"]) if p_ab and "paired" in again else None
+        print(f"| the same A/B pair measured twice ({gap} apart): changes agree within 3 points (goal: ab at least "
+              f"9/10) | {pct(*seq_agree) if seq_agree else '-'} | - | {pct(*p_agree) if p_agree else '-'} | - |")
+    if seq and paired:
+        two = took["A1"] + took["B1"]
+        print(f"| time for both sides (goal: ab at most 1.1x the two sweeps) | A1 + B1: {two:.0f} s | - | "
+              f"AB1: {took['AB1']:.0f} s = {took['AB1'] / two:.2f}x | - |")
+    if co and "cover" in co:
         c = co["cover"]
         print(f"| rounds overlapping the co-tenant marked disturbed (goal >= 90%, none pooled) | - | "
               f"{pct(c['marked'], c['overlapping'])} of {c['rounds']} rounds; pooled silently: "
@@ -262,11 +385,18 @@ def main(argv=None) -> int:
               f"= {base['after'] / base['before']:.2f}x | - |")
         for extra in args.default_variant:
             print(f"| ... with `{extra}` | {base[extra]:.0f} s = {base[extra] / base['before']:.2f}x | - |")
-    print(f"\nnoise threshold measured: A/A quiet {quiet_aa['threshold']:.1%}, A/B quiet {quiet_ab['threshold']:.1%}"
-          + (f", A/A co-tenant {cot['aa']['threshold']:.1%}, A/B co-tenant {cot['ab']['threshold']:.1%}" if co else ""))
+    thresholds = [(f"{t} {p}", figs["threshold"]) for t, p, figs in (
+        ("A/A", "quiet", quiet_aa), ("A/B", "quiet", quiet_ab), ("A/A", "co-tenant", cot.get("aa")),
+        ("A/B", "co-tenant", cot.get("ab")), ("ab A/A", "quiet", p_aa), ("ab A/B", "quiet", p_ab),
+        ("ab A/A", "co-tenant", cot.get("p_aa")), ("ab A/B", "co-tenant", cot.get("p_ab"))) if figs]
+    print("\nnoise threshold measured: " + ", ".join(f"{k} {v:.1%}" for k, v in thresholds))
     print("sweep durations (s): " + ", ".join(f"{k} {v:.0f}" for k, v in took.items()))
-    for title, figs in (("A/A quiet", quiet_aa), ("A/B quiet", quiet_ab)) + (
-            (("A/A co-tenant", cot["aa"]), ("A/B co-tenant", cot["ab"])) if co else ()):
+    for title, figs in (("A/A quiet", quiet_aa), ("A/B quiet", quiet_ab), ("A/A co-tenant", cot.get("aa")),
+                        ("A/B co-tenant", cot.get("ab")), ("ab A/A quiet", p_aa), ("ab A/B quiet", p_ab),
+                        ("ab A/A co-tenant", cot.get("p_aa")), ("ab A/B co-tenant", cot.get("p_ab")),
+                        ("A/B again", again.get("seq")), ("ab A/B again", again.get("paired"))):
+        if not figs:
+            continue
         print(f"\n{title}: unstable {figs['unstable']}")
         for cell, (ch, lo, hi, v) in figs["changes"].items():
             text = f"{ch:+.1%} [{lo:+.1%}, {hi:+.1%}]" if ch is not None else "-"

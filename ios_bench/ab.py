@@ -380,7 +380,8 @@ class PairedRoundRunner(RoundRunner):
 
 class ABSweep(Sweep):
     """A sweep whose cells are the two sides of ``plan.ab`` (models mode: ``plan.models`` = [A, B];
-    options mode: one model, each cell on both sides with its side's options or schedule),
+    options mode: one model, each cell on both sides with its side's options or schedule, the
+    model named ``NAME@A`` / ``NAME@B`` on each side so that the report shows both),
     measured with :class:`PairedRoundRunner`. A cell no node can run is refused (one line, nothing
     written): a pair needs both sides."""
 
@@ -409,6 +410,8 @@ class ABSweep(Sweep):
                 if c.schedule and conf.get("schedule") and c.schedule != conf["schedule"]:
                     continue
                 copy = dataclasses.replace(c, side=side)
+                if ab["mode"] == "options":  # one model: its two sides are two rows of the report
+                    copy.model = f"{c.model}@{side}"
                 copy.side_options = side_build_options(conf, copy) or None
                 copy.pair = pair_id(c.framework, c.schedule, c.provider, c.batch_size, c.device, ab)
                 out.append(copy)

@@ -183,7 +183,11 @@ def test_ab_with_two_configurations_end_to_end(tmp_path, fast):
     assert all(sorted(p.values()) == [0, 1] for p in by_pass.values() if len(p) == 2)
     plan = json.loads((out / PLAN_FILE).read_text())
     assert plan["ab"]["mode"] == "options" and plan["round_seed"] == 0
-    # compare reads the ab run like any other (its two sides are two cells)
+    # report and compare read the ab run like any other (its two sides are two cells, two rows)
+    from ios_bench.report import write_report
+
+    md = (write_report(out, tmp_path / "report")["md"]).read_text()
+    assert "tiny_a@A" in md and "tiny_a@B" in md
     p = cli(["compare", str(out), str(out), "--format", "json"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert {c["cell"] for c in json.loads(p.stdout)["cells"]} == {recs["A"]["cell"], recs["B"]["cell"]}

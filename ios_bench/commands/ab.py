@@ -57,14 +57,16 @@ def check_sides(a: dict, b: dict, plan, flags=("--a-option", "--b-option")) -> N
                          "(an A/A run is `ios-bench ab MODEL MODEL --a-option ...` with options that differ)")
 
 
-def check_models(spec_a: str, spec_b: str) -> None:
-    """Two models whose input shapes differ, or whose outputs cannot be paired: one line."""
+def check_models(spec_a: str, spec_b: str, other_input: bool = False) -> None:
+    """Two models whose input shapes differ (unless ``other_input``), or whose outputs cannot be
+    paired: one line."""
     from ..loading import load_graph
 
     ga, gb = load_graph(spec_a), load_graph(spec_b)
-    if ga.input_shape != gb.input_shape:
+    if ga.input_shape != gb.input_shape and not other_input:
         raise InputError(f"A and B take different inputs: {ga.name} {list(ga.input_shape)}, "
-                         f"{gb.name} {list(gb.input_shape)} (ab feeds both sides the same seeded input)")
+                         f"{gb.name} {list(gb.input_shape)} (give --other-input if B is meant to take another "
+                         "input shape, e.g. a larger image)")
     if ga.output_shape != gb.output_shape:
         raise InputError(f"the outputs of A and B cannot be paired: {ga.name} gives {list(ga.output_shape)}, "
                          f"{gb.name} {list(gb.output_shape)}")
@@ -86,10 +88,14 @@ def check_models(spec_a: str, spec_b: str) -> None:
               help="Confidence level of each change's interval (a t interval over the paired log-ratios).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
               help="table for people; json or csv (one row per cell) for CI jobs.")
+@click.option("--other-input", is_flag=True,
+              help="B takes another input shape than A (e.g. a larger image): each side gets its own seeded "
+                   "input; the change is then the model's and the input's together.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 1 when a regression is found, or a side of a cell failed.")
 @click.pass_context
-def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fmt, fail_on_regression, **kw):
+def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fmt, other_input, fail_on_regression,
+            **kw):
     """Measure A against B in one interleaved sweep and print one paired verdict per cell.
 
     \b
@@ -112,9 +118,9 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     spent. The run folder holds both sides (cells tagged A and B: `report` and `compare` read it)
     and ab-drift.json, the drift this machine showed between unpaired rounds, which `compare`
     uses. Use ab rather than two runs and `compare` to decide whether a change made something
-    faster (docs/harness.md, "A/B in one sweep"). Two models with different input or output
-    shapes, an option that does not exist, or a framework that cannot run here: one line, exit 2,
-    nothing written.
+    faster (docs/harness.md, "A/B in one sweep"). Two models with different output shapes (or
+    input shapes, without --other-input), an option that does not exist, or a framework that
+    cannot run here: one line, exit 2, nothing written.
     """
     from ..ab import ABSweep, paired_comparison
     from ..fleet import make_executor
@@ -130,7 +136,7 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     a["model"], b["model"] = spec_a, spec_b
     mode = "models" if spec_a != spec_b else "options"
     if mode == "models":
-        check_models(spec_a, spec_b)
+        check_models(spec_a, spec_b, other_input)
     setup = run_command.prepare(ctx, {**kw, "models_": ""}, models=list(dict.fromkeys([spec_a, spec_b])))
     plan = setup.plan
     check_sides(a, b, plan)
