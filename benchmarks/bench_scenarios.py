@@ -104,7 +104,7 @@ def main() -> int:
               f"({r['sequential_config']})  both {_f(r['both'], '/s')}  ratio {_f(r['ratio'], 'x')}")
     print("\n3. Server: highest valid QPS, latency percentile within 2x single-stream p90")
     for r in figs["server"]:
-        print(f"   {r['model']:14s} {r['label']:28s} {_f(r['qps'], ' QPS') if r['qps'] else 'none valid':>14s} "
+        print(f"   {r['model']:14s} {r['label']:28s} {_f(r['qps'], ' QPS') if r['qps'] else r['none_valid']:>14s} "
               f"({r['config'] or '-'})  bound {_f(r['bound_ms'], ' ms')}")
     print(f"\n4. LoadGen VALID: {figs['valid']} of {figs['judged']} scenario cells ("
           + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in figs["verdicts"].items()) + ")")

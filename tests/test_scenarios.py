@@ -224,16 +224,20 @@ def test_goal_figures_pick_valid_winners():
            _scen("ios-sequential", "offline", 1, 50.0), _scen("ios-sequential", "offline", 2, 90.0),
            _scen("ios-both", "offline", 1, 80.0), _scen("ios-both", "offline", 2, 85.0)]
     srv = [_scen("onnxruntime", "server", 1, 40.0, server={"latency_bound_ms": 20.0}),
-           _scen("onnxruntime", "server", 2, None, valid=False, server={"latency_bound_ms": 20.0})]
+           _scen("onnxruntime", "server", 2, None, valid=False, server={"latency_bound_ms": 20.0}),
+           # a framework without a valid load: its answer says from which load up none was found
+           *(_scen("torch", "server", n, None, valid=False, server={"latency_bound_ms": 9.0, "none_valid_above_qps": x})
+             for n, x in ((1, 3.0), (2, 4.5)))]
     figs = goal_figures({"latency": lat, "offline": off, "server": srv})
     ort = next(r for r in figs["offline"] if r["framework"] == "onnxruntime")
     assert ort["offline_rate"] == 150.0 and ort["config"] == "2x1" and ort["ratio"] == pytest.approx(1.5)
     (ios,) = figs["ios"]
     assert ios["provider"] == "torch" and ios["sequential_config"] == "2x1"
     assert ios["ratio"] == pytest.approx(90.0 / 80.0)  # N x IOS-Sequential against ONE IOS-Both instance
-    (s,) = figs["server"]
-    assert s["qps"] == 40.0 and s["config"] == "1x2" and s["bound_ms"] == 20.0
-    assert figs["judged"] == 9 and figs["valid"] == 7 and figs["verdicts"]["server"] == [1, 2]
+    s, t = figs["server"]
+    assert s["qps"] == 40.0 and s["config"] == "1x2" and s["bound_ms"] == 20.0 and s["none_valid"] is None
+    assert t["qps"] is None and t["none_valid"] == "none valid above 4.500 QPS"  # holds for both configurations
+    assert figs["judged"] == 11 and figs["valid"] == 7 and figs["verdicts"]["server"] == [1, 4]
 
 
 @pytest.mark.parametrize("version", ["10", "11"])
@@ -351,8 +355,9 @@ def test_server_cell_needs_half_its_rounds_valid():
 
 
 def test_server_round_estimate_counts_a_search_that_halves_its_load():
-    """The duration model of a Server round: its tries last 2, 4, 8, ... times the queries at one
-    request's latency (an upper bound, the search halving after every invalid try), against one
+    """The duration model of a Server round: its tries last 2, 4, 8, 10 times the queries at one
+    request's latency (an upper bound, the search halving after every invalid try down to its
+    floor), against one
     test's length for Offline, and for the single-stream cells that bound a Server sweep."""
     from ios_bench.plan import Plan
     from ios_bench.scenarios.cells import RoundEstimate
@@ -368,7 +373,9 @@ def test_server_round_estimate_counts_a_search_that_halves_its_load():
     server = settings_for("server", quick=True)
     q, tries = server["min_query_count"], server["server_tries"]
     got = RoundEstimate(Flat(), Plan(scenario="server", quick=True)).round_s("m", 1, "onnxruntime")
-    want = 2.0 + 7 * 0.010 + sum(max(server["min_duration_ms"] / 1000, q * 0.010 * 2 ** (i + 1)) for i in range(tries))
+    # halving from half the capacity down to its floor (a tenth of the capacity), within its tries
+    loads = [2, 4, 8, 10][:tries]
+    want = 2.0 + 7 * 0.010 + sum(max(server["min_duration_ms"] / 1000, q * 0.010 * m) for m in loads)
     assert got == pytest.approx(want)
     assert got > 2.0 + tries * q * 0.010 * 4  # far above every try at the full load
     # a Server sweep's single-stream cells (its latency bounds) are counted as single-stream

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cells import label
-from ..scenarios.report import winners
+from ..scenarios.report import none_valid_text, winners
 from . import _common as c
 from .base import Context, Report, Run
 
@@ -96,7 +96,7 @@ class Throughput:
             ("Server: highest valid QPS", c.table(
                 "Server, latency percentile within 2x the single-stream p90",
                 ["model", "framework", "max valid QPS", "config", "bound (ms)"],
-                [[r["model"], r["label"], c.fmt(r["qps"]) if r["qps"] else "none valid", r["config"] or "-",
+                [[r["model"], r["label"], c.fmt(r["qps"]) if r["qps"] else r["none_valid"], r["config"] or "-",
                   c.fmt(r["bound_ms"])]
                  for r in figs["server"]])),
             ("LoadGen's verdicts", f"{figs['valid']} of {figs['judged']} scenario cells VALID ("
@@ -147,6 +147,7 @@ def goal_figures(runs: dict[str, list[dict]]) -> dict:
         any_rec = next(r for r in srv if r["model"] == model and r["framework"] == fw and r["scenario"] == "server")
         out["server"].append({"model": model, "framework": fw, "label": label(fw),
                               "qps": w["scenario_figure"] if w else None, "config": _config(w),
+                              "none_valid": None if w else none_valid_text(srv, model, fw, "none valid"),
                               "bound_ms": ((w or any_rec).get("server") or {}).get("latency_bound_ms")})
     for r in scen:
         if r.get("status") in ("ok", "wrong") and r.get("scenario"):

@@ -132,6 +132,8 @@ class RoundEstimate:
     and what this 2-core machine needed: on squeezenet every framework's p99 at low load stayed
     above 2x its single-stream p90, and its searches halved down to a few QPS: onnxruntime's
     round took 242 s, counted here as 181 s (at one request's latency per query, as before: 15 s).
+    The search stops at its floor (:func:`server_loads`): by default a tenth of the capacity, so a
+    round is at most tries at 2, 4, 8 and 10 times the latency (a plateau may end it sooner).
     A cell is counted under its own scenario (a Server sweep's single-stream cells as single-stream).
     Everything else is the wrapped model's."""
 
@@ -152,8 +154,24 @@ class RoundEstimate:
         queries = int(s["min_query_count"]) * int(s.get("samples_per_query", 1))
         least = s["min_duration_ms"] / 1000
         if scenario == "server":
-            tests = sum(max(least, queries * lat * 2 ** (i + 1)) for i in range(int(s["server_tries"])))
+            tests = sum(max(least, queries * lat * m) for m in server_loads(s, lat))
         else:
             tests = 1.5 * max(least, queries * lat)
         return self.model.fixed_s(framework) + 7 * lat + tests
 
+
+def server_loads(settings: dict, latency_s: float) -> list[float]:
+    """How many times one request's latency each try of a Server search that finds nothing valid
+    spends per query (the duration model's upper bound): it halves its load from half the capacity
+    (one instance: 1 / latency) down to its floor (``ios_bench.scenarios.server.floor_of``), where
+    it stops, within ``server_tries``."""
+    from .server import FLOOR_SHARE
+
+    floor = settings.get("server_floor_qps")
+    cap = 1 / FLOOR_SHARE if floor is None else max(2.0, 1 / max(latency_s * float(floor), 1e-12))
+    out: list[float] = []
+    for i in range(int(settings["server_tries"])):
+        out.append(min(2.0 ** (i + 1), cap))
+        if out[-1] >= cap:
+            break
+    return out

@@ -27,7 +27,7 @@ TITLES = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "offli
 def _figure(r: dict) -> str:
     fig = r.get("scenario_figure")
     if fig is None:
-        return "no valid QPS" if r.get("scenario") == "server" else "-"
+        return ((r.get("server") or {}).get("verdict") or "no valid QPS") if r.get("scenario") == "server" else "-"
     cv = r.get("scenario_cv")
     text = f"{fmt(fig)} {r.get('scenario_unit', '')}" + (f" ±{cv:.1%}" if isinstance(cv, (int, float)) else "")
     return text + (" (unstable)" if r.get("unstable") else "")
@@ -124,7 +124,8 @@ def _winning(table_cls, scenario, device, bs, sub, wins):
         for fw in dict.fromkeys(r["framework"] for r in sub if r["model"] == model):
             w = wins.get((scenario, device, bs, model, fw))
             if w is None:
-                rows.append([model, label(fw), "no valid configuration", "-", "-", "-", "-"])
+                none = none_valid_text(sub, model, fw)
+                rows.append([model, label(fw), "no valid configuration", none, "-", "-", "-"])
                 continue
             valid = [r for r in sub if r["model"] == model and r["framework"] == fw and r["status"] == "ok"
                      and r.get("scenario_valid") and r.get("scenario_figure") is not None]
@@ -139,10 +140,21 @@ def _winning(table_cls, scenario, device, bs, sub, wins):
                      "much the search over instances and threads gained (>1 is better)")
 
 
+def none_valid_text(sub: list[dict], model: str, fw: str, empty: str = "-") -> str:
+    """A framework with no valid Server configuration: ``none valid above X QPS``, X the highest of
+    its measured configurations' (so that it holds for each), or ``empty`` where none says it."""
+    from .server import verdict
+
+    lows = [x for r in sub if r["model"] == model and r["framework"] == fw and r["status"] in ("ok", "wrong")
+            and isinstance(x := (r.get("server") or {}).get("none_valid_above_qps"), (int, float))]
+    return verdict(max(lows)) if lows else empty
+
+
 def _judged(rec: dict | None) -> str:
     """The latency a Server run is judged on (its percentile: p99 by default, p90 when reduced)."""
-    pct = ((rec or {}).get("scenario_settings") or {}).get("server_percentile", 0.99)
-    return "p99_ms" if pct >= 0.99 else "p90_ms" if pct >= 0.9 else "p50_ms"
+    from .server import judged_key
+
+    return judged_key(((rec or {}).get("scenario_settings") or {}).get("server_percentile", 0.99))
 
 
 def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dict) -> bool:

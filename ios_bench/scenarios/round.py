@@ -42,7 +42,7 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     from ..record import RoundResult, jsonable
     from .concurrency import build_engine
     from .loadgen import run_test
-    from .server import bisect, loadgen_peak, try_record
+    from .server import bisect, floor_of, judged_key, loadgen_peak, try_record, verdict
 
     sc = spec["scenario"]
     name, settings, n = sc["name"], sc["settings"], int(sc["instances"])
@@ -104,13 +104,18 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
                 rec["logs_abs"] = str(outdir / folder)
                 return rec, res
 
-            search = loadgen_peak if settings.get("server_search") == "loadgen-peak" else bisect
-            args = (capacity,) if search is loadgen_peak else (capacity, int(settings["server_tries"]))
-            best, tries, main = search(run, *args)
+            floor, floor_from = floor_of(settings, capacity)
+            key = judged_key(settings["server_percentile"])
+            if settings.get("server_search") == "loadgen-peak":
+                best, tries, main, ending = loadgen_peak(run, capacity)
+            else:
+                best, tries, main, ending = bisect(run, capacity, int(settings["server_tries"]), floor, key, bound)
             for t in tries:
                 t.pop("logs_abs", None)
             result["server"] = {"search": settings.get("server_search", "bisect"), "latency_bound_ms": bound,
                                 "bound_from": sc.get("bound_from"), "capacity_estimate_qps": capacity,
+                                "floor_qps": floor, "floor_from": floor_from, "judged": key, **ending,
+                                "verdict": verdict(ending["none_valid_above_qps"]),
                                 "max_valid_qps": best["qps"] if best else None, "tries": tries}
     result["phase"] = "check"
     after = None

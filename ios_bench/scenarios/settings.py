@@ -31,12 +31,16 @@ SETTINGS = {
                                       "single-stream p90 measured in the same worker)"),
     "server_latency_factor": (*_POSITIVE, "Server: the bound as a multiple of the single-stream p90"),
     "server_tries": (*_POSITIVE_INT, "Server: LoadGen runs the QPS search may make (each one recorded)"),
+    "server_floor_qps": (*_POSITIVE, "Server: the lowest offered load worth serving, QPS: the search never halves "
+                                     "below it and stops at it (default: a tenth of the capacity measured in "
+                                     "the round, instances x 1000 / one request's ms)"),
     "server_search": (*_SEARCH, "Server: bisect (our bounded search over LoadGen runs) or loadgen-peak "
                                 "(LoadGen's FindPeakPerformance, then one confirming run)"),
     "qsl_size": (*_POSITIVE_INT, "inputs in the query sample library (seeded; sample i uses seed + i)"),
     "checked_responses": (*_POSITIVE_INT, "responses checked against the oracle per LoadGen run (sampled)"),
 }
 SERVER_SEARCHES = ("bisect", "loadgen-peak")
+OPTIONAL_SERVER = {"server_latency_ms", "server_floor_qps"}  # Server settings unset by default
 
 _COMMON = {"min_duration_ms": 10_000.0, "qsl_size": 16, "checked_responses": 32}
 DEFAULTS = {
@@ -86,7 +90,8 @@ def settings_for(scenario: str, quick: bool = False, overrides: dict | None = No
         problem = setting_problem(scenario, key, value)
         if problem:
             raise InputError(problem)
-        base[key] = float(value) if key in ("min_duration_ms", "server_latency_ms", "server_latency_factor") else value
+        base[key] = float(value) if key in ("min_duration_ms", "server_latency_ms", "server_latency_factor",
+                                            "server_floor_qps") else value
     return base
 
 
@@ -94,7 +99,7 @@ def setting_problem(scenario: str, key, value) -> str | None:
     """Why ``key=value`` is not a setting of ``scenario`` (one line), or None."""
     if key not in SETTINGS:
         return f"unknown scenario setting {str(key)[:40]!r}; choose from: {', '.join(SETTINGS)}"
-    used = set(DEFAULTS[scenario]) | ({"server_latency_ms"} if scenario == "server" else set())
+    used = set(DEFAULTS[scenario]) | (OPTIONAL_SERVER if scenario == "server" else set())
     if key not in used:
         return f"scenario setting {key} does not apply to {scenario} (it uses: {', '.join(sorted(used))})"
     what, check, _ = SETTINGS[key]

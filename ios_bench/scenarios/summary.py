@@ -52,6 +52,8 @@ def scenario_fields(scenario: str, rounds: list[dict], batch_size: int) -> dict:
     if not figures:
         out["loadgen"] = used[-1]["loadgen"]
         out["server"] = _server(used[-1])
+        if scenario == "server":
+            out["server"].update(none_valid(used))
         return out
     values = [f for _, f in figures]
     figure = stats.median(values)
@@ -71,6 +73,17 @@ def _server(rnd: dict, per_round: list[float] | None = None) -> dict:
     return s
 
 
+def none_valid(rounds: list[dict]) -> dict:
+    """A Server cell without a valid QPS: from which load up none of its rounds that searched down to
+    a plateau or floor found one (the highest of their lowest loads tried, so that it holds for each
+    of them), as the record's ``server.none_valid_above_qps`` and ``server.verdict``."""
+    from .server import verdict
+
+    lows = [x for r in rounds if isinstance(x := (r.get("server") or {}).get("none_valid_above_qps"), (int, float))]
+    top = max(lows) if lows else None
+    return {"none_valid_above_qps": top, "none_valid_above_qps_per_round": lows, "verdict": verdict(top)}
+
+
 def unstable_reason(summary: dict) -> str | None:
     cv = summary.get("scenario_cv")
     if cv is not None and cv > UNSTABLE_CV:
@@ -83,7 +96,8 @@ def describe_scenario(record: dict, head: str) -> str:
     lgr = record.get("loadgen") or {}
     unit = record.get("scenario_unit") or ""
     fig = record.get("scenario_figure")
-    text = f"{head}: " + (f"{fig:.4g} {unit}" if fig is not None else "no valid figure")
+    none = (record.get("server") or {}).get("verdict") if fig is None else None
+    text = f"{head}: " + (f"{fig:.4g} {unit}" if fig is not None else none or "no valid figure")
     cv = record.get("scenario_cv")
     used, measured = record.get("rounds_used"), record.get("rounds_measured")
     text += (f" (±{cv:.1%} between rounds, " if cv is not None else " (") + f"{used} of {measured} rounds)"
