@@ -4,13 +4,13 @@ by the build option ``provider`` (``torch`` by default; ``onnxruntime``, ``openv
 the CUDA executor (CuPy streams, cuDNN Frontend convolutions), by default the whole schedule
 captured into one CUDA graph and replayed (build option ``cuda_graph``, true by default on
 ``cuda``; ``cuda_graph=false`` is the variant launching every kernel from Python at each run).
-The record's ``execution`` says which ran."""
+The record's ``execution`` says which ran. A CPU cell on ONNX Runtime or OpenVINO kernels imports
+no torch (the runtime keeps its values in numpy arrays there: ``ios_core.runtime.tensors``)."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
-
-import torch
 
 from ios_core.ir import Graph
 from ios_core.runtime import Runtime, make_runtime
@@ -34,7 +34,7 @@ class IOSCompiled(Compiled):
         if self.cuda:
             self.runtime.sync()
             return self.runtime.dev.read(out, self.runtime._stream0)
-        return out.contiguous().numpy().copy()
+        return self.runtime.finish(out)
 
     def sync(self) -> None:
         if self.cuda:
@@ -51,11 +51,12 @@ EXECUTION = {True: "CUDA graph replay", False: "kernel launches, no CUDA graph"}
 
 @dataclass
 class IOSAdapter(Adapter):
-    def version(self) -> str | None:
-        return torch.__version__
-
     def available(self, device: str = "cpu") -> str | None:
-        reason = super().available(device)
+        if device not in self.devices:
+            return f"{self.name} does not run on {device}"
+        # torch is found, not imported: a cell on another provider's kernels never imports it
+        # (the provider itself is checked when the cell is built)
+        reason = None if importlib.util.find_spec("torch") is not None else "torch is not installed"
         if reason is None and device.startswith("cuda"):
             from ios_core.gpu import cuda_missing
 
@@ -75,7 +76,7 @@ class IOSAdapter(Adapter):
             raise ValueError("cuda_graph=True needs device cuda")
         rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers)
         if provider == "torch":
-            kernels = f"torch {torch.__version__} (oneDNN)"
+            kernels = f"torch {rt.stats.get('provider_version') or self.version()} (oneDNN)"
         else:
             kernels = f"{provider} {rt.stats.get('provider_version')}"
         info = {**rt.stats, "scheduled": graph.has_stages, "kernels": kernels, "provider": provider}

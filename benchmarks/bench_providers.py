@@ -76,7 +76,7 @@ def _runners(graph, batch, threads, both):
             rt = Runtime(sched, batch, provider=prov, threads=threads)
             build = time.perf_counter() - t0
             t = rt.prepare(x)
-            assert compare(rt.execute(t).numpy(), ref).passed, (label, prov)
+            assert compare(rt.finish(rt.execute(t)), ref).passed, (label, prov)
             out[f"IOS-{label}[{prov}]"] = lambda rt=rt, t=t: rt.execute(t)
             print(f"  built IOS-{label}[{prov}]: {rt.stats.get('pieces', rt.stats['stages'])} "
                   f"{'pieces' if prov != 'torch' else 'stages'}, {build:.1f} s", flush=True)

@@ -200,7 +200,8 @@ def test_buffers_are_shared_not_copied(mixed, provider, batch):
             assert all(np.shares_memory(req.get_output_tensor(i).data, a) for i, a in enumerate(outs))
     # the graph's output is the arena view the last piece wrote
     out = rt.execute(rt.prepare(random_input(mixed, batch)))
-    assert any(np.shares_memory(out.numpy(), a) for k in rt.program.kernels for a in k.attached["outputs"])
+    assert isinstance(out, np.ndarray)  # numpy values on a provider's kernels (no torch there)
+    assert any(np.shares_memory(out, a) for k in rt.program.kernels for a in k.attached["outputs"])
 
 
 @pytest.mark.parametrize("provider", LIBRARIES)

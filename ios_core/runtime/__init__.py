@@ -14,11 +14,13 @@ Layers, each importing only the ones above it:
 * ``base`` (the runtime protocol and its checks), ``runtime`` (the CPU runtime), ``cuda``
   (the CUDA runtime), ``factory`` (``make_runtime``, ``build_program``).
 
+Importing the package imports no torch: ``emit`` (torch closures) is loaded when first used, and
+a runtime on ONNX Runtime or OpenVINO kernels keeps its values in numpy arrays (:mod:`.tensors`).
+
 See docs/runtime.md.
 """
 
 from .base import RuntimeProtocol
-from .emit_torch import emit
 from .factory import build_program, make_runtime
 from .passes import make_plan
 from .plan import Buffer, Piece, RuntimePlan, Step, ValueRef
@@ -29,3 +31,11 @@ from .runtime import PROVIDERS, Runtime
 __all__ = ["PROVIDERS", "Buffer", "Piece", "RuntimePlan", "Program", "Runtime", "RuntimeProtocol", "Step", "ValueRef",
            "WorkerPool", "build_program", "emit", "graph_stages", "make_plan", "make_runtime", "shared_pool",
            "split_threads"]
+
+
+def __getattr__(name: str):
+    if name == "emit":  # torch closures: torch is imported only when they are asked for
+        from .emit_torch import emit
+
+        return emit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

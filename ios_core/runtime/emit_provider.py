@@ -5,7 +5,8 @@ schedule is a single piece, the library running the whole graph itself) and
 ``arena_kinds=("concat", "value")`` (every value crossing pieces has a fixed arena view);
 each piece is compiled once by the provider with the thread share the stage gives it, and
 bound to those views (``Kernel.attach``: ONNX Runtime IO binding, OpenVINO tensors sharing
-memory), so a call moves no data where the views are contiguous.
+memory), so a call moves no data where the views are contiguous. The values are numpy arrays
+(``tensors.for_provider``): a program on ONNX Runtime or OpenVINO kernels never imports torch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from . import providers as _providers
 from .passes import make_plan
 from .plan import Piece, RuntimePlan
 from .program import PieceIO, Program, emit_pieces
+from .tensors import for_provider
 
 ARENA_KINDS = ("concat", "value")
 
@@ -43,7 +45,8 @@ def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights
         pieces.append(piece)
         return kernel.attach(io)
 
-    program = emit_pieces(plan, threads, compile_piece, max_workers=max_workers, trace=trace)
+    program = emit_pieces(plan, threads, compile_piece, max_workers=max_workers, trace=trace,
+                          tensors=for_provider(prov.name))
     program.kernels, program.pieces = kernels, pieces
     program.stats.update({
         "provider": prov.name, "provider_version": prov.version(),

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from ..ir import Graph, Node
 from .base import RuntimeProtocol
 from .emit_provider import build_provider_program
-from .emit_torch import build_torch_program
 from .program import Program
 
 
@@ -47,6 +46,8 @@ def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequenc
     that library (:func:`~.emit_provider.build_provider_program`); ``outputs`` keep their
     values after the run (``Program.output(name)``)."""
     if provider == "torch":
+        from .emit_torch import build_torch_program  # torch only for torch kernels
+
         return build_torch_program(stages, externals, outputs, batch_size, threads, random_weights=random_weights,
                                    max_workers=max_workers, seed=seed, trace=trace)
     return build_provider_program(stages, externals, outputs, batch_size, threads, provider,

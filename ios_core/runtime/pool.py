@@ -11,9 +11,13 @@ thread-local "initialized" flag). So each worker first triggers its lazy initial
 can change it, and it does not change the caller's. ``tests/test_runtime_threads.py``
 checks all of this.
 
+The thread control is that of the program's tensors (:mod:`.tensors`): torch's for torch
+kernels, none for ONNX Runtime's or OpenVINO's (their sessions keep the threads they were
+compiled with), so a pool for those never imports torch.
+
 The calling thread runs the first task itself (one fewer wake-up); the pool grows on demand
-and is shared by every runtime of the process (guarded by a lock, so two runtimes used from
-two threads take turns on it). Every task carries its own future: a run waits for the futures
+and is shared by every runtime of the process whose tensors are the same (guarded by a lock, so
+two runtimes used from two threads take turns on it). Every task carries its own future: a run waits for the futures
 of its own tasks only, so a run that was interrupted while its tasks were still running (they
 finish later) can never make the next run return before its own tasks are done.
 """
@@ -25,22 +29,23 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-import torch
+from .tensors import TORCH, Tensors
 
 PoolTask = tuple[Callable[[], None], int]  # (function, intra-op threads)
 
 
 class _Worker:
-    def __init__(self, index: int):
+    def __init__(self, index: int, tensors: Tensors):
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.threads = 0
+        self.tensors = tensors
         self.thread = threading.Thread(target=self._loop, name=f"ios-worker-{index}", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
-        self.threads = torch.get_num_threads()  # lazy per-thread OpenMP initialization happens here
+        self.threads = self.tensors.threads()  # lazy per-thread OpenMP initialization happens here
         # inference mode is thread-local: workers stay in it, as the runtime's caller is
-        with torch.inference_mode():
+        with self.tensors.mode():
             self._serve()
 
     def _serve(self) -> None:
@@ -50,8 +55,8 @@ class _Worker:
                 return
             fn, nthreads, future = item
             try:
-                if nthreads != self.threads:
-                    torch.set_num_threads(nthreads)
+                if self.threads is not None and nthreads != self.threads:
+                    self.tensors.set_threads(nthreads)
                     self.threads = nthreads
                 fn()
             except BaseException as e:  # noqa: BLE001 - handed to the caller
@@ -61,9 +66,10 @@ class _Worker:
 
 
 class WorkerPool:
-    def __init__(self):
+    def __init__(self, tensors: Tensors = TORCH):
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
+        self.tensors = tensors
 
     @property
     def size(self) -> int:
@@ -71,7 +77,7 @@ class WorkerPool:
 
     def _ensure(self, n: int) -> None:
         while len(self._workers) < n:
-            self._workers.append(_Worker(len(self._workers)))
+            self._workers.append(_Worker(len(self._workers), self.tensors))
 
     def run(self, tasks: list[PoolTask], caller_threads: int) -> None:
         """Run ``tasks`` concurrently: the first on the calling thread, the rest on workers;
@@ -86,15 +92,16 @@ class WorkerPool:
                 worker.inbox.put((task_fn, task_threads, future))
             error: BaseException | None = None
             fn, nthreads = tasks[0]
+            switch = nthreads != caller_threads and self.tensors.threads() is not None
             try:
-                if nthreads != caller_threads:
-                    torch.set_num_threads(nthreads)
+                if switch:
+                    self.tensors.set_threads(nthreads)
                 fn()
             except BaseException as e:  # noqa: BLE001
                 error = e
             finally:
-                if nthreads != caller_threads:
-                    torch.set_num_threads(caller_threads)
+                if switch:
+                    self.tensors.set_threads(caller_threads)
                 for future in futures:  # this run's own tasks, whatever an earlier run left behind
                     r = future.exception()
                     if r is not None and error is None:
@@ -103,16 +110,17 @@ class WorkerPool:
                 raise error
 
 
-_POOL: WorkerPool | None = None
+_POOLS: dict[str, WorkerPool] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def shared_pool() -> WorkerPool:
-    global _POOL
+def shared_pool(tensors: Tensors = TORCH) -> WorkerPool:
+    """The process's pool for programs keeping their values in ``tensors``."""
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = WorkerPool()
-        return _POOL
+        pool = _POOLS.get(tensors.name)
+        if pool is None:
+            pool = _POOLS[tensors.name] = WorkerPool(tensors)
+        return pool
 
 
 def split_threads(total: int, workers: int) -> list[int]:

@@ -5,7 +5,9 @@ functions (plan once, run many).
 
 * every buffer has a slot in one list (``env``, :class:`Storage`); a closure reads its inputs
   from slots and writes its output to a slot, so running the program is a tight loop;
-* the arena is one preallocated tensor; the plan's fixed buffers are views of it made once;
+* the arena is one preallocated tensor; the plan's fixed buffers are views of it made once (torch
+  tensors for torch kernels, numpy arrays for a provider's: :mod:`.tensors`, so that a program on
+  ONNX Runtime or OpenVINO kernels never imports torch);
 * other activations are the kernels' own outputs; their slots are cleared after the stage of
   their last reader (``StagePlan.release``) so the allocator reuses that memory;
 * a parallel stage's groups are assigned to workers of the shared pool (longest processing
@@ -18,12 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 from ..ir import Graph, Node, Value
 from ..optimizer.stage import Schedule
 from .plan import F32, Piece, RuntimePlan, ValueRef
 from .pool import assign_groups, shared_pool, split_threads
+from .tensors import TORCH, Tensors
+
+Tensor = object  # a torch tensor or a numpy array, as the program's Tensors keep them
 
 
 def graph_stages(graph: Graph) -> list[list[list[Node]]]:
@@ -42,7 +45,7 @@ class Program:
     op_names: list[list[str]]
     stage_names: list[list[list[str]]]
     input_slots: dict[str, int]
-    output_getters: dict[str, Callable[[], torch.Tensor]]
+    output_getters: dict[str, Callable[[], Tensor]]
     threads: int
     stats: dict = field(default_factory=dict)
     profiled_stage_fns: list[Callable[[], None]] | None = None
@@ -50,12 +53,13 @@ class Program:
     # provider programs (``emit_provider``): the compiled kernels and their pieces
     kernels: list = field(default_factory=list)
     pieces: list = field(default_factory=list)
+    tensors: Tensors = TORCH  # what its values are kept in, and its thread control
 
     def run(self) -> None:
         for f in self.stage_fns:
             f()
 
-    def output(self, name: str) -> torch.Tensor:
+    def output(self, name: str) -> Tensor:
         """The value of output ``name`` after a run (valid until the next run)."""
         return self.output_getters[name]()
 
@@ -106,11 +110,13 @@ class PieceIO:
     ``outputs``: node name -> a function storing the computed tensor; ``destinations``: node
     name -> the preallocated tensor the output lands in (an arena view: a provider may write
     there directly, e.g. through ONNX Runtime's IO binding, and then store that same tensor,
-    which costs nothing), or None where the output is a fresh tensor."""
+    which costs nothing), or None where the output is a fresh tensor. ``tensors``: the library
+    the tensors are (:mod:`.tensors`)."""
 
-    inputs: dict[str, Callable[[], torch.Tensor]]
-    outputs: dict[str, Callable[[torch.Tensor], None]]
-    destinations: dict[str, torch.Tensor | None]
+    inputs: dict[str, Callable[[], Tensor]]
+    outputs: dict[str, Callable[[Tensor], None]]
+    destinations: dict[str, Tensor | None]
+    tensors: Tensors = TORCH
 
 
 # compile_piece(piece, io, threads) -> a closure running the piece (reading io.inputs, calling io.outputs)
@@ -120,66 +126,67 @@ CompilePiece = Callable[[Piece, PieceIO, int], Callable[[], None]]
 
 class Storage:
     """Where the values of one plan live while its program runs: ``env`` (one slot per buffer)
-    and the arena, one preallocated tensor whose views are the fixed buffers."""
+    and the arena, one preallocated tensor of ``tensors`` whose views are the fixed buffers."""
 
-    def __init__(self, plan: RuntimePlan):
+    def __init__(self, plan: RuntimePlan, tensors: Tensors = TORCH):
         self.plan = plan
         self.n = plan.batch_size
+        self.tensors = tensors
         self.env: list = [None] * len(plan.buffers)
-        arena = torch.empty(plan.arena_bytes // F32, dtype=torch.float32)
+        arena = tensors.empty((plan.arena_bytes // F32,))
         self.fixed: set[int] = set()
         for b in plan.buffers:
             if b.offset is not None:
-                numel = b.nbytes // F32
-                self.env[b.index] = arena[b.offset // F32:b.offset // F32 + numel].view(b.shape)
+                self.env[b.index] = tensors.reshape(arena, b.offset // F32, b.nbytes // F32, b.shape)
                 self.fixed.add(b.index)
 
     # ---- reading values -------------------------------------------------------------------------
-    def view(self, ref: ValueRef) -> torch.Tensor:
+    def view(self, ref: ValueRef) -> Tensor:
         """The fixed tensor of a value in the arena."""
         t = self.env[ref.buffer]
-        return t if ref.whole else t.narrow(1, ref.begin, ref.channels)
+        return t if ref.whole else self.tensors.narrow(t, ref.begin, ref.channels)
 
-    def getter(self, ref: ValueRef) -> Callable[[], torch.Tensor]:
+    def getter(self, ref: ValueRef) -> Callable[[], Tensor]:
         if ref.buffer in self.fixed:
             t = self.view(ref)
             return lambda: t
         env, k = self.env, ref.buffer
         if ref.whole:
             return lambda: env[k]
-        b, ln = ref.begin, ref.channels
-        return lambda: env[k].narrow(1, b, ln)
+        b, ln, narrow = ref.begin, ref.channels, self.tensors.narrow
+        return lambda: narrow(env[k], b, ln)
 
-    def read(self, s: Value) -> Callable[[], torch.Tensor]:
+    def read(self, s: Value) -> Callable[[], Tensor]:
         return self.getter(self.plan.read(s))
 
     def piece_io(self, piece: Piece) -> PieceIO:
-        destinations: dict[str, torch.Tensor | None] = {}
-        outputs: dict[str, Callable[[torch.Tensor], None]] = {}
-        env = self.env
+        destinations: dict[str, Tensor | None] = {}
+        outputs: dict[str, Callable[[Tensor], None]] = {}
+        env, copy = self.env, self.tensors.copy
         for o in piece.outputs:
             ref = self.plan.value(o)
             if ref.buffer in self.fixed:
                 dest = destinations[o.name] = self.view(ref)
-                outputs[o.name] = lambda t, dest=dest: None if t is dest else dest.copy_(t)
+                outputs[o.name] = lambda t, dest=dest: None if t is dest else copy(dest, t)
             else:
                 destinations[o.name] = None
                 outputs[o.name] = lambda t, k=ref.buffer: env.__setitem__(k, t)
-        return PieceIO({x.name: self.getter(self.plan.value(x)) for x in piece.inputs}, outputs, destinations)
+        return PieceIO({x.name: self.getter(self.plan.value(x)) for x in piece.inputs}, outputs, destinations,
+                       self.tensors)
 
 
 GroupTask = tuple[list[str], list[Callable[[], None]], float]  # one group: names, closures, cost (for balancing)
 
 
 def emit_pieces(plan: RuntimePlan, threads: int, compile_piece: CompilePiece, max_workers: int | None = None,
-                trace: list | None = None) -> Program:
+                trace: list | None = None, tensors: Tensors = TORCH) -> Program:
     """A program whose groups are pieces compiled by a kernel provider: ``compile_piece(piece,
     io, threads)`` is called once per piece (:meth:`RuntimePlan.pieces`) with the intra-op threads
     that piece gets when it runs (its share of a parallel stage, or all of ``threads``) and
     returns the closure that runs it. Stages, the worker pool, releases, profiling and stats
     are the torch program's. Plan with ``make_plan(..., fuse_sequential=True)`` so runs of
-    single-group stages are compiled as one piece."""
-    em = Storage(plan)
+    single-group stages are compiled as one piece. ``tensors``: what the values are kept in."""
+    em = Storage(plan, tensors)
     pieces = plan.pieces()
     by_stage: dict[int, list[Piece]] = {}
     for p in pieces:
@@ -214,7 +221,7 @@ def assemble(plan: RuntimePlan, em: Storage, stage_tasks: list[list[GroupTask]],
     """The program running ``stage_tasks`` (per stage, its groups' named closures and costs) over
     ``em``'s storage: stage functions with the worker pool, releases, profiling and stats."""
     env = em.env
-    pool = shared_pool()
+    pool = shared_pool(em.tensors)
     stage_fns: list[Callable[[], None]] = []
     op_fns: list[list[Callable[[], None]]] = []
     op_names: list[list[str]] = []
@@ -223,14 +230,16 @@ def assemble(plan: RuntimePlan, em: Storage, stage_tasks: list[list[GroupTask]],
         groups_ops = [fns for _, fns, _ in tasks]
         op_fns.append([f for fns in groups_ops for f in fns])
         op_names.append([name for names, _, _ in tasks for name in names])
-        fn, nworkers = _stage_fn(groups_ops, [c for _, _, c in tasks], threads, max_workers, pool, trace, si)
+        fn, nworkers = _stage_fn(groups_ops, [c for _, _, c in tasks], threads, max_workers, pool, trace, si,
+                                 em.tensors)
         workers_used = max(workers_used, nworkers)
         stage_fns.append(_with_release(fn, env, st.release) if st.release else fn)
     program = Program(
         plan=plan, env=env, stage_fns=stage_fns, op_fns=op_fns, op_names=op_names,
         stage_names=[[[x.name for x in g.nodes] for g in st.groups] for st in plan.stages],
         input_slots={x.name: plan.value(x).buffer for x in plan.externals},
-        output_getters={o.name: em.getter(plan.value(o)) for o in plan.outputs}, threads=threads)
+        output_getters={o.name: em.getter(plan.value(o)) for o in plan.outputs}, threads=threads,
+        tensors=em.tensors)
     program.stats = {**plan.stats(), "max_workers": workers_used, "threads": threads}
     return program
 
@@ -251,7 +260,7 @@ def _with_release(fn, env, release):
     return g
 
 
-def _stage_fn(group_ops, costs, threads, max_workers, pool, trace=None, si=0):
+def _stage_fn(group_ops, costs, threads, max_workers, pool, trace=None, si=0, tensors: Tensors = TORCH):
     if not group_ops:
         return (lambda: None), 0
     if len(group_ops) == 1:
@@ -264,18 +273,18 @@ def _stage_fn(group_ops, costs, threads, max_workers, pool, trace=None, si=0):
     per = split_threads(threads, nworkers)
     tasks = [(seq([f for i in a for f in group_ops[i]]), t) for a, t in zip(assigned, per)]
     if trace is not None:
-        tasks = [(_traced(f, trace, si, ti), t) for ti, (f, t) in enumerate(tasks)]
+        tasks = [(_traced(f, trace, si, ti, tensors), t) for ti, (f, t) in enumerate(tasks)]
     run = pool.run
     return (lambda: run(tasks, threads)), nworkers
 
 
-def _traced(fn, trace, si, ti):
+def _traced(fn, trace, si, ti, tensors: Tensors = TORCH):
     import threading
 
     def run():
         t0 = time.perf_counter_ns()
         fn()
-        trace.append({"stage": si, "task": ti, "thread": threading.get_ident(), "threads": torch.get_num_threads(),
+        trace.append({"stage": si, "task": ti, "thread": threading.get_ident(), "threads": tensors.threads(),
                       "start_ns": t0, "end_ns": time.perf_counter_ns()})
     return run
 

@@ -5,7 +5,6 @@ a provider (torch, onnxruntime, openvino). The CUDA runtime is :mod:`.cuda`;
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..ir import Graph
 from ..measure import Measurement, measure
@@ -13,10 +12,10 @@ from ..threads import resolve_threads
 from . import providers
 from .base import check_graph, check_input
 from .emit_provider import emit_provider, plan_for_provider
-from .emit_torch import emit
 from .passes import make_plan
 from .plan import RuntimePlan
 from .program import Program, graph_stages
+from .tensors import for_provider, running
 
 PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build (the registry's)
 
@@ -34,6 +33,10 @@ class Runtime:
     divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
     stage's groups one after another on the calling thread); ``trace`` (a list) records each
     concurrent task's thread and start/end times.
+
+    Values are torch tensors on torch kernels and numpy arrays on any other provider's
+    (``self.tensors``, :mod:`.tensors`): a runtime on ONNX Runtime or OpenVINO kernels never
+    imports torch. ``prepare`` and ``execute`` take and return that kind.
 
     This is the CPU runtime; ``make_runtime(graph, batch_size, device, ...)``
     (:mod:`.factory`) makes the runtime of any device, this one for ``"cpu"``.
@@ -57,7 +60,11 @@ class Runtime:
         self.threads = resolve_threads(threads)
         self.provider = provider
         self.stages = graph_stages(graph)
+        self.tensors = for_provider(provider)
+        self._thread_control = self.tensors.threads() is not None
         if provider == "torch":
+            from .emit_torch import emit
+
             self.plan: RuntimePlan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
         else:
@@ -77,13 +84,17 @@ class Runtime:
     def peak_activation_bytes(self) -> int:
         return self.program.stats["peak_activation_bytes"]
 
-    def prepare(self, x: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(check_input(x, self._shape))
+    def prepare(self, x: np.ndarray):
+        return self.tensors.from_numpy(check_input(x, self._shape))
 
-    def execute(self, t: torch.Tensor) -> torch.Tensor:
+    def execute(self, t):
         """Run on a prepared input; returns the output tensor (valid until the next call)."""
         env = self.program.env
         env[self._in] = t
+        if not self._thread_control:  # a provider's kernels: their threads were fixed at compile time
+            self.program.run()
+            return self._out()
+        torch = self.tensors.torch
         caller = torch.get_num_threads()
         if caller != self.threads:
             torch.set_num_threads(self.threads)
@@ -95,8 +106,12 @@ class Runtime:
                 torch.set_num_threads(caller)
         return self._out()
 
+    def finish(self, out) -> np.ndarray:
+        """An output of :meth:`execute` as a fresh numpy array."""
+        return self.tensors.to_numpy(out)
+
     def run(self, x: np.ndarray) -> np.ndarray:
-        return self.execute(self.prepare(x)).contiguous().numpy().copy()
+        return self.finish(self.execute(self.prepare(x)))
 
     # ---- timing ------------------------------------------------------------------------------
     def measure(self, warmup: int = 3, number: int = 1, repeat: int = 10, min_sample_ms: float | None = None,
@@ -104,23 +119,18 @@ class Runtime:
         """Time the whole graph with ``ios_core.measure.measure``; with ``profile_stages`` each
         sample also records the time of every stage (``Measurement.stage_ms``, ms per call;
         the clock reads add well under a microsecond per stage)."""
-        from ..reference import random_input
+        from ..inputs import random_input
 
         t = self.prepare(x if x is not None else random_input(self.graph, self.batch_size))
         env, prog = self.program.env, self.program
         env[self._in] = t
-        caller = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            with torch.inference_mode():
-                if profile_stages:
-                    prog.enable_stage_profile()
-                    m = measure(prog.run_stage_profiled, warmup=warmup, number=number, repeat=repeat,
-                                min_sample_ms=min_sample_ms, stage_times=prog.read_stage_times)
-                else:
-                    m = measure(prog.run, warmup=warmup, number=number, repeat=repeat, min_sample_ms=min_sample_ms)
-        finally:
-            torch.set_num_threads(caller)
+        with running(self.tensors, self.threads):
+            if profile_stages:
+                prog.enable_stage_profile()
+                m = measure(prog.run_stage_profiled, warmup=warmup, number=number, repeat=repeat,
+                            min_sample_ms=min_sample_ms, stage_times=prog.read_stage_times)
+            else:
+                m = measure(prog.run, warmup=warmup, number=number, repeat=repeat, min_sample_ms=min_sample_ms)
         m.meta.update({"threads": self.threads, "batch_size": self.batch_size, "device": self.device,
                        "stages": len(self.stages), "provider": self.provider,
                        **{k: v for k, v in self.stats.items() if k != "threads"}})
@@ -135,7 +145,7 @@ class Runtime:
         and each one's mean time (ms). ``meta["overhead_us_per_op"]``: per sample, the total
         minus the sum of the operator times (the runtime's own dispatch work: the stage loop,
         releases, pool dispatch), median, per operator."""
-        from ..reference import random_input
+        from ..inputs import random_input
 
         prog = self.program
         names = [name for stage in prog.op_names for name in stage]
@@ -149,14 +159,9 @@ class Runtime:
                 acc[i] = 0
             return out
 
-        caller = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            with torch.inference_mode():
-                m = measure(lambda: prog.run_op_profiled(acc), warmup=warmup, number=number, repeat=repeat,
-                            stage_times=read)
-        finally:
-            torch.set_num_threads(caller)
+        with running(self.tensors, self.threads):
+            m = measure(lambda: prog.run_op_profiled(acc), warmup=warmup, number=number, repeat=repeat,
+                        stage_times=read)
         op_ms = [float(np.mean(col)) for col in zip(*m.stage_ms)]
         # same executions: each sample's total minus its operators' own times (includes the two
         # clock reads per operator, well under a microsecond)

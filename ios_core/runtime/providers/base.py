@@ -65,38 +65,39 @@ class Kernel:
         views when contiguous (else to a private buffer, then copied there), inputs to the
         tensors the plan's getters return (a strided channel slice is first copied to a
         contiguous staging buffer). The binding is made once and remade only when an input's
-        memory changes (a caller handing in another input tensor)."""
-        import torch
-
+        memory changes (a caller handing in another input tensor). The tensors are those of
+        ``io.tensors`` (numpy arrays for every provider but torch: no torch import)."""
+        tn = io.tensors
         piece, n = self.piece, self.batch_size
         outs, stores, copied = [], [], 0
         for o, shape in zip(piece.outputs, shapes(piece.outputs, n)):
             d = io.destinations.get(o.name)
-            if d is None or not d.is_contiguous():
+            if d is None or not tn.is_contiguous(d):
                 copied += d is not None
-                d = torch.empty(shape, dtype=torch.float32)
-            outs.append(d.numpy())
+                d = tn.empty(shape)
+            outs.append(tn.array(d))
             stores.append((io.outputs[o.name], d))
         getters = [io.inputs[x.name] for x in piece.inputs]
         staging: list = [None] * len(getters)
         state: dict = {"ptrs": None, "run": None}
         self.attached = {"outputs": outs, "copied_outputs": copied, "staged_inputs": 0}
+        contiguous, address, copy = tn.is_contiguous, tn.address, tn.copy
 
         def call():
             ts = []
             for i, get in enumerate(getters):
                 t = get()
-                if not t.is_contiguous():
+                if not contiguous(t):
                     s = staging[i]
                     if s is None:
-                        s = staging[i] = torch.empty(t.shape, dtype=torch.float32)
+                        s = staging[i] = tn.empty(tuple(t.shape))
                         self.attached["staged_inputs"] += 1
-                    s.copy_(t)
+                    copy(s, t)
                     t = s
                 ts.append(t)
-            ptrs = [t.data_ptr() for t in ts]
+            ptrs = [address(t) for t in ts]
             if ptrs != state["ptrs"]:
-                state["run"] = self.bind([t.numpy() for t in ts], outs)
+                state["run"] = self.bind([tn.array(t) for t in ts], outs)
                 state["ptrs"] = ptrs
                 state["inputs"] = ts  # the binding holds raw pointers: keep the tensors alive
                 self.attached["bound"] = state["run"]

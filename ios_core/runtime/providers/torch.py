@@ -1,16 +1,15 @@
 """The torch provider: the runtime's own planned closures (``ios_core.runtime.plan``, torch
 CPU kernels, oneDNN convolutions). ``Runtime(provider="torch")`` plans the whole graph with
 them directly (zero-copy concatenation, arena); compiling a single piece here plans just that
-piece the same way, and a call copies its outputs into the bound arrays."""
+piece the same way, and a call copies its outputs into the bound arrays. torch is imported when
+this provider is used, never by the registry."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 
-from ..emit_torch import build_torch_program
 from .base import Kernel, Piece, Provider
 from .settings import provider_settings
 
@@ -22,6 +21,8 @@ class TorchKernel(Kernel):
         self.program = program
 
     def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Callable[[], None]:
+        import torch
+
         self._check(inputs, outputs)
         prog, env = self.program, self.program.env
         ins = [(prog.input_slots[n.name], torch.from_numpy(a)) for n, a in zip(self.piece.inputs, inputs)]
@@ -47,9 +48,13 @@ class TorchKernel(Kernel):
 
 class TorchProvider(Provider):
     def version(self) -> str | None:
+        import torch
+
         return torch.__version__
 
     def _compile(self, piece, batch_size, threads, random_weights, seed):
+        from ..emit_torch import build_torch_program
+
         prog = build_torch_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
                                    random_weights=random_weights, max_workers=1, seed=seed)
         return TorchKernel(piece, batch_size, threads, prog, provider_settings("torch", threads))
