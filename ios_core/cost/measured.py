@@ -374,7 +374,10 @@ class MeasuredCostModel:
         for _attempt in range(1 + DISTURBED_RETRIES):
             with self._windows.window() as window:
                 try:
-                    ms, std, samples = self._measure(build(), batch_size, key[1])
+                    t0 = time.perf_counter()
+                    groups = build()  # the stage's groups (a merge stage's merged convolution): building
+                    self.build_seconds += time.perf_counter() - t0
+                    ms, std, samples = self._measure(groups, batch_size, key[1])
                 except Exception as e:  # a stage that fails to build or run: its reason, not a traceback
                     why = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
                     self.failures[sig] = why

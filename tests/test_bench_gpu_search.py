@@ -1,0 +1,66 @@
+"""benchmarks/bench_gpu_search.py: its last line on the fake device, and its GPU path (the goal
+table) run end to end with the fake device standing in for the GPU, on the small sample model."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from ios_core import gpu
+from tests.conftest import ROOT
+from tests.stream_fakes import TorchQueueDevice
+
+LAST = re.compile(r"^per-stage overhead (\d+\.\d{3}) ms over (\d+) stages; NVML sessions (\d+); weight draws (\d+)$")
+
+
+@pytest.fixture
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu_search", ROOT / "benchmarks" / "bench_gpu_search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_on_the_fake_device_it_ends_with_the_overhead_line(bench, capsys, monkeypatch):
+    from ios_core import models
+
+    small = models.get
+    monkeypatch.setattr(bench.models, "get", lambda name, **kw: small(name, input_shape=(8, 12, 12)))
+    assert bench.main(["--fake", "--models", "sample"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    m = LAST.match(out[-1])
+    assert m, out[-1]
+    assert int(m.group(2)) > 0 and int(m.group(3)) >= 1 and int(m.group(4)) > 0
+    assert any(line.startswith("sample (fake device") and "stages measured as cuda-graph replay" in line
+               for line in out)
+
+
+def test_the_gpu_path_prints_the_goal_table(bench, capsys, monkeypatch):
+    from ios_core import models
+
+    monkeypatch.setattr(bench, "_device", lambda fake, seed=1: TorchQueueDevice(seed))
+    monkeypatch.setattr(gpu, "cuda_missing", lambda cudnn=True: None)
+    small, run_ms = models.get, bench.run_ms  # a small sample and short runs: CPU kernels stand in
+    monkeypatch.setattr(bench.models, "get", lambda name, **kw: small(name, input_shape=(8, 12, 12)))
+    monkeypatch.setattr(bench, "run_ms", lambda graph, dev, cuda_graph: run_ms(graph, dev, cuda_graph, repeat=3))
+    assert bench.main(["--models", "sample", "--pruned", "sample", "--pruned-rs", "1,2", "--warmup", "0",
+                       "--repeat", "2"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("GPU: ") and "clocks left alone" in out[0]
+    assert LAST.match(out[-1]), out[-1]
+    header = next(i for i, line in enumerate(out) if line.startswith("| network |"))
+    assert "pruned r=1 s=2" in out[header] and "IOS-Both speedup (paper)" in out[header]
+    row = out[header + 2].split("|")[1:-1]
+    assert row[0].strip() == "sample" and len(row) == 12
+    assert all(cell.strip() not in ("", "-") for cell in row[:10] if cell.strip() != "sample"), row
+
+
+def test_bad_arguments_are_one_line_and_exit_2(bench, capsys):
+    for argv in (["--models", "nope"], ["--pruned-rs", "3"], ["--pruned-rs", "0,2"]):
+        with pytest.raises(SystemExit) as e:
+            bench.main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ")
