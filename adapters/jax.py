@@ -42,6 +42,7 @@ from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
+from .build_cache import BuildCache
 
 # Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
 # alpha/beta parametrize leaky_relu (slope), hardsigmoid (clip(alpha * x + beta, 0, 1)) and clip.
@@ -292,12 +293,20 @@ class JaxXLA(Adapter):
         except Exception:
             return None
 
-    def _build(self, graph, batch_size, device, threads):
+    def _build(self, graph, batch_size, device, threads, cache_dir=None):
+        """``cache_dir``: XLA's persistent compilation cache kept there across rounds (every
+        compilation cached; ``adapters.build_cache``: checked before the build, rebuilt when
+        foreign). JAX reads it once per process: set before the process's first compilation."""
         on_gpu = device.startswith("cuda")
         n = resolve_threads(threads)
         info = {"threads": n, **_configure(None if on_gpu else n)}
         jax = _jax()
         jax.config.update("jax_default_matmul_precision", "highest")
+        cache = BuildCache(cache_dir, "jax", jax.__version__).open() if cache_dir is not None else None
+        if cache is not None:
+            jax.config.update("jax_compilation_cache_dir", str(cache.dir))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         dev = _device(jax, device)
         info.update(framework_version=jax.__version__, jaxlib_version=_jaxlib_version(), device_kind=dev.device_kind,
                     platform=dev.platform, layout="NCHW (XLA assigns layouts inside)", matmul_precision="highest",
@@ -319,6 +328,9 @@ class JaxXLA(Adapter):
         fn(params, x).block_until_ready()  # a second call: no compilation lands in the timed region
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
+        if cache is not None:
+            cache.seal()
+            info.update(cache.info())
         return JaxCompiled(fn, params, dev, shape, {k: v for k, v in info.items() if v is not None})
 
 

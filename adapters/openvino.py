@@ -20,6 +20,7 @@ from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
+from .build_cache import BuildCache
 
 
 class OVCompiled(Compiled):
@@ -68,10 +69,13 @@ class OpenVINO(Adapter):
         return {"performance_hint": "THROUGHPUT", "num_streams": instances}
 
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
-               performance_hint="LATENCY", num_streams=None):
+               performance_hint="LATENCY", num_streams=None, cache_dir=None):
+        """``cache_dir``: OpenVINO's model cache (``CACHE_DIR``) kept there across rounds
+        (``adapters.build_cache``: checked before the build, rebuilt when foreign)."""
         import openvino as ov
 
         n = resolve_threads(threads)
+        cache = BuildCache(cache_dir, "openvino", ov.get_version()).open() if cache_dir is not None else None
         t0 = time.perf_counter()
         model = export(graph, batch_size, opset=opset)
         export_seconds = time.perf_counter() - t0
@@ -85,7 +89,11 @@ class OpenVINO(Adapter):
                       "INFERENCE_NUM_THREADS": str(n)}
             if num_streams is not None:
                 config["NUM_STREAMS"] = str(int(num_streams))
+            if cache is not None:
+                config["CACHE_DIR"] = str(cache.dir)
             compiled_model = core.compile_model(ov_model, "CPU", config)
+        if cache is not None:
+            cache.seal()
         got = _prop(compiled_model, "INFERENCE_PRECISION_HINT")
         info = {
             "threads": n, "intra_op_threads": _prop(compiled_model, "INFERENCE_NUM_THREADS"),
@@ -97,6 +105,8 @@ class OpenVINO(Adapter):
             "opset": opset, "framework_version": ov.get_version(),
             "export_seconds": export_seconds, "compile_seconds": time.perf_counter() - t1,
         }
+        if cache is not None:
+            info.update(cache.info())
         if got != precision:
             info["precision_note"] = f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}"
         return OVCompiled(compiled_model, info)

@@ -37,6 +37,7 @@ from ios_core.lowering import lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
+from .build_cache import BuildCache
 
 # IR activation kind (ios_core.ir.activations) -> (alpha, beta) -> its nn.Module
 ACTIVATION_MODULES: ActivationMap = ActivationMap("pytorch", {
@@ -359,10 +360,19 @@ class TorchCompile(Adapter):
         return None
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, mode=None, backend="inductor",
-               dynamic=False):
+               dynamic=False, cache_dir=None):
+        """``cache_dir``: inductor's caches (its FX graph and AOT autograd caches, the C++ and Triton
+        kernels it compiled) kept there across rounds (``adapters.build_cache``: checked before
+        the build, rebuilt when foreign)."""
         import torch
 
         n = resolve_threads(threads)
+        cache = BuildCache(cache_dir, "torch-inductor", torch.__version__).open() if cache_dir is not None else None
+        if cache is not None:  # read by inductor when it compiles
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache.dir)
+            os.environ["TRITON_CACHE_DIR"] = str(cache.dir / "triton")
+            os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "1"
+            os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "1"
         # Set before compiling: inductor's generated C++ bakes in the OpenMP thread count.
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__,
                 "backend": backend, "mode": mode or "default"}
@@ -379,6 +389,9 @@ class TorchCompile(Adapter):
             fn(x)  # a second call catches any recompilation (guards) before timing starts
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
+        if cache is not None:
+            cache.seal()
+            info.update(cache.info())
         return TorchCompiled(fn, info, device)
 
 

@@ -65,6 +65,12 @@ def parse_adapter_options(items: tuple[str, ...]) -> dict:
             value = raw
         if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
             raise InputError(f"bad --adapter-option {item!r}: the value must be finite")
+        if key.strip() == "cache_dir":  # a build cache a user names: usable, or one line (adapters.build_cache)
+            from adapters.build_cache import dir_problem
+
+            problem = dir_problem(value) if isinstance(value, str) and value.strip() else "an empty path"
+            if problem:
+                raise InputError(f"bad --adapter-option {item!r}: {problem}")
         out.setdefault(fw.strip(), {})[key.strip()] = value
     return out
 

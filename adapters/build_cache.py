@@ -1,0 +1,165 @@
+"""Builds reused across rounds, as a user's deployment would (issue 36): each round stays a fresh
+process, but what a framework caches on disk (OpenVINO's model cache, XLA's persistent compilation
+cache, torch.compile's inductor caches) is kept in a directory the rounds share, and reused.
+
+A framework's cache lives in ``<dir>/<framework>/`` with a manifest written after every build that
+finished (``ios-bench-cache.json``: the framework's version, the machine - processor model and
+feature flags, architecture, Python - and every file's size and SHA-1). Before a build the cache
+is checked against it; one that is foreign or damaged (another version, another machine, a file
+truncated or changed, files without a manifest: a build that did not finish) is **ignored with a
+one-line note and rebuilt** (its directory emptied first). The build's output is still checked
+against the oracle after every build, warm or cold: a cache can never hide a wrong output.
+
+    cache = BuildCache(cache_dir, "openvino", version).open()   # "cold", "warm" or "rejected"
+    ...  # build with the framework's cache pointed at cache.dir
+    cache.seal()                                                # the manifest of what is there now
+    info.update(cache.info())                                   # the record says which it was
+
+A directory a user names that cannot be written is :class:`CacheDirError` (one line; the CLI
+checks it up front: :func:`dir_problem`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from ios_core.atomic import atomic_write_text
+
+MANIFEST = "ios-bench-cache.json"
+FORMAT = 1
+
+
+class CacheDirError(ValueError):
+    """A build cache directory that cannot be used (one line)."""
+
+
+def machine() -> dict:
+    """What makes a build belong to this machine: the processor's model and feature flags, the
+    architecture and the Python version."""
+    model, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and not model:
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = " ".join(sorted(value.split()))
+            if model and flags:
+                break
+    except OSError:
+        pass
+    model = model or platform.processor()
+    return {"cpu": model, "cpu_flags_sha1": hashlib.sha1(flags.encode()).hexdigest()[:16],
+            "arch": platform.machine(), "python": sys.version.split()[0]}
+
+
+def dir_problem(path) -> str | None:
+    """Why ``path`` cannot hold build caches (one line), or None. Nothing is left on disk: an
+    existing directory gets a probe file written and removed; a missing one needs its nearest
+    existing parent to be a writable directory (it is created when a build opens its cache)."""
+    p = Path(str(path)).expanduser()
+    where = p
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        if not where.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        if where == p:
+            fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=p)
+            os.close(fd)
+            os.unlink(probe)
+        elif not os.access(where, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as e:
+        return f"build cache directory {str(path)[:200]} is not writable ({e.strerror or type(e).__name__})"
+    return None
+
+
+def _files(folder: Path) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and f.name != MANIFEST:
+            data = f.read_bytes()
+            out[f.relative_to(folder).as_posix()] = [len(data), hashlib.sha1(data).hexdigest()]
+    return out
+
+
+class BuildCache:
+    def __init__(self, root, framework: str, version: str | None):
+        self.root = Path(str(root)).expanduser()
+        self.framework = framework
+        self.version = str(version)
+        self.dir = self.root / framework
+        self.state: str | None = None
+        self.note: str | None = None
+
+    def _foreign(self) -> str | None:
+        """Why the cache in ``self.dir`` cannot be reused (one line), or None."""
+        try:
+            m = json.loads((self.dir / MANIFEST).read_text())
+        except FileNotFoundError:
+            return "files without a manifest (a build that did not finish, or not ios-bench's)"
+        except (OSError, ValueError) as e:
+            return f"its manifest is unreadable ({type(e).__name__})"
+        if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("files"), dict):
+            return "its manifest is not this harness's"
+        if m.get("framework") != self.framework or m.get("version") != self.version:
+            return f"built by {m.get('framework')} {m.get('version')}, this is {self.framework} {self.version}"
+        here = machine()
+        if m.get("machine") != here:
+            theirs = m.get("machine") if isinstance(m.get("machine"), dict) else {}
+            return f"built on another machine ({str(theirs.get('cpu') or '?')[:60]}, {theirs.get('arch')})"
+        now = _files(self.dir)
+        for rel, want in m["files"].items():
+            got = now.get(rel)
+            if got is None:
+                return f"file {rel} is missing"
+            if got[0] != want[0]:
+                return f"file {rel} is truncated or grown ({got[0]} bytes, {want[0]} when built)"
+            if got[1] != want[1]:
+                return f"file {rel} changed since it was built"
+        return None
+
+    def open(self) -> BuildCache:
+        """Check the cache before a build: ``state`` is ``cold`` (nothing there), ``warm`` (reused)
+        or ``rejected`` (ignored, emptied and rebuilt; ``note`` says why, in one line)."""
+        problem = dir_problem(self.root)
+        if problem:
+            raise CacheDirError(problem)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.dir.exists() or not any(self.dir.iterdir()):
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.state = "cold"
+            return self
+        why = self._foreign()
+        if why is None:
+            self.state = "warm"
+            return self
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state = "rejected"
+        self.note = f"{self.framework} build cache in {self.dir} ignored: {why}; rebuilt"
+        print(f"note: {self.note}", file=sys.stderr)
+        return self
+
+    def seal(self) -> None:
+        """After a build that finished: the manifest of what the cache holds now (written last,
+        atomically: a build killed before it leaves files that the next round rejects)."""
+        manifest = {"format": FORMAT, "framework": self.framework, "version": self.version, "machine": machine(),
+                    "files": _files(self.dir)}
+        atomic_write_text(str(self.dir / MANIFEST), json.dumps(manifest, indent=1))
+
+    def info(self) -> dict:
+        """The record's ``build_cache``: the directory, cold/warm/rejected and why."""
+        out = {"dir": str(self.dir), "state": self.state}
+        if self.note:
+            out["note"] = self.note
+        return {"build_cache": out}

@@ -1,0 +1,116 @@
+"""Builds reused across rounds (adapters.build_cache, issue 36): a framework's on-disk cache is
+reused by the next round's fresh process, and a foreign or damaged one (another version, another
+machine, a truncated file, files without a manifest) is ignored with a one-line note and rebuilt;
+the output is checked against the oracle after every build. A cache directory a user names that
+cannot be written is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from adapters.build_cache import MANIFEST, BuildCache, CacheDirError, dir_problem
+from tests.harness_helpers import ROOT, cli, env_for
+
+
+def _filled(root, version="1.0") -> BuildCache:
+    cache = BuildCache(root, "fw", version).open()
+    (cache.dir / "kernels").mkdir()
+    (cache.dir / "kernels" / "a.bin").write_bytes(b"x" * 1000)
+    cache.seal()
+    return cache
+
+
+def test_a_sealed_cache_is_reused_and_a_foreign_one_rejected(tmp_path, capsys):
+    first = _filled(tmp_path)
+    assert first.state == "cold" and (first.dir / MANIFEST).exists()
+    again = BuildCache(tmp_path, "fw", "1.0").open()
+    assert again.state == "warm" and again.note is None and (again.dir / "kernels" / "a.bin").exists()
+    assert again.info() == {"build_cache": {"dir": str(again.dir), "state": "warm"}}
+
+    newer = BuildCache(tmp_path, "fw", "2.0").open()  # another version of the framework
+    assert newer.state == "rejected" and "built by fw 1.0, this is fw 2.0" in newer.note
+    assert list(newer.dir.iterdir()) == []  # emptied: the build starts from nothing
+    assert "\n" not in newer.note and newer.note in capsys.readouterr().err
+
+    _filled(tmp_path)
+    blob = tmp_path / "fw" / "kernels" / "a.bin"
+    blob.write_bytes(b"x" * 10)  # a truncated file
+    truncated = BuildCache(tmp_path, "fw", "1.0").open()
+    assert truncated.state == "rejected" and "kernels/a.bin is truncated" in truncated.note
+
+    _filled(tmp_path)
+    manifest = tmp_path / "fw" / MANIFEST
+    m = json.loads(manifest.read_text())
+    m["machine"]["cpu_flags_sha1"] = "0" * 16  # another machine
+    manifest.write_text(json.dumps(m))
+    assert "another machine" in BuildCache(tmp_path, "fw", "1.0").open().note
+
+    _filled(tmp_path)
+    manifest.unlink()  # a build that did not finish
+    assert "without a manifest" in BuildCache(tmp_path, "fw", "1.0").open().note
+    _filled(tmp_path)
+    manifest.write_text("{not json")
+    assert "unreadable" in BuildCache(tmp_path, "fw", "1.0").open().note
+
+
+def test_an_unwritable_cache_dir_is_one_line(tmp_path):
+    afile = tmp_path / "file"
+    afile.write_text("")
+    problem = dir_problem(afile / "cache")
+    assert problem and "not writable" in problem and "\n" not in problem
+    assert dir_problem(tmp_path / "new" / "cache") is None and not (tmp_path / "new").exists()  # nothing written
+    with pytest.raises(CacheDirError, match="not writable"):
+        BuildCache(afile / "cache", "fw", "1").open()
+    p = cli(["run", "--models", "tiny_a", "--frameworks", "openvino", "--schedules", "none", "--rounds", "1",
+             "--adapter-option", f"openvino:cache_dir={afile / 'cache'}", "--out", str(tmp_path / "run")],
+            cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "cache_dir" in p.stderr and "not writable" in p.stderr
+    assert not (tmp_path / "run").exists()
+
+
+ROUND = """
+import json, sys
+import numpy as np
+import tests.harness_plugin
+import adapters
+from ios_core import models
+from ios_core.check import compare
+from ios_core.reference import random_input, run
+g = models.get("tiny_a"); g.init_weights(0)
+x = random_input(g, 1)
+c = adapters.get("openvino").build(g, 1, "cpu", 1, cache_dir=sys.argv[1])
+ok = compare(c.run(x), run(g, x), 1e-3).passed  # the oracle check stays after every build
+print(json.dumps({**c.info["build_cache"], "passed": ok}))
+"""
+
+
+def _round(cache_dir) -> dict:
+    p = subprocess.run([sys.executable, "-c", ROUND, str(cache_dir)], cwd=ROOT, env=env_for(), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return {**json.loads(p.stdout.strip().splitlines()[-1]), "stderr": p.stderr}
+
+
+def test_openvino_rounds_reuse_the_first_rounds_model_cache(tmp_path):
+    pytest.importorskip("openvino")
+    first = _round(tmp_path)
+    assert first["state"] == "cold" and first["passed"]
+    manifest = json.loads((tmp_path / "openvino" / MANIFEST).read_text())
+    blobs = {k: v for k, v in manifest["files"].items() if k.endswith(".blob")}
+    assert blobs  # OpenVINO wrote its compiled model there
+    second = _round(tmp_path)  # a fresh process: the next round
+    assert second["state"] == "warm" and second["passed"]
+    assert json.loads((tmp_path / "openvino" / MANIFEST).read_text())["files"] == manifest["files"]  # reused as is
+    name = next(iter(blobs))
+    blob = tmp_path / "openvino" / name
+    blob.write_bytes(blob.read_bytes()[: blobs[name][0] // 2])  # truncated
+    third = _round(tmp_path)
+    assert third["state"] == "rejected" and third["passed"] and "truncated" in third["note"]
+    assert f"note: {third['note']}" in third["stderr"]
+    rebuilt = json.loads((tmp_path / "openvino" / MANIFEST).read_text())["files"]
+    assert rebuilt[name] == blobs[name]  # rebuilt whole, the same compiled model
