@@ -12,15 +12,18 @@ On a GPU (CuPy, cuDNN) the same search runs on the GPU, then the goal table is m
     PYTHONPATH=. python benchmarks/bench_gpu_search.py --models squeezenet,inception_v3 --pruned randwire,nasnet
 
 The last line is always ``per-stage overhead X ms over N stages; NVML sessions S; weight draws W``
-(over every measured search of the run): X is the time a stage measurement cost outside building
-its program and outside the timed region (the one measurement function), N the stages measured,
-S the NVML sessions this process opened (attempts: 1 however many stages), W the random weight
-arrays drawn for the stage programs. Clocks are left alone (their state is printed).
+(over every measured search of the run): X is what a stage measurement cost outside building its
+program and outside the timed region (the one measurement function), in this thread's CPU time
+(the line before gives it on the wall clock, which on a shared machine also counts the waits for
+a core), N the stages measured, S the NVML sessions this process opened (attempts: 1 however
+many stages), W the random weight arrays drawn for the stage programs. Clocks are left alone
+(their state is printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -52,18 +55,24 @@ class Totals:
     """The overhead line's figures, summed over every search of the run."""
 
     def __init__(self):
-        self.overhead_s = 0.0
+        self.overhead_cpu_s = self.overhead_wall_s = 0.0
         self.stages = 0
         self.draws = 0
 
     def add(self, cm: MeasuredCostModel) -> None:
         st = cm.stats()
-        self.overhead_s += st["overhead_seconds"]
+        self.overhead_cpu_s += st["overhead_cpu_seconds"]
+        self.overhead_wall_s += st["overhead_seconds"]
         self.stages += st["measured"]
         self.draws += st["weight_draws"]
 
+    def wall_line(self) -> str:
+        per = 1e3 * self.overhead_wall_s / max(self.stages, 1)
+        return (f"the same on the wall clock: {per:.3f} ms per stage (with the time this process waited for a core; "
+                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end)")
+
     def line(self) -> str:
-        per = 1e3 * self.overhead_s / max(self.stages, 1)
+        per = 1e3 * self.overhead_cpu_s / max(self.stages, 1)
         return (f"per-stage overhead {per:.3f} ms over {self.stages} stages; NVML sessions "
                 f"{gpu.nvml_sessions_opened()}; weight draws {self.draws}")
 
@@ -87,7 +96,8 @@ def describe(name: str, result, cm: MeasuredCostModel, seconds: float) -> str:
     fails = f", {st['failed_stages']} stages could not run ({next(iter(cm.failures.values()))})" if cm.failures else ""
     return (f"{name}: search {seconds:.1f} s, {st['measured']} stages measured as {st['form']} "
             f"(build {st['build_seconds']:.1f} s, timed {st['timed_seconds']:.1f} s, bookkeeping "
-            f"{st['overhead_seconds']:.2f} s), {result.stats.rounds} search round(s), "
+            f"{st['overhead_seconds']:.2f} s, {st['overhead_cpu_seconds']:.2f} s of CPU), "
+            f"{result.stats.rounds} search round(s), "
             f"{st['window_canaries']} canaries, {st['window_condemned_groups']} condemned groups "
             f"({st['revised_after_canary']} stages re-measured){fails}; predicted {result.stats.cost_ms:.3f} ms")
 
@@ -221,6 +231,7 @@ def main(argv=None) -> int:
         fake_run(args, totals)
     else:
         gpu_run(args, totals)
+    print(totals.wall_line())
     print(totals.line())
     return 0
 

@@ -265,3 +265,15 @@ def test_stage_costs_are_written_to_the_database_once_per_canary_group(nvml, tmp
     _search(again)
     # every row (and the block schedules, committed once no cost was revised) was there for the next
     assert again.measured == 0 and again.misses == 0 and again.hits > 0
+
+
+def test_what_a_sequential_search_measured_is_stored_when_it_ends(nvml, tmp_path):
+    """Sequential and greedy searches never ask the cost model to refine: the search's end closes
+    the last canary group and writes its rows (``end_search``)."""
+    db = tmp_path / "p.sqlite"
+    cm = MeasuredCostModel(device="cuda", backend=TorchQueueDevice(1), cache=db, **FAST)
+    schedule(mixed_graph(), "sequential", cm, batch_size=1)
+    assert 0 < cm.measured < 64  # one open group, never full
+    from ios_core.cost.cache import ProfileCache
+
+    assert ProfileCache(db, device="cuda").count() == cm.measured

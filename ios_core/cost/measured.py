@@ -178,9 +178,10 @@ class MeasuredCostModel:
         self.failures: dict[str, str] = {}  # stage signature -> why it could not be timed (cuda)
         self.revised = 0  # stage values measured again after a condemned canary group
         self._revised_seen = 0
-        self.build_seconds = 0.0  # building stage programs (plans, kernels, weights, inputs, graph capture)
-        self.timed_seconds = 0.0  # inside the one measurement function (warmup and samples)
-        self.overhead_seconds = 0.0  # everything else a timed stage cost: windows, canaries, NVML, database
+        # seconds on the wall clock and in this thread's CPU time (cuda): building stage programs (plans,
+        # kernels, weights, inputs, graph capture); inside the one measurement function (warmup and
+        # samples); everything else a timed stage cost (windows, canaries, NVML, signatures, database)
+        self._build, self._timed, self._overhead = _Spent(), _Spent(), _Spent()
         self._plans = None
         self._rows: dict[tuple, tuple] = {}  # cuda: measured rows waiting for their canary group's verdict
 
@@ -221,9 +222,11 @@ class MeasuredCostModel:
             from ..gpu import nvml_sessions_opened
 
             timed = max(self.measured, 1)
-            out.update({"build_seconds": round(self.build_seconds, 4), "timed_seconds": round(self.timed_seconds, 4),
-                        "overhead_seconds": round(self.overhead_seconds, 4),
-                        "overhead_ms_per_stage": round(1e3 * self.overhead_seconds / timed, 4),
+            out.update({"build_seconds": round(self._build.wall, 4), "timed_seconds": round(self._timed.wall, 4),
+                        "overhead_seconds": round(self._overhead.wall, 4),
+                        "overhead_cpu_seconds": round(self._overhead.cpu, 4),
+                        "overhead_ms_per_stage": round(1e3 * self._overhead.wall / timed, 4),
+                        "overhead_cpu_ms_per_stage": round(1e3 * self._overhead.cpu / timed, 4),
                         "weight_draws": self._weights.draws, "nvml_sessions": nvml_sessions_opened(),
                         "revised_after_canary": self.revised, "failed_stages": len(self.failures),
                         **({"failures": dict(list(self.failures.items())[:5])} if self.failures else {}),
@@ -247,6 +250,15 @@ class MeasuredCostModel:
                 self._plans = _DeferredPlans(self.cache)
             return self._plans, ident
         return self.cache, ident
+
+    def end_search(self) -> None:
+        """Called by ``ios_core.optimize`` when a search ends (whatever its strategy): on cuda the
+        open canary group is closed and what was measured is written to the database."""
+        if self._gpu is not None:
+            self._close_group()
+            if self._plans is not None:  # block schedules found with costs revised since: not stored
+                (self._plans.commit if self.revised == self._revised_seen else self._plans.drop)()
+            self._revised_seen = self.revised
 
     def refine(self, stages, batch_size: int) -> int:
         """Called by ``ios_core.optimize`` after each search: on cuda the open canary group is
@@ -350,13 +362,12 @@ class MeasuredCostModel:
         graph. A stage that cannot be built or timed (a GPU gone, a kernel cuDNN has no engine
         for) costs :data:`UNRUNNABLE_MS`, with the reason in ``failures``: the search goes on
         without it where it can."""
-        t0 = time.perf_counter()
+        mark = self._mark()
         batch_size = key[0]
         value = self.cache.get(batch_size, key[1], self.method, sig) if self.cache is not None else None
         if value is None:
-            spent = self.build_seconds + self.timed_seconds
             value = self._take_gpu(key, sig, desc, build)
-            self.overhead_seconds += time.perf_counter() - t0 - (self.build_seconds + self.timed_seconds - spent)
+            self._book_overhead(mark)
             if sig not in self.failures:
                 self._windows.add((key, sig, desc, build))
                 if self._windows.full:
@@ -374,9 +385,9 @@ class MeasuredCostModel:
         for _attempt in range(1 + DISTURBED_RETRIES):
             with self._windows.window() as window:
                 try:
-                    t0 = time.perf_counter()
+                    t0 = _now()
                     groups = build()  # the stage's groups (a merge stage's merged convolution): building
-                    self.build_seconds += time.perf_counter() - t0
+                    self._build.add(t0)
                     ms, std, samples = self._measure(groups, batch_size, key[1])
                 except Exception as e:  # a stage that fails to build or run: its reason, not a traceback
                     why = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
@@ -406,8 +417,7 @@ class MeasuredCostModel:
         """Close the open canary group; a condemned group's stages are measured again (at most
         ``DISTURBED_RETRIES`` times); the values they replace were maybe used by the search already
         (``revised``; :meth:`refine` makes it search again)."""
-        t0 = time.perf_counter()
-        spent = self.build_seconds + self.timed_seconds
+        mark = self._mark()
         why, items, figures = self._windows.close_group()
         tries = 0
         while why is not None and items:
@@ -427,7 +437,18 @@ class MeasuredCostModel:
                         self._rows[key] = (*row[:8], row[8] or why, {**row[9], **figures})
                 break
         self.flush()
-        self.overhead_seconds += time.perf_counter() - t0 - (self.build_seconds + self.timed_seconds - spent)
+        self._book_overhead(mark)
+
+    def _mark(self) -> tuple:
+        """Now, and what building and timing had cost so far (for :meth:`_book_overhead`)."""
+        return _now(), self._build.wall + self._timed.wall, self._build.cpu + self._timed.cpu
+
+    def _book_overhead(self, mark: tuple) -> None:
+        """Book what passed since ``mark`` as overhead, less the building and timing inside it."""
+        (wall0, cpu0), wall_in, cpu_in = mark
+        wall, cpu = _now()
+        self._overhead.wall += wall - wall0 - (self._build.wall + self._timed.wall - wall_in)
+        self._overhead.cpu += cpu - cpu0 - (self._build.cpu + self._timed.cpu - cpu_in)
 
     def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
         """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
@@ -522,7 +543,7 @@ class MeasuredCostModel:
         from ..runtime.cuda import CudaProgram
         from ..runtime.passes import make_plan
 
-        t0 = time.perf_counter()
+        t0 = _now()
         externals = _externals(groups)
         outputs = [n for g in groups for n in g]
         plan = make_plan([groups], externals, outputs, batch_size, arena_kinds=("concat", "value"))
@@ -536,14 +557,12 @@ class MeasuredCostModel:
         for ext in externals:
             dev.write(prog.input_view(ext.name), rng.standard_normal((batch_size, *ext.output_shape),
                                                                      dtype=np.float32), s0)
-        t1 = time.perf_counter()
+        t1 = self._build.add(t0)
         m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
-        t2 = time.perf_counter()
+        t2 = self._timed.add(t1)
         m.meta["form"] = self.form
         self.measured += 1
-        self.build_seconds += t1 - t0
-        self.timed_seconds += t2 - t1
-        self.measure_seconds += t2 - t0
+        self.measure_seconds += t2[0] - t0[0]
         return m
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
@@ -662,6 +681,27 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
+
+
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), time.thread_time()
+
+
+class _Spent:
+    """Seconds spent on something, on the wall clock and in this thread's CPU time (which leaves
+    out the time a shared machine made the process wait for a core)."""
+
+    __slots__ = ("wall", "cpu")
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def add(self, since: tuple[float, float]) -> tuple[float, float]:
+        """Add the time since ``since`` (:func:`_now`); returns now."""
+        now = _now()
+        self.wall += now[0] - since[0]
+        self.cpu += now[1] - since[1]
+        return now
 
 
 class _DeferredPlans:

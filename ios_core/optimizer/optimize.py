@@ -181,6 +181,9 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
             result.stats.cost_ms = measured
             best = (measured, result)
     result.stats.rounds = rounds
+    end = getattr(cost_model, "end_search", None)  # a cost model that buffers what it measured stores it now
+    if callable(end):
+        end()
     new, stats = result.graph, result.stats
     check = getattr(cost_model, "validate_schedule", None)
     if validate and strategy != "sequential" and callable(check):
