@@ -233,7 +233,10 @@ def paired_comparison(folder, threshold: float | None = None, confidence: float 
     for pid, p in pairs.items():
         x, y = p.get("A"), p.get("B")
         base = x or y
-        model = (f"{x['model']} -> {y['model']}" if x and y and x["model"] != y["model"] else base["model"])
+        if ab["mode"] == "options":  # one model under two configurations (named NAME@A / NAME@B)
+            model = str(base["model"]).rsplit("@", 1)[0]
+        else:
+            model = f"{x['model']} -> {y['model']}" if x and y and x["model"] != y["model"] else base["model"]
         framework = base["framework"] if not (x and y and x["framework"] != y["framework"]) else \
             f"{label(x['framework'])} -> {label(y['framework'])}"
         change = low = high = ma = mb = None

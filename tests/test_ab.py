@@ -164,7 +164,8 @@ def test_ab_with_two_configurations_end_to_end(tmp_path, fast):
     result = json.loads(p.stdout)
     assert result["b"]["options"] == {"test-delay": {"delay_ms": 25}}
     (cell,) = result["cells"]
-    assert cell["framework"] == "test-delay" and cell["verdict"] in ("regression", "unstable")
+    assert cell["framework"] == "test-delay" and cell["model"] == "tiny_a"
+    assert cell["verdict"] in ("regression", "unstable")
     if cell["rounds_a"]:  # B sleeps 25 ms per call on top of A's few ms
         assert cell["change"] > 1.0 and cell["median_b"] - cell["median_a"] > 20
     if cell["verdict"] == "unstable":
