@@ -20,6 +20,12 @@ on this machine measured wherever such runs exist (:func:`learn`):
 
 "Earlier runs" are the run folders beside the sweep's own (``runs/*``), and the sweep's own on
 ``--resume``, whose ``env.json`` names this machine's CPU model and core count.
+
+Where no earlier run measured a framework's fixed part, it is **calibrated** in the sweep's first
+seconds (:func:`calibrate`): a fresh interpreter importing what that framework's worker imports
+(the harness's worker and the adapter's libraries), timed, plus the stated build part
+(:data:`STATED` ``build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
+the rounds that finished (their measured time against their estimate).
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ STATED = {
     "weight_copies": 2.0,  # the loaded weights and the framework's own copy
     "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
     "canary_s": 0.05,
+    # the part of a round's fixed cost a calibration does not time (the build and the output checks)
+    "build_s": {"torch-compile": 4.0, "tensorflow-xla": 2.5, "tensorflow": 1.0, "tvm": 4.0, "tvm-tuned": 4.0,
+                "jax-xla": 1.0, "default": 0.3},
 }
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
@@ -154,6 +163,7 @@ class Model:
     repeat: int = 10
     min_sample_ms: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
+    calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
 
     def rate(self, framework: str) -> float:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
@@ -179,8 +189,14 @@ class Model:
         return value
 
     def fixed_s(self, framework: str) -> float:
+        """A round's fixed part: earlier runs' where they measured it, else the calibrated start
+        of a worker plus the stated build part, else the stated figure."""
         got = self.history.fixed_s.get(_base_name(framework))
-        return statistics.median(got) if got else _stated("fixed_s", framework)
+        if got:
+            return statistics.median(got)
+        if framework in self.calibrated:
+            return self.calibrated[framework] + _stated("build_s", framework)
+        return _stated("fixed_s", framework)
 
     def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
         lat = self.latency_s(model, batch, framework, count)
@@ -202,6 +218,109 @@ class Model:
 
     def reference_s(self, model: str, batch: int) -> float:
         return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
+
+
+def _base_kind(framework: str) -> str:
+    """What a framework's worker imports: ``ios-both[openvino]`` -> ``ios[openvino]``, ``ios-both``
+    -> ``ios[torch]``; a peer is itself."""
+    if framework.startswith("ios-"):
+        provider = framework.partition("[")[2].rstrip("]") or "torch"
+        return f"ios[{provider}]"
+    return framework
+
+
+def _modules(kind: str) -> list[str]:
+    """The modules a worker of ``kind`` imports for its framework: the adapter's (or the IOS kernel
+    provider's) requirements."""
+    if kind.startswith("ios["):
+        from ios_core.runtime import providers
+
+        return ["adapters.ios", *providers.get(kind[4:-1]).requires]
+    import adapters
+
+    return [type(adapters.get(kind)).__module__, *adapters.get(kind).requires]
+
+
+_START = ("import time; t = time.perf_counter(); import importlib, sys; import ios_bench.worker; "
+          "[importlib.import_module(m) for m in sys.argv[1:]]")
+
+
+def start_probe(kind: str, clock=None) -> float:
+    """Seconds a fresh worker of ``kind`` takes to start: an interpreter importing the harness's
+    worker and the framework's modules, timed from outside (what every round pays before it builds)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    clock = clock or time.perf_counter
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"]
+                                               if os.environ.get("PYTHONPATH") else "")}
+    t0 = clock()
+    subprocess.run([sys.executable, "-c", _START, *_modules(kind)], env=env, capture_output=True, timeout=300,
+                   check=True)
+    return clock() - t0
+
+
+def calibrate(frameworks, history: History, probe=start_probe, clock=None, budget_s: float = 10.0) -> dict:
+    """{framework: a fresh worker's measured start, s} for the sweep's frameworks whose fixed part
+    no earlier run measured (one probe per kind of worker: IOS cells on one provider share one),
+    within ``budget_s`` of ``clock`` (what is left keeps the stated figure). A probe that fails
+    leaves its frameworks stated."""
+    import time
+
+    clock = clock or time.perf_counter
+    t0 = clock()
+    kinds: dict[str, list[str]] = {}
+    for fw in dict.fromkeys(frameworks):
+        if not history.fixed_s.get(_base_name(fw)):
+            kinds.setdefault(_base_kind(fw), []).append(fw)
+    out: dict[str, float] = {}
+    for kind, fws in kinds.items():
+        if clock() - t0 > budget_s:
+            break
+        try:
+            seconds = float(probe(kind))
+        except Exception:  # noqa: BLE001 - a framework that cannot start keeps the stated figure
+            continue
+        for fw in fws:
+            out[fw] = seconds
+    return out
+
+
+class Eta:
+    """The remaining time of a sweep, corrected from the rounds that finished: before any, the
+    estimate less the time spent; after, the estimated remainder scaled by how long the finished
+    rounds took against their estimate (``clock``: seconds, injectable)."""
+
+    def __init__(self, estimated_s: float, clock=None):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.total = float(estimated_s)
+        self.start = self.clock()
+        self.done_estimated = 0.0
+        self.done_actual = 0.0
+        self._mark = self.start
+
+    def finished(self, estimated_s: float) -> None:
+        """A round (or a reference, a search) estimated at ``estimated_s`` finished now."""
+        now = self.clock()
+        self.done_estimated += float(estimated_s)
+        self.done_actual = now - self.start
+        self._mark = now
+
+    def ratio(self) -> float | None:
+        """Measured over estimated time of what finished (None before anything did)."""
+        return self.done_actual / self.done_estimated if self.done_estimated > 0 else None
+
+    def remaining(self) -> float:
+        left = max(0.0, self.total - self.done_estimated)
+        r = self.ratio()
+        if r is None:
+            return max(0.0, left - (self.clock() - self.start))
+        return max(0.0, left * r - (self.clock() - self._mark))
 
 
 def min_round_seconds(repeat: int, min_sample_ms: float | None) -> float:

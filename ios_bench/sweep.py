@@ -218,6 +218,8 @@ class Sweep:
         model = estimate.Model(hist, {n: g.macs() for n, g in named.items()},
                                {n: g.num_operators() for n, g in named.items()}, warmup=plan.warmup,
                                repeat=plan.repeat * plan.number, min_sample_ms=plan.min_sample_ms or 0.0)
+        # a fresh worker's start, measured now for the frameworks no earlier run measured
+        model.calibrated = estimate.calibrate([c.framework for c in cells if not c.skip_reason], hist)
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
@@ -232,6 +234,8 @@ class Sweep:
         if not cells:
             return {"seconds": 0.0, "cells": 0}
         where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())
+        if model.calibrated:
+            where += f"; workers' start measured now for {len(model.calibrated)} frameworks"
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
         if plan.scenario == "server":
             more += " (at most for Server: its search counted as halving its load after every try)"
@@ -242,7 +246,9 @@ class Sweep:
             self.say(f"[yellow]--max-time {estimate.human(self.max_time)} is less than the estimate:[/] the sweep "
                      "stops when it is spent and can be continued with --resume")
         return {"seconds": round(est["seconds"], 1), "cells": len(cells), "rounds": rounds, "from": est["from"],
-                "earlier_runs": hist.runs, "model": "ios_bench.estimate (stated model, earlier runs' figures)"}
+                "earlier_runs": hist.runs, "model": "ios_bench.estimate (stated model, earlier runs' figures)",
+                # a fresh worker's start per framework, measured in the sweep's first seconds (calibrate)
+                "workers_start_s": {k: round(v, 3) for k, v in model.calibrated.items()}}
 
     def check_time(self, what: str) -> None:
         """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts)."""
@@ -419,14 +425,24 @@ class Sweep:
 
     # -- rounds ---------------------------------------------------------------------------------
     def _run_cells(self, todo: list[Cell], stats: dict, already: int, total: int, observe=None) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.text import Text
+
+        target = self.plan.rounds if self.plan.rounds != AUTO else MIN_AUTO_ROUNDS
+        # the ETA: the estimate, corrected from the rounds that finished (estimate.Eta; restarted
+        # once the reference outputs are made, so that their time is not read as the rounds')
+        rounds_s = sum(c.weight for c in todo if not c.skip_reason) * target
+        eta = [estimate.Eta(rounds_s)]
+
+        class EtaColumn(ProgressColumn):
+            def render(self, task) -> Text:
+                return Text(estimate.human(eta[0].remaining()))
 
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[cells]}"),
-                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+                            TimeElapsedColumn(), TextColumn("ETA"), EtaColumn(), console=self.console,
                             disable=not self.show_progress, transient=True,
                             refresh_per_second=1)  # the parent stays quiet while a cell is timed
         count = [already]
-        target = self.plan.rounds if self.plan.rounds != AUTO else MIN_AUTO_ROUNDS
         records = CellRecords(self.plan, self.ctx.local, getattr(self, "_attempts", {}))
 
         def store(cell: Cell, record: dict) -> None:
@@ -458,6 +474,7 @@ class Sweep:
                 progress.update(bar, description="reference outputs")
                 self.check_time("the reference outputs")
                 refs = references(self.ctx, {(c.model, c.batch_size): c.model_spec for c in runnable})
+            eta[0] = estimate.Eta(rounds_s)
             groups: dict[str, list[Cell]] = {}
             for cell in runnable:
                 ref = refs[(cell.model, cell.batch_size)]
@@ -470,7 +487,7 @@ class Sweep:
             width = 1 if self.ctx.local else max(1, len(self.executor.nodes))
             names = list(groups)
             runner = self.runner_class(self.ctx, records, getattr(self, "_cell_keys", set()), self.check_time,
-                                 advance=lambda weight: progress.advance(bar, weight),
+                                 advance=lambda weight: (eta[0].finished(weight), progress.advance(bar, weight)),
                                  show=lambda text: progress.update(bar, description=text), bounds={},
                                  first_pass=self._passes)
             bounds = runner.bounds  # a Server sweep's latency bounds, from its single-stream cells (resumed too)

@@ -90,3 +90,64 @@ def test_durations_read_as_people_write_them(seconds, text):
 
 def test_available_memory_is_a_positive_figure():
     assert estimate.available_mib() > 0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_calibration_measures_a_workers_start_per_kind_within_its_budget():
+    """Frameworks no earlier run measured get a worker's start measured now (one probe per kind of
+    worker: IOS cells on one provider share one), plus the stated build part; earlier runs win."""
+    clock, probed = FakeClock(), []
+
+    def probe(kind):
+        probed.append(kind)
+        clock.now += {"ios[onnxruntime]": 0.4, "torch": 1.5, "tensorflow": 4.0}.get(kind, 1.0)
+        if kind == "tvm":
+            raise RuntimeError("no tvm here")
+        return {"ios[onnxruntime]": 0.4, "torch": 1.5}.get(kind, 4.0)
+
+    hist = estimate.History()
+    hist.fixed_s["openvino"] = [2.2]  # measured by an earlier run: not probed
+    fws = ["ios-both[onnxruntime]", "ios-sequential[onnxruntime]", "torch", "openvino", "tvm", "tensorflow",
+           "jax-xla"]
+    got = estimate.calibrate(fws, hist, probe=probe, clock=clock, budget_s=6.0)
+    # tvm failed (stated), the budget was spent after tensorflow: jax-xla is not probed
+    assert probed == ["ios[onnxruntime]", "torch", "tvm", "tensorflow"]
+    assert got == {"ios-both[onnxruntime]": 0.4, "ios-sequential[onnxruntime]": 0.4, "torch": 1.5, "tensorflow": 4.0}
+    m = _model(hist)
+    m.calibrated = got
+    build = estimate.STATED["build_s"]
+    assert m.fixed_s("ios-both[onnxruntime]") == pytest.approx(0.4 + build["default"])
+    assert m.fixed_s("tensorflow") == pytest.approx(4.0 + build["tensorflow"])
+    assert m.fixed_s("openvino") == 2.2  # earlier runs
+    assert m.fixed_s("jax-xla") == estimate.STATED["fixed_s"]["default"]  # stated
+
+
+def test_a_real_start_probe_times_a_fresh_worker():
+    seconds = estimate.start_probe("onnxruntime")
+    assert 0.0 < seconds < 120.0
+
+
+def test_the_eta_corrects_itself_from_finished_rounds():
+    """An estimate of 100 s; the first rounds take twice their estimate: the remaining time doubles."""
+    clock = FakeClock()
+    eta = estimate.Eta(100.0, clock=clock)
+    assert eta.remaining() == 100.0 and eta.ratio() is None
+    clock.now += 10
+    assert eta.remaining() == 90.0  # before any round: the estimate less the time spent
+    clock.now += 10
+    eta.finished(10.0)  # 20 s for 10 s of estimate
+    assert eta.ratio() == pytest.approx(2.0) and eta.remaining() == pytest.approx(180.0)
+    clock.now += 5
+    assert eta.remaining() == pytest.approx(175.0)  # counts down between rounds
+    clock.now += 15
+    eta.finished(40.0)  # 40 s for 50 s: faster now, the ratio over everything finished
+    assert eta.ratio() == pytest.approx(40 / 50) and eta.remaining() == pytest.approx(50 * 0.8)
+    clock.now += 1000
+    assert eta.remaining() == 0.0

@@ -537,10 +537,13 @@ def test_the_plan_line_is_followed_by_an_estimated_duration(tmp_path):
     assert lines[at + 1].startswith("estimated duration: about ") and "stated model" in lines[at + 1]
     env = json.loads((tmp_path / "runs" / "r" / "env.json").read_text())
     assert env["estimate"]["seconds"] > 0 and env["estimate"]["cells"] == 1 and env["duration_s"] > 0
+    # no earlier run: a fresh worker's start was measured in the first seconds (estimate.calibrate)
+    assert "workers' start measured now for 1 frameworks" in lines[at + 1]
+    assert 0 < env["estimate"]["workers_start_s"]["test-ref"] < 120
     # a second run beside it learns from the first one's record
     p = cli(["run", "--models", "tiny_a", "--frameworks", "test-ref", "--schedules", "none", "--out", "runs/r2",
              "--no-report", *FAST], tmp_path)
-    assert "latencies from earlier runs for 1" in p.stderr
+    assert "latencies from earlier runs for 1" in p.stderr and "workers' start measured" not in p.stderr
     assert json.loads((tmp_path / "runs" / "r2" / "env.json").read_text())["estimate"]["earlier_runs"] == ["r"]
 
 
