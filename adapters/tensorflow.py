@@ -21,6 +21,7 @@ not run on a GPU in this project.
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import numpy as np
@@ -30,6 +31,7 @@ from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
+from .build_cache import BuildCache
 
 
 def _tf():
@@ -297,10 +299,19 @@ class TensorFlow(Adapter):
         except Exception:
             return None
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False):
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None):
+        """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
+        rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
+        build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
+        compilation."""
         tf = _tf()
         n = resolve_threads(threads)
         jit = bool(jit_compile)
+        cache = BuildCache(cache_dir, "tensorflow-xla", tf.__version__).open() if cache_dir is not None and jit \
+            else None
+        if cache is not None:
+            flags = os.environ.get("TF_XLA_FLAGS", "")
+            os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={cache.dir}".strip()
         info = {"threads": n, **_set_threads(tf, n, inter_op_threads), "framework_version": tf.__version__,
                 "layout": "NHWC", "jit_compile": jit}
         if device.startswith("cuda"):
@@ -315,6 +326,9 @@ class TensorFlow(Adapter):
             fn(x).numpy()
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
+        if cache is not None:
+            cache.seal()
+            info.update(cache.info())
         return TFCompiled(fn, info, device)
 
 
