@@ -72,6 +72,8 @@ FIELDS: tuple[Field, ...] = (
                                            ("nvml_process_mib", "gpu_nvml_process_mib")),
           doc="cuda cells: peak device memory, the allocator's and NVML's view (ios_bench.device_memory)"),
     Field("build_seconds", "number"),
+    Field("first_build_seconds", "number", doc="the first measured round's build (cold where the framework keeps a "
+                                               "build cache: adapters.build_cache); build_seconds is the last's"),
     Field("optimize_seconds", "number"),
     Field("framework_version", "text"),
     Field("predicted_ms", "number", column=False, doc="IOS: the optimizer's estimate (an estimate)"),
@@ -331,6 +333,8 @@ class CellResult:
         for key in _FROM_LAST_ROUND:
             if key in last and not (key == "concurrency" and not base.get("scenario")):
                 record[key] = last[key]
+        if measured and isinstance(measured[0].get("build_seconds"), (int, float)):
+            record["first_build_seconds"] = measured[0]["build_seconds"]  # the cold build, kept apart
         if record.get("node") is not None and not record.get("node_env") and node_env is not None:
             record["node_env"] = node_env(record["node"])
         peaks = [r["peak_rss_mib"] for r in rounds if isinstance(r.get("peak_rss_mib"), (int, float))]

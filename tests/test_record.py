@@ -79,7 +79,7 @@ def test_the_sequential_baseline_is_the_same_statistic_as_the_figure():
 
 
 def test_worker_baseline_uses_the_round_median(monkeypatch):
-    from ios_bench import worker
+    from ios_bench import task_cell
 
     class Built:
         def prepare(self, x):
@@ -90,10 +90,10 @@ def test_worker_baseline_uses_the_round_median(monkeypatch):
             return Built()
 
     samples = [1.0, 2.0, 3.0, 10.0]  # sorted(x)[n // 2] would be 3.0
-    monkeypatch.setattr(worker, "time_compiled", lambda *a, **k: Measurement(samples, 1, 0, meta={"clock": "host"}))
+    monkeypatch.setattr(task_cell, "time_compiled", lambda *a, **k: Measurement(samples, 1, 0, meta={"clock": "host"}))
     result = {"clock": "host"}
     spec = {"batch_size": 1, "device": "cpu", "threads": 1, "warmup": 0, "number": 1, "repeat": 4}
-    worker._sequential_baseline(spec, result, Adapter(), None, {}, None)
+    task_cell._sequential_baseline(spec, result, Adapter(), None, {}, None)
     assert result["sequential_ms"] == 2.5 == stats.median(samples)
 
 
@@ -127,3 +127,14 @@ def test_figure_text_is_one_rule():
     one = CellResult({**BASE, "status": "ok", "median_ms": 5.0, "std_ms": 0.2, "unstable": "one round",
                       "check": CHECK})
     assert one.figure_text() == "5.000 ±0.200 (unstable)" and one.spread_ms() == 0.2
+
+
+def test_the_first_rounds_build_is_kept_apart():
+    """With a build cache the first round builds cold and the next warm: the record keeps the first
+    round's build (first_build_seconds) beside the last's (build_seconds)."""
+    rounds = [_round(0, [10.0], build_seconds=6.1), _round(1, [10.0], build_seconds=1.2),
+              _round(2, [10.0], build_seconds=1.1)]
+    rec = CellResult.from_rounds(BASE, rounds, seed=0)
+    assert rec["first_build_seconds"] == 6.1 and rec["build_seconds"] == 1.1
+    assert check_record(rec) is None and not problems(rec)
+    assert "first_build_seconds" not in CellResult.from_rounds(BASE, [_round(0, [10.0])], seed=0)
