@@ -78,17 +78,20 @@ class Totals:
 
 
 def search(graph, strategy: str, dev, r: int, s: int, protocol: dict, db: str | None, totals: Totals,
-           cuda_graph: bool = True):
-    """One cold search (a fresh profile database unless ``db``): (result, cost model, seconds)."""
+           cuda_graph: bool = True, sequential: bool = False):
+    """One cold search (a fresh profile database unless ``db``): (result, cost model, seconds), and
+    with ``sequential`` the sequential schedule costed by the same model (its stages were measured
+    by the search: nothing is timed again) as a fourth item."""
     with tempfile.TemporaryDirectory(prefix="ios-gpu-search-") as tmp:
         cache = db or str(Path(tmp) / "profile.sqlite")
         cm = MeasuredCostModel(device="cuda", backend=dev, cache=cache, cuda_graph=cuda_graph, **protocol)
         t0 = time.perf_counter()
         result = schedule(graph, strategy, cm, batch_size=1, max_group_size=r, max_num_groups=s)
         seconds = time.perf_counter() - t0
+        seq = schedule(graph, "sequential", cm, batch_size=1) if sequential else None
         totals.add(cm)
         cm.cache.close()
-    return result, cm, seconds
+    return (result, cm, seconds, seq) if sequential else (result, cm, seconds)
 
 
 def describe(name: str, result, cm: MeasuredCostModel, seconds: float) -> str:
@@ -139,13 +142,11 @@ def gpu_run(args, totals: Totals) -> None:
         graph = models.get(name).init_weights(0)
         row = {"model": name}
         if name in args.models:
-            result, cm, seconds = search(graph, "both", dev, 3, 8, protocol, None, totals)
+            result, cm, seconds, seq = search(graph, "both", dev, 3, 8, protocol, None, totals, sequential=True)
             print(describe(f"{name} IOS-Both r=3 s=8", result, cm, seconds), flush=True)
             both = result.graph
             row.update(search_s=seconds, stages=cm.measured, predicted=result.stats.cost_ms,
                        both_graph=run_ms(both, dev, True), both_launch=run_ms(both, dev, False))
-            seq = schedule(graph, "sequential", MeasuredCostModel(device="cuda", backend=dev, cache=False,
-                                                                 **protocol), batch_size=1)
             row.update(seq_graph=run_ms(seq.graph, dev, True), seq_launch=run_ms(seq.graph, dev, False),
                        seq_predicted=seq.stats.cost_ms)
         if name in args.pruned:
