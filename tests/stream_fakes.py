@@ -154,7 +154,8 @@ class TorchQueueDevice:
 
         self._no_capture("upload")
         self.pending_upload = True
-        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        return torch.from_numpy(a if a.flags.writeable else a.copy())  # torch wants writable memory
 
     # streams
     def stream(self, index):

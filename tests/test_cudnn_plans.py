@@ -198,3 +198,29 @@ def test_a_frontend_without_that_structure_executes_through_its_public_call():
     run(11)
     run(12)
     assert calls == [(11, 2, "h0"), (12, 2, "h0")]
+
+
+def test_shared_random_weights_are_uploaded_once_per_device():
+    """The measured cost model's stage programs share their random weights (read-only arrays of
+    ``RandomWeights``): each is copied to the device once, not once per stage program; a
+    writable array (a graph's own weights) is copied each time, and a gone array's entry goes."""
+    import gc
+
+    from ios_core.runtime.cuda import RandomWeights
+
+    copies = []
+    dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+    dev.cp = types.SimpleNamespace(asarray=lambda a: copies.append(a.shape) or Arr(a.shape, 4096 * len(copies)))
+    dev._shared = {}
+    dev._begin()
+    bank = RandomWeights(0)
+    op = types.SimpleNamespace(name="conv1")
+    first = [dev.upload(bank(op, "weight", (8, 4, 3, 3))) for _ in range(3)]
+    assert len(copies) == 1 and first[0] is first[1] is first[2]
+    own = np.zeros((8,), np.float32)
+    dev.upload(own)
+    dev.upload(own)
+    assert len(copies) == 3
+    del bank
+    gc.collect()
+    assert dev._shared == {}

@@ -268,6 +268,7 @@ class RandomWeights:
         arr = self._arrays.get(key)
         if arr is None:
             arr = (self._rng.standard_normal(key[2]) * self.scale).astype(np.float32)
+            arr.setflags(write=False)  # shared: a device may upload it once (CupyDevice.upload)
             self._arrays[key] = arr
             self.draws += 1
         return arr

@@ -13,6 +13,7 @@ CuPy 14.2 (CUDA 13) and cuDNN 9.19 (docs/results/gpu-h200-2026-11-26/).
 from __future__ import annotations
 
 import os
+import weakref
 
 import numpy as np
 
@@ -47,6 +48,7 @@ class CupyDevice:
         self._streams: dict[int, object] = {}  # stream index -> Stream, reused by every program
         self._handles: dict[int, object] = {}  # stream index -> cuDNN handle bound to it
         self._convs: dict[tuple, object] = {}  # conv_key -> built and tuned Conv, reused by every program
+        self._shared: dict[int, object] = {}  # id of a read-only host array -> its device copy (upload)
         self._stats: dict = {}
         self._begin()
 
@@ -78,6 +80,15 @@ class CupyDevice:
         return int(view.data.ptr) % ALIGNMENT == 0
 
     def upload(self, a: np.ndarray):
+        """``a`` on the device. An fp32 array nobody may write (read-only: the random weights the
+        measured cost model's stage programs share, ``runtime.cuda.RandomWeights``) is uploaded
+        once per device and reused while it lives, not once per stage program."""
+        if not a.flags.writeable and a.dtype == np.float32 and a.flags.c_contiguous:
+            hit = self._shared.get(id(a))
+            if hit is None:
+                hit = self._shared[id(a)] = self.cp.asarray(a)
+                weakref.finalize(a, self._shared.pop, id(a), None)  # its id may be reused once it is gone
+            return hit
         arr = self.cp.asarray(np.ascontiguousarray(a, dtype=np.float32))
         self.keep.append(arr)
         return arr
