@@ -57,7 +57,9 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
 @click.option("--cost", "cost_kind", type=click.Choice(COST_KINDS), default="synthetic", show_default=True,
               help="cost model: analytical (synthetic) or timed on a device (measured)")
 @click.option("--cost-option", "cost_options", multiple=True, metavar="KEY=VALUE",
-              help="option for the cost model, e.g. launch_ms=0.01 (synthetic) or mode=composed (measured); repeatable")
+              help="option for the cost model, e.g. launch_ms=0.01 (synthetic) or mode=composed (measured); on a "
+                   "GPU device=cuda (stages timed as CUDA-graph replays, as IOS cells run; cuda_graph=false for "
+                   "launches); repeatable")
 @click.option("--weights-seed", type=SEED, default=None,
               help="initialize weights with this seed (if the graph has none) and save them beside the schedule")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
