@@ -72,6 +72,8 @@ FIELDS: tuple[Field, ...] = (
                                            ("nvml_process_mib", "gpu_nvml_process_mib")),
           doc="cuda cells: peak device memory, the allocator's and NVML's view (ios_bench.device_memory)"),
     Field("build_seconds", "number"),
+    Field("frameworks_imported", "list", column=False,
+          doc="the frameworks its worker imported (an IOS cell on ONNX Runtime kernels: onnxruntime only)"),
     Field("first_build_seconds", "number", doc="the first measured round's build (cold where the framework keeps a "
                                                "build cache: adapters.build_cache); build_seconds is the last's"),
     Field("optimize_seconds", "number"),
@@ -121,8 +123,8 @@ BY_NAME = {f.name: f for f in FIELDS}
 _ROUND_KEYS = ("reason", "stderr_tail", "samples_ms", "median_ms", "std_ms", "p10_ms", "p90_ms", "repeat", "number",
                "warmup", "calls", "check", "interference", "disturbed", "sequential_ms", "info", "build_seconds",
                "precision", "precision_requested", "framework_version", "clock", "stages", "torch_threads",
-               "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads", "clocks",
-               "utilization", "affinity", "returncode", "pid", "independent_check",
+               "frameworks_imported", "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads",
+               "clocks", "utilization", "affinity", "returncode", "pid", "independent_check",
                "loadgen", "server", "concurrency", "estimate_ms", "first_try", "gpu_memory")
 
 
@@ -236,8 +238,8 @@ def now() -> str:
 
 # what a cell's record takes over from its last measured round (the worker's own facts)
 _FROM_LAST_ROUND = ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
-                    "stages", "torch_threads", "node", "node_id", "node_env", "clocks", "utilization", "affinity",
-                    "independent_check", "concurrency", "gpu_memory")
+                    "stages", "torch_threads", "frameworks_imported", "node", "node_id", "node_env", "clocks",
+                    "utilization", "affinity", "independent_check", "concurrency", "gpu_memory")
 # what a record keeps when a worker's result could not be stored as it was
 _IDENTITY = ("cell", "model", "batch_size", "framework", "device", "label", "started", "log", "node", "attempt")
 

@@ -138,3 +138,11 @@ def test_the_first_rounds_build_is_kept_apart():
     assert rec["first_build_seconds"] == 6.1 and rec["build_seconds"] == 1.1
     assert check_record(rec) is None and not problems(rec)
     assert "first_build_seconds" not in CellResult.from_rounds(BASE, [_round(0, [10.0])], seed=0)
+
+
+def test_the_frameworks_a_worker_imported_are_kept():
+    res = {"status": "ok", "samples_ms": [1.0], "check": dict(CHECK), "frameworks_imported": ["onnxruntime"]}
+    r = RoundResult.from_worker(res, index=0, position=0, started=None, pass_index=0, log=None)
+    assert r["frameworks_imported"] == ["onnxruntime"]
+    rec = CellResult.from_rounds(BASE, [{**_round(0, [10.0]), "frameworks_imported": ["onnxruntime"]}], seed=0)
+    assert rec["frameworks_imported"] == ["onnxruntime"] and not problems(rec)
