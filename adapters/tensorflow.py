@@ -20,8 +20,10 @@ not run on a GPU in this project.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sys
 import time
 
 import numpy as np
@@ -35,9 +37,26 @@ from .build_cache import BuildCache
 
 
 def _tf():
-    import tensorflow as tf
+    with _without_jax():
+        import tensorflow as tf
 
     return tf
+
+
+@contextlib.contextmanager
+def _without_jax():
+    """TensorFlow's ``tf.lite`` imports JAX where it is installed (about a second, and a framework
+    a TensorFlow cell does not run): while TensorFlow is first imported, ``import jax`` fails as
+    if it were absent, which TensorFlow handles. A process that imported JAX already keeps it."""
+    if "tensorflow" in sys.modules or "jax" in sys.modules:
+        yield
+        return
+    sys.modules["jax"] = None  # an ImportError for ``import jax`` (the import system's rule)
+    try:
+        yield
+    finally:
+        if sys.modules.get("jax", 0) is None:
+            del sys.modules["jax"]
 
 
 # IR activation kind (ios_core.ir.activations) -> (tf, alpha, beta) -> its function of one tensor
@@ -283,7 +302,8 @@ class TensorFlow(Adapter):
         return {"inter_op_threads": instances} if instances > 1 else {}
 
     def available(self, device: str = "cpu") -> str | None:
-        reason = super().available(device)
+        with _without_jax():
+            reason = super().available(device)
         if reason is None and device.startswith("cuda"):
             tf = _tf()
             if not tf.config.list_physical_devices("GPU"):

@@ -184,3 +184,18 @@ def test_ios_cells_on_cuda_replay_a_cuda_graph_by_default(monkeypatch):
     with pytest.raises(ValueError, match="needs device cuda"):
         ios.IOS._build(g, 1, "cpu", 1, cuda_graph=True)
     assert ios.IOS._build(g, 1, "cpu", 1).info["provider"] == "torch"  # no graph on the CPU, unasked
+
+
+def test_a_tensorflow_worker_imports_no_jax():
+    """TensorFlow's tf.lite imports JAX where it is installed; a TensorFlow cell runs no JAX, so the
+    adapter's first import of TensorFlow leaves it out (a fresh process, ``sys.modules``)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("tensorflow")
+    code = ("import sys, adapters; a = adapters.get('tensorflow-xla'); assert a.available('cpu') is None; "
+            "import tensorflow as tf; tf.constant(1.0); print('jax' in sys.modules, 'tensorflow' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["False", "True"]
