@@ -153,9 +153,9 @@ def fake_gpu_adapter(monkeypatch):
 
 
 def test_a_cuda_cell_records_its_peak_device_memory(tmp_path, fake_gpu_adapter):
-    from ios_bench import worker
+    from ios_bench import task_cell
 
-    result = worker.task_cell(_cell_spec(tmp_path, fake_gpu_adapter), {})
+    result = task_cell.task_cell(_cell_spec(tmp_path, fake_gpu_adapter), {})
     assert result["status"] == "ok", result
     mem = result["gpu_memory"]
     assert mem["allocator"] == "jax (XLA BFC)" and mem["allocator_peak_mib"] == 123.0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adapters.base import Compiled
-from ios_bench import worker
+from ios_bench import task_cell, worker
 from ios_core import gpu
 
 
@@ -58,7 +58,7 @@ def device_sync(monkeypatch):
 @pytest.mark.parametrize("with_timer", [True, False])
 def test_every_gpu_program_is_timed_the_same_way(device_sync, with_timer):
     log = []
-    m = worker.time_compiled(Program(log, with_timer), np.zeros(1), "cuda", warmup=1, number=2, repeat=3)
+    m = task_cell.time_compiled(Program(log, with_timer), np.zeros(1), "cuda", warmup=1, number=2, repeat=3)
     assert m.meta["clock"] == gpu.GPU_CELL_CLOCK
     assert "event-start" not in log  # the program's own CUDA-event timer is not used on a GPU cell
     assert log.count("call") == 1 + 2 * 3
@@ -68,7 +68,7 @@ def test_every_gpu_program_is_timed_the_same_way(device_sync, with_timer):
 
 def test_cpu_cells_keep_their_protocol():
     log = []
-    m = worker.time_compiled(Program(log, False), np.zeros(1), "cpu", warmup=0, number=1, repeat=2)
+    m = task_cell.time_compiled(Program(log, False), np.zeros(1), "cpu", warmup=0, number=1, repeat=2)
     assert m.meta["clock"] == "host"
 
 
@@ -86,16 +86,16 @@ class Adapter:
 def test_a_schedule_and_its_baseline_record_the_same_clock(device_sync, with_timer):
     spec = {"batch_size": 1, "device": "cuda", "threads": 1, "warmup": 1, "number": 1, "repeat": 2}
     log = []
-    cell = worker.time_compiled(Program(log, with_timer), np.zeros(1), "cuda", warmup=1, number=1, repeat=2)
+    cell = task_cell.time_compiled(Program(log, with_timer), np.zeros(1), "cuda", warmup=1, number=1, repeat=2)
     result = {"clock": cell.meta["clock"]}
-    worker._sequential_baseline(spec, result, Adapter(log, with_timer), None, {}, np.zeros(1))
+    task_cell._sequential_baseline(spec, result, Adapter(log, with_timer), None, {}, np.zeros(1))
     assert result["sequential_clock"] == result["clock"] == gpu.GPU_CELL_CLOCK
 
 
 def test_a_baseline_on_another_clock_is_refused(device_sync):
     spec = {"batch_size": 1, "device": "cuda", "threads": 1, "warmup": 0, "number": 1, "repeat": 1}
     with pytest.raises(RuntimeError, match="not comparable"):
-        worker._sequential_baseline(spec, {"clock": "cuda-events"}, Adapter([], True), None, {}, np.zeros(1))
+        task_cell._sequential_baseline(spec, {"clock": "cuda-events"}, Adapter([], True), None, {}, np.zeros(1))
 
 
 def test_gpu_workers_disable_tf32_everywhere(tmp_path, monkeypatch):

@@ -398,7 +398,7 @@ def test_independent_check_field_describe_and_report():
     from ios_bench.cells import describe
     from ios_bench.report import failures_table
     from ios_bench.results import cell_key, flatten
-    from ios_bench.worker import independent_check
+    from ios_bench.task_cell import independent_check
     from ios_core.check import compare
 
     graph = frontend.load(corpus.small_model())
