@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from ios_core.measure import measure  # noqa: E402
 from ios_core.reference import random_input  # noqa: E402
 from ios_core.reference import run as oracle  # noqa: E402
 from ios_core.runtime import Runtime  # noqa: E402
+from ios_core.stats import geomean  # noqa: E402
 
 DEFAULT_MODELS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     for s in args.strategies:
         sp = [r[f"{s}_speedup"] for r in rows if r.get(f"{s}_speedup")]
         if sp:
-            gm = math.exp(sum(math.log(v) for v in sp) / len(sp))
+            gm = geomean(sp)
             print(f"geometric mean speedup of {s} over sequential: {gm:.3f} ({len(sp)} models)")
         notes = [f"{r['model']}: {r[f'{s}_note']}" for r in rows if r.get(f"{s}_note")]
         for n in notes:

@@ -373,9 +373,11 @@ class WindowSet:
         # judged as a stage's own window was: by its canary (the CPU figures of the group are
         # recorded, not judged: a GPU stage's time hardly depends on the host's other load, and
         # a stage window never lasted long enough to judge them)
+        from .stats import median
+
         edges = {k: figures[k] for k in ("canary_before_ms", "canary_after_ms")}
         ref = self.reference.values
-        usual = sorted(ref)[len(ref) // 2] if len(ref) >= 3 else None
+        usual = median(ref) if len(ref) >= 3 else None  # the one median (ios_core.stats)
         if usual and judge(edges, usual, self.thresholds) and self.confirm_reps > self.canary_reps:
             figures["canary_after_ms"] = edges["canary_after_ms"] = after = self._canary(self.confirm_reps)
         why = self.reference.judge(edges, self.thresholds)
