@@ -20,10 +20,8 @@ not run on a GPU in this project.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import sys
 import time
 
 import numpy as np
@@ -34,6 +32,7 @@ from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
 from .build_cache import BuildCache
+from .imports import absent
 
 
 def _tf():
@@ -43,20 +42,10 @@ def _tf():
     return tf
 
 
-@contextlib.contextmanager
 def _without_jax():
-    """TensorFlow's ``tf.lite`` imports JAX where it is installed (about a second, and a framework
-    a TensorFlow cell does not run): while TensorFlow is first imported, ``import jax`` fails as
-    if it were absent, which TensorFlow handles. A process that imported JAX already keeps it."""
-    if "tensorflow" in sys.modules or "jax" in sys.modules:
-        yield
-        return
-    sys.modules["jax"] = None  # an ImportError for ``import jax`` (the import system's rule)
-    try:
-        yield
-    finally:
-        if sys.modules.get("jax", 0) is None:
-            del sys.modules["jax"]
+    """TensorFlow's ``tf.lite`` imports JAX where it is installed (about a second, and a framework a
+    TensorFlow cell does not run): left out while TensorFlow is first imported (``adapters.imports``)."""
+    return absent("jax", unless="tensorflow")
 
 
 # IR activation kind (ios_core.ir.activations) -> (tf, alpha, beta) -> its function of one tensor

@@ -47,6 +47,7 @@ from ios_core.ir import ActivationMap, Graph, OpVisitor
 from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
+from .imports import absent
 
 # A small default for a CPU sweep: about 1 s per trial here, so inception_v3 (63 tasks) tunes
 # in about 8 minutes the first time and never again for the same target.
@@ -418,7 +419,10 @@ class TVMAdapter(Adapter):
         return mod, target, info
 
     def available(self, device: str = "cpu") -> str | None:
-        reason = super().available(device)
+        # TVM's tvm_ffi imports torch where it is installed (DLPack): a TVM cell runs no torch, so
+        # it is left out while TVM is first imported (adapters.imports; a worker checks this first)
+        with absent("torch", unless="tvm"):
+            reason = super().available(device)
         if reason is None and device.startswith("cuda"):
             reason = cuda_reason(cudnn=bool(self.options.get("cudnn")))
         return reason
