@@ -15,8 +15,11 @@ against the oracle after every build, warm or cold: a cache can never hide a wro
     cache.seal()                                                # the manifest of what is there now
     info.update(cache.info())                                   # the record says which it was
 
-A directory a user names that cannot be written is :class:`CacheDirError` (one line; the CLI
-checks it up front: :func:`dir_problem`).
+Where it is: the build option ``cache_dir``, else ``IOS_BENCH_BUILD_CACHE`` (:func:`resolve`),
+which the harness sets to the run folder's ``cache/`` for every round, so a sweep's rounds reuse
+their first round's build by default (``cache_dir=off``: no cache). A directory a user names that
+cannot be written is :class:`CacheDirError` (one line; the CLI checks it up front:
+:func:`dir_problem`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,21 @@ from ios_core.atomic import atomic_write_text
 
 MANIFEST = "ios-bench-cache.json"
 FORMAT = 1
+# the directory a build keeps its cache in when its build option ``cache_dir`` is not given: the
+# harness sets it to ``<run folder>/cache`` for each round's worker (``ios_bench.launch``)
+ENV = "IOS_BENCH_BUILD_CACHE"
+OFF = ("off", "none", "")
+
+
+def resolve(cache_dir) -> str | None:
+    """The cache directory a build uses: its ``cache_dir`` option, else :data:`ENV`; ``off`` (or an
+    empty value, or ``False``) for none."""
+    import os
+
+    value = os.environ.get(ENV) if cache_dir is None else cache_dir
+    if value is None or value is False or str(value).strip().lower() in OFF:
+        return None
+    return str(value)
 
 
 class CacheDirError(ValueError):
@@ -163,3 +181,10 @@ class BuildCache:
         if self.note:
             out["note"] = self.note
         return {"build_cache": out}
+
+
+def open_cache(cache_dir, framework: str, version) -> BuildCache | None:
+    """A build's cache, checked (:meth:`BuildCache.open`), in the directory :func:`resolve` gives, or
+    None where there is none."""
+    where = resolve(cache_dir)
+    return BuildCache(where, framework, version).open() if where else None

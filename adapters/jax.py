@@ -42,7 +42,7 @@ from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .build_cache import BuildCache
+from .build_cache import open_cache
 
 # Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
 # alpha/beta parametrize leaky_relu (slope), hardsigmoid (clip(alpha * x + beta, 0, 1)) and clip.
@@ -302,7 +302,7 @@ class JaxXLA(Adapter):
         info = {"threads": n, **_configure(None if on_gpu else n)}
         jax = _jax()
         jax.config.update("jax_default_matmul_precision", "highest")
-        cache = BuildCache(cache_dir, "jax", jax.__version__).open() if cache_dir is not None else None
+        cache = open_cache(cache_dir, "jax", jax.__version__)
         if cache is not None:
             jax.config.update("jax_compilation_cache_dir", str(cache.dir))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -20,7 +20,7 @@ from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .build_cache import BuildCache
+from .build_cache import open_cache
 
 
 class OVCompiled(Compiled):
@@ -75,7 +75,7 @@ class OpenVINO(Adapter):
         import openvino as ov
 
         n = resolve_threads(threads)
-        cache = BuildCache(cache_dir, "openvino", ov.get_version()).open() if cache_dir is not None else None
+        cache = open_cache(cache_dir, "openvino", ov.get_version())
         t0 = time.perf_counter()
         model = export(graph, batch_size, opset=opset)
         export_seconds = time.perf_counter() - t0

@@ -37,7 +37,7 @@ from ios_core.lowering import lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .build_cache import BuildCache
+from .build_cache import open_cache
 
 # IR activation kind (ios_core.ir.activations) -> (alpha, beta) -> its nn.Module
 ACTIVATION_MODULES: ActivationMap = ActivationMap("pytorch", {
@@ -367,7 +367,7 @@ class TorchCompile(Adapter):
         import torch
 
         n = resolve_threads(threads)
-        cache = BuildCache(cache_dir, "torch-inductor", torch.__version__).open() if cache_dir is not None else None
+        cache = open_cache(cache_dir, "torch-inductor", torch.__version__)
         if cache is not None:  # read by inductor when it compiles
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache.dir)
             os.environ["TRITON_CACHE_DIR"] = str(cache.dir / "triton")

@@ -31,7 +31,7 @@ from ios_core.lowering import Primitives, lower
 from ios_core.threads import resolve_threads
 
 from .base import Adapter, Compiled
-from .build_cache import BuildCache
+from .build_cache import open_cache
 from .imports import absent
 
 
@@ -316,8 +316,7 @@ class TensorFlow(Adapter):
         tf = _tf()
         n = resolve_threads(threads)
         jit = bool(jit_compile)
-        cache = BuildCache(cache_dir, "tensorflow-xla", tf.__version__).open() if cache_dir is not None and jit \
-            else None
+        cache = open_cache(cache_dir, "tensorflow-xla", tf.__version__) if jit else None
         if cache is not None:
             flags = os.environ.get("TF_XLA_FLAGS", "")
             os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={cache.dir}".strip()

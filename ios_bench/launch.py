@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from adapters.build_cache import ENV as BUILD_CACHE_ENV
 from ios_core.threads import spin_env, thread_env
 
 from .worker import PARENT_ENV
@@ -45,6 +46,10 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     env[PARENT_ENV] = str(os.getpid())  # the worker dies with this process (see worker.die_with_parent)
+    if spec.get("task") == "cell" and BUILD_CACHE_ENV not in env:
+        # a round reuses what the run's earlier rounds built (adapters.build_cache): <run folder>/cache
+        # on the node that runs it (the result file is <run folder>/work/...); a user's value wins
+        env[BUILD_CACHE_ENV] = str(result_path.resolve().parent.parent / "cache")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:

@@ -114,3 +114,20 @@ def test_openvino_rounds_reuse_the_first_rounds_model_cache(tmp_path):
     assert f"note: {third['note']}" in third["stderr"]
     rebuilt = json.loads((tmp_path / "openvino" / MANIFEST).read_text())["files"]
     assert rebuilt[name] == blobs[name]  # rebuilt whole, the same compiled model
+
+
+def test_a_sweeps_rounds_reuse_the_first_rounds_build_by_default(tmp_path):
+    """``ios-bench run``: each round is a fresh worker; OpenVINO's model cache is kept in the run
+    folder's cache/ (IOS_BENCH_BUILD_CACHE, set for every round) and the second round reuses it."""
+    pytest.importorskip("openvino")
+    from ios_bench.results import read_records
+
+    p = cli(["run", "--models", "tiny_a", "--frameworks", "openvino", "--schedules", "none", "--rounds", "2",
+             "--warmup", "1", "--repeat", "3", "--min-sample-ms", "0", "--out", str(tmp_path / "run"), "--no-report",
+             "--no-progress"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (rec,) = read_records(tmp_path / "run")
+    states = [r["info"]["build_cache"]["state"] for r in rec["rounds"] if r.get("status") in ("ok", "wrong")]
+    assert states[0] == "cold" and set(states[1:]) == {"warm"} and rec["status"] == "ok"
+    assert (tmp_path / "run" / "cache" / "openvino" / MANIFEST).exists()
+    assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]
