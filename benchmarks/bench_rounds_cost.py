@@ -6,7 +6,9 @@ Per kind it prints:
 
 - ``round s``: the worker process from start to exit (what a round costs the sweep);
 - ``timed s``: its warmup and timed samples (the work a round is for);
-- ``fixed s``: the difference (interpreter, imports, build, output checks, writing the result);
+- ``1stfixed``: the first round's difference (interpreter, imports, a cold build, output checks,
+  writing the result); ``fixed s``: the same for the later rounds (median), whose builds reuse the
+  first's cache as a sweep's rounds do (``IOS_BENCH_BUILD_CACHE``, ``adapters.build_cache``);
 - ``import s``: a fresh interpreter importing what that worker imported for its framework (the
   frameworks it recorded and the libraries its adapter or kernel provider requires), timed apart
   (part of ``fixed s``);
@@ -98,8 +100,10 @@ def spec_for(kind: str, files: dict, result: Path, threads: int) -> dict:
     return spec
 
 
-def one_round(spec: dict) -> tuple[float, dict]:
+def one_round(spec: dict, cache: Path | None = None) -> tuple[float, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if cache is not None:  # as a sweep's rounds: builds kept across rounds (adapters.build_cache)
+        env["IOS_BENCH_BUILD_CACHE"] = str(cache)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
@@ -115,7 +119,7 @@ def measure_kind(kind: str, files: dict, folder: Path, repeat: int, threads: int
     walls, timed, imports = [], [], []
     result: dict = {}
     for i in range(repeat):
-        wall, result = one_round(spec_for(kind, files, folder / f"{kind}-{i}.json", threads))
+        wall, result = one_round(spec_for(kind, files, folder / f"{kind}-{i}.json", threads), folder / "cache")
         if result.get("status") != "ok":
             return {"kind": kind, "skipped": str(result.get("reason") or result.get("status"))[:160]}
         walls.append(wall)
@@ -124,8 +128,10 @@ def measure_kind(kind: str, files: dict, folder: Path, repeat: int, threads: int
         seconds = import_seconds(modules_of(kind, result))
         if seconds is not None:
             imports.append(seconds)
-    return {"kind": kind, "round_s": statistics.median(walls), "timed_s": statistics.median(timed),
-            "fixed_s": statistics.median(w - t for w, t in zip(walls, timed)),
+    fixed = [w - t for w, t in zip(walls, timed)]
+    later = fixed[1:] or fixed  # after the first round: its build cached
+    return {"kind": kind, "round_s": statistics.median(walls[1:] or walls), "timed_s": statistics.median(timed),
+            "first_s": fixed[0], "fixed_s": statistics.median(later),
             "import_s": statistics.median(imports) if imports else None,
             "build_s": result.get("build_seconds"), "imported": result.get("frameworks_imported")}
 
@@ -134,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
                     help="comma-separated worker kinds: adapter names or ios[PROVIDER] (default: %(default)s)")
-    ap.add_argument("--repeat", type=int, default=1, help="rounds per kind (median; default 1)")
+    ap.add_argument("--repeat", type=int, default=2, help="rounds per kind (the first, then the median of the "
+                    "others; default 2)")
     ap.add_argument("--threads", type=int, default=2, help="the round's thread budget (default 2)")
     args = ap.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -146,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rounds-cost-") as tmp:
         folder = Path(tmp)
         files = prepare(folder, kinds)
-        heads = ("round s", "timed s", "fixed s", "import s", "build s")
+        heads = ("round s", "timed s", "1stfixed", "fixed s", "import s", "build s")
         print(f"{'kind':20s} " + " ".join(f"{h:>8s}" for h in heads) + "  imported")
         for kind in kinds:
             r = measure_kind(kind, files, folder, args.repeat, args.threads)
@@ -156,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
 
             def f(v):
                 return f"{v:8.2f}" if isinstance(v, (int, float)) else f"{'-':>8s}"
-            print(f"{kind:20s} {f(r['round_s'])} {f(r['timed_s'])} {f(r['fixed_s'])} {f(r['import_s'])} "
-                  f"{f(r['build_s'])}  {','.join(r['imported'] or []) or '-'}", flush=True)
+            cols = " ".join(f(r[k]) for k in ("round_s", "timed_s", "first_s", "fixed_s", "import_s", "build_s"))
+            print(f"{kind:20s} {cols}  {','.join(r['imported'] or []) or '-'}", flush=True)
     return 0
 
 
