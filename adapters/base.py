@@ -8,7 +8,7 @@ An adapter turns an IOS graph (with its weights) into a framework's program:
     y = compiled.run(x)                    # np.ndarray, NCHW float32, like the oracle
 
 Timing is never done here: the harness times ``compiled.execute(compiled.prepare(x))`` with
-``ios_core.measure.measure``. ``prepare`` moves/converts the input outside the timed region
+``ios_core.measurement.measure.measure``. ``prepare`` moves/converts the input outside the timed region
 (layout changes, device copies); ``execute`` is the timed call; ``finish`` turns its result
 into the oracle's layout.
 """
@@ -48,7 +48,7 @@ class Compiled:
         """Wait for asynchronous work (GPU); called by the measurement before each clock read."""
 
     def timer(self):
-        """A device timer for ``ios_core.measure.measure`` (CUDA events on the stream this
+        """A device timer for ``ios_core.measurement.measure.measure`` (CUDA events on the stream this
         program runs on), or None: the host clock after ``sync``."""
         return None
 

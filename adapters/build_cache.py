@@ -38,7 +38,7 @@ from ios_core.atomic import atomic_write_text
 MANIFEST = "ios-bench-cache.json"
 FORMAT = 1
 # the directory a build keeps its cache in when its build option ``cache_dir`` is not given: the
-# harness sets it to ``<run folder>/cache`` for each round's worker (``ios_bench.launch``)
+# harness sets it to ``<run folder>/cache`` for each round's worker (``ios_bench.running.launch``)
 ENV = "IOS_BENCH_BUILD_CACHE"
 OFF = ("off", "none", "")
 

@@ -58,7 +58,7 @@ class IOSAdapter(Adapter):
         # (the provider itself is checked when the cell is built)
         reason = None if importlib.util.find_spec("torch") is not None else "torch is not installed"
         if reason is None and device.startswith("cuda"):
-            from ios_core.gpu import cuda_missing
+            from ios_core.measurement.gpu import cuda_missing
 
             reason = cuda_missing()
         return reason

@@ -39,7 +39,7 @@ import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
-from ios_core.threads import resolve_threads
+from ios_core.measurement.threads import resolve_threads
 
 from .base import Adapter, Compiled
 from .build_cache import open_cache

@@ -7,7 +7,7 @@
   peer to IOS on CPU.
 
 Both use all graph optimizations (``ORT_ENABLE_ALL``) and stay inside the one thread budget
-``n`` (``ios_core.threads.resolve_threads``): sequential mode has ``n`` intra-op threads;
+``n`` (``ios_core.measurement.threads.resolve_threads``): sequential mode has ``n`` intra-op threads;
 parallel mode has ``inter_op_threads`` (default ``n``) inter-op threads with
 ``n // inter_op_threads`` intra-op threads each, so the two pools together never hold more than
 ``n`` threads (ONNX Runtime's default would add an inter-op pool the size of the machine on top).
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.threads import ort_session_config, policy_name, resolve_threads
+from ios_core.measurement.threads import ort_session_config, policy_name, resolve_threads
 
 from .base import Adapter, Compiled
 
@@ -110,7 +110,7 @@ class OnnxRuntime(Adapter):
             inter, intra = 1, n
         so.intra_op_num_threads = intra
         so.inter_op_num_threads = inter
-        spin = ort_session_config()  # the run's one spin/wait policy (ios_core.threads)
+        spin = ort_session_config()  # the run's one spin/wait policy (ios_core.measurement.threads)
         for key, value in spin.items():
             so.add_session_config_entry(key, value)
         so.execution_mode = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.threads import resolve_threads
+from ios_core.measurement.threads import resolve_threads
 
 from .base import Adapter, Compiled
 from .build_cache import open_cache

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
-from ios_core.threads import resolve_threads
+from ios_core.measurement.threads import resolve_threads
 
 from .base import Adapter, Compiled
 from .build_cache import open_cache
@@ -263,7 +263,7 @@ def _cuda_setup() -> dict:
 
 
 class TorchCudaTimer:
-    """CUDA events on torch's current stream (``ios_core.measure.measure(timer=...)``)."""
+    """CUDA events on torch's current stream (``ios_core.measurement.measure.measure(timer=...)``)."""
 
     clock = "cuda-events"
 

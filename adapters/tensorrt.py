@@ -318,7 +318,7 @@ class TRTCompiled(Compiled):
         import cupy
         import tensorrt as trt
 
-        from ios_core.gpu import CudaEventTimer
+        from ios_core.measurement.gpu import CudaEventTimer
 
         self.context = self.engine.create_execution_context()
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -384,7 +384,7 @@ class TensorRTAdapter(Adapter):
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
             return f"{self.name} runs on NVIDIA GPUs only (device cuda), not {device}"
-        from ios_core.gpu import tensorrt_missing
+        from ios_core.measurement.gpu import tensorrt_missing
 
         return tensorrt_missing()
 
@@ -392,7 +392,7 @@ class TensorRTAdapter(Adapter):
                max_aux_streams: int | None = None, cache=True) -> Compiled:
         import tensorrt as trt
 
-        from ios_core.gpu import fingerprint
+        from ios_core.measurement.gpu import fingerprint
 
         fp = fingerprint()
         variant = "default" if max_aux_streams is None else str(int(max_aux_streams))

@@ -29,7 +29,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ios_bench.results import read_records  # noqa: E402
-from ios_core.interference import canary_ms  # noqa: E402
+from ios_core.measurement.interference import canary_ms  # noqa: E402
 
 
 def _cv(values: list[float]) -> float:

@@ -7,7 +7,7 @@
 Each (model, framework) cell runs in its own process (thread settings are per process, and one
 framework's thread pools must not disturb another's), builds the program untimed, checks its
 output against the oracle, and is timed by the one measurement function,
-``ios_core.measure.measure``, on ``compiled.execute(prepared)`` with ``prepared =
+``ios_core.measurement.measure.measure``, on ``compiled.execute(prepared)`` with ``prepared =
 compiled.prepare(x)`` made beforehand (layout conversion and tensor creation are untimed).
 When the ``ios`` adapter exists it also runs the graph under a sequential schedule (one
 operator per stage, IOS's own runtime without inter-operator parallelism). The tables give
@@ -41,7 +41,7 @@ def run_cell(model: str, framework: str, batch: int, threads: int, warmup: int, 
     import adapters
     from ios_core import reference
     from ios_core.check import compare
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
 
     graph = load_model(model)
     graph.init_weights(seed)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write every row (all samples, build info) to this file")
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "FRAMEWORK"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    from ios_core.threads import resolve_threads
+    from ios_core.measurement.threads import resolve_threads
 
     args.threads = resolve_threads(args.threads)
     if args.cell:

@@ -31,8 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ios_core import gpu, models  # noqa: E402
+from ios_core import models
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
+from ios_core.measurement import gpu  # noqa: E402
 from ios_core.optimizer import schedule  # noqa: E402
 
 # the paper's figures (IOS README, V100): search seconds and IOS-Both over sequential

@@ -4,7 +4,7 @@
     PYTHONPATH=. python benchmarks/bench_harness.py --model sample --framework torch --repeat 30
 
 For one (model, batch, framework) cell, side by side in one run:
-  in-process   build + check + ios_core.measure.measure in this Python process
+  in-process   build + check + ios_core.measurement.measure.measure in this Python process
   worker       the same cell through ios_bench's worker process (what `ios-bench run` does)
 It prints both medians with their p10-p90 and the ratio worker/in-process (expected ~1.00 on
 a quiet machine), and the harness overhead per cell: worker wall time minus the build and the
@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import adapters  # noqa: E402
-from ios_bench.plan import Plan  # noqa: E402
-from ios_bench.sweep import Sweep  # noqa: E402
+from ios_bench.planning.plan import Plan  # noqa: E402
+from ios_bench.running.sweep import Sweep  # noqa: E402
 from ios_core import models, reference  # noqa: E402
 from ios_core.check import compare  # noqa: E402
-from ios_core.measure import measure  # noqa: E402
-from ios_core.threads import usable_cores  # noqa: E402
+from ios_core.measurement.measure import measure  # noqa: E402
+from ios_core.measurement.threads import usable_cores  # noqa: E402
 
 
 def in_process(model: str, batch: int, framework: str, threads: int, args) -> dict:

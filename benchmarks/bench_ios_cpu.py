@@ -4,7 +4,7 @@ For each network (the paper's four by default) and batch size: the fp32 peers (o
 openvino adapters) running the whole graph, and per IOS kernel provider IOS-Sequential and
 IOS-Both: the optimizer's estimate (predicted ms), the measured ms, and the optimization
 seconds (cold: a fresh profile database unless --cache is given). Every variant runs in its own
-process under the one thread budget and spin/wait policy (ios_core.threads), so a crash or a
+process under the one thread budget and spin/wait policy (ios_core.measurement.threads), so a crash or a
 hang costs one row, not the run.
 
     PYTHONPATH=. python benchmarks/bench_ios_cpu.py                 # 4 networks, batch 1
@@ -43,7 +43,7 @@ PROVIDERS = ("torch", "onnxruntime", "openvino")
 
 # ---- the child: one variant, one process ---------------------------------------------------------
 def child(spec: dict) -> dict:
-    from ios_core.threads import apply_spin_policy, thread_env
+    from ios_core.measurement.threads import apply_spin_policy, thread_env
 
     os.environ.update(thread_env(spec["threads"]))
     apply_spin_policy(spec.get("spin_policy"))  # before any framework import
@@ -55,7 +55,7 @@ def child(spec: dict) -> dict:
                                                      spec["providers"])}
     from ios_core import models
     from ios_core.check import compare
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
     from ios_core.reference import random_input
     from ios_core.reference import run as oracle
 
@@ -136,7 +136,7 @@ def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
     # Both vs the best peer are then side-by-side ratios
     timed = {k: (lambda rt=rt, **kw: rt.measure(x=x, **kw)) for k, rt in rts.items()}
     import adapters
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
 
     for peer in spec.get("peers") or []:
         a = adapters.get(peer)
@@ -177,7 +177,7 @@ def measure_child(spec: dict, graph, x, ref, proto: dict) -> dict:
 def run_child(spec: dict, timeout: float) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    from ios_core.threads import spin_env, thread_env
+    from ios_core.measurement.threads import spin_env, thread_env
 
     env = spin_env(spec.get("spin_policy"), {**env, **thread_env(spec["threads"])})
     t0 = time.perf_counter()
@@ -399,7 +399,7 @@ def main(argv=None) -> int:
     p.add_argument("--min-sample-ms", type=float, default=10.0)
     p.add_argument("--cache", default=None, help="profile database (default: a fresh one: cold optimization)")
     p.add_argument("--warm", action="store_true", help="optimize twice and report the second (cached) run too")
-    p.add_argument("--spin-policy", default=None, help="ios_core.threads spin policy (default: the run's)")
+    p.add_argument("--spin-policy", default=None, help="ios_core.measurement.threads spin policy (default: the run's)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per variant")
     p.add_argument("--quick", action="store_true", help="squeezenet only (unless --models), short protocols")
     p.add_argument("--out", default="reports/bench_ios_cpu", help="folder for results.json and results.md")
@@ -408,7 +408,7 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child(json.loads(args.child)), default=str))
         return 0
-    from ios_core.threads import policy_name, resolve_threads, spin_policy
+    from ios_core.measurement.threads import policy_name, resolve_threads, spin_policy
 
     models = [m for m in (args.models or ("squeezenet" if args.quick else ",".join(PAPER_MODELS))).split(",") if m]
     batches = [int(b) for b in args.batch.split(",") if b]

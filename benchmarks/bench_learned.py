@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ios_core import models  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.cost import make_cost_model  # noqa: E402
+from ios_core.measurement.threads import usable_cores  # noqa: E402
 from ios_core.optimizer.optimize import schedule  # noqa: E402
 from ios_core.reference import random_input  # noqa: E402
 from ios_core.reference import run as oracle  # noqa: E402
 from ios_core.runtime import Runtime  # noqa: E402
-from ios_core.threads import usable_cores  # noqa: E402
 
 PAPER = "inception_v3,randwire,nasnet,squeezenet"
 

@@ -17,7 +17,7 @@ kernel's own work is negligible): ONNX Runtime ``run_with_iobinding`` over bound
 bound synchronous infer, and the torch closure.
 
 Every figure is a median over rounds; each round measures every configuration once
-(``ios_core.measure.measure``, median of ``--repeat`` samples), interleaved, so all configurations
+(``ios_core.measurement.measure.measure``, median of ``--repeat`` samples), interleaved, so all configurations
 see the same machine load. Usage:
 
     PYTHONPATH=. python benchmarks/bench_providers.py                      # inception_v3, squeezenet, bs 1
@@ -42,7 +42,7 @@ import adapters  # noqa: E402
 from ios_core import models  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.ir import GraphBuilder  # noqa: E402
-from ios_core.measure import measure  # noqa: E402
+from ios_core.measurement.measure import measure  # noqa: E402
 from ios_core.reference import random_input  # noqa: E402
 from ios_core.reference import run as oracle  # noqa: E402
 from ios_core.runtime import Runtime, providers  # noqa: E402

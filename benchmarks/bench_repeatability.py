@@ -144,7 +144,7 @@ def records(run: Path) -> list[dict]:
 
 
 def aa_figures(a: Path, b: Path) -> dict:
-    from ios_bench.compare import compare_runs
+    from ios_bench.reporting.compare import compare_runs
 
     cmp = compare_runs(a, b)
     return summary_of([(f"{c.model}:{c.framework}|b{c.batch_size}|{c.device}", c) for c in cmp.changes],
@@ -170,9 +170,9 @@ def ab_runs(a: list[str], b: list[str], out: Path, rounds: str) -> float:
 
 
 def ab_figures(out: Path, networks) -> dict:
-    """The A/A and A/B figures of the paired protocol (``ios_bench.ab.paired_comparison`` over the
+    """The A/A and A/B figures of the paired protocol (``ios_bench.running.ab.paired_comparison`` over the
     networks' ab runs), in :func:`aa_figures`' form; ``within3``: cells whose change is within 3 %."""
-    from ios_bench.ab import paired_comparison
+    from ios_bench.running.ab import paired_comparison
 
     changes, thresholds = [], []
     for name in networks:

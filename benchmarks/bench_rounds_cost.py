@@ -1,5 +1,5 @@
 """What a round costs besides its timed samples, per worker kind (issue 36): one round of one cell
-on a small graph (the zoo's ``sample``, batch 1) in a real worker (``python -m ios_bench.worker``),
+on a small graph (the zoo's ``sample``, batch 1) in a real worker (``python -m ios_bench.running.worker``),
 as a sweep starts it, timed from the parent.
 
 Per kind it prints:
@@ -105,7 +105,7 @@ def one_round(spec: dict, cache: Path | None = None) -> tuple[float, dict]:
     if cache is not None:  # as a sweep's rounds: builds kept across rounds (adapters.build_cache)
         env["IOS_BENCH_BUILD_CACHE"] = str(cache)
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "ios_bench.running.worker", json.dumps(spec)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - t0
     try:

@@ -11,7 +11,7 @@ For each model, at one batch size, in one run:
   operators, median over samples (the kernels' own torch dispatch is inside the operator
   times; this is the runtime's loop, stage and release work).
 
-Every figure is a median of ``--repeat`` samples from ``ios_core.measure.measure``. Ratios are
+Every figure is a median of ``--repeat`` samples from ``ios_core.measurement.measure.measure``. Ratios are
 from this one run. Usage:
 
     PYTHONPATH=. python benchmarks/bench_runtime.py --models squeezenet --repeat 5
@@ -33,11 +33,11 @@ import torch  # noqa: E402
 
 from ios_core import models  # noqa: E402
 from ios_core.check import compare  # noqa: E402
-from ios_core.measure import measure  # noqa: E402
+from ios_core.measurement.measure import measure  # noqa: E402
+from ios_core.measurement.stats import geomean  # noqa: E402
 from ios_core.reference import random_input  # noqa: E402
 from ios_core.reference import run as oracle  # noqa: E402
 from ios_core.runtime import Runtime  # noqa: E402
-from ios_core.stats import geomean  # noqa: E402
 
 DEFAULT_MODELS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 

@@ -42,7 +42,7 @@ from ios_bench.experiments._common import records  # noqa: E402
 from ios_bench.experiments.base import Context  # noqa: E402
 from ios_bench.experiments.runner import run_experiment, selected_runs  # noqa: E402
 from ios_bench.experiments.throughput import goal_figures  # noqa: E402
-from ios_bench.numbers import fmt  # noqa: E402
+from ios_bench.reporting.numbers import fmt  # noqa: E402
 
 
 def _f(v, unit: str = "") -> str:

@@ -1,4 +1,4 @@
-"""The effect of the spin/wait policy (ios_core.threads.SPIN_POLICIES) on every framework, in one
+"""The effect of the spin/wait policy (ios_core.measurement.threads.SPIN_POLICIES) on every framework, in one
 run: each (policy, variant) in its own process, side by side, with ratios to the default policy.
 
 Variants: the peer adapters (torch, onnxruntime, openvino, tensorflow, whichever run here) and the
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_ios_cpu import run_child, run_ios  # noqa: E402
 
-from ios_core.threads import DEFAULT_POLICY, SPIN_POLICIES, resolve_threads  # noqa: E402
+from ios_core.measurement.threads import DEFAULT_POLICY, SPIN_POLICIES, resolve_threads  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/bench_tvm.py --models squeezenet --trials-per-task 4
 
 Every framework gets the same graph, weights, input and thread budget; every output is checked
-against the oracle; latencies come from ios_core.measure.measure on
+against the oracle; latencies come from ios_core.measurement.measure.measure on
 ``compiled.execute(compiled.prepare(x))`` (prepare outside the timed call). ``tvm-tuned`` states
 its trial budget and tuning time; its database (runs/tvm_db/...) is reused by later runs, so a
 second run tunes nothing unless ``--retune``. Ratios are from one run (same machine, same load).
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import adapters  # noqa: E402
 from ios_core import models, reference  # noqa: E402
 from ios_core.check import compare  # noqa: E402
-from ios_core.measure import measure  # noqa: E402
+from ios_core.measurement.measure import measure  # noqa: E402
 
 
 def load_model(name: str):

@@ -1,3 +1,3 @@
-from .cli import main
+from ios_bench.cli import main
 
 main()

@@ -12,9 +12,9 @@ import sys
 
 import click
 
-from . import commands as _commands_pkg
-from .errors import input_error_types
-from .escape import one_line
+from ios_bench import commands as _commands_pkg
+from ios_bench.errors import input_error_types
+from ios_bench.reporting.escape import one_line
 
 
 class _Group(click.Group):
@@ -49,9 +49,8 @@ def cli():
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ios_core.threads import apply_spin_policy
-
-    from .sideeffects import quiet_environment
+    from ios_bench.running.sideeffects import quiet_environment
+    from ios_core.measurement.threads import apply_spin_policy
 
     quiet_environment()  # library switches that keep a run's files out of the home folder
     try:  # the one spin/wait policy (docs/threads.md), before any framework import

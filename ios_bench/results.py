@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import record as _record
-from .errors import InputError
-from .record import SCHEMA, SCHEMAS, STATUSES, migrate
+from ios_bench.errors import InputError
+from ios_bench.records import record as _record
+from ios_bench.records.record import SCHEMA, SCHEMAS, STATUSES, migrate
 
 RESULTS_FILE = "results.jsonl"
-ENV_FILE = "env.json"  # the machine a run was measured on (ios_bench.runfolder writes it)
+ENV_FILE = "env.json"  # the machine a run was measured on (ios_bench.records.runfolder writes it)
 # ok: ran and its output matched the oracle (before and after timing); wrong: ran and was timed,
 # but an output check failed (kept out of every aggregate); failed: did not run; skipped: could not.
 REQUIRED = _record.required()
@@ -52,7 +52,7 @@ TIMING_FIELDS = _record.timed()  # required where a cell was timed
 
 def check_record(rec) -> str | None:
     """Why ``rec`` is not a record this version can use (None when it is): required fields with
-    their types (``ios_bench.record.FIELDS``), a known status, finite numbers, and timings wherever
+    their types (``ios_bench.records.record.FIELDS``), a known status, finite numbers, and timings wherever
     a cell was timed."""
     if not isinstance(rec, dict):
         return f"not a JSON object ({type(rec).__name__})"
@@ -77,7 +77,7 @@ def read_records(path: str | os.PathLike, on_problem: Callable[[str], None] | No
     """All valid records of a results file, in file order; each corrupt or wrongly typed line is
     reported through ``on_problem`` (default: a ``CorruptRecord`` warning) as ``FILE:LINE:
     reason`` and skipped, a cell recorded twice is reported (a retry, with ``attempt``, is not),
-    a record of an older schema is migrated (``ios_bench.record.migrate``), and a record of an
+    a record of an older schema is migrated (``ios_bench.records.record.migrate``), and a record of an
     unknown schema version refuses the whole file (``InputError``)."""
     path = results_path(path)
     if not path.exists():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph
+from ios_core.ir import Graph
 
 
 def random_input(graph: Graph, batch_size: int = 1, seed: int = 0) -> np.ndarray:

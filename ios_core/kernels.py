@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.nn.functional as F
 
-from .ir import ActivationMap, Node, OpVisitor
-from .lowering.compose import Primitives, compose
+from ios_core.ir import ActivationMap, Node, OpVisitor
+from ios_core.lowering.compose import Primitives, compose
 
 
 def _same(t: torch.Tensor) -> torch.Tensor:

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .inputs import random_input  # noqa: F401 - the seeded input, here with the oracle
-from .ir import Graph
-from .kernels import TORCH_PRIMS, apply
-from .lowering import check_supported, evaluate, lower, schedulable_nodes
+from ios_core.inputs import random_input  # noqa: F401 - the seeded input, here with the oracle
+from ios_core.ir import Graph
+from ios_core.kernels import TORCH_PRIMS, apply
+from ios_core.lowering import check_supported, evaluate, lower, schedulable_nodes
 
 if TYPE_CHECKING:  # the runtime package is imported when a plan is made, not with the oracle
-    from .runtime.plan import RuntimePlan
+    from ios_core.runtime.plan import RuntimePlan
 
 # Bytes of live activations (as the plan counts them) one chunk of images may use. With it the
 # nasnet reference at batch 32 peaks under 2.5 GB of resident memory (weights and the Python
@@ -60,7 +60,7 @@ def plan(graph: Graph) -> RuntimePlan:
     """The oracle's plan: one stage per schedulable node in the oracle's order, every operator
     computing a tensor of its own (no producer writes into a concatenation), at batch 1 (the
     stages and lifetimes do not depend on the batch)."""
-    from .runtime.passes import make_plan
+    from ios_core.runtime.passes import make_plan
 
     check_supported(graph.operators(), f"graph {graph.name!r}")
     stages = [[[node]] for node in schedulable_nodes(graph)]
@@ -93,7 +93,7 @@ def chunk_size(graph: Graph, budget: int | None = None, p: RuntimePlan | None = 
 def _evaluate(p: RuntimePlan, x: torch.Tensor) -> torch.Tensor:
     """One chunk through the plan: each step computed from the tensors it reads, each buffer
     dropped after its last stage."""
-    from .runtime.plan import ALIAS
+    from ios_core.runtime.plan import ALIAS
 
     drop: list[list[int]] = [[] for _ in p.stages]
     for b in p.buffers:

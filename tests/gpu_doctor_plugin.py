@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ios_bench import gpu_paths
-from ios_core import gpu
+from ios_bench.machine import gpu_paths
+from ios_core.measurement import gpu
 from tests.stream_fakes import TorchQueueDevice
 from tests.test_gpu_nogpu import FakeNVML
 

@@ -52,7 +52,7 @@ def workers_of(folder: Path) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "ios_bench.worker" in cmd and str(folder) in cmd:
+        if "ios_bench.running.worker" in cmd and str(folder) in cmd:
             found.append(p)
     return found
 

@@ -138,7 +138,7 @@ def _fake_machine() -> None:
         reference.run = run
     avail = os.environ.get("TEST_AVAILABLE_MIB")
     if avail:
-        from ios_bench import estimate
+        from ios_bench.planning import estimate
 
         estimate.available_mib = lambda: float(avail)
 

@@ -28,9 +28,9 @@ class FakeExecutor:
 
 
 def context(tmp_path, executor=None, **plan):
-    from ios_bench.context import SweepContext
-    from ios_bench.plan import Plan
-    from ios_bench.runfolder import RunFolder
+    from ios_bench.planning.plan import Plan
+    from ios_bench.records.runfolder import RunFolder
+    from ios_bench.running.context import SweepContext
 
     said: list[str] = []
     ctx = SweepContext(Plan(threads=2, **plan), RunFolder(tmp_path), executor or FakeExecutor(), said.append)

@@ -1,4 +1,4 @@
-"""ios-bench ab (ios_bench.ab): the pair order drawn per round and recorded, the paired interval
+"""ios-bench ab (ios_bench.running.ab): the pair order drawn per round and recorded, the paired interval
 against drift, the pair-wise round protocol (fixed and auto), verdicts on a synthetic ab run,
 two configurations end to end, and bad input refused with nothing written."""
 
@@ -9,7 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ios_bench.ab import (
+from ios_bench.planning.cells import Cell
+from ios_bench.planning.plan import Plan
+from ios_bench.records.runfolder import PLAN_FILE
+from ios_bench.results import Store, cell_key
+from ios_bench.running.ab import (
     DRIFT_FILE,
     PairedRoundRunner,
     drift_figures,
@@ -18,10 +22,6 @@ from ios_bench.ab import (
     paired_interval,
     unpaired_interval,
 )
-from ios_bench.cells import Cell
-from ios_bench.plan import Plan
-from ios_bench.results import Store, cell_key
-from ios_bench.runfolder import PLAN_FILE
 from tests.harness_helpers import cli
 
 
@@ -185,7 +185,7 @@ def test_ab_with_two_configurations_end_to_end(tmp_path, fast):
     plan = json.loads((out / PLAN_FILE).read_text())
     assert plan["ab"]["mode"] == "options" and plan["round_seed"] == 0
     # report and compare read the ab run like any other (its two sides are two cells, two rows)
-    from ios_bench.report import write_report
+    from ios_bench.reporting.report import write_report
 
     md = (write_report(out, tmp_path / "report")["md"]).read_text()
     assert "tiny_a@A" in md and "tiny_a@B" in md

@@ -96,7 +96,7 @@ def test_a_scheduled_graph_computes_the_same(graph, built):
 
 
 def test_the_shared_measurement_times_it_to_completion(graph, built):
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
 
     c = built[1]
     x = reference.random_input(graph, 1, seed=4)

@@ -62,7 +62,7 @@ def test_cpu_only_adapters_refuse_cuda():
 
 
 def test_gpu_capable_adapters_say_why_not_on_cuda():
-    from ios_core.gpu import gpu_missing
+    from ios_core.measurement.gpu import gpu_missing
 
     if gpu_missing() is None:
         pytest.skip("this machine has a GPU")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ios_core import gpu
+from ios_core.measurement import gpu
 from tests.conftest import ROOT
 from tests.stream_fakes import TorchQueueDevice
 

@@ -1,11 +1,11 @@
-"""ios_bench.cell_records: what every record of a cell says, and its record built from its rounds
-(through ios_bench.record.CellResult)."""
+"""ios_bench.records.cell_records: what every record of a cell says, and its record built from its rounds
+(through ios_bench.records.record.CellResult)."""
 
-from ios_bench.cell_records import CellRecords, round_record, sequential_figures
-from ios_bench.cells import Cell
-from ios_bench.executors import Task
-from ios_bench.plan import Plan
+from ios_bench.planning.cells import Cell
+from ios_bench.planning.plan import Plan
+from ios_bench.records.cell_records import CellRecords, round_record, sequential_figures
 from ios_bench.results import check_record
+from ios_bench.running.executors import Task
 
 CHECK = {"passed": True, "max_rel_err": 0.0, "max_abs_err": 0.0, "tolerance": 1e-3, "reason": ""}
 

@@ -1,11 +1,12 @@
-"""Clock locking (ios_bench.clocks) on a fake machine: lock, restore, reset after a kill, one lock per machine."""
+"""Clock locking (ios_bench.machine.clocks) on a fake machine: lock, restore, reset after a kill, one lock per
+machine."""
 
 import json
 
 import pytest
 
-from ios_bench import clocks
 from ios_bench.errors import InputError
+from ios_bench.machine import clocks
 from tests.harness_helpers import ROOT
 
 
@@ -70,7 +71,7 @@ def test_clock_restore_on_exception(tmp_path, monkeypatch):
 LOCK_AND_DIE = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[2])
-from ios_bench.clocks import ClockLock
+from ios_bench.machine.clocks import ClockLock
 lock = ClockLock(True, ["cpu"], echo=lambda s: None, state_path=sys.argv[1])
 lock.__enter__()
 print("locked", flush=True)
@@ -116,7 +117,7 @@ def test_the_next_lock_restores_what_a_killed_sweep_left(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from ios_bench.clocks import ClockLock
+    from ios_bench.machine.clocks import ClockLock
 
     cpu = _fake_machine(tmp_path, monkeypatch)
     p = subprocess.run([sys.executable, "-c", LOCK_AND_DIE, str(tmp_path / "c.json"), str(ROOT), "die"],
@@ -133,7 +134,7 @@ def test_two_sweeps_cannot_lock_clocks_at_once(tmp_path, monkeypatch, run_cli):
     import subprocess
     import sys
 
-    from ios_bench.clocks import ClockLock
+    from ios_bench.machine.clocks import ClockLock
 
     _fake_machine(tmp_path, monkeypatch)
     holder = subprocess.Popen([sys.executable, "-c", LOCK_AND_DIE, str(tmp_path / "c.json"), str(ROOT), "hold"],
@@ -157,8 +158,8 @@ def test_two_sweeps_cannot_lock_clocks_at_once(tmp_path, monkeypatch, run_cli):
 
 
 def test_a_failing_restore_is_retried(tmp_path, monkeypatch):
-    from ios_bench import clocks as clk
-    from ios_bench import system
+    from ios_bench.machine import clocks as clk
+    from ios_bench.machine import system
 
     cpu = _fake_machine(tmp_path, monkeypatch)
     real_write, failures = system.write, {"n": 0}

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from ios_bench.compare import THRESHOLD_FACTOR, compare_runs, noise_threshold, typical_spread
+from ios_bench.reporting.compare import THRESHOLD_FACTOR, compare_runs, noise_threshold, typical_spread
 from ios_bench.results import Store, cell_key
-from ios_bench.rounds import robust_spread
+from ios_bench.running.rounds import robust_spread
 
 
 def cell(fw="torch", model="m", rounds=None, status="ok", passed=True, disturbed=()):

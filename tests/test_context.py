@@ -1,4 +1,4 @@
-"""ios_bench.context: what the sweep's steps share."""
+"""ios_bench.running.context: what the sweep's steps share."""
 
 from tests.round_fakes import FakeExecutor, context
 

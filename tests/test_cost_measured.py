@@ -8,11 +8,11 @@ import multiprocessing as mp
 
 import pytest
 
-from ios_core import threads
 from ios_core.cost import cache as cost_cache
 from ios_core.cost.cache import ProfileCache, default_path, stage_signature
 from ios_core.cost.measured import MeasuredCostModel, make_measured_cost_model
 from ios_core.ir import GraphBuilder
+from ios_core.measurement import threads
 from ios_core.optimizer import schedule
 from ios_core.optimizer.stage import Stage
 from tests.runtime_helpers import fan_graph, mixed_graph

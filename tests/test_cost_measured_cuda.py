@@ -15,8 +15,8 @@ import types
 import numpy as np
 import pytest
 
-from ios_core import gpu
 from ios_core.cost.measured import UNRUNNABLE_MS, MeasuredCostModel
+from ios_core.measurement import gpu
 from ios_core.optimizer import schedule
 from tests.runtime_helpers import mixed_graph
 from tests.stream_fakes import TorchQueueDevice
@@ -184,7 +184,7 @@ def test_stages_are_timed_in_the_form_the_runtime_runs(nvml):
 
 
 def test_a_canary_group_condemned_is_measured_again_and_the_search_reruns(nvml, monkeypatch):
-    from ios_core import interference
+    from ios_core.measurement import interference
 
     canaries = iter([1.0] * 4 + [3.0, 3.0] + [1.0] * 1000)  # the second group's closing canary is slow
     monkeypatch.setattr(interference, "canary", lambda reps=5, size=100_000: next(canaries))
@@ -235,7 +235,7 @@ def test_a_gpu_that_vanishes_mid_search_and_an_unreadable_nvml_are_reasons(monke
 
 
 def test_window_figures_say_why_nvml_could_not_be_read(monkeypatch):
-    from ios_core.interference import WindowSet
+    from ios_core.measurement.interference import WindowSet
 
     gpu.close_nvml_sessions()
     ws = WindowSet(gpu=0, nvml=CountingNVML(fail_init=True))

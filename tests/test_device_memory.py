@@ -1,4 +1,4 @@
-"""A GPU cell's peak device memory (ios_bench.device_memory), without a GPU: the allocator's view
+"""A GPU cell's peak device memory (ios_bench.machine.device_memory), without a GPU: the allocator's view
 from the adapter, torch or CuPy, NVML's view of this process on a fake NVML, the record field,
 the worker's cell task writing it, and an out-of-memory error named as such."""
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ios_bench import device_memory as dm
-from ios_bench.record import BY_NAME, columns, flatten, round_fields
+from ios_bench.machine import device_memory as dm
+from ios_bench.records.record import BY_NAME, columns, flatten, round_fields
 
 MIB = 2**20
 
@@ -98,7 +98,8 @@ def test_out_of_memory_errors_are_named():
     xla = RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 123 bytes.\nmore")
     assert "RESOURCE_EXHAUSTED" in dm.oom_reason(xla, "cuda") and "\n" not in dm.oom_reason(xla, "cuda")
     assert dm.oom_reason(RuntimeError("shape mismatch"), "cuda") is None
-    assert dm.oom_reason(OutOfMemoryError("x"), "cpu") is None  # the CPU's OOM is the kernel's (ios_bench.launch)
+    # the CPU's OOM is the kernel's (ios_bench.running.launch)
+    assert dm.oom_reason(OutOfMemoryError("x"), "cpu") is None
 
 
 def test_the_record_declares_the_field_and_its_columns():
@@ -142,7 +143,7 @@ def fake_gpu_adapter(monkeypatch):
     """A cell adapter that says it runs on cuda (it computes with torch on the CPU) and gives its
     allocator's view; the GPU's NVML, synchronize and interference window are fakes."""
     import adapters
-    from ios_core import gpu, interference
+    from ios_core.measurement import gpu, interference
 
     adapters.register("fake-gpu-memory", "tests.test_device_memory:FAKE")
     monkeypatch.setattr(gpu, "device_synchronizer", lambda: None)
@@ -153,7 +154,7 @@ def fake_gpu_adapter(monkeypatch):
 
 
 def test_a_cuda_cell_records_its_peak_device_memory(tmp_path, fake_gpu_adapter):
-    from ios_bench import task_cell
+    from ios_bench.running import task_cell
 
     result = task_cell.task_cell(_cell_spec(tmp_path, fake_gpu_adapter), {})
     assert result["status"] == "ok", result
@@ -163,7 +164,7 @@ def test_a_cuda_cell_records_its_peak_device_memory(tmp_path, fake_gpu_adapter):
 
 
 def test_a_cuda_cell_that_runs_out_of_memory_says_so(tmp_path, fake_gpu_adapter, monkeypatch):
-    from ios_bench import worker
+    from ios_bench.running import worker
 
     monkeypatch.setattr(_FakeGPU, "fail", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9 GiB")
     spec = _cell_spec(tmp_path, fake_gpu_adapter)

@@ -1,10 +1,10 @@
-"""compare between two separate runs says what it cannot know (ios_bench.drift): the time between
+"""compare between two separate runs says what it cannot know (ios_bench.reporting.drift): the time between
 the runs, each run's canary, and 'drift possible' on verdicts within the drift an ab run measured."""
 
 import json
 
-from ios_bench.compare import compare_runs
-from ios_bench.drift import DRIFT_FILE, DRIFT_MARK, between_runs, find_drift
+from ios_bench.reporting.compare import compare_runs
+from ios_bench.reporting.drift import DRIFT_FILE, DRIFT_MARK, between_runs, find_drift
 from ios_bench.results import Store, cell_key
 
 

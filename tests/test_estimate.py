@@ -1,12 +1,12 @@
-"""ios_bench.estimate: the stated model of a sweep's duration and a cell's memory, and what earlier
+"""ios_bench.planning.estimate: the stated model of a sweep's duration and a cell's memory, and what earlier
 runs on this machine replace in it."""
 
 import json
 
 import pytest
 
-from ios_bench import estimate
-from ios_bench.cells import Cell
+from ios_bench.planning import estimate
+from ios_bench.planning.cells import Cell
 from tests.harness_helpers import rec
 
 

@@ -1,4 +1,4 @@
-"""ios_bench.estimate on the GPU: a cell on cuda whose estimated GPU memory exceeds the GPU's free
+"""ios_bench.planning.estimate on the GPU: a cell on cuda whose estimated GPU memory exceeds the GPU's free
 memory is skipped before it starts, with the reason; earlier cells' recorded ``gpu_memory``
 replaces the stated base (as ``peak_rss_mib`` does on the CPU)."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ios_bench import estimate
-from ios_bench.cells import Cell
+from ios_bench.planning import estimate
+from ios_bench.planning.cells import Cell
 
 REFS = {("m", 1): {"activation_mib": 100.0, "weights_mib": 50.0}, ("m", 32): {"activation_mib": 100.0,
                                                                             "weights_mib": 50.0}}

@@ -1,4 +1,5 @@
-"""Executors (ios_bench.executors, ios_bench.fleet): local and Ray nodes, device matching, lost nodes."""
+"""Executors (ios_bench.running.executors, ios_bench.running.fleet): local and Ray nodes, device matching,
+lost nodes."""
 
 import json
 import os
@@ -45,7 +46,7 @@ def cluster():
 
 def test_devices_are_matched_to_node_resources_and_labels():
     from ios_bench.errors import InputError
-    from ios_bench.executors import Host, node_offers, parse_device
+    from ios_bench.running.executors import Host, node_offers, parse_device
 
     cpu = Host("a", "a", cpus=4, labels={"ios-bench/device": "epyc"})
     v100 = Host("b", "b", cpus=8, gpus=2, accelerators=["V100"])
@@ -78,7 +79,7 @@ def _record(model, fw, node, ms, device="cpu"):
 
 
 def test_report_groups_cells_by_device_kind_and_node(tmp_path):
-    from ios_bench.report import write_report
+    from ios_bench.reporting.report import write_report
 
     run = tmp_path / "run"
     run.mkdir()

@@ -13,8 +13,8 @@ import pytest
 from ios_bench import experiments
 from ios_bench.errors import InputError
 from ios_bench.experiments.base import Context, Experiment
-from ios_bench.plan import Plan, ios_options_problem, ios_options_tag
-from ios_bench.sweep import Sweep
+from ios_bench.planning.plan import Plan, ios_options_problem, ios_options_tag
+from ios_bench.running.sweep import Sweep
 
 # a median, its spread (marked unstable where its rounds differ or were disturbed: a loaded machine)
 # and a passed check

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ios_bench import utilization as util
 from ios_bench.errors import InputError
 from ios_bench.experiments.base import Context
-from ios_bench.plan import Plan, adapter_options
-from ios_bench.sweep import Sweep
+from ios_bench.machine import utilization as util
+from ios_bench.planning.plan import Plan, adapter_options
+from ios_bench.running.sweep import Sweep
 
 HAS_PROC = os.path.exists(util.PROC_STAT)
 

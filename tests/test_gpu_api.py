@@ -262,7 +262,7 @@ def test_tensorrt_adapters_say_why_not_here():
         a = adapters.get(name)
         assert "cuda" in a.available("cpu")
         reason = a.available("cuda")
-        from ios_core.gpu import tensorrt_missing
+        from ios_core.measurement.gpu import tensorrt_missing
 
         assert reason == tensorrt_missing()
         if reason is not None:

@@ -22,7 +22,7 @@ def _need(reason):
 
 @pytest.fixture
 def cuda_runtime_ok():
-    from ios_core.gpu import cuda_missing
+    from ios_core.measurement.gpu import cuda_missing
 
     _need(cuda_missing())
 
@@ -91,7 +91,7 @@ def test_peers_on_cuda_match_the_oracle(name, which):
 
 
 def test_cuda_event_timer_measures_device_time():
-    from ios_core.gpu import CudaEventTimer, cupy_missing
+    from ios_core.measurement.gpu import CudaEventTimer, cupy_missing
 
     _need(cupy_missing())
     import cupy

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ios_core import gpu
+from ios_core.measurement import gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = ("sequential", "parallel schedule", "CUDA graph", "cost-model stage", "host overhead", "clock lock")

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from ios_core import gpu
+from ios_core.measurement import gpu
 
 
 def _no_gpu(monkeypatch):
@@ -148,7 +148,7 @@ class FakeNVML:
 
 
 def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypatch):
-    from ios_bench import clocks
+    from ios_bench.machine import clocks
 
     nvml = FakeNVML(gpus=2)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
@@ -170,7 +170,7 @@ def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypat
 
 def test_nvml_locked_clocks_are_saved_for_clocks_reset(tmp_path, monkeypatch, run_cli):
     """After a SIGKILL (no restore ran), `ios-bench clocks reset` resets the NVML-locked GPUs."""
-    from ios_bench import clocks
+    from ios_bench.machine import clocks
 
     nvml = FakeNVML(gpus=2)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
@@ -190,7 +190,7 @@ def test_nvml_locked_clocks_are_saved_for_clocks_reset(tmp_path, monkeypatch, ru
 
 
 def test_gpu_clock_lock_without_permission_says_why(tmp_path, monkeypatch):
-    from ios_bench import clocks
+    from ios_bench.machine import clocks
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(fail_lock=True))
     monkeypatch.setenv("IOS_BENCH_SYSFS", str(tmp_path))

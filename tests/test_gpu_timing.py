@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from adapters.base import Compiled
-from ios_bench import task_cell, worker
-from ios_core import gpu
+from ios_bench.running import task_cell, worker
+from ios_core.measurement import gpu
 
 
 class EventTimer:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ios_bench.cells import describe, safe_name
-from ios_bench.escape import csv_cell, md, one_line, plain, plot_text, term
-from ios_bench.runfolder import LOCK_FILE
+from ios_bench.planning.cells import describe, safe_name
+from ios_bench.records.runfolder import LOCK_FILE
+from ios_bench.reporting.escape import csv_cell, md, one_line, plain, plot_text, term
 from ios_core.ir import Graph
 from ios_core.names import file_part
 from tests.conftest import DATA, ROOT
@@ -91,7 +91,7 @@ def _record(model, framework, device="cpu", median=1.0):
 
 
 def test_report_with_hostile_names_in_the_store(tmp_path):
-    from ios_bench.report import write_report
+    from ios_bench.reporting.report import write_report
     from ios_bench.results import Store
 
     run, rep = tmp_path / "run", tmp_path / "rep"

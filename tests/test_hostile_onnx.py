@@ -136,7 +136,7 @@ def test_subprocess_refusal_has_no_traceback(tmp_path):
 
 def test_git_commit_is_read_without_the_index_lock(tmp_path):
     """envinfo's git queries never refresh the index (which takes .git/index.lock)."""
-    from ios_bench import envinfo
+    from ios_bench.machine import envinfo
 
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     if subprocess.run([*git, "init", "-q"], capture_output=True).returncode:
@@ -395,10 +395,10 @@ def test_fuzz_external_data(tmp_path_factory):
 def test_independent_check_field_describe_and_report():
     import pandas as pd
 
-    from ios_bench.cells import describe
-    from ios_bench.report import failures_table
+    from ios_bench.planning.cells import describe
+    from ios_bench.reporting.report import failures_table
     from ios_bench.results import cell_key, flatten
-    from ios_bench.task_cell import independent_check
+    from ios_bench.running.task_cell import independent_check
     from ios_core.check import compare
 
     graph = frontend.load(corpus.small_model())
@@ -428,7 +428,7 @@ def test_independent_check_field_describe_and_report():
 def test_onnxruntime_writes_nothing_in_home_under_the_quiet_environment(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    code = ("from ios_bench.sideeffects import quiet_environment; quiet_environment()\n"
+    code = ("from ios_bench.running.sideeffects import quiet_environment; quiet_environment()\n"
             "import onnxruntime as ort\nfrom tests import hostile_onnx as c\n"
             "s = ort.InferenceSession(c.small_model().SerializeToString(), providers=['CPUExecutionProvider'])\n"
             "import numpy as np; s.run(None, {'x': np.zeros((1, 3, 8, 8), np.float32)})\n")
@@ -442,8 +442,8 @@ def test_onnxruntime_writes_nothing_in_home_under_the_quiet_environment(tmp_path
 
 
 def test_quiet_environment_keeps_the_users_choice_and_the_report_lists_outside_writes():
-    from ios_bench.report import outside_writes_table
-    from ios_bench.sideeffects import QUIET_ENV, quiet_environment
+    from ios_bench.reporting.report import outside_writes_table
+    from ios_bench.running.sideeffects import QUIET_ENV, quiet_environment
 
     env = {"ORT_DISABLE_TELEMETRY": "0"}
     assert quiet_environment(env) == {k: v for k, v in QUIET_ENV.items() if k != "ORT_DISABLE_TELEMETRY"}

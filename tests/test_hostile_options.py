@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ios_core.threads import usable_cores
+from ios_core.measurement.threads import usable_cores
 
 
 def one_line_error(code, out, err):
@@ -126,7 +126,7 @@ def test_report_command_refuses_a_foreign_out_folder(tmp_path, run_cli):
 
 
 def test_existing_run_and_report_folders_are_accepted(tmp_path):
-    from ios_bench.outputs import check_report_folder, check_run_folder
+    from ios_bench.running.outputs import check_report_folder, check_run_folder
 
     run = tmp_path / "run"
     run.mkdir()

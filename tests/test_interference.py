@@ -1,4 +1,4 @@
-"""ios_core.interference: other processes' CPU time from /proc/stat (a fake one, and the real one
+"""ios_core.measurement.interference: other processes' CPU time from /proc/stat (a fake one, and the real one
 with a real busy process), the canary, the one rule that marks a window disturbed."""
 
 import os
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ios_core import interference
-from ios_core.interference import THRESHOLDS, Window, judge, read_cpu_times
+from ios_core.measurement import interference
+from ios_core.measurement.interference import THRESHOLDS, Window, judge, read_cpu_times
 
 STAT = """cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0
 cpu0 1 0 1 1 0 0 0 0 0 0
@@ -109,7 +109,7 @@ def test_the_profile_database_never_reuses_a_disturbed_row(tmp_path):
 
 
 def test_canary_reference_learns_only_from_quiet_windows():
-    from ios_core.interference import CanaryReference
+    from ios_core.measurement.interference import CanaryReference
 
     ref = CanaryReference()
     for _ in range(5):
@@ -153,7 +153,7 @@ class _FakeNvml:
 def test_other_processes_on_the_gpu_disturb_a_window():
     import os
 
-    from ios_core.interference import Window, gpu_others, judge
+    from ios_core.measurement.interference import Window, gpu_others, judge
 
     me = os.getpid()
     assert gpu_others(0, 100, _FakeNvml([(me, 150, 95), (4242, 160, 70), (4243, 90, 99)]), {me}) == {
@@ -166,7 +166,7 @@ def test_other_processes_on_the_gpu_disturb_a_window():
         pass
     assert w2.figures["gpu_other_util"] == 40.0
     assert nv.calls == ["init"]
-    from ios_core.gpu import close_nvml_sessions
+    from ios_core.measurement.gpu import close_nvml_sessions
 
     close_nvml_sessions()  # what the process does at exit
     assert nv.calls == ["init", "shutdown"]

@@ -1,4 +1,4 @@
-"""ios_core.measure: the one measurement function. Warmup, calibration of the calls per sample,
+"""ios_core.measurement.measure: the one measurement function. Warmup, calibration of the calls per sample,
 per-call times beside per-sample times, ``sync`` before every clock read, the device-timer path,
 bad arguments; on a fake host clock, so every expected figure is exact."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ios_core import measure as measure_mod
-from ios_core.measure import Measurement, measure
+from ios_core.measurement import measure as measure_mod
+from ios_core.measurement.measure import Measurement, measure
 
 
 class FakeClock:

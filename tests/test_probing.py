@@ -1,7 +1,7 @@
-"""ios_bench.probing: which adapters and IOS providers run where, asked in workers (faked here)."""
+"""ios_bench.planning.probing: which adapters and IOS providers run where, asked in workers (faked here)."""
 
-from ios_bench.plan import Plan
-from ios_bench.probing import ios_providers, merge_probes, probe
+from ios_bench.planning.plan import Plan
+from ios_bench.planning.probing import ios_providers, merge_probes, probe
 from tests.round_fakes import FakeExecutor, FakeNode, context
 
 

@@ -1,12 +1,12 @@
-"""ios_bench.record's result types: RoundResult (a round as kept) and CellResult (a cell's record from
-its rounds: the one place its figures are derived, with ios_core.stats)."""
+"""ios_bench.records.record's result types: RoundResult (a round as kept) and CellResult (a cell's record from
+its rounds: the one place its figures are derived, with ios_core.measurement.stats)."""
 
 import pytest
 
-from ios_bench.record import CellResult, RoundResult, problems
+from ios_bench.records.record import CellResult, RoundResult, problems
 from ios_bench.results import check_record
-from ios_core import stats
-from ios_core.measure import Measurement
+from ios_core.measurement import stats
+from ios_core.measurement.measure import Measurement
 
 BASE = {"schema": 2, "cell": "m|b2|torch|cpu", "model": "m", "batch_size": 2, "framework": "torch",
         "label": "torch", "kind": "framework", "device": "cpu", "threads": 2, "started": "t0"}
@@ -79,7 +79,7 @@ def test_the_sequential_baseline_is_the_same_statistic_as_the_figure():
 
 
 def test_worker_baseline_uses_the_round_median(monkeypatch):
-    from ios_bench import task_cell
+    from ios_bench.running import task_cell
 
     class Built:
         def prepare(self, x):

@@ -1,11 +1,11 @@
-"""ios_bench.references: the oracle's outputs, one worker per (model, batch), reused when whole."""
+"""ios_bench.running.references: the oracle's outputs, one worker per (model, batch), reused when whole."""
 
 import json
 
 import numpy as np
 
-from ios_bench.cells import ref_file
-from ios_bench.references import model_inputs, references
+from ios_bench.planning.cells import ref_file
+from ios_bench.running.references import model_inputs, references
 from tests.round_fakes import FakeExecutor, context
 
 

@@ -1,4 +1,4 @@
-"""Reports (ios_bench.report): tables, the identical-schedule rule, wrong cells kept out of aggregates, plots,
+"""Reports (ios_bench.reporting.report): tables, the identical-schedule rule, wrong cells kept out of aggregates, plots,
 each peer's configuration."""
 
 import json
@@ -7,8 +7,9 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from ios_bench import report, results
-from ios_bench.report import slower_than_sequential, write_report
+from ios_bench import results
+from ios_bench.reporting import report
+from ios_bench.reporting.report import slower_than_sequential, write_report
 from ios_bench.results import Store, cell_key
 from tests.harness_helpers import FAST, _rec, _store_lines, cli, ios_schedules_available
 
@@ -193,7 +194,7 @@ def test_a_corrupt_env_json_is_a_warning_in_the_report(tmp_path, run_cli, conten
 
 
 def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
-    from ios_bench.report import SLOWER_FLAG, ios_table, slower_than_sequential
+    from ios_bench.reporting.report import SLOWER_FLAG, ios_table, slower_than_sequential
 
     rows = [dict(model="m", batch_size=1, framework="ios-sequential", device="cpu", status="ok", schedule="sequential",
                  provider="torch", median_ms=10.0, predicted_ms=9.0, sequential_ms=10.0, optimize_seconds=1.0),

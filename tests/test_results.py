@@ -1,4 +1,4 @@
-"""The results store and the record (ios_bench.results, ios_bench.record): appends, corrupt lines, validation
+"""The results store and the record (ios_bench.results, ios_bench.records.record): appends, corrupt lines, validation
 derived from the one field declaration, schema versions and the schema-1 migration."""
 
 import json
@@ -7,9 +7,10 @@ import warnings
 
 import pytest
 
-from ios_bench import record, results
+from ios_bench import results
 from ios_bench.errors import InputError
-from ios_bench.report import write_report
+from ios_bench.records import record
+from ios_bench.reporting.report import write_report
 from ios_bench.results import Store, cell_key
 from tests.harness_helpers import _rec, _store_lines, rec
 

@@ -1,9 +1,9 @@
-"""ios_bench.round_runner: which cells get a round in a pass, and in which order (unit tests of its
+"""ios_bench.running.round_runner: which cells get a round in a pass, and in which order (unit tests of its
 rules; the whole protocol runs end to end in tests/test_sweep.py)."""
 
-from ios_bench.cell_records import CellRecords
-from ios_bench.cells import Cell
-from ios_bench.round_runner import RoundRunner
+from ios_bench.planning.cells import Cell
+from ios_bench.records.cell_records import CellRecords
+from ios_bench.running.round_runner import RoundRunner
 from tests.round_fakes import context
 
 

@@ -4,8 +4,8 @@ interval with the coverage it claims on data of known variance), the unstable ve
 import numpy as np
 import pytest
 
-from ios_bench.compare import PRIOR_DF
-from ios_bench.rounds import (
+from ios_bench.reporting.compare import PRIOR_DF
+from ios_bench.running.rounds import (
     MIN_ROUNDS_FOR_VERDICT,
     hierarchical_bootstrap,
     interval,

@@ -1,7 +1,7 @@
 """A cell imports what it uses (ios_core.runtime.tensors, issue 36): a program on ONNX Runtime or
 OpenVINO kernels keeps its values in numpy arrays and its pool has no torch thread control, so an
 IOS worker on those kernels never imports torch. Checked in fresh processes (``sys.modules``): the
-runtime on a tiny graph, and a real worker (``python -m ios_bench.worker``) measuring one round of
+runtime on a tiny graph, and a real worker (``python -m ios_bench.running.worker``) measuring one round of
 an IOS cell with a searched schedule."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_an_ios_worker_on_onnxruntime_kernels_imports_no_torch(tmp_path):
             "result_path": str(tmp_path / "result.json"), "warmup": 1, "number": 1, "repeat": 3,
             "min_sample_ms": None, "schedule": "greedy", "provider": "onnxruntime",
             "schedule_path": str(tmp_path / "sched.json"), "task": "cell"}
-    p = subprocess.run([sys.executable, "-m", "ios_bench.worker", json.dumps(spec)], cwd=ROOT, env=env_for(),
+    p = subprocess.run([sys.executable, "-m", "ios_bench.running.worker", json.dumps(spec)], cwd=ROOT, env=env_for(),
                        capture_output=True, text=True, timeout=300)
     result = json.loads((tmp_path / "result.json").read_text())
     assert p.returncode == 0 and result["status"] == "ok", (result.get("reason"), p.stderr[-2000:])

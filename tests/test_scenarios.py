@@ -195,7 +195,7 @@ def test_configurations_and_settings():
 
 def test_plan_json_scenario_settings_are_checked(tmp_path):
     from ios_bench.errors import InputError
-    from ios_bench.plan import Plan
+    from ios_bench.planning.plan import Plan
 
     ok = Plan.from_dict({"scenario": "offline", "scenario_settings": {"min_query_count": 8}, "quick": True})
     assert ok.scenario == "offline" and ok.quick
@@ -310,7 +310,7 @@ def test_server_loadgen_peak_search(tmp_path):
 
 
 def test_server_bounds_come_from_single_stream_records():
-    from ios_bench.plan import Plan
+    from ios_bench.planning.plan import Plan
     from ios_bench.scenarios.cells import bounds_from, needs_bound_cells
 
     plan = Plan(scenario="server", quick=True)
@@ -359,7 +359,7 @@ def test_server_round_estimate_counts_a_search_that_halves_its_load():
     request's latency (an upper bound, the search halving after every invalid try down to its
     floor), against one
     test's length for Offline, and for the single-stream cells that bound a Server sweep."""
-    from ios_bench.plan import Plan
+    from ios_bench.planning.plan import Plan
     from ios_bench.scenarios.cells import RoundEstimate
     from ios_bench.scenarios.settings import settings_for
 
@@ -379,7 +379,7 @@ def test_server_round_estimate_counts_a_search_that_halves_its_load():
     assert got == pytest.approx(want)
     assert got > 2.0 + tries * q * 0.010 * 4  # far above every try at the full load
     # a Server sweep's single-stream cells (its latency bounds) are counted as single-stream
-    from ios_bench.cells import Cell
+    from ios_bench.planning.cells import Cell
 
     single = settings_for("single-stream", quick=True)
     bound_cell = Cell(model="m", model_spec="m", batch_size=1, framework="onnxruntime", device="cpu",

@@ -118,7 +118,7 @@ def _round(i: int, qps: float | None, none_above: float | None) -> dict:
 
 
 def test_a_cell_without_a_valid_load_says_none_valid_above_in_record_line_and_report(tmp_path):
-    from ios_bench.report import Table
+    from ios_bench.reporting.report import Table
     from ios_bench.scenarios.report import sections
     from ios_bench.scenarios.summary import describe_scenario, scenario_fields
 

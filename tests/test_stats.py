@@ -1,11 +1,11 @@
-"""ios_core.stats: the one median, spread, geometric mean and summary every figure uses."""
+"""ios_core.measurement.stats: the one median, spread, geometric mean and summary every figure uses."""
 
 import math
 
 import numpy as np
 import pytest
 
-from ios_core import stats
+from ios_core.measurement import stats
 
 
 def test_median_of_an_even_count_averages_the_two_middle_values():
@@ -49,7 +49,7 @@ def test_summary_is_one_rule_for_every_list_of_timings():
 
 
 def test_measurement_summary_is_the_stats_summary():
-    from ios_core.measure import Measurement
+    from ios_core.measurement.measure import Measurement
 
     m = Measurement(samples_ms=[1.0, 2.0, 3.0, 10.0], number=1, warmup=0)
     s = m.summary()

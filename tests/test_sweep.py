@@ -1,5 +1,5 @@
-"""The sweep (ios_bench.sweep, plan, cells, runfolder, launch) through the real CLI: end-to-end runs, crashes and hangs,
-kills and resumes, the round protocol's options and identical schedules, bad input."""
+"""The sweep (ios_bench.running.sweep, plan, cells, runfolder, launch) through the real CLI: end-to-end runs,
+crashes and hangs, kills and resumes, the round protocol's options and identical schedules, bad input."""
 
 import json
 import os
@@ -11,11 +11,11 @@ import time
 import pytest
 
 from ios_bench import results
-from ios_bench.cells import Cell, schedule_key
+from ios_bench.planning.cells import Cell, schedule_key
 from ios_bench.results import Store, cell_key
-from ios_bench.schedules import same_schedules
-from ios_bench.sweep import schedule_hash
-from ios_core.threads import usable_cores
+from ios_bench.running.schedules import same_schedules
+from ios_bench.running.sweep import schedule_hash
+from ios_core.measurement.threads import usable_cores
 from tests.harness_helpers import (
     FAST,
     ROOT,
@@ -331,7 +331,7 @@ def test_env_command_prints_json(capsys):
 
 def test_the_last_timed_call_is_checked_in_process():
     """The measurement keeps what the last timed call returned, so it can be checked."""
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
 
     calls = []
     m = measure(lambda: calls.append(1) or len(calls), warmup=2, number=3, repeat=4)
@@ -342,7 +342,7 @@ def test_percentiles_are_over_single_calls():
     """A p90 is the tail of single calls: one slow call in ten shows in p90/max, not only in a
     mean of ten calls (all samples of ten calls have the same mean here)."""
 
-    from ios_core.measure import measure
+    from ios_core.measurement.measure import measure
 
     n = [0]
 
@@ -364,9 +364,9 @@ def test_percentiles_are_over_single_calls():
 def test_thread_budget_comes_from_the_affinity_mask(monkeypatch):
     import os
 
-    from ios_bench.plan import Plan
-    from ios_bench.sweep import busy_warnings
-    from ios_core.threads import resolve_threads
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.sweep import busy_warnings
+    from ios_core.measurement.threads import resolve_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
@@ -377,7 +377,7 @@ def test_thread_budget_comes_from_the_affinity_mask(monkeypatch):
 
 
 def test_untuned_tvm_is_not_in_the_default_sweep():
-    from ios_bench.plan import SLOW_FRAMEWORKS
+    from ios_bench.planning.plan import SLOW_FRAMEWORKS
 
     assert "tvm" in SLOW_FRAMEWORKS and "tvm-tuned" in SLOW_FRAMEWORKS
     assert "hundreds of ms" in SLOW_FRAMEWORKS["tvm"]
@@ -388,8 +388,8 @@ def test_cell_workers_start_without_preexec_fn(tmp_path, monkeypatch):
     threads are alive) and arranges to die with the sweep itself."""
     import os
 
-    from ios_bench import launch
-    from ios_bench.worker import PARENT_ENV
+    from ios_bench.running import launch
+    from ios_bench.running.worker import PARENT_ENV
 
     seen = {}
 
@@ -414,7 +414,7 @@ def test_cell_workers_start_without_preexec_fn(tmp_path, monkeypatch):
 HOLD_LOCK = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from ios_bench.locks import FileLock
+from ios_bench.running.locks import FileLock
 FileLock(sys.argv[1], "a test holder").acquire()
 print("held", flush=True)
 time.sleep(120)
@@ -425,8 +425,8 @@ def test_one_sweep_per_run_folder(tmp_path, run_cli):
     """While a process holds the run folder's lock, `run --resume` and `run` on it are refused in
     one line and write nothing; once the holder dies (SIGKILL), the lock is free again."""
 
-    from ios_bench.locks import FileLock
-    from ios_bench.runfolder import LOCK_FILE
+    from ios_bench.records.runfolder import LOCK_FILE
+    from ios_bench.running.locks import FileLock
 
     folder = tmp_path / "runs" / "busy"
     folder.mkdir(parents=True)
@@ -584,7 +584,7 @@ def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
 
 
 def test_provider_labels_and_keys():
-    from ios_bench.cells import label, schedule_key, split_framework
+    from ios_bench.planning.cells import label, schedule_key, split_framework
 
     assert schedule_key("both") == "ios-both" and label("ios-both") == "IOS-Both"
     assert schedule_key("both", "onnxruntime") == "ios-both[onnxruntime]"

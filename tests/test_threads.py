@@ -1,11 +1,11 @@
-"""ios_core.threads: the one thread environment, the spin/wait policies, and where they are applied
+"""ios_core.measurement.threads: the one thread environment, the spin/wait policies, and where they are applied
 (an adapter's session, the CLI's one-line refusal of an unknown policy)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ios_core import threads
+from ios_core.measurement import threads
 from tests.runtime_helpers import mixed_graph
 
 
@@ -13,7 +13,8 @@ def test_thread_env_uses_the_one_list():
     env = threads.thread_env(3)
     assert all(env[k] == "3" for k in threads.THREAD_VARS)
     assert env["TF_NUM_INTEROP_THREADS"] == "1"
-    from ios_bench import envinfo, worker
+    from ios_bench.machine import envinfo
+    from ios_bench.running import worker
 
     assert worker.THREAD_VARS is threads.THREAD_VARS  # the harness has no list of its own
     assert set(threads.THREAD_VARS) <= set(envinfo.THREAD_ENV_VARS)

@@ -140,7 +140,7 @@ def test_available_says_why_when_tvm_missing(monkeypatch, name):
 
 
 def test_unavailable_on_gpu():
-    from ios_core.gpu import gpu_missing
+    from ios_core.measurement.gpu import gpu_missing
 
     if gpu_missing() is None:
         pytest.skip("this machine has a GPU")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
-from ..options import FiniteFloat
-from . import run as run_command
+from ios_bench.commands import run as run_command
+from ios_bench.errors import InputError
+from ios_bench.planning.options import FiniteFloat
 
 # run's options that ab does not take: the models are its arguments; a run folder of ab is one
 # fresh sweep (no --resume); LoadGen scenarios are not paired here
@@ -17,7 +17,7 @@ def parse_side(items: tuple[str, ...], flag: str) -> dict:
     """``--a-option`` / ``--b-option`` -> ``{"options": {framework: {option: value}}, "schedule":
     name | None}``: ``FRAMEWORK:OPTION=VALUE`` as ``run --adapter-option`` (``ios:`` for every IOS
     cell), or ``schedule=NAME`` (the side's IOS schedule)."""
-    from ..plan import SCHEDULES
+    from ios_bench.planning.plan import SCHEDULES
 
     out: dict = {"options": {}, "schedule": None}
     build = []
@@ -40,7 +40,7 @@ def parse_side(items: tuple[str, ...], flag: str) -> dict:
 def check_sides(a: dict, b: dict, plan, flags=("--a-option", "--b-option")) -> None:
     """Options that do not exist, or that name a framework the sweep does not run; a schedule named
     on one side only; two identical sides: one line each (``InputError``)."""
-    from ..ab import option_problem
+    from ios_bench.running.ab import option_problem
 
     for side, flag in zip((a, b), flags):
         for fw, opts in side["options"].items():
@@ -60,7 +60,7 @@ def check_sides(a: dict, b: dict, plan, flags=("--a-option", "--b-option")) -> N
 def check_models(spec_a: str, spec_b: str, other_input: bool = False) -> None:
     """Two models whose input shapes differ (unless ``other_input``), or whose outputs cannot be
     paired: one line."""
-    from ..loading import load_graph
+    from ios_bench.planning.loading import load_graph
 
     ga, gb = load_graph(spec_a), load_graph(spec_b)
     if ga.input_shape != gb.input_shape and not other_input:
@@ -122,10 +122,10 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     input shapes, without --other-input), an option that does not exist, or a framework that
     cannot run here: one line, exit 2, nothing written.
     """
-    from ..ab import ABSweep, paired_comparison
-    from ..fleet import make_executor
-    from ..plan import absolute_model_spec
-    from .compare import show
+    from ios_bench.commands.compare import show
+    from ios_bench.planning.plan import absolute_model_spec
+    from ios_bench.running.ab import ABSweep, paired_comparison
+    from ios_bench.running.fleet import make_executor
 
     spec_a = run_command.parse_models(model_a)
     spec_b = run_command.parse_models(model_b) if model_b is not None else spec_a

@@ -13,8 +13,8 @@ def command():
 
 
 def _state_path(run: str | None) -> Path:
-    from ..clocks import STATE_FILE, machine_state_path
-    from ..errors import InputError
+    from ios_bench.errors import InputError
+    from ios_bench.machine.clocks import STATE_FILE, machine_state_path
 
     if run is None:
         return machine_state_path()
@@ -30,9 +30,9 @@ def reset(run):
     """Restore the clock settings a sweep saved before locking them (after a SIGKILL, or when its
     own restore failed): from RUN/clocks.json, or by default from the machine-wide saved state.
     Refused while a sweep holds the clocks locked."""
-    from ..clocks import machine_lock_path, reset_from
-    from ..errors import InputError
-    from ..locks import Busy, FileLock
+    from ios_bench.errors import InputError
+    from ios_bench.machine.clocks import machine_lock_path, reset_from
+    from ios_bench.running.locks import Busy, FileLock
 
     path = _state_path(run)
     try:
@@ -48,7 +48,7 @@ def reset(run):
             raise InputError(f"could not restore every clock setting: {'; '.join(problems)} (still saved in {path})")
         click.echo(f"restored {done} clock setting(s) saved in {path}")
         if run is not None:  # the machine-wide copy describes the same changes
-            from ..clocks import machine_state_path
+            from ios_bench.machine.clocks import machine_state_path
 
             machine_state_path().unlink(missing_ok=True)
     finally:
@@ -61,7 +61,7 @@ def status(run):
     """Print what is saved for restoring (nothing when the clocks are as they were)."""
     import json
 
-    from ..clocks import read_state
+    from ios_bench.machine.clocks import read_state
 
     path = _state_path(run)
     state = read_state(path)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..options import FiniteFloat
+from ios_bench.planning.options import FiniteFloat
 
 
 @click.command("compare")
@@ -32,8 +32,8 @@ def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     they were measured and each run's canary, and marks a regression or improvement within the
     between-run drift an `ios-bench ab` run measured on this machine 'drift possible'. To decide
     whether B is faster, measure both in one sweep: `ios-bench ab A B`."""
-    from ..compare import compare_runs
-    from ..drift import between_runs
+    from ios_bench.reporting.compare import compare_runs
+    from ios_bench.reporting.drift import between_runs
 
     result = compare_runs(run_a, run_b, threshold / 100 if threshold is not None else None, confidence)
     between_runs(result, run_a, run_b)
@@ -43,7 +43,7 @@ def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
 
 def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: dict, title: str,
          rounds_col: str = "rounds") -> None:
-    """Print a :class:`~ios_bench.compare.Comparison` as ``compare`` does (``ab`` too): a table,
+    """Print a :class:`~ios_bench.reporting.compare.Comparison` as ``compare`` does (``ab`` too): a table,
     or json / csv on stdout with the summary on stderr; exit 1 with ``fail_on_regression`` when
     a regression (or, for ``ab``, a failed side) is found. ``head``: the json's leading fields."""
     import json
@@ -51,8 +51,8 @@ def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: di
     from rich.console import Console
     from rich.table import Table
 
-    from ..cells import label
-    from ..escape import csv_cell, term
+    from ios_bench.planning.cells import label
+    from ios_bench.reporting.escape import csv_cell, term
 
     err = Console(stderr=True, soft_wrap=True)
     for p in result.problems:

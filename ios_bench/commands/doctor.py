@@ -1,6 +1,6 @@
 """ios-bench doctor: what can run here, per device and framework, and why not; with a GPU, every
 GPU path run once on a small graph against the oracle: the IOS runtime's paths
-(``ios_bench.gpu_paths``: sequential, a forced parallel schedule, CUDA-graph replay, a
+(``ios_bench.machine.gpu_paths``: sequential, a forced parallel schedule, CUDA-graph replay, a
 cost-model stage, a clock lock and reset) and each framework's GPU variant, by default on
 ``ios_core.models.coverage`` (every op type and attribute value of the IR)."""
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..loading import parse_list
+from ios_bench.errors import InputError
+from ios_bench.planning.loading import parse_list
 
 DEFAULT_MODEL = "coverage"  # ios_core.models.coverage: every op type and attribute value
 
 
 def _probe(device: str, folder: Path, timeout: float, names: list[str] | None) -> dict:
-    from ..launch import run_worker
+    from ios_bench.running.launch import run_worker
 
     spec = {"task": "probe", "device": device, "names": names, "result_path": str(folder / f"probe-{device}.json")}
     res = run_worker(spec, timeout, folder / f"probe-{device}.log", None)
@@ -29,7 +29,7 @@ def _probe(device: str, folder: Path, timeout: float, names: list[str] | None) -
 
 def _run_path(adapter: str, options: dict, device: str, model: str, batch: int, folder: Path, timeout: float,
               tag: str) -> dict:
-    from ..launch import run_worker
+    from ios_bench.running.launch import run_worker
 
     spec = {"task": "doctor", "adapter": adapter, "options": options, "device": device, "model_spec": model,
             "batch_size": batch, "seed": 0, "result_path": str(folder / f"doctor-{tag}.json")}
@@ -37,7 +37,7 @@ def _run_path(adapter: str, options: dict, device: str, model: str, batch: int, 
 
 
 def _run_ios_paths(device: str, model: str, batch: int, folder: Path, timeout: float, lock_clocks: bool) -> dict:
-    from ..launch import run_worker
+    from ios_bench.running.launch import run_worker
 
     spec = {"task": "doctor_ios", "device": device, "model_spec": model, "batch_size": batch, "seed": 0,
             "lock_clocks": lock_clocks, "result_path": str(folder / "doctor-ios.json")}
@@ -105,7 +105,7 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
     fails or computes a wrong output, 0 otherwise.
     """
     import adapters
-    from ios_core.gpu import clock_state, fingerprint, gpu_missing
+    from ios_core.measurement.gpu import clock_state, fingerprint, gpu_missing
 
     devs = parse_list(devices, "device", ["cpu", "cuda"])
     names = parse_list(frameworks, "framework", adapters.names()) if frameworks else None

@@ -13,8 +13,8 @@ import click
 def command(device, no_frameworks):
     """Print, as JSON, the environment a run records in env.json: CPU, cores, memory, OS,
     Python, package and framework versions, GPU and driver, clock settings, git commit."""
-    from ..clocks import ClockLock
-    from ..envinfo import collect
+    from ios_bench.machine.clocks import ClockLock
+    from ios_bench.machine.envinfo import collect
 
     env = collect(device, frameworks=not no_frameworks)
     env["clocks"] = "unlocked (not requested; use --lock-clocks)"

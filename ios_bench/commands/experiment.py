@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..escape import one_line, plain, term
-from ..options import check_threads
+from ios_bench.errors import InputError
+from ios_bench.planning.options import check_threads
+from ios_bench.reporting.escape import one_line, plain, term
 
 EXPERIMENTS_ROOT = Path("runs") / "experiments"
 
@@ -18,7 +18,7 @@ def _echo_list() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..experiments import all_experiments
+    from ios_bench.experiments import all_experiments
 
     table = Table(title="ios-bench experiment NAME [--quick]", show_lines=False)
     for col in ("name", "what it measures", "paper result it reproduces"):
@@ -29,7 +29,7 @@ def _echo_list() -> None:
 
 
 def _default_out(name: str) -> Path:
-    from ..runfolder import default_run_name
+    from ios_bench.records.runfolder import default_run_name
 
     return EXPERIMENTS_ROOT / f"{name}-{default_run_name()}"
 
@@ -77,7 +77,7 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
       ios-bench experiment spec-batch --models squeezenet
       ios-bench experiment all --reference --out docs/results     (the committed reference report)
     """
-    from .. import experiments
+    from ios_bench import experiments
 
     if name == "list":
         _echo_list()
@@ -87,18 +87,18 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
     chosen = experiments.names() if name == "all" else [experiments.get(name).name]
     if threads is not None:
         check_threads(threads, "--threads")
-    from .run import parse_devices, parse_models
+    from ios_bench.commands.run import parse_devices, parse_models
 
     devices = parse_devices(device)
     if any(d.startswith("cuda") for d in devices):
-        from ios_core.gpu import gpu_missing
+        from ios_core.measurement.gpu import gpu_missing
 
         reason = gpu_missing()
         if reason is not None:
             raise InputError(f"--device cuda: {reason}; `ios-bench doctor` lists what runs here")
     models = None
     if models_ is not None:
-        from ..plan import absolute_model_spec
+        from ios_bench.planning.plan import absolute_model_spec
 
         models = [absolute_model_spec(m) for m in parse_models(models_)]
     if out is None:
@@ -147,8 +147,8 @@ _OPTION = {"models": "--models", "devices": "--device", "quick": "--quick", "ref
 
 def _run_one(exp, folder: Path, given: dict, resume: bool, progress: bool, command_line: list[str],
              all_: bool = False) -> Path:
-    from ..experiments.base import Context
-    from ..experiments.runner import run_experiment, saved_context
+    from ios_bench.experiments.base import Context
+    from ios_bench.experiments.runner import run_experiment, saved_context
 
     values = {"models": None, "devices": ["cpu"], "quick": False, "reference": False, "threads": None}
     if resume and all_ and saved_context(folder) is None:

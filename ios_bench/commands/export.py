@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..escape import one_line
-from ..loading import load_graph
-from ..outputs import check_output_file
+from ios_bench.errors import InputError
+from ios_bench.planning.loading import load_graph
+from ios_bench.reporting.escape import one_line
+from ios_bench.running.outputs import check_output_file
 
 
 @click.command("export")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..escape import one_line
-from ..outputs import check_output_file
+from ios_bench.errors import InputError
+from ios_bench.reporting.escape import one_line
+from ios_bench.running.outputs import check_output_file
 
 
 @click.command("import")

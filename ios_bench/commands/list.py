@@ -6,9 +6,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ios_bench.reporting.escape import term
 from ios_core import models
-
-from ..escape import term
 
 
 def models_table() -> Table:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..loading import load_graph, parse_int_list, parse_list
-from ..ops import dataset as ds
+from ios_bench.errors import InputError
+from ios_bench.ops import dataset as ds
+from ios_bench.planning.loading import load_graph, parse_int_list, parse_list
 
 DATASET_HELP = f"dataset folder (Parquet parts); default {ds.DEFAULT_DIR}"
 
@@ -49,10 +49,9 @@ def collect_cmd(models_, providers, threads_, batches, folder, max_stages, r, s,
     """Measure every distinct operator of the networks alone and in the concurrent combinations
     of 2 and 3 groups that IOS would form, per provider, thread budget and batch size, and append
     them to the dataset. Resumable: rows already in the dataset are skipped."""
+    from ios_bench.ops.collect import CollectPlan, collect
     from ios_core import models as zoo
-    from ios_core.threads import usable_cores
-
-    from ..ops.collect import CollectPlan, collect
+    from ios_core.measurement.threads import usable_cores
 
     names = zoo.names() if models_.strip() == "all" else parse_list(models_, "model")
     graphs = {}
@@ -89,9 +88,8 @@ def collect_cmd(models_, providers, threads_, batches, folder, max_stages, r, s,
 
 def _check_providers(providers: list[str]) -> None:
     """Refuse a provider the measured cost model cannot measure with, before anything is measured."""
+    from ios_bench.ops.collect import provider_option
     from ios_core.cost.measured import make_measured_cost_model
-
-    from ..ops.collect import provider_option
 
     for p in providers:
         try:
@@ -111,9 +109,8 @@ def _check_providers(providers: list[str]) -> None:
               help="model file (default: beside the profile database, where --cost learned looks)")
 def fit_cmd(folder, holdout, machine, rounds, output):
     """Train the stage-latency predictor (LightGBM) and report its error on held-out networks."""
+    from ios_bench.ops.fit import fit, format_report
     from ios_core.cost.learned import default_model_path
-
-    from ..ops.fit import fit, format_report
 
     out = Path(output) if output else default_model_path()
     _check_writable(out)
@@ -143,7 +140,7 @@ def show_cmd(folder, plot_dir):
     from rich.markup import escape
     from rich.table import Table
 
-    from ..ops.show import pair_speedups, plots, summary
+    from ios_bench.ops.show import pair_speedups, plots, summary
 
     df = ds.read(folder)
     if df.empty:

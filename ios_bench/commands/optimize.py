@@ -8,15 +8,14 @@ from pathlib import Path
 
 import click
 
+from ios_bench.errors import InputError
+from ios_bench.planning.loading import load_graph
+from ios_bench.planning.options import SEED, finite_json
+from ios_bench.reporting.escape import one_line
+from ios_bench.running.outputs import check_output_file
 from ios_core.cost import COST_KINDS, make_cost_model
 from ios_core.ir import atomic_write_text
 from ios_core.optimizer import DEFAULT_MAX_PART_SIZE, STRATEGIES, schedule
-
-from ..errors import InputError
-from ..escape import one_line
-from ..loading import load_graph
-from ..options import SEED, finite_json
-from ..outputs import check_output_file
 
 # What the optimizer's figure is, per cost model: never a measured latency of the schedule.
 ESTIMATE_LABELS = {"synthetic": "estimate (synthetic cost model, uncalibrated)",

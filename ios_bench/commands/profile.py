@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ios_bench.errors import InputError
+from ios_bench.planning.loading import load_graph
+from ios_bench.planning.options import SEED, Threads
+from ios_bench.reporting.escape import one_line, plain
 from ios_core.cost.measured import MODES as MEASURED_MODES
 from ios_core.optimizer import STRATEGIES
-
-from ..errors import InputError
-from ..escape import one_line, plain
-from ..loading import load_graph
-from ..options import SEED, Threads
 
 
 def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, batch: int, threads: int | None,
@@ -80,7 +79,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     if model is None and schedule is None:
         raise InputError("give --model or --schedule")
     if device == "cuda":
-        from ios_core.gpu import cuda_missing
+        from ios_core.measurement.gpu import cuda_missing
 
         missing = cuda_missing()
         if missing is not None:
@@ -142,7 +141,7 @@ def _profile_cuda(graph, batch, strategy, warmup, number, repeat, util_plot, cud
     utilization; the samples go to a plot (the seed's utilization experiment)."""
     from pathlib import Path
 
-    from ios_core.gpu import UtilizationSampler
+    from ios_core.measurement.gpu import UtilizationSampler
     from ios_core.runtime import make_runtime
 
     rt = make_runtime(graph, batch, device="cuda", cuda_graph=cuda_graph)

@@ -14,9 +14,9 @@ def command(run, out):
     """Write report.md, report.html, results.csv and PNG plots for a run folder (latency and
     throughput tables with GeoMean, speedup of IOS-Both, normalized-throughput and vs-batch
     plots with their spread, output checks, failures, environment)."""
-    from ..escape import one_line
-    from ..outputs import check_report_folder
-    from ..report import write_report
+    from ios_bench.reporting.escape import one_line
+    from ios_bench.reporting.report import write_report
+    from ios_bench.running.outputs import check_report_folder
 
     run_path = Path(run)
     target = Path(out) if out else Path("reports") / run_path.resolve().name

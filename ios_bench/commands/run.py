@@ -8,16 +8,10 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from ios_core.cost import COST_KINDS
-
-from ..errors import InputError
-from ..escape import term
-from ..executors import parse_device
-from ..fleet import make_executor
-from ..loading import parse_int_list, parse_list
-from ..options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
-from ..outputs import check_report_folder, check_run_folder
-from ..plan import (
+from ios_bench.errors import InputError
+from ios_bench.planning.loading import parse_int_list, parse_list
+from ios_bench.planning.options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
+from ios_bench.planning.plan import (
     DEFAULT_MODELS,
     DEFAULT_REPEAT,
     DEFAULT_ROUNDS,
@@ -26,11 +20,16 @@ from ..plan import (
     Plan,
     absolute_model_spec,
 )
-from ..plan import ios_providers as ios_providers_registry
-from ..rounds import AUTO
-from ..runfolder import PLAN_FILE, default_run_name, latest_run
-from ..scenarios import LATENCY, SCENARIOS
-from ..sweep import Sweep
+from ios_bench.planning.plan import ios_providers as ios_providers_registry
+from ios_bench.records.runfolder import PLAN_FILE, default_run_name, latest_run
+from ios_bench.reporting.escape import term
+from ios_bench.running.executors import parse_device
+from ios_bench.running.fleet import make_executor
+from ios_bench.running.outputs import check_report_folder, check_run_folder
+from ios_bench.running.rounds import AUTO
+from ios_bench.running.sweep import Sweep
+from ios_bench.scenarios import LATENCY, SCENARIOS
+from ios_core.cost import COST_KINDS
 
 # option name -> Plan field
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
@@ -79,7 +78,7 @@ def parse_ios_options(items: tuple[str, ...]) -> dict:
     """``KEY=VALUE`` (repeatable) -> the IOS optimizer settings of every IOS cell (``Plan.ios_options``:
     pruning ``max_group_size``/``max_num_groups``, ``optimize_batch``, ``optimize_threads``,
     ``cost_cache``), each checked (one line naming it)."""
-    from ..plan import IOS_OPTIONS, ios_options_problem
+    from ios_bench.planning.plan import IOS_OPTIONS, ios_options_problem
 
     out: dict = {}
     for item in items:
@@ -96,9 +95,8 @@ def parse_ios_options(items: tuple[str, ...]) -> dict:
 
 
 def parse_models(text: str) -> list[str]:
+    from ios_bench.running.worker import load_plugins
     from ios_core import models
-
-    from ..worker import load_plugins
 
     load_plugins()
     items = parse_list(text, "model")
@@ -117,8 +115,7 @@ def parse_models(text: str) -> list[str]:
 
 def parse_frameworks(text: str) -> list[str]:
     import adapters
-
-    from ..worker import load_plugins
+    from ios_bench.running.worker import load_plugins
 
     load_plugins()
     peers = [n for n in adapters.names() if n != IOS_ADAPTER]
@@ -138,7 +135,7 @@ def parse_devices(text: str) -> list[str]:
 
 def parse_rounds(text: str) -> int | str:
     """``--rounds``: a whole number of rounds from 1 to 100, or ``auto``."""
-    from ..plan import MAX_ROUNDS
+    from ios_bench.planning.plan import MAX_ROUNDS
 
     t = text.strip().lower()
     if t == AUTO:
@@ -155,8 +152,8 @@ def parse_rounds(text: str) -> int | str:
 def parse_scenario_settings(items: tuple[str, ...], scenario: str, quick: bool) -> dict:
     """``KEY=VALUE`` (repeatable) -> the scenario's overrides, each checked against the scenario
     (``ios_bench.scenarios.settings``); also checks that LoadGen is installed."""
-    from ..scenarios import LATENCY, loadgen_problem
-    from ..scenarios.settings import settings_for
+    from ios_bench.scenarios import LATENCY, loadgen_problem
+    from ios_bench.scenarios.settings import settings_for
 
     if scenario == LATENCY:
         if items:
@@ -346,7 +343,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
                          "multi-stream, offline or server)")
     if executor == "local" and any(d.startswith("cuda") for d in values["device"]):
         # (with --executor ray the GPUs are the cluster's: the probes on its nodes answer)
-        from ios_core.gpu import gpu_missing
+        from ios_core.measurement.gpu import gpu_missing
 
         reason = gpu_missing()
         if reason is not None:
@@ -403,7 +400,7 @@ def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False) -> dict:
     """Run ``sweep``, say what it did, write the report (unless ``--no-report``); exits 1 where
     cells were left for ``--resume`` (lost nodes), 3 where ``--max-time`` was spent.
     ``paths_to_stderr``: the report's paths go to stderr (``ab`` keeps stdout for its verdicts)."""
-    from ..report import write_report
+    from ios_bench.reporting.report import write_report
 
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..escape import one_line, plain
-from ..loading import load_graph
+from ios_bench.planning.loading import load_graph
+from ios_bench.reporting.escape import one_line, plain
 
 
 @click.command("show")

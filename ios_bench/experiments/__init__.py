@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..errors import InputError
-from .base import Experiment
+from ios_bench.errors import InputError
+from ios_bench.experiments.base import Experiment
 
 NOT_EXPERIMENTS = ("base", "runner", "published")  # the machinery, not recipes
 

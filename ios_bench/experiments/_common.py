@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ios_core.stats import geomean  # noqa: F401 - for the recipes
-
-from ..escape import file_part  # noqa: F401 - for the recipes' figure names
-from ..numbers import decimals, fmt  # noqa: F401 - fmt: for the recipes
-from ..plan import Plan
-from ..record import CellResult
-from ..report import Table
-from ..results import load_run
-from .base import Context
+from ios_bench.experiments.base import Context
+from ios_bench.planning.plan import Plan
+from ios_bench.records.record import CellResult
+from ios_bench.reporting.escape import file_part  # noqa: F401 - for the recipes' figure names
+from ios_bench.reporting.numbers import decimals, fmt  # noqa: F401 - fmt: for the recipes
+from ios_bench.reporting.report import Table
+from ios_bench.results import load_run
+from ios_core.measurement.stats import geomean  # noqa: F401 - for the recipes
 
 PUBLISHED_LABEL = "published (V100, not measured here)"
 LEGEND = ("Measured figures: median ±standard deviation of the timing samples, then the output check "
@@ -154,8 +153,8 @@ def heatmap(path: Path, values: list[list[float | None]], rows: list[str], cols:
             xlabel: str, ylabel: str, texts: list[list[str]] | None = None) -> Path | None:
     """A heat map (PNG) of ``values`` (rows x cols; None: not measured); each cell annotated with
     ``texts`` (default: the value). Colour: value / the row's best (1 = best)."""
-    from ..escape import plot_text
-    from ..plotting import pyplot, save_png
+    from ios_bench.reporting.escape import plot_text
+    from ios_bench.reporting.plotting import pyplot, save_png
 
     if not any(v is not None for row in values for v in row):
         return None
@@ -188,8 +187,8 @@ def heatmap(path: Path, values: list[list[float | None]], rows: list[str], cols:
 def curves(path: Path, series: dict[str, list[tuple[float, float, float, float]]], title: str, xlabel: str,
            ylabel: str, logx: bool = False) -> Path | None:
     """Lines (PNG): ``series`` {label: [(x, y, y_low, y_high), ...]}, the band the spread."""
-    from ..escape import plot_text
-    from ..plotting import pyplot, save_png, series_styles
+    from ios_bench.reporting.escape import plot_text
+    from ios_bench.reporting.plotting import pyplot, save_png, series_styles
 
     series = {k: sorted(v) for k, v in series.items() if v}
     if not series:

@@ -1,7 +1,7 @@
 """What an experiment is: a recipe over the sweep.
 
 An experiment (``ios-bench experiment NAME``) names one or more sweeps (each a
-:class:`ios_bench.sweep.Plan`, run into its own run folder under the experiment's folder, so
+:class:`ios_bench.running.sweep.Plan`, run into its own run folder under the experiment's folder, so
 ``--resume`` and the results store work as for ``ios-bench run``), and then reads those run
 folders back to write the paper's form of result (table, heat map, curve) as its report.
 It is never a second harness: cells are isolated, checked against the oracle and timed by the
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..plan import Plan
+from ios_bench.planning.plan import Plan
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
 
 FULL = {"models": ["inception_v3"], "batches": [1, 16, 32, 64, 128], "peers": None}
 # reference: the peers that build in seconds (every other one is in the frameworks experiment)

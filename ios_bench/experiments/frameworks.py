@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cells import label
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
-from .schedules import bars
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
+from ios_bench.experiments.schedules import bars
+from ios_bench.planning.cells import label
 
 FULL_MODELS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 REFERENCE_MODELS = ["inception_v3", "squeezenet"]
@@ -28,7 +28,7 @@ class Frameworks:
 
     def runs(self, ctx: Context) -> list[Run]:
         models = c.models(ctx, FULL_MODELS, REFERENCE_MODELS, QUICK_MODELS)
-        # None: every available peer except the slow-to-tune ones (ios_bench.sweep.SLOW_FRAMEWORKS)
+        # None: every available peer except the slow-to-tune ones (ios_bench.running.sweep.SLOW_FRAMEWORKS)
         peers = QUICK_PEERS if ctx.quick else None
         plan = c.plan(ctx, models=models, batch_sizes=[1], frameworks=peers, schedules=["both"])
         if not ctx.quick and all(d == "cpu" for d in ctx.devices):
@@ -44,7 +44,7 @@ class Frameworks:
             notes.append("models: inception_v3 and squeezenet of the paper's four (randwire's and nasnet's IOS "
                          "search and every peer's build take minutes each on 2 cores)")
         notes.append("peers: every framework available on this machine except untuned TVM and tuned TVM "
-                     "(ios_bench.sweep.SLOW_FRAMEWORKS: untuned TVM is no fair peer, tuning takes hours); the "
+                     "(ios_bench.running.sweep.SLOW_FRAMEWORKS: untuned TVM is no fair peer, tuning takes hours); the "
                      "`intra-inter` experiment compares tuned TVM. TASO has no adapter; TensorRT and TVM-cuDNN "
                      "need a GPU")
         return notes

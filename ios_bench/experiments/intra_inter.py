@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _common as common
-from .base import Context, Report, Run
-from .published import AUTOTVM_MS, AUTOTVM_SOURCE, SCHEDULES_MS, SCHEDULES_SOURCE
+from ios_bench.experiments import _common as common
+from ios_bench.experiments.base import Context, Report, Run
+from ios_bench.experiments.published import AUTOTVM_MS, AUTOTVM_SOURCE, SCHEDULES_MS, SCHEDULES_SOURCE
 
 PAPER_MODELS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 UNTUNED_MODELS = {"sample", "squeezenet"}  # where untuned TVM takes well under a second or two per run

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
 
 SETTINGS = [(1, 3), (1, 8), (2, 3), (2, 8), (3, 3), (3, 8)]  # the paper's (r, s)
 FULL_MODELS = ["inception_v3", "nasnet"]
@@ -87,8 +87,8 @@ class Prune:
 
 def _tradeoff(path: Path, model: str, pts: list[tuple]) -> Path | None:
     """Latency against search time, one labelled point per (r, s) (the paper's trade-off plot)."""
-    from ..escape import plot_text
-    from ..plotting import pyplot, save_png
+    from ios_bench.reporting.escape import plot_text
+    from ios_bench.reporting.plotting import pyplot, save_png
 
     if not pts:
         return None

@@ -1,6 +1,6 @@
 """Running an experiment: its sweeps, then its report.
 
-Each :class:`~ios_bench.experiments.base.Run` is an ordinary sweep (:class:`ios_bench.sweep.Sweep`)
+Each :class:`~ios_bench.experiments.base.Run` is an ordinary sweep (:class:`ios_bench.running.sweep.Sweep`)
 into ``<out>/runs/<run name>/`` (so ``ios-bench report``, ``show`` and ``--resume`` work on it as
 on any run folder). With ``resume`` a run whose sweep finished is not started again, and an
 unfinished one continues where it stopped. Then the experiment reads the run folders back and
@@ -19,14 +19,13 @@ import json
 import time
 from pathlib import Path
 
+from ios_bench.errors import InputError
+from ios_bench.experiments import _common
+from ios_bench.experiments.base import Context, Experiment, Report, Run
+from ios_bench.records.runfolder import ENV_FILE, PLAN_FILE, check_writable
+from ios_bench.reporting.escape import md, term
+from ios_bench.running.sweep import Sweep
 from ios_core.atomic import atomic_write_json, atomic_write_text
-
-from ..errors import InputError
-from ..escape import md, term
-from ..runfolder import ENV_FILE, PLAN_FILE, check_writable
-from ..sweep import Sweep
-from . import _common
-from .base import Context, Experiment, Report, Run
 
 EXPERIMENT_FILE = "experiment.json"
 REPORT_FILE = "report.md"
@@ -173,7 +172,7 @@ def _env(folder: Path) -> dict:
 
 def env_summary(env: dict) -> list[str]:
     """The header's environment lines: CPU, threads, spin policy, library versions, load."""
-    from ..report import _policy_text
+    from ios_bench.reporting.report import _policy_text
 
     def part(key):
         v = env.get(key)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
 
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")
 LABELS = {"sequential": "Sequential", "greedy": "Greedy", "merge": "IOS-Merge", "parallel": "IOS-Parallel",
@@ -93,8 +93,8 @@ class Schedules:
 
 def bars(path: Path, groups: list[str], series: dict[str, list[tuple]], title: str) -> Path | None:
     """Grouped bars (PNG): ``series`` {label: [(group index, y, y_low, y_high)]}."""
-    from ..escape import plot_text
-    from ..plotting import pyplot, save_png, series_styles
+    from ios_bench.reporting.escape import plot_text
+    from ios_bench.reporting.plotting import pyplot, save_png, series_styles
 
     if not any(series.values()):
         return None

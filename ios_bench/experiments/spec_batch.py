@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
 
 FULL = {"models": ["inception_v3"], "batches": [1, 16, 32, 64, 128]}
 REFERENCE = {"models": ["inception_v3"], "batches": [1, 4, 16]}

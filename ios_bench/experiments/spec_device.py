@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ios_core.threads import usable_cores
-
-from ..executors import device_kind
-from . import _common as c
-from . import published as pub
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments import published as pub
+from ios_bench.experiments.base import Context, Report, Run
+from ios_bench.running.executors import device_kind
+from ios_core.measurement.threads import usable_cores
 
 FULL_MODELS = ["inception_v3"]
 REFERENCE_MODELS = ["inception_v3"]

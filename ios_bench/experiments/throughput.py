@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cells import label
-from ..scenarios.report import none_valid_text, winners
-from . import _common as c
-from .base import Context, Report, Run
+from ios_bench.experiments import _common as c
+from ios_bench.experiments.base import Context, Report, Run
+from ios_bench.planning.cells import label
+from ios_bench.scenarios.report import none_valid_text, winners
 
 FULL_MODELS = ["squeezenet", "inception_v3"]
 QUICK_MODELS = ["sample"]
@@ -65,7 +65,7 @@ class Throughput:
     def reduced(self, ctx: Context) -> list[str]:
         notes = c.form_notes(ctx)
         if ctx.form != "full":
-            from ..scenarios.settings import QUICK_NOTE
+            from ios_bench.scenarios.settings import QUICK_NOTE
 
             notes.append(f"LoadGen scenarios in their {QUICK_NOTE}")
         if ctx.quick:

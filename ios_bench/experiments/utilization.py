@@ -4,7 +4,7 @@ The paper profiles the active warps of its sample network on a V100 (CUPTI) unde
 sequential schedule and the IOS-Both schedule, and shows IOS keeping the device busier. Here:
 one sweep of IOS-Sequential and IOS-Both on the IOS runtime with ``sample_utilization`` on, so
 every cell's worker samples per-core CPU busy-ness (and its own CPU share) during its timed loop
-(:mod:`ios_bench.utilization`; NVML SM utilization on ``cuda``), writes the trace to
+(:mod:`ios_bench.machine.utilization`; NVML SM utilization on ``cuda``), writes the trace to
 ``util/<cell>.json`` and its means to the record. The report plots the traces side by side on one
 time axis and tables the means beside the latency.
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..cells import label, safe_name
-from ..escape import plot_text
-from ..plotting import pyplot, save_png
-from ..utilization import SMOOTH_MS
-from . import _common as common
-from .base import Context, Report, Run
-from .published import UTILIZATION_NOTE
+from ios_bench.experiments import _common as common
+from ios_bench.experiments.base import Context, Report, Run
+from ios_bench.experiments.published import UTILIZATION_NOTE
+from ios_bench.machine.utilization import SMOOTH_MS
+from ios_bench.planning.cells import label, safe_name
+from ios_bench.reporting.escape import plot_text
+from ios_bench.reporting.plotting import pyplot, save_png
 
 SCHEDULES = ["sequential", "both"]
 
@@ -40,7 +40,7 @@ def check_text(r: dict) -> str:
 
 def _smooth(values: list[float], t: list[float], window_s: float) -> list[float]:
     """Moving average over the samples of the last ``window_s`` seconds (the per-core series is
-    quantized to clock ticks; see ios_bench.utilization)."""
+    quantized to clock ticks; see ios_bench.machine.utilization)."""
     out, lo, acc = [], 0, 0.0
     for i, v in enumerate(values):
         acc += v

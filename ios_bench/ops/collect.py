@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from ios_core.cost.cache import stage_signature
 from ios_core.cost.features import Featurizer, feature_names
-from ios_core.interference import CanaryReference, canary_ms
 from ios_core.ir import Graph, leaf_nodes
+from ios_core.measurement.interference import CanaryReference, canary_ms
 from ios_core.optimizer import Stage
 
 
@@ -100,7 +100,7 @@ _canary = CanaryReference()  # the usual canary of this collect's rows
 
 def measure_row(cand: Candidate, provider: str, threads: int, batch_size: int, machine: dict, measurer) -> dict:
     """Time one candidate; the dataset row."""
-    from ios_core.interference import Window
+    from ios_core.measurement.interference import Window
 
     with Window(canary_reps=3) as window:
         m = measurer.measure_stage(cand.stage, batch_size)

@@ -20,10 +20,9 @@ import time
 import uuid
 from pathlib import Path
 
+from ios_bench.errors import InputError
 from ios_core.atomic import atomic_write
 from ios_core.cost.features import feature_names
-
-from ..errors import InputError
 
 KEY = ("machine", "provider", "threads", "batch", "signature")
 DEFAULT_DIR = Path("datasets") / "ops"
@@ -38,9 +37,8 @@ def machine_info() -> dict:
     versions and the thread environment (``machine`` is its short hash)."""
     from importlib import metadata
 
-    from ios_core.threads import usable_cores
-
-    from ..envinfo import cpu_info
+    from ios_bench.machine.envinfo import cpu_info
+    from ios_core.measurement.threads import usable_cores
 
     versions = {}
     for dist in ("torch", "onnxruntime", "openvino", "numpy"):

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ios_bench.errors import InputError
+from ios_bench.ops.dataset import feature_columns
 from ios_core.atomic import atomic_write_text
 from ios_core.cost.features import ROOF_NAMES, attained_peaks, feature_names, roof_terms
 from ios_core.cost.learned import FORMAT, TARGET, default_model_path, peak_key, provider_features
-
-from ..errors import InputError
-from .dataset import feature_columns
 
 PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 5,
           "feature_fraction": 0.9, "bagging_fraction": 0.9, "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1,
@@ -143,7 +142,8 @@ def fit(df, out: Path, holdout: list[str] | None = None, machine: str | None = N
     df, machine = select_machine(df, machine)
     df = df[np.isfinite(df["latency_ms"]) & (df["latency_ms"] > 0)]
     disturbed = 0
-    if "disturbed" in df.columns:  # rows measured on a disturbed machine (ios_core.interference) are left out
+    # rows measured on a disturbed machine (ios_core.measurement.interference) are left out
+    if "disturbed" in df.columns:
         bad = df["disturbed"].fillna("").astype(str) != ""
         disturbed, df = int(bad.sum()), df[~bad]
         if df.empty:

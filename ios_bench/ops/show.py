@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import pyplot, save_png
+from ios_bench.reporting.plotting import pyplot, save_png
 
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">")
 

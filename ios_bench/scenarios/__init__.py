@@ -1,10 +1,10 @@
 """Throughput as services measure it: MLPerf LoadGen scenarios (docs/scenarios.md).
 
 ``ios-bench run --scenario latency|single-stream|multi-stream|offline|server``. ``latency`` is the
-harness's own protocol (``ios_core.measure``); every other scenario drives the compiled model
+harness's own protocol (``ios_core.measurement.measure``); every other scenario drives the compiled model
 through the real MLPerf LoadGen (``mlperf_loadgen``, the ``mlcommons-loadgen`` distribution),
 which generates the queries, times them and judges the run valid or not. Scenario cells are cells
-of the one sweep (``ios_bench.sweep``): measured in rounds, each round a fresh worker, with
+of the one sweep (``ios_bench.running.sweep``): measured in rounds, each round a fresh worker, with
 disturbance detection; only what runs inside a round differs.
 
 Modules: :mod:`.settings` (scenario settings, defaults, ``--quick``, validation, LoadGen's

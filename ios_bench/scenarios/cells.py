@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..cells import Cell, safe_name
-from .concurrency import configurations
-from .settings import QUICK_NOTE, settings_for
+from ios_bench.planning.cells import Cell, safe_name
+from ios_bench.scenarios.concurrency import configurations
+from ios_bench.scenarios.settings import QUICK_NOTE, settings_for
 
 LOGS_DIR = "loadgen"
 
@@ -85,7 +85,7 @@ def record_fields(cell: Cell, plan) -> dict:
     """What every record of a scenario cell says of its scenario (also a skipped or failed one)."""
     if not cell.scenario:
         return {}
-    from ..cells import label
+    from ios_bench.planning.cells import label
 
     return {"label": f"{label(cell.framework)} {cell.instances}x{cell.instance_threads}",
             "scenario": cell.scenario, "variant": cell.variant, "instances": cell.instances,
@@ -122,7 +122,7 @@ def qsl_file(model: str, batch_size: int) -> str:
 
 
 class RoundEstimate:
-    """The sweep's duration model (``ios_bench.estimate.Model``) for a LoadGen scenario's rounds: a
+    """The sweep's duration model (``ios_bench.planning.estimate.Model``) for a LoadGen scenario's rounds: a
     worker's fixed part, a few calls to time one request, then each LoadGen test, which lasts its
     minimum duration or its minimum query count of requests, whichever is longer (a run that ended
     too soon once more). Server: every try of the search (``ios_bench.scenarios.server.bisect``),
@@ -165,7 +165,7 @@ def server_loads(settings: dict, latency_s: float) -> list[float]:
     spends per query (the duration model's upper bound): it halves its load from half the capacity
     (one instance: 1 / latency) down to its floor (``ios_bench.scenarios.server.floor_of``), where
     it stops, within ``server_tries``."""
-    from .server import FLOOR_SHARE
+    from ios_bench.scenarios.server import FLOOR_SHARE
 
     floor = settings.get("server_floor_qps")
     cap = 1 / FLOOR_SHARE if floor is None else max(2.0, 1 / max(latency_s * float(floor), 1e-12))

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import logs
-from .settings import test_settings
+from ios_bench.scenarios import logs
+from ios_bench.scenarios.settings import test_settings
 
 
 class SUT:

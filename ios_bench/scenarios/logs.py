@@ -1,7 +1,7 @@
 """LoadGen's own logs, read back: ``mlperf_log_summary.txt`` (the human summary: verdict, headline
 figure, latency percentiles) and ``mlperf_log_detail.txt`` (``:::MLLOG {json}`` lines: the query
 count, why a run is invalid, the test's start and end). :func:`parse` turns one run's pair into the
-``loadgen`` object a record carries (``ios_bench.record``: ``loadgen``)."""
+``loadgen`` object a record carries (``ios_bench.records.record``: ``loadgen``)."""
 
 from __future__ import annotations
 

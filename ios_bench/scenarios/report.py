@@ -1,4 +1,4 @@
-"""The report's scenario sections (``ios_bench.report.write_report`` calls :func:`sections`):
+"""The report's scenario sections (``ios_bench.reporting.report.write_report`` calls :func:`sections`):
 
 - per scenario, **every configuration** tried: its figure over rounds ± the between-round spread,
   LoadGen's verdict (and why it is invalid), samples/s or QPS, LoadGen's p50/p90/p99/max latency,
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cells import label
-from ..escape import file_part, plot_text
-from ..numbers import fmt
-from .summary import HIGHER_IS_BETTER
+from ios_bench.planning.cells import label
+from ios_bench.reporting.escape import file_part, plot_text
+from ios_bench.reporting.numbers import fmt
+from ios_bench.scenarios.summary import HIGHER_IS_BETTER
 
 TITLES = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "offline": "Offline", "server": "Server"}
 
@@ -143,7 +143,7 @@ def _winning(table_cls, scenario, device, bs, sub, wins):
 def none_valid_text(sub: list[dict], model: str, fw: str, empty: str = "-") -> str:
     """A framework with no valid Server configuration: ``none valid above X QPS``, X the highest of
     its measured configurations' (so that it holds for each), or ``empty`` where none says it."""
-    from .server import verdict
+    from ios_bench.scenarios.server import verdict
 
     lows = [x for r in sub if r["model"] == model and r["framework"] == fw and r["status"] in ("ok", "wrong")
             and isinstance(x := (r.get("server") or {}).get("none_valid_above_qps"), (int, float))]
@@ -152,13 +152,13 @@ def none_valid_text(sub: list[dict], model: str, fw: str, empty: str = "-") -> s
 
 def _judged(rec: dict | None) -> str:
     """The latency a Server run is judged on (its percentile: p99 by default, p90 when reduced)."""
-    from .server import judged_key
+    from ios_bench.scenarios.server import judged_key
 
     return judged_key(((rec or {}).get("scenario_settings") or {}).get("server_percentile", 0.99))
 
 
 def plot_server(sub: list[dict], model: str, wins: dict, path: Path, styles: dict) -> bool:
-    from ..plotting import pyplot, save_png
+    from ios_bench.reporting.plotting import pyplot, save_png
 
     series = []
     for fw in dict.fromkeys(r["framework"] for r in sub if r["model"] == model):

@@ -1,4 +1,4 @@
-"""One round of a scenario cell, inside its worker (``ios_bench.worker.task_cell`` hands over once
+"""One round of a scenario cell, inside its worker (``ios_bench.running.worker.task_cell`` hands over once
 the graph or schedule is loaded): build the programs the framework's way for the cell's
 configuration (:mod:`.concurrency`), check each against the oracle before timing, time one request
 for LoadGen's hints, run the scenario through LoadGen inside the interference window (the Server
@@ -34,15 +34,14 @@ def _estimate_ms(program, prepared, calls: int = 5, warmup: int = 2) -> float:
 
 def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance: float, precision_problem) -> dict:
     """``precision_problem(adapter, info) -> str | None``: the worker's one precision rule."""
+    from ios_bench.records.record import RoundResult, jsonable
+    from ios_bench.scenarios.concurrency import build_engine
+    from ios_bench.scenarios.loadgen import run_test
+    from ios_bench.scenarios.server import bisect, floor_of, judged_key, loadgen_peak, try_record, verdict
     from ios_core.check import combined_check, compare
-    from ios_core.interference import Window
-    from ios_core.measure import Measurement
-    from ios_core.threads import resolve_threads
-
-    from ..record import RoundResult, jsonable
-    from .concurrency import build_engine
-    from .loadgen import run_test
-    from .server import bisect, floor_of, judged_key, loadgen_peak, try_record, verdict
+    from ios_core.measurement.interference import Window
+    from ios_core.measurement.measure import Measurement
+    from ios_core.measurement.threads import resolve_threads
 
     sc = spec["scenario"]
     name, settings, n = sc["name"], sc["settings"], int(sc["instances"])

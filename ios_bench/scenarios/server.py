@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import logs
+from ios_bench.scenarios import logs
 
 CLOSE = 0.05  # stop bisecting once the valid and invalid QPS are this close (relative)
 
@@ -55,7 +55,7 @@ def judged_key(percentile: float) -> str:
 
 def verdict(none_above: float | None) -> str | None:
     """The words of a search that found no VALID load (``none valid above X QPS``), or None."""
-    from ..numbers import fmt
+    from ios_bench.reporting.numbers import fmt
 
     return None if none_above is None else f"none valid above {fmt(none_above)} QPS"
 
@@ -63,7 +63,7 @@ def verdict(none_above: float | None) -> str | None:
 def floor_of(settings: dict, capacity_qps: float) -> tuple[float, str]:
     """The lowest offered load a round's search tries, and where it came from: the
     ``server_floor_qps`` setting, else :data:`FLOOR_SHARE` of the capacity measured in the round."""
-    from ..numbers import fmt
+    from ios_bench.reporting.numbers import fmt
 
     if settings.get("server_floor_qps") is not None:
         return float(settings["server_floor_qps"]), "the server_floor_qps setting"

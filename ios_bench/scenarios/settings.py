@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InputError
-from . import LOADGEN_SCENARIOS
+from ios_bench.errors import InputError
+from ios_bench.scenarios import LOADGEN_SCENARIOS
 
 # key -> (what it is, its check)
 _POSITIVE_INT = ("a positive integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
@@ -129,7 +129,7 @@ def test_settings(lg, scenario: str, settings: dict, estimate_ms: float, instanc
     latency, Offline expected QPS, taken generously so that the minimum duration is met);
     ``hint_scale`` > 1 asks for that many times more queries (a run that ended before its minimum
     duration is run again with it)."""
-    from . import LOADGEN_NAMES
+    from ios_bench.scenarios import LOADGEN_NAMES
 
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, LOADGEN_NAMES[scenario])

@@ -1,15 +1,14 @@
-"""A scenario cell's figures over its rounds (the record's scenario fields, ``ios_bench.record``):
+"""A scenario cell's figures over its rounds (the record's scenario fields, ``ios_bench.records.record``):
 each round's figure is LoadGen's (single-stream and multi-stream: its target-percentile latency;
 offline: samples per second; server: the highest QPS it judged VALID), and the cell's is their
-median over the undisturbed rounds, with their spread, as for every cell (``ios_bench.rounds``)."""
+median over the undisturbed rounds, with their spread, as for every cell (``ios_bench.running.rounds``)."""
 
 from __future__ import annotations
 
-from ios_core import stats
-
-from ..escape import term
-from ..numbers import fmt
-from ..rounds import UNSTABLE_CV, good_rounds
+from ios_bench.reporting.escape import term
+from ios_bench.reporting.numbers import fmt
+from ios_bench.running.rounds import UNSTABLE_CV, good_rounds
+from ios_core.measurement import stats
 
 UNITS = {"single-stream": "ms", "multi-stream": "ms", "offline": "samples/s", "server": "QPS"}
 HIGHER_IS_BETTER = {"single-stream": False, "multi-stream": False, "offline": True, "server": True}
@@ -77,7 +76,7 @@ def none_valid(rounds: list[dict]) -> dict:
     """A Server cell without a valid QPS: from which load up none of its rounds that searched down to
     a plateau or floor found one (the highest of their lowest loads tried, so that it holds for each
     of them), as the record's ``server.none_valid_above_qps`` and ``server.verdict``."""
-    from .server import verdict
+    from ios_bench.scenarios.server import verdict
 
     lows = [x for r in rounds if isinstance(x := (r.get("server") or {}).get("none_valid_above_qps"), (int, float))]
     top = max(lows) if lows else None

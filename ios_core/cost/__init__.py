@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .synthetic import SyntheticCostModel
+from ios_core.cost.synthetic import SyntheticCostModel
 
 __all__ = ["CostModel", "SyntheticCostModel", "make_cost_model", "COST_KINDS"]
 
@@ -36,7 +36,7 @@ def make_cost_model(kind: str = "synthetic", **options) -> CostModel:
         return SyntheticCostModel(**options)
     if kind == "measured":
         try:
-            from . import measured
+            from ios_core.cost import measured
         except ImportError as e:
             raise RuntimeError(f"the measured cost model is not available: ios_core.cost.measured could not be "
                                f"imported ({e}); it comes with the IOS runtime") from None
@@ -46,7 +46,7 @@ def make_cost_model(kind: str = "synthetic", **options) -> CostModel:
         return factory(**options)
     if kind == "learned":
         try:
-            from .learned import make_learned_cost_model
+            from ios_core.cost.learned import make_learned_cost_model
         except ImportError as e:
             raise RuntimeError(f"the learned cost model needs lightgbm ({e}); install ios-bench[learned]") from None
         return make_learned_cost_model(**options)

@@ -7,9 +7,9 @@ a path ending in ``.sqlite`` or ``.db`` names the database file, anything else a
 that holds ``profiles.sqlite``. An explicit ``path`` argument wins over both.
 
 Rows are keyed by the device fingerprint (CPU model, logical core count, torch and numpy
-versions, machine, the spin/wait environment of ``ios_core.threads``; on CUDA also the GPU's
+versions, machine, the spin/wait environment of ``ios_core.measurement.threads``; on CUDA also the GPU's
 name, compute capability, driver, CUDA runtime, cuDNN version and SM clock,
-``ios_core.gpu.fingerprint``), the batch size, the thread budget, the measurement method
+``ios_core.measurement.gpu.fingerprint``), the batch size, the thread budget, the measurement method
 (protocol, mode, provider and the provider library's version) and a canonical stage signature
 (operator parameters and input shapes, never node names). The database runs in WAL mode with a
 busy timeout, so two processes optimizing at once both read and write it safely (writes are
@@ -28,7 +28,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from ..ir import Node, Sequential
+from ios_core.ir import Node, Sequential
 
 ENV_VAR = "IOS_BENCH_CACHE"
 DB_NAME = "profiles.sqlite"
@@ -95,8 +95,8 @@ def library_version(dist: str) -> str | None:
 
 def measurement_environment() -> dict:
     """What of this process's environment changes a measurement besides the hardware: the
-    spin/wait policy and the OpenMP variables actually set (``ios_core.threads``)."""
-    from ..threads import environment_record
+    spin/wait policy and the OpenMP variables actually set (``ios_core.measurement.threads``)."""
+    from ios_core.measurement.threads import environment_record
 
     rec = environment_record()
     return {"spin_policy": rec["spin_policy"],
@@ -120,7 +120,7 @@ def _fingerprint(device: str, environment: str) -> tuple[str, str]:
         # the GPU's name, driver, CUDA runtime, cuDNN and clock setting (locked clock or application
         # clock: a different setting gives different latencies, a different key); never the
         # instantaneous SM clock, which moves between idle and boost
-        from ..gpu import clock_setting, fingerprint
+        from ios_core.measurement.gpu import clock_setting, fingerprint
 
         fp = fingerprint(int(device.split(":")[1]) if ":" in device else 0)
         parts["gpu"] = {**{k: fp.get(k) for k in ("name", "compute_capability", "driver", "cuda_runtime", "cudnn")},
@@ -210,7 +210,7 @@ class ProfileCache:
 
     def get(self, batch_size: int, threads: int, method: str, signature: str) -> float | None:
         """A stored stage latency; None where there is none, or where it was measured on a disturbed
-        machine (``ios_core.interference``: a search never reuses such a row, it measures again)."""
+        machine (``ios_core.measurement.interference``: a search never reuses such a row, it measures again)."""
         row = self._retry(lambda: self._conn.execute(
             "SELECT latency_ms, disturbed FROM stage_latency WHERE device=? AND batch_size=? AND threads=? "
             "AND method=? AND signature=?", (self.device, batch_size, threads, method, signature)).fetchone())

@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 
-from ..ir import Node, leaf_nodes
-from ..ir.visitor import OPERATOR_TYPES
+from ios_core.ir import Node, leaf_nodes
+from ios_core.ir.visitor import OPERATOR_TYPES
 
 F32 = 4
 # Every operator type the IR computes (ios_core.ir.visitor.OPERATOR_TYPES, from NODE_TYPES); a

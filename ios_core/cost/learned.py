@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..threads import resolve_threads
-from .cache import stage_signature
-from .features import ROOF_NAMES, Featurizer, feature_names, roof_terms
+from ios_core.cost.cache import stage_signature
+from ios_core.cost.features import ROOF_NAMES, Featurizer, feature_names, roof_terms
+from ios_core.measurement.threads import resolve_threads
 
 FORMAT = "ios-bench-learned-cost/2"
 TARGET = "log(latency_ms) - log_roof_ms"
@@ -46,7 +46,7 @@ def peak_key(provider: str, threads: int) -> str:
 def default_model_path() -> Path:
     """Where ``ios-bench ops fit`` writes and the learned cost model reads by default: beside the
     profile database (``IOS_BENCH_CACHE`` moves both)."""
-    from .cache import default_path
+    from ios_core.cost.cache import default_path
 
     return default_path().parent / "learned_cost.json"
 
@@ -186,7 +186,7 @@ class LearnedCostModel:
 
     def measurer(self):
         if self._measurer is None:
-            from .measured import make_measured_cost_model
+            from ios_core.cost.measured import make_measured_cost_model
 
             opts = dict(self._measured_options)
             opts.setdefault("mode", "stage")  # the quantity the predictor learned: the stage alone

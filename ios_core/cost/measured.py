@@ -10,7 +10,7 @@ so re-optimizing, another batch size or another model with the same operators re
 
 On ``device="cuda"`` each stage is planned and run as its own CUDA program (the CUDA
 executor, one stream per group) and timed with CUDA events; the database key then names the
-GPU, driver, CUDA, cuDNN and SM clock (``ios_core.gpu.fingerprint``). Not run on a GPU in
+GPU, driver, CUDA, cuDNN and SM clock (``ios_core.measurement.gpu.fingerprint``). Not run on a GPU in
 this project's development.
 
 Modes
@@ -52,15 +52,15 @@ import time
 
 import torch
 
-from ..interference import CanaryReference, Window, WindowSet
-from ..ir import Node, leaf_nodes
-from ..measure import Measurement, measure
-from ..optimizer.stage import Stage
-from ..runtime import providers as _providers
-from ..runtime.factory import build_program
-from ..runtime.pool import assign_groups, shared_pool, split_threads
-from ..threads import resolve_threads
-from .cache import ProfileCache, library_version, stage_signature
+from ios_core.cost.cache import ProfileCache, library_version, stage_signature
+from ios_core.ir import Node, leaf_nodes
+from ios_core.measurement.interference import CanaryReference, Window, WindowSet
+from ios_core.measurement.measure import Measurement, measure
+from ios_core.measurement.threads import resolve_threads
+from ios_core.optimizer.stage import Stage
+from ios_core.runtime import providers as _providers
+from ios_core.runtime.factory import build_program
+from ios_core.runtime.pool import assign_groups, shared_pool, split_threads
 
 DISTURBED_RETRIES = 2  # a stage measured on a disturbed machine is measured again at most this often
 # what a stage that cannot be built or timed on the GPU costs: finite (the search's comparisons need
@@ -70,7 +70,7 @@ UNRUNNABLE_MS = 1e9
 
 def _stage_groups(stage: Stage) -> list[list[Node]]:
     if stage.kind == "merge":
-        from ..optimizer.merge import merge_convs
+        from ios_core.optimizer.merge import merge_convs
 
         convs = [g[0] for g in stage.groups]
         return [[merge_convs(convs, "merged_" + "_".join(c.name for c in convs))]]
@@ -111,12 +111,12 @@ class MeasuredCostModel:
                  cuda_graph: bool | None = None, canary_every: int = 64, nvml=None):
         self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
         if device.startswith("cuda") and backend is None:
-            from ..gpu import cuda_missing
+            from ios_core.measurement.gpu import cuda_missing
 
             missing = cuda_missing()
             if missing is not None:
                 raise RuntimeError(f"the measured cost model cannot time stages on {device}: {missing}")
-            from ..runtime.cuda_device import CupyDevice
+            from ios_core.runtime.cuda_device import CupyDevice
 
             self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
         elif device != "cpu" and not device.startswith("cuda"):
@@ -172,7 +172,7 @@ class MeasuredCostModel:
         self._windows = WindowSet(gpu=0, nvml=nvml, canary_every=canary_every) if self._gpu is not None else None
         self._weights = None  # random weights shared by every stage program (drawn once per graph)
         if self._gpu is not None:
-            from ..runtime.cuda import RandomWeights
+            from ios_core.runtime.cuda import RandomWeights
 
             self._weights = RandomWeights(self.seed)
         self.failures: dict[str, str] = {}  # stage signature -> why it could not be timed (cuda)
@@ -219,7 +219,7 @@ class MeasuredCostModel:
                "disturbed_remeasured": self.disturbed,
                "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0}
         if self._gpu is not None:
-            from ..gpu import nvml_sessions_opened
+            from ios_core.measurement.gpu import nvml_sessions_opened
 
             timed = max(self.measured, 1)
             out.update({"build_seconds": round(self._build.wall, 4), "timed_seconds": round(self._timed.wall, 4),
@@ -286,8 +286,8 @@ class MeasuredCostModel:
         of a search, so it never hands over, silently, a schedule slower than sequential."""
         if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
             return None
-        from ..ir import Graph
-        from ..runtime import make_runtime
+        from ios_core.ir import Graph
+        from ios_core.runtime import make_runtime
 
         def ready(g):
             if g.has_weights:
@@ -357,7 +357,7 @@ class MeasuredCostModel:
     def _latency_gpu(self, key: tuple, sig: str, desc: str, build) -> float:
         """A stage's latency on the GPU. The disturbance rule is kept at a cost of microseconds per
         stage: one window per stage (other processes on the GPU through one NVML session, the
-        process tree read once: :class:`~ios_core.interference.WindowSet`), a canary every
+        process tree read once: :class:`~ios_core.measurement.interference.WindowSet`), a canary every
         ``canary_every`` stages whose condemned groups are measured again, weights drawn once per
         graph. A stage that cannot be built or timed (a GPU gone, a kernel cuDNN has no engine
         for) costs :data:`UNRUNNABLE_MS`, with the reason in ``failures``: the search goes on
@@ -540,8 +540,8 @@ class MeasuredCostModel:
         group), timed with CUDA events on stream 0 by the one measurement function."""
         import numpy as np
 
-        from ..runtime.cuda import CudaProgram
-        from ..runtime.passes import make_plan
+        from ios_core.runtime.cuda import CudaProgram
+        from ios_core.runtime.passes import make_plan
 
         t0 = _now()
         externals = _externals(groups)

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ..ir import Conv, Node, leaf_nodes
+from ios_core.ir import Conv, Node, leaf_nodes
 
 
 class SyntheticCostModel:

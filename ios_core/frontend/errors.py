@@ -1,6 +1,6 @@
 """The refusal every importer raises: one line, naming what the IR cannot represent."""
 
-from ..ir.errors import GraphError
+from ios_core.ir.errors import GraphError
 
 
 class UnsupportedModel(GraphError):

@@ -38,7 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import (
+from ios_core.frontend.errors import UnsupportedModel
+from ios_core.frontend.onnx_file import _first_line, _load_external_data, _read, _validate
+from ios_core.ir import (
     Activation,
     Affine,
     Block,
@@ -57,9 +59,7 @@ from ..ir import (
     Value,
     whole,
 )
-from ..ir.rewrite import IMPORT_PASSES, cut_blocks, run_passes
-from .errors import UnsupportedModel
-from .onnx_file import _first_line, _load_external_data, _read, _validate
+from ios_core.ir.rewrite import IMPORT_PASSES, cut_blocks, run_passes
 
 # ONNX operator types mapped onto IR operators (or channel slices) when they act on activations.
 MAPPED = frozenset({

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UnsupportedModel
+from ios_core.frontend.errors import UnsupportedModel
 
 # A protobuf message cannot exceed 2 GiB: larger weights live in external data files.
 _PROTOBUF_LIMIT = 2 ** 31 - 1
@@ -132,7 +132,7 @@ def _load_external_data(model, origin: str | None, name: str) -> None:
                                f"file; load the model from its .onnx file")
     # Tensors may share one file (or overlap in it): what is read is bounded by what the tensors
     # declare, checked against the machine's memory before any byte is read.
-    from ..ir.fields import memory_bytes
+    from ios_core.ir.fields import memory_bytes
 
     total = sum(_tensor_nbytes(t) or 0 for t in external)
     memory = memory_bytes()

@@ -1,10 +1,10 @@
 """The IOS graph IR: nodes with channel-slice inputs, blocks, graphs, JSON, validation."""
 
-from .activations import ACTIVATION_KINDS, PARAM_ACTIVATIONS, ActivationKind, ActivationMap, activation_maps
-from .builder import GraphBuilder, as_inputs, whole
-from .errors import GraphError
-from .graph import Block, Graph, Stages, atomic_write_text
-from .nodes import (
+from ios_core.ir.activations import ACTIVATION_KINDS, PARAM_ACTIVATIONS, ActivationKind, ActivationMap, activation_maps
+from ios_core.ir.builder import GraphBuilder, as_inputs, whole
+from ios_core.ir.errors import GraphError
+from ios_core.ir.graph import Block, Graph, Stages, atomic_write_text
+from ios_core.ir.nodes import (
                     ACTIVATIONS,
                     FUSED_ACTIVATIONS,
                     NODE_TYPES,
@@ -24,8 +24,8 @@ from .nodes import (
                     Shuffle,
                     leaf_nodes,
 )
-from .value import ChannelRange, Inputs, Value
-from .visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
+from ios_core.ir.value import ChannelRange, Inputs, Value
+from ios_core.ir.visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
 
 __all__ = [
     "ACTIVATION_KINDS", "ACTIVATIONS", "ActivationKind", "ActivationMap", "IR_ALIASES", "PARAM_ACTIVATIONS",

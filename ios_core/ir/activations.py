@@ -71,7 +71,7 @@ class ActivationMap(dict):
 
     def required(self) -> tuple[str, ...]:
         """The kinds this table must map: every kind, or the fusable ones for a fused-only table."""
-        from . import activations as facts  # read at call time: a test may add a kind
+        from ios_core.ir import activations as facts  # read at call time: a test may add a kind
 
         return tuple(n for n, k in facts.ACTIVATION_KINDS.items() if k.fusable or not self.fused_only)
 
@@ -79,7 +79,7 @@ class ActivationMap(dict):
         return [k for k in self.required() if not dict.__contains__(self, k)]
 
     def unknown(self) -> list[str]:
-        from . import activations as facts
+        from ios_core.ir import activations as facts
 
         return [k for k in self if k not in facts.ACTIVATION_KINDS]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .graph import Block, Graph
-from .nodes import (
+from ios_core.ir.graph import Block, Graph
+from ios_core.ir.nodes import (
     Activation,
     Affine,
     Conv,
@@ -32,7 +32,7 @@ from .nodes import (
     Sequential,
     Shuffle,
 )
-from .value import Inputs, Value
+from ios_core.ir.value import Inputs, Value
 
 
 def as_inputs(inputs) -> Inputs:

@@ -14,7 +14,7 @@ import math
 import os
 from pathlib import Path
 
-from .errors import GraphError
+from ios_core.ir.errors import GraphError
 
 # A graph file larger than this is refused before it is read (the largest zoo schedule is ~2 MB).
 MAX_FILE_BYTES = 64 * 2**20

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write, atomic_write_text
-from . import fields
-from .errors import GraphError
-from .nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
-from .rewrite import consumers_of, live_nodes, rewrite_uses
+from ios_core.atomic import atomic_write, atomic_write_text
+from ios_core.ir import fields
+from ios_core.ir.errors import GraphError
+from ios_core.ir.nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
+from ios_core.ir.rewrite import consumers_of, live_nodes, rewrite_uses
 
 # A schedule of one block: stages run one after another; the groups of a stage run
 # concurrently; the operators (names) of a group run in order.

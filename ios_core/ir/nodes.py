@@ -15,10 +15,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import fields
-from .activations import ACTIVATIONS, FUSED_ACTIVATIONS
-from .errors import GraphError
-from .value import Inputs, Value
+from ios_core.ir import fields
+from ios_core.ir.activations import ACTIVATIONS, FUSED_ACTIVATIONS
+from ios_core.ir.errors import GraphError
+from ios_core.ir.value import Inputs, Value
 
 # Activation kinds are declared in .activations: parameterless ones may be fused into a conv,
 # linear or affine node (``act``); those with parameters exist only as ``activation`` nodes.

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .nodes import FUSED_ACTIVATIONS, Activation, Affine, Conv, Element, Linear, Node, leaf_nodes
-from .value import Value
+from ios_core.ir.nodes import FUSED_ACTIVATIONS, Activation, Affine, Conv, Element, Linear, Node, leaf_nodes
+from ios_core.ir.value import Value
 
 
 # ---- primitives -------------------------------------------------------------------------------------

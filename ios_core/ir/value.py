@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .nodes import Node
+    from ios_core.ir.nodes import Node
 
 
 class ChannelRange:

@@ -3,8 +3,18 @@ and the ONNX exporter. ``ios_core`` code (the oracle, the runtime's planner and 
 providers) and the adapters all use these; see docs/adapters.md ("One walk").
 """
 
-from .compose import Composition, Primitives, Slice, Term, compose, composition, evaluate, evaluate_term, reader
-from .walk import SUPPORTED_TYPES, check_supported, lower, lower_nodes, schedulable_nodes
+from ios_core.lowering.compose import (
+           Composition,
+           Primitives,
+           Slice,
+           Term,
+           compose,
+           composition,
+           evaluate,
+           evaluate_term,
+           reader,
+)
+from ios_core.lowering.walk import SUPPORTED_TYPES, check_supported, lower, lower_nodes, schedulable_nodes
 
 __all__ = ["SUPPORTED_TYPES", "Composition", "Primitives", "Slice", "Term", "check_supported", "compose",
            "composition", "evaluate", "evaluate_term", "lower", "lower_nodes", "reader", "schedulable_nodes"]

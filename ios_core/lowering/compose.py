@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import Node, Value
+from ios_core.ir import Node, Value
 
 # A channel slice of a composed input is an IR value (``ios_core.ir.Value``: ``source``,
 # ``begin``, ``end``, ``channels``, ``whole``): one type for "a channel range of a value".

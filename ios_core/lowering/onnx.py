@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import ActivationMap, Graph, Node, OpVisitor, leaf_nodes
-from .compose import Primitives
-from .walk import check_supported, lower, lower_nodes
+from ios_core.ir import ActivationMap, Graph, Node, OpVisitor, leaf_nodes
+from ios_core.lowering.compose import Primitives
+from ios_core.lowering.walk import check_supported, lower, lower_nodes
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13  # Slice/Reshape/Unsqueeze with tensor inputs, Gemm without broadcast quirks

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..ir import NODE_TYPES, Graph, Node, leaf_nodes
-from .compose import Primitives, compose
+from ios_core.ir import NODE_TYPES, Graph, Node, leaf_nodes
+from ios_core.lowering.compose import Primitives, compose
 
 # Node types every converter handles: every type of the IR but the input placeholder.
 SUPPORTED_TYPES = tuple(t for t in NODE_TYPES if t != "placeholder")

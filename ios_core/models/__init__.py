@@ -1,6 +1,6 @@
 """The model zoo: ``names()`` and ``get(name, **options)``."""
 
-from . import (  # noqa: F401  (registers the builders)
+from ios_core.models import (  # noqa: F401  (registers the builders)
     alexnet,
     inception_v3,
     nasnet,
@@ -10,6 +10,6 @@ from . import (  # noqa: F401  (registers the builders)
     squeezenet,
     vgg,
 )
-from .registry import UnknownModel, describe, get, names, register
+from ios_core.models.registry import UnknownModel, describe, get, names, register
 
 __all__ = ["UnknownModel", "describe", "get", "names", "register"]

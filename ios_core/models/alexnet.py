@@ -8,8 +8,8 @@ inference no-op.
 Blocks: conv1 + pool, conv2 + pool, conv3-5 + pool, the classifier (flatten, three linear).
 """
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 
 @register("alexnet", "AlexNet (torchvision), 224x224")

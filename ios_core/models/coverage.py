@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from ..ir import FUSED_ACTIVATIONS, Graph, GraphBuilder, Value
+from ios_core.ir import FUSED_ACTIVATIONS, Graph, GraphBuilder, Value
 
 PARAM_ACTS = (("leaky_relu", 0.1, 0.0), ("hardsigmoid", 0.2, 0.5), ("clip", -0.5, 0.7))
 

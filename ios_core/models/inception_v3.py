@@ -16,8 +16,8 @@ layer (the reference stops at the pool).
 spatial size stays positive); the zoo's fast tests use it.
 """
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 
 def _stem(b: GraphBuilder, x):

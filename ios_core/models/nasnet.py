@@ -31,8 +31,8 @@ classifier (ReLU, global average pool, linear 4032 -> 1000).
 
 from __future__ import annotations
 
-from ..ir import GraphBuilder, Value
-from .registry import register
+from ios_core.ir import GraphBuilder, Value
+from ios_core.models.registry import register
 
 
 def _relu_conv(b: GraphBuilder, x, out_channels: int, stride: int = 1):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 STAGES = ((16, 1), (32, 2), (32, 4), (32, 8))  # (nodes, channel multiplier of C)
 

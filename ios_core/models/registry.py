@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir import Graph
+from ios_core.ir import Graph
 
 _BUILDERS: dict[str, Callable[..., Graph]] = {}
 _INFO: dict[str, str] = {}

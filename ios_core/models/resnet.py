@@ -10,8 +10,8 @@ average pool and the linear layer). The residual sum and its ReLU are one ``relu
 single input term sums the branch and the shortcut, as the IR's terms allow.
 """
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 
 def _basic(b: GraphBuilder, x, channels: int, stride: int):

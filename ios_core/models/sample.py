@@ -1,7 +1,7 @@
 """The sample network of the reference IOS README: one block of four convolutions."""
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 
 @register("sample", "IOS README sample: 4 convs on a 375x15x15 input")

@@ -4,8 +4,8 @@ Blocks: the stem, one block per fire module (squeeze, then the two expand convol
 parallel, concatenated), and the classifier (dropout is an inference no-op).
 """
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 
 def fire(b: GraphBuilder, x, squeeze: int, expand: int):

@@ -10,8 +10,8 @@ Blocks: one block per convolution stage (its convolutions and the max pool), the
 classifier (flatten and three linear layers).
 """
 
-from ..ir import GraphBuilder
-from .registry import register
+from ios_core.ir import GraphBuilder
+from ios_core.models.registry import register
 
 CONFIGS = {
     "vgg11": (1, 1, 2, 2, 2),

@@ -8,8 +8,8 @@
     print(result.stats.summary())
 """
 
-from .merge import can_merge, merge_convs, merge_offsets
-from .optimize import (
+from ios_core.optimizer.merge import can_merge, merge_convs, merge_offsets
+from ios_core.optimizer.optimize import (
     DEFAULT_MAX_PART_SIZE,
     STRATEGIES,
     OptimizeResult,
@@ -20,7 +20,7 @@ from .optimize import (
     schedule,
     schedule_cost,
 )
-from .stage import Schedule, Stage
+from ios_core.optimizer.stage import Schedule, Stage
 
 __all__ = ["DEFAULT_MAX_PART_SIZE", "STRATEGIES", "OptimizeResult", "OptimizeStats", "Schedule", "Stage",
            "StageCoster", "can_merge", "copy_graph", "merge_convs", "merge_offsets", "optimize", "schedule",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Conv, Node
+from ios_core.ir import Conv, Node
 
 
 def _merged_geometry(convs: list[Conv]) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]] | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..ir import Block, Graph, GraphError, Node, Value, leaf_nodes
-from .dp import PartSearch, count_states, descendants, iter_bits
-from .merge import can_merge, merge_convs, merge_key, merge_offsets
-from .stage import Schedule, Stage
+from ios_core.ir import Block, Graph, GraphError, Node, Value, leaf_nodes
+from ios_core.optimizer.dp import PartSearch, count_states, descendants, iter_bits
+from ios_core.optimizer.merge import can_merge, merge_convs, merge_key, merge_offsets
+from ios_core.optimizer.stage import Schedule, Stage
 
 # The one list of strategies (the CLI's choices, the sweep's schedules, the benchmarks).
 STRATEGIES = ("sequential", "greedy", "merge", "parallel", "both")

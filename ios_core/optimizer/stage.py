@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..ir import Graph, GraphError, Node
+from ios_core.ir import Graph, GraphError, Node
 
 STAGE_KINDS = ("parallel", "merge")
 

@@ -20,13 +20,13 @@ a runtime on ONNX Runtime or OpenVINO kernels keeps its values in numpy arrays (
 See docs/runtime.md.
 """
 
-from .base import RuntimeProtocol
-from .factory import build_program, make_runtime
-from .passes import make_plan
-from .plan import Buffer, Piece, RuntimePlan, Step, ValueRef
-from .pool import WorkerPool, shared_pool, split_threads
-from .program import Program, graph_stages
-from .runtime import PROVIDERS, Runtime
+from ios_core.runtime.base import RuntimeProtocol
+from ios_core.runtime.factory import build_program, make_runtime
+from ios_core.runtime.passes import make_plan
+from ios_core.runtime.plan import Buffer, Piece, RuntimePlan, Step, ValueRef
+from ios_core.runtime.pool import WorkerPool, shared_pool, split_threads
+from ios_core.runtime.program import Program, graph_stages
+from ios_core.runtime.runtime import PROVIDERS, Runtime
 
 __all__ = ["PROVIDERS", "Buffer", "Piece", "RuntimePlan", "Program", "Runtime", "RuntimeProtocol", "Step", "ValueRef",
            "WorkerPool", "build_program", "emit", "graph_stages", "make_plan", "make_runtime", "shared_pool",
@@ -35,7 +35,7 @@ __all__ = ["PROVIDERS", "Buffer", "Piece", "RuntimePlan", "Program", "Runtime", 
 
 def __getattr__(name: str):
     if name == "emit":  # torch closures: torch is imported only when they are asked for
-        from .emit_torch import emit
+        from ios_core.runtime.emit_torch import emit
 
         return emit
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,15 +9,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..ir import Graph
-from ..measure import Measurement
+from ios_core.ir import Graph
+from ios_core.measurement.measure import Measurement
 
 
 @runtime_checkable
 class RuntimeProtocol(Protocol):
     """Plan once, run many. ``prepare(x)`` checks and places an input, ``execute(prepared)``
     runs on it (asynchronously on a GPU), ``run(x)`` does both and returns the output as a numpy
-    array, ``measure(...)`` times it with :func:`ios_core.measure.measure`."""
+    array, ``measure(...)`` times it with :func:`ios_core.measurement.measure.measure`."""
 
     graph: Graph
     batch_size: int

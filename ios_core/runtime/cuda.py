@@ -48,13 +48,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import NODE_TYPES, OpVisitor
-from .base import check_graph, check_input
-from .cuda_kernels import ACT_CODES
-from .passes import make_plan
-from .plan import CONCAT, F32, RuntimePlan, ValueRef
-from .program import graph_stages
-from .streams import JOIN, START, Region, StreamTask, bind, plan_streams
+from ios_core.ir import NODE_TYPES, OpVisitor
+from ios_core.runtime.base import check_graph, check_input
+from ios_core.runtime.cuda_kernels import ACT_CODES
+from ios_core.runtime.passes import make_plan
+from ios_core.runtime.plan import CONCAT, F32, RuntimePlan, ValueRef
+from ios_core.runtime.program import graph_stages
+from ios_core.runtime.streams import JOIN, START, Region, StreamTask, bind, plan_streams
 
 ARENA, INPUT, SCRATCH0 = 0, 1, 2  # storage ids for the stream plan (scratch: one per stream)
 ALIGNMENT = 16  # bytes: every pointer handed to cuDNN (its tensors are declared 16-byte aligned)
@@ -328,7 +328,7 @@ class CudaLaunchers(OpVisitor):
 def _seq(fns):
     """One closure running ``fns`` in order; the kernel kinds they declare (``fn.kinds``, read
     by a device's launcher, e.g. to know what a first launch initializes) are kept."""
-    from .program import seq
+    from ios_core.runtime.program import seq
 
     fns = [f for f in fns if f is not None]
     run = seq(fns)
@@ -355,8 +355,8 @@ class CudaRuntime:
         if ignored:
             raise ValueError(f"options {ignored} apply to the CPU runtime only")
         if backend is None:
-            from ..gpu import cuda_missing
-            from .cuda_device import CupyDevice
+            from ios_core.measurement.gpu import cuda_missing
+            from ios_core.runtime.cuda_device import CupyDevice
 
             missing = cuda_missing()
             if missing is not None:
@@ -403,8 +403,8 @@ class CudaRuntime:
 
     def measure(self, warmup: int = 3, number: int = 1, repeat: int = 10, min_sample_ms: float | None = None,
                 profile_stages: bool = False, x: np.ndarray | None = None):
-        from ..measure import measure
-        from ..reference import random_input
+        from ios_core.measurement.measure import measure
+        from ios_core.reference import random_input
 
         if profile_stages:
             raise NotImplementedError("per-stage times on CUDA: the measured cost model times each stage as its own "

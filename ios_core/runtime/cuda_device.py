@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from .cuda_kernels import (
+from ios_core.runtime.cuda_kernels import (
     CUDNN_FUSED_ACTS,
     EXCLUDED_NOTES,
     MAP_ADD,
@@ -110,7 +110,7 @@ class CupyDevice:
         self.device.synchronize()
 
     def timer(self, stream):
-        from ..gpu import CudaEventTimer
+        from ios_core.measurement.gpu import CudaEventTimer
 
         return CudaEventTimer(stream)
 

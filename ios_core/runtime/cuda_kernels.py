@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import ActivationMap
+from ios_core.ir import ActivationMap
 
 # IR activation kind (ios_core.ir.activations) -> the code ``ios_act`` in CUDA_SOURCE switches on
 # (alpha/beta parametrize the kinds that read them)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ..ir import Node
-from . import providers as _providers
-from .passes import make_plan
-from .plan import Piece, RuntimePlan
-from .program import PieceIO, Program, emit_pieces
-from .tensors import for_provider
+from ios_core.ir import Node
+from ios_core.runtime import providers as _providers
+from ios_core.runtime.passes import make_plan
+from ios_core.runtime.plan import Piece, RuntimePlan
+from ios_core.runtime.program import PieceIO, Program, emit_pieces
+from ios_core.runtime.tensors import for_provider
 
 ARENA_KINDS = ("concat", "value")
 

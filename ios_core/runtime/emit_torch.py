@@ -18,12 +18,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import kernels
-from ..ir import ActivationMap, Node, OpVisitor
-from ..lowering import Primitives, evaluate
-from .passes import make_plan
-from .plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
-from .program import GroupTask, Program, Storage, assemble, seq
+from ios_core import kernels
+from ios_core.ir import ActivationMap, Node, OpVisitor
+from ios_core.lowering import Primitives, evaluate
+from ios_core.runtime.passes import make_plan
+from ios_core.runtime.plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
+from ios_core.runtime.program import GroupTask, Program, Storage, assemble, seq
 
 # A fused activation (ios_core.ir.activations, the fusable kinds) as the convolution and linear
 # fast paths apply it: (in place, or None for identity; writing into ``out``, or None for

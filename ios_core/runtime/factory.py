@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import Graph, Node
-from .base import RuntimeProtocol
-from .emit_provider import build_provider_program
-from .program import Program
+from ios_core.ir import Graph, Node
+from ios_core.runtime.base import RuntimeProtocol
+from ios_core.runtime.emit_provider import build_provider_program
+from ios_core.runtime.program import Program
 
 
 def is_cuda(device: str) -> bool:
@@ -29,10 +29,10 @@ def make_runtime(graph: Graph, batch_size: int = 1, device: str = "cpu", threads
     (:class:`~.cuda.CudaRuntime`; options ``cuda_graph``, ``backend``) for ``"cuda"`` or
     ``"cuda:N"``. Unknown devices are a ValueError."""
     if is_cuda(device):
-        from .cuda import CudaRuntime  # imports CuPy lazily, only when a GPU runtime is asked for
+        from ios_core.runtime.cuda import CudaRuntime  # imports CuPy lazily, only when a GPU runtime is asked for
 
         return CudaRuntime(graph, batch_size, device, threads, **options)
-    from .runtime import Runtime
+    from ios_core.runtime.runtime import Runtime
 
     return Runtime(graph, batch_size, device, threads, **options)
 
@@ -46,7 +46,7 @@ def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequenc
     that library (:func:`~.emit_provider.build_provider_program`); ``outputs`` keep their
     values after the run (``Program.output(name)``)."""
     if provider == "torch":
-        from .emit_torch import build_torch_program  # torch only for torch kernels
+        from ios_core.runtime.emit_torch import build_torch_program  # torch only for torch kernels
 
         return build_torch_program(stages, externals, outputs, batch_size, threads, random_weights=random_weights,
                                    max_workers=max_workers, seed=seed, trace=trace)

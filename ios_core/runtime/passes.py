@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import Node, leaf_nodes
-from ..lowering import composition
-from .plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, RuntimePlan, StagePlan, Step, ValueRef
+from ios_core.ir import Node, leaf_nodes
+from ios_core.lowering import composition
+from ios_core.runtime.plan import ALIAS, COMPUTE, CONCAT, INTO, Buffer, Group, RuntimePlan, StagePlan, Step, ValueRef
 
 # Which operators' output may be a view of their input (Node.VIEW: their input's storage must live
 # as long as their output) and which producers may be written into a concatenation's slice

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import ChannelRange, Node, Value
-from ..lowering import Composition
+from ios_core.ir import ChannelRange, Node, Value
+from ios_core.lowering import Composition
 
 F32 = 4
 

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from .tensors import TORCH, Tensors
+from ios_core.runtime.tensors import TORCH, Tensors
 
 PoolTask = tuple[Callable[[], None], int]  # (function, intra-op threads)
 

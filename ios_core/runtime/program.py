@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..ir import Graph, Node, Value
-from ..optimizer.stage import Schedule
-from .plan import F32, Piece, RuntimePlan, ValueRef
-from .pool import assign_groups, shared_pool, split_threads
-from .tensors import TORCH, Tensors
+from ios_core.ir import Graph, Node, Value
+from ios_core.optimizer.stage import Schedule
+from ios_core.runtime.plan import F32, Piece, RuntimePlan, ValueRef
+from ios_core.runtime.pool import assign_groups, shared_pool, split_threads
+from ios_core.runtime.tensors import TORCH, Tensors
 
 Tensor = object  # a torch tensor or a numpy array, as the program's Tensors keep them
 

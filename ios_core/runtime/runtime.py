@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph
-from ..measure import Measurement, measure
-from ..threads import resolve_threads
-from . import providers
-from .base import check_graph, check_input
-from .emit_provider import emit_provider, plan_for_provider
-from .passes import make_plan
-from .plan import RuntimePlan
-from .program import Program, graph_stages
-from .tensors import for_provider, running
+from ios_core.ir import Graph
+from ios_core.measurement.measure import Measurement, measure
+from ios_core.measurement.threads import resolve_threads
+from ios_core.runtime import providers
+from ios_core.runtime.base import check_graph, check_input
+from ios_core.runtime.emit_provider import emit_provider, plan_for_provider
+from ios_core.runtime.passes import make_plan
+from ios_core.runtime.plan import RuntimePlan
+from ios_core.runtime.program import Program, graph_stages
+from ios_core.runtime.tensors import for_provider, running
 
 PROVIDERS = tuple(providers.names())  # kernel providers implemented in this build (the registry's)
 
@@ -63,7 +63,7 @@ class Runtime:
         self.tensors = for_provider(provider)
         self._thread_control = self.tensors.threads() is not None
         if provider == "torch":
-            from .emit_torch import emit
+            from ios_core.runtime.emit_torch import emit
 
             self.plan: RuntimePlan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
@@ -116,10 +116,10 @@ class Runtime:
     # ---- timing ------------------------------------------------------------------------------
     def measure(self, warmup: int = 3, number: int = 1, repeat: int = 10, min_sample_ms: float | None = None,
                 profile_stages: bool = False, x: np.ndarray | None = None) -> Measurement:
-        """Time the whole graph with ``ios_core.measure.measure``; with ``profile_stages`` each
+        """Time the whole graph with ``ios_core.measurement.measure.measure``; with ``profile_stages`` each
         sample also records the time of every stage (``Measurement.stage_ms``, ms per call;
         the clock reads add well under a microsecond per stage)."""
-        from ..inputs import random_input
+        from ios_core.inputs import random_input
 
         t = self.prepare(x if x is not None else random_input(self.graph, self.batch_size))
         env, prog = self.program.env, self.program
@@ -145,7 +145,7 @@ class Runtime:
         and each one's mean time (ms). ``meta["overhead_us_per_op"]``: per sample, the total
         minus the sum of the operator times (the runtime's own dispatch work: the stage loop,
         releases, pool dispatch), median, per operator."""
-        from ..inputs import random_input
+        from ios_core.inputs import random_input
 
         prog = self.program
         names = [name for stage in prog.op_names for name in stage]

@@ -11,11 +11,11 @@ See ``base`` for the protocol and docs/runtime.md ("Kernel providers").
 
 from __future__ import annotations
 
-from .base import Kernel, Piece, Provider, make_piece
-from .onnxruntime import ONNXRUNTIME
-from .openvino import OPENVINO
-from .settings import provider_settings
-from .torch import TORCH
+from ios_core.runtime.providers.base import Kernel, Piece, Provider, make_piece
+from ios_core.runtime.providers.onnxruntime import ONNXRUNTIME
+from ios_core.runtime.providers.openvino import OPENVINO
+from ios_core.runtime.providers.settings import provider_settings
+from ios_core.runtime.providers.torch import TORCH
 
 _PROVIDERS: dict[str, Provider] = {p.name: p for p in (TORCH, ONNXRUNTIME, OPENVINO)}
 DEFAULT = "torch"

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...deps import import_problem
-from ...ir import Node, leaf_nodes
-from ..plan import Piece
+from ios_core.deps import import_problem
+from ios_core.ir import Node, leaf_nodes
+from ios_core.runtime.plan import Piece
 
 
 def shapes(nodes: Sequence[Node], batch_size: int) -> list[tuple[int, ...]]:

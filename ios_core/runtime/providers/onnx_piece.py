@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Node
-from ...lowering.onnx import DEFAULT_OPSET, export_nodes
+from ios_core.ir import Node
+from ios_core.lowering.onnx import DEFAULT_OPSET, export_nodes
 
 __all__ = ["DEFAULT_OPSET", "export_piece"]
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .base import Kernel, Piece, Provider
-from .onnx_piece import DEFAULT_OPSET, export_piece
-from .settings import provider_settings
+from ios_core.runtime.providers.base import Kernel, Piece, Provider
+from ios_core.runtime.providers.onnx_piece import DEFAULT_OPSET, export_piece
+from ios_core.runtime.providers.settings import provider_settings
 
 
 def session_options(threads: int):

@@ -3,7 +3,7 @@
 Every piece is compiled fairly and explicitly, as a careful user would configure the library
 for the whole graph: float32, the piece's intra-op thread share, one inter-op thread (the IOS
 runtime does the inter-operator parallelism itself), operators in sequence, every graph
-optimization on. The spin-wait policy comes from ``ios_core.threads`` (the project's thread
+optimization on. The spin-wait policy comes from ``ios_core.measurement.threads`` (the project's thread
 and spin environment policy) when it states one; otherwise each library keeps its default
 (ONNX Runtime spins its intra-op pool between parallel sections).
 
@@ -17,12 +17,12 @@ pools left spinning 881, spinning stopped after each run 207, no spinning 48.
 
 from __future__ import annotations
 
-from ... import threads as _threads
+from ios_core.measurement import threads as _threads
 
 
 def ort_spin_entries() -> dict[str, str]:
     """ONNX Runtime's spin settings under the project's spin policy
-    (``ios_core.threads.ort_session_config``; none, i.e. ORT's default, where it is absent)."""
+    (``ios_core.measurement.threads.ort_session_config``; none, i.e. ORT's default, where it is absent)."""
     policy = getattr(_threads, "ort_session_config", None)
     return dict(policy()) if callable(policy) else {}
 

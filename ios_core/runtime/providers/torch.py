@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .base import Kernel, Piece, Provider
-from .settings import provider_settings
+from ios_core.runtime.providers.base import Kernel, Piece, Provider
+from ios_core.runtime.providers.settings import provider_settings
 
 
 class TorchKernel(Kernel):
@@ -53,7 +53,7 @@ class TorchProvider(Provider):
         return torch.__version__
 
     def _compile(self, piece, batch_size, threads, random_weights, seed):
-        from ..emit_torch import build_torch_program
+        from ios_core.runtime.emit_torch import build_torch_program
 
         prog = build_torch_program([[piece.nodes]], piece.inputs, piece.outputs, batch_size, threads,
                                    random_weights=random_weights, max_workers=1, seed=seed)

@@ -1,0 +1,453 @@
+"""What a sweep will cost before it runs: its duration, and each cell's memory. Both are
+**estimates**, printed and recorded as such.
+
+One stated model serves both; its constants (:data:`STATED`) are replaced by what earlier runs
+on this machine measured wherever such runs exist (:func:`learn`):
+
+* **A round of a cell** takes ``fixed + warmup * latency + repeat * max(latency, min_sample)``
+  seconds: ``fixed`` is a fresh worker's start, its framework's import and the build, the rest the
+  timed loop (a sample lasts at least ``min_sample_ms``: the worker raises the runs per sample).
+  ``latency`` comes, in this order, from an earlier record of the same model, batch and framework;
+  from one at another batch size, scaled by the batch; from the framework's rate (multiply-
+  accumulates per second) over its earlier records; from the stated rate.
+* **A cell** is ``rounds`` rounds (``auto``: its minimum, so the estimate is a lower bound then).
+  Each (model, batch, device, provider) adds one schedule search, each (model, batch) one
+  reference output.
+* **A cell's memory** is ``base + copies * weights + activation_factor * activations * batch``:
+  ``activations`` is the per-image activation footprint the oracle's plan computes
+  (:func:`ios_core.reference.activation_bytes`), ``base`` a process with its framework loaded,
+  learned per framework from earlier records' peak resident memory.
+
+"Earlier runs" are the run folders beside the sweep's own (``runs/*``), and the sweep's own on
+``--resume``, whose ``env.json`` names this machine's CPU model and core count.
+
+Where no earlier run measured a framework's fixed part, it is **calibrated** in the sweep's first
+seconds (:func:`calibrate`): a fresh interpreter importing what that framework's worker imports
+(the harness's worker and the adapter's libraries), timed, plus the stated build part
+(:data:`STATED` ``build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
+the rounds that finished (their measured time against their estimate).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The stated model (docs/harness.md, "Before a sweep starts"): what is assumed where no earlier
+# run on this machine measured it. Rates are multiply-accumulates per second on all the cores
+# of a 2-core machine; memory in MiB.
+STATED = {
+    "fixed_s": {"tensorflow": 8.0, "tvm": 6.0, "tvm-tuned": 6.0, "openvino": 3.0, "default": 3.0},
+    "gmacs_per_s": {"default": 60.0},
+    "optimize_s_per_op": 0.5,  # a schedule search: per operator of the model ...
+    "optimize_latencies": 100,  # ... plus about this many sequential latencies of stage timing
+    "reference_fixed_s": 3.0,
+    "base_mib": {"tensorflow": 900.0, "tvm": 600.0, "tvm-tuned": 600.0, "default": 450.0},
+    "weight_copies": 2.0,  # the loaded weights and the framework's own copy
+    "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
+    "canary_s": 0.05,
+    # the part of a round's fixed cost a calibration does not time (the build and the output checks)
+    "build_s": {"torch-compile": 4.0, "tensorflow-xla": 2.5, "tensorflow": 1.0, "tvm": 4.0, "tvm-tuned": 4.0,
+                "jax-xla": 1.0, "default": 0.3},
+}
+WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
+MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
+GPU_BASE_MIB = 600.0  # stated: a GPU worker's CUDA context and libraries' workspaces before its own tensors
+
+
+def _stated(name: str, framework: str) -> float:
+    table = STATED[name]
+    return table.get(_base_name(framework), table["default"])
+
+
+def _base_name(framework: str) -> str:
+    """``ios-both[openvino]`` -> ``ios``; peers keep their name."""
+    return "ios" if framework.startswith("ios-") else framework
+
+
+@dataclass
+class History:
+    """What earlier runs on this machine measured: latencies per (model, batch, framework), round
+    overheads and peak memory per framework, schedule searches per (model, batch, provider)."""
+
+    latency_ms: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    fixed_s: dict[str, list[float]] = field(default_factory=dict)
+    peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # (framework, model, batch, MiB)
+    gpu_peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # the same on the GPU (gpu_memory)
+    optimize_s: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+
+    def add(self, rec: dict, run: str | None = None) -> None:
+        if rec.get("status") not in ("ok", "wrong") or not isinstance(rec.get("median_ms"), (int, float)):
+            return
+        if rec.get("scenario"):  # a LoadGen cell's latencies are under load, its rounds LoadGen tests: not a model
+            return
+        key = (rec["model"], int(rec["batch_size"]), rec["framework"])
+        self.latency_ms[key] = float(rec["median_ms"])
+        lat = rec["median_ms"] / 1000
+        for r in rec.get("rounds") or [rec]:
+            wall = r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
+            reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
+            number = r.get("number") or rec.get("number") or 1
+            if isinstance(wall, (int, float)) and isinstance(reps, int):
+                fixed = wall - warm * lat - reps * number * lat
+                if fixed > 0:
+                    self.fixed_s.setdefault(_base_name(rec["framework"]), []).append(fixed)
+        if isinstance(rec.get("peak_rss_mib"), (int, float)):
+            self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
+        gpu = rec.get("gpu_memory") if isinstance(rec.get("gpu_memory"), dict) else {}
+        seen = gpu.get("nvml_process_mib") or gpu.get("allocator_peak_mib")  # NVML's view holds the context too
+        if isinstance(seen, (int, float)):
+            self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
+        if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
+            self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch")] = \
+                float(rec["optimize_seconds"])
+        if run and run not in self.runs:
+            self.runs.append(run)
+
+
+def _span(start, end) -> float | None:
+    try:
+        return (_dt.datetime.fromisoformat(end) - _dt.datetime.fromisoformat(start)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def same_machine(env: dict | None, cpu: dict) -> bool:
+    """Whether a run folder's ``env.json`` was written on a machine like this one (CPU model and
+    usable cores)."""
+    theirs = (env or {}).get("cpu") or {}
+    return (bool(theirs.get("model")) and theirs.get("model") == cpu.get("model")
+            and theirs.get("usable_cores") == cpu.get("usable_cores"))
+
+
+def learn(folders: list[Path], cpu: dict) -> History:
+    """Every finished record of the run folders measured on a machine like this one."""
+    from ios_bench.results import read_records
+
+    hist = History()
+    for folder in folders:
+        try:
+            env = json.loads((folder / "env.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not same_machine(env, cpu) or not (folder / "results.jsonl").is_file():
+            continue
+        for rec in read_records(folder / "results.jsonl", on_problem=lambda m: None):
+            hist.add(rec, folder.name)
+    return hist
+
+
+def earlier_runs(folder: Path) -> list[Path]:
+    """The run folders beside ``folder`` (and ``folder`` itself), newest last."""
+    parent = Path(folder).resolve().parent
+    try:
+        found = [p for p in parent.iterdir() if p.is_dir() and (p / "results.jsonl").is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+@dataclass
+class Model:
+    """The cost model of one sweep: the stated constants, overridden by an earlier run's figures."""
+
+    history: History
+    macs: dict[str, int]  # graph name -> multiply-accumulates per image
+    ops: dict[str, int]  # graph name -> operators
+    warmup: int = 3
+    repeat: int = 10
+    min_sample_ms: float = 0.0
+    sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
+    calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
+
+    def rate(self, framework: str) -> float:
+        """Multiply-accumulates per second of ``framework`` over its earlier records."""
+        got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
+               if fw == framework and m in self.macs and ms > 0]
+        return statistics.median(got) if got else _stated("gmacs_per_s", framework) * 1e9
+
+    def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
+        h = self.history.latency_ms
+        if (model, batch, framework) in h:
+            src, value = "earlier runs", h[(model, batch, framework)] / 1000
+        else:
+            others = sorted(((b, ms) for (m, b, fw), ms in h.items() if m == model and fw == framework),
+                            key=lambda x: abs(x[0] - batch))
+            if others:
+                src, value = "earlier runs (another batch size)", others[0][1] / 1000 * batch / others[0][0]
+            else:
+                from_runs = any(fw == framework for (_, _, fw) in h)
+                src = "earlier runs (the framework's rate)" if from_runs else "stated model"
+                value = self.macs.get(model, 0) * batch / self.rate(framework)
+        if count:
+            self.sources[src] = self.sources.get(src, 0) + 1
+        return value
+
+    def fixed_s(self, framework: str) -> float:
+        """A round's fixed part: earlier runs' where they measured it, else the calibrated start
+        of a worker plus the stated build part, else the stated figure."""
+        got = self.history.fixed_s.get(_base_name(framework))
+        if got:
+            return statistics.median(got)
+        if framework in self.calibrated:
+            return self.calibrated[framework] + _stated("build_s", framework)
+        return _stated("fixed_s", framework)
+
+    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
+        lat = self.latency_s(model, batch, framework, count)
+        sample = max(lat, self.min_sample_ms / 1000)
+        return self.fixed_s(framework) + self.warmup * lat + self.repeat * sample + 2 * STATED["canary_s"]
+
+    def cell_s(self, cell, count: bool = False) -> float:
+        """One round of ``cell`` (a sweep's ``Cell``)."""
+        return self.round_s(cell.model, cell.batch_size, cell.framework, count)
+
+    def optimize_s(self, model: str, batch: int, provider: str) -> float:
+        got = self.history.optimize_s.get((model, batch, provider))
+        if got is not None:
+            return got
+        seq = self.latency_s(model, batch, "ios-sequential" + ("" if provider == "torch" else f"[{provider}]"),
+                             count=False)
+        return (STATED["fixed_s"]["default"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0)
+                + STATED["optimize_latencies"] * seq)
+
+    def reference_s(self, model: str, batch: int) -> float:
+        return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
+
+
+def _base_kind(framework: str) -> str:
+    """What a framework's worker imports: ``ios-both[openvino]`` -> ``ios[openvino]``, ``ios-both``
+    -> ``ios[torch]``; a peer is itself."""
+    if framework.startswith("ios-"):
+        provider = framework.partition("[")[2].rstrip("]") or "torch"
+        return f"ios[{provider}]"
+    return framework
+
+
+def _modules(kind: str) -> list[str]:
+    """The modules a worker of ``kind`` imports for its framework: the adapter's (or the IOS kernel
+    provider's) requirements."""
+    if kind.startswith("ios["):
+        from ios_core.runtime import providers
+
+        return ["adapters.ios", *providers.get(kind[4:-1]).requires]
+    import adapters
+
+    return [type(adapters.get(kind)).__module__, *adapters.get(kind).requires]
+
+
+_START = ("import time; t = time.perf_counter(); import importlib, sys; import ios_bench.running.worker; "
+          "[importlib.import_module(m) for m in sys.argv[1:]]")
+
+
+def start_probe(kind: str, clock=None) -> float:
+    """Seconds a fresh worker of ``kind`` takes to start: an interpreter importing the harness's
+    worker and the framework's modules, timed from outside (what every round pays before it builds)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    clock = clock or time.perf_counter
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"]
+                                               if os.environ.get("PYTHONPATH") else "")}
+    t0 = clock()
+    subprocess.run([sys.executable, "-c", _START, *_modules(kind)], env=env, capture_output=True, timeout=300,
+                   check=True)
+    return clock() - t0
+
+
+def calibrate(frameworks, history: History, probe=start_probe, clock=None, budget_s: float = 10.0) -> dict:
+    """{framework: a fresh worker's measured start, s} for the sweep's frameworks whose fixed part
+    no earlier run measured (one probe per kind of worker: IOS cells on one provider share one),
+    within ``budget_s`` of ``clock`` (what is left keeps the stated figure). A probe that fails
+    leaves its frameworks stated."""
+    import time
+
+    clock = clock or time.perf_counter
+    t0 = clock()
+    kinds: dict[str, list[str]] = {}
+    for fw in dict.fromkeys(frameworks):
+        if not history.fixed_s.get(_base_name(fw)):
+            kinds.setdefault(_base_kind(fw), []).append(fw)
+    out: dict[str, float] = {}
+    for kind, fws in kinds.items():
+        if clock() - t0 > budget_s:
+            break
+        try:
+            seconds = float(probe(kind))
+        except Exception:  # noqa: BLE001 - a framework that cannot start keeps the stated figure
+            continue
+        for fw in fws:
+            out[fw] = seconds
+    return out
+
+
+class Eta:
+    """The remaining time of a sweep, corrected from the rounds that finished: before any, the
+    estimate less the time spent; after, the estimated remainder scaled by how long the finished
+    rounds took against their estimate (``clock``: seconds, injectable)."""
+
+    def __init__(self, estimated_s: float, clock=None):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.total = float(estimated_s)
+        self.start = self.clock()
+        self.done_estimated = 0.0
+        self.done_actual = 0.0
+        self._mark = self.start
+
+    def finished(self, estimated_s: float) -> None:
+        """A round (or a reference, a search) estimated at ``estimated_s`` finished now."""
+        now = self.clock()
+        self.done_estimated += float(estimated_s)
+        self.done_actual = now - self.start
+        self._mark = now
+
+    def ratio(self) -> float | None:
+        """Measured over estimated time of what finished (None before anything did)."""
+        return self.done_actual / self.done_estimated if self.done_estimated > 0 else None
+
+    def remaining(self) -> float:
+        left = max(0.0, self.total - self.done_estimated)
+        r = self.ratio()
+        if r is None:
+            return max(0.0, left - (self.clock() - self.start))
+        return max(0.0, left * r - (self.clock() - self._mark))
+
+
+def min_round_seconds(repeat: int, min_sample_ms: float | None) -> float:
+    """The least time one round of one cell can take: a fresh worker, then ``repeat`` samples of at
+    least ``min_sample_ms`` (the lower bound ``--time-budget`` is checked against)."""
+    return WORKER_START_S + repeat * (min_sample_ms or 0) / 1000
+
+
+def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches: set) -> dict:
+    """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each), plus the
+    reference outputs and schedule searches still to make. Returns {"seconds", "cells",
+    "per_cell", "from"}."""
+    per_cell = {c.key: rounds[c.key] * model.cell_s(c, count=True) for c in cells}
+    total = sum(per_cell.values())
+    total += sum(model.reference_s(m, b) for m, b in todo_refs)
+    total += sum(model.optimize_s(m, b, p) for m, b, p in todo_searches)
+    return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
+
+
+# ---- memory --------------------------------------------------------------------------------
+
+def activation_mib(graph) -> float:
+    """The per-image activation footprint of ``graph`` (the oracle's liveness plan), in MiB."""
+    from ios_core.reference import activation_bytes
+
+    return activation_bytes(graph) / 2**20
+
+
+def cell_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: int, history: History,
+                    acts: dict[str, float] | None = None, weights: dict[str, float] | None = None) -> float:
+    """The estimated peak resident memory of one cell's worker."""
+    copies, factor = STATED["weight_copies"], STATED["activation_factor"]
+    bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.peak
+             if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
+    base = max(statistics.median(bases), 100.0) if bases else _stated("base_mib", framework)
+    return base + copies * weights_mib + factor * act_mib * batch
+
+
+def gpu_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: int, history: History,
+                   acts: dict[str, float] | None = None, weights: dict[str, float] | None = None) -> float:
+    """The estimated peak GPU memory of one cell's worker: the stated model of
+    :func:`cell_memory_mib`, its base learned from earlier cells' ``gpu_memory``."""
+    copies, factor = STATED["weight_copies"], STATED["activation_factor"]
+    bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.gpu_peak
+             if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
+    base = max(statistics.median(bases), 100.0) if bases else GPU_BASE_MIB
+    return base + copies * weights_mib + factor * act_mib * batch
+
+
+def gpu_free_mib(device: int = 0) -> float | None:
+    """The GPU's free memory now (NVML), or None where NVML cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: no GPU check
+        return None
+    try:
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(device)).free / 2**20
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def available_mib() -> float:
+    """Memory a new worker can have now: the machine's available memory, and the cgroup's room
+    below its limit where one is set (cgroup v2), whichever is less."""
+    import psutil
+
+    avail = psutil.virtual_memory().available / 2**20
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if limit != "max":
+            avail = min(avail, (int(limit) - used) / 2**20)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def too_big(estimate_mib: float, available: float) -> str | None:
+    """Why a cell cannot start (one line), or None."""
+    if estimate_mib <= MEMORY_MARGIN * available:
+        return None
+    return (f"not enough memory: the cell needs about {estimate_mib:,.0f} MiB (an estimate: weights, the framework's "
+            f"activations at this batch, its arena) and {available:,.0f} MiB are available")
+
+
+def memory_skips(cells: list, refs: dict, history: History, gpu_free: float | None = None) -> dict[str, str]:
+    """{cell key: why it cannot start} for the cells whose estimated memory exceeds what is
+    available on this machine now, and for a cell on ``cuda`` also its estimated GPU memory
+    against the GPU's free memory (``gpu_free``, MiB; NVML's reading when not given). ``refs``:
+    {(model, batch): the reference's metadata}, which carries each model's activation and weight
+    footprint."""
+    acts = {m: ref.get("activation_mib") for (m, _), ref in refs.items() if ref.get("activation_mib") is not None}
+    weights = {m: ref.get("weights_mib") for (m, _), ref in refs.items() if ref.get("weights_mib") is not None}
+    avail = available_mib()
+    on_gpu = [c for c in cells if str(c.device).startswith("cuda")]
+    if on_gpu and gpu_free is None:
+        gpu_free = gpu_free_mib()
+    out = {}
+    for c in cells:
+        if c.model not in acts or c.model not in weights:
+            continue
+        need = cell_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, history, acts, weights)
+        why = too_big(need, avail)
+        if why is None and gpu_free is not None and str(c.device).startswith("cuda"):
+            need = gpu_memory_mib(c.framework, weights[c.model], acts[c.model], c.batch_size, history, acts, weights)
+            if need > MEMORY_MARGIN * gpu_free:
+                why = (f"not enough GPU memory: the cell needs about {need:,.0f} MiB on the GPU (an estimate: "
+                       f"weights, the framework's activations at this batch, its context) and {gpu_free:,.0f} MiB "
+                       "are free there")
+        if why:
+            out[c.key] = why
+    return out
+
+
+def human(seconds: float) -> str:
+    """``3 h 05 min``, ``12 min``, ``40 s``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

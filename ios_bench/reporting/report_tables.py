@@ -1,0 +1,478 @@
+"""The report's tables (:mod:`ios_bench.reporting.report` renders them with its plots): a small table model
+(:class:`Table`, Markdown and HTML) and one builder per table, each from the run's DataFrame
+(``ios_bench.results.load_run(...).frame()``): latency and throughput, speedups, memory, across
+devices, IOS schedules, rounds, every cell, configuration, failures, environment."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+from ios_bench.planning.plan import SCHEDULES
+from ios_bench.records.record import CellResult
+from ios_bench.reporting.escape import md as md_text
+from ios_bench.reporting.numbers import fmt, fmt_pm
+from ios_core.measurement.stats import geomean
+
+IOS_BOTH = "ios-both"
+
+
+# ---- small table model rendered to Markdown and HTML -------------------------------------------
+
+class Table:
+    def __init__(self, title: str, headers: list[str], rows: list[list[str]], note: str = ""):
+        self.title, self.headers, self.rows, self.note = title, headers, rows, note
+
+    def md(self) -> str:
+        esc = md_text
+        lines = [f"**{esc(self.title)}**", "", "| " + " | ".join(map(esc, self.headers)) + " |",
+                 "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
+        lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in self.rows]
+        if self.note:
+            lines += ["", f"_{esc(self.note)}_"]
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in self.headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in self.rows)
+        note = f"<p class='note'>{html.escape(self.note)}</p>" if self.note else ""
+        return (f"<h4>{html.escape(self.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+                f"</table>{note}")
+
+
+def _label(fw: str) -> str:
+    from ios_bench.planning.cells import label
+
+    return label(fw)
+
+
+def _row_label(r) -> str:
+    """A cell's framework label, with its LoadGen scenario configuration where it has one."""
+    variant = r.get("variant")
+    return _label(r["framework"]) + (f" [{variant}]" if isinstance(variant, str) and variant else "")
+
+
+def framework_order(df) -> list[str]:
+    """Peers in order of appearance, then IOS schedules in the optimizer's order."""
+    seen = list(dict.fromkeys(df["framework"]))
+    peers = [f for f in seen if not f.startswith("ios-")]
+    ios = [f"ios-{s}" for s in SCHEDULES if f"ios-{s}" in seen] + [f for f in seen if f.startswith("ios-")
+                                                                    and f[4:] not in SCHEDULES]
+    return peers + ios
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+def _ok(df):
+    return df[df["status"] == "ok"]
+
+
+def _spread(r) -> str:
+    """A cell's figure with its spread (:meth:`ios_bench.records.record.CellResult.figure_text`)."""
+    return CellResult(_plain(r)).figure_text()
+
+
+def _plain(r) -> dict:
+    """A DataFrame row as a record dict (NaN: absent)."""
+    items = r.items() if hasattr(r, "items") else dict(r).items()
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in items}
+
+
+def _status_text(row) -> str:
+    return "failed" if row["status"] == "failed" else "skipped"
+
+
+TIMED = ("ok", "wrong")  # statuses that carry timings (a wrong cell is shown, never aggregated)
+
+
+def metric_table(df, device: str, bs: int, metric: str) -> Table:
+    """Latency ('latency', ms) or throughput ('throughput', images/s): models x frameworks."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs)]
+    fws = framework_order(sub)
+    models = list(dict.fromkeys(sub["model"]))
+    rows, per_fw = [], {fw: {} for fw in fws}
+    for m in models:
+        row = [m]
+        for fw in fws:
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            if cell.empty:
+                row.append("")
+                continue
+            r = cell.iloc[0]
+            if r["status"] not in TIMED:
+                row.append(_status_text(r))
+                continue
+            good = r["status"] == "ok" and r["check_passed"] == True  # noqa: E712
+            bad = "" if good else " (wrong output)"
+            if metric == "latency":
+                val = r["median_ms"]
+                same = f" (= {r['same_schedule_as']})" if isinstance(r.get("same_schedule_as"), str) else ""
+                row.append(f"{_spread(r)}{same}{bad}")
+            else:
+                val = r["throughput"]
+                row.append(f"{fmt(val)} [{fmt(r['throughput_p10'])}-{fmt(r['throughput_p90'])}]{bad}")
+            if good:
+                per_fw[fw][m] = val
+        rows.append(row)
+    geo = ["GeoMean"]
+    for fw in fws:
+        vals = per_fw[fw]
+        geo.append(fmt(geomean(list(vals.values())))
+                   if vals and len(vals) == len(models) else "-")
+    rows.append(geo)
+    if metric == "latency":
+        title = f"Latency (ms), batch {bs}, {device}"
+        note = ("median of the undisturbed rounds' medians ± the between-round spread (coefficient of variation "
+                "of the round medians; each round a fresh process); (unstable): the rounds disagree, read the "
+                "'Rounds' table; (= X): the same schedule as X, one measurement; GeoMean over models, only where "
+                "every model ran with a correct output")
+    else:
+        title = f"Throughput (images/s), batch {bs}, {device}"
+        note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
+    return Table(title, ["model"] + [_label(f) for f in fws], rows, note)
+
+
+def speedup_table(df, device: str, bs: int) -> Table | None:
+    """IOS at its best (the fastest correct IOS cell of each model: any schedule, any kernel
+    provider) against each peer and against the best peer."""
+    sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    is_ios = sub["framework"].str.startswith("ios-")
+    if not is_ios.any():
+        return None
+    peers = [f for f in framework_order(sub) if not f.startswith("ios-")]
+    models = list(dict.fromkeys(sub["model"]))
+    rows, per = [], {p: [] for p in peers + ["best peer"]}
+    for m in models:
+        ios = sub[(sub["model"] == m) & is_ios]
+        if ios.empty:
+            rows.append([m, "-"] + ["-"] * (len(peers) + 1))
+            continue
+        best = ios.loc[ios["median_ms"].idxmin()]
+        row = [m, f"{_label(best['framework'])} {fmt(best['median_ms'])}"]
+        peer_rows = sub[(sub["model"] == m) & ~is_ios]
+        for p in peers:
+            peer = peer_rows[peer_rows["framework"] == p]
+            if peer.empty:
+                row.append("-")
+                continue
+            s = peer.iloc[0]["median_ms"] / best["median_ms"]
+            per[p].append(s)
+            row.append(f"{s:.2f}x")
+        if peer_rows.empty:
+            row.append("-")
+        else:
+            top = peer_rows.loc[peer_rows["median_ms"].idxmin()]
+            s = top["median_ms"] / best["median_ms"]
+            per["best peer"].append(s)
+            row.append(f"{s:.2f}x ({_label(top['framework'])})")
+        rows.append(row)
+    rows.append(["GeoMean", ""] + [f"{geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
+                                   for p in peers + ["best peer"]])
+    note = ("IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
+            "peer figure / IOS figure; >1 means IOS is faster")
+    if str(device).startswith("cuda"):
+        note += "; " + _graph_replay_note(sub[is_ios], peers)
+    return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}",
+                 ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows, note)
+
+
+def _graph_replay_note(ios, peers: list[str]) -> str:
+    """On the GPU: what the IOS cells ran (a CUDA graph replayed, the default, or launches) and
+    which peer compares like with like."""
+    col = "config_execution"
+    forms = sorted({str(v) for v in ios[col].dropna()}) if col in ios.columns else []
+    what = ("IOS cells: " + " / ".join(forms)) if forms else \
+        "IOS cells replay a CUDA graph unless run with ios:cuda_graph=false"
+    if "torch-compile-cudagraphs" in peers:
+        return (f"{what}; the {_label('torch-compile-cudagraphs')} column compares graph replay with graph replay, "
+                "the other peers launch their kernels at every run")
+    return f"{what}; no peer here replays a CUDA graph (torch-compile-cudagraphs is the one that does)"
+
+
+def memory_table(df, device: str, bs: int) -> Table | None:
+    """Peak resident memory of each cell's workers (MiB): models x frameworks."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs) & df["status"].isin(TIMED)]
+    if sub.empty or sub["peak_rss_mib"].isna().all():
+        return None
+    fws = framework_order(sub)
+    rows = []
+    for m in dict.fromkeys(sub["model"]):
+        row = [m]
+        for fw in fws:
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            v = _num(cell.iloc[0]["peak_rss_mib"]) if not cell.empty else None
+            row.append(f"{v:,.0f}" if v is not None else "-")
+        rows.append(row)
+    return Table(f"Peak memory (MiB), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
+                 "the largest resident set of the cell's worker processes (its rounds), the Python process and "
+                 "the framework together")
+
+
+def by_place(df):
+    """Cells grouped by where they ran: ``device`` becomes "cpu on NODE" when the run's cells ran on
+    more than one node (a fleet sweep), so that no table or plot mixes machines."""
+    if "node" not in df.columns or df["node"].nunique(dropna=True) <= 1:
+        return df
+    out = df.copy()
+    out["device"] = [f"{d} on {n}" if isinstance(n, str) and n else d for d, n in zip(df["device"], df["node"])]
+    return out
+
+
+def across_table(df, bs: int) -> Table | None:
+    """One cell (model, framework) measured on every device and node of the run, side by side:
+    device specialization reads along a row. None when the run measured one place only."""
+    sub = _correct(df[df["batch_size"] == bs])
+    places = list(dict.fromkeys(sub["device"]))
+    if len(places) < 2:
+        return None
+    rows = []
+    for (m, fw), grp in sub.groupby(["model", "framework"], sort=False):
+        by = {r["device"]: r for _, r in grp.iterrows()}
+        rows.append([m, _label(fw)] + [fmt_pm(by[p]["median_ms"], by[p]["std_ms"]) if p in by else "-"
+                                       for p in places])
+    return Table(f"Latency (ms) across devices and nodes, batch {bs}", ["model", "framework"] + places, rows,
+                 "median ± std; correct outputs only; each column one device kind on one node")
+
+
+SLOWER_FLAG = "SLOWER THAN SEQUENTIAL"
+
+
+def _num(v, default: float | None = None) -> float | None:
+    """A number from a cell, or ``default`` where an older or partial record lacks it."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(f) else f
+
+
+def slower_than_sequential(df) -> list:
+    """IOS cells (other than the sequential schedule) measured slower than the sequential schedule
+    on the same provider in the same worker (``sequential_ms``)."""
+    out = []
+    for _, r in _ok(df).iterrows():
+        med, seq = _num(r.get("median_ms")), _num(r.get("sequential_ms"))
+        if isinstance(r.get("same_schedule_as"), str):  # the same schedule: one measurement, never "slower"
+            continue
+        if not (r.get("schedule") and r.get("schedule") != "sequential" and med and seq):
+            continue
+        low = _num(r.get("ci_low_ms"))
+        if (med > seq) if low is None else (low > seq):  # over rounds: only where the interval says so
+            out.append(r)
+    return out
+
+
+def ios_table(df, device: str, bs: int) -> Table | None:
+    """IOS cells: the optimizer's estimate against the measurement, and against sequential."""
+    sub = _ok(df[(df["device"] == device) & (df["batch_size"] == bs)])
+    sub = sub[sub["schedule"].notna()] if "schedule" in sub.columns else sub.iloc[0:0]
+    if sub.empty:
+        return None
+    rows, errors = [], []
+    for _, r in sub.iterrows():
+        med, pred, seq = _num(r["median_ms"]), _num(r.get("predicted_ms")), _num(r.get("sequential_ms"))
+        err = (pred - med) / med if pred and med else None
+        if err is not None:
+            errors.append(abs(err))
+        flag = ""
+        if isinstance(r.get("same_schedule_as"), str):
+            flag = f"same schedule as {r['same_schedule_as']}"
+        elif seq and med and r["schedule"] != "sequential":
+            low = _num(r.get("ci_low_ms"))
+            flag = SLOWER_FLAG if (med > seq if low is None else low > seq) else "ok"
+        rows.append([r["model"], _row_label(r), r.get("provider") or "torch", fmt(med),
+                     fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
+                     fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
+                     fmt(_num(r.get("optimize_seconds"))) if _num(r.get("optimize_seconds")) is not None else "-"])
+    note = ("predicted: the optimizer's estimate (cost model, an estimate, not a measurement); error = "
+            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, measured in "
+            "the same interleaved rounds; vs sequential > 1 means the schedule is faster; SLOWER THAN SEQUENTIAL only "
+            "where the schedule's interval lies above the sequential figure")
+    if errors:
+        note += f". Mean absolute prediction error: {sum(errors) / len(errors):.1%} over {len(errors)} cells"
+    return Table(f"IOS schedules: prediction and validation, batch {bs}, {device}",
+                 ["model", "schedule", "provider", "measured ms", "predicted ms (estimate)", "prediction error",
+                  "sequential ms", "vs sequential", "flag", "optimize s"], rows, note)
+
+
+def rounds_table(df) -> Table | None:
+    """Every timed cell's rounds: the figure's interval, the spread between rounds, the rounds used,
+    the disturbed ones and why, and whether the figure is stable."""
+    ran = df[df["status"].isin(TIMED)]
+    if ran.empty or ran["rounds_used"].isna().all():
+        return None
+    rows = []
+    for _, r in ran.iterrows():
+        rounds = r.get("rounds") if isinstance(r.get("rounds"), list) else []
+        why = "; ".join(dict.fromkeys(str(g.get("disturbed")) for g in rounds
+                                      if isinstance(g, dict) and g.get("disturbed")))
+        lo, hi = _num(r.get("ci_low_ms")), _num(r.get("ci_high_ms"))
+        cv = _num(r.get("between_round_cv"))
+        meds = r.get("round_medians_ms") if isinstance(r.get("round_medians_ms"), list) else []
+        rows.append([r["model"], r["batch_size"], _row_label(r), fmt(r["median_ms"]),
+                     f"{fmt(lo)}-{fmt(hi)}" if lo is not None else "-", f"{cv:.1%}" if cv is not None else "-",
+                     " ".join(fmt(m) for m in meds) or "-",
+                     f"{_int(r.get('rounds_used'))}/{_int(r.get('rounds_measured'))}",
+                     f"{_int(r.get('rounds_disturbed'))}" + (f" ({why})" if why else ""),
+                     r["unstable"] if isinstance(r.get("unstable"), str) and r["unstable"] else "stable"])
+    return Table("Rounds", ["model", "batch", "framework", "figure ms", "95% CI ms", "between rounds",
+                            "round medians ms", "rounds used/measured", "disturbed", "verdict"], rows,
+                 "each round a fresh worker process; the figure is the median of the undisturbed rounds' medians, its "
+                 "interval a hierarchical bootstrap (rounds, then samples); a disturbed round (other processes' CPU "
+                 "time, steal, or a slow canary) is measured again and never pooled; docs/harness.md explains "
+                 "'unstable' and 'disturbed'")
+
+
+def _int(v) -> str:
+    n = _num(v)
+    return str(int(n)) if n is not None else "?"
+
+
+def cells_table(df) -> Table:
+    rows = []
+    for _, r in df.sort_values(["device", "model", "batch_size"], kind="stable").iterrows():
+        if r["status"] in TIMED:
+            check = "ok" if r["status"] == "ok" else "WRONG"
+            check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
+            check += "; oracle only" if _oracle_only(r) else ""
+            rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
+                         fmt(r["median_ms"]), fmt(r["std_ms"]), f"{fmt(r['p10_ms'])}-{fmt(r['p90_ms'])}",
+                         fmt(r["throughput"]), check, fmt(r["build_seconds"]), r.get("precision") or "",
+                         _node(r)])
+        else:
+            rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
+                         "", "", "", "", "", "", "", _node(r)])
+    return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ms", "std ms",
+                                "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
+                                "node"],
+                 rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
+                 "tolerance (and, for an imported model, against onnxruntime on the original file; 'oracle only': "
+                 "that independent check could not run, see Failures)")
+
+
+def config_table(df) -> Table | None:
+    """Each framework's configuration as it ran (from its build info): thread budget, the threads
+    it used, precision, execution mode and tuning budget, so that no peer's setup is hidden."""
+    ran = df[df["status"].isin(TIMED)]
+    if ran.empty:
+        return None
+    rows = []
+
+    def distinct(d, col) -> str:
+        vals = [str(v) for v in d[col] if v is not None and not (isinstance(v, float) and math.isnan(v))] \
+            if col in d.columns else []
+        return ", ".join(dict.fromkeys(vals)) or "-"
+
+    for (device, fw), d in ran.groupby(["device", "framework"], sort=False):
+        def values(col, d=d):
+            return distinct(d, col)
+
+        threads = values("threads")
+        used = values("config_threads")
+        split = f"{values('config_intra_op_threads')} intra x {values('config_inter_op_threads')} inter" \
+            if values("config_inter_op_threads") != "-" else ""
+        rows.append([_label(fw), device, threads, used + (f" ({split})" if split else ""), values("precision"),
+                     values("config_execution_mode"), values("config_tuning")])
+    return Table("Configuration of each framework", ["framework", "device", "thread budget", "threads used",
+                                                     "precision", "execution mode", "tuning budget"], rows,
+                 "as each framework's build reported it; every cell gets the same thread budget and fp32 unless "
+                 "a row says otherwise")
+
+
+def _node(r) -> str:
+    n = r.get("node")
+    return n if isinstance(n, str) else ""
+
+
+def _oracle_only(r) -> bool:
+    """An imported model's cell whose independent check (onnxruntime on the original file) could
+    not run (the record's ``independent_check``)."""
+    ind = r.get("independent_check")
+    return isinstance(ind, dict) and ind.get("ran") is False
+
+
+def failures_table(df) -> Table | None:
+    bad = df[~df["status"].isin(TIMED)]
+    wrong = df[df["status"] == "wrong"]
+    unchecked = [r for _, r in df[df["status"].isin(TIMED)].iterrows() if _oracle_only(r)]
+    if bad.empty and wrong.empty and not unchecked:
+        return None
+    rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], r["status"], r["reason"] or ""]
+            for _, r in bad.iterrows()]
+    rows += [[r["model"], r["batch_size"], _row_label(r), r["device"], "wrong output",
+              r.get("check_reason") or ""] for _, r in wrong.iterrows()]
+    rows += [[r["model"], r["batch_size"], _row_label(r), r["device"], f"{r['status']}, oracle only",
+              r["independent_check"].get("reason") or ""] for r in unchecked]
+    return Table("Failures", ["model", "batch", "framework", "device", "status", "reason"], rows,
+                 "stderr tails are in the HTML report and in the run folder's logs/")
+
+
+def _plan_threads(env: dict):
+    plan = env.get("plan")
+    return plan.get("threads", "?") if isinstance(plan, dict) else "?"
+
+
+def _policy_text(env: dict) -> str:
+    """The run's spin/wait policy (ios_core.measurement.threads), as the header and environment table show it."""
+    pol = env.get("spin_policy") if isinstance(env.get("spin_policy"), dict) else {}
+    if not pol:
+        return "not recorded (a run from before the policy existed: library defaults)"
+    tenv = env.get("thread_env") if isinstance(env.get("thread_env"), dict) else {}
+    vars_ = ", ".join(f"{k}={v}" for k, v in tenv.items() if k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
+    return f"{pol.get('name')}: {pol.get('description', '')}" + (f" ({vars_})" if vars_ else "")
+
+
+def outside_writes_table() -> Table:
+    """What the frameworks write outside the run folder during a run, and the switch for each
+    (ios_bench.running.sideeffects)."""
+    from ios_bench.running.sideeffects import OUTSIDE_WRITES
+
+    return Table("Files written outside the run folder", ["library", "writes", "switch"],
+                 [list(row) for row in OUTSIDE_WRITES],
+                 "where a library gives a switch that stops the write, ios-bench sets it; the others are listed "
+                 "here")
+
+
+def env_table(env: dict) -> Table:
+    def part(key) -> dict:  # a hand-edited env.json may hold anything: show '?' rather than fail
+        value = env.get(key)
+        return value if isinstance(value, dict) else {}
+
+    cpu, mem, osi, py = part("cpu"), part("memory"), part("os"), part("python")
+    fw = part("frameworks")
+    fw_text = []
+    for _dev, adapters in fw.items():
+        for name, info in (adapters if isinstance(adapters, dict) else {}).items():
+            if isinstance(info, dict):
+                fw_text.append(f"{name} {info.get('version') or ''}".strip() + ("" if not info.get("reason") else
+                                                                                 " (unavailable)"))
+    plan = part("plan")
+    rows = [
+        ["CPU", f"{cpu.get('model', '?')}, {cpu.get('physical_cores', '?')} cores / {cpu.get('logical_cores', '?')} "
+                f"threads"],
+        ["memory", f"{mem.get('total_gib', '?')} GiB"],
+        ["OS", osi.get("distribution") or osi.get("platform", "?")],
+        ["Python", py.get("version", "?")],
+        ["packages", ", ".join(f"{k} {v}" for k, v in part("packages").items())],
+        ["frameworks", ", ".join(sorted(set(fw_text)))],
+        ["GPU", json.dumps(env.get("gpu")) if isinstance(env.get("gpu"), list) else str(env.get("gpu", "?"))],
+        ["clocks", str(env.get("clocks", "?"))],
+        ["threads per cell", str(plan.get("threads", "?"))],
+        ["spin/wait policy", _policy_text(env)],
+        ["protocol", f"{plan.get('rounds', 1)} round(s) per cell, each a fresh process, interleaved (round seed "
+                     f"{plan.get('round_seed', '-')}); per round warmup {plan.get('warmup')}, repeat "
+                     f"{plan.get('repeat')} samples of number {plan.get('number')} (min {plan.get('min_sample_ms')} "
+                     "ms per sample)"],
+        ["git commit", str(part("git").get("commit", "?")) + (" (dirty)" if part("git").get("dirty") else "")],
+        ["command line", " ".join(map(str, env.get("command_line") or [])) if isinstance(env.get("command_line"),
+                                                                                           list) else "?"],
+        ["captured", str(env.get("captured", "?"))],
+    ]
+    return Table("Environment", ["", ""], rows)
+
+
+def _correct(df):
+    """Cells that ran and computed the right output (the only ones plotted)."""
+    ok = _ok(df)
+    return ok[ok["check_passed"] == True]  # noqa: E712 - pandas

@@ -1,0 +1,436 @@
+"""Paired, interleaved A/B sweeps (``ios-bench ab A B``; docs/harness.md, "A/B in one sweep").
+
+Two sweeps run one after the other are compared across whatever the machine did between them;
+``ab`` measures both sides in one sweep instead. Its sides are two models (A and B, e.g. before and
+after a change) or one model under two configurations (``--a-option`` / ``--b-option``: adapter
+build options, or IOS schedules). Every cell is tagged with its side (``A`` / ``B``, the cell key's
+variant, so ``report`` and ``compare`` read the run like any other) and belongs to a **pair**: the
+same framework (or IOS provider, when the sides differ by schedule) at the same batch size and
+device on the other side. In each round (a "pass" of the sweep) the pairs run in an order
+shuffled from the recorded ``round_seed``, and the two cells of a pair back to back, which side
+first drawn per round from the same seed (:func:`pair_order`), each in a fresh worker process; the
+order is kept in every round's ``position``. A disturbed round is measured again together with its
+partner, so that rounds pair by their ``pass``.
+
+The verdict (:func:`paired_comparison`) uses the **paired** log-ratios ``d = log(B / A)`` of the
+two rounds of each pass: a change common to both rounds of a pass (the machine's drift) cancels.
+The change is ``exp(mean d) - 1`` with a Student t interval on the ``d`` (:func:`paired_interval`),
+its spread moderated by the run's typical paired spread as ``compare`` does
+(``ios_bench.reporting.compare.PRIOR_DF``); the noise threshold is ``compare``'s rule on the same spread;
+the verdict vocabulary is ``compare``'s. A side that failed (or whose output check failed) is
+reported as ``failed``, never given a verdict.
+
+As a by-product the run measures how far this machine drifts between rounds that are not paired
+(:func:`drift_figures`, kept in ``ab-drift.json``): ``compare`` uses it to mark verdicts between two
+separate runs that drift alone could explain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from ios_bench.errors import InputError
+from ios_bench.planning.cells import Cell, label
+from ios_bench.planning.plan import adapter_options
+from ios_bench.records.record import now
+from ios_bench.records.runfolder import PLAN_FILE
+from ios_bench.reporting.compare import ENOUGH_ROUNDS, PRIOR_DF, Change, Comparison, noise_threshold
+from ios_bench.reporting.drift import DRIFT_FILE
+from ios_bench.results import load_run
+from ios_bench.running.round_runner import RoundRunner
+from ios_bench.running.rounds import AUTO, MAX_AUTO_ROUNDS, MIN_AUTO_ROUNDS, good_rounds, round_median, round_order
+from ios_bench.running.sweep import Sweep
+from ios_core.atomic import atomic_write_json
+from ios_core.measurement import stats
+
+SIDES = ("A", "B")
+
+
+# ---- sides ------------------------------------------------------------------------------------------
+
+
+def option_problem(framework: str, options: dict) -> str | None:
+    """Why ``options`` are not build options of ``framework``'s adapter (its ``_build``'s named
+    parameters; an adapter that takes ``**options`` accepts any), or None. Asks the adapter's class
+    only: the framework itself is not imported."""
+    import inspect
+
+    import adapters
+
+    name = "ios" if framework == "ios" or framework.startswith("ios-") else framework
+    if name not in adapters.names():
+        return f"unknown framework {framework!r} (choose from: {', '.join(adapters.names())})"
+    params = inspect.signature(type(adapters.get(name))._build).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    named = [n for n in params if n not in ("self", "graph", "batch_size", "device", "threads")]
+    unknown = sorted(set(options) - set(named))
+    if unknown:
+        return (f"{framework} has no build option {', '.join(unknown)}"
+                + (f" (its options: {', '.join(named)})" if named else " (it takes none)"))
+    return None
+
+
+def side_build_options(side: dict, cell: Cell) -> dict:
+    """The build options a side gives one of its cells (``run --adapter-option``'s rule)."""
+    return adapter_options(SimpleNamespace(adapter_options=side.get("options") or {}), cell.framework, cell.adapter)
+
+
+def pair_id(framework: str, schedule: str | None, provider: str | None, batch_size: int, device: str,
+            ab: dict) -> str:
+    """The pair a cell (or record) belongs to: its framework at its batch size and device; an IOS
+    cell's provider when the sides differ by schedule (A's schedule against B's)."""
+    by_schedule = any((ab.get(s.lower()) or {}).get("schedule") for s in SIDES)
+    slot = f"ios[{provider or 'torch'}]" if schedule and by_schedule else framework
+    return f"{slot}|b{batch_size}|{device}"
+
+
+def record_pair(rec: dict, ab: dict) -> str:
+    return pair_id(rec["framework"], rec.get("schedule"), rec.get("provider"), int(rec["batch_size"]),
+                   rec["device"], ab)
+
+
+# ---- the order of a round ---------------------------------------------------------------------------
+
+
+def pair_order(pairs: dict[str, dict[str, str]], round_index: int, seed: int, group: str) -> list[str]:
+    """The cell keys of one round of ``group``: the pairs (``{pair: {side: key}}``) in an order
+    shuffled per round (``ios_bench.running.rounds.round_order``), each pair's two cells back to back, which
+    side first drawn per round from (seed, group, round) too; a pair with one side left runs alone."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(f"ab:{group}".encode()), round_index])
+    out = []
+    for pid in round_order(sorted(pairs), round_index, seed, group):
+        first = int(rng.integers(0, 2))
+        sides = (SIDES[first], SIDES[1 - first])
+        out += [pairs[pid][s] for s in sides if s in pairs[pid]]
+    return out
+
+
+# ---- paired statistics ------------------------------------------------------------------------------
+
+
+def paired_rounds(rounds_a: Sequence[dict], rounds_b: Sequence[dict]) -> tuple[list[list[float]], list[list[float]]]:
+    """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass."""
+    ga = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_a)}
+    gb = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_b)}
+    both = [p for p in ga if p in gb and p is not None]
+    return [ga[p] for p in both], [gb[p] for p in both]
+
+
+def log_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
+    """``log(median(B round) / median(A round))`` per pair."""
+    return np.array([math.log(round_median(y) / round_median(x)) for x, y in zip(a, b)])
+
+
+def _within(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
+    """The standard error of one paired log-ratio from the rounds' own samples (the median over
+    pairs of ``1.2533 x sqrt(se_A^2 + se_B^2)``, each side's robust spread / sqrt(n)): a floor, so
+    that pairs that happen to agree exactly do not promise a zero-width interval."""
+    out = []
+    for x, y in zip(a, b):
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if x.size > 1 and y.size > 1:
+            se = [1.2533 * stats.robust_spread(np.log(v)) / math.sqrt(v.size) for v in (x, y)]
+            out.append(math.hypot(*se))
+    return stats.median(out) if out else 0.0
+
+
+def paired_spread(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The spread of a cell's paired log-ratios (their standard deviation, at least :func:`_within`)
+    and its degrees of freedom (pairs - 1)."""
+    d = log_ratios(a, b)
+    if d.size < 2:
+        return _within(a, b), 0
+    return max(stats.std(d), _within(a, b)), int(d.size - 1)
+
+
+def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                    prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
+    """The change ``exp(mean d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
+    paired rounds, pair i = ``a[i]``, ``b[i]``) and its Student t interval ``mean d ± t s / sqrt(n)``;
+    ``s`` is the cell's own spread (:func:`paired_spread`) moderated by ``prior`` = (spread, degrees
+    of freedom) as ``ios_bench.running.rounds.ratio_interval`` does (limma's moderated t). A change common
+    to the two rounds of a pair (drift) is not in ``d``: it neither moves the change nor widens it."""
+    from scipy import stats as sps
+
+    d = log_ratios(a, b)
+    if d.size == 0:
+        raise ValueError("no paired rounds")
+    scale, df = paired_spread(a, b)
+    if prior is not None and prior[1] > 0:
+        s0, d0 = prior
+        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
+    centre = float(np.mean(d))
+    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * scale / math.sqrt(d.size)
+    return math.expm1(centre), math.expm1(centre - half), math.expm1(centre + half)
+
+
+def unpaired_interval(a, b, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The same rounds compared as two separate runs would be (``ios_bench.running.rounds.ratio_interval``):
+    drift between rounds is then in the interval (benchmarks and tests set the two side by side)."""
+    from ios_bench.running.rounds import ratio_interval
+
+    return ratio_interval(a, b, confidence)
+
+
+# ---- the verdicts -----------------------------------------------------------------------------------
+
+
+def read_ab(folder) -> dict:
+    """The ``ab`` section of a run folder's plan (``InputError`` when the run is not an ab run)."""
+    try:
+        plan = json.loads((Path(folder) / PLAN_FILE).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{folder}: no readable {PLAN_FILE} ({e})") from None
+    ab = plan.get("ab") if isinstance(plan, dict) else None
+    if not isinstance(ab, dict):
+        raise InputError(f"{folder}: not an `ios-bench ab` run (its plan has no sides)")
+    return {**ab, "rounds": plan.get("rounds")}
+
+
+def _good(r: dict | None) -> bool:
+    return r is not None and r.get("status") == "ok" and bool((r.get("check") or {}).get("passed"))
+
+
+def _state(r: dict) -> str:
+    return "wrong output" if r.get("status") in ("ok", "wrong") else str(r.get("status"))
+
+
+def _pairs(records: list[dict], ab: dict) -> dict[str, dict[str, dict]]:
+    out: dict[str, dict[str, dict]] = {}
+    for r in records:
+        side = r.get("variant")
+        if side in SIDES:
+            out.setdefault(record_pair(r, ab), {})[side] = r
+    return out
+
+
+def paired_comparison(folder, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
+    """One verdict per pair of an ab run folder (``compare``'s :class:`~ios_bench.reporting.compare.Change`,
+    ``rounds_a`` = ``rounds_b`` = the pairs used)."""
+    ab = read_ab(folder)
+    run = load_run(folder)
+    pairs = _pairs(run.records, ab)
+    data = {pid: paired_rounds(p["A"]["rounds"], p["B"]["rounds"]) for pid, p in pairs.items()
+            if _good(p.get("A")) and _good(p.get("B"))}
+    typical = stats.median_or_none(paired_spread(a, b)[0] for a, b in data.values() if len(a) >= 2)
+    prior = (typical, PRIOR_DF) if typical is not None else None
+    source = "given"
+    if threshold is None:  # compare's rule: its spread is one round's; a paired difference's is sqrt(2) x that
+        threshold, source = noise_threshold(typical / math.sqrt(2) if typical is not None else None), "measured"
+    asked = ab.get("rounds")
+    asked = MIN_AUTO_ROUNDS if asked == AUTO else asked if isinstance(asked, int) else None
+    out = []
+    for pid, p in pairs.items():
+        x, y = p.get("A"), p.get("B")
+        base = x or y
+        if ab["mode"] == "options":  # one model under two configurations (named NAME@A / NAME@B)
+            model = str(base["model"]).rsplit("@", 1)[0]
+        else:
+            model = f"{x['model']} -> {y['model']}" if x and y and x["model"] != y["model"] else base["model"]
+        framework = base["framework"] if not (x and y and x["framework"] != y["framework"]) else \
+            f"{label(x['framework'])} -> {label(y['framework'])}"
+        change = low = high = ma = mb = None
+        n, why = 0, ""
+        if x is None or y is None:
+            verdict = f"only in {'A' if y is None else 'B'}"
+        elif not (_good(x) and _good(y)):
+            bad = [f"{s}: {_state(r)}" for s, r in (("A", x), ("B", y)) if not _good(r)]
+            verdict, why = "failed", "; ".join(bad) + " (" + "; ".join(
+                str(r.get("reason") or (r.get("check") or {}).get("reason") or "")[:120] for r in (x, y)
+                if not _good(r)) + ")"
+        else:
+            a, b = data[pid]
+            n = len(a)
+            if a:
+                ma = stats.median(round_median(g) for g in a)
+                mb = stats.median(round_median(g) for g in b)
+                change, low, high = paired_interval(a, b, confidence, prior)
+            if n < 2:
+                verdict, why = "unstable", f"{n} paired round{'s' * (n != 1)} (both sides undisturbed in the same pass)"
+            elif asked is not None and n < min(asked, ENOUGH_ROUNDS):
+                verdict, why = "unstable", f"{n} paired rounds of the {asked} asked for (the machine was busy)"
+            elif low > 0 and change >= threshold:
+                verdict = "regression"
+            elif high < 0 and change <= -threshold:
+                verdict = "improvement"
+            else:
+                verdict = "within noise"
+                why = ("interval includes zero" if low <= 0 <= high else
+                       f"|change| under the noise threshold {threshold:.1%}")
+        out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
+                          n, n, verdict, why))
+    notes = [f"paired: each change is exp(mean log(B/A)) - 1 over the rounds of A and B measured back to back in "
+             f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels"]
+    return Comparison(out, threshold, source, typical, notes, run.problems)
+
+
+# ---- the drift the run saw (compare's "drift possible") ---------------------------------------------
+
+
+def drift_figures(folder) -> dict | None:
+    """What the run's pairs say about this machine's drift (log scale, medians over the pairs with
+    three or more paired rounds): ``paired_spread`` (sd of one paired log-ratio), ``round_spread``
+    (sd of one side's round medians over the run: what unpaired rounds spread over its span see),
+    ``drift_spread`` (sd of the part common to both rounds of a pass: ``var(pair mean) - var(d)/4``),
+    and ``between_run_spread``: the spread of the log ratio of two separate runs' figures of one cell
+    (``sqrt(2) x drift_spread``, with the rounds' own noise at the run's rounds per side). None
+    without such a pair."""
+    ab = read_ab(folder)
+    run = load_run(folder)
+    pairs = _pairs(run.records, ab)
+    paired, rounds, drift, between, n_pairs = [], [], [], [], []
+    for p in pairs.values():
+        if not (_good(p.get("A")) and _good(p.get("B"))):
+            continue
+        a, b = paired_rounds(p["A"]["rounds"], p["B"]["rounds"])
+        if len(a) < 3:
+            continue
+        la = np.log([round_median(g) for g in a])
+        lb = np.log([round_median(g) for g in b])
+        d, m = lb - la, (la + lb) / 2
+        s_d = stats.std(d)
+        s_round = math.sqrt((stats.std(la) ** 2 + stats.std(lb) ** 2) / 2)
+        s_drift = math.sqrt(max(0.0, stats.std(m) ** 2 - s_d ** 2 / 4))
+        noise = s_d / math.sqrt(2)  # one round's own (undrifted) spread
+        paired.append(s_d)
+        rounds.append(s_round)
+        drift.append(s_drift)
+        between.append(math.sqrt(2 * s_drift ** 2 + 2 * noise ** 2 / len(a)))
+        n_pairs.append(len(a))
+    if not paired:
+        return None
+    env = run.env or {}
+    return {"run": Path(folder).name, "measured": now(), "cells": len(paired), "pairs": int(stats.median(n_pairs)),
+            "hostname": env.get("hostname") or (env.get("os") or {}).get("hostname"),
+            "cpu": (env.get("cpu") or {}).get("model"),
+            "paired_spread": stats.median(paired), "round_spread": stats.median(rounds),
+            "drift_spread": stats.median(drift), "between_run_spread": stats.median(between),
+            "doc": "log-scale spreads (ios_bench.running.ab.drift_figures); between_run_spread: the spread of the log "
+                   "ratio of two separate runs' figures of one cell that drift and round noise alone give"}
+
+
+def write_drift(folder) -> dict | None:
+    """:func:`drift_figures` kept in the run folder (``ab-drift.json``, written atomically)."""
+    figures = drift_figures(folder)
+    if figures is not None:
+        atomic_write_json(Path(folder) / DRIFT_FILE, figures)
+    return figures
+
+
+# ---- the sweep ----------------------------------------------------------------------------------------
+
+
+class PairedRoundRunner(RoundRunner):
+    """The round protocol with pairs: the two cells of a pair run back to back in each pass
+    (:func:`pair_order`), both wanted while the pair wants paired rounds (``plan.rounds`` of them,
+    or with ``auto`` until its paired interval's half-width is under ``plan.target_ci`` percent)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cells: dict[str, Cell] = {}
+        self.partner: dict[str, str] = {}
+
+    def measure(self, groups, refs, observe):
+        cells = [c for cs in groups.values() for c in cs]
+        self.cells.update({c.key: c for c in cells})
+        by_pair: dict[str, dict[str, str]] = {}
+        for c in cells:
+            by_pair.setdefault(c.pair or c.key, {})[c.side or "A"] = c.key
+        for members in by_pair.values():
+            if len(members) == 2:
+                self.partner[members["A"]] = members["B"]
+                self.partner[members["B"]] = members["A"]
+        return super().measure(groups, refs, observe)
+
+    def order(self, keys: list[str], group: str) -> list[str]:
+        pairs: dict[str, dict[str, str]] = {}
+        for k in keys:
+            c = self.cells[k]
+            pairs.setdefault(c.pair or k, {})[c.side or "A"] = k
+        return pair_order(pairs, self.passes, self.ctx.plan.round_seed, group)
+
+    def wanted(self, cell: Cell, rounds: dict, stopped: dict) -> bool:
+        plan = self.ctx.plan
+        other = self.partner.get(cell.key)
+        if other is None or other not in rounds:
+            return super().wanted(cell, rounds, stopped)
+        if cell.key in stopped or other in stopped:
+            return False
+        mine, theirs = rounds[cell.key], rounds[other]
+        a, b = paired_rounds(mine, theirs)
+        tries = max(len(mine), len(theirs))
+        if plan.rounds != AUTO:
+            if len(a) >= plan.rounds or tries >= plan.rounds + plan.max_reruns:
+                return False
+            return not a or self.budget_left()
+        if len(a) >= MAX_AUTO_ROUNDS or tries >= MAX_AUTO_ROUNDS + plan.max_reruns:
+            return False
+        if len(a) < MIN_AUTO_ROUNDS:
+            return not a or self.budget_left()
+        _, low, high = paired_interval(a, b)
+        return self.budget_left() and (math.log1p(high) - math.log1p(low)) / 2 * 100 > plan.target_ci
+
+
+class ABSweep(Sweep):
+    """A sweep whose cells are the two sides of ``plan.ab`` (models mode: ``plan.models`` = [A, B];
+    options mode: one model, each cell on both sides with its side's options or schedule, the
+    model named ``NAME@A`` / ``NAME@B`` on each side so that the report shows both),
+    measured with :class:`PairedRoundRunner`. A cell no node can run is refused (one line, nothing
+    written): a pair needs both sides."""
+
+    runner_class = PairedRoundRunner
+
+    def name_graphs(self, graphs: dict) -> None:
+        """Two models of the same name (before and after a change, saved under one name) are told
+        apart as ``NAME@A`` and ``NAME@B`` (the cells', reference outputs' and schedules' name; the
+        files are the user's)."""
+        ab = self.plan.ab
+        if ab["mode"] == "models":
+            ga, gb = graphs[ab["a"]["model"]], graphs[ab["b"]["model"]]
+            if ga.name == gb.name:
+                ga.name, gb.name = f"{ga.name}@A", f"{gb.name}@B"
+        super().name_graphs(graphs)
+
+    def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:
+        ab = self.plan.ab
+        cells = super().plan_cells(probes, graphs)
+        out = []
+        for c in cells:
+            for side in SIDES:
+                conf = ab[side.lower()]
+                if ab["mode"] == "models" and c.model_spec != conf["model"]:
+                    continue
+                if c.schedule and conf.get("schedule") and c.schedule != conf["schedule"]:
+                    continue
+                copy = dataclasses.replace(c, side=side)
+                if ab["mode"] == "options":  # one model: its two sides are two rows of the report
+                    copy.model = f"{c.model}@{side}"
+                copy.side_options = side_build_options(conf, copy) or None
+                copy.pair = pair_id(c.framework, c.schedule, c.provider, c.batch_size, c.device, ab)
+                out.append(copy)
+        refusals = list(dict.fromkeys(f"{c.framework} cannot run here: {c.skip_reason}" for c in out if c.skip_reason))
+        pairs: dict[str, set] = {}
+        for c in out:
+            pairs.setdefault(c.pair, set()).add(c.side)
+        refusals += [f"{pid.replace('|', ' ')} has no {next(s for s in SIDES if s not in sides)} side"
+                     for pid, sides in pairs.items() if len(sides) < 2]
+        if refusals and not self.resume:
+            self._scenario_refusals = refusals  # the sweep's refusal: one line, the run folder removed
+        return out
+
+    def _run_locked(self, graphs, clock_lock):
+        out = super()._run_locked(graphs, clock_lock)
+        try:
+            write_drift(self.folder)
+        except (InputError, ValueError, OSError) as e:
+            self.say(f"[yellow]warning:[/] the drift figures were not written: {e}")
+        return out

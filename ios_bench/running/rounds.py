@@ -1,0 +1,190 @@
+"""Rounds: each cell measured in several fresh worker processes, interleaved, judged, and summed
+up with statistics over rounds (docs/harness.md, "Rounds").
+
+- :func:`round_order`: the order of a group's cells in one round, shuffled from a recorded seed.
+- :func:`judge_rounds`: marks each round ``disturbed`` (``ios_core.measurement.interference.judge``) against
+  the run's usual canary time.
+- :func:`summarize`: a cell's figure (the median of its undisturbed rounds' medians), its
+  hierarchical-bootstrap interval, the between-round spread and the ``unstable`` verdict.
+- :func:`hierarchical_bootstrap`: resample rounds, then samples within each round (numpy).
+- :func:`ratio_interval`: the change between two runs' figures and its interval over rounds
+  (``ios-bench compare``).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from ios_core.measurement import stats
+from ios_core.measurement.interference import THRESHOLDS, canary_ms, judge
+from ios_core.measurement.stats import robust_spread
+
+AUTO = "auto"
+MIN_AUTO_ROUNDS = 3  # --rounds auto starts with this many rounds per cell
+MAX_AUTO_ROUNDS = 12  # and adds at most up to this many
+UNSTABLE_CV = 0.05  # between-round coefficient of variation above which a cell is flagged unstable
+MIN_ROUNDS_FOR_VERDICT = 2  # fewer undisturbed rounds: the cell's figure is marked unstable
+N_BOOTSTRAP = 2000
+
+
+def round_order(keys: Sequence[str], round_index: int, seed: int, group: str) -> list[str]:
+    """The order the cells ``keys`` of ``group`` run in round ``round_index``: a permutation drawn
+    from (seed, group, round), so a run can be replayed and every round is ordered differently."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(group.encode()), round_index])
+    return [keys[i] for i in rng.permutation(len(keys))]
+
+
+def usual_canary(rounds: Sequence[dict]) -> float | None:
+    """The run's usual canary time: the median over every round's canary."""
+    return stats.median_or_none(canary_ms(r.get("interference") or {}) for r in rounds)
+
+
+def judge_rounds(rounds: Sequence[dict], canary_ref: float | None) -> None:
+    """Set ``disturbed`` (the reason, or None) on each measured round, in place."""
+    for r in rounds:
+        if r.get("status") == "ok":
+            r["disturbed"] = judge(r.get("interference") or {}, canary_ref)
+
+
+def round_median(samples_ms: Sequence[float]) -> float:
+    """One round's figure: the median of its samples (a cell's figure is the median of these)."""
+    return stats.median(samples_ms)
+
+
+def figure_over_rounds(groups: Sequence[Sequence[float]]) -> float:
+    """A cell's figure from its rounds' samples: the median of the round medians."""
+    return stats.median(round_median(g) for g in groups if len(g))
+
+
+def good_rounds(rounds: Sequence[dict]) -> list[dict]:
+    """The rounds a cell's figure is computed from: measured, output correct, not disturbed."""
+    return [r for r in rounds if r.get("status") == "ok" and not r.get("disturbed") and r.get("samples_ms")]
+
+
+def hierarchical_bootstrap(groups: Sequence[Sequence[float]], n: int = N_BOOTSTRAP, seed: int = 0) -> np.ndarray:
+    """``n`` bootstrap replicates of the median of round medians: draw rounds with replacement,
+    then each drawn round's samples with replacement, take each drawn round's median and the
+    median of those. ``groups``: one sequence of samples per round."""
+    rng = np.random.default_rng(seed)
+    rounds = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    k = len(rounds)
+    if k == 0:
+        return np.empty(0)
+    pick = rng.integers(0, k, size=(n, k))  # which rounds each replicate draws
+    medians = np.empty((n, k))
+    for i, r in enumerate(rounds):  # every replicate's resampled median of round i
+        idx = rng.integers(0, r.size, size=(n, r.size))
+        meds = np.median(r[idx], axis=1)
+        medians[:, i] = meds
+    drawn = np.take_along_axis(medians, pick, axis=1)
+    return np.median(drawn, axis=1)
+
+
+def interval(replicates: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(replicates, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def summarize(rounds: Sequence[dict], confidence: float = 0.95, seed: int = 0) -> dict:
+    """A cell's figures over its rounds (fields of the record; see ``ios_bench.records.record``)."""
+    good = good_rounds(rounds)
+    out: dict = {"rounds_measured": sum(1 for r in rounds if r.get("status") == "ok"),
+                 "rounds_used": len(good),
+                 "rounds_disturbed": sum(1 for r in rounds if r.get("status") == "ok" and r.get("disturbed"))}
+    if not good:
+        return out
+    meds = np.array([round_median(r["samples_ms"]) for r in good])
+    figure = stats.median(meds)
+    calls = np.concatenate([np.asarray(r.get("call_ms") or r["samples_ms"], dtype=np.float64) for r in good])
+    samples = np.concatenate([np.asarray(r["samples_ms"], dtype=np.float64) for r in good])
+    pooled = stats.summary(calls, spread_of=samples)  # percentiles over single calls, spread over samples
+    pooled.pop("calls")
+    out.update(pooled, median_ms=figure, samples_ms=[float(v) for v in samples])
+    cv = float(np.std(meds, ddof=1) / figure) if len(meds) > 1 and figure > 0 else None
+    out["round_medians_ms"] = [float(v) for v in meds]
+    out["between_round_cv"] = cv
+    if len(good) >= 2:
+        lo, hi = interval(hierarchical_bootstrap([r["samples_ms"] for r in good], seed=seed), confidence)
+        out.update(ci_low_ms=lo, ci_high_ms=hi, ci_half_pct=(hi - lo) / 2 / figure * 100 if figure else None)
+    why = unstable_reason(out)
+    out["unstable"] = why
+    return out
+
+
+def unstable_reason(summary: dict) -> str | None:
+    """Why a cell's figure should not be trusted as it stands (pyperf's warning), or None."""
+    used, disturbed = summary.get("rounds_used", 0), summary.get("rounds_disturbed", 0)
+    if used < MIN_ROUNDS_FOR_VERDICT:
+        return f"{used} undisturbed round{'s' * (used != 1)}" + (f" ({disturbed} disturbed)" if disturbed else "")
+    cv = summary.get("between_round_cv")
+    if cv is not None and cv > UNSTABLE_CV:
+        return f"rounds differ by {cv:.1%} (coefficient of variation of the round medians; threshold {UNSTABLE_CV:.0%})"
+    return None
+
+
+def needs_more(summary: dict, target_ci_pct: float) -> bool:
+    """``--rounds auto``: the cell's interval is still wider than the target (or has none yet)."""
+    half = summary.get("ci_half_pct")
+    return half is None or not math.isfinite(half) or half > target_ci_pct
+
+
+def _robust_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The spread of one run's round medians of a cell on a log scale, and the number of rounds.
+    Robust (:func:`robust_spread`), like the figure, so one slow round moves neither; at least the
+    standard error of a round's median from its own samples (the median over rounds of 1.2533 x
+    their robust spread / sqrt(n)), so rounds that happen to agree exactly do not promise a
+    zero-width interval."""
+    rounds = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    scale = robust_spread(np.log([round_median(r) for r in rounds]))
+    within = [1.2533 * robust_spread(np.log(r)) / math.sqrt(r.size) for r in rounds if r.size > 1]
+    return max(scale, stats.median(within) if within else 0.0), len(rounds)
+
+
+def pooled_scale(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """A cell's between-round spread (log scale) pooled over two runs, and its degrees of freedom
+    (``kA + kB - 2``): both runs measure the same cell's process-to-process noise on one machine."""
+    sa, ka = _robust_scale(a)
+    sb, kb = _robust_scale(b)
+    df = ka + kb - 2
+    if df < 1:
+        return max(sa, sb), 0
+    return math.sqrt(((ka - 1) * sa * sa + (kb - 1) * sb * sb) / df), df
+
+
+def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                   prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
+    """The change ``figure(B) / figure(A) - 1`` and its interval over rounds (``a``, ``b``: one
+    sample list per round; a figure is the median of the round medians).
+
+    Rounds are the independent units, so the interval is built from the spread of the round
+    medians, not by resampling the samples inside rounds again (that counts the within-round noise
+    twice; and with a few rounds a bootstrap of their median spans the range of the rounds, one
+    slow round wide). A two-sample t interval on a log scale: the difference of the two figures
+    ± Student's t x 1.2533 (a median's standard error over a mean's) x the spread x
+    ``sqrt(1/kA + 1/kB)``. The spread is the cell's own (:func:`pooled_scale`), moderated by
+    ``prior`` = (spread, degrees of freedom) where given: ``s^2 = (d s_cell^2 + d0 s0^2) / (d + d0)``
+    on ``d + d0`` degrees of freedom (limma's moderated t, Smyth 2004: with 3 rounds a side, a
+    cell's own spread rests on 4 degrees of freedom; ``ios_bench.reporting.compare`` lends it the run's
+    typical spread)."""
+    from scipy import stats
+
+    ka, kb = sum(1 for g in a if len(g)), sum(1 for g in b if len(g))
+    scale, df = pooled_scale(a, b)
+    if prior is not None and prior[1] > 0:
+        s0, d0 = prior
+        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
+    fa = figure_over_rounds(a)
+    fb = figure_over_rounds(b)
+    half = float(stats.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale * math.sqrt(1 / ka + 1 / kb)
+    centre = math.log(fb / fa)
+    return fb / fa - 1.0, math.expm1(centre - half), math.expm1(centre + half)
+
+
+__all__ = ["AUTO", "THRESHOLDS", "figure_over_rounds", "good_rounds", "hierarchical_bootstrap", "interval",
+           "judge_rounds", "needs_more", "pooled_scale", "ratio_interval", "robust_spread", "round_median",
+           "round_order", "summarize", "unstable_reason", "usual_canary"]

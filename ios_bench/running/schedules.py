@@ -1,0 +1,120 @@
+"""IOS schedules: each IOS cell's schedule is optimized in a worker of its own (``optimize``) and
+only ever timed in fresh ones; two IOS cells of a group whose schedules are identical (the same
+:func:`schedule_hash`) are one measurement (:func:`same_schedules`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ios_bench.planning.cells import Cell, safe_name
+from ios_bench.planning.plan import DEFAULT_IOS_PROVIDER, PRIVATE_PROFILE_DB, Plan, ios_options_tag
+from ios_bench.records.runfolder import read_json
+from ios_bench.running.context import SweepContext
+from ios_bench.running.executors import Task, device_kind
+from ios_bench.running.references import model_inputs
+
+
+def schedule_hash(path: Path) -> str | None:
+    """A schedule file's identity: the SHA-1 of its blocks' stages (what the runtime executes), or
+    None where the file cannot be read."""
+    try:
+        data = json.loads(path.read_bytes())
+        stages = [b.get("stages") for b in data.get("blocks", [])]
+    except (OSError, ValueError, AttributeError):
+        return None
+    return hashlib.sha1(json.dumps(stages, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def schedule_path(plan: Plan, cell: Cell) -> str:
+    """Where an IOS cell's schedule is kept in the run folder (``schedules/...json``)."""
+    opts = plan.ios_options or {}
+    provider = cell.provider or DEFAULT_IOS_PROVIDER
+    suffix = ("" if provider == DEFAULT_IOS_PROVIDER else f"-{provider}") + ios_options_tag(opts)
+    # one schedule per batch size it is optimized for: with optimize_batch, every cell of the run
+    # executes the same schedule (optimized by the first, reused by the others)
+    opt_bs = opts.get("optimize_batch", cell.batch_size)
+    return "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}") + ".json"
+
+
+def optimize_schedules(ctx: SweepContext, cells: list[Cell]) -> dict[str, dict]:
+    """Each IOS cell's schedule, optimized where the run has none yet: one worker per (model,
+    batch, device, provider) searches its schedules with one cost model, and never times them.
+    Returns {cell key: {"path", "hash", "figures", "optimize_seconds", "reused"} or {"failed":
+    reason, ...}}."""
+    plan, folder = ctx.plan, ctx.folder
+    out: dict[str, dict] = {}
+    wanted: dict[tuple, list[tuple[Cell, str]]] = {}
+    for cell in cells:
+        path = schedule_path(plan, cell)
+        if not (folder / path).exists():
+            key = (cell.model_spec, cell.batch_size, cell.device, cell.provider or DEFAULT_IOS_PROVIDER)
+            if path not in [p for _, p in wanted.get(key, [])]:
+                wanted.setdefault(key, []).append((cell, path))
+    tasks = []
+    for (model_spec, bs, device, provider), items in wanted.items():
+        first = items[0][0]
+        stem = safe_name(f"{first.model}-b{bs}-{device}-{provider}")
+        spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": model_spec, "batch_size": bs,
+                "device": device_kind(device), "schedules": [c.schedule for c, _ in items],
+                "schedule_paths": [p for _, p in items], "provider": provider, "threads": plan.threads,
+                "seed": plan.seed, "cost_model": plan.cost_model, "result_path": f"work/{stem}.optimize.json"}
+        if plan.ios_options:
+            spec["ios_options"] = dict(plan.ios_options)
+            if plan.ios_options.get("cost_cache") == "private":
+                spec["profile_db_path"] = PRIVATE_PROFILE_DB
+        inputs = model_inputs(folder, spec, model_spec)
+        outputs = [p[: -len(".json")] + ext for _, p in items for ext in (".json", ".npz", ".stats")]
+        tasks.append(Task(f"optimize:{stem}", spec, f"logs/{stem}.optimize.log",
+                          plan.timeout + plan.optimize_timeout * len(items), device, plan.threads, inputs,
+                          outputs, first.nodes, payload=items))
+    if tasks:
+        ctx.say(f"optimizing {sum(len(t.payload) for t in tasks)} IOS schedule(s) in {len(tasks)} worker(s) "
+                "of their own (never the ones that time them)")
+    results: dict[str, dict] = {}
+    for task, res in zip(tasks, ctx.executor.probe(tasks) if tasks else []):
+        done = res.get("schedules") if res.get("status") == "ok" and isinstance(res.get("schedules"), list) else []
+        for i, (_, path) in enumerate(task.payload):
+            one = done[i] if i < len(done) and isinstance(done[i], dict) else None
+            results[path] = one or {"status": "failed", "reason": res.get("reason") or "no result",
+                                    "stderr_tail": res.get("stderr_tail", "")}
+    for cell in cells:
+        path = schedule_path(plan, cell)
+        res = results.get(path)
+        if res is not None and res.get("status") != "ok":
+            out[cell.key] = {"failed": f"optimize: {res.get('reason')}", "stderr_tail": res.get("stderr_tail", "")}
+            continue
+        if not (folder / path).exists():
+            out[cell.key] = {"failed": "optimize: no schedule was written"}
+            continue
+        figures = read_json(folder / (path[: -len(".json")] + ".stats")) or {}
+        out[cell.key] = {"path": path, "hash": schedule_hash(folder / path), "figures": figures,
+                         "optimize_seconds": res.get("optimize_seconds") if res else None,
+                         "reused": res is None}
+    return out
+
+
+def same_schedules(cells: list[Cell], scheds: dict) -> dict[str, str]:
+    """IOS cells whose schedule is identical to another's of the same group and provider: {cell
+    key: the key of the cell measured for both} (the sequential cell where it is one of them)."""
+    same: dict[str, str] = {}
+    by_id: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        h = (scheds.get(c.key) or {}).get("hash") if c.schedule else None
+        if h:
+            by_id.setdefault((c.group, c.provider, h, c.variant), []).append(c)
+    for members in by_id.values():
+        if len(members) < 2:
+            continue
+        first = next((c for c in members if c.schedule == "sequential"), members[0])
+        for c in members:
+            if c is not first:
+                same[c.key] = first.key
+    return same
+
+
+def schedule_fields(sched: dict) -> dict:
+    """What an IOS cell's record says of its schedule: the optimizer's figures and the file."""
+    return {**(sched.get("figures") or {}), "schedule_file": sched["path"], "schedule_hash": sched.get("hash"),
+            "optimize_seconds": sched.get("optimize_seconds"), "schedule_reused": sched.get("reused")}

@@ -1,0 +1,191 @@
+"""A worker's ``cell`` task (``ios_bench.running.worker``): one round of one cell - build, check against the
+oracle, time inside an interference window, check the last timed output again - and its sequential
+baseline and independent check."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ios_bench.records.record import RoundResult, jsonable
+from ios_bench.running.task_optimize import _schedule
+from ios_bench.running.task_setup import _load_graph, _source_path
+
+
+def independent_check(graph, spec: dict, source) -> dict | None:
+    """For an imported model (a graph with an ONNX ``source``), whether the cell's output was also
+    checked against onnxruntime on the original file: ``{"ran": True, "passed": bool}``, or
+    ``{"ran": False, "reason": ...}`` when that check could not run (onnxruntime could not load
+    or run the file, the file is gone): the record then says the cell was checked against the
+    oracle only. None for a model without an original file (a zoo model, a graph JSON)."""
+    src = getattr(graph, "source", None) or {}
+    if src.get("format") != "onnx":
+        return None
+    if source is not None:
+        return {"ran": True, "passed": bool(source.passed)}
+    reason = spec.get("source_error") or ("the original ONNX file is gone" if _source_path(graph) is None
+                                          else "no reference output of the original ONNX file")
+    return {"ran": False, "reason": f"independent check against the original ONNX file not run: {reason}"}
+
+
+def task_cell(spec: dict, result: dict) -> dict:
+    import hashlib
+
+    import numpy as np
+
+    import adapters
+    from ios_bench.planning.cells import CellSpec
+    from ios_core.check import combined_check, compare, tolerance_for
+    from ios_core.measurement.interference import Window
+
+    spec = CellSpec.from_dict(spec).to_dict()  # a spec the driver could not have written fails here
+    result["phase"] = "load"
+    graph = _load_graph(spec)
+    original = graph
+    options = dict(spec.get("options", {}))
+    if spec.get("schedule"):
+        result["provider"] = options["provider"] = spec.get("provider") or "torch"
+        result["phase"] = "optimize"
+        graph = _schedule(graph, spec, result)
+        result["stages"] = sum(len(b.stages) for b in graph.blocks) if graph.has_stages else None
+    adapter = adapters.get(spec["adapter"])
+    reason = adapter.available(spec["device"])
+    if reason is not None:
+        result.pop("phase", None)
+        result.update(status="skipped", reason=reason)
+        return result
+    # The tolerance follows the precision the sweep asked for, never the one the engine reports
+    # (nor a looser tolerance it declares): an engine that ignores the request fails the cell.
+    requested = spec.get("precision") or "fp32"
+    result["precision_requested"] = requested
+    tol = min(tolerance_for(requested), adapter.tolerance)  # an adapter may only tighten it
+    if spec.get("scenario"):  # a LoadGen scenario: its own round (ios_bench.scenarios.round)
+        from ios_bench.scenarios.round import run_round
+
+        return run_round(spec, result, adapter, graph, options, tol,
+                         lambda a, info: precision_problem(a, info, requested))
+    result["phase"] = "build"
+    compiled = adapter.build(graph, spec["batch_size"], spec["device"], spec["threads"], **options)
+    info = {k: v for k, v in compiled.info.items() if jsonable(v)}
+    result.update(info=info, build_seconds=info.get("build_seconds"), precision=info.get("precision"),
+                  framework_version=info.get("framework_version"))
+    problem = precision_problem(adapter, info, requested)
+    if problem:
+        result.pop("phase", None)
+        result.update(status="failed", reason=problem)
+        return result
+    result["phase"] = "input"
+    x = np.load(spec["input_path"])
+    sha = hashlib.sha1(x.tobytes()).hexdigest()
+    if spec.get("input_sha1") and sha != spec["input_sha1"]:
+        raise RuntimeError(f"seeded input differs from the reference's ({sha[:12]} != {spec['input_sha1'][:12]})")
+    ref = np.load(spec["ref_path"])
+    prepared = compiled.prepare(x)
+    result["phase"] = "check"
+    out = compiled.finish(compiled.execute(prepared))
+    before = compare(out, ref, tol)
+    compiled.sync()
+    source = None
+    if spec.get("source_ref_path"):
+        # an imported model: also against onnxruntime on the original file (recorded as
+        # check.source; a mismatch fails the check before timing, hence the cell)
+        source = compare(out.reshape(-1), np.load(spec["source_ref_path"]).reshape(-1), tol)
+        if not source.passed:
+            before = type(before)(False, max(before.max_abs_err, source.max_abs_err),
+                                  max(before.max_rel_err, source.max_rel_err), tol,
+                                  f"against the original ONNX file: {source.reason}")
+    result["phase"] = "measure"
+    # on a GPU, other processes' use of it too (the worker sees its GPU as index 0)
+    with _utilization(spec, result), Window(gpu=0 if spec["device"] == "cuda" else None) as window:
+        m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
+                          repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+    window.samples(m.samples_ms)
+    if str(spec["device"]).startswith("cuda"):  # peak device memory, two views (ios_bench.machine.device_memory)
+        from ios_bench.machine.device_memory import gpu_memory
+
+        result["gpu_memory"] = gpu_memory(compiled, spec["device"])
+    result["phase"] = "check"
+    after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
+    check = combined_check(before, after)
+    if source is not None:
+        check["source"] = source.to_dict()
+    result.update(RoundResult.measured(m, check, window.figures))
+    independent = independent_check(original, spec, source)
+    if independent is not None:
+        result["independent_check"] = independent
+    if spec.get("sequential_baseline"):
+        _sequential_baseline(spec, result, adapter, original, options, x)
+    result["status"] = "ok" if result["check"]["passed"] else "wrong"
+    result.pop("phase", None)
+    return result
+
+
+def precision_problem(adapter, info: dict, requested: str) -> str | None:
+    """Why a built program fails its cell on precision (it computes in another precision than the
+    sweep asked for), or None."""
+    got = info.get("precision") or adapter.precision
+    if got != requested:
+        return (f"precision: asked for {requested}, {adapter.name} computes in {got}"
+                + (f" ({info['precision_note']})" if info.get("precision_note") else ""))
+    return None
+
+
+@contextlib.contextmanager
+def _utilization(spec: dict, result: dict):
+    """With ``util_path`` in the spec: sample the device's busy-ness during the timed loop
+    (:mod:`ios_bench.machine.utilization`), write the trace there (atomically) and its summary to the
+    record as ``utilization``. Without it: nothing."""
+    if not spec.get("util_path"):
+        yield
+        return
+    from ios_bench.machine.utilization import sampler, summarize
+    from ios_core.atomic import atomic_write_json
+
+    s = sampler(spec["device"])
+    with s:
+        yield
+    trace = s.trace()
+    atomic_write_json(spec["util_path"], trace, indent=None)
+    result["utilization"] = summarize(trace)  # the sweep adds the trace's run-folder-relative path
+
+
+def _sequential_baseline(spec: dict, result: dict, adapter, original, options: dict, x) -> None:
+    """``sequential_ms``: the sequential schedule on the same provider, timed in this worker after
+    the schedule with the same protocol; used only where the sweep has no sequential cell on that
+    provider (otherwise the sequential cell's rounds, interleaved with this cell's, give it)."""
+    result["phase"] = "sequential baseline"
+    seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
+    prepared = seq.prepare(x)
+    m = time_compiled(seq, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
+                      repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+    if result.get("clock") is not None and m.meta.get("clock") != result["clock"]:
+        raise RuntimeError(f"the sequential baseline was timed on {m.meta.get('clock')}, the schedule on "
+                           f"{result['clock']}: not comparable")
+    from ios_bench.running.rounds import round_median
+
+    result["sequential_ms"] = round_median(m.samples_ms)  # the same statistic as the cell's figure
+    result["sequential_clock"] = m.meta.get("clock")
+
+
+def time_compiled(compiled, prepared, device: str, **protocol):
+    """The one way a worker times a built program (a cell, its sequential baseline, a doctor
+    path): ``ios_core.measurement.measure.measure`` of ``compiled.execute(prepared)``.
+
+    On a GPU every cell is timed the same way whatever the framework: the host clock, read after
+    the program's own sync and a device-wide synchronize following every call
+    (``ios_core.measurement.gpu.GPU_CELL_CLOCK``). Frameworks that expose no stream (TensorFlow, ONNX Runtime,
+    TVM) cannot be timed with CUDA events, so none is: a schedule, its baseline and every peer
+    share one clock. On the CPU: the host clock after ``sync`` (the program's own timer if it has
+    one). ``meta["clock"]`` records the protocol."""
+    from ios_core.measurement.measure import measure
+
+    if str(device).startswith("cuda"):
+        from ios_core.measurement.gpu import GPU_CELL_CLOCK, device_synchronizer
+
+        device_sync = device_synchronizer()
+
+        def sync():
+            compiled.sync()
+            if device_sync is not None:
+                device_sync()
+        return measure(lambda: compiled.execute(prepared), sync=sync, timer=None, clock=GPU_CELL_CLOCK, **protocol)
+    return measure(lambda: compiled.execute(prepared), sync=compiled.sync, timer=compiled.timer(), **protocol)

@@ -1,0 +1,156 @@
+"""A worker's setup tasks (``ios_bench.running.worker``): ``probe`` (which adapters and IOS providers run on
+the device) and ``reference`` (the oracle's outputs and the seeded inputs of a model, once per run)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def _load_graph(spec: dict):
+    from ios_bench.planning.loading import load_graph
+
+    graph = load_graph(spec.get("model_path") or spec["model_spec"])  # model_path: the run's copy of a file
+    if not graph.has_weights:
+        graph.init_weights(spec["seed"])
+    return graph
+
+
+def task_probe(spec: dict) -> dict:
+    import adapters
+
+    out = {}
+    wanted = spec.get("names")
+    for name in adapters.names():
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            a = adapters.get(name)
+            reason = a.available(spec["device"])
+            out[name] = {"reason": reason, "version": a.version(), "precision": getattr(a, "precision", None),
+                         "devices": list(getattr(a, "devices", ())),
+                         "concurrency": getattr(a, "concurrency", "instances"),
+                         "concurrency_note": getattr(a, "concurrency_note", "")}
+        except Exception as e:
+            out[name] = {"reason": f"{type(e).__name__}: {e}", "version": None}
+    extras = {}
+    try:
+        import ios_core
+
+        extras["optimize"] = hasattr(ios_core, "optimize") and _has_optimizer()
+    except Exception as e:  # pragma: no cover
+        extras["optimize"] = False
+        extras["optimize_reason"] = str(e)
+    if wanted is None or "ios" in wanted:  # the IOS runtime's kernel providers that run here
+        try:
+            from ios_core.runtime import providers
+
+            extras["providers"] = {n: providers.get(n).available() for n in providers.names()}
+        except Exception as e:  # pragma: no cover - the IOS adapter's own reason says more
+            extras["providers_reason"] = f"{type(e).__name__}: {e}"
+    return {"status": "ok", "adapters": out, **extras}
+
+
+def _has_optimizer() -> bool:
+    import importlib.util
+
+    try:
+        import ios_core.optimizer as opt
+
+        return hasattr(opt, "optimize") and importlib.util.find_spec("ios_core.cost") is not None
+    except Exception:
+        return False
+
+
+def task_reference(spec: dict) -> dict:
+    """Oracle outputs for one model at every batch size of the sweep (refs/<model>-b<N>.npy), and
+    the seeded inputs (ios_core.reference.random_input) every cell then loads, so that a cell
+    worker imports no framework it does not use (torch only when its adapter needs it)."""
+    import hashlib
+
+    import numpy as np
+
+    from ios_core import reference
+    from ios_core.atomic import atomic_write
+    from ios_core.reference import random_input
+
+    graph = _load_graph(spec)
+    source = _source_path(graph)
+    out = {}
+    for bs, path, in_path in zip(spec["batch_sizes"], spec["ref_paths"], spec["input_paths"]):
+        x = random_input(graph, bs, seed=spec["input_seed"])
+        t0 = time.perf_counter()
+        y = reference.run(graph, x)
+        seconds = time.perf_counter() - t0
+        arrays = [(x, in_path), (y, path)]
+        meta = {"input_sha1": hashlib.sha1(x.tobytes()).hexdigest(), "output_shape": list(y.shape),
+                "seconds": seconds}
+        if source is not None:
+            # an imported model: onnxruntime on the original file is a second, independent reference
+            from ios_core.check import compare
+
+            try:
+                ys = run_onnx_source(source, x).reshape(y.shape)
+            except Exception as e:  # no onnxruntime, or it cannot run the file: the oracle check remains
+                meta.update(source=source, source_error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            else:
+                src_path = source_ref_path(path)
+                arrays.append((ys, src_path))
+                meta.update(source=source, source_ref_path=src_path, source_check=compare(y, ys, 1e-4).to_dict())
+        for arr, target in arrays:
+            atomic_write(target, lambda f, arr=arr: np.save(f, arr))
+        if spec.get("qsl_size"):  # a LoadGen scenario's query sample library, beside the oracle's outputs
+            meta["qsl"] = _save_qsl(graph, bs, spec, spec["qsl_paths"][spec["batch_sizes"].index(bs)], x, y)
+        out[str(bs)] = meta
+    # the model's memory figures the sweep's pre-check reads (ios_bench.planning.estimate)
+    return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
+            "params": graph.params(), "operators": graph.num_operators(),
+            "activation_mib": reference.activation_bytes(graph) / 2**20, "weights_mib": graph.params() * 4 / 2**20}
+
+
+def _save_qsl(graph, bs: int, spec: dict, path: str, x, y) -> dict:
+    """The query sample library of a LoadGen scenario: ``qsl_size`` seeded inputs (sample i is
+    ``random_input(graph, bs, seed=input_seed + i)``; sample 0 is the cells' one input) and the
+    oracle's output of each, in one ``.npz`` (``inputs``, ``outputs``)."""
+    import numpy as np
+
+    from ios_core import reference
+    from ios_core.atomic import atomic_write
+    from ios_core.reference import random_input
+
+    xs, ys = [x], [y]
+    for i in range(1, int(spec["qsl_size"])):
+        xi = random_input(graph, bs, seed=spec["input_seed"] + i)
+        xs.append(xi)
+        ys.append(reference.run(graph, xi))
+    atomic_write(path, lambda f: np.savez(f, inputs=np.stack(xs), outputs=np.stack(ys)))
+    return {"path": path, "size": len(xs)}
+
+
+def _source_path(graph) -> str | None:
+    """The original ONNX file of an imported graph, when it is still there."""
+    src = getattr(graph, "source", None) or {}
+    path = src.get("path") if src.get("format") == "onnx" else None
+    return path if path and os.path.isfile(path) else None
+
+
+def source_ref_path(ref_path: str) -> str:
+    return ref_path[: -len(".npy")] + ".source.npy" if ref_path.endswith(".npy") else ref_path + ".source.npy"
+
+
+def run_onnx_source(path: str, x):
+    """Run the original ONNX file with onnxruntime (CPU, no graph rewrites beyond ORT's defaults) on
+    ``x``; a file with a fixed batch size runs ``x`` in chunks of that size."""
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    fixed = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
+    if fixed is None or fixed == x.shape[0]:
+        return sess.run(None, {inp.name: x})[0]
+    if x.shape[0] % fixed:
+        raise ValueError(f"{path} has a fixed batch size {fixed}, which does not divide batch {x.shape[0]}")
+    return np.concatenate([sess.run(None, {inp.name: x[i:i + fixed]})[0] for i in range(0, x.shape[0], fixed)])

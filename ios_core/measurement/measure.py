@@ -1,0 +1,190 @@
+"""The one measurement function every runtime, schedule and adapter is timed with.
+
+Protocol (the reference IOS implementation's and TVM's): ``warmup`` untimed calls, then
+``repeat`` samples, each ``number`` back-to-back calls timed together; with ``min_sample_ms``
+the number of calls per sample is raised (doubling) until one sample lasts at least that long.
+Every sample is kept, as per-call milliseconds (``samples_ms``: the sample's time / ``number``).
+
+The clock is also read after every call, so the time of each single call is kept too
+(``call_ms``): percentiles, median, std, min and max are over those per-call times (computed
+with numpy), so a p90 is the tail of single calls, not a mean over many calls. The value the
+last timed call returned is kept (``last``) so that callers can check it, not only a result
+computed before timing.
+
+On a GPU the samples are taken on the device's own clock: pass ``timer`` (e.g.
+``ios_core.measurement.gpu.CudaEventTimer(stream)``, or an adapter's ``Compiled.timer()``), whose
+``start()`` records an event before a sample's calls and ``stop()`` records one after them,
+waits for it and returns the milliseconds between the two (per-call times are then not
+available: statistics are over samples). Without a timer the host clock is read after
+``sync()``. ``Measurement.meta["clock"]`` says which clock was used.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ios_core.measurement import stats
+
+
+@dataclass
+class Measurement:
+    samples_ms: list[float]
+    number: int
+    warmup: int
+    stage_ms: list[list[float]] | None = None  # per sample, the time of each stage (ms)
+    meta: dict = field(default_factory=dict)
+    call_ms: list[float] | None = None  # every timed call's own time (ms)
+    last: object = field(default=None, repr=False, compare=False)  # what the last timed call returned
+
+    @property
+    def repeat(self) -> int:
+        return len(self.samples_ms)
+
+    def _times(self) -> np.ndarray:
+        return np.asarray(self.call_ms if self.call_ms else self.samples_ms, dtype=np.float64)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self._times()))
+
+    @property
+    def median(self) -> float:
+        return stats.median(self._times())
+
+    @property
+    def std(self) -> float:
+        return stats.std(self._times())
+
+    @property
+    def min(self) -> float:
+        return float(np.min(self._times()))
+
+    @property
+    def max(self) -> float:
+        return float(np.max(self._times()))
+
+    def percentile(self, q: float) -> float:
+        """Linear-interpolated percentile of the per-call times, q in [0, 100]."""
+        return float(np.percentile(self._times(), q))
+
+    @property
+    def stage_mean_ms(self) -> list[float] | None:
+        if not self.stage_ms:
+            return None
+        return [float(np.mean(col)) for col in zip(*self.stage_ms)]
+
+    def summary(self) -> dict:
+        """The figures of this measurement (``ios_core.measurement.stats.summary`` over the per-call times)
+        and its protocol."""
+        return {**stats.summary(self._times()),
+                "repeat": self.repeat, "number": self.number, "warmup": self.warmup,
+                "calls": len(self.call_ms) if self.call_ms else self.repeat * self.number,
+                "percentiles_over": "calls" if self.call_ms else "samples"}
+
+    def to_dict(self) -> dict:
+        return {"samples_ms": list(self.samples_ms), "number": self.number, "warmup": self.warmup,
+                "stage_ms": self.stage_ms, "meta": self.meta,
+                "call_ms": list(self.call_ms) if self.call_ms is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Measurement:
+        return cls(**{k: d[k] for k in ("samples_ms", "number", "warmup")},
+                   stage_ms=d.get("stage_ms"), meta=d.get("meta") or {}, call_ms=d.get("call_ms"))
+
+    def __str__(self) -> str:
+        return (f"{self.median:.3f} ms median (mean {self.mean:.3f} ± {self.std:.3f}, "
+                f"min {self.min:.3f}, {self.repeat}x{self.number})")
+
+
+class HostTimer:
+    """The host clock around a sample, read after ``sync()`` (the default timer)."""
+
+    clock = "host"
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self.sync = sync or (lambda: None)
+        self._t0 = 0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> float:
+        self.sync()
+        return (time.perf_counter_ns() - self._t0) / 1e6
+
+
+def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
+            min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
+            sync: Callable[[], None] | None = None, timer=None, clock: str = "host") -> Measurement:
+    """Time ``fn()``.
+
+    ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
+    read, so asynchronous devices are timed to completion and each call's time is its latency.
+    ``stage_times``, when given, is read after each sample and must return that sample's
+    per-stage times (ms, per call); the callee is expected to accumulate them over the sample's
+    calls and reset itself when read. ``timer`` (``start()``, ``stop() -> ms``) replaces the host
+    clock, e.g. with CUDA events; samples are then timed as a whole. ``clock`` labels the host
+    clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU).
+    """
+    if warmup < 0 or number < 1 or repeat < 1:
+        raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
+    label, clock = clock, time.perf_counter_ns
+    for _ in range(warmup):
+        fn()
+    if sync is not None:
+        sync()
+    if min_sample_ms:
+        # calibrate on the clock the samples are taken with: the device timer when one is given
+        # (the host clock would see only the asynchronous launches), else the host clock after sync()
+        calibration = timer if timer is not None else HostTimer(sync)
+        while True:
+            calibration.start()
+            for _ in range(number):
+                fn()
+            if calibration.stop() >= min_sample_ms or number >= 1 << 20:
+                break
+            number *= 2
+    if stage_times is not None:
+        stage_times()  # discard what warmup and calibration accumulated
+    samples: list[float] = []
+    calls = array("q")  # nanoseconds per call
+    stages: list[list[float]] | None = [] if stage_times is not None else None
+    last = None
+    if timer is not None:  # a device clock: whole samples only
+        for _ in range(repeat):
+            timer.start()
+            for _ in range(number):
+                last = fn()
+            samples.append(timer.stop() / number)
+            if stages is not None:
+                stages.append([t / number for t in stage_times()])
+        if sync is not None:
+            sync()
+        return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, last=last,
+                           meta={"clock": getattr(timer, "clock", type(timer).__name__)})
+    for _ in range(repeat):
+        start = prev = clock()
+        if sync is None:
+            for _ in range(number):
+                last = fn()
+                now = clock()
+                calls.append(now - prev)
+                prev = now
+        else:
+            for _ in range(number):
+                last = fn()
+                sync()
+                now = clock()
+                calls.append(now - prev)
+                prev = now
+        samples.append((prev - start) / 1e6 / number)
+        if stages is not None:
+            stages.append([t / number for t in stage_times()])
+    call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
+    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, call_ms=call_ms,
+                       last=last, meta={"clock": label})
