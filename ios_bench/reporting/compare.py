@@ -174,6 +174,18 @@ def noise_threshold(spread: float | None) -> float:
     return max(MIN_THRESHOLD, THRESHOLD_FACTOR * math.sqrt(2) * (spread or 0.0))
 
 
+def judge_change(change: float, low: float, high: float, threshold: float) -> tuple[str, str]:
+    """The one verdict rule (``compare`` and ``ab``): a regression or an improvement when the
+    interval [low, high] excludes zero and the change exceeds the noise threshold; else within noise,
+    with why."""
+    if low > 0 and change >= threshold:
+        return "regression", ""
+    if high < 0 and change <= -threshold:
+        return "improvement", ""
+    return "within noise", ("interval includes zero" if low <= 0 <= high else
+                            f"|change| under the noise threshold {threshold:.1%}")
+
+
 def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
     """Cell-by-cell verdicts from run folder ``a`` to ``b``; ``threshold`` (a fraction) replaces
     the measured noise threshold."""
@@ -232,14 +244,8 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
                      if (why := _too_disturbed(n, len(g), d, want))]
             if few or noisy:
                 verdict, why = "unstable", "; ".join(few + noisy)
-            elif low > 0 and change >= threshold:
-                verdict = "regression"
-            elif high < 0 and change <= -threshold:
-                verdict = "improvement"
             else:
-                verdict = "within noise"
-                why = ("interval includes zero" if low <= 0 <= high else
-                       f"|change| under the noise threshold {threshold:.1%}")
+                verdict, why = judge_change(change, low, high, threshold)
         out.append(Change(key, base["model"], int(base["batch_size"]), base["framework"], base["device"], ma, mb,
                           change, low, high, len(ga), len(gb), verdict, why))
     return Comparison(out, threshold, source, spread, notes, pa + pb)

@@ -42,11 +42,26 @@ from ios_bench.planning.cells import Cell, label
 from ios_bench.planning.plan import adapter_options
 from ios_bench.records.record import now
 from ios_bench.records.runfolder import PLAN_FILE
-from ios_bench.reporting.compare import ENOUGH_ROUNDS, PRIOR_DF, Change, Comparison, noise_threshold
+from ios_bench.reporting.compare import (
+    ENOUGH_ROUNDS,
+    PRIOR_DF,
+    Change,
+    Comparison,
+    judge_change,
+    noise_threshold,
+)
 from ios_bench.reporting.drift import DRIFT_FILE
 from ios_bench.results import load_run
 from ios_bench.running.round_runner import RoundRunner
-from ios_bench.running.rounds import AUTO, MAX_AUTO_ROUNDS, MIN_AUTO_ROUNDS, good_rounds, round_median, round_order
+from ios_bench.running.rounds import (
+    AUTO,
+    MAX_AUTO_ROUNDS,
+    MIN_AUTO_ROUNDS,
+    figure_over_rounds,
+    good_rounds,
+    round_median,
+    round_order,
+)
 from ios_bench.running.sweep import Sweep
 from ios_core.atomic import atomic_write_json
 from ios_core.measurement import stats
@@ -251,21 +266,14 @@ def paired_comparison(folder, threshold: float | None = None, confidence: float 
             a, b = data[pid]
             n = len(a)
             if a:
-                ma = stats.median(round_median(g) for g in a)
-                mb = stats.median(round_median(g) for g in b)
+                ma, mb = figure_over_rounds(a), figure_over_rounds(b)
                 change, low, high = paired_interval(a, b, confidence, prior)
             if n < 2:
                 verdict, why = "unstable", f"{n} paired round{'s' * (n != 1)} (both sides undisturbed in the same pass)"
             elif asked is not None and n < min(asked, ENOUGH_ROUNDS):
                 verdict, why = "unstable", f"{n} paired rounds of the {asked} asked for (the machine was busy)"
-            elif low > 0 and change >= threshold:
-                verdict = "regression"
-            elif high < 0 and change <= -threshold:
-                verdict = "improvement"
             else:
-                verdict = "within noise"
-                why = ("interval includes zero" if low <= 0 <= high else
-                       f"|change| under the noise threshold {threshold:.1%}")
+                verdict, why = judge_change(change, low, high, threshold)
         out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
                           n, n, verdict, why))
     notes = [f"paired: each change is exp(mean log(B/A)) - 1 over the rounds of A and B measured back to back in "
