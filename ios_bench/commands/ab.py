@@ -110,7 +110,7 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     pairs run in an order shuffled from --round-seed and A's and B's cell of a pair back to back,
     which side first drawn per round (recorded in each round's position), each in a fresh worker
     process. The verdict uses the paired log-ratios of B's round against A's round of the same
-    pass, so drift common to both cancels: change = exp(mean) - 1 with a t interval; regression /
+    pass, so drift common to both cancels: change = exp(median) - 1 with a t interval; regression /
     improvement when the interval excludes zero and the change exceeds the noise threshold;
     within noise; unstable (fewer than two paired rounds); failed (a side failed or its output
     is wrong: reported, never a verdict). --rounds N gives N paired rounds per cell; --rounds auto

@@ -14,7 +14,7 @@ partner, so that rounds pair by their ``pass``.
 
 The verdict (:func:`paired_comparison`) uses the **paired** log-ratios ``d = log(B / A)`` of the
 two rounds of each pass: a change common to both rounds of a pass (the machine's drift) cancels.
-The change is ``exp(mean d) - 1`` with a Student t interval on the ``d`` (:func:`paired_interval`),
+The change is ``exp(median d) - 1`` with a Student t interval on the ``d`` (:func:`paired_interval`),
 its spread moderated by the run's typical paired spread as ``compare`` does
 (``ios_bench.reporting.compare.PRIOR_DF``); the noise threshold is ``compare``'s rule on the same spread;
 the verdict vocabulary is ``compare``'s. A side that failed (or whose output check failed) is
@@ -159,18 +159,19 @@ def _within(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float
 
 
 def paired_spread(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """The spread of a cell's paired log-ratios (their standard deviation, at least :func:`_within`)
-    and its degrees of freedom (pairs - 1)."""
+    """The spread of a cell's paired log-ratios (robust, as compare's between-round spread is: one
+    slow pair moves it little; at least :func:`_within`) and its degrees of freedom (pairs - 1)."""
     d = log_ratios(a, b)
     if d.size < 2:
         return _within(a, b), 0
-    return max(stats.std(d), _within(a, b)), int(d.size - 1)
+    return max(stats.robust_spread(d), _within(a, b)), int(d.size - 1)
 
 
 def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
                     prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
-    """The change ``exp(mean d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
-    paired rounds, pair i = ``a[i]``, ``b[i]``) and its Student t interval ``mean d ± t s / sqrt(n)``;
+    """The change ``exp(median d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
+    paired rounds, pair i = ``a[i]``, ``b[i]``) and its Student t interval
+    ``median d ± t x 1.2533 s / sqrt(n)`` (a median's standard error, as compare's interval);
     ``s`` is the cell's own spread (:func:`paired_spread`) moderated by ``prior`` = (spread, degrees
     of freedom) as ``ios_bench.running.rounds.ratio_interval`` does (limma's moderated t). A change common
     to the two rounds of a pair (drift) is not in ``d``: it neither moves the change nor widens it."""
@@ -183,8 +184,8 @@ def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], 
     if prior is not None and prior[1] > 0:
         s0, d0 = prior
         scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
-    centre = float(np.mean(d))
-    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * scale / math.sqrt(d.size)
+    centre = stats.median(d)  # robust, as every figure is: one slow pair (a cold first pass) moves it little
+    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale / math.sqrt(d.size)
     return math.expm1(centre), math.expm1(centre - half), math.expm1(centre + half)
 
 
@@ -276,7 +277,7 @@ def paired_comparison(folder, threshold: float | None = None, confidence: float 
                 verdict, why = judge_change(change, low, high, threshold)
         out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
                           n, n, verdict, why))
-    notes = [f"paired: each change is exp(mean log(B/A)) - 1 over the rounds of A and B measured back to back in "
+    notes = [f"paired: each change is exp(median log(B/A)) - 1 over the rounds of A and B measured back to back in "
              f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels"]
     return Comparison(out, threshold, source, typical, notes, run.problems)
 
