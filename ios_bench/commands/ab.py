@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from ios_bench.commands import run as run_command
+from ios_bench.commands.compare import verdict_options
 from ios_bench.errors import InputError
-from ios_bench.planning.options import FiniteFloat
 
 # run's options that ab does not take: the models are its arguments; a run folder of ab is one
 # fresh sweep (no --resume); LoadGen scenarios are not paired here
@@ -80,14 +80,7 @@ def check_models(spec_a: str, spec_b: str, other_input: bool = False) -> None:
                    "cell), or schedule=NAME: side A's IOS schedule.")
 @click.option("--b-option", "b_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
               help="The same for side B.")
-@click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000), metavar="PCT",
-              help="Smallest change (percent) flagged as a regression or improvement [default: compare's rule on "
-                   "the run's paired spread, at least 1%].")
-@click.option("--confidence", default=0.95, show_default=True,
-              type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Confidence level of each change's interval (a t interval over the paired log-ratios).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
-              help="table for people; json or csv (one row per cell) for CI jobs.")
+@verdict_options("compare's rule on the run's paired spread", "the paired log-ratios")
 @click.option("--other-input", is_flag=True,
               help="B takes another input shape than A (e.g. a larger image): each side gets its own seeded "
                    "input; the change is then the model's and the input's together.")

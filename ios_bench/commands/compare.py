@@ -9,17 +9,26 @@ import click
 from ios_bench.planning.options import FiniteFloat
 
 
+def verdict_options(threshold_from: str, interval_over: str):
+    """The options every verdict command shares (``compare``, ``ab``): the noise threshold, the
+    interval's confidence and the output format; ``threshold_from`` and ``interval_over`` say what
+    this command measures them from."""
+    def apply(f):
+        f = click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+                         show_default=True, help="table for people; json or csv (one row per cell) for CI jobs.")(f)
+        f = click.option("--confidence", default=0.95, show_default=True,
+                         type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                         help=f"Confidence level of each change's interval (a t interval over {interval_over}).")(f)
+        return click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000),
+                            metavar="PCT", help="Smallest change (percent) flagged as a regression or improvement "
+                                                f"[default: {threshold_from}, at least 1%].")(f)
+    return apply
+
+
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000), metavar="PCT",
-              help="Smallest change (percent) flagged as a regression or improvement [default: measured from the "
-                   "two runs' between-round spread, at least 1%].")
-@click.option("--confidence", default=0.95, show_default=True,
-              type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Confidence level of each change's interval (a t interval over the two runs' round medians).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
-              help="table for people; json or csv (one row per cell) for CI jobs.")
+@verdict_options("measured from the two runs' between-round spread", "the two runs' round medians")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when a regression is found.")
 def command(run_a, run_b, threshold, confidence, fmt, fail_on_regression):
     """Per-cell verdict from RUN_A to RUN_B over the cells' rounds: regression, improvement, within
