@@ -77,6 +77,7 @@ def run_worker(spec: dict, timeout: float, log_path: Path, threads: int | None) 
             _kill_group(proc)
             raise
     wall = time.perf_counter() - t0
+    _reap_group(proc)  # what the worker left behind (it ends without teardown: worker.fast_exit)
     result = None
     if result_path.exists():
         try:
@@ -109,6 +110,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+def _reap_group(proc: subprocess.Popen) -> None:
+    """Kill what is left of a finished worker's session (a compiler's pool of child processes)."""
+    if os.name != "posix":
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
 
 
