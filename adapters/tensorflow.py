@@ -43,9 +43,12 @@ def _tf():
 
 
 def _without_jax():
-    """TensorFlow's ``tf.lite`` imports JAX where it is installed (about a second, and a framework a
-    TensorFlow cell does not run): left out while TensorFlow is first imported (``adapters.imports``)."""
-    return absent("jax", unless="tensorflow")
+    """TensorFlow's ``tf.lite`` imports JAX where it is installed (a framework a TensorFlow cell
+    does not run), and its ``__init__`` imports Keras (an API this adapter does not use): about 1.1 s
+    of every TensorFlow round on a 2-core machine (3.1 -> 1.9 s to import TensorFlow and run one
+    ``tf.function``). Both are left out while TensorFlow is first imported (``adapters.imports``);
+    ``tf.keras`` still loads Keras on first use."""
+    return absent("jax", "keras", "tf_keras", unless="tensorflow")
 
 
 # IR activation kind (ios_core.ir.activations) -> (tf, alpha, beta) -> its function of one tensor

@@ -186,11 +186,12 @@ def test_ios_cells_on_cuda_replay_a_cuda_graph_by_default(monkeypatch):
     assert ios.IOS._build(g, 1, "cpu", 1).info["provider"] == "torch"  # no graph on the CPU, unasked
 
 
-@pytest.mark.parametrize("framework, other", [("tensorflow-xla", "jax"), ("tvm", "torch")])
+@pytest.mark.parametrize("framework, other", [("tensorflow-xla", "jax"), ("tensorflow", "keras"), ("tvm", "torch")])
 def test_a_peer_imports_no_framework_its_cell_does_not_run(framework, other):
-    """TensorFlow's tf.lite imports JAX and TVM's tvm_ffi imports torch where they are installed; a
-    cell of theirs runs neither, so the adapter's first import leaves it out (adapters.imports):
-    a fresh process checks the adapter, builds tiny_a and runs it, and never imported the other."""
+    """TensorFlow's tf.lite imports JAX, its __init__ Keras, and TVM's tvm_ffi imports torch where
+    they are installed; a cell of theirs runs none of them, so the adapter's first import leaves
+    them out (adapters.imports): a fresh process checks the adapter, builds tiny_a and runs it, and
+    never imported the other."""
     import subprocess
     import sys
     from pathlib import Path
