@@ -105,3 +105,21 @@ def test_an_ios_worker_on_onnxruntime_kernels_imports_no_torch(tmp_path):
     assert result["check"]["passed"] and len(result["samples_ms"]) == 3
     assert result["provider"] == "onnxruntime" and result["info"]["provider"] == "onnxruntime"
     assert result["frameworks_imported"] == ["onnxruntime"]  # no torch, nothing else
+
+
+def test_a_schedule_search_on_onnxruntime_kernels_imports_no_torch(tmp_path):
+    """The measured cost model times stages in the kernels' own tensors and thread control (no torch
+    primer, inputs or pool for ONNX Runtime's): an optimize worker searching greedy on ONNX Runtime
+    kernels with a fresh profile database imports onnxruntime and nothing else."""
+    pytest.importorskip("onnxruntime")
+    spec = {"task": "optimize", "model_spec": "tiny_a", "batch_size": 1, "device": "cpu", "schedules": ["greedy"],
+            "schedule_paths": [str(tmp_path / "greedy.json")], "provider": "onnxruntime", "threads": 2, "seed": 0,
+            "cost_model": "measured", "result_path": str(tmp_path / "result.json")}
+    p = subprocess.run([sys.executable, "-m", "ios_bench.running.worker", json.dumps(spec)], cwd=ROOT,
+                       env=env_for({"IOS_BENCH_CACHE": str(tmp_path / "profiles.sqlite")}),
+                       capture_output=True, text=True, timeout=300)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert p.returncode == 0 and result["status"] == "ok", (result, p.stderr[-2000:])
+    one = result["schedules"][0]
+    assert one["status"] == "ok" and one["cost_model_stats"]["measured"] > 0  # stages were timed here
+    assert result["frameworks_imported"] == ["onnxruntime"]

@@ -112,10 +112,11 @@ def device_fingerprint(device: str = "cpu") -> tuple[str, str]:
 
 @cache
 def _fingerprint(device: str, environment: str) -> tuple[str, str]:
-    import torch
-
-    parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(), "machine": platform.machine(),
-             "torch": torch.__version__, "numpy": library_version("numpy"), "environment": json.loads(environment)}
+    # torch's version as installed, read without importing torch (a cost model for ONNX Runtime or
+    # OpenVINO kernels imports none; the string is torch.__version__'s)
+    parts = {"device": device, "cpu": _cpu_model(), "cores": os.cpu_count(),
+             "machine": platform.machine(), "torch": library_version("torch"), "numpy": library_version("numpy"),
+             "environment": json.loads(environment)}
     if device.startswith("cuda"):
         # the GPU's name, driver, CUDA runtime, cuDNN and clock setting (locked clock or application
         # clock: a different setting gives different latencies, a different key); never the

@@ -50,7 +50,7 @@ from __future__ import annotations
 import statistics
 import time
 
-import torch
+import numpy as np
 
 from ios_core.cost.cache import ProfileCache, library_version, stage_signature
 from ios_core.ir import Node, leaf_nodes
@@ -59,6 +59,7 @@ from ios_core.measurement.measure import Measurement, measure
 from ios_core.measurement.threads import resolve_threads
 from ios_core.optimizer.stage import Stage
 from ios_core.runtime import providers as _providers
+from ios_core.runtime import tensors as _tensors
 from ios_core.runtime.factory import build_program
 from ios_core.runtime.pool import assign_groups, shared_pool, split_threads
 
@@ -150,6 +151,11 @@ class MeasuredCostModel:
             self.method += f":{provider}-{library_version(_providers.distribution(provider))}"
         if self.cuda_graph:  # a graph replay is another measurement than the same launches one by one
             self.method += ":cuda-graph"
+        # the tensors and thread control of the programs it times (torch's only for the torch
+        # provider: a cost model for ONNX Runtime or OpenVINO kernels imports no torch)
+        self._tensors = _tensors.for_provider(provider)
+        if provider != "torch" and mode == "calibrated":  # no torch OpenMP primer (see _primer_fn)
+            self.method += ":unprimed"
         if cache is True or cache in ("true", "True", "1"):
             self.cache: ProfileCache | None = ProfileCache(device=device)
         elif cache is False or cache is None or cache in ("false", "False", "0", "none"):
@@ -473,43 +479,42 @@ class MeasuredCostModel:
         kw = {"provider": self.provider} if self.provider != "torch" else {}
         prog = build_program([groups], externals, outputs, batch_size, threads, random_weights=True,
                              seed=self.seed, **kw)
-        gen = torch.Generator().manual_seed(self.seed)
-        for ext in externals:
-            x = torch.randn((batch_size, *ext.output_shape), generator=gen)
-            prog.env[prog.input_slots[ext.name]] = x if prog.tensors.name == "torch" else x.numpy()
-        caller = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            with torch.inference_mode():
-                if primed:
-                    primer = self._primer_fn(threads)
-                    run = prog.run
-                    clock = time.perf_counter_ns
-                    acc = [0]
+        _random_inputs(prog, externals, batch_size, self.seed)
+        with _tensors.running(prog.tensors, threads):
+            if primed:
+                primer = self._primer_fn(threads)
+                run = prog.run
+                clock = time.perf_counter_ns
+                acc = [0]
 
-                    def fn():
-                        primer()
-                        t = clock()
-                        run()
-                        acc[0] += clock() - t
+                def fn():
+                    primer()
+                    t = clock()
+                    run()
+                    acc[0] += clock() - t
 
-                    def read():
-                        v, acc[0] = acc[0], 0
-                        return [v / 1e6]
+                def read():
+                    v, acc[0] = acc[0], 0
+                    return [v / 1e6]
 
-                    m = measure(fn, stage_times=read, **self.protocol)
-                    m = Measurement(samples_ms=[row[0] for row in m.stage_ms], number=m.number, warmup=m.warmup)
-                else:
-                    m = measure(prog.run, **self.protocol)
-        finally:
-            torch.set_num_threads(caller)
+                m = measure(fn, stage_times=read, **self.protocol)
+                m = Measurement(samples_ms=[row[0] for row in m.stage_ms], number=m.number, warmup=m.warmup)
+            else:
+                m = measure(prog.run, **self.protocol)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
         return m
 
     def _primer_fn(self, threads: int):
-        """A short (~tens of microseconds) element-wise op over ``threads`` OpenMP threads."""
+        """A short (~tens of microseconds) element-wise op over ``threads`` OpenMP threads: the
+        state torch's kernels leave between stages. Another provider's kernels run on thread pools
+        of their own, fixed when a piece is compiled, and leave no such state: nothing to prime
+        (and a torch team spinning beside them would only take their cores)."""
+        if self._tensors.name != "torch":
+            return _no_primer
         if self._primer is None or self._primer[0] != threads:
+            import torch
+
             a = torch.rand(1 << 17)
             b = torch.empty_like(a)
             self._primer = (threads, lambda: torch.mul(a, 1.0001, out=b))
@@ -619,10 +624,7 @@ class MeasuredCostModel:
         for i, t in enumerate(shares):
             prog = build_program([groups], externals, outputs, batch_size, t, random_weights=True,
                                  seed=self.seed + i, **kw)
-            gen = torch.Generator().manual_seed(self.seed + i)
-            for ext in externals:
-                x = torch.randn((batch_size, *ext.output_shape), generator=gen)
-                prog.env[prog.input_slots[ext.name]] = x if prog.tensors.name == "torch" else x.numpy()
+            _random_inputs(prog, externals, batch_size, self.seed + i)
             progs.append(prog)
         tasks = [(prog.run, t) for prog, t in zip(progs, shares)]
         med, std, repeat = self._time_primed_dispatch(tasks, **self.protocol)
@@ -634,7 +636,7 @@ class MeasuredCostModel:
         """(median, std, samples) in ms of one pool dispatch of ``tasks``, each preceded by a
         full-width OpenMP region (the spin state the runtime's previous stage leaves); only
         the dispatch is on the clock."""
-        pool = shared_pool()
+        pool = shared_pool(self._tensors)
         primer = self._primer_fn(self.threads)
         clock = time.perf_counter_ns
         acc = [0]
@@ -649,13 +651,8 @@ class MeasuredCostModel:
             v, acc[0] = acc[0], 0
             return [v / 1e6]
 
-        caller = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            with torch.inference_mode():
-                m = measure(fn, stage_times=read, **protocol)
-        finally:
-            torch.set_num_threads(caller)
+        with _tensors.running(self._tensors, self.threads):
+            m = measure(fn, stage_times=read, **protocol)
         per = [row[0] for row in m.stage_ms]
         return statistics.median(per), statistics.pstdev(per), m.repeat
 
@@ -667,7 +664,7 @@ class MeasuredCostModel:
             sig = f"pool-dispatch{'-primed' if primed else ''}:{min(self.threads, 8)}"
             cached = self.cache.get(1, self.threads, self.method, sig) if self.cache is not None else None
             if cached is None:
-                pool = shared_pool()
+                pool = shared_pool(self._tensors)
                 n = min(self.threads, 8)
                 per = split_threads(self.threads, n)
                 tasks = [((lambda: None), t) for t in per]
@@ -681,6 +678,18 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
+
+
+def _no_primer() -> None:
+    return None
+
+
+def _random_inputs(prog, externals, batch_size: int, seed: int) -> None:
+    """Seeded standard-normal inputs for a program's external inputs, in its own tensors."""
+    rng = np.random.default_rng(seed)
+    for ext in externals:
+        x = rng.standard_normal((batch_size, *ext.output_shape), dtype=np.float32)
+        prog.env[prog.input_slots[ext.name]] = prog.tensors.from_numpy(x)
 
 
 def _now() -> tuple[float, float]:
