@@ -381,6 +381,7 @@ class TorchCompile(Adapter):
         if device.startswith("cuda"):
             info.update(_cuda_setup())
             module = module.to(device)
+        isa = _trust_vec_isa(cache) if not device.startswith("cuda") else None
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
         x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32, device=device)
         with torch.inference_mode():
@@ -390,9 +391,68 @@ class TorchCompile(Adapter):
         info["compile_seconds"] = t1 - t0
         info["second_call_seconds"] = time.perf_counter() - t1
         if cache is not None:
+            if isa:
+                info["vec_isa_probes"] = isa
             cache.seal()
             info.update(cache.info())
         return TorchCompiled(fn, info, device)
+
+
+# Inductor on CPU picks the vector ISA its C++ is compiled for by probing every ISA the processor
+# claims: a test library built and loaded in a child interpreter each (about 0.9 s of every round
+# on a 2-core machine). The run's first build probes them (as inductor would) and records which
+# passed in the run's cache; where every candidate passed, each build of the run - the first too,
+# so that inductor's cache key (which holds its config) is the same in every round - tells
+# inductor the ISAs are fine (``config.cpp.vec_isa_ok``), and the later rounds skip the probes,
+# which would pick the same ISA. Inductor's private module is read defensively: anything
+# unexpected and the probes run as usual.
+VEC_ISA_FILE = "vec_isa.json"
+
+
+def _vec_isa_candidates() -> list[str] | None:
+    """The vector ISAs inductor would probe on this processor (by its flags), or None."""
+    try:
+        import platform
+
+        from torch._inductor import cpu_vec_isa as v
+
+        if platform.machine() not in ("x86_64", "AMD64"):
+            return None
+        flags = v.x86_isa_checker()
+        return [str(i) for i in v.supported_vec_isa_list if all(f in flags for f in str(i).split())]
+    except Exception:  # noqa: BLE001 - another torch: probe as usual
+        return None
+
+
+def _trust_vec_isa(cache) -> str | None:
+    """Before a build with a run's cache: "probed" (this build probed the ISAs and recorded them),
+    "skipped" (an earlier round's record is used) or None (inductor probes as usual)."""
+    if cache is None:
+        return None
+    try:
+        import json
+
+        from torch._inductor import config
+        from torch._inductor import cpu_vec_isa as v
+
+        candidates = _vec_isa_candidates()
+        if not candidates:
+            return None
+        path = cache.dir / VEC_ISA_FILE
+        record = json.loads(path.read_text()) if cache.state == "warm" and path.exists() else None
+        if record is None or record.get("candidates") != candidates:
+            record = {"candidates": candidates, "passed": [str(i) for i in v.valid_vec_isa_list()]}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record))  # kept by the cache's manifest (sealed after the build)
+            how = "probed"
+        else:
+            how = "skipped"
+        if record.get("passed") != candidates:
+            return None if how == "skipped" else how
+        config.cpp.vec_isa_ok = True
+        return how
+    except Exception:  # noqa: BLE001 - another torch, an unreadable record: probe as usual
+        return None
 
 
 EAGER = TorchEager(

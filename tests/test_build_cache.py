@@ -131,3 +131,32 @@ def test_a_sweeps_rounds_reuse_the_first_rounds_build_by_default(tmp_path):
     assert states[0] == "cold" and set(states[1:]) == {"warm"} and rec["status"] == "ok"
     assert (tmp_path / "run" / "cache" / "openvino" / MANIFEST).exists()
     assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]
+
+
+def test_inductor_isa_probes_are_recorded_once_and_trusted_after(tmp_path, monkeypatch):
+    """torch-compile on CPU: the first build with a run's cache probes the vector ISAs (as inductor
+    would) and records them; every build where all candidates passed tells inductor so (the same
+    config, hence the same inductor cache key, in every round); a later round skips the probes. A
+    record where one failed changes nothing, nor does a record for other candidates."""
+    pytest.importorskip("torch")
+    from torch._inductor import config, cpu_vec_isa
+
+    from adapters import pytorch
+
+    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    monkeypatch.setattr(pytorch, "_vec_isa_candidates", lambda: ["avx512", "avx2"])
+    probed = []
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: probed.append(1) or ["avx512", "avx2"])
+    cold = BuildCache(tmp_path, "torch-inductor", "x").open()
+    assert cold.state == "cold"
+    assert pytorch._trust_vec_isa(cold) == "probed" and probed == [1] and config.cpp.vec_isa_ok is True
+    cold.seal()
+    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    warm = BuildCache(tmp_path, "torch-inductor", "x").open()
+    assert warm.state == "warm"
+    assert pytorch._trust_vec_isa(warm) == "skipped" and probed == [1] and config.cpp.vec_isa_ok is True
+    # one ISA failed its probe: inductor probes in every round, as usual
+    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    (warm.dir / pytorch.VEC_ISA_FILE).write_text(json.dumps({"candidates": ["avx512", "avx2"], "passed": ["avx2"]}))
+    assert pytorch._trust_vec_isa(warm) is None and config.cpp.vec_isa_ok is None
+    assert pytorch._trust_vec_isa(None) is None  # no run cache: nothing recorded, nothing trusted
