@@ -56,6 +56,45 @@ def test_the_sweep_estimate_counts_rounds_left_references_and_searches():
     assert est["seconds"] == pytest.approx(3 * one + m.reference_s("m", 1) + m.optimize_s("m", 1, "torch"))
 
 
+def test_a_first_round_pays_a_cold_build_and_a_search_worker_its_schedules():
+    """torch-compile's first round of a cell compiles cold (later ones reuse the run's build cache);
+    a cell with rounds already run does not pay it again. A search worker starts once and searches
+    each of its schedules."""
+    m = _model()
+    tc = Cell("m", "m", 1, "torch-compile", "cpu", None, "torch-compile", 1.0)
+    cold = estimate.STATED["first_build_s"]["torch-compile"]
+    assert cold > 0 and estimate.STATED["first_build_s"]["default"] == 0
+    fresh = estimate.sweep_seconds(m, [tc], {tc.key: 3}, set(), {})
+    resumed = estimate.sweep_seconds(m, [tc], {tc.key: 2}, set(), {}, fresh=set())
+    one = m.round_s("m", 1, "torch-compile")
+    assert fresh["seconds"] == pytest.approx(3 * one + cold)
+    assert resumed["seconds"] == pytest.approx(2 * one)
+    m.calibrated = {"ios-sequential[onnxruntime]": 0.2}
+    one_search = m.optimize_s("m", 1, "onnxruntime", 1)
+    assert m.optimize_s("m", 1, "onnxruntime", 3) == pytest.approx(0.2 + 3 * (one_search - 0.2))
+    both = estimate.sweep_seconds(m, [], {}, set(), {("m", 1, "onnxruntime"): 3})
+    assert both["seconds"] == pytest.approx(m.optimize_s("m", 1, "onnxruntime", 3))
+    # an earlier run's first rounds are in its measured fixed part: no cold build added
+    h = estimate.History()
+    h.fixed_s["torch-compile"] = [5.0]
+    assert _model(h).first_build_s("torch-compile") == 0.0
+
+
+def test_the_probes_timings_calibrate_every_framework_without_a_process_of_its_own():
+    """The sweep's probe worker times each framework's start (``start_s``; IOS providers:
+    ``provider_start_s``); a kind it did not time falls back to a probe of its own."""
+    probes = {"cpu": {"adapters": {"torch": {"start_s": 1.1}, "tensorflow": {"start_s": 2.0},
+                                   "tvm": {"reason": "not here", "start_s": None}},
+                      "provider_start_s": {"onnxruntime": 0.15}}}
+    asked = []
+    probe = estimate.probed_starts(probes, fallback=lambda kind: asked.append(kind) or 9.0)
+    got = estimate.calibrate(["torch", "ios-both[onnxruntime]", "ios-greedy[onnxruntime]", "tensorflow", "jax-xla"],
+                             estimate.History(), probe=probe)
+    assert got == {"torch": 1.1, "ios-both[onnxruntime]": 0.15, "ios-greedy[onnxruntime]": 0.15, "tensorflow": 2.0,
+                   "jax-xla": 9.0}
+    assert asked == ["jax-xla"]
+
+
 def test_only_runs_of_a_machine_like_this_one_are_learned_from(tmp_path):
     cpu = {"model": "CPU X", "usable_cores": 2}
     for name, their_cpu, median in [("same", cpu, 40.0), ("other", {"model": "CPU Y", "usable_cores": 2}, 5.0)]:
@@ -123,8 +162,9 @@ def test_calibration_measures_a_workers_start_per_kind_within_its_budget():
     m = _model(hist)
     m.calibrated = got
     build = estimate.STATED["build_s"]
-    assert m.fixed_s("ios-both[onnxruntime]") == pytest.approx(0.4 + build["default"])
-    assert m.fixed_s("tensorflow") == pytest.approx(4.0 + build["tensorflow"])
+    own = estimate.STATED["round_s"]
+    assert m.fixed_s("ios-both[onnxruntime]") == pytest.approx(0.4 + own + build["default"])
+    assert m.fixed_s("tensorflow") == pytest.approx(4.0 + own + build["tensorflow"])
     assert m.fixed_s("openvino") == 2.2  # earlier runs
     assert m.fixed_s("jax-xla") == estimate.STATED["fixed_s"]["default"]  # stated
 

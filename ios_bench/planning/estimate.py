@@ -43,16 +43,26 @@ from pathlib import Path
 STATED = {
     "fixed_s": {"tensorflow": 8.0, "tvm": 6.0, "tvm-tuned": 6.0, "openvino": 3.0, "default": 3.0},
     "gmacs_per_s": {"default": 60.0},
-    "optimize_s_per_op": 0.5,  # a schedule search: per operator of the model ...
-    "optimize_latencies": 100,  # ... plus about this many sequential latencies of stage timing
-    "reference_fixed_s": 3.0,
+    # a schedule search: a worker's start, then per schedule searched about this much, per operator
+    # of the model, plus about this many sequential latencies of stage timing (a fresh profile
+    # database; measured on the quick sweep's networks on a 2-core machine: 1-2 s per schedule)
+    "optimize_schedule_s": 0.3,
+    "optimize_s_per_op": 0.025,
+    "optimize_latencies": 20,
+    "reference_fixed_s": 1.2,
     "base_mib": {"tensorflow": 900.0, "tvm": 600.0, "tvm-tuned": 600.0, "default": 450.0},
     "weight_copies": 2.0,  # the loaded weights and the framework's own copy
     "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
     "canary_s": 0.05,
-    # the part of a round's fixed cost a calibration does not time (the build and the output checks)
-    "build_s": {"torch-compile": 4.0, "tensorflow-xla": 2.5, "tensorflow": 1.0, "tvm": 4.0, "tvm-tuned": 4.0,
-                "jax-xla": 1.0, "default": 0.3},
+    # a round's own work besides its worker's start, build and timed runs: the canaries, loading the
+    # input and the oracle's output, the output checks, writing the result
+    "round_s": 0.3,
+    # the part of a round's fixed cost a calibration does not time: the build (from the run's build
+    # cache after the first round: ``adapters.build_cache``) ...
+    "build_s": {"torch-compile": 3.5, "tensorflow-xla": 0.9, "tensorflow": 0.8, "tvm": 4.0, "tvm-tuned": 4.0,
+                "jax-xla": 0.4, "default": 0.2},
+    # ... and what the first round's cold build adds (measured on the quick sweep's networks)
+    "first_build_s": {"torch-compile": 9.5, "default": 0.0},
 }
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
@@ -195,8 +205,15 @@ class Model:
         if got:
             return statistics.median(got)
         if framework in self.calibrated:
-            return self.calibrated[framework] + _stated("build_s", framework)
+            return self.calibrated[framework] + STATED["round_s"] + _stated("build_s", framework)
         return _stated("fixed_s", framework)
+
+    def first_build_s(self, framework: str) -> float:
+        """What a cell's first round adds to its fixed part (a cold build, where no earlier run
+        measured the framework's rounds: theirs include it)."""
+        if self.history.fixed_s.get(_base_name(framework)):
+            return 0.0
+        return _stated("first_build_s", framework)
 
     def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
         lat = self.latency_s(model, batch, framework, count)
@@ -207,14 +224,18 @@ class Model:
         """One round of ``cell`` (a sweep's ``Cell``)."""
         return self.round_s(cell.model, cell.batch_size, cell.framework, count)
 
-    def optimize_s(self, model: str, batch: int, provider: str) -> float:
+    def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1) -> float:
+        """One search worker of (model, batch, provider) searching ``schedules`` schedules: its start
+        (calibrated as that provider's IOS cells), then each schedule's search (an earlier run's,
+        else the stated model)."""
+        framework = "ios-sequential" + ("" if provider == "torch" else f"[{provider}]")
+        start = self.calibrated.get(framework, STATED["fixed_s"]["default"])
         got = self.history.optimize_s.get((model, batch, provider))
-        if got is not None:
-            return got
-        seq = self.latency_s(model, batch, "ios-sequential" + ("" if provider == "torch" else f"[{provider}]"),
-                             count=False)
-        return (STATED["fixed_s"]["default"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0)
-                + STATED["optimize_latencies"] * seq)
+        if got is None:
+            seq = self.latency_s(model, batch, framework, count=False)
+            got = (STATED["optimize_schedule_s"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0)
+                   + STATED["optimize_latencies"] * seq)
+        return start + max(1, schedules) * got
 
     def reference_s(self, model: str, batch: int) -> float:
         return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
@@ -261,6 +282,27 @@ def start_probe(kind: str, clock=None) -> float:
     subprocess.run([sys.executable, "-c", _START, *_modules(kind)], env=env, capture_output=True, timeout=300,
                    check=True)
     return clock() - t0
+
+
+def probed_starts(probes: dict, fallback=start_probe):
+    """A ``probe`` for :func:`calibrate` reading what the sweep's probe workers measured: per adapter
+    and per IOS kernel provider, that worker's own start plus the imports of the framework's modules
+    (``start_s``, ``provider_start_s``: ``ios_bench.running.task_setup.task_probe``), so that the
+    calibration starts no process of its own; a kind the probe did not time is measured by
+    ``fallback``."""
+    starts: dict[str, float] = {}
+    for p in probes.values():
+        for name, info in (p.get("adapters") or {}).items():
+            if isinstance(info, dict) and info.get("start_s") is not None:
+                starts.setdefault(name, float(info["start_s"]))
+        for provider, seconds in (p.get("provider_start_s") or {}).items():
+            if seconds is not None:
+                starts.setdefault(f"ios[{provider}]", float(seconds))
+
+    def probe(kind: str) -> float:
+        return starts[kind] if kind in starts else fallback(kind)
+
+    return probe
 
 
 def calibrate(frameworks, history: History, probe=start_probe, clock=None, budget_s: float = 10.0) -> dict:
@@ -329,14 +371,22 @@ def min_round_seconds(repeat: int, min_sample_ms: float | None) -> float:
     return WORKER_START_S + repeat * (min_sample_ms or 0) / 1000
 
 
-def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches: set) -> dict:
-    """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each), plus the
-    reference outputs and schedule searches still to make. Returns {"seconds", "cells",
-    "per_cell", "from"}."""
-    per_cell = {c.key: rounds[c.key] * model.cell_s(c, count=True) for c in cells}
+def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches,
+                  fresh: set | None = None) -> dict:
+    """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each; a cell
+    in ``fresh``, none of whose rounds ran yet (None: every cell), pays its first round's cold build,
+    :meth:`Model.first_build_s`), plus the reference outputs and schedule searches still to make
+    (``todo_searches``: {(model, batch, provider): schedules to search}, or a set of those keys: one
+    each). Returns {"seconds", "cells", "per_cell", "from"}."""
+    per_cell = {}
+    for c in cells:
+        left = rounds[c.key]
+        cold = left > 0 and (fresh is None or c.key in fresh)
+        per_cell[c.key] = left * model.cell_s(c, count=True) + (model.first_build_s(c.framework) if cold else 0.0)
     total = sum(per_cell.values())
     total += sum(model.reference_s(m, b) for m, b in todo_refs)
-    total += sum(model.optimize_s(m, b, p) for m, b, p in todo_searches)
+    searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)
+    total += sum(model.optimize_s(m, b, p, n) for (m, b, p), n in searches.items())
     return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
 
 

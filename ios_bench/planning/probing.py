@@ -83,6 +83,8 @@ def merge_probes(probes: list[tuple[str, dict]]) -> dict:
         if p.get("optimize"):
             merged["optimize"] = True
             merged["optimize_nodes"].append(nid)
+        for name, seconds in (p.get("provider_start_s") or {}).items():  # the first node's: the estimate's
+            merged.setdefault("provider_start_s", {}).setdefault(name, seconds)
         for name, reason in (p.get("providers") or {}).items():  # a provider is available where one node runs it
             providers = merged.setdefault("providers", {})
             if reason is None or name not in providers:

@@ -219,16 +219,22 @@ class Sweep:
                                {n: g.num_operators() for n, g in named.items()}, warmup=plan.warmup,
                                repeat=plan.repeat * plan.number, min_sample_ms=plan.min_sample_ms or 0.0)
         # a fresh worker's start, measured now for the frameworks no earlier run measured
-        model.calibrated = estimate.calibrate([c.framework for c in cells if not c.skip_reason], hist)
+        model.calibrated = estimate.calibrate([c.framework for c in cells if not c.skip_reason], hist,
+                                              probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
-        searches = {(c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER) for c in cells
-                    if c.schedule and not (self.folder / schedule_path(plan, c)).exists()}
-        left = {c.key: max(0, rounds - sum(1 for r in self.run_folder.rounds(c.key)
+        to_search: dict[tuple, set] = {}  # (model, batch, provider) -> the schedule files its worker searches
+        for c in cells:
+            if c.schedule and not (self.folder / schedule_path(plan, c)).exists():
+                key = (c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER)
+                to_search.setdefault(key, set()).add(schedule_path(plan, c))
+        searches = {k: len(v) for k, v in to_search.items()}
+        done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
+        left = {c.key: max(0, rounds - sum(1 for r in done[c.key]
                                             if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
-        est = estimate.sweep_seconds(model, cells, left, refs, searches)
+        est = estimate.sweep_seconds(model, cells, left, refs, searches, fresh={k for k, rs in done.items() if not rs})
         for c in cells:  # the progress bar's ETA follows the same model
             c.weight = model.cell_s(c)
         if not cells:
@@ -332,7 +338,7 @@ class Sweep:
         stats = {"planned": 0, "ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0, "missing": 0}
         try:
             env["nodes"] = [n.to_dict() for n in nodes]
-            probes = probing.probe(self.ctx, self.placement)
+            probes = self.probes = probing.probe(self.ctx, self.placement)
             self._write_node_envs()
             env["frameworks"] = {d: p.get("adapters") for d, p in probes.items()}
             cells = self.plan_cells(probes, graphs)

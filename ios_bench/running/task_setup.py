@@ -16,21 +16,71 @@ def _load_graph(spec: dict):
     return graph
 
 
+def _process_age() -> float | None:
+    """Seconds since this process started (its interpreter's start and the harness's imports), from
+    the kernel's clock since boot (``/proc``: 10 ms resolution; psutil's wall-clock start time is
+    only good to a second); None where it cannot be read."""
+    try:
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+class _StartClock:
+    """What a fresh worker of each framework takes to start, timed in the probe: this process's own
+    start (the interpreter and the harness) plus the adapter's module, its framework's imports and
+    its availability check, the way its cells do them (``Adapter.available`` imports the framework
+    as the adapter's builds do, leaving out what the adapter keeps out: ``adapters.imports``). A
+    library is imported once per process: a later check using a library an earlier one imported
+    (``torch-compile`` after ``torch``) is charged that earlier check's time too."""
+
+    def __init__(self):
+        self.started = _process_age()
+        self.first: dict[str, float] = {}  # library -> seconds of the check that imported it
+
+    def check(self, fn, requires=lambda result: ()):
+        """``fn()``, timed; returns (its result, the start of a worker of that framework in seconds,
+        or None). ``requires(result)``: the libraries that framework imports."""
+        import sys
+
+        before = set(sys.modules)
+        t0 = time.perf_counter()
+        result = fn()
+        spent = time.perf_counter() - t0
+        for m in set(sys.modules) - before:
+            if "." not in m:
+                self.first.setdefault(m, spent)
+        if self.started is None:
+            return result, None
+        mine = {m for m in requires(result) if m not in before or self.first.get(m) is None}
+        earlier = sum(self.first.get(m, 0.0) for m in requires(result) if m in before and m not in mine)
+        return result, round(self.started + spent + earlier, 3)
+
+
 def task_probe(spec: dict) -> dict:
     import adapters
 
+    clock = _StartClock()
     out = {}
     wanted = spec.get("names")
     for name in adapters.names():
         if wanted is not None and name not in wanted:
             continue
         try:
-            a = adapters.get(name)
-            reason = a.available(spec["device"])
+            def check(name=name):  # the adapter's module, its framework's imports, its own check
+                a = adapters.get(name)
+                return a, a.available(spec["device"])
+
+            (a, reason), start = clock.check(check, lambda got: got[0].requires)
             out[name] = {"reason": reason, "version": a.version(), "precision": getattr(a, "precision", None),
                          "devices": list(getattr(a, "devices", ())),
                          "concurrency": getattr(a, "concurrency", "instances"),
-                         "concurrency_note": getattr(a, "concurrency_note", "")}
+                         "concurrency_note": getattr(a, "concurrency_note", ""),
+                         "start_s": None if reason else start}
         except Exception as e:
             out[name] = {"reason": f"{type(e).__name__}: {e}", "version": None}
     extras = {}
@@ -45,9 +95,14 @@ def task_probe(spec: dict) -> dict:
         try:
             from ios_core.runtime import providers
 
-            extras["providers"] = {n: providers.get(n).available() for n in providers.names()}
+            extras["providers"], starts = {}, {}
+            for n in providers.names():
+                p = providers.get(n)
+                extras["providers"][n], starts[n] = clock.check(p.available, lambda _, p=p: p.requires)
+            extras["provider_start_s"] = {n: s for n, s in starts.items() if extras["providers"][n] is None}
         except Exception as e:  # pragma: no cover - the IOS adapter's own reason says more
             extras["providers_reason"] = f"{type(e).__name__}: {e}"
+    extras["process_start_s"] = clock.started
     return {"status": "ok", "adapters": out, **extras}
 
 
