@@ -223,3 +223,23 @@ def test_ios_against_peers_on_cuda_says_what_compares_graph_replay_with_graph_re
     no_graph_peer = report.speedup_table(pd.DataFrame(rows[:2]), "cuda", 1)
     assert "no peer here replays a CUDA graph" in no_graph_peer.note
     assert "graph" not in report.speedup_table(pd.DataFrame([{**r, "device": "cpu"} for r in rows[:2]]), "cpu", 1).note
+
+
+def test_build_time_is_reported_per_framework_first_round_apart():
+    """The build table: the first round's build (cold) and the later rounds' median (from the run's
+    build cache), per model and framework; a framework without build figures shows none."""
+    from ios_bench.reporting.report_tables import build_table
+
+    def rounds(*builds):
+        return [{"status": "ok", "build_seconds": b} for b in builds]
+
+    rows = [dict(model="m", batch_size=1, framework="torch-compile", device="cpu", status="ok",
+                 first_build_seconds=14.0, rounds=rounds(14.0, 3.0, 2.0, 4.0)),
+            dict(model="m", batch_size=1, framework="onnxruntime", device="cpu", status="ok",
+                 first_build_seconds=0.2, rounds=rounds(0.2)),
+            dict(model="n", batch_size=1, framework="torch-compile", device="cpu", status="failed",
+                 first_build_seconds=None, rounds=[])]
+    md = build_table(pd.DataFrame(rows), "cpu", 1).md()
+    assert "Build time (s), batch 1, cpu" in md
+    assert "| m | 14.00 / 3.000 | 0.200 |" in md  # a single round has no 'later'
+    assert build_table(pd.DataFrame(rows).assign(first_build_seconds=None), "cpu", 1) is None

@@ -38,6 +38,7 @@ from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-e
     _policy_text,
     _row_label,
     across_table,
+    build_table,
     by_place,
     cells_table,
     config_table,
@@ -192,6 +193,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             mem = memory_table(places, device, bs)
             if mem is not None:
                 items.append(mem)
+            builds = build_table(places, device, bs)
+            if builds is not None:
+                items.append(builds)
             it = ios_table(places, device, bs)
             if it is not None:
                 items.append(it)

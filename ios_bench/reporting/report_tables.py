@@ -13,7 +13,7 @@ from ios_bench.planning.plan import SCHEDULES
 from ios_bench.records.record import CellResult
 from ios_bench.reporting.escape import md as md_text
 from ios_bench.reporting.numbers import fmt, fmt_pm
-from ios_core.measurement.stats import geomean
+from ios_core.measurement.stats import geomean, median_or_none
 
 IOS_BOTH = "ios-both"
 
@@ -207,6 +207,36 @@ def memory_table(df, device: str, bs: int) -> Table | None:
     return Table(f"Peak memory (MiB), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
                  "the largest resident set of the cell's worker processes (its rounds), the Python process and "
                  "the framework together")
+
+
+def build_table(df, device: str, bs: int) -> Table | None:
+    """Build time per framework (s): the first round's build (cold, unless the framework keeps no
+    cache) and the later rounds' (their median: from the run's build cache, ``adapters.build_cache``),
+    models x frameworks. Build time is recorded apart from the timed samples; None when no round
+    recorded one."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs) & df["status"].isin(TIMED)]
+    if sub.empty or "first_build_seconds" not in sub.columns or sub["first_build_seconds"].isna().all():
+        return None
+    fws = framework_order(sub)
+    rows = []
+    for m in dict.fromkeys(sub["model"]):
+        row = [m]
+        for fw in fws:
+            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
+            if cell.empty:
+                row.append("-")
+                continue
+            r = cell.iloc[0]
+            rounds = r.get("rounds") if isinstance(r.get("rounds"), list) else []
+            builds = [g.get("build_seconds") for g in rounds if isinstance(g, dict) and g.get("status") in TIMED
+                      and isinstance(g.get("build_seconds"), (int, float))]
+            first, later = _num(r.get("first_build_seconds")), median_or_none(builds[1:])
+            row.append("-" if first is None else fmt(first) + (f" / {fmt(later)}" if later is not None else ""))
+        rows.append(row)
+    return Table(f"Build time (s), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
+                 "first round / later rounds (median): each round a fresh process; the later rounds reuse what "
+                 "the first built where the framework caches it on disk (torch.compile's inductor caches, XLA's "
+                 "compilation cache, OpenVINO's model cache: docs/harness.md); not part of the timed samples")
 
 
 def by_place(df):
