@@ -26,6 +26,14 @@ class FakeExecutor:
         self.seen.extend(tasks)
         return [self.answer(t) for t in tasks]
 
+    def run(self, tasks, done, starting=None, observe=None):
+        for t in tasks:
+            self.seen.append(t)
+            if starting:
+                starting(t)
+            done(t, self.answer(t))
+        return []
+
 
 def context(tmp_path, executor=None, **plan):
     from ios_bench.planning.plan import Plan

@@ -191,3 +191,17 @@ def test_the_eta_corrects_itself_from_finished_rounds():
     assert eta.ratio() == pytest.approx(40 / 50) and eta.remaining() == pytest.approx(50 * 0.8)
     clock.now += 1000
     assert eta.remaining() == 0.0
+
+
+def test_work_that_will_not_run_leaves_the_eta():
+    """IOS cells measured as another's identical schedule never run their rounds: dropped from the
+    estimate, the remaining time no longer waits for them."""
+    clock = FakeClock()
+    eta = estimate.Eta(100.0, clock=clock)
+    eta.drop(30.0)
+    assert eta.remaining() == pytest.approx(70.0)
+    clock.now += 10
+    eta.finished(10.0)
+    assert eta.remaining() == pytest.approx(60.0)
+    eta.drop(1000.0)
+    assert eta.remaining() == 0.0

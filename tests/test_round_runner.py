@@ -65,3 +65,24 @@ def test_server_sweeps_measure_single_stream_bounds_first(tmp_path):
     phases = runner.phases(wave)
     assert [[c.scenario for c in cs] for p in phases for cs in p.values()] == [["single-stream"], ["server"]]
     assert _runner(tmp_path).phases(wave) == [wave]
+
+
+def test_cells_sharing_a_schedule_are_taken_off_the_progress_once_known(tmp_path, monkeypatch):
+    """Two IOS cells of a group whose searched schedules are identical are measured once: the other's
+    rounds (its weight x the rounds per cell) leave the progress bar and the ETA before any round."""
+    from ios_bench.running import round_runner
+    from tests.round_fakes import FakeExecutor
+
+    ctx, _ = context(tmp_path, FakeExecutor(answer=lambda t: {"status": "failed", "reason": "not run here"}))
+    seq = Cell("m", "m", 1, "ios-sequential", "cpu", "sequential", "ios", 2.0)
+    greedy = Cell("m", "m", 1, "ios-greedy", "cpu", "greedy", "ios", 2.5)
+    monkeypatch.setattr(round_runner, "optimize_schedules",
+                        lambda ctx, cells: {c.key: {"path": f"schedules/{c.schedule}.json", "hash": "same"}
+                                            for c in cells})
+    dropped, advanced = [], []
+    runner = RoundRunner(ctx, CellRecords(ctx.plan, True), {seq.key, greedy.key}, lambda what: None,
+                         advanced.append, lambda t: None, {}, drop=dropped.append)
+    done = runner.measure({seq.group: [seq, greedy]}, {("m", 1): {"status": "ok"}}, None)
+    assert dropped == [2.5 * ctx.plan.rounds]  # the greedy cell's rounds, never run
+    assert advanced == [2.0]  # the sequential cell's one (failed) round ran
+    assert {c.key for c, _ in done} == {seq.key, greedy.key}

@@ -353,6 +353,11 @@ class Eta:
         self.done_actual = now - self.start
         self._mark = now
 
+    def drop(self, estimated_s: float) -> None:
+        """Work estimated at ``estimated_s`` will not run after all (an IOS cell measured as the
+        identical schedule of another): the remaining time no longer waits for it."""
+        self.total = max(0.0, self.total - float(estimated_s))
+
     def ratio(self) -> float | None:
         """Measured over estimated time of what finished (None before anything did)."""
         return self.done_actual / self.done_estimated if self.done_estimated > 0 else None

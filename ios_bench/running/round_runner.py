@@ -37,20 +37,23 @@ class RoundRunner:
 
     ``cell_keys``: every cell of the sweep (an IOS cell without a sequential cell times the
     sequential schedule beside its own); ``check_time`` raises once ``--max-time`` is spent;
-    ``advance(weight)`` and ``show(text)`` move the progress bar; ``bounds``: a Server sweep's
+    ``advance(weight)`` and ``show(text)`` move the progress bar, ``drop(weight)`` takes work off
+    it that will not run (an IOS cell measured as another's identical schedule); ``bounds``: a Server sweep's
     latency bounds by :func:`ios_bench.scenarios.cells.bound_key` (updated by the caller as its
     single-stream cells finish). ``all_rounds`` holds every round of the session (the usual canary
     is their median), ``missing`` the cells whose nodes were lost."""
 
     def __init__(self, ctx: SweepContext, records: CellRecords, cell_keys: set[str],
                  check_time: Callable[[str], None], advance: Callable[[float], None],
-                 show: Callable[[str], None], bounds: dict, first_pass: int = 0):
+                 show: Callable[[str], None], bounds: dict, first_pass: int = 0,
+                 drop: Callable[[float], None] | None = None):
         self.ctx = ctx
         self.records = records
         self.cell_keys = cell_keys
         self.check_time = check_time
         self.advance = advance
         self.show = show
+        self.drop = drop or (lambda weight: None)  # work the progress bar and the ETA no longer wait for
         self.bounds = bounds
         self.passes = first_pass  # rounds started so far, over every group (each round's "pass")
         self.all_rounds: list[dict] = []
@@ -110,6 +113,9 @@ class RoundRunner:
         cells = [c for c in cells if not (c.scenario == "server" and scenario_cells.needs_bound_cells(plan)
                                           and isinstance(self.bounds.get(scenario_cells.bound_key(c), ""), str))]
         same = same_schedules(cells, scheds)
+        if same:  # measured once, as the cell it shares its schedule with: its rounds never run
+            target = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
+            self.drop(sum(c.weight for c in cells if c.key in same) * target)
         measured = [c for c in cells if c.key not in same]
         rounds = {c.key: ctx.run_folder.rounds(c.key) for c in measured}
         resumed = sum(len(r) for r in rounds.values())

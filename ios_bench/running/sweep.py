@@ -495,7 +495,9 @@ class Sweep:
             runner = self.runner_class(self.ctx, records, getattr(self, "_cell_keys", set()), self.check_time,
                                  advance=lambda weight: (eta[0].finished(weight), progress.advance(bar, weight)),
                                  show=lambda text: progress.update(bar, description=text), bounds={},
-                                 first_pass=self._passes)
+                                 first_pass=self._passes,
+                                 drop=lambda weight: (eta[0].drop(weight), progress.update(
+                                     bar, total=max(progress.tasks[bar].total - weight, 1e-9))))
             bounds = runner.bounds  # a Server sweep's latency bounds, from its single-stream cells (resumed too)
             if scenario_cells.needs_bound_cells(self.plan):
                 bounds.update(scenario_cells.bounds_from(self.store.latest(on_problem=lambda m: None), self.plan))
