@@ -9,8 +9,8 @@ Per kind it prints:
 - ``1stfixed``: the first round's difference (interpreter, imports, a cold build, output checks,
   writing the result); ``fixed s``: the same for the later rounds (median), whose builds reuse the
   first's cache as a sweep's rounds do (``IOS_BENCH_BUILD_CACHE``, ``adapters.build_cache``);
-- ``import s``: a fresh interpreter importing what that worker imported for its framework (the
-  frameworks it recorded and the libraries its adapter or kernel provider requires), timed apart
+- ``import s``: a fresh interpreter importing what that worker imports for its framework, the way
+  its cells do (the adapter's, or the IOS kernel provider's, availability check), timed apart
   (part of ``fixed s``);
 - ``imported``: the frameworks the worker imported (``frameworks_imported`` in its result): an IOS
   cell on ONNX Runtime or OpenVINO kernels imports no torch.
@@ -43,34 +43,25 @@ DEFAULT_KINDS = ("ios[torch]", "ios[onnxruntime]", "ios[openvino]", "torch", "on
 MODEL = "sample"
 
 
-IMPORT_TIMER = ("import importlib, sys, time; t = time.perf_counter(); "
-                "[importlib.import_module(m) for m in sys.argv[1:]]; print(time.perf_counter() - t)")
+IMPORT_TIMER = ("import sys, time; t = time.perf_counter(); kind = sys.argv[1]\n"
+                "if kind.startswith('ios['):\n"
+                "    import adapters.ios; from ios_core.runtime import providers\n"
+                "    why = providers.get(kind[4:-1]).available()\n"
+                "else:\n"
+                "    import adapters; why = adapters.get(kind).available('cpu')\n"
+                "print(time.perf_counter() - t if why is None else 'unavailable')")
 
 
-def import_seconds(modules: list[str]) -> float | None:
-    """Seconds a fresh interpreter takes to import ``modules`` (what a round's worker imported)."""
-    if not modules:
-        return 0.0
-    p = subprocess.run([sys.executable, "-c", IMPORT_TIMER, *modules], cwd=ROOT, capture_output=True, text=True,
+def import_seconds(kind: str) -> float | None:
+    """Seconds a fresh interpreter takes to import what a worker of ``kind`` imports for its framework,
+    the way its cells import it (the adapter's, or the IOS kernel provider's, availability check:
+    what an adapter leaves out, e.g. TensorFlow's Keras, is left out here too)."""
+    p = subprocess.run([sys.executable, "-c", IMPORT_TIMER, kind], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         return float(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return None
-
-
-def modules_of(kind: str, result: dict) -> list[str]:
-    """What the round's worker imported for its framework: the frameworks it recorded
-    (``frameworks_imported``) and the libraries its adapter or kernel provider requires."""
-    if kind.startswith("ios["):
-        from ios_core.runtime import providers
-
-        required = list(providers.get(kind[4:-1]).requires)
-    else:
-        import adapters
-
-        required = list(adapters.get(kind).requires)
-    return list(dict.fromkeys([*(result.get("frameworks_imported") or []), *required]))
 
 
 def prepare(folder: Path, kinds: list[str]) -> dict:
@@ -125,7 +116,7 @@ def measure_kind(kind: str, files: dict, folder: Path, repeat: int, threads: int
         walls.append(wall)
         n = (result.get("repeat") or 0) * (result.get("number") or 1) + (result.get("warmup") or 0)
         timed.append(n * (result.get("median_ms") or 0.0) / 1000)  # warmup and samples, at their median
-        seconds = import_seconds(modules_of(kind, result))
+        seconds = import_seconds(kind)
         if seconds is not None:
             imports.append(seconds)
     fixed = [w - t for w, t in zip(walls, timed)]
