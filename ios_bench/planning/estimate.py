@@ -22,9 +22,10 @@ on this machine measured wherever such runs exist (:func:`learn`):
 ``--resume``, whose ``env.json`` names this machine's CPU model and core count.
 
 Where no earlier run measured a framework's fixed part, it is **calibrated** in the sweep's first
-seconds (:func:`calibrate`): a fresh interpreter importing what that framework's worker imports
-(the harness's worker and the adapter's libraries), timed, plus the stated build part
-(:data:`STATED` ``build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
+seconds (:func:`calibrate`): the sweep's probe worker times each framework's start as its cells do
+it (:func:`probed_starts`; a fresh interpreter of its own where the probe did not), plus the
+stated round's own work and build part (:data:`STATED` ``round_s``, ``build_s``), and a cell's
+first round its cold build (``first_build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
 the rounds that finished (their measured time against their estimate).
 """
 

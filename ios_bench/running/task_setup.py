@@ -56,8 +56,7 @@ class _StartClock:
                 self.first.setdefault(m, spent)
         if self.started is None:
             return result, None
-        mine = {m for m in requires(result) if m not in before or self.first.get(m) is None}
-        earlier = sum(self.first.get(m, 0.0) for m in requires(result) if m in before and m not in mine)
+        earlier = sum(self.first.get(m, 0.0) for m in requires(result) if m in before)  # imported before: charged
         return result, round(self.started + spent + earlier, 3)
 
 
