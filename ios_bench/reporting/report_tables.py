@@ -86,38 +86,47 @@ def _status_text(row) -> str:
 TIMED = ("ok", "wrong")  # statuses that carry timings (a wrong cell is shown, never aggregated)
 
 
-def metric_table(df, device: str, bs: int, metric: str) -> Table:
-    """Latency ('latency', ms) or throughput ('throughput', images/s): models x frameworks."""
-    sub = df[(df["device"] == device) & (df["batch_size"] == bs)]
+def _grid(sub, text, empty: str = "-") -> tuple[list[str], list[list[str]]]:
+    """The models x frameworks grid every per-cell table shows: (frameworks in report order, one
+    row per model: its name, then ``text(record, model, framework)`` per framework, ``empty``
+    where the run has no such cell)."""
     fws = framework_order(sub)
-    models = list(dict.fromkeys(sub["model"]))
-    rows, per_fw = [], {fw: {} for fw in fws}
-    for m in models:
+    rows = []
+    for m in dict.fromkeys(sub["model"]):
         row = [m]
         for fw in fws:
             cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
-            if cell.empty:
-                row.append("")
-                continue
-            r = cell.iloc[0]
-            if r["status"] not in TIMED:
-                row.append(_status_text(r))
-                continue
-            good = r["status"] == "ok" and r["check_passed"] == True  # noqa: E712
-            bad = "" if good else " (wrong output)"
-            if metric == "latency":
-                val = r["median_ms"]
-                same = f" (= {r['same_schedule_as']})" if isinstance(r.get("same_schedule_as"), str) else ""
-                row.append(f"{_spread(r)}{same}{bad}")
-            else:
-                val = r["throughput"]
-                row.append(f"{fmt(val)} [{fmt(r['throughput_p10'])}-{fmt(r['throughput_p90'])}]{bad}")
-            if good:
-                per_fw[fw][m] = val
+            row.append(empty if cell.empty else text(cell.iloc[0], m, fw))
         rows.append(row)
+    return fws, rows
+
+
+def metric_table(df, device: str, bs: int, metric: str) -> Table:
+    """Latency ('latency', ms) or throughput ('throughput', images/s): models x frameworks."""
+    sub = df[(df["device"] == device) & (df["batch_size"] == bs)]
+    models = list(dict.fromkeys(sub["model"]))
+    per_fw: dict[str, dict] = {}
+
+    def text(r, m, fw) -> str:
+        if r["status"] not in TIMED:
+            return _status_text(r)
+        good = r["status"] == "ok" and r["check_passed"] == True  # noqa: E712
+        bad = "" if good else " (wrong output)"
+        if metric == "latency":
+            val = r["median_ms"]
+            same = f" (= {r['same_schedule_as']})" if isinstance(r.get("same_schedule_as"), str) else ""
+            out = f"{_spread(r)}{same}{bad}"
+        else:
+            val = r["throughput"]
+            out = f"{fmt(val)} [{fmt(r['throughput_p10'])}-{fmt(r['throughput_p90'])}]{bad}"
+        if good:
+            per_fw.setdefault(fw, {})[m] = val
+        return out
+
+    fws, rows = _grid(sub, text, empty="")
     geo = ["GeoMean"]
     for fw in fws:
-        vals = per_fw[fw]
+        vals = per_fw.get(fw, {})
         geo.append(fmt(geomean(list(vals.values())))
                    if vals and len(vals) == len(models) else "-")
     rows.append(geo)
@@ -195,15 +204,11 @@ def memory_table(df, device: str, bs: int) -> Table | None:
     sub = df[(df["device"] == device) & (df["batch_size"] == bs) & df["status"].isin(TIMED)]
     if sub.empty or sub["peak_rss_mib"].isna().all():
         return None
-    fws = framework_order(sub)
-    rows = []
-    for m in dict.fromkeys(sub["model"]):
-        row = [m]
-        for fw in fws:
-            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
-            v = _num(cell.iloc[0]["peak_rss_mib"]) if not cell.empty else None
-            row.append(f"{v:,.0f}" if v is not None else "-")
-        rows.append(row)
+    def text(r, m, fw) -> str:
+        v = _num(r["peak_rss_mib"])
+        return f"{v:,.0f}" if v is not None else "-"
+
+    fws, rows = _grid(sub, text)
     return Table(f"Peak memory (MiB), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
                  "the largest resident set of the cell's worker processes (its rounds), the Python process and "
                  "the framework together")
@@ -217,22 +222,14 @@ def build_table(df, device: str, bs: int) -> Table | None:
     sub = df[(df["device"] == device) & (df["batch_size"] == bs) & df["status"].isin(TIMED)]
     if sub.empty or "first_build_seconds" not in sub.columns or sub["first_build_seconds"].isna().all():
         return None
-    fws = framework_order(sub)
-    rows = []
-    for m in dict.fromkeys(sub["model"]):
-        row = [m]
-        for fw in fws:
-            cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
-            if cell.empty:
-                row.append("-")
-                continue
-            r = cell.iloc[0]
-            rounds = r.get("rounds") if isinstance(r.get("rounds"), list) else []
-            builds = [g.get("build_seconds") for g in rounds if isinstance(g, dict) and g.get("status") in TIMED
-                      and isinstance(g.get("build_seconds"), (int, float))]
-            first, later = _num(r.get("first_build_seconds")), median_or_none(builds[1:])
-            row.append("-" if first is None else fmt(first) + (f" / {fmt(later)}" if later is not None else ""))
-        rows.append(row)
+    def text(r, m, fw) -> str:
+        rounds = r.get("rounds") if isinstance(r.get("rounds"), list) else []
+        builds = [g.get("build_seconds") for g in rounds if isinstance(g, dict) and g.get("status") in TIMED
+                  and isinstance(g.get("build_seconds"), (int, float))]
+        first, later = _num(r.get("first_build_seconds")), median_or_none(builds[1:])
+        return "-" if first is None else fmt(first) + (f" / {fmt(later)}" if later is not None else "")
+
+    fws, rows = _grid(sub, text)
     return Table(f"Build time (s), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
                  "first round / later rounds (median): each round a fresh process; the later rounds reuse what "
                  "the first built where the framework caches it on disk (torch.compile's inductor caches, XLA's "
