@@ -24,6 +24,7 @@ from ios_bench.running.rounds import (
     MIN_AUTO_ROUNDS,
     judge_rounds,
     needs_more,
+    planned_rounds,
     round_order,
     summarize,
     usual_canary,
@@ -114,8 +115,7 @@ class RoundRunner:
                                           and isinstance(self.bounds.get(scenario_cells.bound_key(c), ""), str))]
         same = same_schedules(cells, scheds)
         if same:  # measured once, as the cell it shares its schedule with: its rounds never run
-            target = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
-            self.drop(sum(c.weight for c in cells if c.key in same) * target)
+            self.drop(sum(c.weight for c in cells if c.key in same) * planned_rounds(plan.rounds))
         measured = [c for c in cells if c.key not in same]
         rounds = {c.key: ctx.run_folder.rounds(c.key) for c in measured}
         resumed = sum(len(r) for r in rounds.values())

@@ -31,6 +31,12 @@ MIN_ROUNDS_FOR_VERDICT = 2  # fewer undisturbed rounds: the cell's figure is mar
 N_BOOTSTRAP = 2000
 
 
+def planned_rounds(rounds) -> int:
+    """The rounds per cell a plan counts on (the estimate, the progress bar): its number, or with
+    ``auto`` its minimum."""
+    return MIN_AUTO_ROUNDS if rounds == AUTO else int(rounds)
+
+
 def round_order(keys: Sequence[str], round_index: int, seed: int, group: str) -> list[str]:
     """The order the cells ``keys`` of ``group`` run in round ``round_index``: a permutation drawn
     from (seed, group, round), so a run can be replayed and every round is ordered differently."""

@@ -52,7 +52,7 @@ from ios_bench.running.executors import Executor, LocalExecutor, device_kind
 from ios_bench.running.locks import FileLock
 from ios_bench.running.references import references
 from ios_bench.running.round_runner import RoundRunner
-from ios_bench.running.rounds import AUTO, MIN_AUTO_ROUNDS
+from ios_bench.running.rounds import AUTO, planned_rounds
 from ios_bench.running.schedules import schedule_hash, schedule_path  # noqa: F401 - schedule_hash re-exported
 from ios_bench.scenarios import LATENCY
 from ios_bench.scenarios import cells as scenario_cells
@@ -223,7 +223,7 @@ class Sweep:
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
-        rounds = plan.rounds if plan.rounds != AUTO else MIN_AUTO_ROUNDS
+        rounds = planned_rounds(plan.rounds)
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
         to_search: dict[tuple, set] = {}  # (model, batch, provider) -> the schedule files its worker searches
         for c in cells:
@@ -434,7 +434,7 @@ class Sweep:
         from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
         from rich.text import Text
 
-        target = self.plan.rounds if self.plan.rounds != AUTO else MIN_AUTO_ROUNDS
+        target = planned_rounds(self.plan.rounds)
         # the ETA: the estimate, corrected from the rounds that finished (estimate.Eta; restarted
         # once the reference outputs are made, so that their time is not read as the rounds')
         rounds_s = sum(c.weight for c in todo if not c.skip_reason) * target
