@@ -107,8 +107,17 @@ class TorchQueueDevice:
     activation name and parameters) and implement them with torch functions written here, so
     an attribute the executor fails to pass computes a different result than the oracle."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, plan_cache=None):
+        from ios_core.runtime.cuda_plans import ConvPlanBook
+
         self.fake = FakeDevice(0, 0, seed)
+        # the plan chosen per convolution geometry, as CupyDevice keeps cuDNN's (ios_core.runtime.cuda_plans):
+        # here the two "plans" are torch's convolution on NCHW or channels-last memory, each built and
+        # timed on the CPU, the faster kept
+        self.plans = ConvPlanBook()
+        self._conv_plans: dict[str, str] = {}
+        if plan_cache is not None:
+            self.attach_plan_cache(plan_cache)
         self.captured = 0
         self.capturing = False
         self.issued: set[str] = set()  # kernel kinds launched at least once (compiled, initialized)
@@ -207,7 +216,62 @@ class TorchQueueDevice:
             call()
 
     def stats(self):
-        return {"device": "fake"}
+        return {"device": "fake", **self.plans.stats()}
+
+    FAKE_PLANS = ("nchw", "channels_last")
+
+    def plan_versions(self) -> dict:
+        import torch
+
+        return {"gpu": "fake torch queue device", "compute_capability": None, "driver": None, "cudnn": None,
+                "cudnn_frontend": None, "torch": torch.__version__}
+
+    def attach_plan_cache(self, plan_cache) -> None:
+        from ios_core.runtime.cuda_plans import open_plan_cache
+
+        if hasattr(plan_cache, "get"):
+            self.plans.attach(plan_cache)
+            return
+        store, why = open_plan_cache(self.plan_versions(), None if plan_cache == "default" else plan_cache)
+        self.plans.attach(store)
+        if why:
+            self.plans.reasons.append(why)
+
+    def _conv_plan(self, spec, x, w, b):
+        """The plan of this convolution geometry: from the book (stored, or both built and timed)."""
+        import time
+
+        import torch
+        import torch.nn.functional as F
+
+        key = repr((tuple(x.shape), tuple(x.stride()), tuple(w.shape), str(spec)))
+        hit = self._conv_plans.get(key)
+        if hit is not None:
+            return hit
+        pt, pl, pb, pr = spec.pads
+        xp = F.pad(x.nan_to_num(0.0), (pl, pr, pt, pb))
+
+        def run(plan):
+            xi = xp.contiguous(memory_format=torch.channels_last) if plan == "channels_last" else xp
+            return F.conv2d(xi, w, b, spec.stride, 0, spec.dilation, spec.groups)
+
+        def tune():
+            times = {}
+            for plan in self.FAKE_PLANS:
+                run(plan)
+                t0 = time.perf_counter()
+                run(plan)
+                times[plan] = time.perf_counter() - t0
+            best = min(times, key=times.get)
+            return best, {"plan": best, "ms": 1e3 * times[best]}, len(times)
+
+        def known(record):
+            if record["plan"] not in self.FAKE_PLANS:
+                raise RuntimeError(f"no plan {record['plan']!r} on this device")
+            return record["plan"]
+
+        plan = self._conv_plans[key] = self.plans.choose(key, tune, known)
+        return plan
 
     def drain(self):
         import torch
@@ -259,9 +323,15 @@ class TorchQueueDevice:
         w, b = self.upload(weight), self.upload(bias)
         act = _act(spec.act)
         pt, pl, pb, pr = spec.pads
+        channels_last = self._conv_plan(spec, x, w, b) == "channels_last"
 
         def run():
-            out.copy_(act(F.conv2d(F.pad(x, (pl, pr, pt, pb)), w, b, spec.stride, 0, spec.dilation, spec.groups)))
+            xp = F.pad(x, (pl, pr, pt, pb))
+            if channels_last:
+                import torch
+
+                xp = xp.contiguous(memory_format=torch.channels_last)
+            out.copy_(act(F.conv2d(xp, w, b, spec.stride, 0, spec.dilation, spec.groups)))
         return self._kinds(run, "cudnn", f"conv{spec}")
 
     def pool(self, x, out, spec):

@@ -67,8 +67,8 @@ def _model(**kw):
     return MeasuredCostModel(device="cuda", backend=TorchQueueDevice(1), cache=False, **{**FAST, **kw})
 
 
-def _search(cm, strategy="parallel"):
-    return schedule(mixed_graph(), strategy, cm, batch_size=1)
+def _search(cm, strategy="parallel", validate=True):
+    return schedule(mixed_graph(), strategy, cm, batch_size=1, validate=validate)
 
 
 def test_nvml_is_initialised_once_per_process_however_many_stages_are_measured(nvml):
@@ -171,12 +171,12 @@ def test_stage_program_weights_are_drawn_once_per_graph(nvml, monkeypatch):
 def test_stages_are_timed_in_the_form_the_runtime_runs(nvml):
     dev = TorchQueueDevice(1)
     cm = MeasuredCostModel(device="cuda", backend=dev, cache=False, **FAST)
-    _search(cm)
+    _search(cm, validate=False)  # the stages only (the end-to-end candidates are captured too: tested below)
     assert cm.cuda_graph and cm.stats()["form"] == "cuda-graph replay" and dev.captured == cm.measured
     assert cm.method.endswith(":cuda-graph")  # its own database key
     dev2 = TorchQueueDevice(1)
     launches = MeasuredCostModel(device="cuda", backend=dev2, cache=False, cuda_graph=False, **FAST)
-    _search(launches)
+    _search(launches)  # its end-to-end candidates run as launches too
     assert launches.stats()["form"] == "cuda launches" and dev2.captured == 0
     assert launches.method != cm.method
     with pytest.raises(ValueError, match="cuda only"):
@@ -277,3 +277,87 @@ def test_what_a_sequential_search_measured_is_stored_when_it_ends(nvml, tmp_path
     from ios_core.cost.cache import ProfileCache
 
     assert ProfileCache(db, device="cuda").count() == cm.measured
+
+
+# ---- issue 40: plans reused across processes; the end-to-end candidates ------------------------
+_SEARCH_IN_A_PROCESS = r"""
+import json, sys
+sys.modules["pynvml"] = None  # no NVML here: the windows record that as their reason
+from ios_core.cost.measured import MeasuredCostModel
+from ios_core.optimizer import schedule
+from tests.runtime_helpers import mixed_graph
+from tests.stream_fakes import TorchQueueDevice
+cm = MeasuredCostModel(device="cuda", backend=TorchQueueDevice(1), cache=sys.argv[1], plan_cache=sys.argv[2],
+                       warmup=1, number=1, repeat=2, min_sample_ms=None)
+schedule(mixed_graph(), "both", cm, batch_size=1, validate=False)
+print(json.dumps({k: v for k, v in cm.stats().items() if k.startswith(("plan", "conv_"))}))
+"""
+
+
+def test_a_second_process_builds_no_plan_for_a_geometry_already_seen(tmp_path):
+    """The plan chosen per convolution geometry is in the profile database (its plan cache, keyed
+    by the device's versions): a second process, a fresh device and no stage cost stored (a fresh
+    stage database: every stage is built again), times no plan and reuses each."""
+    import json
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    db = tmp_path / "p.sqlite"
+    runs = []
+    for i in range(2):
+        out = subprocess.run([sys.executable, "-c", _SEARCH_IN_A_PROCESS, str(tmp_path / f"stages{i}.sqlite"), str(db)],
+                             cwd=ROOT, capture_output=True,
+                             text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["conv_geometries"] >= 5 and first["plans_tuned_geometries"] == first["conv_geometries"]
+    assert first["plans_built_for_tuning"] == 2 * first["conv_geometries"] and first["plans_reused"] == 0
+    assert second["conv_geometries"] == first["conv_geometries"]
+    assert second["plans_built_for_tuning"] == 0 and second["plans_tuned_geometries"] == 0
+    assert second["plans_reused"] == second["conv_geometries"]
+    assert second["plan_cache"] == str(db)
+
+
+def test_the_search_ends_by_timing_every_candidate_end_to_end(nvml):
+    """On cuda the optimizer times the DP's schedule, sequential, greedy, the DP without merges
+    and the DP's best under a fitted per-stage overhead, interleaved, and keeps the fastest; every
+    candidate's predicted and measured latency is in the stats."""
+    dev = TorchQueueDevice(1)
+    cm = MeasuredCostModel(device="cuda", backend=dev, cache=False, **FAST)
+    res = _search(cm, "both")
+    v = res.stats.validation
+    names = [c["name"] for c in v["candidates"]]
+    assert names == ["schedule", "sequential", "greedy", "parallel", "overhead"]
+    for c in v["candidates"]:
+        assert c["predicted_ms"] > 0 and c["stages"] > 0
+        assert c["measured_ms"] > 0 or "reason" in c, c
+    ran = {c["name"]: c["measured_ms"] for c in v["candidates"] if c.get("measured_ms")}
+    assert v["kept"] == min(ran, key=lambda k: (ran[k], k != "sequential"))
+    kept = next(c for c in v["candidates"] if c["name"] == v["kept"])
+    assert res.stats.cost_ms == kept["predicted_ms"] and res.stats.num_stages == kept["stages"]
+    assert v["form"] == "cuda-graph replay" and v["per_stage_ms"] is not None and v["per_stage_ms"] >= 0
+    st = cm.stats()
+    assert st["candidates_timed"] == len(ran) and st["correction"]["per_stage_ms"] == v["per_stage_ms"]
+    assert set(st["correction"]["error_pct"]) == set(ran)
+
+
+def test_a_candidate_that_cannot_run_is_a_reason_and_the_others_are_kept(nvml):
+    class NoGreedy(TorchQueueDevice):
+        wholes = 0
+
+        def capture(self, stream0, calls):
+            # the candidates are the only programs with more than a few launches on this graph
+            if len(calls) > 12:
+                NoGreedy.wholes += 1
+                if NoGreedy.wholes == 3:
+                    raise RuntimeError("cudaErrorDevicesUnavailable: gone")
+            return super().capture(stream0, calls)
+
+    cm = MeasuredCostModel(device="cuda", backend=NoGreedy(1), cache=False, **FAST)
+    res = _search(cm, "both")
+    v = res.stats.validation
+    failed = [c for c in v["candidates"] if "reason" in c]
+    assert len(failed) == 1 and failed[0]["reason"] == "RuntimeError: cudaErrorDevicesUnavailable: gone"
+    assert v["kept"] != failed[0]["name"] and v["kept"] in {c["name"] for c in v["candidates"]}

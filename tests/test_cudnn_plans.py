@@ -115,6 +115,7 @@ def test_a_geometry_is_built_once_per_device(monkeypatch):
     dev.cp = types.SimpleNamespace(asarray=lambda a: Arr(a.shape, 8192))
     dev.device = types.SimpleNamespace(synchronize=lambda: None)
     dev._convs, dev._streams = {}, {}
+    dev.plans = cuda_device.ConvPlanBook()
     dev._begin()
     dev.handles, dev.ws_need = ["h0"], [0]
     spec = ConvSpec(4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "relu")
@@ -224,3 +225,86 @@ def test_shared_random_weights_are_uploaded_once_per_device():
     del bank
     gc.collect()
     assert dev._shared == {}
+
+
+# ---- the plan cache: the plan chosen per geometry, reused across processes (issue 40) ----------
+VERSIONS = {"gpu": "NVIDIA H200", "compute_capability": "9.0", "driver": "575.51.03", "cudnn": "9.19.0",
+            "cudnn_frontend": "1.32.0"}
+
+
+def test_a_stored_plan_is_built_alone_and_none_is_timed(cudnn, tmp_path):
+    from ios_core.cost.cache import cudnn_plan_cache
+    from ios_core.runtime.cuda_plans import ConvPlanBook
+
+    def book():
+        return ConvPlanBook(cudnn_plan_cache(VERSIONS, tmp_path / "p.sqlite"))
+
+    timed = []
+
+    def tune(conv):
+        timed.append(sorted(conv.plans))
+        return {0: 2.5, 2: 0.7}
+
+    def choose(b, geometry):
+        def tuned():
+            c = cuda_kernels.build_conv("h", tune=tune, **geometry)
+            return c, cuda_kernels.plan_record(c), len(c.plans)
+        return b.choose(repr(cuda_kernels.conv_key(geometry)), tuned,
+                        lambda rec: cuda_kernels.build_conv("h", known=rec, **geometry))
+
+    first = book()
+    conv = choose(first, GEOMETRY)
+    assert conv.plan == 2 and timed == [[0, 2]] and first.stats()["plans_built_for_tuning"] == 2
+    second = book()  # another process: the same database, a fresh device
+    again = choose(second, GEOMETRY)
+    assert timed == [[0, 2]]  # nothing timed again
+    assert (again.plan, again.plan_name, again.fused, again.workspace_bytes) == (2, "eng2", True, 3000)
+    assert cudnn[-1][1].built == [2]  # that plan built alone
+    st = second.stats()
+    assert st["plans_reused"] == 1 and st["plans_built_for_tuning"] == 0 and st["plans_tuned_geometries"] == 0
+
+
+def test_a_plan_stored_under_another_cudnn_is_rebuilt_with_a_reason(cudnn, tmp_path):
+    from ios_core.cost.cache import cudnn_plan_cache
+
+    db = tmp_path / "p.sqlite"
+    old = cudnn_plan_cache({**VERSIONS, "cudnn": "9.18.1"}, db)
+    old.put("geom", {"fused": True, "plan": 2, "plan_name": "eng2"})
+    assert old.get("geom") is not None
+    new = cudnn_plan_cache(VERSIONS, db)
+    assert new.get("geom") is None
+    assert new.stats()["other_versions"] == 1
+    assert new.stats()["reasons"] == ["a cuDNN plan stored under other versions (cudnn 9.18.1 (here 9.19.0)) was "
+                                      "not used: rebuilt"]
+    other_gpu = cudnn_plan_cache({**VERSIONS, "gpu": "NVIDIA H100 80GB HBM3"}, db)
+    assert other_gpu.get("geom") is None and other_gpu.stats()["other_versions"] == 0
+
+
+def test_a_stored_plan_that_no_longer_matches_is_tuned_again_with_a_reason(cudnn):
+    from ios_core.runtime.cuda_plans import ConvPlanBook
+
+    class Store:
+        reasons: list = []
+
+        def __init__(self):
+            self.rows = {"g": {"fused": True, "plan": 0, "plan_name": "an engine of another build"}}
+
+        def get(self, key):
+            return self.rows.get(key)
+
+        def put(self, key, rec):
+            self.rows[key] = rec
+
+    store = Store()
+    b = ConvPlanBook(store)
+
+    def tuned():
+        c = cuda_kernels.build_conv("h", tune=lambda conv: {0: 1.0, 2: 0.5}, **GEOMETRY)
+        return c, cuda_kernels.plan_record(c), len(c.plans)
+
+    conv = b.choose("g", tuned, lambda rec: cuda_kernels.build_conv("h", known=rec, **GEOMETRY))
+    assert conv.plan == 2 and store.rows["g"]["plan_name"] == "eng2"
+    st = b.stats()
+    assert st["plans_reused"] == 0 and st["plans_tuned_geometries"] == 1
+    assert st["plan_cache_reasons"][0].startswith("stored cuDNN plan an engine of another build not usable "
+                                                  "(RuntimeError: plan 0 is 'eng0' here")

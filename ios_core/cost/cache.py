@@ -14,6 +14,12 @@ name, compute capability, driver, CUDA runtime, cuDNN version and SM clock,
 (operator parameters and input shapes, never node names). The database runs in WAL mode with a
 busy timeout, so two processes optimizing at once both read and write it safely (writes are
 single INSERT OR REPLACE statements).
+
+The same file keeps the cuDNN execution plan chosen for each convolution geometry
+(:class:`CudnnPlanCache`, table ``cudnn_plans``), keyed by the GPU, its driver, the cuDNN library
+and the cuDNN Frontend versions: every later process on that GPU builds the stored plan only,
+instead of building and timing every plan cuDNN offers. ``cudnn_plan_cache(versions, path)`` is
+the one function other modules call to open it.
 """
 
 from __future__ import annotations
@@ -55,6 +61,14 @@ CREATE TABLE IF NOT EXISTS block_plans (
     plan TEXT NOT NULL,
     created REAL NOT NULL,
     PRIMARY KEY (device, key)
+);
+CREATE TABLE IF NOT EXISTS cudnn_plans (
+    versions TEXT NOT NULL,
+    geometry TEXT NOT NULL,
+    gpu TEXT NOT NULL,
+    record TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (versions, geometry)
 );
 CREATE TABLE IF NOT EXISTS devices (
     device TEXT PRIMARY KEY,
@@ -288,3 +302,84 @@ class ProfileCache:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+# ---- the cuDNN plan chosen per convolution geometry ---------------------------------------------
+PLAN_VERSION_KEYS = ("gpu", "compute_capability", "driver", "cudnn", "cudnn_frontend")
+
+
+def plan_versions_key(versions: dict) -> str:
+    """The key a plan is valid under: the GPU, driver, cuDNN and cuDNN Frontend (``versions``
+    holds :data:`PLAN_VERSION_KEYS`; others, such as a fake device's, are part of it too)."""
+    return json.dumps({k: versions.get(k) for k in sorted(set(PLAN_VERSION_KEYS) | set(versions))},
+                      sort_keys=True, separators=(",", ":"))
+
+
+class CudnnPlanCache:
+    """The cuDNN execution plan chosen for each convolution geometry, persisted in the profile
+    database (table ``cudnn_plans``) under the GPU, driver, cuDNN and cuDNN Frontend versions
+    (``versions``). :meth:`get` answers only rows written under the same versions; a geometry
+    stored under other versions on the same GPU is not used (its plans are rebuilt) and the
+    reason is kept in :attr:`reasons` (never raised). Thread-safe, shared by processes (WAL)."""
+
+    def __init__(self, versions: dict, path: str | os.PathLike | None = None):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        if self.path.suffix not in (".sqlite", ".db") and (self.path.is_dir() or not self.path.suffix):
+            self.path = self.path / DB_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.versions = dict(versions)
+        self.key = plan_versions_key(self.versions)
+        self.hits = self.misses = self.stale = 0
+        self.reasons: list[str] = []
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+        self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+        self._retry(lambda: self._conn.executescript(_SCHEMA))
+
+    _retry = ProfileCache._retry
+
+    def get(self, geometry: str) -> dict | None:
+        """The plan stored for ``geometry`` (a canonical string, ``cuda_kernels.conv_key``) under
+        these versions, or None (then the caller tunes, and :meth:`put` stores the choice)."""
+        row = self._retry(lambda: self._conn.execute(
+            "SELECT record FROM cudnn_plans WHERE versions=? AND geometry=?", (self.key, geometry)).fetchone())
+        if row is not None:
+            self.hits += 1
+            return json.loads(row[0])
+        self.misses += 1
+        other = self._retry(lambda: self._conn.execute(
+            "SELECT versions FROM cudnn_plans WHERE gpu=? AND geometry=? AND versions<>? LIMIT 1",
+            (str(self.versions.get("gpu")), geometry, self.key)).fetchone())
+        if other is not None:
+            self.stale += 1
+            if len(self.reasons) < 5:
+                theirs = json.loads(other[0])
+                diff = ", ".join(f"{k} {theirs.get(k)} (here {self.versions.get(k)})" for k in sorted(theirs)
+                                 if theirs.get(k) != self.versions.get(k))
+                self.reasons.append(f"a cuDNN plan stored under other versions ({diff}) was not used: rebuilt")
+        return None
+
+    def put(self, geometry: str, record: dict) -> None:
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        self._retry(lambda: self._conn.execute("INSERT OR REPLACE INTO cudnn_plans VALUES (?, ?, ?, ?, ?)",
+                                               (self.key, geometry, str(self.versions.get("gpu")), text,
+                                                time.time())))
+
+    def count(self) -> int:
+        return self._retry(lambda: self._conn.execute(
+            "SELECT COUNT(*) FROM cudnn_plans WHERE versions=?", (self.key,)).fetchone()[0])
+
+    def stats(self) -> dict:
+        return {"path": str(self.path), "hits": self.hits, "misses": self.misses, "other_versions": self.stale,
+                **({"reasons": list(self.reasons)} if self.reasons else {})}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def cudnn_plan_cache(versions: dict, path: str | os.PathLike | None = None) -> CudnnPlanCache:
+    """The cuDNN plan cache of the profile database at ``path`` (default: the profile database's
+    location, ``IOS_BENCH_CACHE`` or the user cache directory) for the GPU and library versions in
+    ``versions`` (a device's ``plan_versions()``: ``ios_core.runtime.cuda_device.CupyDevice``)."""
+    return CudnnPlanCache(versions, path)

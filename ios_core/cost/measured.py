@@ -109,7 +109,8 @@ class MeasuredCostModel:
     def __init__(self, threads: int | None = None, device: str = "cpu", warmup: int = 2, number: int = 1,
                  repeat: int = 5, min_sample_ms: float | None = 1.0, cache=True, mode: str | None = None,
                  seed: int = 0, provider: str = "torch", margin: float = 0.05, backend=None,
-                 cuda_graph: bool | None = None, canary_every: int = 64, nvml=None):
+                 cuda_graph: bool | None = None, canary_every: int = 64, nvml=None, plan_cache=True,
+                 candidates: str | tuple | None = None):
         self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
         if device.startswith("cuda") and backend is None:
             from ios_core.measurement.gpu import cuda_missing
@@ -119,7 +120,7 @@ class MeasuredCostModel:
                 raise RuntimeError(f"the measured cost model cannot time stages on {device}: {missing}")
             from ios_core.runtime.cuda_device import CupyDevice
 
-            self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
+            self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0, plan_cache=None)
         elif device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"unknown device {device!r}")
         if mode is None:  # the default: calibrated on the CPU, whole stages on a GPU
@@ -164,6 +165,17 @@ class MeasuredCostModel:
             self.cache = cache
         else:
             self.cache = ProfileCache(cache, device=device)
+        # cuda: the cuDNN plan chosen per convolution geometry, kept in this database (its plan cache,
+        # ``ios_core.cost.cache.CudnnPlanCache``) unless ``plan_cache`` is False or names another
+        if self._gpu is not None and hasattr(self._gpu, "attach_plan_cache"):
+            if plan_cache is True or plan_cache in ("true", "True", "1", "default"):
+                if self.cache is not None:
+                    self._gpu.attach_plan_cache(self.cache.path)
+            elif plan_cache not in (False, None, "false", "False", "0", "none"):
+                self._gpu.attach_plan_cache(plan_cache)
+        self.candidates = _candidate_names(candidates, self._gpu is not None)
+        self.correction: dict | None = None  # what the end-to-end candidates showed (note_candidates)
+        self.candidates_timed = 0
         self._memo: dict[tuple, float] = {}
         self._op_memo: dict[tuple, tuple[Node, float]] = {}  # composed mode: operator object -> latency
         self.measured = 0  # stages actually timed by this object
@@ -223,7 +235,9 @@ class MeasuredCostModel:
                "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
                "cache": str(self.cache.path) if self.cache else None, "method": self.method,
                "disturbed_remeasured": self.disturbed,
-               "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0}
+               "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0,
+               "candidates": list(self.candidates), "candidates_timed": self.candidates_timed,
+               "correction": self.correction}
         if self._gpu is not None:
             from ios_core.measurement.gpu import nvml_sessions_opened
 
@@ -235,6 +249,7 @@ class MeasuredCostModel:
                         "overhead_cpu_ms_per_stage": round(1e3 * self._overhead.cpu / timed, 4),
                         "weight_draws": self._weights.draws, "nvml_sessions": nvml_sessions_opened(),
                         "revised_after_canary": self.revised, "failed_stages": len(self.failures),
+                        **(self._gpu.plans.stats() if hasattr(self._gpu, "plans") else {}),
                         **({"failures": dict(list(self.failures.items())[:5])} if self.failures else {}),
                         **{f"window_{k}": v for k, v in self._windows.stats().items()}})
         return out
@@ -282,43 +297,82 @@ class MeasuredCostModel:
                 self._plans.commit()
         return revised
 
-    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 7) -> dict:
+    def validate_schedule(self, schedule, sequential, batch_size: int, repeat: int = 7) -> dict | None:
         """Time ``schedule`` and the ``sequential`` schedule of the same graph with the real
-        runtime (this model's provider and threads), alternating, ``repeat`` samples each after a
-        warmup of at least 5 runs and 0.25 s each (a fresh ONNX Runtime session ran its first
-        several runs up to 3x slower, which biased the verdict against whichever was built
-        first); returns ``{"schedule_ms", "sequential_ms", "kept"}`` where ``kept`` is
-        ``"schedule"`` only when it measured faster. ``ios_core.optimize`` calls this at the end
-        of a search, so it never hands over, silently, a schedule slower than sequential."""
-        if self._gpu is not None:  # the CUDA runtime is not validated against sequential in this build
+        runtime (:meth:`time_candidates`); returns ``{"schedule_ms", "sequential_ms", "kept"}``
+        where ``kept`` is ``"schedule"`` only when it measured faster (None when neither ran)."""
+        v = self.time_candidates({"schedule": schedule, "sequential": sequential}, batch_size, repeat=repeat)
+        med = v["measured_ms"]
+        if "schedule" not in med or "sequential" not in med:
             return None
+        kept = "schedule" if med["schedule"] < med["sequential"] else "sequential"
+        return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
+                "provider": self.provider, "samples": v["samples"], "seconds": v["seconds"]}
+
+    def time_candidates(self, graphs: dict, batch_size: int, repeat: int | None = None) -> dict:
+        """Time whole schedules (``graphs``: name -> scheduled graph) end to end with the real
+        runtime in the form a cell runs them (on cuda: this model's device, a CUDA-graph replay
+        unless ``cuda_graph=False``; on the CPU: this model's provider and threads), interleaved:
+        after a warmup (at least 5 runs and 0.25 s each on the CPU: a fresh ONNX Runtime session
+        ran its first several runs up to 3x slower), ``repeat`` rounds, each one sample of every
+        candidate, in forward order on even rounds and reversed on odd ones, so drift hits all
+        alike. Returns ``{"measured_ms": {name: median ms}, "failed": {name: reason}, "samples",
+        "seconds", "form"}``; a candidate that cannot be built or run (a GPU gone) is a reason."""
         from ios_core.ir import Graph
-        from ios_core.runtime import make_runtime
 
         def ready(g):
             if g.has_weights:
                 return g
             return Graph.from_json(g.to_json()).init_weights(self.seed)
 
-        kw = {"provider": self.provider} if self.provider != "torch" else {}
+        gpu = self._gpu is not None
+        repeat = int(repeat if repeat is not None else (11 if gpu else 7))
+        number = 10 if gpu else 1  # a replay is microseconds to milliseconds: 10 per sample
         t0 = time.perf_counter()
-        rts = {k: make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
-               for k, g in (("schedule", schedule), ("sequential", sequential))}
+        rts, failed = {}, {}
+        for name, g in graphs.items():
+            try:
+                if gpu:
+                    from ios_core.runtime.cuda import CudaRuntime
+
+                    rt = CudaRuntime(ready(g), batch_size, device=self.device, backend=self._gpu,
+                                     cuda_graph=self.cuda_graph)
+                    rt.measure(warmup=2, number=1, repeat=1)
+                else:
+                    from ios_core.runtime import make_runtime
+
+                    kw = {"provider": self.provider} if self.provider != "torch" else {}
+                    rt = make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
+                    t_warm = time.perf_counter()
+                    runs = 0
+                    while runs < 5 or (time.perf_counter() - t_warm < 0.25 and runs < 50):
+                        rt.measure(warmup=0, number=1, repeat=1)
+                        runs += 1
+                rts[name] = rt
+            except Exception as e:  # this candidate cannot run here: its reason, the others go on
+                failed[name] = _reason(e)
         samples: dict[str, list[float]] = {k: [] for k in rts}
-        for rt in rts.values():  # a fresh session's first runs can be several times slower: warm
-            t_warm = time.perf_counter()  # each for at least 5 runs and a quarter of a second
-            runs = 0
-            while runs < 5 or (time.perf_counter() - t_warm < 0.25 and runs < 50):
-                rt.measure(warmup=0, number=1, repeat=1)
-                runs += 1
         order = list(rts)
-        for i in range(max(1, int(repeat))):  # alternating single runs (ABBA): drift hits both alike
+        for i in range(max(1, repeat)):
             for k in order if i % 2 == 0 else order[::-1]:
-                samples[k].append(rts[k].measure(warmup=0, number=1, repeat=1).median)
-        med = {k: statistics.median(v) for k, v in samples.items()}
-        kept = "schedule" if med["schedule"] < med["sequential"] else "sequential"
-        return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
-                "provider": self.provider, "samples": repeat, "seconds": time.perf_counter() - t0}
+                if k in failed:
+                    continue
+                try:
+                    samples[k].append(rts[k].measure(warmup=0, number=number, repeat=1).median)
+                except Exception as e:
+                    failed[k] = _reason(e)
+        med = {k: statistics.median(v) for k, v in samples.items() if v and k not in failed}
+        return {"measured_ms": med, "failed": failed, "samples": repeat, "number": number,
+                "seconds": time.perf_counter() - t0, "form": self.form, "provider": self.provider}
+
+    def note_candidates(self, validation: dict) -> None:
+        """What the end-to-end candidates showed (``ios_core.optimize``): the per-stage cost fitted
+        from their measured against predicted latencies, stated in :meth:`stats` (``correction``)."""
+        rows = [c for c in validation.get("candidates", []) if c.get("measured_ms") is not None]
+        self.correction = {"per_stage_ms": validation.get("per_stage_ms"), "candidates_timed": len(rows),
+                           "error_pct": {c["name"]: round(100.0 * (c["predicted_ms"] / c["measured_ms"] - 1.0), 1)
+                                         for c in rows if c["measured_ms"] > 0}}
+        self.candidates_timed += len(rows)
 
     # ---- internals ---------------------------------------------------------------------------
     def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build,
@@ -678,6 +732,29 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
+
+
+CANDIDATES = ("schedule", "sequential", "greedy", "parallel", "overhead")
+
+
+def _candidate_names(candidates, gpu: bool) -> tuple[str, ...]:
+    """The schedules a search ends by timing end to end (``ios_core.optimize``): every one of
+    :data:`CANDIDATES` on cuda (a whole run costs milliseconds there), the DP's and the sequential
+    one on the CPU unless asked (``"all"`` or a comma-separated list)."""
+    if candidates is None:
+        return CANDIDATES if gpu else ("schedule", "sequential")
+    if candidates == "all":
+        return CANDIDATES
+    names = tuple(x.strip() for x in candidates.split(",")) if isinstance(candidates, str) else tuple(candidates)
+    bad = [n for n in names if n not in CANDIDATES]
+    if bad or "schedule" not in names:
+        raise ValueError(f"candidates must include 'schedule' and be among {', '.join(CANDIDATES)}, not {names}")
+    return names
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+    return f"{type(e).__name__}" + (f": {text}" if text else "")
 
 
 def _no_primer() -> None:

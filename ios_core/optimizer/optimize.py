@@ -70,6 +70,14 @@ class OptimizeStats:
 
 def validation_text(v: dict) -> str:
     """One line saying what the end-of-search check measured and which schedule was kept."""
+    if "candidates" in v:
+        parts = []
+        for c in v["candidates"]:
+            ms = c.get("measured_ms")
+            parts.append(f"{c['name']} {ms:.3f}" if ms is not None else f"{c['name']} -")
+        return (f"candidates timed end to end ({v.get('form', 'runtime')}, ms): " + ", ".join(parts)
+                + f" -> {v['kept'].upper() if v['kept'] != 'schedule' else 'schedule'} kept"
+                + (f" ({v['reason']})" if v.get("reason") else ""))
     head = (f"measured with the runtime: schedule {v['schedule_ms']:.3f} ms, sequential {v['sequential_ms']:.3f} ms")
     if v["kept"] == "sequential":
         return head + " -> the schedule was slower: the SEQUENTIAL schedule is returned instead"
@@ -185,14 +193,17 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     if callable(end):
         end()
     new, stats = result.graph, result.stats
+    if not validate or strategy == "sequential":
+        return result
+    opts = dict(max_group_size=max_group_size, max_num_groups=max_num_groups, max_part_size=max_part_size)
+    if callable(getattr(cost_model, "time_candidates", None)):
+        return _keep_fastest(graph, strategy, cost_model, batch_size, result, opts)
     check = getattr(cost_model, "validate_schedule", None)
-    if validate and strategy != "sequential" and callable(check):
-        seq = schedule(graph, "sequential", cost_model, batch_size, max_group_size, max_num_groups, max_part_size,
-                       validate=False)
+    verdict = None
+    if callable(check):
+        seq = schedule(graph, "sequential", cost_model, batch_size, validate=False, **opts)
         verdict = check(new, seq.graph, batch_size)
-    else:
-        verdict = None
-    if verdict is not None:  # None: the cost model could not run this schedule (e.g. on CUDA)
+    if verdict is not None:  # None: the cost model could not run this schedule
         verdict = dict(verdict)
         verdict["schedule_cost_ms"] = stats.cost_ms
         verdict["sequential_cost_ms"] = seq.stats.cost_ms
@@ -203,6 +214,117 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
             stats.num_stages = seq.stats.num_stages
             stats.merged = 0
             return OptimizeResult(seq.graph, stats)
+    return result
+
+
+class StageOverhead:
+    """Another cost hypothesis for the end-to-end candidates: each stage costs what the cost model
+    says plus ``per_stage_ms``, a per-stage cost fitted from the candidates' measured against
+    predicted latencies (what a stage costs in the whole schedule beyond its time alone: launch
+    and join gaps). The cost model's memo answers every stage it has seen: the search costs little."""
+
+    def __init__(self, base, per_stage_ms: float):
+        self.base, self.per_stage_ms = base, float(per_stage_ms)
+
+    def stage_latency(self, stage, batch_size: int) -> float:
+        return float(self.base.stage_latency(stage, batch_size)) + self.per_stage_ms
+
+
+def fit_per_stage_ms(rows: list[dict]) -> float | None:
+    """Least squares of ``measured - predicted = k * stages`` over candidates measured (k >= 0):
+    the per-stage cost the end-to-end runs show beyond the stage costs; None without one."""
+    pairs = [(r["measured_ms"] - r["predicted_ms"], r["stages"]) for r in rows
+             if r.get("measured_ms") is not None and r.get("predicted_ms") is not None and r.get("stages")]
+    den = sum(n * n for _, n in pairs)
+    if not den:
+        return None
+    return max(0.0, sum(d * n for d, n in pairs) / den)
+
+
+def _stage_keys(g: Graph) -> list:
+    return [(st.kind, [[n.name for n in grp] for grp in st.groups]) for st in Schedule.of(g)]
+
+
+def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> OptimizeResult:
+    """The search's end where whole schedules are cheap to run (``cost_model.time_candidates``):
+    the DP's schedule, the sequential and greedy ones, the DP without merges (``parallel``) and the
+    DP's best under a per-stage overhead fitted from those measurements (``overhead``) are timed
+    end to end, interleaved, on the device; the fastest is returned. Every candidate's predicted
+    and measured latency is in ``stats.validation["candidates"]`` (the cell record gets it)."""
+    names = tuple(getattr(cost_model, "candidates", None) or ("schedule", "sequential"))
+    stats = result.stats
+    found: dict[str, OptimizeResult] = {"schedule": result}
+    for name in names:
+        if name in found or name == "overhead" or name == strategy:
+            continue
+        if name in STRATEGIES:
+            found[name] = schedule(graph, name, cost_model, batch_size, validate=False, **opts)
+    rows: dict[str, dict] = {}
+
+    def row(name, res):
+        same = next((k for k, v in found.items() if k != name and k in rows and
+                     _stage_keys(v.graph) == _stage_keys(res.graph)), None)
+        rows[name] = {"name": name, "predicted_ms": res.stats.cost_ms, "stages": res.stats.num_stages,
+                      "merged": res.stats.merged, **({"same_as": same} if same else {})}
+
+    for name, res in found.items():
+        row(name, res)
+    timed = {k: found[k].graph for k, r in rows.items() if "same_as" not in r}
+    verdict = cost_model.time_candidates(timed, batch_size)
+    for name, ms in verdict.get("measured_ms", {}).items():
+        rows[name]["measured_ms"] = ms
+    for name, why in verdict.get("failed", {}).items():
+        rows[name]["reason"] = why
+    per_stage = fit_per_stage_ms([r for r in rows.values() if "measured_ms" in r])
+    if "overhead" in names and per_stage is not None and strategy in ("merge", "parallel", "both"):
+        alt = schedule(graph, strategy, StageOverhead(cost_model, per_stage), batch_size, validate=False, **opts)
+        end = getattr(cost_model, "end_search", None)
+        if callable(end):
+            end()
+        # its prediction under the cost model itself, as the others' (the fitted overhead apart)
+        alt.stats.cost_ms -= per_stage * alt.stats.num_stages
+        found["overhead"] = alt
+        row("overhead", alt)
+        rows["overhead"]["per_stage_ms"] = per_stage
+        if "same_as" not in rows["overhead"]:
+            best = min((r for r in rows.values() if "measured_ms" in r), key=lambda r: r["measured_ms"], default=None)
+            pair = {"overhead": alt.graph, **({best["name"]: found[best["name"]].graph} if best else {})}
+            again = cost_model.time_candidates(pair, batch_size)
+            verdict["seconds"] = verdict.get("seconds", 0.0) + again.get("seconds", 0.0)
+            if "overhead" in again.get("failed", {}):
+                rows["overhead"]["reason"] = again["failed"]["overhead"]
+            elif "overhead" in again.get("measured_ms", {}):
+                ms = again["measured_ms"]
+                # on the scale of the first timing: the best's first figure times the ratio measured now
+                scale = rows[best["name"]]["measured_ms"] / ms[best["name"]] if best and ms.get(best["name"]) else 1.0
+                rows["overhead"]["measured_ms"] = ms["overhead"] * scale
+                rows["overhead"]["measured_raw_ms"] = ms["overhead"]
+    for r in rows.values():  # a candidate identical to another measured as that one
+        if "same_as" in r and "measured_ms" in rows.get(r["same_as"], {}):
+            r["measured_ms"] = rows[r["same_as"]]["measured_ms"]
+    ran = {k: r for k, r in rows.items() if r.get("measured_ms") is not None}
+    # the fastest measured; on a tie the simpler schedule (sequential first, as the CPU check always did)
+    kept = min(ran, key=lambda k: (ran[k]["measured_ms"], k != "sequential")) if ran else "schedule"
+    chosen = found[kept]
+    validation = {"candidates": list(rows.values()), "kept": kept,
+                  "schedule_ms": rows["schedule"].get("measured_ms"),
+                  "sequential_ms": rows.get("sequential", {}).get("measured_ms"),
+                  "schedule_cost_ms": rows["schedule"]["predicted_ms"],
+                  "sequential_cost_ms": rows.get("sequential", {}).get("predicted_ms"),
+                  "per_stage_ms": per_stage,
+                  **{k: v for k, v in verdict.items() if k not in ("measured_ms", "failed")}}
+    if not ran:
+        validation["reason"] = "no candidate could be timed end to end: the DP's schedule is kept unmeasured"
+    note = getattr(cost_model, "note_candidates", None)
+    if callable(note):
+        note(validation)
+    stats.validation = validation
+    if kept != "schedule":
+        # the DP's search figures stay; the schedule returned (and its estimate) are the kept one's
+        stats.cost_ms = chosen.stats.cost_ms
+        stats.num_stages = chosen.stats.num_stages
+        stats.merged = chosen.stats.merged
+        return OptimizeResult(chosen.graph, stats)
     return result
 
 

@@ -26,14 +26,20 @@ from ios_core.runtime.cuda_kernels import (
     build_conv,
     conv_key,
     plan_executor,
+    plan_record,
 )
+from ios_core.runtime.cuda_plans import ConvPlanBook, open_plan_cache
 
 ALIGNMENT = 16  # bytes: cuDNN Frontend tensors are declared 16-byte aligned
 TUNE_REPEAT = 5  # timed executions per cuDNN plan when choosing the fastest
 
 
 class CupyDevice:
-    def __init__(self, device_id: int = 0):
+    """``plan_cache``: where the cuDNN plan chosen per convolution geometry is kept across
+    processes (``"default"``: the profile database's location, ``ios_core.cost.cache``; a path;
+    a ``CudnnPlanCache``; None: this process only)."""
+
+    def __init__(self, device_id: int = 0, plan_cache="default"):
         import cudnn
         import cupy
 
@@ -50,7 +56,37 @@ class CupyDevice:
         self._convs: dict[tuple, object] = {}  # conv_key -> built and tuned Conv, reused by every program
         self._shared: dict[int, object] = {}  # id of a read-only host array -> its device copy (upload)
         self._stats: dict = {}
+        self.device_id = int(device_id)
+        self.plans = ConvPlanBook()
+        if plan_cache is not None:
+            self.attach_plan_cache(plan_cache)
         self._begin()
+
+    def plan_versions(self) -> dict:
+        """What a stored cuDNN plan is valid for: the GPU, its driver, cuDNN and the cuDNN Frontend."""
+        from ios_core.measurement.gpu import fingerprint
+
+        fp = fingerprint(self.device_id)
+        try:
+            frontend = str(self.cudnn.__version__)
+        except AttributeError:
+            frontend = None
+        return {"gpu": fp.get("name"), "compute_capability": fp.get("compute_capability"),
+                "driver": fp.get("driver"), "cudnn": fp.get("cudnn"), "cudnn_frontend": frontend}
+
+    def attach_plan_cache(self, plan_cache) -> None:
+        """Keep the plans chosen in ``plan_cache`` (see the class) and reuse those stored there."""
+        if isinstance(plan_cache, str) and plan_cache == "default":
+            plan_cache = None, None
+        elif not hasattr(plan_cache, "get"):
+            plan_cache = plan_cache, None
+        else:
+            self.plans.attach(plan_cache)
+            return
+        store, why = open_plan_cache(self.plan_versions(), plan_cache[0])
+        self.plans.attach(store)
+        if why:
+            self.plans.reasons.append(why)
 
     def _begin(self) -> None:
         """State of the program being built (the device serves one program after another)."""
@@ -183,7 +219,7 @@ class CupyDevice:
     def stats(self) -> dict:
         # fp32: every cuDNN engine with a TF32/down-convert/reduced-precision note is deselected
         # before plans are built (EXCLUDED_NOTES); linear layers are our own fp32 kernel (ios_linear)
-        return {**self._stats, "tf32": False, "cudnn_excluded_notes": list(EXCLUDED_NOTES),
+        return {**self._stats, **self.plans.stats(), "tf32": False, "cudnn_excluded_notes": list(EXCLUDED_NOTES),
                 "cudnn": self.cudnn.backend_version_string(), "cupy": self.cp.__version__}
 
     # ---- kernels -------------------------------------------------------------------------------
@@ -228,8 +264,14 @@ class CupyDevice:
         conv = self._convs.get(key)
         if conv is None:
             self.device.synchronize()  # the weights are on the device before timing
-            conv = self._convs[key] = build_conv(self.handles[stream], tune=self._tune(stream, x, out, weight, bias),
-                                                 **geometry)
+            handle = self.handles[stream]
+
+            def tune():
+                c = build_conv(handle, tune=self._tune(stream, x, out, weight, bias), **geometry)
+                return c, plan_record(c), len(c.plans or {})
+
+            conv = self._convs[key] = self.plans.choose(
+                repr(key), tune, lambda record: build_conv(handle, known=record, **geometry))
         self.conv_plans.append(conv.plan_name or str(conv.plan))
         self.ws_need[stream] = max(self.ws_need[stream], conv.workspace_bytes)
         holder = [0]

@@ -391,22 +391,50 @@ class CudnnConv:
 EXCLUDED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
 
 
-def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> CudnnConv:
+def _planned_graph(handle, fused: bool, geometry: dict):
+    """The convolution's cuDNN graph with its execution plans listed (fp32 engines only), none built."""
+    import cudnn
+
+    g, tensors = conv_graph(fused=fused, handle=handle, **geometry)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in EXCLUDED_NOTES])
+    g.check_support()
+    return g, tensors
+
+
+def _plan_name(g, index: int) -> str:
+    try:
+        return str(g.get_plan_name_at_index(index))
+    except Exception:
+        return ""
+
+
+def build_conv(handle, fused_ok: bool = True, tune=None, known: dict | None = None, **geometry) -> CudnnConv:
     """Build every execution plan of the fused graph (when cuDNN can fuse the activation and
     has an fp32 engine for it), else of the convolution alone (the caller then adds bias and
     activation). ``tune(conv) -> {index: ms}``
-    times the built plans on the device; the fastest is kept."""
-    import cudnn
+    times the built plans on the device; the fastest is kept.
 
+    ``known`` (a record :func:`plan_record` made, from the profile database's plan cache): only
+    that plan is built, and none is timed; it raises when the plan at that index is not the one
+    recorded (the caller then tunes)."""
+    if known is not None:
+        g, tensors = _planned_graph(handle, bool(known["fused"]), geometry)
+        index = int(known["plan"])
+        if index >= int(g.get_execution_plan_count()):
+            raise RuntimeError(f"cuDNN offers {g.get_execution_plan_count()} plans, the stored one is {index}")
+        name = _plan_name(g, index)
+        if known.get("plan_name") and name != known["plan_name"]:
+            raise RuntimeError(f"plan {index} is {name!r} here, {known['plan_name']!r} when stored")
+        g.build_plan_at_index(index)
+        return CudnnConv(g, tensors, int(g.get_workspace_size_plan_at_index(index)), bool(known["fused"]),
+                         plan=index, plan_name=name, plans={index: known.get("ms")})
     errors = []
     for fused in ((True, False) if fused_ok and geometry["act"] in CUDNN_FUSED_ACTS else (False,)):
         try:
-            g, tensors = conv_graph(fused=fused, handle=handle, **geometry)
-            g.validate()
-            g.build_operation_graph()
-            g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in EXCLUDED_NOTES])
-            g.check_support()
+            g, tensors = _planned_graph(handle, fused, geometry)
             built = []  # every plan cuDNN offers that builds here (build_plan_at_index raises otherwise)
             for i in range(int(g.get_execution_plan_count())):
                 try:
@@ -422,14 +450,18 @@ def build_conv(handle, fused_ok: bool = True, tune=None, **geometry) -> CudnnCon
             timed = {i: t for i, t in conv.plans.items() if t is not None}
             conv.plan = min(timed, key=timed.get) if timed else built[0]
             conv.workspace_bytes = int(g.get_workspace_size_plan_at_index(conv.plan))
-            try:
-                conv.plan_name = str(g.get_plan_name_at_index(conv.plan))
-            except Exception:
-                conv.plan_name = ""
+            conv.plan_name = _plan_name(g, conv.plan)
             return conv
         except Exception as e:  # cudnnGraphNotSupportedError and friends: try the unfused graph
             errors.append(f"{'fused' if fused else 'unfused'}: {type(e).__name__}: {str(e)[:200]}")
     raise RuntimeError("cuDNN has no engine for this convolution: " + "; ".join(errors))
+
+
+def plan_record(conv: CudnnConv) -> dict:
+    """What the plan cache keeps of a tuned convolution: fused or not, the plan's index and name,
+    and its time when tuned (ms, for the record)."""
+    return {"fused": bool(conv.fused), "plan": int(conv.plan), "plan_name": conv.plan_name,
+            "ms": (conv.plans or {}).get(conv.plan)}
 
 
 def plan_executor(conv: CudnnConv, pack: dict, handle):
