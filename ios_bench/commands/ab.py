@@ -7,6 +7,9 @@ import click
 from ios_bench.commands import run as run_command
 from ios_bench.commands.compare import verdict_options
 from ios_bench.errors import InputError
+from ios_bench.planning.options import FiniteFloat
+from ios_bench.running.ab import MAX_AUTO_PAIRS, MIN_CHANGE
+from ios_bench.running.rounds import AUTO
 
 # run's options that ab does not take: the models are its arguments; a run folder of ab is one
 # fresh sweep (no --resume); LoadGen scenarios are not paired here
@@ -80,14 +83,18 @@ def check_models(spec_a: str, spec_b: str, other_input: bool = False) -> None:
                    "cell), or schedule=NAME: side A's IOS schedule.")
 @click.option("--b-option", "b_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
               help="The same for side B.")
-@verdict_options("compare's rule on the run's paired spread", "the paired log-ratios")
+@verdict_options(None, "the paired log-ratios")
+@click.option("--min-change", default=MIN_CHANGE * 100, show_default=True, type=FiniteFloat(0, 1000), metavar="PCT",
+              help="The practical floor: a change whose paired interval excludes zero is a regression or an "
+                   "improvement when it is at least this large (percent); with --rounds auto, pairs are added "
+                   "while the smallest change the run could flag is above it.")
 @click.option("--other-input", is_flag=True,
               help="B takes another input shape than A (e.g. a larger image): each side gets its own seeded "
                    "input; the change is then the model's and the input's together.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 1 when a regression is found, or a side of a cell failed.")
 @click.pass_context
-def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fmt, other_input, fail_on_regression,
+def command(ctx, model_a, model_b, a_option, b_option, min_change, confidence, fmt, other_input, fail_on_regression,
             **kw):
     """Measure A against B in one interleaved sweep and print one paired verdict per cell.
 
@@ -104,11 +111,14 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     which side first drawn per round (recorded in each round's position), each in a fresh worker
     process. The verdict uses the paired log-ratios of B's round against A's round of the same
     pass, so drift common to both cancels: change = exp(median) - 1 with a t interval; regression /
-    improvement when the interval excludes zero and the change exceeds the noise threshold;
-    within noise; unstable (fewer than two paired rounds); failed (a side failed or its output
-    is wrong: reported, never a verdict). --rounds N gives N paired rounds per cell; --rounds auto
-    adds pairs until the paired interval's half-width is under --target-ci or --time-budget is
-    spent. The run folder holds both sides (cells tagged A and B: `report` and `compare` read it)
+    improvement when the interval excludes zero and the change is at least --min-change (the
+    floor, printed with every verdict); within noise, with the smallest change the run could have
+    flagged; unstable (fewer than two paired rounds); failed (a side failed or its output is wrong:
+    reported, never a verdict). --rounds auto (the default) starts with 3 pairs per cell and adds
+    pairs while the paired interval's half-width is over --target-ci or the smallest change it
+    could flag is over --min-change, until --time-budget is spent (at most 10 pairs); the record
+    (ab-pairs.json, and the json output's stopped_by) says which stopped it. --rounds N gives N
+    paired rounds per cell. The run folder holds both sides (cells tagged A and B: `report` and `compare` read it)
     and ab-drift.json, the drift this machine showed between unpaired rounds, which `compare`
     uses. Use ab rather than two runs and `compare` to decide whether a change made something
     faster (docs/harness.md, "A/B in one sweep"). Two models with different output shapes (or
@@ -135,13 +145,29 @@ def command(ctx, model_a, model_b, a_option, b_option, threshold, confidence, fm
     check_sides(a, b, plan)
     if a["schedule"]:
         plan.schedules = list(dict.fromkeys([a["schedule"], b["schedule"]]))
-    plan.ab = {"mode": mode, "a": a, "b": b}
+    plan.ab = {"mode": mode, "a": a, "b": b, "min_change": min_change / 100}
     sweep = ABSweep(plan, setup.folder, resume=False, progress=not kw["no_progress"],
                     executor=make_executor(plan.executor, plan.ray_address), max_time=kw["max_time"])
     run_command.finish(sweep, setup, paths_to_stderr=True)
-    result = paired_comparison(setup.folder, threshold / 100 if threshold is not None else None, confidence)
+    result = paired_comparison(setup.folder, min_change / 100, confidence)
     show(result, fmt, confidence, fail_on_regression, {"run": str(setup.folder), "a": a, "b": b},
          f"A -> B in {setup.folder} (paired rounds: B's round against A's of the same pass)", "pairs")
 
 
-command.params += [p for p in run_command.command.params if p.name not in _NOT_OURS]
+def _ab_param(p: click.Parameter) -> click.Parameter:
+    """run's option as ab takes it: ``--rounds`` defaults to ``auto`` and counts pairs; ``--target-ci``
+    is the paired interval's."""
+    if p.name == "rounds":
+        return click.Option(["--rounds", "rounds"], default=AUTO, show_default=True, metavar="N|auto",
+                            help="Paired rounds per cell; 'auto': at least 3 pairs, more while the paired interval's "
+                                 "half-width is over --target-ci or the smallest change it could flag is over "
+                                 f"--min-change, until --time-budget is spent (at most {MAX_AUTO_PAIRS} pairs).")
+    if p.name == "target_ci":
+        return click.Option(["--target-ci"], default=2.0, show_default=True,
+                            type=FiniteFloat(0, 100, min_open=True, max_open=True), metavar="PCT",
+                            help="With --rounds auto: the half-width of each cell's paired interval to reach, "
+                                 "in percent.")
+    return p
+
+
+command.params += [_ab_param(p) for p in run_command.command.params if p.name not in _NOT_OURS]

@@ -9,16 +9,19 @@ import click
 from ios_bench.planning.options import FiniteFloat
 
 
-def verdict_options(threshold_from: str, interval_over: str):
-    """The options every verdict command shares (``compare``, ``ab``): the noise threshold, the
-    interval's confidence and the output format; ``threshold_from`` and ``interval_over`` say what
-    this command measures them from."""
+def verdict_options(threshold_from: str | None, interval_over: str):
+    """The options every verdict command shares (``compare``, ``ab``): the interval's confidence,
+    the output format and, with ``threshold_from`` (what the default is measured from), the noise
+    threshold (``compare`` only: ``ab`` judges on its pairs with a practical floor, ``--min-change``);
+    ``interval_over`` says what the interval is over."""
     def apply(f):
         f = click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
                          show_default=True, help="table for people; json or csv (one row per cell) for CI jobs.")(f)
         f = click.option("--confidence", default=0.95, show_default=True,
                          type=click.FloatRange(0, 1, min_open=True, max_open=True),
                          help=f"Confidence level of each change's interval (a t interval over {interval_over}).")(f)
+        if threshold_from is None:
+            return f
         return click.option("--noise-threshold", "threshold", default=None, type=FiniteFloat(0, 1000),
                             metavar="PCT", help="Smallest change (percent) flagged as a regression or improvement "
                                                 f"[default: {threshold_from}, at least 1%].")(f)
@@ -70,10 +73,10 @@ def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: di
     regressions = [c for c in result.changes if c.verdict.startswith(("regression", "failed"))]
     summary = (f"{len(result.changes)} cells: {counts['regression']} regression(s), {counts['improvement']} "
                f"improvement(s), {counts['within noise']} within noise, {counts['unstable']} unstable"
-               + (f", {counts['failed']} failed" if counts.get("failed") else "") + "; noise "
-               f"threshold {result.threshold:.1%} ({result.threshold_source})")
+               + (f", {counts['failed']} failed" if counts.get("failed") else "") + "; "
+               f"{result.threshold_name} {result.threshold:.1%} ({result.threshold_source})")
     if fmt == "json":
-        click.echo(json.dumps({**head, "threshold": result.threshold,
+        click.echo(json.dumps({**head, "threshold": result.threshold, "threshold_name": result.threshold_name,
                                "threshold_source": result.threshold_source, "confidence": confidence,
                                "typical_spread": result.typical_spread,
                                "counts": counts, "notes": result.notes,
@@ -100,7 +103,9 @@ def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: di
         colors = {"regression": "red", "failed": "red", "improvement": "green", "fixed": "green", "unstable": "yellow"}
         for c in result.changes:
             color = next((v for k, v in colors.items() if c.verdict.startswith(k)), None)
-            text = term(c.verdict + (f" ({c.why})" if c.why and c.verdict in ("unstable", "failed") else ""), False)
+            # ab's verdicts all say why (the floor; what a "within noise" run could have detected)
+            shown = c.why and (c.verdict in ("unstable", "failed") or c.floor is not None)
+            text = term(c.verdict + (f" ({c.why})" if shown else ""), False)
             verdict = f"[{color}]{text}[/]" if color else text
             table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
                           f"{c.median_a:.3f}" if c.median_a is not None else "-",

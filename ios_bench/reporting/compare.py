@@ -73,6 +73,11 @@ class Change:
     rounds_b: int
     verdict: str
     why: str = ""
+    # ab only (paired verdicts): the practical floor (--min-change), the smallest change the run
+    # could have flagged (from the paired spread and the number of pairs), and what stopped the pairs
+    floor: float | None = None
+    detectable: float | None = None
+    stopped_by: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +91,8 @@ class Comparison:
     typical_spread: float | None  # the runs' typical between-round spread (log scale) lent to each cell's interval
     notes: list[str]
     problems: list[str]
+    # what ``threshold`` is: compare's measured noise threshold, or ab's practical floor (--min-change)
+    threshold_name: str = "noise threshold"
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
@@ -174,16 +181,18 @@ def noise_threshold(spread: float | None) -> float:
     return max(MIN_THRESHOLD, THRESHOLD_FACTOR * math.sqrt(2) * (spread or 0.0))
 
 
-def judge_change(change: float, low: float, high: float, threshold: float) -> tuple[str, str]:
+def judge_change(change: float, low: float, high: float, threshold: float,
+                 name: str = "the noise threshold") -> tuple[str, str]:
     """The one verdict rule (``compare`` and ``ab``): a regression or an improvement when the
-    interval [low, high] excludes zero and the change exceeds the noise threshold; else within noise,
-    with why."""
+    interval [low, high] excludes zero and the change is at least ``threshold`` (``compare``: its
+    noise threshold; ``ab``: the practical floor, ``--min-change``, named by ``name``); else within
+    noise, with why."""
     if low > 0 and change >= threshold:
         return "regression", ""
     if high < 0 and change <= -threshold:
         return "improvement", ""
     return "within noise", ("interval includes zero" if low <= 0 <= high else
-                            f"|change| under the noise threshold {threshold:.1%}")
+                            f"|change| under {name} {threshold:.1%}")
 
 
 def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95) -> Comparison:

@@ -16,9 +16,15 @@ The verdict (:func:`paired_comparison`) uses the **paired** log-ratios ``d = log
 two rounds of each pass: a change common to both rounds of a pass (the machine's drift) cancels.
 The change is ``exp(median d) - 1`` with a Student t interval on the ``d`` (:func:`paired_interval`),
 its spread moderated by the run's typical paired spread as ``compare`` does
-(``ios_bench.reporting.compare.PRIOR_DF``); the noise threshold is ``compare``'s rule on the same spread;
-the verdict vocabulary is ``compare``'s. A side that failed (or whose output check failed) is
-reported as ``failed``, never given a verdict.
+(``ios_bench.reporting.compare.PRIOR_DF``). A change is a regression or an improvement when its
+interval excludes zero and it is at least a practical floor (``--min-change``, :data:`MIN_CHANGE`);
+``compare``'s noise threshold (made for two separate runs, and not narrowing with pairs) does not
+apply. A "within noise" verdict states the smallest change the run could have flagged
+(:func:`detectable_change`). A side that failed (or whose output check failed) is reported as
+``failed``, never given a verdict. ``--rounds auto`` (ab's default) adds pairs while the interval's
+half-width is over ``--target-ci`` or the detectable change is over the floor, until
+``--time-budget`` is spent or :data:`MAX_AUTO_PAIRS`; what stopped each pair is kept in
+:data:`STOPS_FILE`.
 
 As a by-product the run measures how far this machine drifts between rounds that are not paired
 (:func:`drift_figures`, kept in ``ab-drift.json``): ``compare`` uses it to mark verdicts between two
@@ -48,14 +54,12 @@ from ios_bench.reporting.compare import (
     Change,
     Comparison,
     judge_change,
-    noise_threshold,
 )
 from ios_bench.reporting.drift import DRIFT_FILE
 from ios_bench.results import load_run
 from ios_bench.running.round_runner import RoundRunner
 from ios_bench.running.rounds import (
     AUTO,
-    MAX_AUTO_ROUNDS,
     MIN_AUTO_ROUNDS,
     figure_over_rounds,
     good_rounds,
@@ -67,6 +71,17 @@ from ios_core.atomic import atomic_write_json
 from ios_core.measurement import stats
 
 SIDES = ("A", "B")
+MIN_CHANGE = 0.02  # --min-change: the practical floor of a paired verdict (a fraction)
+MAX_AUTO_PAIRS = 10  # --rounds auto adds pairs up to this many: twice the 5 pairs of a fixed run
+STOPS_FILE = "ab-pairs.json"  # what stopped each pair's rounds (PairedRoundRunner.stops)
+STOP_REASONS = {
+    "target-ci": "the interval's half-width under --target-ci and the detectable change at most --min-change",
+    "time-budget": "--time-budget spent",
+    "max-pairs": f"{MAX_AUTO_PAIRS} pairs (--rounds auto's most)",
+    "rounds": "the pairs --rounds asked for",
+    "reruns": "re-runs of disturbed rounds ran out",
+    "failed": "a side failed",
+}
 
 
 # ---- sides ------------------------------------------------------------------------------------------
@@ -167,6 +182,23 @@ def paired_spread(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) ->
     return max(stats.robust_spread(d), _within(a, b)), int(d.size - 1)
 
 
+def paired_half_width(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                      prior: tuple[float, int] | None = None) -> tuple[float, float, int]:
+    """The half-width of the paired interval on the log scale (``t x 1.2533 s / sqrt(n)``, see
+    :func:`paired_interval`), the spread ``s`` it used (moderated by ``prior``) and ``n``, the pairs."""
+    from scipy import stats as sps
+
+    n = len(a)
+    if n == 0:
+        raise ValueError("no paired rounds")
+    scale, df = paired_spread(a, b)
+    if prior is not None and prior[1] > 0:
+        s0, d0 = prior
+        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
+    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale / math.sqrt(n)
+    return half, scale, n
+
+
 def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
                     prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
     """The change ``exp(median d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
@@ -175,18 +207,23 @@ def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], 
     ``s`` is the cell's own spread (:func:`paired_spread`) moderated by ``prior`` = (spread, degrees
     of freedom) as ``ios_bench.running.rounds.ratio_interval`` does (limma's moderated t). A change common
     to the two rounds of a pair (drift) is not in ``d``: it neither moves the change nor widens it."""
-    from scipy import stats as sps
-
     d = log_ratios(a, b)
-    if d.size == 0:
-        raise ValueError("no paired rounds")
-    scale, df = paired_spread(a, b)
-    if prior is not None and prior[1] > 0:
-        s0, d0 = prior
-        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
+    half, _, _ = paired_half_width(a, b, confidence, prior)
     centre = stats.median(d)  # robust, as every figure is: one slow pair (a cold first pass) moves it little
-    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale / math.sqrt(d.size)
     return math.expm1(centre), math.expm1(centre - half), math.expm1(centre + half)
+
+
+def detectable_change(half: float, floor: float) -> float:
+    """The smallest change a run could have flagged (a fraction), from its paired interval's
+    half-width ``half`` (log scale): a change is flagged when its interval, ``log(1 + change) ± half``,
+    excludes zero and it is at least the floor, so nothing under ``max(exp(half) - 1, floor)`` can be."""
+    return max(math.expm1(half), floor)
+
+
+def typical_paired_spread(data) -> float | None:
+    """The run's typical paired spread: the median over pairs with two or more paired rounds
+    (``data``: ``(a, b)`` per pair) of :func:`paired_spread`; lent to each pair's interval."""
+    return stats.median_or_none(paired_spread(a, b)[0] for a, b in data if len(a) >= 2)
 
 
 def unpaired_interval(a, b, confidence: float = 0.95) -> tuple[float, float, float]:
@@ -229,19 +266,30 @@ def _pairs(records: list[dict], ab: dict) -> dict[str, dict[str, dict]]:
     return out
 
 
-def paired_comparison(folder, threshold: float | None = None, confidence: float = 0.95) -> Comparison:
+def read_stops(folder) -> dict[str, dict]:
+    """What stopped each pair's rounds (:data:`STOPS_FILE`, written by the sweep), ``{}`` without it."""
+    try:
+        stops = json.loads((Path(folder) / STOPS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return stops if isinstance(stops, dict) else {}
+
+
+def paired_comparison(folder, min_change: float = MIN_CHANGE, confidence: float = 0.95) -> Comparison:
     """One verdict per pair of an ab run folder (``compare``'s :class:`~ios_bench.reporting.compare.Change`,
-    ``rounds_a`` = ``rounds_b`` = the pairs used)."""
+    ``rounds_a`` = ``rounds_b`` = the pairs used): a regression or an improvement when the paired
+    interval excludes zero and the change is at least ``min_change`` (the practical floor, a
+    fraction); compare's noise threshold does not apply (pairing removes the drift it guards
+    against). Each change carries the floor, the smallest change the run could have flagged
+    (:func:`detectable_change`) and what stopped its pairs (:data:`STOP_REASONS`)."""
     ab = read_ab(folder)
     run = load_run(folder)
+    stops = read_stops(folder)
     pairs = _pairs(run.records, ab)
     data = {pid: paired_rounds(p["A"]["rounds"], p["B"]["rounds"]) for pid, p in pairs.items()
             if _good(p.get("A")) and _good(p.get("B"))}
-    typical = stats.median_or_none(paired_spread(a, b)[0] for a, b in data.values() if len(a) >= 2)
+    typical = typical_paired_spread(data.values())
     prior = (typical, PRIOR_DF) if typical is not None else None
-    source = "given"
-    if threshold is None:  # compare's rule: its spread is one round's; a paired difference's is sqrt(2) x that
-        threshold, source = noise_threshold(typical / math.sqrt(2) if typical is not None else None), "measured"
     asked = ab.get("rounds")
     asked = MIN_AUTO_ROUNDS if asked == AUTO else asked if isinstance(asked, int) else None
     out = []
@@ -254,7 +302,7 @@ def paired_comparison(folder, threshold: float | None = None, confidence: float 
             model = f"{x['model']} -> {y['model']}" if x and y and x["model"] != y["model"] else base["model"]
         framework = base["framework"] if not (x and y and x["framework"] != y["framework"]) else \
             f"{label(x['framework'])} -> {label(y['framework'])}"
-        change = low = high = ma = mb = None
+        change = low = high = ma = mb = detectable = None
         n, why = 0, ""
         if x is None or y is None:
             verdict = f"only in {'A' if y is None else 'B'}"
@@ -269,17 +317,34 @@ def paired_comparison(folder, threshold: float | None = None, confidence: float 
             if a:
                 ma, mb = figure_over_rounds(a), figure_over_rounds(b)
                 change, low, high = paired_interval(a, b, confidence, prior)
+                half, spread, _ = paired_half_width(a, b, confidence, prior)
+                detectable = detectable_change(half, min_change)
             if n < 2:
                 verdict, why = "unstable", f"{n} paired round{'s' * (n != 1)} (both sides undisturbed in the same pass)"
             elif asked is not None and n < min(asked, ENOUGH_ROUNDS):
                 verdict, why = "unstable", f"{n} paired rounds of the {asked} asked for (the machine was busy)"
             else:
-                verdict, why = judge_change(change, low, high, threshold)
+                verdict, why = judge_change(change, low, high, min_change, "the floor (--min-change)")
+                if verdict == "within noise":  # what the run could and could not see
+                    why += (f"; this run could not have flagged a change under ±{detectable:.1%} ({n} pairs, "
+                            f"paired spread {math.expm1(spread):.1%})")
+                else:
+                    why = f"interval clear of zero and |change| at least the floor {min_change:.1%}"
+        stop = stops.get(pid) or {}
         out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
-                          n, n, verdict, why))
+                          n, n, verdict, why, floor=min_change, detectable=detectable,
+                          stopped_by=stop.get("stopped_by")))
     notes = [f"paired: each change is exp(median log(B/A)) - 1 over the rounds of A and B measured back to back in "
-             f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels"]
-    return Comparison(out, threshold, source, typical, notes, run.problems)
+             f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels. A change is flagged when "
+             f"its interval excludes zero and it is at least the floor {min_change:.1%} (--min-change)"]
+    stopped = {}
+    for c in out:
+        if c.stopped_by:
+            stopped[c.stopped_by] = stopped.get(c.stopped_by, 0) + 1
+    if stopped:
+        notes.append("pairs stopped by: " + ", ".join(f"{STOP_REASONS.get(k, k)} ({v} cell{'s' * (v != 1)})"
+                                                      for k, v in stopped.items()))
+    return Comparison(out, min_change, "--min-change", typical, notes, run.problems, threshold_name="floor")
 
 
 # ---- the drift the run saw (compare's "drift possible") ---------------------------------------------
@@ -340,13 +405,17 @@ def write_drift(folder) -> dict | None:
 
 class PairedRoundRunner(RoundRunner):
     """The round protocol with pairs: the two cells of a pair run back to back in each pass
-    (:func:`pair_order`), both wanted while the pair wants paired rounds (``plan.rounds`` of them,
-    or with ``auto`` until its paired interval's half-width is under ``plan.target_ci`` percent)."""
+    (:func:`pair_order`), both wanted while the pair wants paired rounds (``plan.rounds`` of them;
+    with ``auto`` at least 3, then more while the paired interval's half-width is over
+    ``plan.target_ci`` percent or the smallest change it could flag is over the floor,
+    ``plan.ab["min_change"]``, until ``plan.time_budget`` is spent or :data:`MAX_AUTO_PAIRS`).
+    What stopped each pair is kept in ``stops`` and in the run folder (:data:`STOPS_FILE`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cells: dict[str, Cell] = {}
         self.partner: dict[str, str] = {}
+        self.stops: dict[str, dict] = {}
 
     def measure(self, groups, refs, observe):
         cells = [c for cs in groups.values() for c in cs]
@@ -358,7 +427,11 @@ class PairedRoundRunner(RoundRunner):
             if len(members) == 2:
                 self.partner[members["A"]] = members["B"]
                 self.partner[members["B"]] = members["A"]
-        return super().measure(groups, refs, observe)
+        try:
+            return super().measure(groups, refs, observe)
+        finally:
+            if self.stops:
+                atomic_write_json(Path(self.ctx.folder) / STOPS_FILE, self.stops)
 
     def order(self, keys: list[str], group: str) -> list[str]:
         pairs: dict[str, dict[str, str]] = {}
@@ -367,26 +440,50 @@ class PairedRoundRunner(RoundRunner):
             pairs.setdefault(c.pair or k, {})[c.side or "A"] = k
         return pair_order(pairs, self.passes, self.ctx.plan.round_seed, group)
 
+    def _prior(self, rounds: dict) -> tuple[float, int] | None:
+        """The typical paired spread over the pairs measured so far (as the verdict's)."""
+        seen, data = set(), []
+        for key, other in self.partner.items():
+            if key in rounds and other in rounds and frozenset((key, other)) not in seen:
+                seen.add(frozenset((key, other)))
+                data.append(paired_rounds(rounds[key], rounds[other]))
+        typical = typical_paired_spread(data)
+        return (typical, PRIOR_DF) if typical is not None else None
+
+    def _stop(self, cell: Cell, reason: str, pairs: int, half: float | None = None) -> bool:
+        pid = getattr(self.cells.get(cell.key), "pair", None) or getattr(cell, "pair", None) or cell.key
+        self.stops[pid] = {"stopped_by": reason, "pairs": pairs,
+                           "half_width_pct": half * 100 if half is not None else None,
+                           "why": STOP_REASONS[reason]}
+        return False
+
     def wanted(self, cell: Cell, rounds: dict, stopped: dict) -> bool:
         plan = self.ctx.plan
         other = self.partner.get(cell.key)
         if other is None or other not in rounds:
             return super().wanted(cell, rounds, stopped)
-        if cell.key in stopped or other in stopped:
-            return False
         mine, theirs = rounds[cell.key], rounds[other]
         a, b = paired_rounds(mine, theirs)
+        if cell.key in stopped or other in stopped:
+            return self._stop(cell, "failed", len(a))
         tries = max(len(mine), len(theirs))
         if plan.rounds != AUTO:
-            if len(a) >= plan.rounds or tries >= plan.rounds + plan.max_reruns:
-                return False
-            return not a or self.budget_left()
-        if len(a) >= MAX_AUTO_ROUNDS or tries >= MAX_AUTO_ROUNDS + plan.max_reruns:
-            return False
+            if len(a) >= plan.rounds:
+                return self._stop(cell, "rounds", len(a))
+            if tries >= plan.rounds + plan.max_reruns:
+                return self._stop(cell, "reruns", len(a))
+            return not a or self.budget_left() or self._stop(cell, "time-budget", len(a))
+        if len(a) >= MAX_AUTO_PAIRS:
+            return self._stop(cell, "max-pairs", len(a))
+        if tries >= MAX_AUTO_PAIRS + plan.max_reruns:
+            return self._stop(cell, "reruns", len(a))
         if len(a) < MIN_AUTO_ROUNDS:
-            return not a or self.budget_left()
-        _, low, high = paired_interval(a, b)
-        return self.budget_left() and (math.log1p(high) - math.log1p(low)) / 2 * 100 > plan.target_ci
+            return not a or self.budget_left() or self._stop(cell, "time-budget", len(a))
+        half, _, _ = paired_half_width(a, b, prior=self._prior(rounds))
+        floor = float((getattr(plan, "ab", None) or {}).get("min_change", MIN_CHANGE))
+        if half * 100 <= plan.target_ci and detectable_change(half, floor) <= floor:
+            return self._stop(cell, "target-ci", len(a), half)
+        return self.budget_left() or self._stop(cell, "time-budget", len(a), half)
 
 
 class ABSweep(Sweep):
