@@ -11,13 +11,17 @@ On a GPU (CuPy, cuDNN) the same search runs on the GPU, then the goal table is m
     PYTHONPATH=. python benchmarks/bench_gpu_search.py                      # fake device, inception_v3
     PYTHONPATH=. python benchmarks/bench_gpu_search.py --models squeezenet,inception_v3 --pruned randwire,nasnet
 
-The last line is always ``per-stage overhead X ms over N stages; NVML sessions S; weight draws W``
-(over every measured search of the run): X is what a stage measurement cost outside building its
-program and outside the timed region (the one measurement function), in this thread's CPU time
-(the line before gives it on the wall clock, which on a shared machine also counts the waits for
-a core), N the stages measured, S the NVML sessions this process opened (attempts: 1 however
-many stages), W the random weight arrays drawn for the stage programs. Clocks are left alone
-(their state is printed).
+The last line is always ``per-stage overhead X ms over N stages; NVML sessions S; weight draws W;
+plans reused R of P; candidates timed C`` (over every measured search of the run): X is what a
+stage measurement cost outside building its program and outside the timed region (the one
+measurement function), in this thread's CPU time (the line before gives it on the wall clock,
+which on a shared machine also counts the waits for a core), N the stages measured, S the NVML
+sessions this process opened (attempts: 1 however many stages), W the random weight arrays drawn
+for the stage programs, R of P the convolution geometries whose plan came from the plan cache
+(``ios_core.cost.cache.CudnnPlanCache``: no plan timed) out of those built, C the schedules timed
+end to end by the searches' candidate step. Each network is searched twice: cold (a fresh
+profile database and plan cache), then on a fresh device with only the plan cache warm (the
+stage costs measured again). Clocks are left alone (their state is printed).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class Totals:
         self.overhead_cpu_s = self.overhead_wall_s = 0.0
         self.stages = 0
         self.draws = 0
+        self.reused = self.geometries = self.candidates = 0
 
     def add(self, cm: MeasuredCostModel) -> None:
         st = cm.stats()
@@ -66,6 +71,9 @@ class Totals:
         self.overhead_wall_s += st["overhead_seconds"]
         self.stages += st["measured"]
         self.draws += st["weight_draws"]
+        self.reused += st.get("plans_reused", 0)
+        self.geometries += st.get("conv_geometries", 0)
+        self.candidates += st.get("candidates_timed", 0)
 
     def wall_line(self) -> str:
         per = 1e3 * self.overhead_wall_s / max(self.stages, 1)
@@ -75,17 +83,20 @@ class Totals:
     def line(self) -> str:
         per = 1e3 * self.overhead_cpu_s / max(self.stages, 1)
         return (f"per-stage overhead {per:.3f} ms over {self.stages} stages; NVML sessions "
-                f"{gpu.nvml_sessions_opened()}; weight draws {self.draws}")
+                f"{gpu.nvml_sessions_opened()}; weight draws {self.draws}; plans reused {self.reused} of "
+                f"{self.geometries}; candidates timed {self.candidates}")
 
 
 def search(graph, strategy: str, dev, r: int, s: int, protocol: dict, db: str | None, totals: Totals,
-           cuda_graph: bool = True, sequential: bool = False):
-    """One cold search (a fresh profile database unless ``db``): (result, cost model, seconds), and
-    with ``sequential`` the sequential schedule costed by the same model (its stages were measured
-    by the search: nothing is timed again) as a fourth item."""
+           cuda_graph: bool = True, sequential: bool = False, plans: str | None = None):
+    """One cold search (a fresh profile database unless ``db``; the cuDNN plan cache in it, or in
+    ``plans``): (result, cost model, seconds), and with ``sequential`` the sequential schedule
+    costed by the same model (its stages were measured by the search: nothing is timed again) as a
+    fourth item."""
     with tempfile.TemporaryDirectory(prefix="ios-gpu-search-") as tmp:
         cache = db or str(Path(tmp) / "profile.sqlite")
-        cm = MeasuredCostModel(device="cuda", backend=dev, cache=cache, cuda_graph=cuda_graph, **protocol)
+        cm = MeasuredCostModel(device="cuda", backend=dev, cache=cache, cuda_graph=cuda_graph,
+                               plan_cache=plans or True, **protocol)
         t0 = time.perf_counter()
         result = schedule(graph, strategy, cm, batch_size=1, max_group_size=r, max_num_groups=s)
         seconds = time.perf_counter() - t0
@@ -103,7 +114,15 @@ def describe(name: str, result, cm: MeasuredCostModel, seconds: float) -> str:
             f"{st['overhead_seconds']:.2f} s, {st['overhead_cpu_seconds']:.2f} s of CPU), "
             f"{result.stats.rounds} search round(s), "
             f"{st['window_canaries']} canaries, {st['window_condemned_groups']} condemned groups "
-            f"({st['revised_after_canary']} stages re-measured){fails}; predicted {result.stats.cost_ms:.3f} ms")
+            f"({st['revised_after_canary']} stages re-measured){fails}; plans reused {st.get('plans_reused', 0)} of "
+            f"{st.get('conv_geometries', 0)}; {_kept(result)}; predicted {result.stats.cost_ms:.3f} ms")
+
+
+def _kept(result) -> str:
+    v = result.stats.validation or {}
+    if "candidates" not in v:
+        return "no candidate timed"
+    return f"{v['kept']} kept of {sum(c.get('measured_ms') is not None for c in v['candidates'])} candidates timed"
 
 
 def run_ms(graph, dev, cuda_graph: bool, repeat: int = 50) -> float:
@@ -123,10 +142,14 @@ def fake_run(args, totals: Totals) -> None:
         if not graph.has_weights:
             graph = graph.init_weights(0)
         # one sample per stage: the fake device's times mean nothing, its bookkeeping is what is measured
-        result, cm, seconds = search(graph, args.strategy, _device(True), args.r, args.s,
-                                     dict(warmup=0, number=1, repeat=1, min_sample_ms=None), None, totals)
-        print(describe(f"{name} (fake device, image {args.image_size or 'default'}, {args.strategy}, "
-                       f"r={args.r} s={args.s})", result, cm, seconds))
+        with tempfile.TemporaryDirectory(prefix="ios-gpu-plans-") as tmp:
+            plans = str(Path(tmp) / "plans.sqlite")
+            for label in ("", ", again with only the plan cache warm"):
+                result, cm, seconds = search(graph, args.strategy, _device(True), args.r, args.s,
+                                             dict(warmup=0, number=1, repeat=1, min_sample_ms=None), None, totals,
+                                             plans=plans)
+                print(describe(f"{name} (fake device, image {args.image_size or 'default'}, {args.strategy}, "
+                               f"r={args.r} s={args.s}{label})", result, cm, seconds))
     _, reason = gpu.nvml_session()
     print("NVML: " + ("one session, open for the process" if reason is None else f"not readable here ({reason}); "
                       "every stage's window records that reason"))
@@ -138,16 +161,23 @@ def gpu_run(args, totals: Totals) -> None:
           f"{gpu.clock_state(fp)}; batch 1, fp32")
     dev = _device(False)
     protocol = dict(warmup=args.warmup, number=1, repeat=args.repeat, min_sample_ms=None)
+    plan_dir = tempfile.TemporaryDirectory(prefix="ios-gpu-plans-")  # cold: no plan stored before this run
     rows = []
     for name in args.models + [m for m in args.pruned if m not in args.models]:
         graph = models.get(name).init_weights(0)
         row = {"model": name}
         if name in args.models:
-            result, cm, seconds, seq = search(graph, "both", dev, 3, 8, protocol, None, totals, sequential=True)
+            plans = str(Path(plan_dir.name) / f"{name}-plans.sqlite")
+            result, cm, seconds, seq = search(graph, "both", dev, 3, 8, protocol, None, totals, sequential=True,
+                                              plans=plans)
             print(describe(f"{name} IOS-Both r=3 s=8", result, cm, seconds), flush=True)
             both = result.graph
             row.update(search_s=seconds, stages=cm.measured, predicted=result.stats.cost_ms,
                        both_graph=run_ms(both, dev, True), both_launch=run_ms(both, dev, False))
+            # the same search on a fresh device whose only warm part is the plan cache the first one filled
+            wres, wcm, wseconds = search(graph, "both", _device(False), 3, 8, protocol, None, totals, plans=plans)
+            print(describe(f"{name} IOS-Both r=3 s=8, only the plan cache warm", wres, wcm, wseconds), flush=True)
+            row.update(warm_s=wseconds, warm_graph=run_ms(wres.graph, dev, True))
             row.update(seq_graph=run_ms(seq.graph, dev, True), seq_launch=run_ms(seq.graph, dev, False),
                        seq_predicted=seq.stats.cost_ms)
         if name in args.pruned:
@@ -156,6 +186,7 @@ def gpu_run(args, totals: Totals) -> None:
             print(describe(f"{name} IOS-Both pruned r={r} s={s}", pres, pcm, pseconds), flush=True)
             row.update(pruned_s=pseconds, pruned_stages=pcm.measured, pruned_graph=run_ms(pres.graph, dev, True))
         rows.append(row)
+    plan_dir.cleanup()
     print(goal_table(rows, fp, args))
 
 
@@ -163,14 +194,21 @@ def _f(v, fmt="{:.3f}") -> str:
     return fmt.format(v) if isinstance(v, (int, float)) else "-"
 
 
+def _two(a, b) -> str:
+    if not (isinstance(a, float) and isinstance(b, float)):
+        return "-"
+    return f"{a:.3f} / {b:.3f} ({abs(a - b) / min(a, b):.1%})"
+
+
 def goal_table(rows: list[dict], fp: dict, args) -> str:
     r, s = args.pruned_rs
-    out = [f"\nGoals of issue 32 on {fp.get('name')} ({gpu.clock_state(fp)}), batch 1, fp32, CUDA events; "
+    out = [f"\nGoals of issues 32 and 40 on {fp.get('name')} ({gpu.clock_state(fp)}), batch 1, fp32, CUDA events; "
            "IOS figures are CUDA-graph replays unless marked launches",
            f"| network | search s (goal) | stages measured | pruned r={r} s={s} search s (goal {PRUNED_GOAL_S}) "
            "| pruned / full latency (goal <= 1.05) | predicted ms | measured ms | predicted vs measured (goal 15 %) "
-           "| sequential ms | IOS-Both speedup (paper) | IOS-Both ms, launches | sequential ms, launches |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| sequential ms | IOS-Both speedup (paper) | IOS-Both ms, launches | sequential ms, launches "
+           "| search s, only plans warm (goal 5) | two searches' IOS-Both ms (goal within 5 %) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         m = row["model"]
         pred, meas, seq = row.get("predicted"), row.get("both_graph"), row.get("seq_graph")
@@ -180,7 +218,8 @@ def goal_table(rows: list[dict], fp: dict, args) -> str:
         out.append(f"| {m} | {_f(row.get('search_s'), '{:.1f}')} ({GOAL_SEARCH_S.get(m, '-')}) "
                    f"| {row.get('stages', '-')} | {_f(row.get('pruned_s'), '{:.1f}')} | {pruned_vs} | {_f(pred)} "
                    f"| {_f(meas)} | {ratio} | {_f(seq)} | {speed} | {_f(row.get('both_launch'))} "
-                   f"| {_f(row.get('seq_launch'))} |")
+                   f"| {_f(row.get('seq_launch'))} | {_f(row.get('warm_s'), '{:.1f}')} "
+                   f"| {_two(meas, row.get('warm_graph'))} |")
     out.append("predicted: the search's estimate (the sum of its stages, each timed as a CUDA-graph replay); "
                "measured: the schedule run by the CUDA runtime as one graph replay (median of 50, CUDA events); "
                "speedup: sequential / IOS-Both, both graph replays. Search times are cold (a fresh profile "

@@ -12,7 +12,8 @@ from ios_core.measurement import gpu
 from tests.conftest import ROOT
 from tests.stream_fakes import TorchQueueDevice
 
-LAST = re.compile(r"^per-stage overhead (\d+\.\d{3}) ms over (\d+) stages; NVML sessions (\d+); weight draws (\d+)$")
+LAST = re.compile(r"^per-stage overhead (\d+\.\d{3}) ms over (\d+) stages; NVML sessions (\d+); weight draws (\d+); "
+                  r"plans reused (\d+) of (\d+); candidates timed (\d+)$")
 
 
 @pytest.fixture
@@ -33,6 +34,9 @@ def test_on_the_fake_device_it_ends_with_the_overhead_line(bench, capsys, monkey
     m = LAST.match(out[-1])
     assert m, out[-1]
     assert int(m.group(2)) > 0 and int(m.group(3)) >= 1 and int(m.group(4)) > 0
+    # searched twice: cold, then with only the plan cache warm (every geometry's plan reused the second time)
+    assert 2 * int(m.group(5)) == int(m.group(6)) > 0
+    assert int(m.group(7)) >= 4  # each search timed its candidates end to end (identical ones once)
     assert any(line.startswith("sample (fake device") and "stages measured as cuda-graph replay" in line
                for line in out)
 
@@ -53,8 +57,9 @@ def test_the_gpu_path_prints_the_goal_table(bench, capsys, monkeypatch):
     header = next(i for i, line in enumerate(out) if line.startswith("| network |"))
     assert "pruned r=1 s=2" in out[header] and "IOS-Both speedup (paper)" in out[header]
     row = out[header + 2].split("|")[1:-1]
-    assert row[0].strip() == "sample" and len(row) == 12
-    assert all(cell.strip() not in ("", "-") for cell in row[:10] if cell.strip() != "sample"), row
+    assert row[0].strip() == "sample" and len(row) == 14
+    assert all(cell.strip() not in ("", "-") for cell in row if cell.strip() != "sample"), row
+    assert any("only the plan cache warm" in line and "plans reused" in line for line in out)
 
 
 def test_bad_arguments_are_one_line_and_exit_2(bench, capsys):
