@@ -1,7 +1,16 @@
 """Do verdicts repeat? A/A and A/B pairs of real sweeps, on a quiet machine and beside a co-tenant.
 
-    PYTHONPATH=. python benchmarks/bench_repeatability.py [--rounds 3] [--out DIR] [--baseline-tree DIR]
-        [--protocols sequential,paired] [--networks squeezenet,resnet18] [--peers ...] [--providers ...]
+    PYTHONPATH=. python benchmarks/bench_repeatability.py [--ab-rounds auto|N] [--again-after 30] [--out DIR]
+        [--protocols paired,sequential] [--cotenant] [--auto] [--rounds 5] [--baseline-tree DIR]
+        [--networks squeezenet,resnet18] [--peers ...] [--providers ...]
+
+By default (issue 42's goals) it runs the **paired protocol with ab's defaults** (``--rounds auto``,
+``--target-ci 2``, ``--min-change 2``), quiet: per network A/A and A/B, the same A/B pair with 5
+pairs (the time reference), and the A/B pair again at least ``--again-after`` minutes (30) after the
+first; then it prints the goals: A/A at most 1/10 flagged and at least 9/10 within 3 %; A/B at
+least 9/10 flagged as regressions; the A/B pair measured twice agreeing within 3 points in at
+least 9/10; the A/B run's time at most 2x that of 5 pairs; and what stopped each cell's pairs.
+``--protocols sequential,paired``, ``--cotenant`` and ``--auto`` add the earlier issues' parts.
 
 What it runs (each sweep is a real ``ios-bench run`` in its own process):
 
@@ -151,13 +160,15 @@ def aa_figures(a: Path, b: Path) -> dict:
                       cmp.threshold)
 
 
-def ab_runs(a: list[str], b: list[str], out: Path, rounds: str) -> float:
+def ab_runs(a: list[str], b: list[str], out: Path, rounds: str | None) -> float:
     """``ios-bench ab`` of each network's A file against its B file (one run folder per network,
-    ``OUT-<network>``); returns the seconds they took together."""
+    ``OUT-<network>``), with ``--rounds rounds`` or (None) ab's defaults; returns the seconds they
+    took together."""
     took = 0.0
     for fa, fb in zip(a, b):
         folder = out.parent / f"{out.name}-{Path(fa).stem}"
-        cmd = [sys.executable, "-m", "ios_bench", "ab", fa, fb, "--other-input", *cell_options(), "--rounds", rounds,
+        cmd = [sys.executable, "-m", "ios_bench", "ab", fa, fb, "--other-input", *cell_options(),
+               *(["--rounds", rounds] if rounds else []),
                "--out", str(folder), "--no-report", "--no-progress", "--format", "json"]
         t0 = time.monotonic()
         p = subprocess.run(cmd, cwd=out.parent, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
@@ -179,7 +190,9 @@ def ab_figures(out: Path, networks) -> dict:
         cmp = paired_comparison(out.parent / f"{out.name}-{name}")
         changes += [(f"{name}:{c.cell}", c) for c in cmp.changes]
         thresholds.append(cmp.threshold)
-    return summary_of(changes, max(thresholds) if thresholds else 0.0)
+    out_ = summary_of(changes, max(thresholds) if thresholds else 0.0)
+    out_["pairs"] = {cell: (c.rounds_a, c.stopped_by, c.detectable) for cell, c in changes}
+    return out_
 
 
 def summary_of(changes: list, threshold: float) -> dict:
@@ -264,18 +277,25 @@ def pct(k: int, n: int) -> str:
 def main(argv=None) -> int:
     global PEERS, PROVIDERS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", default="5", help="rounds per cell of the pairs [default: 5]")
+    ap.add_argument("--rounds", default="5",
+                    help="rounds per cell of the sequential sweeps, and pairs of the time reference [default: 5]")
+    ap.add_argument("--ab-rounds", default="default",
+                    help="--rounds of the ab runs: 'default' (ab's own, auto), auto or a number [default: default]")
+    ap.add_argument("--again-after", type=float, default=30.0, metavar="MIN",
+                    help="the A/B pair is measured again at least this many minutes after the first [default: 30]")
     ap.add_argument("--out", default=None, help="work folder [default: a temporary one]")
     ap.add_argument("--burst", type=float, default=4.0, help="co-tenant burst (and pause) length, seconds")
-    ap.add_argument("--no-cotenant", action="store_true")
-    ap.add_argument("--no-auto", action="store_true")
+    ap.add_argument("--cotenant", action="store_true", help="also measure beside a CPU-burning co-tenant")
+    ap.add_argument("--no-cotenant", action="store_true", help="(the default; kept for earlier command lines)")
+    ap.add_argument("--auto", action="store_true", help="also one `run --rounds auto` sweep of A")
+    ap.add_argument("--no-auto", action="store_true", help="(the default; kept for earlier command lines)")
     ap.add_argument("--baseline-tree", default=None, help="a checkout of the commit before rounds")
     ap.add_argument("--default-variant", action="append", default=[], metavar="ARGS",
                     help="also time the default sweep of this tree with these extra arguments (quoted; "
                          "repeatable), e.g. --default-variant='--rounds 2'")
     ap.add_argument("--only-default", action="store_true", help="time the default sweeps only (no pairs)")
-    ap.add_argument("--protocols", default=",".join(PROTOCOLS),
-                    help="sequential (separate sweeps + compare), paired (ios-bench ab), or both [default: both]")
+    ap.add_argument("--protocols", default="paired",
+                    help="sequential (separate sweeps + compare), paired (ios-bench ab), or both [default: paired]")
     ap.add_argument("--networks", default=",".join(NETWORKS), help=f"zoo networks [default: {','.join(NETWORKS)}]")
     ap.add_argument("--peers", default=PEERS, help=f"peer frameworks [default: {PEERS}]")
     ap.add_argument("--providers", default=PROVIDERS,
@@ -304,13 +324,20 @@ def main(argv=None) -> int:
             took[name] = sweep(files[which], work / name, args.rounds)
             print(f"  sweep {name}: {took[name]:.0f} s", flush=True)
         quiet_aa, quiet_ab = aa_figures(work / "A1", work / "A2"), aa_figures(work / "A1", work / "B1")
+    ab_rounds = None if args.ab_rounds == "default" else args.ab_rounds
+    ab_done = p_ab5 = None
     if paired:
         for name, other in (("AA1", "a2"), ("AB1", "b")):
-            took[name] = ab_runs(files["a"], files[other], work / name, args.rounds)
+            took[name] = ab_runs(files["a"], files[other], work / name, ab_rounds)
             print(f"  ab {name} ({len(networks)} run(s)): {took[name]:.0f} s", flush=True)
+        ab_done = time.monotonic()
         p_aa, p_ab = ab_figures(work / "AA1", networks), ab_figures(work / "AB1", networks)
+        if ab_rounds != args.rounds:  # the time reference: the same A/B pair with a fixed number of pairs
+            took["AB5"] = ab_runs(files["a"], files["b"], work / "AB5", args.rounds)
+            print(f"  ab AB5 (--rounds {args.rounds}): {took['AB5']:.0f} s", flush=True)
+            p_ab5 = ab_figures(work / "AB5", networks)
     co = None
-    if not args.no_cotenant:
+    if args.cotenant and not args.no_cotenant:
         tenant = CoTenant(work / "cotenant.json", args.burst, limit=3600)
         co = {}
         with tenant:
@@ -320,7 +347,7 @@ def main(argv=None) -> int:
                     print(f"  sweep {name} (co-tenant): {took[name]:.0f} s", flush=True)
             if paired:
                 for name, other in (("AA2", "a2"), ("AB2", "b")):
-                    took[name] = ab_runs(files["a"], files[other], work / name, args.rounds)
+                    took[name] = ab_runs(files["a"], files[other], work / name, ab_rounds)
                     print(f"  ab {name} (co-tenant): {took[name]:.0f} s", flush=True)
         if seq:
             co.update(aa=aa_figures(work / "A3", work / "A4"), ab=aa_figures(work / "A3", work / "B2"),
@@ -328,7 +355,7 @@ def main(argv=None) -> int:
         if paired:
             co.update(p_aa=ab_figures(work / "AA2", networks), p_ab=ab_figures(work / "AB2", networks))
     auto = None
-    if not args.no_auto:
+    if args.auto and not args.no_auto:
         took["AUTO"] = sweep(files["a"], work / "AUTO", "auto", ["--target-ci", "2", "--time-budget", "600"])
         # (ab --rounds auto is the paired form: pairs added until the paired interval is under --target-ci)
         auto = auto_rounds(work / "AUTO")
@@ -346,7 +373,13 @@ def main(argv=None) -> int:
             took["B3"] = sweep(files["b"], work / "B3", args.rounds)
             again["seq"] = aa_figures(work / "A5", work / "B3")
         if paired:
-            took["AB3"] = ab_runs(files["a"], files["b"], work / "AB3", args.rounds)
+            wait = args.again_after * 60 - (time.monotonic() - ab_done)
+            if wait > 0:
+                print(f"  waiting {wait / 60:.0f} min: the A/B pair again {args.again_after:g} min after the first",
+                      flush=True)
+                time.sleep(wait)
+            took["AB3"] = ab_runs(files["a"], files["b"], work / "AB3", ab_rounds)
+            took["AB3 gap"] = time.monotonic() - took["AB3"] - ab_done
             again["paired"] = ab_figures(work / "AB3", networks)
 
     print(f"\nload average after: {os.getloadavg()}\n")
@@ -354,6 +387,22 @@ def main(argv=None) -> int:
 
     def show(figs, key):
         return pct(figs[key], figs["cells"]) if figs else "-"
+
+    if paired:  # issue 42: the paired protocol with ab's defaults
+        mode = f"--rounds {ab_rounds}" if ab_rounds else "ab's defaults (--rounds auto, --target-ci 2, --min-change 2)"
+        print(f"issue 42 goals, `ios-bench ab` with {mode}, quiet:\n| goal | measured |\n|---|---|")
+        print(f"| A/A: at most 1/10 flagged | {show(p_aa, 'flagged')} |")
+        print(f"| A/A: at least 9/10 within 3 % | {show(p_aa, 'within3')} |")
+        print(f"| A/B (+9-17 % work): at least 9/10 flagged as regressions | {show(p_ab, 'regressions')} |")
+        if "paired" in again:
+            k, n = agree(p_ab, again["paired"])
+            print(f"| the same A/B pair measured twice, {took['AB3 gap'] / 60:.0f} min apart: at least 9/10 within "
+                  f"3 points | {pct(k, n)} |")
+        if "AB5" in took:
+            print(f"| time: at most 2x the time of {args.rounds} pairs | A/B {took['AB1']:.0f} s against "
+                  f"{took['AB5']:.0f} s = {took['AB1'] / took['AB5']:.2f}x |")
+            print(f"| (the A/B pair with {args.rounds} pairs: flagged as regressions) | {show(p_ab5, 'regressions')} |")
+        print()
 
     print("| goal | sequential + compare: quiet | co-tenant | ab: quiet | co-tenant |\n|---|---|---|---|---|")
     print(f"| A/A: cells flagged (goal: ab at most 1/10) | {show(quiet_aa, 'flagged')} | "
@@ -389,18 +438,23 @@ def main(argv=None) -> int:
         ("A/A", "quiet", quiet_aa), ("A/B", "quiet", quiet_ab), ("A/A", "co-tenant", cot.get("aa")),
         ("A/B", "co-tenant", cot.get("ab")), ("ab A/A", "quiet", p_aa), ("ab A/B", "quiet", p_ab),
         ("ab A/A", "co-tenant", cot.get("p_aa")), ("ab A/B", "co-tenant", cot.get("p_ab"))) if figs]
-    print("\nnoise threshold measured: " + ", ".join(f"{k} {v:.1%}" for k, v in thresholds))
+    print("\nnoise threshold measured (ab: its floor, --min-change): "
+          + ", ".join(f"{k} {v:.1%}" for k, v in thresholds))
     print("sweep durations (s): " + ", ".join(f"{k} {v:.0f}" for k, v in took.items()))
     for title, figs in (("A/A quiet", quiet_aa), ("A/B quiet", quiet_ab), ("A/A co-tenant", cot.get("aa")),
                         ("A/B co-tenant", cot.get("ab")), ("ab A/A quiet", p_aa), ("ab A/B quiet", p_ab),
                         ("ab A/A co-tenant", cot.get("p_aa")), ("ab A/B co-tenant", cot.get("p_ab")),
-                        ("A/B again", again.get("seq")), ("ab A/B again", again.get("paired"))):
+                        ("A/B again", again.get("seq")), ("ab A/B again", again.get("paired")),
+                        (f"ab A/B, {args.rounds} pairs", p_ab5)):
         if not figs:
             continue
         print(f"\n{title}: unstable {figs['unstable']}")
         for cell, (ch, lo, hi, v) in figs["changes"].items():
             text = f"{ch:+.1%} [{lo:+.1%}, {hi:+.1%}]" if ch is not None else "-"
-            print(f"  {cell:45s} {text:28s} {v}")
+            n, stop, det = (figs.get("pairs") or {}).get(cell, (None, None, None))
+            pairs = (f"  {n} pairs, stopped by {stop or '-'}" + (f", detectable ±{det:.1%}" if det else "")
+                     if n is not None else "")
+            print(f"  {cell:45s} {text:28s} {v}{pairs}")
     if auto:
         print("\n--rounds auto (target 2%): rounds measured / used / interval half-width per cell")
         for cell, (m, u, h) in auto.items():
