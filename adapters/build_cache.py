@@ -15,11 +15,29 @@ against the oracle after every build, warm or cold: a cache can never hide a wro
     cache.seal()                                                # the manifest of what is there now
     info.update(cache.info())                                   # the record says which it was
 
-Where it is: the build option ``cache_dir``, else ``IOS_BENCH_BUILD_CACHE`` (:func:`resolve`),
-which the harness sets to the run folder's ``cache/`` for every round, so a sweep's rounds reuse
-their first round's build by default (``cache_dir=off``: no cache). A directory a user names that
-cannot be written is :class:`CacheDirError` (one line; the CLI checks it up front:
-:func:`dir_problem`).
+Where it is: the build option ``cache_dir``, else ``IOS_BENCH_BUILD_CACHE`` (:func:`resolve`).
+The CLI's ``--build-cache off|run|user`` (``ios-bench run`` and ``ios-bench experiment``; default
+``user``) sets it (:func:`scope_root`):
+
+- ``user``: the user's cache folder (``platformdirs.user_cache_dir("ios-bench")/builds``, or
+  ``IOS_BENCH_BUILD_CACHE_HOME``), kept across runs: a second run on the same machine reuses the
+  first's builds (inductor's FX graphs, autotuning and Triton kernels, XLA's persistent cache,
+  OpenVINO's model cache);
+- ``run``: the run folder's ``cache/`` (an experiment's folder's ``cache/``, shared by its sweeps),
+  so a sweep's rounds reuse their first round's build; the harness's default where nothing is set;
+- ``off``: no cache, every round builds from nothing.
+
+A directory a user names that cannot be written is :class:`CacheDirError` (one line; the CLI
+checks it up front: :func:`dir_problem`).
+
+Each cache is keyed by the framework, its versions and the device: ``<root>/<framework>/`` on the
+CPU, ``<root>/<framework>@<device>/`` on a GPU (its name, e.g. ``torch-inductor@nvidia-h200``), and sealed
+with the versions (e.g. torch and Triton for inductor on cuda), the machine and the device; a
+cache that another version wrote is refused (a one-line note) and rebuilt. torch-compile and
+torch-compile-cudagraphs share one inductor cache (``torch-inductor``): inductor keys its entries by
+graph and options itself. The record's ``build_cache`` says where the build looked (``dir``,
+``scope``), whether it found a cache to reuse (``state`` cold, warm or rejected; ``reused``), and a
+run's first build is still recorded apart (``first_build_seconds``), warm or cold.
 """
 
 from __future__ import annotations
@@ -41,6 +59,47 @@ FORMAT = 1
 # harness sets it to ``<run folder>/cache`` for each round's worker (``ios_bench.running.launch``)
 ENV = "IOS_BENCH_BUILD_CACHE"
 OFF = ("off", "none", "")
+# --build-cache: which root the CLI puts in ENV (scope_root); the record names it (info)
+SCOPES = ("off", "run", "user")
+SCOPE_ENV = "IOS_BENCH_BUILD_CACHE_SCOPE"
+HOME_ENV = "IOS_BENCH_BUILD_CACHE_HOME"  # the user scope's root instead of the user's cache folder
+
+
+def user_root() -> Path:
+    """The user scope's root: ``IOS_BENCH_BUILD_CACHE_HOME``, else the user's cache folder's
+    ``ios-bench/builds``."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("ios-bench")) / "builds"
+    except ImportError:  # a bare machine without platformdirs: the XDG default
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ios-bench" / "builds"
+
+
+def scope_root(scope: str, run_root=None) -> str | None:
+    """The directory ``--build-cache scope`` keeps builds in: ``off`` -> "off", ``user`` -> the
+    user's (:func:`user_root`), ``run`` -> ``<run_root>/cache`` where a folder shared by several
+    sweeps is given (an experiment's), else None (each run folder's ``cache/``, the harness's
+    default)."""
+    if scope not in SCOPES:
+        raise ValueError(f"build cache scope {scope!r}: expected one of {', '.join(SCOPES)}")
+    if scope == "off":
+        return "off"
+    if scope == "user":
+        return str(user_root())
+    return None if run_root is None else str(Path(str(run_root)).expanduser().resolve() / "cache")
+
+
+def device_key(name: str | None) -> str | None:
+    """A directory name for a device (``NVIDIA H200`` -> ``nvidia-h200``); None on the CPU."""
+    if not name:
+        return None
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")[:60] or "gpu"
 
 
 def resolve(cache_dir) -> str | None:
@@ -102,6 +161,7 @@ def dir_problem(path) -> str | None:
 
 
 def _files(folder: Path) -> dict[str, list]:
+    """{relative path: [size, SHA-1]} of the cache's files."""
     out: dict[str, list] = {}
     for f in sorted(folder.rglob("*")):
         if f.is_file() and f.name != MANIFEST:
@@ -111,11 +171,15 @@ def _files(folder: Path) -> dict[str, list]:
 
 
 class BuildCache:
-    def __init__(self, root, framework: str, version: str | None):
+    def __init__(self, root, framework: str, version: str | None, device: str | None = None):
+        """``device``: the GPU's name for a GPU build (its own directory, and sealed with it);
+        None on the CPU (the machine's processor is in every manifest)."""
         self.root = Path(str(root)).expanduser()
         self.framework = framework
         self.version = str(version)
-        self.dir = self.root / framework
+        self.device = device or None
+        key = device_key(self.device)
+        self.dir = self.root / (f"{framework}@{key}" if key else framework)
         self.state: str | None = None
         self.note: str | None = None
 
@@ -131,6 +195,8 @@ class BuildCache:
             return "its manifest is not this harness's"
         if m.get("framework") != self.framework or m.get("version") != self.version:
             return f"built by {m.get('framework')} {m.get('version')}, this is {self.framework} {self.version}"
+        if m.get("device") != self.device:
+            return f"built for another device ({str(m.get('device'))[:60]}), this is {self.device}"
         here = machine()
         if m.get("machine") != here:
             theirs = m.get("machine") if isinstance(m.get("machine"), dict) else {}
@@ -172,19 +238,26 @@ class BuildCache:
         """After a build that finished: the manifest of what the cache holds now (written last,
         atomically: a build killed before it leaves files that the next round rejects)."""
         manifest = {"format": FORMAT, "framework": self.framework, "version": self.version, "machine": machine(),
-                    "files": _files(self.dir)}
+                    "device": self.device, "files": _files(self.dir)}
         atomic_write_text(str(self.dir / MANIFEST), json.dumps(manifest, indent=1))
 
     def info(self) -> dict:
-        """The record's ``build_cache``: the directory, cold/warm/rejected and why."""
-        out = {"dir": str(self.dir), "state": self.state}
+        """The record's ``build_cache``: the directory, its scope (where the CLI chose it),
+        cold/warm/rejected and why, and ``reused`` (this build started from a cache an earlier
+        build sealed)."""
+        out = {"dir": str(self.dir), "state": self.state, "reused": self.state == "warm"}
+        scope = os.environ.get(SCOPE_ENV)
+        if scope:
+            out["scope"] = scope
+        if self.device:
+            out["device"] = self.device
         if self.note:
             out["note"] = self.note
         return {"build_cache": out}
 
 
-def open_cache(cache_dir, framework: str, version) -> BuildCache | None:
+def open_cache(cache_dir, framework: str, version, device: str | None = None) -> BuildCache | None:
     """A build's cache, checked (:meth:`BuildCache.open`), in the directory :func:`resolve` gives, or
-    None where there is none."""
+    None where there is none. ``device``: the GPU's name for a GPU build."""
     where = resolve(cache_dir)
-    return BuildCache(where, framework, version).open() if where else None
+    return BuildCache(where, framework, version, device).open() if where else None

@@ -302,12 +302,14 @@ class JaxXLA(Adapter):
         info = {"threads": n, **_configure(None if on_gpu else n)}
         jax = _jax()
         jax.config.update("jax_default_matmul_precision", "highest")
-        cache = open_cache(cache_dir, "jax", jax.__version__)
+        dev = _device(jax, device)  # finds the backend, compiles nothing: the cache is set before the first compilation
+        # keyed by the versions (jax and jaxlib) and, on a GPU, the GPU's kind
+        cache = open_cache(cache_dir, "jax", f"{jax.__version__} jaxlib {_jaxlib_version()}",
+                           dev.device_kind if on_gpu else None)
         if cache is not None:
             jax.config.update("jax_compilation_cache_dir", str(cache.dir))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-        dev = _device(jax, device)
         info.update(framework_version=jax.__version__, jaxlib_version=_jaxlib_version(), device_kind=dev.device_kind,
                     platform=dev.platform, layout="NCHW (XLA assigns layouts inside)", matmul_precision="highest",
                     tf32=False if on_gpu else None)

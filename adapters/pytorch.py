@@ -367,7 +367,12 @@ class TorchCompile(Adapter):
         import torch
 
         n = resolve_threads(threads)
-        cache = open_cache(cache_dir, "torch-inductor", torch.__version__)
+        version, gpu = torch.__version__, None
+        if device.startswith("cuda"):  # a GPU's kernels: keyed by the GPU and sealed with Triton's version too
+            version = f"{torch.__version__} triton {_triton_version()}"
+            gpu = torch.cuda.get_device_name(torch.device(device))
+        # one cache for torch-compile and torch-compile-cudagraphs: inductor keys its entries itself
+        cache = open_cache(cache_dir, "torch-inductor", version, gpu)
         if cache is not None:  # read by inductor when it compiles
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache.dir)
             os.environ["TRITON_CACHE_DIR"] = str(cache.dir / "triton")
@@ -396,6 +401,15 @@ class TorchCompile(Adapter):
             cache.seal()
             info.update(cache.info())
         return TorchCompiled(fn, info, device)
+
+
+def _triton_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("triton")
+    except Exception:  # noqa: BLE001 - not installed (TorchCompile.available says so on cuda)
+        return "none"
 
 
 # Inductor on CPU picks the vector ISA its C++ is compiled for by probing every ISA the processor

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # Small, repeatable thread budget for tests on the 2-core machines.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# `--build-cache user` (the default) keeps builds in the user's cache folder: tests keep theirs apart
+os.environ.setdefault("IOS_BENCH_BUILD_CACHE_HOME", tempfile.mkdtemp(prefix="ios-bench-test-builds-"))
 
 
 @pytest.fixture

@@ -29,7 +29,8 @@ def test_a_sealed_cache_is_reused_and_a_foreign_one_rejected(tmp_path, capsys):
     assert first.state == "cold" and (first.dir / MANIFEST).exists()
     again = BuildCache(tmp_path, "fw", "1.0").open()
     assert again.state == "warm" and again.note is None and (again.dir / "kernels" / "a.bin").exists()
-    assert again.info() == {"build_cache": {"dir": str(again.dir), "state": "warm"}}
+    assert again.info() == {"build_cache": {"dir": str(again.dir), "state": "warm", "reused": True}}
+    assert first.info()["build_cache"]["reused"] is False
 
     newer = BuildCache(tmp_path, "fw", "2.0").open()  # another version of the framework
     assert newer.state == "rejected" and "built by fw 1.0, this is fw 2.0" in newer.note
@@ -116,13 +117,15 @@ def test_openvino_rounds_reuse_the_first_rounds_model_cache(tmp_path):
     assert rebuilt[name] == blobs[name]  # rebuilt whole, the same compiled model
 
 
-def test_a_sweeps_rounds_reuse_the_first_rounds_build_by_default(tmp_path):
-    """``ios-bench run``: each round is a fresh worker; OpenVINO's model cache is kept in the run
-    folder's cache/ (IOS_BENCH_BUILD_CACHE, set for every round) and the second round reuses it."""
+def test_a_sweeps_rounds_reuse_the_first_rounds_build_in_the_run_scope(tmp_path):
+    """``ios-bench run --build-cache run``: each round is a fresh worker; OpenVINO's model cache is
+    kept in the run folder's cache/ (IOS_BENCH_BUILD_CACHE, set for every round) and the second
+    round reuses it."""
     pytest.importorskip("openvino")
     from ios_bench.results import read_records
 
-    p = cli(["run", "--models", "tiny_a", "--frameworks", "openvino", "--schedules", "none", "--rounds", "2",
+    p = cli(["run", "--build-cache", "run", "--models", "tiny_a", "--frameworks", "openvino", "--schedules", "none",
+             "--rounds", "2",
              "--warmup", "1", "--repeat", "3", "--min-sample-ms", "0", "--out", str(tmp_path / "run"), "--no-report",
              "--no-progress"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -160,3 +163,68 @@ def test_inductor_isa_probes_are_recorded_once_and_trusted_after(tmp_path, monke
     (warm.dir / pytorch.VEC_ISA_FILE).write_text(json.dumps({"candidates": ["avx512", "avx2"], "passed": ["avx2"]}))
     assert pytorch._trust_vec_isa(warm) is None and config.cpp.vec_isa_ok is None
     assert pytorch._trust_vec_isa(None) is None  # no run cache: nothing recorded, nothing trusted
+
+
+RUN = ["run", "--schedules", "none", "--warmup", "1", "--repeat", "3", "--min-sample-ms", "0", "--no-report",
+       "--no-progress"]
+
+
+def _build_caches(folder) -> list[dict]:
+    from ios_bench.results import read_records
+
+    (rec,) = read_records(folder)
+    assert rec["status"] == "ok", rec.get("reason")
+    return rec, [r["info"]["build_cache"] for r in rec["rounds"] if r.get("status") == "ok"]
+
+
+def test_the_user_scope_is_reused_by_a_second_run_and_refused_when_its_versions_differ(tmp_path):
+    """``--build-cache user`` (the default): the builds live in the user's cache folder
+    (IOS_BENCH_BUILD_CACHE_HOME here), so a second run's first round reuses the first run's build
+    (the record says so), and a cache another version sealed is refused with one line and rebuilt."""
+    pytest.importorskip("openvino")
+    home = tmp_path / "home"
+    extra = {"IOS_BENCH_BUILD_CACHE_HOME": str(home)}
+
+    def run(name):
+        p = cli([*RUN, "--models", "tiny_a", "--frameworks", "openvino", "--rounds", "1",
+                 "--out", str(tmp_path / name)], cwd=tmp_path, extra=extra)
+        assert p.returncode == 0, p.stderr[-3000:]
+        rec, (cache,) = _build_caches(tmp_path / name)
+        assert cache["scope"] == "user" and cache["dir"] == str(home / "openvino")
+        assert not (tmp_path / name / "cache").exists()  # nothing in the run folder
+        assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]  # every run's first build, apart
+        log = (tmp_path / name / rec["rounds"][0]["log"]).read_text()
+        return cache, log
+
+    first, _ = run("one")
+    assert first["state"] == "cold" and first["reused"] is False
+    second, _ = run("two")  # another run folder, the same user scope
+    assert second["state"] == "warm" and second["reused"] is True
+    manifest = home / "openvino" / MANIFEST
+    m = json.loads(manifest.read_text())
+    m["version"] = "0.0-another"
+    manifest.write_text(json.dumps(m))
+    third, log = run("three")
+    assert third["state"] == "rejected" and third["reused"] is False
+    assert "built by openvino 0.0-another" in third["note"] and f"note: {third['note']}" in log  # one line
+    assert json.loads(manifest.read_text())["version"] != "0.0-another"  # rebuilt and sealed by this version
+
+
+def test_a_torch_compile_cells_second_round_reuses_the_first_rounds_inductor_cache(tmp_path):
+    """torch-compile: round 1 builds into the run's inductor cache (cold), round 2 - a fresh
+    process - reuses it, and each round's record says which (``build_cache.reused``)."""
+    pytest.importorskip("torch")
+    import adapters
+
+    why = adapters.get("torch-compile").available("cpu")
+    if why:
+        pytest.skip(why)
+    p = cli([*RUN, "--build-cache", "run", "--models", "tiny_a", "--frameworks", "torch-compile", "--rounds", "2",
+             "--out", str(tmp_path / "run")], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec, caches = _build_caches(tmp_path / "run")
+    assert [c["state"] for c in caches] == ["cold", "warm"]
+    assert [c["reused"] for c in caches] == [False, True]
+    assert all(c["dir"] == str((tmp_path / "run" / "cache" / "torch-inductor").resolve()) or
+               c["dir"].endswith("run/cache/torch-inductor") for c in caches)
+    assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,6 +260,12 @@ def parse_schedules(text: str) -> list[str]:
               help="An IOS optimizer setting for every IOS cell (repeatable): max_group_size=R and max_num_groups=S "
                    "prune the search (the paper's r and s; default 3 and 8), optimize_batch, optimize_threads, "
                    "cost_cache=default|off|private.")
+@click.option("--build-cache", "build_cache", default="user", show_default=True,
+              type=click.Choice(["off", "run", "user"]),
+              help="Where builds (torch-compile's inductor caches, XLA's persistent cache, OpenVINO's model cache) are "
+                   "kept between rounds: off, run (the run folder's cache/) or user (the user's cache folder, across "
+                   "runs); sealed by versions and device, a foreign one rebuilt; each run's first build is recorded "
+                   "apart (docs/adapters.md).")
 @click.option("--sample-utilization", is_flag=True,
               help="Sample per-core CPU utilization during each cell's timed loop: util/<cell>.json and a "
                    "summary in the record (docs/harness.md).")
@@ -281,11 +288,50 @@ def command(ctx, **kw):
     With no options: the quick CPU sweep (sample + squeezenet, batch 1, every available
     framework, IOS sequential/greedy/both). Full sweep: --models all --batch 1,16,32.
     """
+    scope = kw.pop("build_cache")
     setup = prepare(ctx, kw)
-    sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
-                  retry_failed=setup.retry_failed, executor=make_executor(setup.plan.executor, setup.plan.ray_address),
-                  max_time=kw["max_time"])
-    finish(sweep, setup)
+    with use_build_cache(scope, explicit=ctx.get_parameter_source("build_cache") == ParameterSource.COMMANDLINE):
+        sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
+                      retry_failed=setup.retry_failed,
+                      executor=make_executor(setup.plan.executor, setup.plan.ray_address), max_time=kw["max_time"])
+        finish(sweep, setup)
+
+
+@contextlib.contextmanager
+def use_build_cache(scope: str, shared=None, explicit: bool = True):
+    """``--build-cache off|run|user``: while the command runs, where its rounds keep their builds
+    (``adapters.build_cache``), put in the environment every worker inherits; restored afterwards
+    (an in-process caller keeps its own). ``shared``: a folder whose sweeps share one ``cache/`` in
+    the run scope (an experiment's folder). A value already in ``IOS_BENCH_BUILD_CACHE`` wins over
+    the default scope (not over one given on the command line). A user-scope folder that cannot be
+    written is one line (exit 2). Yields the directory, or None for each run folder's own
+    ``cache/``."""
+    import os
+
+    from adapters.build_cache import ENV, SCOPE_ENV, dir_problem, scope_root
+
+    saved = {k: os.environ.get(k) for k in (ENV, SCOPE_ENV)}
+    if not explicit and os.environ.get(ENV):
+        yield os.environ[ENV]
+        return
+    root = scope_root(scope, shared)
+    if root not in (None, "off"):
+        problem = dir_problem(root)
+        if problem:
+            raise InputError(f"--build-cache {scope}: {problem}")
+    try:
+        if root is None:
+            os.environ.pop(ENV, None)  # the harness's default: each run folder's cache/
+        else:
+            os.environ[ENV] = root
+        os.environ[SCOPE_ENV] = scope
+        yield root
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @dataclass
