@@ -37,7 +37,6 @@ import dataclasses
 import json
 import math
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -58,20 +57,26 @@ from ios_bench.reporting.compare import (
 from ios_bench.reporting.drift import DRIFT_FILE
 from ios_bench.results import load_run
 from ios_bench.running.round_runner import RoundRunner
-from ios_bench.running.rounds import (
+from ios_bench.running.rounds import (  # noqa: F401 - the paired statistics, re-exported
     AUTO,
     MIN_AUTO_ROUNDS,
+    MIN_CHANGE,
+    detectable_change,
     figure_over_rounds,
-    good_rounds,
+    log_ratios,
+    paired_half_width,
+    paired_interval,
+    paired_rounds,
+    paired_spread,
     round_median,
     round_order,
+    typical_paired_spread,
 )
 from ios_bench.running.sweep import Sweep
 from ios_core.atomic import atomic_write_json
 from ios_core.measurement import stats
 
 SIDES = ("A", "B")
-MIN_CHANGE = 0.02  # --min-change: the practical floor of a paired verdict (a fraction)
 MAX_AUTO_PAIRS = 10  # --rounds auto adds pairs up to this many: twice the 5 pairs of a fixed run
 STOPS_FILE = "ab-pairs.json"  # what stopped each pair's rounds (PairedRoundRunner.stops)
 STOP_REASONS = {
@@ -144,86 +149,7 @@ def pair_order(pairs: dict[str, dict[str, str]], round_index: int, seed: int, gr
     return out
 
 
-# ---- paired statistics ------------------------------------------------------------------------------
-
-
-def paired_rounds(rounds_a: Sequence[dict], rounds_b: Sequence[dict]) -> tuple[list[list[float]], list[list[float]]]:
-    """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass."""
-    ga = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_a)}
-    gb = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_b)}
-    both = [p for p in ga if p in gb and p is not None]
-    return [ga[p] for p in both], [gb[p] for p in both]
-
-
-def log_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
-    """``log(median(B round) / median(A round))`` per pair."""
-    return np.array([math.log(round_median(y) / round_median(x)) for x, y in zip(a, b)])
-
-
-def _within(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
-    """The standard error of one paired log-ratio from the rounds' own samples (the median over
-    pairs of ``1.2533 x sqrt(se_A^2 + se_B^2)``, each side's robust spread / sqrt(n)): a floor, so
-    that pairs that happen to agree exactly do not promise a zero-width interval."""
-    out = []
-    for x, y in zip(a, b):
-        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-        if x.size > 1 and y.size > 1:
-            se = [1.2533 * stats.robust_spread(np.log(v)) / math.sqrt(v.size) for v in (x, y)]
-            out.append(math.hypot(*se))
-    return stats.median(out) if out else 0.0
-
-
-def paired_spread(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """The spread of a cell's paired log-ratios (robust, as compare's between-round spread is: one
-    slow pair moves it little; at least :func:`_within`) and its degrees of freedom (pairs - 1)."""
-    d = log_ratios(a, b)
-    if d.size < 2:
-        return _within(a, b), 0
-    return max(stats.robust_spread(d), _within(a, b)), int(d.size - 1)
-
-
-def paired_half_width(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
-                      prior: tuple[float, int] | None = None) -> tuple[float, float, int]:
-    """The half-width of the paired interval on the log scale (``t x 1.2533 s / sqrt(n)``, see
-    :func:`paired_interval`), the spread ``s`` it used (moderated by ``prior``) and ``n``, the pairs."""
-    from scipy import stats as sps
-
-    n = len(a)
-    if n == 0:
-        raise ValueError("no paired rounds")
-    scale, df = paired_spread(a, b)
-    if prior is not None and prior[1] > 0:
-        s0, d0 = prior
-        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
-    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale / math.sqrt(n)
-    return half, scale, n
-
-
-def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
-                    prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
-    """The change ``exp(median d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
-    paired rounds, pair i = ``a[i]``, ``b[i]``) and its Student t interval
-    ``median d ± t x 1.2533 s / sqrt(n)`` (a median's standard error, as compare's interval);
-    ``s`` is the cell's own spread (:func:`paired_spread`) moderated by ``prior`` = (spread, degrees
-    of freedom) as ``ios_bench.running.rounds.ratio_interval`` does (limma's moderated t). A change common
-    to the two rounds of a pair (drift) is not in ``d``: it neither moves the change nor widens it."""
-    d = log_ratios(a, b)
-    half, _, _ = paired_half_width(a, b, confidence, prior)
-    centre = stats.median(d)  # robust, as every figure is: one slow pair (a cold first pass) moves it little
-    return math.expm1(centre), math.expm1(centre - half), math.expm1(centre + half)
-
-
-def detectable_change(half: float, floor: float) -> float:
-    """The smallest change a run could have flagged (a fraction), from its paired interval's
-    half-width ``half`` (log scale): a change is flagged when its interval, ``log(1 + change) ± half``,
-    excludes zero and it is at least the floor, so nothing under ``max(exp(half) - 1, floor)`` can be."""
-    return max(math.expm1(half), floor)
-
-
-def typical_paired_spread(data) -> float | None:
-    """The run's typical paired spread: the median over pairs with two or more paired rounds
-    (``data``: ``(a, b)`` per pair) of :func:`paired_spread`; lent to each pair's interval."""
-    return stats.median_or_none(paired_spread(a, b)[0] for a, b in data if len(a) >= 2)
+# ---- paired statistics (ios_bench.running.rounds: the report judges IOS against sequential with them too)
 
 
 def unpaired_interval(a, b, confidence: float = 0.95) -> tuple[float, float, float]:

@@ -9,6 +9,10 @@ up with statistics over rounds (docs/harness.md, "Rounds").
 - :func:`hierarchical_bootstrap`: resample rounds, then samples within each round (numpy).
 - :func:`ratio_interval`: the change between two runs' figures and its interval over rounds
   (``ios-bench compare``).
+- :func:`paired_interval` (with :func:`paired_rounds`, :func:`paired_spread`,
+  :func:`detectable_change`): the change between two cells measured in the same passes, on the
+  pairs' log-ratios (``ios-bench ab``; the report's IOS-against-sequential and IOS-against-peer
+  verdicts).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ MAX_AUTO_ROUNDS = 12  # and adds at most up to this many
 UNSTABLE_CV = 0.05  # between-round coefficient of variation above which a cell is flagged unstable
 MIN_ROUNDS_FOR_VERDICT = 2  # fewer undisturbed rounds: the cell's figure is marked unstable
 N_BOOTSTRAP = 2000
+# the practical floor of a paired verdict (a fraction): `ab --min-change`'s default, and the report's
+# IOS-against-sequential and IOS-against-peer verdicts
+MIN_CHANGE = 0.02
 
 
 def planned_rounds(rounds) -> int:
@@ -191,6 +198,89 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
     return fb / fa - 1.0, math.expm1(centre - half), math.expm1(centre + half)
 
 
-__all__ = ["AUTO", "THRESHOLDS", "figure_over_rounds", "good_rounds", "hierarchical_bootstrap", "interval",
-           "judge_rounds", "needs_more", "pooled_scale", "ratio_interval", "robust_spread", "round_median",
-           "round_order", "summarize", "unstable_reason", "usual_canary"]
+# ---- paired statistics: two cells measured in the same passes (ios-bench ab; IOS against sequential)
+
+
+def paired_rounds(rounds_a: Sequence[dict], rounds_b: Sequence[dict]) -> tuple[list[list[float]], list[list[float]]]:
+    """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass."""
+    ga = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_a)}
+    gb = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_b)}
+    both = [p for p in ga if p in gb and p is not None]
+    return [ga[p] for p in both], [gb[p] for p in both]
+
+
+def log_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
+    """``log(median(B round) / median(A round))`` per pair."""
+    return np.array([math.log(round_median(y) / round_median(x)) for x, y in zip(a, b)])
+
+
+def _within(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
+    """The standard error of one paired log-ratio from the rounds' own samples (the median over
+    pairs of ``1.2533 x sqrt(se_A^2 + se_B^2)``, each side's robust spread / sqrt(n)): a floor, so
+    that pairs that happen to agree exactly do not promise a zero-width interval."""
+    out = []
+    for x, y in zip(a, b):
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if x.size > 1 and y.size > 1:
+            se = [1.2533 * stats.robust_spread(np.log(v)) / math.sqrt(v.size) for v in (x, y)]
+            out.append(math.hypot(*se))
+    return stats.median(out) if out else 0.0
+
+
+def paired_spread(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The spread of a cell's paired log-ratios (robust, as compare's between-round spread is: one
+    slow pair moves it little; at least :func:`_within`) and its degrees of freedom (pairs - 1)."""
+    d = log_ratios(a, b)
+    if d.size < 2:
+        return _within(a, b), 0
+    return max(stats.robust_spread(d), _within(a, b)), int(d.size - 1)
+
+
+def paired_half_width(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                      prior: tuple[float, int] | None = None) -> tuple[float, float, int]:
+    """The half-width of the paired interval on the log scale (``t x 1.2533 s / sqrt(n)``, see
+    :func:`paired_interval`), the spread ``s`` it used (moderated by ``prior``) and ``n``, the pairs."""
+    from scipy import stats as sps
+
+    n = len(a)
+    if n == 0:
+        raise ValueError("no paired rounds")
+    scale, df = paired_spread(a, b)
+    if prior is not None and prior[1] > 0:
+        s0, d0 = prior
+        scale, df = math.sqrt((df * scale * scale + d0 * s0 * s0) / (df + d0)), df + d0
+    half = float(sps.t.ppf(0.5 + confidence / 2, max(df, 1))) * 1.2533 * scale / math.sqrt(n)
+    return half, scale, n
+
+
+def paired_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                    prior: tuple[float, int] | None = None) -> tuple[float, float, float]:
+    """The change ``exp(median d) - 1`` over the pairs' log-ratios ``d`` (``a``, ``b``: the samples of
+    paired rounds, pair i = ``a[i]``, ``b[i]``) and its Student t interval
+    ``median d ± t x 1.2533 s / sqrt(n)`` (a median's standard error, as compare's interval);
+    ``s`` is the cell's own spread (:func:`paired_spread`) moderated by ``prior`` = (spread, degrees
+    of freedom) as ``ios_bench.running.rounds.ratio_interval`` does (limma's moderated t). A change common
+    to the two rounds of a pair (drift) is not in ``d``: it neither moves the change nor widens it."""
+    d = log_ratios(a, b)
+    half, _, _ = paired_half_width(a, b, confidence, prior)
+    centre = stats.median(d)  # robust, as every figure is: one slow pair (a cold first pass) moves it little
+    return math.expm1(centre), math.expm1(centre - half), math.expm1(centre + half)
+
+
+def detectable_change(half: float, floor: float) -> float:
+    """The smallest change a run could have flagged (a fraction), from its paired interval's
+    half-width ``half`` (log scale): a change is flagged when its interval, ``log(1 + change) ± half``,
+    excludes zero and it is at least the floor, so nothing under ``max(exp(half) - 1, floor)`` can be."""
+    return max(math.expm1(half), floor)
+
+
+def typical_paired_spread(data) -> float | None:
+    """The run's typical paired spread: the median over pairs with two or more paired rounds
+    (``data``: ``(a, b)`` per pair) of :func:`paired_spread`; lent to each pair's interval."""
+    return stats.median_or_none(paired_spread(a, b)[0] for a, b in data if len(a) >= 2)
+
+
+__all__ = ["AUTO", "MIN_CHANGE", "THRESHOLDS", "detectable_change", "figure_over_rounds", "good_rounds",
+           "hierarchical_bootstrap", "interval", "judge_rounds", "log_ratios", "needs_more", "paired_half_width",
+           "paired_interval", "paired_rounds", "paired_spread", "pooled_scale", "ratio_interval", "robust_spread",
+           "round_median", "round_order", "summarize", "typical_paired_spread", "unstable_reason", "usual_canary"]
