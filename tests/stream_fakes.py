@@ -66,6 +66,34 @@ class FakeDevice:
                 obj()
 
 
+class FakeTaskMarks:
+    """The fake device's task marks: the host clock read when a mark executes (in drain order)."""
+
+    def __init__(self, n, streams):
+        self.times = [[None, None] for _ in range(n)]
+        self.streams = streams
+
+    def _mark(self, s, ti, which):
+        import time
+
+        stream, times = self.streams[s], self.times
+
+        def run():
+            times[ti][which] = time.perf_counter()
+
+        return lambda: stream.launch("mark", run)
+
+    def begin(self, s, ti):
+        return self._mark(s, ti, 0)
+
+    def end(self, s, ti):
+        return self._mark(s, ti, 1)
+
+    def read(self):
+        ref = self.times[0][0]
+        return [(1e3 * (b - ref), 1e3 * (e - ref)) for b, e in self.times]
+
+
 class CaptureError(AssertionError):
     """Something a CUDA-graph capture does not allow happened inside one."""
 
@@ -217,6 +245,19 @@ class TorchQueueDevice:
 
     def stats(self):
         return {"device": "fake", **self.plans.stats()}
+
+    def flush_l2(self, stream) -> None:
+        """A cold cache on the CPU: 32 MB written (the fake's 'L2')."""
+        import torch
+
+        self._no_capture("cache flush")
+        self.drain()
+        if getattr(self, "_flush", None) is None:
+            self._flush = torch.empty(8 << 20)
+        self._flush.fill_(1.0)
+
+    def task_marks(self, n, streams):
+        return FakeTaskMarks(n, streams)
 
     FAKE_PLANS = ("nchw", "channels_last")
 

@@ -515,8 +515,15 @@ class MeasuredCostModel:
         self._overhead.wall += wall - wall0 - (self._build.wall + self._timed.wall - wall_in)
         self._overhead.cpu += cpu - cpu0 - (self._build.cpu + self._timed.cpu - cpu_in)
 
-    def measure_stage(self, stage: Stage, batch_size: int) -> Measurement:
-        """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample."""
+    def measure_stage(self, stage: Stage, batch_size: int, cold_l2: bool = False) -> Measurement:
+        """Time ``stage`` now (no cache) with this model's protocol, threads and provider; every sample.
+        ``cold_l2`` (cuda): before each sample a buffer larger than the GPU's L2 is written
+        (``device.flush_l2``), outside the timed region: the stage reads its inputs and weights
+        from device memory."""
+        if cold_l2:
+            if self._gpu is None:
+                raise ValueError("cold_l2 applies to the measured cost model on cuda")
+            return self._measurement_cuda(_stage_groups(stage), batch_size, cold_l2=True)
         return self._measurement(_stage_groups(stage), batch_size, self.threads)
 
     def _measure(self, groups: list[list[Node]], batch_size: int, threads: int,
@@ -599,7 +606,7 @@ class MeasuredCostModel:
             return optimistic
         return self._latency("parallel", groups, batch_size, self.threads, lambda: groups, primed=True)
 
-    def _measurement_cuda(self, groups: list[list[Node]], batch_size: int) -> Measurement:
+    def _measurement_cuda(self, groups: list[list[Node]], batch_size: int, cold_l2: bool = False) -> Measurement:
         """The stage as its own CUDA program (the runtime's plan and executor, one stream per
         group), timed with CUDA events on stream 0 by the one measurement function."""
         import numpy as np
@@ -622,6 +629,26 @@ class MeasuredCostModel:
             dev.write(prog.input_view(ext.name), rng.standard_normal((batch_size, *ext.output_shape),
                                                                      dtype=np.float32), s0)
         t1 = self._build.add(t0)
+        if cold_l2:  # each sample one run after the flush; the flush is not on the clock
+            for _ in range(self.protocol["warmup"]):
+                prog.run()
+            dev.sync(s0)
+            timer, samples = dev.timer(s0), []
+            for _ in range(max(self.protocol["repeat"], 1)):
+                dev.flush_l2(s0)
+                dev.sync(s0)
+                if timer is None:
+                    t = time.perf_counter()
+                    prog.run()
+                    dev.sync(s0)
+                    samples.append(1e3 * (time.perf_counter() - t))
+                else:
+                    timer.start()
+                    prog.run()
+                    samples.append(timer.stop())
+            m = Measurement(samples_ms=samples, number=1, warmup=self.protocol["warmup"])
+            m.meta["form"] = self.form + ", cold L2"
+            return m
         m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
         t2 = self._timed.add(t1)
         m.meta["form"] = self.form

@@ -89,7 +89,10 @@ class CudaProgram:
     """A plan turned into launches on ``device``'s streams (see the module docstring)."""
 
     def __init__(self, plan: RuntimePlan, device, cuda_graph: bool = False, random_weights: bool = False,
-                 seed: int = 0, weights: RandomWeights | None = None):
+                 seed: int = 0, weights: RandomWeights | None = None, task_marks: bool = False):
+        """``task_marks``: a timing event recorded on its stream before and after every task, inside
+        the replay too (``device.task_marks``; read with :meth:`task_times`): where each task ran
+        in the whole program (benchmarks/gpu_fidelity.py). Off in every cell and stage program."""
         self.plan = plan
         self.dev = device
         self._random_weights = random_weights
@@ -128,6 +131,7 @@ class CudaProgram:
         self.kernels = [self._kernel(task.payload, sp.stream_of[i]) for i, task in enumerate(sp.tasks)]
         self._owned = device.finalize(sp.streams)  # workspaces; what the kernels reference stays alive with us
         device.sync_device()  # weight uploads (legacy stream) complete before any kernel on our non-blocking streams
+        self.marks = device.task_marks(len(sp.tasks), self.stream_objs) if task_marks else None
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
         self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
                       "scratch_bytes": sum(need) * F32, "aligned_copies": self.aligned_copies}
@@ -159,7 +163,23 @@ class CudaProgram:
     def _launch(self, s: int, ti: int):
         if ti in (START, JOIN):
             return None
-        return self.dev.launcher(self.stream_objs[s], s, self.kernels[ti], self.streams.tasks[ti].name)
+        launch = self.dev.launcher(self.stream_objs[s], s, self.kernels[ti], self.streams.tasks[ti].name)
+        if self.marks is None:
+            return launch
+        begin, end = self.marks.begin(s, ti), self.marks.end(s, ti)
+
+        def marked():
+            begin()
+            launch()
+            end()
+        return marked
+
+    def task_times(self) -> list[tuple[float, float]]:
+        """After a run (stream 0 synchronized): each task's (begin, end) in ms from the first task's
+        begin, on the device's clock (needs ``task_marks=True``)."""
+        if self.marks is None:
+            raise ValueError("this program was built without task_marks")
+        return self.marks.read()
 
     # ---- memory ---------------------------------------------------------------------------------
     def _region(self, ref: ValueRef) -> Region:

@@ -150,6 +150,20 @@ class CupyDevice:
 
         return CudaEventTimer(stream)
 
+    def flush_l2(self, stream) -> None:
+        """Write a buffer twice the size of the GPU's L2 cache on ``stream``: what a stage timed
+        next reads comes from device memory (a cold L2), as it may inside a whole network's run."""
+        if getattr(self, "_flush", None) is None:
+            l2 = int(self.cp.cuda.runtime.getDeviceProperties(self.device.id).get("l2CacheSize", 64 << 20))
+            self._flush = self.cp.empty(max(2 * l2, 1 << 20) // 4, dtype=self.cp.float32)
+            self._flush_n = 0
+        self._flush_n += 1
+        with stream:
+            self._flush.fill(float(self._flush_n))
+
+    def task_marks(self, n: int, streams) -> CudaTaskMarks:
+        return CudaTaskMarks(self.cp, n, streams)
+
     # ---- streams ------------------------------------------------------------------------------
     def stream(self, index: int):
         if index not in self._streams:
@@ -351,4 +365,44 @@ class CupyDevice:
         return run
 
 
-__all__ = ["CupyDevice", "CUDNN_FUSED_ACTS", "ALIGNMENT"]
+class CudaTaskMarks:
+    """Timing events recorded before and after each task on its stream, kept inside a captured CUDA
+    graph as event-record nodes: ``cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL)``
+    (the CUDA driver API; a plain ``cudaEventRecord`` inside a capture only orders streams and
+    records nothing). The events add no dependency between streams. Written against the CUDA
+    driver API documentation; not run on a GPU in this project's development yet."""
+
+    RECORD_EXTERNAL = 0x1  # CU_EVENT_RECORD_EXTERNAL
+
+    def __init__(self, cp, n: int, streams):
+        import ctypes
+
+        self.cp, self.streams = cp, streams
+        self.events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
+        lib = ctypes.CDLL("libcuda.so.1")
+        self._record = lib.cuEventRecordWithFlags
+        self._record.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        self._record.restype = ctypes.c_int
+
+    def _mark(self, event, stream):
+        record, ev, st, flag = self._record, int(event.ptr), int(stream.ptr), self.RECORD_EXTERNAL
+
+        def mark():
+            rc = record(ev, st, flag)
+            if rc:
+                raise RuntimeError(f"cuEventRecordWithFlags failed: CUresult {rc}")
+        return mark
+
+    def begin(self, s: int, ti: int):
+        return self._mark(self.events[ti][0], self.streams[s])
+
+    def end(self, s: int, ti: int):
+        return self._mark(self.events[ti][1], self.streams[s])
+
+    def read(self) -> list[tuple[float, float]]:
+        ref = self.events[0][0]
+        ms = self.cp.cuda.get_elapsed_time
+        return [(float(ms(ref, b)), float(ms(ref, e))) for b, e in self.events]
+
+
+__all__ = ["CupyDevice", "CudaTaskMarks", "CUDNN_FUSED_ACTS", "ALIGNMENT"]
