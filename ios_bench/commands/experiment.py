@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ios_bench.errors import InputError
-from ios_bench.planning.options import check_threads
+from ios_bench.planning.options import MAX_SECONDS, FiniteFloat, check_threads
 from ios_bench.reporting.escape import one_line, plain, term
 
 EXPERIMENTS_ROOT = Path("runs") / "experiments"
@@ -60,8 +60,21 @@ def _latest(name: str) -> Path | None:
 @click.option("--resume", is_flag=True,
               help="Continue an experiment folder (default: the latest of NAME) with its own options: finished "
                    "sweeps are kept, unfinished ones continue.")
+@click.option("--deadline", default=None, type=FiniteFloat(1, MAX_SECONDS), metavar="SECONDS",
+              help="No step (a sweep, its reference outputs, a wave of cells, a round) starts once SECONDS have "
+                   "passed: a clean stop (exit 3), the report of what finished written; --resume continues it.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (every sweep with its models, batches, frameworks and options) and the estimate; "
+                   "run nothing.")
+@click.option("--gpu", "gpu_kind", default="h200", show_default=True, type=click.Choice(["h100", "h200"]),
+              help="With --dry-run --device cuda: the GPU the estimate is for.")
+@click.option("--build-cache", "build_cache", default="user", show_default=True,
+              type=click.Choice(["off", "run", "user"]),
+              help="Where builds are kept between rounds: off, run (each run folder's cache/) or user (the user's "
+                   "cache folder, across runs; sealed by versions and device).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (one line per cell only).")
-def command(name, models_, device, quick, reference, threads, out, resume, no_progress):
+def command(name, models_, device, quick, reference, threads, out, resume, deadline, dry_run, gpu_kind, build_cache,
+            no_progress):
     """Run one of the IOS paper's experiments (NAME), or list them (NAME = list), or run every one
     of them (NAME = all, each into OUT/<name>/).
 
@@ -76,6 +89,8 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
       ios-bench experiment schedules --quick
       ios-bench experiment spec-batch --models squeezenet
       ios-bench experiment all --reference --out docs/results     (the committed reference report)
+      ios-bench experiment headline --device cuda --deadline 540   (the GPU headline, one window)
+      ios-bench experiment headline --device cuda --dry-run         (its plan and estimate, no GPU needed)
     """
     from ios_bench import experiments
 
@@ -90,7 +105,9 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
     from ios_bench.commands.run import parse_devices, parse_models
 
     devices = parse_devices(device)
-    if any(d.startswith("cuda") for d in devices):
+    if dry_run and name == "all":
+        raise InputError("--dry-run plans one experiment: name it")
+    if any(d.startswith("cuda") for d in devices) and not dry_run:
         from ios_core.measurement.gpu import gpu_missing
 
         reason = gpu_missing()
@@ -115,8 +132,40 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
              "reference": reference or None, "threads": threads}
     command_line = ["ios-bench", "experiment", *sys.argv[sys.argv.index("experiment") + 1:]] \
         if "experiment" in sys.argv else ["ios-bench", "experiment", name]
+    if dry_run:
+        from ios_bench.experiments.base import Context
+        from ios_bench.experiments.runner import dry_run as plan_only
+
+        values = {k: v for k, v in given.items() if v is not None}
+        ctx = Context(out=root, models=values.get("models"), devices=list(values.get("devices") or ["cpu"]),
+                      quick=bool(values.get("quick")), threads=values.get("threads"),
+                      reference=bool(values.get("reference")))
+        for line in plan_only(experiments.get(chosen[0]), ctx, gpu_kind):
+            click.echo(line)
+        return
+    from ios_bench.commands.run import use_build_cache
+
+    click_ctx = click.get_current_context()
+    explicit = click_ctx.get_parameter_source("build_cache") == click.core.ParameterSource.COMMANDLINE
+    with use_build_cache(build_cache, root, explicit=explicit):
+        _run(name, chosen, root, given, resume, no_progress, command_line, deadline)
+
+
+def _run(name, chosen, root, given, resume, no_progress, command_line, deadline):
+    import time
+
+    from ios_bench import experiments
+    from ios_bench.experiments.runner import Stopped
+
+    end = None if deadline is None else time.monotonic() + deadline
     if name != "all":
-        report = _run_one(experiments.get(chosen[0]), root, given, resume, not no_progress, command_line)
+        try:
+            report = _run_one(experiments.get(chosen[0]), root, given, resume, not no_progress, command_line,
+                              deadline=deadline)
+        except Stopped as e:
+            click.echo(f"stopped: {one_line(e)}", err=True)
+            click.echo(f"report: {plain(e.report)}")
+            raise SystemExit(3) from None
         click.echo(f"report: {plain(report)}")
         return
     if not resume:
@@ -128,8 +177,16 @@ def command(name, models_, device, quick, reference, threads, out, resume, no_pr
     for i, exp_name in enumerate(chosen, 1):
         click.echo(f"== experiment {i}/{len(chosen)}: {exp_name} -> {plain(root / exp_name)}", err=True)
         try:
+            rest = None if end is None else end - time.monotonic()
+            if rest is not None and rest <= 0:
+                click.echo(f"stopped: --deadline {deadline:g} s spent before experiment {exp_name}; continue with "
+                           f"the same command and --resume", err=True)
+                raise SystemExit(3)
             reports.append(_run_one(experiments.get(exp_name), root / exp_name, given, resume, not no_progress,
-                                    command_line, all_=True))
+                                    command_line, all_=True, deadline=rest))
+        except Stopped as e:
+            click.echo(f"stopped: {one_line(e)}", err=True)
+            raise SystemExit(3) from None
         except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
             failed.append(f"{exp_name}: {type(e).__name__}: {one_line(e)}")
             click.echo(f"error: experiment {exp_name} stopped: {failed[-1]}", err=True)
@@ -146,7 +203,7 @@ _OPTION = {"models": "--models", "devices": "--device", "quick": "--quick", "ref
 
 
 def _run_one(exp, folder: Path, given: dict, resume: bool, progress: bool, command_line: list[str],
-             all_: bool = False) -> Path:
+             all_: bool = False, deadline: float | None = None) -> Path:
     from ios_bench.experiments.base import Context
     from ios_bench.experiments.runner import run_experiment, saved_context
 
@@ -176,4 +233,4 @@ def _run_one(exp, folder: Path, given: dict, resume: bool, progress: bool, comma
                 values[k] = v
     ctx = Context(out=folder, models=values["models"], devices=list(values["devices"]), quick=bool(values["quick"]),
                   threads=values["threads"], resume=resume, reference=bool(values["reference"]))
-    return run_experiment(exp, ctx, progress=progress, command=command_line)
+    return run_experiment(exp, ctx, progress=progress, command=command_line, deadline=deadline)

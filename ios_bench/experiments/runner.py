@@ -9,7 +9,17 @@ the form and what that form reduced, the environment), and ``<out>/env.json``: t
 the first run, with every run's own ``env.json`` listed under ``runs``.
 
 ``<out>/experiment.json`` records what was asked (experiment, form, models, devices, threads),
-so that ``--resume`` continues with the same choices.
+so that ``--resume`` continues with the same choices, and each session (command, start, end,
+whether its deadline stopped it and before which step).
+
+**Deadline** (``--deadline S``, any experiment): no step starts once ``S`` seconds have passed
+since the command started. A step is an experiment's preflight (``Experiment.preflight``, where it
+has one), a sweep, and inside a sweep its reference outputs, each wave of groups and each round of
+a cell (the sweep's own ``max_time``): the one running finishes, nothing after it starts. The
+report is rewritten after every sweep (what finished so far, and what is left), the session is
+recorded as stopped, and :class:`Stopped` says how to continue: ``--resume`` runs only what is left
+(a finished sweep is kept, a stopped one continues with the rounds its cells lack), so nothing is
+measured twice.
 """
 
 from __future__ import annotations
@@ -60,8 +70,18 @@ def check_runs(exp: Experiment, runs: list[Run]) -> None:
             raise TypeError(f"experiment {exp.name!r}: bad run name {n!r}")
 
 
+class Stopped(Exception):
+    """The experiment's deadline was spent: what finished is kept, the report says what is left,
+    and ``--resume`` continues it. ``report`` is the report's path; the message is one line."""
+
+    def __init__(self, message: str, report: Path):
+        super().__init__(message)
+        self.report = report
+
+
 def _finished(folder: Path) -> bool:
-    """A run folder whose sweep ran to its end (nothing left for --resume)."""
+    """A run folder whose sweep ran to its end (nothing left for --resume; a sweep its deadline
+    stopped is not finished)."""
     try:
         env = json.loads((folder / ENV_FILE).read_bytes())
     except (OSError, ValueError, RecursionError):
@@ -69,7 +89,8 @@ def _finished(folder: Path) -> bool:
     if not isinstance(env, dict):
         return False
     last = (env.get("sessions") or [env])[-1] if isinstance(env.get("sessions"), list) else env
-    return bool(last.get("finished")) and not last.get("interrupted") and not (last.get("stats") or {}).get("missing")
+    return (bool(last.get("finished")) and not last.get("interrupted") and not last.get("stopped")
+            and not (last.get("stats") or {}).get("missing"))
 
 
 def selected_runs(exp: Experiment, ctx: Context) -> list[Run]:
@@ -107,11 +128,15 @@ def prepare(exp: Experiment, ctx: Context) -> list[Run]:
 
 
 def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool = True,
-                   command: list[str] | None = None) -> Path:
-    """Run ``exp``'s sweeps into ``ctx.out`` and write its report; returns the report's path."""
+                   command: list[str] | None = None, deadline: float | None = None) -> Path:
+    """Run ``exp``'s sweeps into ``ctx.out`` and write its report; returns the report's path.
+    ``deadline``: seconds from now after which no step starts (:class:`Stopped` is raised once
+    the report of what finished is written)."""
     from rich.console import Console
 
     console = console or Console(stderr=True, soft_wrap=True)
+    t0 = time.monotonic()
+    end = None if deadline is None else t0 + float(deadline)
     out = Path(ctx.out)
     runs = prepare(exp, ctx)
     check_writable(out)
@@ -119,43 +144,141 @@ def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool =
     meta = saved_context(out) if ctx.resume else None
     meta = meta or {"experiment": exp.name, "title": exp.title, "paper": exp.paper, "form": ctx.form,
                     **{k: getattr(ctx, k) for k in _KEPT}, "command": command, "started": started, "sessions": []}
-    meta["sessions"] = list(meta.get("sessions") or []) + [{"started": started, "command": command}]
+    session = {"started": started, "command": command, "deadline_s": deadline}
+    meta["sessions"] = list(meta.get("sessions") or []) + [session]
     meta["runs"] = [{"name": r.name, "note": r.note, "folder": f"{RUNS_DIR}/{r.name}"} for r in runs]
+    meta.pop("finished", None)
     atomic_write_json(out / EXPERIMENT_FILE, meta)
-    folders: dict[str, Path] = {}
+    resume_hint = f"ios-bench experiment {exp.name} --resume --out {out}"
+
+    def left() -> float | None:
+        return None if end is None else end - time.monotonic()
+
+    def spent(before: str) -> str | None:
+        rest = left()
+        if rest is not None and rest <= 0:
+            return f"--deadline {deadline:g} s spent before {before}"
+        return None
+
+    folders: dict[str, Path] = {r.name: out / RUNS_DIR / r.name for r in runs}
     totals = {"ran": 0, "ok": 0, "wrong": 0, "failed": 0, "skipped": 0}
-    t0 = time.perf_counter()
+    stopped: str | None = None
+    preflight = getattr(exp, "preflight", None)
+    if preflight is not None and not meta.get("preflight_done"):
+        stopped = spent("the preflight")
+        if stopped is None:
+            console.print(term(f"[0/{len(runs)}] {exp.name}: preflight"), highlight=False)
+            entry = preflight(ctx, console, left())
+            session.setdefault("steps", []).append({"step": "preflight", **entry})
+            meta["preflight_done"] = bool(entry.get("done"))
+            atomic_write_json(out / EXPERIMENT_FILE, meta)
     for i, run in enumerate(runs, 1):
-        folder = out / RUNS_DIR / run.name
-        folders[run.name] = folder
+        if stopped:
+            break
+        folder = folders[run.name]
         head = f"[{i}/{len(runs)}] {exp.name}: {run.name}" + (f" ({run.note})" if run.note else "")
         if ctx.resume and _finished(folder):
             console.print(term(f"{head}: finished earlier, kept"), highlight=False)
             continue
+        stopped = spent(f"sweep {run.name}")
+        if stopped:
+            break
         console.print(f"[bold]{term(head)}[/]", highlight=False)
         resume = ctx.resume and (folder / PLAN_FILE).exists()
-        sweep = Sweep(run.plan, folder, console=console, resume=resume, progress=progress)
+        sweep = Sweep(run.plan, folder, console=console, resume=resume, progress=progress, max_time=left())
+        t_run = time.monotonic()
         try:
             stats = sweep.run()
         except KeyboardInterrupt:
             console.print(term(f"{exp.name} interrupted in sweep {run.name}: continue the experiment with: "
-                               f"ios-bench experiment {exp.name} --resume --out {out}"), highlight=False)
+                               f"{resume_hint}"), highlight=False)
             raise
+        session.setdefault("steps", []).append({"step": run.name, "seconds": round(time.monotonic() - t_run, 1),
+                                                "stopped": stats.get("stopped")})
         for k in totals:
             totals[k] += stats.get(k, 0)
         if stats.get("missing"):
             raise InputError(f"{folder}: {stats['missing']} cells were not run; continue with --resume")
-    elapsed = time.perf_counter() - t0
+        if stats.get("stopped"):
+            stopped = f"--deadline {deadline:g} s spent in sweep {run.name} ({stats['stopped']})"
+        else:
+            # the report of what finished so far: a stop between two sweeps leaves it current
+            _rewrite_partial(exp, ctx, runs, folders, meta, console)
+    elapsed = time.monotonic() - t0
+    session["seconds"] = round(elapsed, 1)
+    if stopped:
+        session["stopped"] = stopped
+        path = _rewrite_partial(exp, ctx, runs, folders, meta, console, stopped=stopped, hint=resume_hint)
+        atomic_write_json(out / EXPERIMENT_FILE, meta)
+        raise Stopped(f"{exp.name} stopped: {stopped}; {totals['ran']} cells run in this session; what finished is "
+                      f"in {path}; continue with: {resume_hint}", path)
     console.print(term(f"{exp.name}: {len(runs)} sweeps done in {elapsed:.0f} s ({totals['ran']} cells run now: "
                        f"{totals['ok']} ok, {totals['wrong']} wrong, {totals['failed']} failed, "
                        f"{totals['skipped']} skipped); writing the report"), highlight=False)
     report = exp.report(ctx, folders)
     path = write_report(exp, ctx, runs, folders, report, meta)
     meta["finished"] = _now()
-    meta["sessions"][-1]["finished"] = meta["finished"]
-    meta["sessions"][-1]["seconds"] = round(elapsed, 1)
+    session["finished"] = meta["finished"]
     atomic_write_json(out / EXPERIMENT_FILE, meta)
     return path
+
+
+def _rewrite_partial(exp: Experiment, ctx: Context, runs: list[Run], folders: dict[str, Path], meta: dict,
+                     console, stopped: str | None = None, hint: str = "") -> Path:
+    """The report of what has finished so far, written whole (``ios_core.atomic``): the
+    experiment's own tables where it can make them from the sweeps that ran, and what is left.
+    A report that cannot be made yet (a recipe that needs every sweep) says so instead; it never
+    ends the experiment."""
+    done = [r for r in runs if _finished(folders[r.name])]
+    begun = {r.name: folders[r.name] for r in runs if (folders[r.name] / "results.jsonl").exists()}
+    left = [r.name for r in runs if r not in done]
+    try:
+        report = exp.report(ctx, begun)
+    except Exception as e:  # noqa: BLE001 - a recipe that needs every sweep: its tables come at the end
+        report = Report(exp.title, [("Results", f"The experiment's tables need every sweep; they are written once "
+                                               f"the sweeps below have run ({type(e).__name__}: "
+                                               f"{md(str(e)[:200])}).")], [], [])
+    note = ""
+    if left:
+        note = ("**Not finished.** " + (f"{md(stopped)}. " if stopped else "")
+                + f"Sweeps not finished: {', '.join(md(n) for n in left)}. "
+                + (f"Continue with `{md(hint)}`: only what is left runs." if hint else ""))
+    report = Report(report.title, ([("Progress", note)] if note else []) + list(report.sections), report.figures,
+                    report.reduced)
+    try:
+        return write_report(exp, ctx, runs, folders, report, meta)
+    except OSError as e:  # the previous report stays whole
+        console.print(term(f"report not rewritten: {type(e).__name__}: {e}"), highlight=False)
+        return Path(ctx.out) / REPORT_FILE
+
+
+def dry_run(exp: Experiment, ctx: Context, gpu: str = "h200") -> list[str]:
+    """``--dry-run``: the experiment's sweeps with what each runs, and, where the experiment states
+    one (``Experiment.estimate(ctx, runs, gpu) -> (seconds, lines, device)``), its estimate, ending
+    with the line ``estimated duration N s on <device>``. Nothing is run or written."""
+    runs = selected_runs(exp, ctx)
+    check_runs(exp, runs)
+    out = [f"{exp.name}: {exp.title} ({ctx.form} form, devices {', '.join(ctx.devices)}); {len(runs)} sweeps, in order"
+           + (" (the preflight first: " + (exp.preflight.__doc__ or "").strip().splitlines()[0] + ")"
+              if getattr(exp, "preflight", None) else "") + ":"]
+    for i, run in enumerate(runs, 1):
+        p = run.plan
+        opts = "".join(f"; {k} {v}" for k, v in (("ios options", p.ios_options), ("adapter options",
+                                                                                   p.adapter_options)) if v)
+        frameworks = "IOS only" if p.frameworks == [] else ", ".join(p.frameworks) if p.frameworks else \
+            "every available"
+        out.append(f"{i:3d}. {run.name}: {run.note}")
+        out.append(f"       models {', '.join(p.models)}; batch {', '.join(map(str, p.batch_sizes))}; frameworks "
+                   f"{frameworks}; schedules {', '.join(p.schedules or ['default'])}; rounds {p.rounds}{opts}")
+    est = getattr(exp, "estimate", None)
+    if est is None:
+        out.append(f"{exp.name} states no per-step costs; each sweep prints its own estimate as it starts")
+        return out
+    seconds, lines, device = est(ctx, runs, gpu)
+    out.append("estimate, sweep by sweep (each figure says whether it was measured or assumed):")
+    out += lines
+    out.append(f"estimated duration {seconds:.0f} s on {device}")
+    return out
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -232,7 +355,8 @@ def render(exp: Experiment, ctx: Context, runs: list[Run], folders: dict[str, Pa
         rel = Path(fig).resolve().relative_to(out.resolve()) if Path(fig).resolve().is_relative_to(out.resolve()) \
             else Path(fig)
         lines += [f"![{md(Path(fig).stem)}]({rel.as_posix()})", ""]
-    rows = [[r.name, r.note or "", _run_counts(folders[r.name]), f"{RUNS_DIR}/{r.name}"] for r in runs]
+    rows = [[r.name, r.note or "", _run_counts(folders[r.name]) if folders[r.name].exists() else "not started",
+             f"{RUNS_DIR}/{r.name}"] for r in runs]
     lines += ["## Runs", "", _common.table("The sweeps of this experiment (each an ordinary run folder: "
                                            "`ios-bench report` works on it)",
                                            ["run", "what", "cells", "folder"], rows)]

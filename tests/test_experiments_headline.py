@@ -1,0 +1,128 @@
+"""The experiments runner's deadline and resume (any experiment), and the GPU headline as an
+experiment (ios_bench.experiments.headline): its CPU quick form stopped by ``--deadline 30`` and
+finished by ``--resume`` with nothing measured twice, the same for a paper experiment, the dry run
+and its estimate from the committed H200 records, and the headline's rows on those records."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ios_bench.experiments import headline as hl
+from ios_bench.experiments.base import Context
+from tests.harness_helpers import cli
+
+SLOW = {"IOS_BENCH_PLUGINS": "tests.harness_plugin,tests.slow_plugin", "TEST_SLOW_WORKER_S": "3"}
+
+
+def _lines(out: Path) -> dict[str, list[str]]:
+    """{run: its results.jsonl lines} of an experiment folder."""
+    return {f.parent.name: f.read_text().splitlines() for f in sorted((out / "runs").glob("*/results.jsonl"))}
+
+
+def _stop_then_resume(tmp_path, name: str, argv: list[str], deadline: str) -> tuple[dict, dict, dict]:
+    """Run ``experiment NAME ARGV --deadline D`` with slow workers (3 s each: the deadline falls
+    inside it on any machine), check the clean stop, then ``--resume`` it at full speed."""
+    out = tmp_path / name
+    p = cli(["experiment", name, *argv, "--deadline", deadline, "--out", str(out), "--no-progress"], tmp_path, SLOW)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert f"--deadline {deadline} s spent" in p.stderr
+    assert f"ios-bench experiment {name} --resume --out {out}" in p.stderr
+    assert "Traceback" not in p.stderr
+    meta = json.loads((out / "experiment.json").read_text())
+    session = meta["sessions"][-1]
+    assert session["stopped"].startswith(f"--deadline {deadline} s spent") and "finished" not in meta
+    report = (out / "report.md").read_text()  # written whole, saying what is left
+    assert "**Not finished.**" in report and "--resume" in report
+    before = _lines(out)
+    p = cli(["experiment", name, "--resume", "--out", str(out), "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    after = _lines(out)
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["finished"] and len(meta["sessions"]) == 2 and "stopped" not in meta["sessions"][-1]
+    assert "Not finished" not in (out / "report.md").read_text()
+    for run, lines in before.items():  # what the first session measured is kept as it was
+        assert after[run][:len(lines)] == lines
+    for run, lines in after.items():  # and nothing was measured twice
+        cells = [json.loads(x)["cell"] for x in lines]
+        assert len(cells) == len(set(cells)), run
+        for x in lines:
+            r = json.loads(x)
+            assert r["status"] in ("ok", "skipped"), r.get("reason")
+            rounds = [x["round"] for x in r.get("rounds") or []]  # a disturbed round is re-run as a new one
+            assert len(rounds) == len(set(rounds)) and len([x for x in r.get("rounds") or []
+                                                            if not x.get("disturbed")]) <= 1  # quick: one round
+    return before, after, meta
+
+
+def test_the_headline_stops_cleanly_at_its_deadline_and_resume_finishes_it(tmp_path):
+    before, after, meta = _stop_then_resume(tmp_path, "headline", ["--device", "cpu", "--quick"], "30")
+    assert sum(map(len, before.values())) < sum(map(len, after.values()))  # the deadline cut something
+    assert [r["name"] for r in meta["runs"]] == ["b1-full", "b2-full"]
+    report = (tmp_path / "headline" / "report.md").read_text()
+    assert re.search(r"\| sample \| 1 \| full \| \d", report) and re.search(r"\| sample \| 2 \| full \| \d", report)
+
+
+def test_a_paper_experiment_stops_at_its_deadline_and_resumes(tmp_path):
+    before, after, _ = _stop_then_resume(tmp_path, "schedules", ["--quick"], "8")
+    assert sum(map(len, before.values())) < sum(map(len, after.values()))
+
+
+def test_the_dry_run_prints_the_plan_and_one_estimate_line(run_cli, tmp_path):
+    code, out, err = run_cli(["experiment", "headline", "--device", "cuda", "--dry-run", "--out",
+                              str(tmp_path / "x")])
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    m = re.fullmatch(r"estimated duration (\d+) s on NVIDIA H200", lines[-1])
+    assert m and int(m.group(1)) > 0
+    assert sum(1 for x in lines if x.startswith("estimated duration")) == 1
+    text = "\n".join(lines)
+    for name in ("b1-graph-full", "b1-graph-r1s3", "b1-nograph-full", "b16-32-graph-full"):
+        assert name in text
+    assert "measured (H200 2026-11-26)" in text and "assumed" in text
+    assert not (tmp_path / "x").exists()  # a dry run writes nothing
+    code, out, _ = run_cli(["experiment", "headline", "--device", "cuda", "--dry-run", "--gpu", "h100"])
+    assert code == 0 and out.strip().splitlines()[-1].endswith("on NVIDIA H100")
+
+
+def test_the_estimate_takes_its_costs_from_the_committed_h200_records():
+    costs = hl.measured_costs()
+    assert costs["doctor"] == 22.5
+    assert round(costs["search"]["inception_v3"]) == 81 and round(costs["search"]["randwire"]) == 49
+    assert round(costs["build"]["torch-compile-cudagraphs"]["inception_v3"], 1) == 24.5
+    assert "tensorrt" in costs["absent"] and "torch" not in costs["absent"]
+    runs = hl.EXPERIMENT.runs(Context(out=Path("x"), devices=["cuda"]))
+    total, lines = hl.estimate(runs, "h200", costs)
+    # the same runs without any measured figure: every cost assumed, and said so
+    empty = {"build": {}, "overhead": {}, "search": {}, "reference": {}, "sweep_fixed": [], "doctor": None,
+             "absent": set(), "ran": set()}
+    total2, lines2 = hl.estimate(runs, "h200", empty)
+    assert total != total2 and "0 measured" in "\n".join(lines2)
+    assert re.search(r"b1-graph-full .* inception_v3 search 81 s measured", "\n".join(lines))
+
+
+def test_the_headline_rows_of_the_committed_h200_run():
+    folder = hl.MEASURED_RUN / "runs"
+    recs = []
+    from ios_bench.experiments import _common as c
+
+    for run in ("graph-full", "graph-r1s3"):
+        recs += [{**r, "_run": run} for r in c.records(folder / run)]
+    rows = {r["model"]: r for r in hl.headline_rows(recs)}
+    assert rows["inception_v3"]["best_peer"] == "torch-compile-cudagraphs"
+    assert rows["inception_v3"]["vs_best"] == pytest.approx(4.171 / 2.819, rel=1e-3)
+    assert rows["squeezenet"]["vs_best"] == pytest.approx(0.569 / 0.413, rel=2e-3)
+    assert "(unstable)" in rows["randwire"]["both"]  # one round: flagged
+    assert rows["nasnet"]["both"] == "not run" and rows["nasnet"]["best_peer"] is None
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["headline", "--deadline", "0"], "--deadline"),
+    (["all", "--dry-run"], "--dry-run plans one experiment"),
+])
+def test_bad_deadline_and_dry_run_are_one_line(run_cli, argv, message):
+    code, _, err = run_cli(["experiment", *argv])
+    assert code == 2 and message in err
