@@ -1,0 +1,43 @@
+"""The optimize worker's task (ios_bench.running.task_optimize) on cuda, with the fake CUDA device
+standing in for the GPU: the end-to-end candidates every search ends with reach the schedule's
+saved figures (the ``.stats`` file a reused cell reads) and the task's result, from which the
+sweep builds the cell record."""
+
+from __future__ import annotations
+
+import json
+
+from ios_bench.running import task_optimize
+from tests.runtime_helpers import mixed_graph
+from tests.stream_fakes import TorchQueueDevice
+
+
+def test_every_candidate_reaches_the_saved_figures_and_the_result(tmp_path, monkeypatch):
+    from ios_core.cost.measured import MeasuredCostModel
+
+    made = []
+
+    def fake_cost_model(kind, device, threads, provider="torch", cache=True):
+        assert kind == "measured" and device == "cuda"
+        cm = MeasuredCostModel(device="cuda", backend=TorchQueueDevice(1), cache=tmp_path / "p.sqlite", warmup=1,
+                               number=1, repeat=2)
+        made.append(cm)
+        return cm
+
+    monkeypatch.setattr(task_optimize, "_make_cost_model", fake_cost_model)
+    model = tmp_path / "mixed.json"
+    mixed_graph().init_weights(0).save(str(model))
+    spec = {"task": "optimize", "model_spec": "mixed", "model_path": str(model), "batch_size": 1, "device": "cuda",
+            "seed": 0, "schedules": ["both", "sequential"], "cost_model": "measured",
+            "schedule_paths": [str(tmp_path / "both.json"), str(tmp_path / "seq.json")]}
+    out = task_optimize.task_optimize(spec)
+    both, seq = out["schedules"]
+    assert both["status"] == "ok" and seq["status"] == "ok" and len(made) == 1
+    cands = both["validation"]["candidates"]
+    assert [c["name"] for c in cands] == ["schedule", "sequential", "greedy", "parallel", "overhead"]
+    assert all(c["predicted_ms"] > 0 and (c.get("measured_ms") or 0) > 0 for c in cands), cands
+    assert both["validation"]["kept"] in {c["name"] for c in cands}
+    assert both["cost_model_stats"]["candidates_timed"] >= 4 and both["cost_model_stats"]["correction"]
+    saved = json.loads((tmp_path / "both.stats").read_text())
+    assert saved["validation"]["candidates"] == cands  # a cell reusing the schedule reports them too
+    assert "validation" not in seq  # sequential: nothing to choose
