@@ -361,3 +361,33 @@ def test_a_candidate_that_cannot_run_is_a_reason_and_the_others_are_kept(nvml):
     failed = [c for c in v["candidates"] if "reason" in c]
     assert len(failed) == 1 and failed[0]["reason"] == "RuntimeError: cudaErrorDevicesUnavailable: gone"
     assert v["kept"] != failed[0]["name"] and v["kept"] in {c["name"] for c in v["candidates"]}
+
+
+def test_an_nvml_read_that_fails_mid_search_is_a_reason_not_a_traceback(monkeypatch):
+    """NVML answers, then the GPU is lost to it (NVML_ERROR_GPU_IS_LOST on every later read): the
+    search finishes; each later window records why the GPU's other processes were not read."""
+    gpu.close_nvml_sessions()
+
+    class LostNVML(CountingNVML):
+        NVML_ERROR_GPU_IS_LOST = 15
+
+        def nvmlDeviceGetProcessUtilization(self, handle, since):
+            self.reads += 1
+            if self.reads > 30:
+                raise self.NVMLError(self.NVML_ERROR_GPU_IS_LOST)
+            raise self.NVMLError(self.NVML_ERROR_NOT_FOUND)
+
+    lost = LostNVML()
+    monkeypatch.setitem(sys.modules, "pynvml", lost)
+    seen = []
+    from ios_core.measurement.interference import WindowSet
+
+    real_judge = WindowSet.judge
+    monkeypatch.setattr(WindowSet, "judge", lambda self, figures: (seen.append(dict(figures)),
+                                                                   real_judge(self, figures))[1])
+    cm = _model()
+    result = _search(cm, "both")
+    assert result.stats.validation["kept"] and lost.reads > 30 and cm.measured >= 50
+    late = [f.get("gpu_other") for f in seen[35:]]
+    assert late and all(isinstance(w, str) and "NVML" in w for w in late), late[:3]
+    gpu.close_nvml_sessions()
