@@ -164,3 +164,55 @@ def test_zoo_model_matches_oracle(name):
     x = reference.random_input(graph, 1)
     check = compare(TVM.build(graph, batch_size=1, threads=2).run(x), reference.run(graph, x), TVM.tolerance)
     assert check.passed, check
+
+
+@needs_tvm
+def test_the_cuda_variant_builds_its_relax_module_for_cuda_without_a_gpu():
+    """The tvm adapter's cuda path (Relax's default pipeline for cuda: legalize, fuse, DLight GPU
+    schedules, lower; fp32) compiled here for an H100/H200's sm_90, where this TVM build has the
+    CUDA code generator: a VM executable whose device module is CUDA with scheduled kernels."""
+    import tvm
+
+    from adapters.tvm import _compile_cuda, cuda_target, to_relax
+
+    if tvm.get_global_func("target.build.cuda", True) is None:
+        pytest.skip(f"this TVM build ({tvm.__version__}) has no CUDA code generator")
+    graph = every_op_graph()
+    mod, _ = to_relax(graph, 1)
+    target = cuda_target({"kind": "cuda", "arch": "sm_90"})  # no GPU here to ask for its architecture
+    try:
+        ex = _compile_cuda(mod, target, cudnn=False)
+    except Exception as e:  # noqa: BLE001 - only a missing CUDA compiler library excuses it
+        if "nvrtc" in str(e).lower() or "nvcc" in str(e).lower():
+            pytest.skip(f"TVM cannot compile CUDA here: {str(e).splitlines()[0][:200]}")
+        raise
+
+    def kinds(m):
+        yield m
+        for i in m.imports:
+            yield from kinds(i)
+
+    cuda = [m for m in kinds(ex.mod) if m.kind == "cuda"]
+    assert isinstance(ex, tvm.relax.VMExecutable) and len(cuda) == 1
+    src = cuda[0].inspect_source("cuda")
+    assert src.count("__global__") >= 5 and "threadIdx.x" in src  # kernels scheduled for GPU threads
+    assert "half" not in src.replace("#include", "")  # fp32: no half-precision arithmetic
+
+
+def test_tvm_cudnn_is_a_skipped_cell_with_its_reason_without_cudnn(monkeypatch):
+    """tvm-cudnn on a TVM built with CUDA but without cuDNN (the apache-tvm wheel): its reason
+    says so, and the cell is skipped with it."""
+    tvm = pytest.importorskip("tvm")
+    from adapters import tvm as tvm_adapter
+
+    if tvm.get_global_func("relax.ext.cudnn", True) is not None:
+        pytest.skip("this TVM build has cuDNN")
+    monkeypatch.setattr(tvm.runtime, "enabled", lambda kind: True)  # as on a GPU machine
+
+    class _Dev:
+        exist = True
+
+    monkeypatch.setattr(tvm, "cuda", lambda i=0: _Dev())
+    reason = tvm_adapter.cuda_reason(cudnn=True)
+    assert reason and "no cuDNN codegen" in reason and tvm.__version__ in reason
+    assert tvm_adapter.cuda_reason(cudnn=False) is None  # the tvm peer itself is not refused
