@@ -25,22 +25,49 @@ def _ios(fw, median, sequential, **extra):
     return rec
 
 
-def test_same_schedule_is_never_called_slower(tmp_path):
+def _passes(levels, start=0, **extra):
+    """Rounds measured in passes ``start``, ``start + 1``, ... at the given levels (ms)."""
+    return [{"round": i, "pass": start + i, "position": 0, "status": "ok", "disturbed": None,
+             "samples_ms": [v * (1 + 0.002 * j) for j in range(5)], **extra} for i, v in enumerate(levels)]
+
+
+DRIFT = [10.0, 13.0, 9.0, 11.0, 10.5]  # the machine's speed per pass: every cell of the group shares it
+
+
+def test_schedules_are_called_slower_or_faster_than_sequential_only_on_the_paired_verdict(tmp_path):
     run = tmp_path / "run"
     store = Store(run)
-    store.append(_ios("ios-sequential", 10.0, 10.0))
+    store.append(_ios("ios-sequential", 10.5, None, rounds=_passes(DRIFT)))
     # the same schedule measured once: figures equal, said so; never "slower than sequential"
-    store.append(_ios("ios-both", 10.0, 10.0, same_schedule_as="IOS-Sequential"))
-    # a different schedule slower only inside its interval: not flagged; clearly slower: flagged
-    store.append(_ios("ios-greedy", 10.3, 10.0, ci_low_ms=9.9, ci_high_ms=10.6))
-    store.append(_ios("ios-merge", 12.0, 10.0, ci_low_ms=11.5, ci_high_ms=12.5))
+    store.append(_ios("ios-both", 10.5, 10.5, same_schedule_as="IOS-Sequential", rounds=_passes(DRIFT)))
+    # the issue's case: a figure well above sequential's (12.8 against 10.5) but the pairs disagree
+    # (+35 % in one pass, -12 % in the next): no verdict on a raw difference
+    greedy = [d * f for d, f in zip(DRIFT, (1.35, 0.88, 1.30, 0.90, 1.22))]
+    store.append(_ios("ios-greedy", 12.8, 10.5, rounds=_passes(greedy)))
+    store.append(_ios("ios-merge", 12.6, 10.5, rounds=_passes([d * 1.2 for d in DRIFT])))  # 20 % slower each pass
+    store.append(_ios("ios-parallel", 8.9, 10.5, rounds=_passes([d * 0.85 for d in DRIFT])))
+    # no sequential cell on its provider: the sequential schedule timed beside it in each round
+    own = [{**g, "sequential_ms": d} for g, d in zip(_passes([d * 1.15 for d in DRIFT], start=10), DRIFT)]
+    store.append(_ios("ios-both[openvino]", 12.0, 10.5, provider="openvino",
+                      cell=cell_key("m", 1, "ios-both[openvino]", "cpu"), rounds=own))
+    from ios_bench.reporting.report_tables import sequential_verdict
     from ios_bench.results import load_run
 
     df = load_run(run).frame()
-    assert [r["framework"] for r in slower_than_sequential(df)] == ["ios-merge"]
+    assert [r["framework"] for r in slower_than_sequential(df)] == ["ios-merge", "ios-both[openvino]"]
+    v = {r["framework"]: sequential_verdict(r, df) for _, r in df.iterrows()}
+    assert v["ios-sequential"] is None and v["ios-both"] is None
+    assert v["ios-greedy"]["verdict"] == "no clear difference from sequential" and v["ios-greedy"]["low"] < 0
+    assert v["ios-merge"]["verdict"] == "slower than sequential" and abs(v["ios-merge"]["change"] - 0.2) < 0.01
+    assert v["ios-parallel"]["verdict"] == "faster than sequential" and v["ios-parallel"]["high"] < 0
+    assert v["ios-both[openvino]"]["verdict"] == "slower than sequential" and v["ios-both[openvino]"]["n"] == 5
     md = write_report(run, tmp_path / "rep")["md"].read_text()
     assert "same schedule as IOS-Sequential" in md and "(= IOS-Sequential)" in md
-    assert "IOS-Both on cpu: SLOWER" not in md and "IOS-Merge on cpu: SLOWER THAN SEQUENTIAL" in md
+    assert "SLOWER THAN SEQUENTIAL" not in md  # no warning line on a raw difference any more
+    row = next(line for line in md.splitlines() if line.startswith("| m | IOS-Merge |"))
+    assert r"slower than sequential +20.0% \[+" in row and "5 pairs" in row  # (Markdown-escaped brackets)
+    row = next(line for line in md.splitlines() if line.startswith("| m | IOS-Greedy |"))
+    assert "no clear difference from sequential +" in row
 
 
 def test_report_of_corrupt_or_missing_run(tmp_path, capsys):
@@ -95,13 +122,14 @@ def test_wrong_cells_stay_out_of_geomeans_speedups_and_plots(checked_run, tmp_pa
     tmp, _, schedules = checked_run
     md = (tmp / "reports" / "c" / "report.md").read_text()
     latency = md.split("**Latency (ms), batch 1, cpu**")[1].split("**Throughput")[0]
-    header = next(line for line in latency.splitlines() if line.startswith("| model"))
-    geo = next(line for line in latency.splitlines() if line.startswith("| GeoMean"))
-    cols = [c.strip() for c in header.strip("|").split("|")]
-    vals = dict(zip(cols, [c.strip() for c in geo.strip("|").split("|")]))
-    assert vals["test-ref"] != "-"
+    # more frameworks than models: the table turns (frameworks as rows, the GeoMean a column)
+    header = next(line for line in latency.splitlines() if line.startswith("| framework"))
+    assert [c.strip() for c in header.strip("|").split("|")] == ["framework", "tiny_a", "GeoMean"]
+    rows = {cols[0]: cols for line in latency.splitlines() if line.startswith("| ") and line != header
+            for cols in [[c.strip() for c in line.strip("|").split("|")]]}
+    assert rows["test-ref"][-1] != "-"
     for fw in ("test-wrong", "test-racy", "test-loose"):
-        assert vals[fw] == "-", (fw, geo)
+        assert rows[fw][-1] == "-", (fw, rows[fw])
         assert "(wrong output)" in latency
     if schedules != "none":
         speedup = md.split("IOS at its best against the peers")[1].split("\n\n")[1]
@@ -203,12 +231,12 @@ def test_report_shows_prediction_error_and_flags_slower_schedules(tmp_path):
             dict(model="m", batch_size=1, framework="ios-both[openvino]", device="cpu", status="ok", schedule="both",
                  provider="openvino", median_ms=5.0, predicted_ms=5.5, sequential_ms=6.0, optimize_seconds=2.0)]
     df = pd.DataFrame(rows)
-    flagged = slower_than_sequential(df)
-    assert [r["framework"] for r in flagged] == ["ios-both"]
+    assert slower_than_sequential(df) == []  # 12 ms against 10 ms without rounds: a raw difference, no verdict
     md = ios_table(df, "cpu", 1).md()
-    assert "| m | IOS-Both | torch | 12.00 | 8.000 | -33.3% | 10.00 | 0.83x | " + SLOWER_FLAG in md
+    assert "| m | IOS-Both | torch | 12.00 | 8.000 | -33.3% | 10.00 | 0.83x | 0 paired rounds: no verdict |" in md
+    assert SLOWER_FLAG not in md
     # Markdown cells escape Markdown syntax (ios_bench/escape.md): the brackets render as [openvino]
-    assert r"| m | IOS-Both\[openvino\] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | ok |" in md
+    assert r"| m | IOS-Both\[openvino\] | openvino | 5.000 | 5.500 | +10.0% | 6.000 | 1.20x | 0 paired" in md
     assert "Mean absolute prediction error: 17.8% over 3 cells" in md
 
 
@@ -241,5 +269,156 @@ def test_build_time_is_reported_per_framework_first_round_apart():
                  first_build_seconds=None, rounds=[])]
     md = build_table(pd.DataFrame(rows), "cpu", 1).md()
     assert "Build time (s), batch 1, cpu" in md
-    assert "| m | 14.00 / 3.000 | 0.200 |" in md  # a single round has no 'later'
+    # two frameworks, one model: frameworks as rows
+    assert "| framework | m |" in md and "| torch-compile | 14.00 / 3.000 |" in md
+    assert "| onnxruntime | 0.200 |" in md  # a single round has no 'later'
     assert build_table(pd.DataFrame(rows).assign(first_build_seconds=None), "cpu", 1) is None
+
+
+# ---- issue 42: a report that reads at a glance ------------------------------------------------------
+
+
+def _cell(model, fw, level, status="ok", unstable=None, **extra):
+    """A timed cell of a synthetic sweep: its rounds in passes 0-4 of its group at ``level`` x the
+    machine's speed per pass (DRIFT / 10)."""
+    levels = [level * d / 10 for d in DRIFT]
+    rec = {"schema": 2, "cell": cell_key(model, 1, fw, "cpu"), "model": model, "batch_size": 1, "framework": fw,
+           "device": "cpu", "status": status, "label": fw}
+    if status not in ("ok", "wrong"):
+        return {**rec, "reason": "it crashed" if status == "failed" else "no such thing here", **extra}
+    rounds = _passes(levels)
+    pooled = [v for g in rounds for v in g["samples_ms"]]
+    rec.update(rounds=rounds, median_ms=level * 1.05, std_ms=0.2, p10_ms=min(pooled), p90_ms=max(pooled),
+               samples_ms=pooled, throughput=1000 / level, throughput_p10=900 / level, throughput_p90=1100 / level,
+               ci_low_ms=level * 0.98, ci_high_ms=level * 1.12, between_round_cv=0.01, rounds_used=5,
+               rounds_measured=5, rounds_disturbed=0, unstable=unstable, peak_rss_mib=300.0,
+               check={"passed": status == "ok", "max_rel_err": 0.0, "max_abs_err": 0.0, "tolerance": 1e-3,
+                      "reason": "" if status == "ok" else "max rel err 1.0"})
+    if fw.startswith("ios-"):
+        rec.update(kind="ios", schedule=fw[4:], provider="torch")
+    rec.update(extra)
+    return rec
+
+
+@pytest.fixture
+def wide_run(tmp_path):
+    """Two models under 14 peers and two IOS schedules (16 frameworks): IOS-Both 20 % faster than the
+    best peer in every pass; two unstable cells, one failed, one skipped, one wrong."""
+    run = tmp_path / "runs" / "wide"
+    store = Store(run)
+    peers = [f"p{i:02d}" for i in range(1, 15)]
+    for model in ("m1", "m2"):
+        for i, fw in enumerate(peers):
+            status = {("m2", "p13"): "failed", ("m2", "p14"): "skipped", ("m1", "p12"): "wrong"}.get((model, fw), "ok")
+            unstable = "rounds differ by 7.0% (coefficient of variation)" if (model, fw) in (("m1", "p05"),
+                                                                                            ("m2", "p06")) else None
+            store.append(_cell(model, fw, 10.0 + i, status, unstable))
+        store.append(_cell(model, "ios-sequential", 11.0))
+        store.append(_cell(model, "ios-both", 8.0))
+    (run / "env.json").write_text(json.dumps({"warnings": ["load average 3.1 on 2 cores"], "plan": {"threads": 2}}))
+    return run
+
+
+def _md_tables(md: str) -> list[list[list[str]]]:
+    import re
+
+    tables, cur = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append([c.strip().replace("\\", "") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+        elif cur:
+            tables.append(cur)
+            cur = []
+    return tables
+
+
+def test_report_opens_with_ios_against_the_best_peer_then_the_counts(wide_run, tmp_path):
+    md = write_report(wide_run, tmp_path / "rep")["md"].read_text()
+    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert headings == ["At a glance", "cpu, batch size 1", "Unstable cells", "Run notes", "Configuration", "Rounds",
+                        "Every cell", "Failures", "Environment"]
+    glance = md.split("## At a glance")[1].split("## cpu, batch size 1")[0]
+    lines = [line for line in glance.splitlines() if line.strip()]
+    assert lines[0] == "**IOS at its best against the best peer**"
+    first = _md_tables(glance)[0]
+    assert first[0] == ["device", "batch", "model", "IOS at its best", "ms [95% CI]", "best peer", "ms [95% CI]",
+                        "peer / IOS [95% CI]", "verdict"]
+    m1 = next(r for r in first if r[2] == "m1")
+    assert m1[3] == "IOS-Both" and m1[5] == "p01" and m1[8] == "IOS faster (5 pairs)"
+    assert m1[7] == "1.25x [1.24-1.26]" and m1[4] == "8.400 [7.840-8.960]"  # figure [its interval]
+    counts = next(line for line in lines if line.startswith("32 cells:"))
+    assert "27 ok, 1 with a wrong output" in counts and "[2 unstable](#unstable-cells)" in counts
+    assert "1 skipped" in counts and "[1 failed](#failures)" in counts
+    # no wall of warnings before the results: they follow them, in the run notes
+    assert "warning" not in md.split("## cpu, batch size 1")[0]
+    assert "> warning: when the run started: load average 3.1" in md.split("## Run notes")[1]
+    unstable = _md_tables(md.split("## Unstable cells")[1].split("## Run notes")[0])[0]
+    assert [r[:3] for r in unstable[2:]] == [["m1", "1", "p05"], ["m2", "1", "p06"]]
+    assert all("rounds differ by 7.0%" in r[4] for r in unstable[2:])
+
+
+def test_wide_tables_turn_and_no_table_is_wider_than_twelve_columns(wide_run, tmp_path):
+    from ios_bench.reporting.report_tables import MAX_COLUMNS, Table
+
+    md = write_report(wide_run, tmp_path / "rep")["md"].read_text()
+    tables = _md_tables(md)
+    assert len(tables) > 10 and max(len(t[0]) for t in tables) <= MAX_COLUMNS
+    assert all(len(row) == len(t[0]) for t in tables for row in t)
+    latency = _md_tables(md.split("**Latency (ms), batch 1, cpu**")[1])[0]
+    assert latency[0] == ["framework", "m1", "m2", "GeoMean"] and len(latency) == 2 + 16
+    assert [r[0] for r in latency[2:4]] == ["p01", "p02"] and latency[-1][0] == "IOS-Both"
+    for title in ("Throughput (images/s)", "Peak memory (MiB)"):
+        assert _md_tables(md.split(f"**{title}, batch 1, cpu**")[1])[0][0][:3] == ["framework", "m1", "m2"]
+    speedup = _md_tables(md.split("**IOS at its best against the peers (latency ratio), batch 1, cpu**")[1])[0]
+    assert speedup[0] == ["peer", "m1", "m2", "GeoMean"] and speedup[2][0] == "IOS at its best (ms)"
+    # a table wider than 12 columns is split, its key columns repeated in every part
+    wide = Table("t", ["k1", "k2"] + [f"c{i}" for i in range(25)], [["a", "b"] + [str(i) for i in range(25)]],
+                 "n", keep=2)
+    parts = wide.parts()
+    assert [p.title for p in parts] == ["t (1/3)", "t (2/3)", "t (3/3)"] and [p.note for p in parts] == ["", "", "n"]
+    assert all(len(p.headers) <= MAX_COLUMNS and p.headers[:2] == ["k1", "k2"] for p in parts)
+    assert [h for p in parts for h in p.headers[2:]] == [f"c{i}" for i in range(25)]
+    assert [v for p in parts for v in p.rows[0][2:]] == [str(i) for i in range(25)]
+    # models as rows while the frameworks are not more than the models
+    narrow = report.metric_table(_fake_cells(["torch", "onnxruntime"], batches=(1,), models=("m1", "m2", "m3")),
+                                 "cpu", 1, "latency")
+    assert narrow.headers == ["model", "torch", "onnxruntime"] and [r[0] for r in narrow.rows] == \
+        ["m1", "m2", "m3", "GeoMean"]
+
+
+def _browser() -> str | None:
+    import shutil
+
+    return next((b for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)), None)
+
+
+def test_html_report_shows_the_same_in_the_same_order_and_parses_strictly(wide_run, tmp_path):
+    """The HTML report: the same sections in the same order as the Markdown one, its links pointing
+    at ids it has; a strict HTML5 parse (html5lib, the dev extra) finds no error, and where a
+    headless browser is installed it renders the file too."""
+    import html5lib
+
+    paths = write_report(wide_run, tmp_path / "rep")
+    md, page = paths["md"].read_text(), paths["html"].read_text()
+    parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
+    doc = parser.parse(page)  # raises on any parse error
+    assert not parser.errors
+    h2 = [(e.get("id"), e.text) for e in doc.iter("h2")]
+    assert [t for _, t in h2] == [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    ids = {i for i, _ in h2}
+    links = [a.get("href") for a in doc.iter("a")]
+    assert links == ["#unstable-cells", "#failures"] and all(h[1:] in ids for h in links)
+    h4 = [e.text for e in doc.iter("h4")]
+    assert h4[0] == "IOS at its best against the best peer"
+    body = list(doc.find("body"))
+    assert [e.tag for e in body[:4]] == ["h1", "h2", "h4", "table"]
+    tables = list(doc.iter("table"))
+    assert max(len(list(t.find("thead").iter("th"))) for t in tables) <= 12
+    browser = _browser()
+    if browser:  # a real render where a headless browser is installed (none is on the development VMs)
+        import subprocess
+
+        p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                            paths["html"].as_uri()], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "IOS at its best against the best peer" in p.stdout and "id=\"unstable-cells\"" in p.stdout

@@ -23,7 +23,6 @@ from pathlib import Path
 from ios_bench.records.runfolder import check_writable
 from ios_bench.reporting.escape import csv_cell, file_part, plot_text
 from ios_bench.reporting.escape import md as md_text
-from ios_bench.reporting.numbers import fmt
 from ios_bench.reporting.plotting import pyplot, save_png, series_styles
 from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-exported for callers of ios_bench.reporting.report
     IOS_BOTH,
@@ -40,11 +39,13 @@ from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-e
     across_table,
     build_table,
     by_place,
+    cell_counts,
     cells_table,
     config_table,
     env_table,
     failures_table,
     framework_order,
+    headline_table,
     ios_table,
     memory_table,
     metric_table,
@@ -52,6 +53,7 @@ from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-e
     rounds_table,
     slower_than_sequential,
     speedup_table,
+    unstable_table,
 )
 from ios_bench.results import load_run
 from ios_core.atomic import atomic_write_text
@@ -129,6 +131,13 @@ def plot_vs_batch(df, model: str, device: str, path: Path, styles: dict | None =
 
 # ---- the report ---------------------------------------------------------------------------------
 
+
+def anchor(heading: str) -> str:
+    """A section's anchor, as Markdown renderers derive it from the heading (lower case, spaces as
+    hyphens, other punctuation dropped); the HTML report gives its headings the same ids."""
+    return "-".join("".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_").split())
+
+
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;
 margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child
 {text-align:left}th{background:#f0f0f0}.note{color:#555;font-size:90%}.warn{color:#a40}img{max-width:100%}
@@ -143,39 +152,38 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     check_writable(out)
     from ios_bench.scenarios import report as scenario_report
     name = run_folder.name
-    sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str)])
-    summary = (f"{len(df)} cells: {int((df['status'] == 'ok').sum())} ok, {int((df['status'] == 'failed').sum())} "
-               f"failed, {int((df['status'] == 'skipped').sum())} skipped; "
-               f"{int((df['status'] == 'wrong').sum())} with a wrong output (shown, never in a GeoMean, speedup "
-               "or plot)")
-    intro = [("text", f"Run folder: {run_folder}. {summary}.")]
+    sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str) | ...])
+    # what a reader came for first: IOS at its best against the best peer, then one line of counts
+    # (the unstable cells and failures linked below); notes and warnings follow the results
+    timed = df if "scenario" not in df.columns else df[df["scenario"].isna()]
+    glance: list = []
+    head = headline_table(by_place(timed).reset_index(drop=True)) if not timed.empty else None
+    glance.append(head if head is not None else ("text", "No latency cell was timed."))
+    counts = cell_counts(df)
+    glance.append(("links", [(f"{len(df)} cells: {counts['ok']} ok, {counts['wrong']} with a wrong output (shown, "
+                              "never in a GeoMean, speedup or plot), ", None),
+                             (f"{counts['unstable']} unstable", "unstable-cells" if counts["unstable"] else None),
+                             (f", {counts['skipped']} skipped, ", None),
+                             (f"{counts['failed']} failed", "failures" if counts["failed"] else None),
+                             (f". Run folder: {run_folder}." + (f" {len(problems)} problem(s) reading it: see "
+                                                                "Run notes." if problems else ""), None)]))
+    sections.append(("At a glance", glance))
+    notes: list = []
     if env.get("clocks"):
-        intro.append(("text", f"Clocks: {env['clocks']}."))
-    intro.append(("text", f"Threads per cell: {_plan_threads(env)}; spin/wait policy "
+        notes.append(("text", f"Clocks: {env['clocks']}."))
+    notes.append(("text", f"Threads per cell: {_plan_threads(env)}; spin/wait policy "
                           f"for every cell: {_policy_text(env)}."))
     for note in env.get("notes") if isinstance(env.get("notes"), list) else []:
-        intro.append(("text", f"Note: {note}."))
+        notes.append(("text", f"Note: {note}."))
     for w in env.get("warnings") if isinstance(env.get("warnings"), list) else []:
-        intro.append(("warn", f"when the run started: {w}"))
+        notes.append(("warn", f"when the run started: {w}"))
     for p in problems:
-        intro.append(("warn", p))
+        notes.append(("warn", p))
     old = int(df["migrated_from"].notna().sum()) if "migrated_from" in df.columns else 0
     if old:
-        intro.append(("warn", f"{old} cell(s) come from an older run (schema 1): each was measured in one process, "
+        notes.append(("warn", f"{old} cell(s) come from an older run (schema 1): each was measured in one process, "
                               "one round, so its spread says nothing of between-process noise; measure again with "
                               "rounds for figures that repeat"))
-    for _, r in df[df["status"].isin(TIMED)].iterrows():
-        if "migrated_from" in df.columns and r.get("migrated_from") == r.get("migrated_from") \
-                and r.get("migrated_from") is not None:
-            continue  # said once above
-        if isinstance(r.get("unstable"), str) and r["unstable"]:
-            intro.append(("warn", f"{r['model']} b{r['batch_size']} {_row_label(r)} on {r['device']}: "
-                                  f"UNSTABLE ({r['unstable']})"))
-    for r in slower_than_sequential(df):
-        intro.append(("warn", f"{r['model']} b{r['batch_size']} {_row_label(r)} on {r['device']}: "
-                              f"{SLOWER_FLAG} ({fmt(_num(r['median_ms']))} ms vs "
-                              f"{fmt(_num(r['sequential_ms']))} ms sequential)"))
-    sections.append(("Summary", intro))
     styles = series_styles(framework_order(df))  # one style per series across every plot
     full = df
     if "scenario" in df.columns:  # LoadGen scenario cells have their own sections; the tables below are latency's
@@ -214,6 +222,10 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         scen = [r for r in run.records if r.get("scenario")]
         sections += scenario_report.sections(scen, out, styles, Table)
     df = full  # every cell from here on
+    unstable = unstable_table(df)
+    if unstable is not None:
+        sections.append(("Unstable cells", [unstable]))
+    sections.append(("Run notes", notes))
     config = config_table(df)
     if config:
         sections.append(("Configuration", [config]))
@@ -233,11 +245,16 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     body = [f"<h1>ios-bench report: {html.escape(name)}</h1>"]
     for heading, items in sections:
         lines += [f"## {md_text(heading)}", ""]
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body.append(f"<h2 id='{anchor(heading)}'>{html.escape(heading)}</h2>")
         for it in items:
             if isinstance(it, Table):
-                lines.append(it.md())
-                body.append(it.html())
+                for part in it.parts():  # at most MAX_COLUMNS columns each
+                    lines.append(part.md())
+                    body.append(part.html())
+            elif it[0] == "links":  # text with links to the report's sections: [(text, anchor or None)]
+                lines += ["".join(f"[{md_text(t)}](#{a})" if a else md_text(t) for t, a in it[1]), ""]
+                body.append("<p>" + "".join(f"<a href='#{a}'>{html.escape(t)}</a>" if a else html.escape(t)
+                                            for t, a in it[1]) + "</p>")
             elif it[0] == "img":
                 lines += [f"![{md_text(it[2])}]({it[1]})", ""]
                 body.append(f"<figure><img src='{html.escape(it[1])}' alt='{html.escape(it[2])}'>"

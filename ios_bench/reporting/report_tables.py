@@ -16,13 +16,34 @@ from ios_bench.reporting.numbers import fmt, fmt_pm
 from ios_core.measurement.stats import geomean, median_or_none
 
 IOS_BOTH = "ios-both"
+MAX_COLUMNS = 12  # no table of the report is wider (Table.parts splits a wider one)
 
 
 # ---- small table model rendered to Markdown and HTML -------------------------------------------
 
 class Table:
-    def __init__(self, title: str, headers: list[str], rows: list[list[str]], note: str = ""):
-        self.title, self.headers, self.rows, self.note = title, headers, rows, note
+    """A titled table with a note; ``keep``: its leading key columns (repeated in every part when
+    :meth:`parts` splits it)."""
+
+    def __init__(self, title: str, headers: list[str], rows: list[list[str]], note: str = "", keep: int = 1):
+        self.title, self.headers, self.rows, self.note, self.keep = title, headers, rows, note, keep
+
+    def parts(self, max_columns: int = MAX_COLUMNS) -> list[Table]:
+        """The table as it is when it has at most ``max_columns`` columns, else split into parts of
+        that width, each repeating the key columns (titled "(1/2)", ...; the note under the last)."""
+        if len(self.headers) <= max_columns:
+            return [self]
+        keep = max(1, min(self.keep, max_columns - 1))
+        rest = list(range(keep, len(self.headers)))
+        step = max_columns - keep
+        chunks = [rest[i:i + step] for i in range(0, len(rest), step)]
+        out = []
+        for i, chunk in enumerate(chunks):
+            cols = list(range(keep)) + chunk
+            out.append(Table(f"{self.title} ({i + 1}/{len(chunks)})", [self.headers[c] for c in cols],
+                             [[row[c] if c < len(row) else "" for c in cols] for row in self.rows],
+                             self.note if i == len(chunks) - 1 else "", keep))
+        return out
 
     def md(self) -> str:
         esc = md_text
@@ -86,19 +107,30 @@ def _status_text(row) -> str:
 TIMED = ("ok", "wrong")  # statuses that carry timings (a wrong cell is shown, never aggregated)
 
 
-def _grid(sub, text, empty: str = "-") -> tuple[list[str], list[list[str]]]:
-    """The models x frameworks grid every per-cell table shows: (frameworks in report order, one
-    row per model: its name, then ``text(record, model, framework)`` per framework, ``empty``
-    where the run has no such cell)."""
+def _grid(sub, text, title: str, note: str, empty: str = "-", total=None, total_label: str = "GeoMean") -> Table:
+    """The models x frameworks grid every per-cell table shows: ``text(record, model, framework)``
+    per cell (``empty`` where the run has no such cell) and, with ``total(framework)``, a GeoMean per
+    framework. Models are the rows and frameworks the columns; the table turns (frameworks as rows,
+    models as columns, the GeoMean a column) whenever there are more frameworks than models, so
+    that a sweep of many frameworks over few models stays narrow."""
     fws = framework_order(sub)
-    rows = []
-    for m in dict.fromkeys(sub["model"]):
-        row = [m]
+    models = list(dict.fromkeys(sub["model"]))
+    cells = {}
+    for m in models:
         for fw in fws:
             cell = sub[(sub["model"] == m) & (sub["framework"] == fw)]
-            row.append(empty if cell.empty else text(cell.iloc[0], m, fw))
-        rows.append(row)
-    return fws, rows
+            cells[m, fw] = empty if cell.empty else text(cell.iloc[0], m, fw)
+    totals = {fw: total(fw) for fw in fws} if total is not None else None
+    if len(fws) > len(models):
+        headers = ["framework"] + models + ([total_label] if totals else [])
+        rows = [[_label(fw)] + [cells[m, fw] for m in models] + ([totals[fw]] if totals else []) for fw in fws]
+        note = (note + "; " if note else "") + "frameworks as rows (more frameworks than models)"
+    else:
+        headers = ["model"] + [_label(fw) for fw in fws]
+        rows = [[m] + [cells[m, fw] for fw in fws] for m in models]
+        if totals:
+            rows.append([total_label] + [totals[fw] for fw in fws])
+    return Table(title, headers, rows, note)
 
 
 def metric_table(df, device: str, bs: int, metric: str) -> Table:
@@ -123,13 +155,10 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
             per_fw.setdefault(fw, {})[m] = val
         return out
 
-    fws, rows = _grid(sub, text, empty="")
-    geo = ["GeoMean"]
-    for fw in fws:
+    def total(fw) -> str:
         vals = per_fw.get(fw, {})
-        geo.append(fmt(geomean(list(vals.values())))
-                   if vals and len(vals) == len(models) else "-")
-    rows.append(geo)
+        return fmt(geomean(list(vals.values()))) if vals and len(vals) == len(models) else "-"
+
     if metric == "latency":
         title = f"Latency (ms), batch {bs}, {device}"
         note = ("median of the undisturbed rounds' medians ± the between-round spread (coefficient of variation "
@@ -139,51 +168,140 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
     else:
         title = f"Throughput (images/s), batch {bs}, {device}"
         note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
-    return Table(title, ["model"] + [_label(f) for f in fws], rows, note)
+    return _grid(sub, text, title, note, empty="", total=total)
 
 
 def speedup_table(df, device: str, bs: int) -> Table | None:
     """IOS at its best (the fastest correct IOS cell of each model: any schedule, any kernel
-    provider) against each peer and against the best peer."""
+    provider) against each peer and against the best peer; peers as rows (models as columns) when
+    there are more of them than models."""
     sub = _correct(df[(df["device"] == device) & (df["batch_size"] == bs)])
     is_ios = sub["framework"].str.startswith("ios-")
     if not is_ios.any():
         return None
     peers = [f for f in framework_order(sub) if not f.startswith("ios-")]
+    cols = peers + ["best peer"]
     models = list(dict.fromkeys(sub["model"]))
-    rows, per = [], {p: [] for p in peers + ["best peer"]}
+    per: dict[str, list] = {p: [] for p in cols}
+    ios_text, cell = {}, {}
     for m in models:
         ios = sub[(sub["model"] == m) & is_ios]
         if ios.empty:
-            rows.append([m, "-"] + ["-"] * (len(peers) + 1))
+            ios_text[m] = "-"
+            cell.update({(m, p): "-" for p in cols})
             continue
         best = ios.loc[ios["median_ms"].idxmin()]
-        row = [m, f"{_label(best['framework'])} {fmt(best['median_ms'])}"]
+        ios_text[m] = f"{_label(best['framework'])} {fmt(best['median_ms'])}"
         peer_rows = sub[(sub["model"] == m) & ~is_ios]
         for p in peers:
             peer = peer_rows[peer_rows["framework"] == p]
             if peer.empty:
-                row.append("-")
+                cell[m, p] = "-"
                 continue
             s = peer.iloc[0]["median_ms"] / best["median_ms"]
             per[p].append(s)
-            row.append(f"{s:.2f}x")
+            cell[m, p] = f"{s:.2f}x"
         if peer_rows.empty:
-            row.append("-")
+            cell[m, "best peer"] = "-"
         else:
             top = peer_rows.loc[peer_rows["median_ms"].idxmin()]
             s = top["median_ms"] / best["median_ms"]
             per["best peer"].append(s)
-            row.append(f"{s:.2f}x ({_label(top['framework'])})")
-        rows.append(row)
-    rows.append(["GeoMean", ""] + [f"{geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-"
-                                   for p in peers + ["best peer"]])
+            cell[m, "best peer"] = f"{s:.2f}x ({_label(top['framework'])})"
+    geo = {p: f"{geomean(per[p]):.2f}x" if per[p] and len(per[p]) == len(models) else "-" for p in cols}
     note = ("IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
             "peer figure / IOS figure; >1 means IOS is faster")
+    if len(cols) > len(models):  # turned: peers as rows
+        headers = ["peer"] + models + ["GeoMean"]
+        rows = [["IOS at its best (ms)"] + [ios_text[m] for m in models] + [""]]
+        rows += [[_label(p) if p != "best peer" else p] + [cell[m, p] for m in models] + [geo[p]] for p in cols]
+        note += "; peers as rows (more peers than models)"
+    else:
+        headers = ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"]
+        rows = [[m, ios_text[m]] + [cell[m, p] for p in cols] for m in models]
+        rows.append(["GeoMean", ""] + [geo[p] for p in cols])
     if str(device).startswith("cuda"):
         note += "; " + _graph_replay_note(sub[is_ios], peers)
-    return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}",
-                 ["model", "IOS at its best (ms)"] + [_label(p) for p in peers] + ["best peer"], rows, note)
+    return Table(f"IOS at its best against the peers (latency ratio), batch {bs}, {device}", headers, rows, note,
+                 keep=1 if len(cols) > len(models) else 2)
+
+
+# ---- paired verdicts from the rounds a cell already has ------------------------------------------
+
+def _rounds_of(r) -> list:
+    rounds = r.get("rounds") if r is not None else None
+    return rounds if isinstance(rounds, list) else []
+
+
+def _paired_verdict(a, b, words: tuple[str, str, str]) -> dict:
+    """B's figure against A's (``a``, ``b``: the samples of rounds measured in the same pass): the
+    change ``B / A - 1`` with its paired interval (``ios_bench.running.rounds.paired_interval``) and
+    the paired rule (``ios_bench.reporting.compare.judge_change`` with the floor
+    ``ios_bench.running.rounds.MIN_CHANGE``): ``words`` = (B slower, B faster, neither). Fewer than
+    two paired rounds: no verdict. A raw difference of two figures is never one."""
+    from ios_bench.reporting.compare import judge_change
+    from ios_bench.running.rounds import MIN_CHANGE, paired_interval
+
+    n = len(a)
+    if n < 2:
+        return {"verdict": None, "n": n, "why": f"{n} paired round{'s' * (n != 1)}: no verdict"}
+    change, low, high = paired_interval(a, b)
+    v, _ = judge_change(change, low, high, MIN_CHANGE, "the floor")
+    verdict = {"regression": words[0], "improvement": words[1]}.get(v, words[2])
+    return {"verdict": verdict, "n": n, "change": change, "low": low, "high": high}
+
+
+def against(base, other, words: tuple[str, str, str]) -> dict:
+    """``other``'s cell against ``base``'s, paired by the pass of their rounds (cells of one group
+    run in the same interleaved passes): :func:`_paired_verdict`."""
+    from ios_bench.running.rounds import paired_rounds
+
+    return _paired_verdict(*paired_rounds(_rounds_of(base), _rounds_of(other)), words)
+
+
+SLOWER_FLAG = "slower than sequential"
+FASTER_FLAG = "faster than sequential"
+SEQUENTIAL_WORDS = (SLOWER_FLAG, FASTER_FLAG, "no clear difference from sequential")
+
+
+def sequential_verdict(r, df) -> dict | None:
+    """An IOS cell (other than the sequential schedule, and not the same schedule as another)
+    against the sequential schedule on the same provider, on the interleaved rounds the cell
+    already has: paired by pass with the sequential cell of the sweep, or, where the sweep has
+    none, with the sequential schedule timed in each of the cell's own rounds (``sequential_ms``).
+    None where it does not apply."""
+    from ios_bench.planning.cells import schedule_key
+    from ios_bench.running.rounds import good_rounds
+
+    if r.get("status") != "ok" or isinstance(r.get("same_schedule_as"), str):
+        return None
+    schedule = r.get("schedule")
+    if not isinstance(schedule, str) or schedule == "sequential":
+        return None
+    provider = r.get("provider") if isinstance(r.get("provider"), str) else "torch"
+    seq = None
+    if isinstance(r.get("cell"), str) and "cell" in df.columns:
+        key = r["cell"].replace(r["framework"], schedule_key("sequential", provider))
+        found = df[(df["cell"] == key) & (df["status"] == "ok")]
+        seq = found.iloc[0] if not found.empty else None
+    if seq is not None:
+        return against(seq, r, SEQUENTIAL_WORDS)
+    own = [g for g in good_rounds(_rounds_of(r)) if isinstance(g.get("sequential_ms"), (int, float))
+           and g["sequential_ms"] > 0]
+    if not own and _num(r.get("sequential_ms")) is None:
+        return None
+    return _paired_verdict([[float(g["sequential_ms"])] for g in own], [g["samples_ms"] for g in own],
+                           SEQUENTIAL_WORDS)
+
+
+def verdict_text(v: dict | None) -> str:
+    """A paired verdict with its change and interval, e.g. ``slower than sequential +12.0% [+5.1%,
+    +19.3%], 5 pairs``."""
+    if v is None:
+        return ""
+    if v.get("verdict") is None:
+        return v["why"]
+    return f"{v['verdict']} {v['change']:+.1%} [{v['low']:+.1%}, {v['high']:+.1%}], {v['n']} pairs"
 
 
 def _graph_replay_note(ios, peers: list[str]) -> str:
@@ -208,8 +326,7 @@ def memory_table(df, device: str, bs: int) -> Table | None:
         v = _num(r["peak_rss_mib"])
         return f"{v:,.0f}" if v is not None else "-"
 
-    fws, rows = _grid(sub, text)
-    return Table(f"Peak memory (MiB), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
+    return _grid(sub, text, f"Peak memory (MiB), batch {bs}, {device}",
                  "the largest resident set of the cell's worker processes (its rounds), the Python process and "
                  "the framework together")
 
@@ -229,8 +346,7 @@ def build_table(df, device: str, bs: int) -> Table | None:
         first, later = _num(r.get("first_build_seconds")), median_or_none(builds[1:])
         return "-" if first is None else fmt(first) + (f" / {fmt(later)}" if later is not None else "")
 
-    fws, rows = _grid(sub, text)
-    return Table(f"Build time (s), batch {bs}, {device}", ["model"] + [_label(f) for f in fws], rows,
+    return _grid(sub, text, f"Build time (s), batch {bs}, {device}",
                  "first round / later rounds (median): each round a fresh process; the later rounds reuse what "
                  "the first built where the framework caches it on disk (torch.compile's inductor caches, XLA's "
                  "compilation cache, OpenVINO's model cache: docs/harness.md); not part of the timed samples")
@@ -262,9 +378,6 @@ def across_table(df, bs: int) -> Table | None:
                  "median ± std; correct outputs only; each column one device kind on one node")
 
 
-SLOWER_FLAG = "SLOWER THAN SEQUENTIAL"
-
-
 def _num(v, default: float | None = None) -> float | None:
     """A number from a cell, or ``default`` where an older or partial record lacks it."""
     try:
@@ -274,20 +387,96 @@ def _num(v, default: float | None = None) -> float | None:
     return default if math.isnan(f) else f
 
 
-def slower_than_sequential(df) -> list:
-    """IOS cells (other than the sequential schedule) measured slower than the sequential schedule
-    on the same provider in the same worker (``sequential_ms``)."""
-    out = []
-    for _, r in _ok(df).iterrows():
-        med, seq = _num(r.get("median_ms")), _num(r.get("sequential_ms"))
-        if isinstance(r.get("same_schedule_as"), str):  # the same schedule: one measurement, never "slower"
-            continue
-        if not (r.get("schedule") and r.get("schedule") != "sequential" and med and seq):
-            continue
-        low = _num(r.get("ci_low_ms"))
-        if (med > seq) if low is None else (low > seq):  # over rounds: only where the interval says so
-            out.append(r)
+PEER_WORDS = ("IOS faster", "IOS slower", "no clear difference")
+
+
+def _figure_ci(r) -> str:
+    """A cell's figure with its 95% interval (the hierarchical bootstrap over its rounds)."""
+    lo, hi = _num(r.get("ci_low_ms")), _num(r.get("ci_high_ms"))
+    return fmt(_num(r["median_ms"])) + (f" [{fmt(lo)}-{fmt(hi)}]" if lo is not None and hi is not None else "")
+
+
+def headline_table(df) -> Table | None:
+    """What a reader came for, first: per device, batch and model, IOS at its best (the fastest
+    correct IOS cell) against the best peer (the fastest correct peer), each figure with its
+    interval, and the peer / IOS ratio with its paired interval and verdict from the rounds the two
+    cells ran in the same interleaved passes (:func:`against`). None without a timed cell."""
+    timed = df[df["status"].isin(TIMED)]
+    if timed.empty:
+        return None
+    rows = []
+    for device in dict.fromkeys(df["device"]):
+        at = df[df["device"] == device]
+        for bs in sorted(set(at["batch_size"])):
+            here = at[at["batch_size"] == bs]
+            sub = _correct(here)
+            is_ios = sub["framework"].str.startswith("ios-")
+            for m in dict.fromkeys(here["model"]):
+                ios, peers = sub[(sub["model"] == m) & is_ios], sub[(sub["model"] == m) & ~is_ios]
+                best = ios.loc[ios["median_ms"].idxmin()] if not ios.empty else None
+                top = peers.loc[peers["median_ms"].idxmin()] if not peers.empty else None
+                row = [device, str(bs), m]
+                for r in (best, top):
+                    row += ["-", "-"] if r is None else [_label(r["framework"]), _figure_ci(r)]
+                if best is None or top is None:
+                    missing = "IOS cell" if best is None else "peer"
+                    row += ["-", f"no {missing} with a correct output"]
+                else:
+                    v = against(best, top, PEER_WORDS)  # change = peer / IOS - 1
+                    if v["verdict"] is None:
+                        ratio = f"{top['median_ms'] / best['median_ms']:.2f}x"
+                        row += [ratio, f"no verdict ({v['why'].split(':')[0]})"]
+                    else:
+                        row += [f"{1 + v['change']:.2f}x [{1 + v['low']:.2f}-{1 + v['high']:.2f}]",
+                                f"{v['verdict']} ({v['n']} pairs)"]
+                rows.append(row)
+    return Table("IOS at its best against the best peer",
+                 ["device", "batch", "model", "IOS at its best", "ms [95% CI]", "best peer", "ms [95% CI]",
+                  "peer / IOS [95% CI]", "verdict"], rows,
+                 "IOS at its best: the fastest correct IOS cell of the model (any schedule, any kernel provider); "
+                 "the best peer: the fastest correct other framework; ms: the median of the undisturbed rounds' "
+                 "medians [hierarchical bootstrap interval]; peer / IOS > 1: IOS is faster, its interval from the "
+                 "two cells' rounds of the same interleaved passes (paired); a verdict only where that interval "
+                 "excludes 1 and the change is at least 2%, never on a raw difference", keep=3)
+
+
+def cell_counts(df) -> dict[str, int]:
+    """The cells by what a reader must know of them: ok (a correct output, stable rounds), wrong
+    (a wrong output), unstable (correct, but its rounds disagree or were too few), skipped, failed."""
+    out = {"ok": 0, "wrong": 0, "unstable": 0, "skipped": 0, "failed": 0}
+    for _, r in df.iterrows():
+        if r["status"] == "wrong" or (r["status"] == "ok" and r.get("check_passed") is False):
+            out["wrong"] += 1
+        elif r["status"] == "ok":
+            out["unstable" if _unstable(r) else "ok"] += 1
+        elif r["status"] == "skipped":
+            out["skipped"] += 1
+        else:
+            out["failed"] += 1
     return out
+
+
+def _unstable(r) -> str:
+    why = r.get("unstable")
+    return why if isinstance(why, str) and why else ""
+
+
+def unstable_table(df) -> Table | None:
+    """The cells whose figure should not be trusted as it stands, with why (the rounds disagree,
+    or too few were undisturbed)."""
+    rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], _unstable(r)]
+            for _, r in df[df["status"].isin(TIMED)].iterrows() if _unstable(r)]
+    if not rows:
+        return None
+    return Table("Unstable cells", ["model", "batch", "framework", "device", "why"], rows,
+                 "their figures are shown, marked (unstable), and still measured; the Rounds table has each round",
+                 keep=3)
+
+
+def slower_than_sequential(df) -> list:
+    """IOS cells whose paired verdict against the sequential schedule on the same provider, from
+    the interleaved rounds they already have, is "slower" (:func:`sequential_verdict`)."""
+    return [r for _, r in _ok(df).iterrows() if (sequential_verdict(r, df) or {}).get("verdict") == SLOWER_FLAG]
 
 
 def ios_table(df, device: str, bs: int) -> Table | None:
@@ -305,22 +494,23 @@ def ios_table(df, device: str, bs: int) -> Table | None:
         flag = ""
         if isinstance(r.get("same_schedule_as"), str):
             flag = f"same schedule as {r['same_schedule_as']}"
-        elif seq and med and r["schedule"] != "sequential":
-            low = _num(r.get("ci_low_ms"))
-            flag = SLOWER_FLAG if (med > seq if low is None else low > seq) else "ok"
+        else:
+            flag = verdict_text(sequential_verdict(r, df))
         rows.append([r["model"], _row_label(r), r.get("provider") or "torch", fmt(med),
                      fmt(pred) if pred else "-", f"{err:+.1%}" if err is not None else "-",
                      fmt(seq) if seq else "-", f"{seq / med:.2f}x" if seq and med else "-", flag,
                      fmt(_num(r.get("optimize_seconds"))) if _num(r.get("optimize_seconds")) is not None else "-"])
     note = ("predicted: the optimizer's estimate (cost model, an estimate, not a measurement); error = "
-            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, measured in "
-            "the same interleaved rounds; vs sequential > 1 means the schedule is faster; SLOWER THAN SEQUENTIAL only "
-            "where the schedule's interval lies above the sequential figure")
+            "(predicted - measured) / measured; sequential: the sequential schedule on the same provider, measured "
+            "in the same interleaved rounds; vs sequential > 1 means the schedule is faster; against sequential: the "
+            "paired verdict on those rounds (the change of the schedule's round against the sequential one of the same "
+            "pass, its 95% interval and the pairs; slower or faster only where the interval excludes zero and the "
+            "change is at least 2%), never a raw difference")
     if errors:
         note += f". Mean absolute prediction error: {sum(errors) / len(errors):.1%} over {len(errors)} cells"
     return Table(f"IOS schedules: prediction and validation, batch {bs}, {device}",
                  ["model", "schedule", "provider", "measured ms", "predicted ms (estimate)", "prediction error",
-                  "sequential ms", "vs sequential", "flag", "optimize s"], rows, note)
+                  "sequential ms", "vs sequential", "against sequential", "optimize s"], rows, note)
 
 
 def rounds_table(df) -> Table | None:
@@ -364,13 +554,13 @@ def cells_table(df) -> Table:
             check += f" ({r['check_max_rel_err']:.1e})" if _num(r["check_max_rel_err"], None) is not None else ""
             check += "; oracle only" if _oracle_only(r) else ""
             rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
-                         fmt(r["median_ms"]), fmt(r["std_ms"]), f"{fmt(r['p10_ms'])}-{fmt(r['p90_ms'])}",
+                         fmt_pm(r["median_ms"], r["std_ms"]), f"{fmt(r['p10_ms'])}-{fmt(r['p90_ms'])}",
                          fmt(r["throughput"]), check, fmt(r["build_seconds"]), r.get("precision") or "",
                          _node(r)])
         else:
             rows.append([r["model"], r["batch_size"], _row_label(r), r["device"], r["status"],
-                         "", "", "", "", "", "", "", _node(r)])
-    return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ms", "std ms",
+                         "", "", "", "", "", "", _node(r)])
+    return Table("Every cell", ["model", "batch", "framework", "device", "status", "median ± std ms",
                                 "p10-p90 ms", "images/s", "output check (max rel err)", "build s", "precision",
                                 "node"],
                  rows, "output check: the cell's output against the oracle (ios_core.reference) at the adapter's "
