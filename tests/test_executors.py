@@ -91,7 +91,9 @@ def test_report_groups_cells_by_device_kind_and_node(tmp_path):
     for place in ("cpu on alpha", "cpu on beta", "cuda:V100 on gpu1"):
         assert f"**Latency (ms), batch 1, {place}**" in md
     alpha = md.split("**Latency (ms), batch 1, cpu on alpha**")[1].split("**")[0]
-    assert "| m1 | 2.000 ±0.100 | 1.000 ±0.100 |" in alpha and "| m2 |" not in alpha  # no table mixes nodes
+    # (two frameworks, one model: frameworks as rows)
+    assert "| torch | 2.000 ±0.100 |" in alpha and "| IOS-Both | 1.000 ±0.100 |" in alpha
+    assert "| m2 |" not in alpha and "| framework | m1 | GeoMean |" in alpha  # no table mixes nodes
     across = md.split("**Latency (ms) across devices and nodes, batch 1**")[1].split("_median")[0]
     assert "| model | framework | cpu on alpha | cpu on beta | cuda:V100 on gpu1 |" in across
     assert "| m1 | torch | 2.000 ±0.100 | - | 0.500 ±0.100 |" in across

@@ -155,11 +155,12 @@ def test_report_from_a_store_with_a_corrupt_line(tmp_path, capsys):
     out = capsys.readouterr()
     assert "results.jsonl:5: corrupt record skipped" in out.err
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "| model | torch | crashy | IOS-Both |" in md
-    assert "| m1 | 10.00 ±0.20 | failed | 5.000 ±0.200 |" in md
-    assert "| m2 | 10.00 ±0.20 |  | 5.000 ±0.200 |" in md
-    assert "| GeoMean | 10.00 | - | 5.000 |" in md
-    assert "| m1 | 100.0 [90.91-111.1] | failed | 200.0 [181.8-222.2] |" in md
+    # three frameworks, two models: frameworks as rows, the GeoMean a column (issue 42)
+    assert "| framework | m1 | m2 | GeoMean |" in md
+    assert "| torch | 10.00 ±0.20 | 10.00 ±0.20 | 10.00 |" in md
+    assert "| crashy | failed |  | - |" in md
+    assert "| IOS-Both | 5.000 ±0.200 | 5.000 ±0.200 | 5.000 |" in md
+    assert "| torch | 100.0 [90.91-111.1] |" in md and "| IOS-Both | 200.0 [181.8-222.2] |" in md
     # IOS at its best (IOS-Both) over torch, the one peer and so the best one
     assert "| m1 | IOS-Both 5.000 | 2.00x | 2.00x (torch) |" in md and "| GeoMean |  | 2.00x | 2.00x |" in md
     assert "| m1 | 1 | crashy | cpu | failed | crashed |" in md
