@@ -1,10 +1,15 @@
 """Reports for a run folder: ``report.md``, ``report.html``, ``results.csv`` and PNG plots.
 
-Contents (this module writes them; the tables come from :mod:`ios_bench.reporting.report_tables`): per
-device and batch size, the latency table (ms, model x framework, the paper's
-layout, GeoMean row), the throughput table (images/s), the speedup of IOS-Both over each peer;
-the normalized-throughput bar chart per model (the paper's figure), latency/throughput vs batch
-size; every cell with its output check; failures with their reasons; the environment.
+Contents, in this order (this module writes them; the tables come from
+:mod:`ios_bench.reporting.report_tables`): **At a glance**, IOS at its best against the best peer per
+device, batch and model (figures with intervals, the ratio with its paired interval and verdict),
+then one line of counts linking to the unstable cells and the failures; per device and batch size
+the latency and throughput tables (models x frameworks, turned when frameworks outnumber models),
+IOS against the peers, memory, build time, the IOS schedules against sequential (paired verdicts
+only) and the normalized-throughput bar chart; latency/throughput vs batch size; the unstable
+cells; the run notes (warnings); configuration, rounds, every cell with its output check,
+failures with their reasons, the environment. No table is wider than
+:data:`~ios_bench.reporting.report_tables.MAX_COLUMNS` columns.
 
 Figures: each cell's figure is the median of its undisturbed rounds' medians (``ios_bench.running.rounds``);
 tables show it with ± the between-round spread in ms (the coefficient of variation of the round
