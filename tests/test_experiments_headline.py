@@ -126,3 +126,16 @@ def test_the_headline_rows_of_the_committed_h200_run():
 def test_bad_deadline_and_dry_run_are_one_line(run_cli, argv, message):
     code, _, err = run_cli(["experiment", *argv])
     assert code == 2 and message in err
+
+
+def test_all_runs_the_papers_experiments_not_the_headline(run_cli, tmp_path, monkeypatch):
+    """``experiment all`` is the paper's experiments; the headline (a GPU window) runs on its own."""
+    from ios_bench import experiments
+    from ios_bench.commands import experiment as command
+
+    ran = []
+    monkeypatch.setattr(command, "_run_one", lambda exp, folder, *a, **k: ran.append(exp.name) or folder / "r.md")
+    code, _, err = run_cli(["experiment", "all", "--quick", "--out", str(tmp_path / "all")])
+    assert code == 0, err
+    assert "headline" not in ran and "headline" in experiments.names()
+    assert ran == [n for n in experiments.names() if n != "headline"]

@@ -99,7 +99,9 @@ def command(name, models_, device, quick, reference, threads, out, resume, deadl
         return
     if quick and reference:
         raise InputError("--quick and --reference are two different forms: choose one")
-    chosen = experiments.names() if name == "all" else [experiments.get(name).name]
+    # all: the paper's experiments (a recipe with in_all = False, the GPU headline, runs on its own)
+    chosen = [n for n, e in experiments.all_experiments().items() if getattr(e, "in_all", True)] \
+        if name == "all" else [experiments.get(name).name]
     if threads is not None:
         check_threads(threads, "--threads")
     from ios_bench.commands.run import parse_devices, parse_models

@@ -70,6 +70,7 @@ class Headline:
     summary = ("IOS-Sequential and IOS-Both (CUDA graphs and launches) against every GPU peer present, the "
                "paper's four networks at batches 1, 16, 32, over rounds")
     paper = "the IOS paper's headline: schedules and frameworks tables (batch 1) and its batch-size table (V100)"
+    in_all = False  # `experiment all` runs the paper's experiments; the headline is a GPU window of its own
 
     def runs(self, ctx: Context) -> list[Run]:
         gpu = _gpu(ctx)
