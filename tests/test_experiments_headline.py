@@ -139,3 +139,23 @@ def test_all_runs_the_papers_experiments_not_the_headline(run_cli, tmp_path, mon
     assert code == 0, err
     assert "headline" not in ran and "headline" in experiments.names()
     assert ran == [n for n in experiments.names() if n != "headline"]
+
+
+def test_the_gpu_plans_are_valid_sweeps_of_registered_frameworks(tmp_path):
+    """Each cuda sweep of the headline is a plan the sweep accepts: its frameworks registered, its
+    IOS options valid, graph and no-graph forms as adapter options, randwire and nasnet pruned."""
+    import adapters
+    from ios_bench.planning.plan import Plan, ios_options_problem
+    from ios_bench.running.sweep import Sweep
+
+    runs = hl.EXPERIMENT.runs(Context(out=tmp_path, devices=["cuda"]))
+    assert [r.name for r in runs][:4] == ["b1-graph-full", "b1-graph-r1s3", "b1-nograph-full", "b1-nograph-r1s3"]
+    for run in runs:
+        p = run.plan
+        assert set(p.frameworks) <= set(adapters.names()) and "tvm" in (p.frameworks or ["tvm"])
+        assert ios_options_problem(p.ios_options) is None and p.devices == ["cuda"] and p.rounds == 3
+        assert p.adapter_options["ios"]["cuda_graph"] == ("-graph-" in run.name)
+        assert ("nasnet" in p.models) == (p.ios_options == {"max_group_size": 1, "max_num_groups": 3})
+        assert p.frameworks == [] or "-graph-" in run.name  # the no-graph sweeps: IOS cells only
+        assert Plan.from_dict(p.to_dict()) == p
+        Sweep(p, tmp_path / run.name)  # accepted (nothing runs until .run())
