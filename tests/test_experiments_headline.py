@@ -159,3 +159,27 @@ def test_the_gpu_plans_are_valid_sweeps_of_registered_frameworks(tmp_path):
         assert p.frameworks == [] or "-graph-" in run.name  # the no-graph sweeps: IOS cells only
         assert Plan.from_dict(p.to_dict()) == p
         Sweep(p, tmp_path / run.name)  # accepted (nothing runs until .run())
+
+
+def test_an_interrupted_experiment_keeps_the_report_of_what_finished(tmp_path):
+    """^C (or the window's hard stop: SIGINT) in a sweep: the session says so and the report is
+    written whole with what is left, as at a deadline."""
+    import signal
+    import time
+
+    from tests.harness_helpers import start
+
+    out = tmp_path / "h"
+    p = start(["experiment", "headline", "--device", "cpu", "--quick", "--out", str(out), "--no-progress"], tmp_path,
+              SLOW)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.glob("runs/*/results.jsonl")):
+        time.sleep(0.5)
+    time.sleep(2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0 and "interrupted in sweep" in err, err[-2000:]
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["sessions"][-1]["stopped"].startswith("interrupted in sweep") and "finished" not in meta
+    report = (out / "report.md").read_text()
+    assert "**Not finished.**" in report and "--resume" in report

@@ -113,3 +113,17 @@ def test_bad_arguments_are_one_line(capsys, argv, message):
     assert gh.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+
+def test_a_step_that_runs_past_the_window_is_interrupted_then_killed(monkeypatch):
+    import time
+
+    t0 = time.monotonic()
+    code = "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
+    assert gh.run_until([sys.executable, "-c", code], dict(os.environ), 1.0) == 130  # SIGINT: the ^C path
+    monkeypatch.setattr(gh, "KILL_AFTER_S", 1.0)
+    stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
+    assert gh.run_until([sys.executable, "-c", stubborn], dict(os.environ), 1.0) == -9  # then SIGKILL
+    assert time.monotonic() - t0 < 30
+    assert gh.run_until([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 30) == 3

@@ -192,6 +192,11 @@ def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool =
         except KeyboardInterrupt:
             console.print(term(f"{exp.name} interrupted in sweep {run.name}: continue the experiment with: "
                                f"{resume_hint}"), highlight=False)
+            # what finished stays reported (a window's hard stop interrupts the step that ran over)
+            session["stopped"] = f"interrupted in sweep {run.name}"
+            session["seconds"] = round(time.monotonic() - t0, 1)
+            _rewrite_partial(exp, ctx, runs, folders, meta, console, stopped=session["stopped"], hint=resume_hint)
+            atomic_write_json(out / EXPERIMENT_FILE, meta)
             raise
         session.setdefault("steps", []).append({"step": run.name, "seconds": round(time.monotonic() - t_run, 1),
                                                 "stopped": stats.get("stopped")})
