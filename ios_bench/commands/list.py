@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from pathlib import Path
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -43,11 +48,58 @@ def framework_rows() -> list[dict]:
     return rows
 
 
-def frameworks_table() -> Table:
+LOG_NAME = "list-frameworks.log"
+
+
+def log_path() -> Path:
+    """Where the frameworks' own log output of ``list frameworks`` goes: ``logs/`` in the user's
+    cache folder (``platformdirs.user_cache_dir("ios-bench")``, as the profile database's)."""
+    try:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("ios-bench"))
+    except ImportError:  # pragma: no cover - platformdirs comes with the project
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ios-bench"
+    return base / "logs" / LOG_NAME
+
+
+@contextlib.contextmanager
+def framework_output_to(path: Path):
+    """The process's standard output and error (file descriptors 1 and 2, which the frameworks'
+    C++ logging writes to directly: absl's preamble, TensorFlow's cudart stub and CPU feature lines)
+    go to ``path`` inside the block, and so do those of any process started in it; the console
+    gets them back after. Yields the path (a temporary file where ``path`` cannot be written)."""
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:
+        fd, name = tempfile.mkstemp(prefix="ios-bench-", suffix=f"-{LOG_NAME}")
+        path = Path(name)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield path
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+
+
+def frameworks_table(rows: list[dict] | None = None) -> Table:
     table = Table(title="Frameworks (device cpu)")
     for col in ("name", "status", "version / reason", "tolerance", "in flight", "description"):
         table.add_column(col)
-    for row in framework_rows():
+    for row in framework_rows() if rows is None else rows:
         status = "[green]available[/]" if row["available"] else "[yellow]unavailable[/]"
         tol = f"{row['tolerance']:.0e}" if row["tolerance"] is not None else ""
         table.add_row(term(row["name"]), status,
@@ -61,8 +113,22 @@ def frameworks_table() -> Table:
 def command(what: str):
     """List the model zoo (name, input shape, #operators, GMACs, params) or the frameworks
     (adapters) with whether each can run on this machine and why not, and how each keeps several
-    requests in flight under a LoadGen scenario (docs/scenarios.md)."""
+    requests in flight under a LoadGen scenario (docs/scenarios.md). The frameworks' own log
+    lines (TensorFlow's C++ logging, ...) go to a log file in the user's cache folder, named at
+    the end, not to the console."""
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
-    console.print(models_table() if what == "models" else frameworks_table())
+    if what == "models":
+        console.print(models_table())
+        return
+    with framework_output_to(log_path()) as log:  # importing each framework to ask whether it runs
+        rows = framework_rows()
+    console.print(frameworks_table(rows))
+    try:
+        noisy = log.stat().st_size > 0
+    except OSError:
+        noisy = False
+    if noisy:
+        Console(stderr=True, soft_wrap=True).print(f"[dim]the frameworks' own log output: {term(log)}[/]",
+                                                   highlight=False)
