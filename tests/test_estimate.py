@@ -205,3 +205,24 @@ def test_work_that_will_not_run_leaves_the_eta():
     assert eta.remaining() == pytest.approx(60.0)
     eta.drop(1000.0)
     assert eta.remaining() == 0.0
+
+
+def test_a_first_round_is_not_cold_where_the_user_build_cache_holds_the_build(tmp_path, monkeypatch):
+    """``--build-cache user``: a second run's first torch-compile round reuses the sealed inductor
+    cache an earlier run left, so the estimate adds no cold build for it (nor on a GPU's cache)."""
+    from adapters.build_cache import ENV, MANIFEST
+
+    m = _model()
+    cold = estimate.STATED["first_build_s"]["torch-compile"]
+    monkeypatch.setenv(ENV, str(tmp_path))
+    assert m.first_build_s("torch-compile") == cold  # nothing there yet
+    (tmp_path / "torch-inductor").mkdir()
+    assert m.first_build_s("torch-compile") == cold  # files without a manifest: a build that did not finish
+    (tmp_path / "torch-inductor" / MANIFEST).write_text("{}")
+    assert m.first_build_s("torch-compile") == 0.0 and m.first_build_s("torch-compile-cudagraphs") == 0.0
+    (tmp_path / "torch-inductor" / MANIFEST).unlink()
+    (tmp_path / "torch-inductor@nvidia-h200").mkdir()
+    (tmp_path / "torch-inductor@nvidia-h200" / MANIFEST).write_text("{}")
+    assert m.first_build_s("torch-compile") == 0.0
+    monkeypatch.setenv(ENV, "off")
+    assert m.first_build_s("torch-compile") == cold
