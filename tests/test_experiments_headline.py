@@ -86,6 +86,8 @@ def test_the_dry_run_prints_the_plan_and_one_estimate_line(run_cli, tmp_path):
     assert not (tmp_path / "x").exists()  # a dry run writes nothing
     code, out, _ = run_cli(["experiment", "headline", "--device", "cuda", "--dry-run", "--gpu", "h100"])
     assert code == 0 and out.strip().splitlines()[-1].endswith("on NVIDIA H100")
+    code, out, _ = run_cli(["experiment", "headline", "--dry-run", "--quick"])  # on the CPU: the plan only
+    assert code == 0 and "b1-full" in out and "estimated duration" not in out
 
 
 def test_the_estimate_takes_its_costs_from_the_committed_h200_records():
@@ -117,6 +119,12 @@ def test_the_headline_rows_of_the_committed_h200_run():
     assert rows["squeezenet"]["vs_best"] == pytest.approx(0.569 / 0.413, rel=2e-3)
     assert "(unstable)" in rows["randwire"]["both"]  # one round: flagged
     assert rows["nasnet"]["both"] == "not run" and rows["nasnet"]["best_peer"] is None
+    assert rows["inception_v3"]["sm_both"] == "22"  # NVML's mean SM utilization in the timed loop
+    report = hl.EXPERIMENT.report(Context(out=Path("x"), devices=["cuda"]),
+                                  {"b1-graph-full": folder / "graph-full", "b1-graph-r1s3": folder / "graph-r1s3"})
+    text = "\n".join(body for _, body in report.sections)
+    assert "| inception_v3 | 1 | full | 3.858" in text and "| 1.48x |" in text and "1.21x (TVM-cuDNN)" in text
+    assert "tensorrt: TensorRT is not installed" in text  # every framework that could not run, with why
 
 
 @pytest.mark.parametrize("argv,message", [

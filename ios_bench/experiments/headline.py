@@ -124,10 +124,13 @@ class Headline:
         return {"done": rc in (0, 1), "rc": rc, "seconds": round(time.monotonic() - t0, 1), "file": "doctor.txt",
                 "command": cmd}
 
-    def estimate(self, ctx: Context, runs: list[Run], gpu: str) -> tuple[float, list[str], str]:
-        """The dry run's estimate: (seconds, lines, the device it is for)."""
+    def estimate(self, ctx: Context, runs: list[Run], gpu: str) -> tuple[float, list[str], str] | None:
+        """The dry run's estimate on a GPU: (seconds, lines, the GPU it is for); None on the CPU
+        (the measured costs are a GPU machine's: each sweep prints its own estimate as it starts)."""
+        if not _gpu(ctx):
+            return None
         seconds, lines = estimate(runs, gpu)
-        return seconds, lines, GPUS[gpu] if _gpu(ctx) else "this CPU"
+        return seconds, lines, GPUS[gpu]
 
     # ---- the report ------------------------------------------------------------------------------
     def reduced(self, ctx: Context) -> list[str]:
@@ -160,16 +163,25 @@ class Headline:
                        "schedule gain: IOS-Sequential / IOS-Both; IOS-Both vs it: the best peer's median / IOS-Both's. "
                        "A figure marked (unstable) has too few rounds or rounds that disagree.")
         sections = [("Headline", main)]
-        nograph = [[r["model"], str(r["batch"]), r["seq_nograph"], r["both_nograph"]] for r in rows
-                   if r["seq_nograph"] != "not run" or r["both_nograph"] != "not run"]
+        nograph = [[r["model"], str(r["batch"]), r["seq_nograph"], r["both_nograph"], r["sm_seq"], r["sm_both"]]
+                   for r in rows if r["seq_nograph"] != "not run" or r["both_nograph"] != "not run"
+                   or r["sm_seq"] != "-"]
         if nograph:
-            sections.append(("Without CUDA graphs", c.table("IOS launching each kernel (ms)",
-                                                            ["network", "batch", "IOS-Sequential", "IOS-Both"],
-                                                            nograph)))
+            sections.append(("Without CUDA graphs, and GPU utilization", c.table(
+                "IOS launching each kernel (ms), and the mean SM utilization NVML sampled during the graph-replayed "
+                "cells' timed loops", ["network", "batch", "IOS-Sequential (no graph)", "IOS-Both (no graph)",
+                                       "SM % IOS-Sequential", "SM % IOS-Both"], nograph)))
         skipped = sorted({f"{r['framework']}: {r.get('reason')}" for r in recs if r.get("status") == "skipped"})
         if skipped:
             sections.append(("Frameworks that could not run here", "\n".join(f"- {x}" for x in skipped)))
         return Report(self.title, sections, [], self.reduced(ctx))
+
+
+def _sm(rec: dict | None) -> str:
+    """The cell's mean SM utilization during its timed loop (NVML, ``--sample-utilization``)."""
+    util = (rec or {}).get("utilization")
+    return c.fmt(util.get("mean_sm_pct"), 0) if isinstance(util, dict) and util.get("mean_sm_pct") is not None \
+        else "-"
 
 
 def _x(v: float | None) -> str:
@@ -201,6 +213,7 @@ def headline_rows(recs: list[dict]) -> list[dict]:
                  "best_peer_text": c.cell(peers[best]) if best else "-",
                  "vs_best": c.ms(peers[best]) / b_ms if best and b_ms else None,
                  "seq_nograph": c.cell(ios("sequential", False)), "both_nograph": c.cell(ios("both", False)),
+                 "sm_seq": _sm(seq), "sm_both": _sm(both),
                  "search": "full" if search.endswith("-full") else (search.rsplit("-", 1)[-1] if search else None),
                  "published": "-"}
         fw = {k: v for k, v in pub.FRAMEWORKS_MS.get(model, {}).items() if k != "IOS"}

@@ -276,10 +276,11 @@ def dry_run(exp: Experiment, ctx: Context, gpu: str = "h200") -> list[str]:
         out.append(f"       models {', '.join(p.models)}; batch {', '.join(map(str, p.batch_sizes))}; frameworks "
                    f"{frameworks}; schedules {', '.join(p.schedules or ['default'])}; rounds {p.rounds}{opts}")
     est = getattr(exp, "estimate", None)
-    if est is None:
-        out.append(f"{exp.name} states no per-step costs; each sweep prints its own estimate as it starts")
+    got = est(ctx, runs, gpu) if est is not None else None
+    if got is None:
+        out.append(f"{exp.name} states no per-step costs here; each sweep prints its own estimate as it starts")
         return out
-    seconds, lines, device = est(ctx, runs, gpu)
+    seconds, lines, device = got
     out.append("estimate, sweep by sweep (each figure says whether it was measured or assumed):")
     out += lines
     out.append(f"estimated duration {seconds:.0f} s on {device}")
