@@ -93,7 +93,7 @@ def test_plateau_rule_needs_a_judged_latency_above_the_bound():
 def test_floor_and_judged_latency_from_the_settings():
     assert floor_of({"server_floor_qps": 3.0}, 500.0) == (3.0, "the server_floor_qps setting")
     value, why = floor_of({}, 500.0)
-    assert value == pytest.approx(50.0) and "a tenth of the capacity" in why
+    assert value == pytest.approx(100.0) and "a fifth of the capacity" in why  # (a tenth until issue 42)
     assert (judged_key(0.99), judged_key(0.9), judged_key(0.5)) == ("p99_ms", "p90_ms", "p50_ms")
 
 
@@ -142,7 +142,7 @@ def test_a_cell_without_a_valid_load_says_none_valid_above_in_record_line_and_re
 def test_the_duration_model_counts_tries_down_to_the_floor():
     from ios_bench.scenarios.cells import server_loads
 
-    assert server_loads({"server_tries": 8}, 0.01) == [2, 4, 8, 10]  # default floor: a tenth of the capacity
-    assert server_loads({"server_tries": 3}, 0.01) == [2, 4, 8]
+    assert server_loads({"server_tries": 8}, 0.01) == [2, 4, 5]  # default floor: a fifth of the capacity
+    assert server_loads({"server_tries": 2}, 0.01) == [2, 4]
     assert server_loads({"server_tries": 8, "server_floor_qps": 25.0}, 0.01) == [2, 4]  # 100 QPS / 25
     assert server_loads({"server_tries": 8, "server_floor_qps": 80.0}, 0.01) == [2]  # above half: one try

@@ -132,8 +132,8 @@ class RoundEstimate:
     and what this 2-core machine needed: on squeezenet every framework's p99 at low load stayed
     above 2x its single-stream p90, and its searches halved down to a few QPS: onnxruntime's
     round took 242 s, counted here as 181 s (at one request's latency per query, as before: 15 s).
-    The search stops at its floor (:func:`server_loads`): by default a tenth of the capacity, so a
-    round is at most tries at 2, 4, 8 and 10 times the latency (a plateau may end it sooner).
+    The search stops at its floor (:func:`server_loads`): by default a fifth of the capacity, so a
+    round is at most tries at 2, 4 and 5 times the latency (a plateau may end it sooner).
     A cell is counted under its own scenario (a Server sweep's single-stream cells as single-stream).
     Everything else is the wrapped model's."""
 

@@ -32,7 +32,7 @@ SETTINGS = {
     "server_latency_factor": (*_POSITIVE, "Server: the bound as a multiple of the single-stream p90"),
     "server_tries": (*_POSITIVE_INT, "Server: LoadGen runs the QPS search may make (each one recorded)"),
     "server_floor_qps": (*_POSITIVE, "Server: the lowest offered load worth serving, QPS: the search never halves "
-                                     "below it and stops at it (default: a tenth of the capacity measured in "
+                                     "below it and stops at it (default: a fifth of the capacity measured in "
                                      "the round, instances x 1000 / one request's ms)"),
     "server_search": (*_SEARCH, "Server: bisect (our bounded search over LoadGen runs) or loadgen-peak "
                                 "(LoadGen's FindPeakPerformance, then one confirming run)"),
