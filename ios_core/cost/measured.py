@@ -206,6 +206,7 @@ class MeasuredCostModel:
         # samples); everything else a timed stage cost (windows, canaries, NVML, signatures, database)
         self._build, self._timed, self._overhead = _Spent(), _Spent(), _Spent()
         self._plans = None
+        self._stored: dict[tuple, dict] = {}  # cuda: (batch, threads) -> the database's rows, read once
         self._rows: dict[tuple, tuple] = {}  # cuda: measured rows waiting for their canary group's verdict
 
     # ---- public ----------------------------------------------------------------------------
@@ -429,7 +430,13 @@ class MeasuredCostModel:
         without it where it can."""
         mark = self._mark()
         batch_size = key[0]
-        value = self.cache.get(batch_size, key[1], self.method, sig) if self.cache is not None else None
+        value = None
+        if self.cache is not None:  # the database's rows for this batch size, read once (ProfileCache.snapshot)
+            stored = self._stored.get(key[:2])
+            if stored is None:
+                stored = self._stored[key[:2]] = self.cache.snapshot(batch_size, key[1], self.method)
+            value = stored.get(sig)
+            self.cache.count_lookup(value, sig in stored)
         if value is None:
             value = self._take_gpu(key, sig, desc, build)
             self._book_overhead(mark)
