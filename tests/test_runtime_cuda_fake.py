@@ -298,3 +298,38 @@ def test_uploads_are_synchronized_before_any_kernel_runs():
     rt = CudaRuntime(graph, 1, "cuda", backend=dev)
     with pytest.raises(OrderError):
         rt.run(random_input(graph, 1, seed=0))
+
+
+def test_task_marks_record_external_events_through_the_driver(monkeypatch):
+    """gpu_fidelity's marks inside a captured graph: cuEventRecordWithFlags(event, stream,
+    CU_EVENT_RECORD_EXTERNAL) per task begin and end (a plain record inside a capture records no
+    time), read as ms from the first task's begin (CuPy and the driver stood in for here)."""
+    import ctypes
+    import types
+
+    from ios_core.runtime import cuda_device
+
+    calls = []
+
+    class Fn:
+        argtypes = restype = None
+
+        def __call__(self, ev, st, flag):
+            calls.append((ev, st, flag))
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: types.SimpleNamespace(cuEventRecordWithFlags=Fn()))
+    made = []
+
+    class Event:
+        def __init__(self):
+            self.ptr = 1000 + len(made)
+            made.append(self)
+
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: b.ptr - a.ptr))
+    streams = [types.SimpleNamespace(ptr=7), types.SimpleNamespace(ptr=8)]
+    marks = cuda_device.CudaTaskMarks(cp, 2, streams)
+    marks.begin(0, 0)()
+    marks.end(1, 1)()
+    assert calls == [(1000, 7, 1), (1003, 8, 1)]
+    assert marks.read() == [(0.0, 1.0), (2.0, 3.0)]

@@ -76,14 +76,10 @@ class CupyDevice:
 
     def attach_plan_cache(self, plan_cache) -> None:
         """Keep the plans chosen in ``plan_cache`` (see the class) and reuse those stored there."""
-        if isinstance(plan_cache, str) and plan_cache == "default":
-            plan_cache = None, None
-        elif not hasattr(plan_cache, "get"):
-            plan_cache = plan_cache, None
-        else:
+        if hasattr(plan_cache, "get"):  # an open CudnnPlanCache
             self.plans.attach(plan_cache)
             return
-        store, why = open_plan_cache(self.plan_versions(), plan_cache[0])
+        store, why = open_plan_cache(self.plan_versions(), None if plan_cache == "default" else plan_cache)
         self.plans.attach(store)
         if why:
             self.plans.reasons.append(why)
