@@ -189,7 +189,8 @@ def test_the_user_scope_is_reused_by_a_second_run_and_refused_when_its_versions_
         p = cli([*RUN, "--models", "tiny_a", "--frameworks", "openvino", "--rounds", "1",
                  "--out", str(tmp_path / name)], cwd=tmp_path, extra=extra)
         assert p.returncode == 0, p.stderr[-3000:]
-        rec, (cache,) = _build_caches(tmp_path / name)
+        rec, caches = _build_caches(tmp_path / name)
+        cache = caches[0]  # the run's first round (a disturbed one is measured again, from the same cache)
         assert cache["scope"] == "user" and cache["dir"] == str(home / "openvino")
         assert not (tmp_path / name / "cache").exists()  # nothing in the run folder
         assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]  # every run's first build, apart
@@ -223,8 +224,9 @@ def test_a_torch_compile_cells_second_round_reuses_the_first_rounds_inductor_cac
              "--out", str(tmp_path / "run")], cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     rec, caches = _build_caches(tmp_path / "run")
-    assert [c["state"] for c in caches] == ["cold", "warm"]
-    assert [c["reused"] for c in caches] == [False, True]
+    # a round that other work disturbed is measured again (a further round, warm too)
+    assert len(caches) >= 2 and caches[0]["state"] == "cold" and {c["state"] for c in caches[1:]} == {"warm"}
+    assert caches[0]["reused"] is False and all(c["reused"] for c in caches[1:])
     assert all(c["dir"] == str((tmp_path / "run" / "cache" / "torch-inductor").resolve()) or
                c["dir"].endswith("run/cache/torch-inductor") for c in caches)
     assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]
