@@ -308,3 +308,28 @@ def test_a_stored_plan_that_no_longer_matches_is_tuned_again_with_a_reason(cudnn
     assert st["plans_reused"] == 0 and st["plans_tuned_geometries"] == 1
     assert st["plan_cache_reasons"][0].startswith("stored cuDNN plan an engine of another build not usable "
                                                   "(RuntimeError: plan 0 is 'eng0' here")
+
+
+def test_a_plan_cache_that_cannot_be_read_or_written_is_a_reason(cudnn):
+    import sqlite3
+
+    from ios_core.runtime.cuda_plans import ConvPlanBook
+
+    class Broken:
+        def get(self, key):
+            raise sqlite3.OperationalError("database disk image is malformed")
+
+        def put(self, key, rec):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    b = ConvPlanBook(Broken())
+
+    def tuned():
+        c = cuda_kernels.build_conv("h", tune=lambda conv: {0: 1.0, 2: 0.5}, **GEOMETRY)
+        return c, cuda_kernels.plan_record(c), len(c.plans)
+
+    conv = b.choose("g", tuned, lambda rec: cuda_kernels.build_conv("h", known=rec, **GEOMETRY))
+    assert conv.plan == 2
+    assert b.stats()["plan_cache_reasons"] == [
+        "cuDNN plan cache not read (OperationalError: database disk image is malformed): plans built and timed",
+        "cuDNN plan cache not written (OperationalError: attempt to write a readonly database)"]
