@@ -74,7 +74,10 @@ def validation_text(v: dict) -> str:
         parts = []
         for c in v["candidates"]:
             ms = c.get("measured_ms")
-            parts.append(f"{c['name']} {ms:.3f}" if ms is not None else f"{c['name']} -")
+            if c.get("same_as"):
+                parts.append(f"{c['name']} (= {c['same_as']})")
+            else:
+                parts.append(f"{c['name']} {ms:.3f}" if ms is not None else f"{c['name']} -")
         return (f"candidates timed end to end ({v.get('form', 'runtime')}, ms): " + ", ".join(parts)
                 + f" -> {v['kept'].upper() if v['kept'] != 'schedule' else 'schedule'} kept"
                 + (f" ({v['reason']})" if v.get("reason") else ""))
