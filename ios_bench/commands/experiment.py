@@ -70,8 +70,8 @@ def _latest(name: str) -> Path | None:
               help="With --dry-run --device cuda: the GPU the estimate is for.")
 @click.option("--build-cache", "build_cache", default="user", show_default=True,
               type=click.Choice(["off", "run", "user"]),
-              help="Where builds are kept between rounds: off, run (each run folder's cache/) or user (the user's "
-                   "cache folder, across runs; sealed by versions and device).")
+              help="Where builds are kept between rounds: off, run (the experiment folder's cache/, shared by its "
+                   "sweeps) or user (the user's cache folder, across runs; sealed by versions and device).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (one line per cell only).")
 def command(name, models_, device, quick, reference, threads, out, resume, deadline, dry_run, gpu_kind, build_cache,
             no_progress):
