@@ -9,6 +9,7 @@ own packages.
     python benchmarks/gpu_headline.py --fetch-wheels   # here: the wheels a lent machine lacks -> .whl/,
                                                        # the ones over --part-mib split in parts
     python benchmarks/gpu_headline.py --check          # here or there: what is carried, in how many transfers
+    python benchmarks/gpu_headline.py --dry-run        # --check, then the experiment's plan and estimate
     python3 benchmarks/gpu_headline.py --out $OUT/headline --deadline 540   # there: one window
     python3 benchmarks/gpu_headline.py --out $OUT/headline --deadline 540   # the next window resumes it
 
@@ -323,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fetch-wheels", action="store_true", help="download the wheels a lent machine lacks (here)")
     ap.add_argument("--part-mib", type=float, default=PART_MIB, help="largest part of a wheel split for transfer")
     ap.add_argument("--check", action="store_true", help="say what is missing, what is carried and how it travels")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="--check, then the experiment's own dry run (ios-bench experiment headline --device cuda "
+                         "--dry-run): its last line is 'estimated duration N s on <GPU>'")
     args, extra = ap.parse_known_args(argv)
     if not 60 <= args.deadline <= 600:
         print(f"error: bad --deadline {args.deadline:g}: expected 60 to 600 seconds (one device command is at most "
@@ -333,11 +337,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.fetch_wheels:
         return fetch_wheels(Path(args.wheels), args.part_mib)
-    if args.check:
+    if args.check or args.dry_run:
         lines, _, _ = wheel_report(Path(args.wheels), join=False)
         print("\n".join(lines) or "nothing missing here")
-        print(transfers(Path(args.wheels)))
-        return 0
+        print(transfers(Path(args.wheels)), flush=True)
+        if not args.dry_run:
+            return 0
+        return subprocess.call([sys.executable, "-m", "ios_bench", "experiment", "headline", "--device", "cuda",
+                                "--dry-run", *extra], cwd=ROOT)
     if not args.out:
         print("error: --out is required for a window (the experiment folder; the next window names it again)",
               file=sys.stderr)

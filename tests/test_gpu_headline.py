@@ -127,3 +127,14 @@ def test_a_step_that_runs_past_the_window_is_interrupted_then_killed(monkeypatch
     assert gh.run_until([sys.executable, "-c", stubborn], dict(os.environ), 1.0) == -9  # then SIGKILL
     assert time.monotonic() - t0 < 30
     assert gh.run_until([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 30) == 3
+
+
+def test_the_dry_run_is_the_experiments_and_ends_with_its_one_line(tmp_path):
+    import subprocess
+
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_headline.py"), "--dry-run", "--wheels",
+                        str(tmp_path), "--gpu", "h100"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = p.stdout.strip().splitlines()
+    assert re.fullmatch(r"estimated duration \d+ s on NVIDIA H100", lines[-1]), lines[-1]
+    assert "the batch-1 part" in p.stdout and "b1-graph-full" in p.stdout and "no wheels" in p.stdout

@@ -290,15 +290,17 @@ def measured_costs(folder: Path = MEASURED_RUN) -> dict:
 
 
 def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[float, list[str]]:
-    """(seconds, lines): each sweep's estimated cost, from :func:`measured_costs` where the H200
-    measured it and :data:`ASSUMED` where not, each figure saying which."""
+    """(seconds of the batch-1 part: the preflight and the sweeps at batch 1, lines): each sweep's
+    estimated cost, from :func:`measured_costs` where the H200 measured it and :data:`ASSUMED`
+    where not, each figure saying which; the lines end with the batch-1 part and the whole."""
     m = measured_costs() if costs is None else costs
-    lines, total = [], 0.0
+    lines, total, first_part = [], 0.0, 0.0
     n_meas = n_ass = 0
     fixed = statistics.median(m["sweep_fixed"]) if m["sweep_fixed"] else None
     overhead_any = statistics.median(m["overhead"].values()) if m["overhead"] else None
     if m.get("doctor") is not None:
         total += m["doctor"]
+        first_part += m["doctor"]
         lines.append(f"  {'preflight (doctor)':<22}{m['doctor']:7.1f} s  measured (H200 2026-11-26)")
         n_meas += 1
     for run in runs:
@@ -351,6 +353,8 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
         if absent:
             parts.append(f"0 s for {', '.join(absent)} (not installed on the measured H200: skipped cells)")
         total += s
+        if not later:
+            first_part += s
         lines.append(f"  {run.name:<22}{s:7.1f} s  " + "; ".join(parts))
     lines.append(f"  figures: {n_meas} measured on the H200 of 2026-11-26 ({MEASURED_RUN.relative_to(ROOT)}: "
                  f"builds, searches, worker starts, reference outputs, probe, doctor), {n_ass} assumed:")
@@ -359,7 +363,9 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
     if gpu != "h200":
         lines.append(f"  the costs are the H200's: an {GPUS[gpu]} is costed alike (builds and searches run on the "
                      "host CPU and the GPU alike)")
-    return total, lines
+    lines.append(f"  the batch-1 part (the preflight and the sweeps at batch 1): {first_part:.0f} s; every sweep: "
+                 f"{total:.0f} s ({total / 540:.1f} windows of 540 s)")
+    return first_part, lines
 
 
 EXPERIMENT = Headline()
