@@ -57,7 +57,7 @@ def test_the_gpu_path_prints_the_goal_table(bench, capsys, monkeypatch):
     header = next(i for i, line in enumerate(out) if line.startswith("| network |"))
     assert "pruned r=1 s=2" in out[header] and "IOS-Both speedup (paper)" in out[header]
     row = out[header + 2].split("|")[1:-1]
-    assert row[0].strip() == "sample" and len(row) == 14
+    assert row[0].strip() == "sample" and len(row) == 15
     assert all(cell.strip() not in ("", "-") for cell in row if cell.strip() != "sample"), row
     assert any("only the plan cache warm" in line and "plans reused" in line for line in out)
 

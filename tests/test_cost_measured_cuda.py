@@ -341,6 +341,12 @@ def test_the_search_ends_by_timing_every_candidate_end_to_end(nvml):
     st = cm.stats()
     assert st["candidates_timed"] == len(ran) and st["correction"]["per_stage_ms"] == v["per_stage_ms"]
     assert set(st["correction"]["error_pct"]) == set(ran)
+    # the per-graph cost measured on the device (chains of 1 and 17 trivial stages), taken out of each prediction
+    rep = st["correction"]["replay"]
+    assert rep["chain_ms"]["17"] > rep["chain_ms"]["1"] > 0 and rep["stage_ms"] > 0
+    for c in v["candidates"]:
+        assert c["corrected_ms"] == pytest.approx(c["predicted_ms"] - (c["stages"] - 1) * rep["graph_ms"])
+    assert set(st["correction"]["corrected_error_pct"]) == set(ran)
 
 
 def test_a_candidate_that_cannot_run_is_a_reason_and_the_others_are_kept(nvml):
@@ -361,6 +367,15 @@ def test_a_candidate_that_cannot_run_is_a_reason_and_the_others_are_kept(nvml):
     failed = [c for c in v["candidates"] if "reason" in c]
     assert len(failed) == 1 and failed[0]["reason"] == "RuntimeError: cudaErrorDevicesUnavailable: gone"
     assert v["kept"] != failed[0]["name"] and v["kept"] in {c["name"] for c in v["candidates"]}
+
+
+def test_replay_constants_that_cannot_be_timed_are_a_reason(nvml):
+    class Gone(TorchQueueDevice):
+        def stream(self, index):
+            raise RuntimeError("cudaErrorDevicesUnavailable: gone")
+
+    cm = MeasuredCostModel(device="cuda", backend=Gone(1), cache=False, **FAST)
+    assert cm.replay_constants() == {"reason": "RuntimeError: cudaErrorDevicesUnavailable: gone"}
 
 
 def test_an_nvml_read_that_fails_mid_search_is_a_reason_not_a_traceback(monkeypatch):

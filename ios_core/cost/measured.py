@@ -180,6 +180,7 @@ class MeasuredCostModel:
                 self._gpu.attach_plan_cache(plan_cache)
         self.candidates = _candidate_names(candidates, self._gpu is not None)
         self.correction: dict | None = None  # what the end-to-end candidates showed (note_candidates)
+        self._replay: dict | None = None  # cuda: the per-graph and per-stage replay costs (replay_constants)
         self.candidates_timed = 0
         self._memo: dict[tuple, float] = {}
         self._op_memo: dict[tuple, tuple[Node, float]] = {}  # composed mode: operator object -> latency
@@ -373,12 +374,61 @@ class MeasuredCostModel:
 
     def note_candidates(self, validation: dict) -> None:
         """What the end-to-end candidates showed (``ios_core.optimize``): the per-stage cost fitted
-        from their measured against predicted latencies, stated in :meth:`stats` (``correction``)."""
+        from their measured against predicted latencies, stated in :meth:`stats` (``correction``).
+        On cuda each candidate also gets ``corrected_ms``: its prediction less the per-graph cost
+        every stage figure carries but a whole replay pays once (:meth:`replay_constants`)."""
         rows = [c for c in validation.get("candidates", []) if c.get("measured_ms") is not None]
+        replay = self.replay_constants()
+        graph_ms = (replay or {}).get("graph_ms")
+        if graph_ms is not None:
+            for c in validation.get("candidates", []):
+                c["corrected_ms"] = c["predicted_ms"] - max(c["stages"] - 1, 0) * graph_ms
         self.correction = {"per_stage_ms": validation.get("per_stage_ms"), "candidates_timed": len(rows),
                            "error_pct": {c["name"]: round(100.0 * (c["predicted_ms"] / c["measured_ms"] - 1.0), 1)
-                                         for c in rows if c["measured_ms"] > 0}}
+                                         for c in rows if c["measured_ms"] > 0},
+                           **({"replay": replay} if replay else {}),
+                           **({"corrected_error_pct": {
+                               c["name"]: round(100.0 * (c["corrected_ms"] / c["measured_ms"] - 1.0), 1)
+                               for c in rows if c["measured_ms"] > 0}} if graph_ms is not None else {})}
         self.candidates_timed += len(rows)
+
+    def replay_constants(self) -> dict | None:
+        """On cuda, measured once per cost model: chains of 1 and 17 trivial stages (a ReLU on 8x4x4
+        values each), captured and replayed as the stages are; ``stage_ms`` is the slope (what one
+        more trivial stage costs inside a replay) and ``graph_ms`` the rest of the one-stage chain
+        (the graph's launch and the timing around it), which every stage figure carries once and a
+        whole network's replay only once. None on the CPU; ``{"reason"}`` when it cannot be timed."""
+        if self._gpu is None:
+            return None
+        if self._replay is None:
+            try:
+                ms = {k: self._chain_ms(k) for k in (1, 17)}
+                stage = (ms[17] - ms[1]) / 16
+                self._replay = {"graph_ms": round(ms[1] - stage, 6), "stage_ms": round(stage, 6),
+                                "chain_ms": {str(k): round(v, 6) for k, v in ms.items()}, "form": self.form}
+            except Exception as e:  # a GPU gone: the reason, no correction
+                self._replay = {"reason": _reason(e)}
+        return self._replay
+
+    def _chain_ms(self, k: int) -> float:
+        from ios_core.ir.builder import GraphBuilder
+        from ios_core.runtime.cuda import CudaProgram
+        from ios_core.runtime.passes import make_plan
+        from ios_core.runtime.program import graph_stages
+
+        b = GraphBuilder(f"chain{k}", (8, 4, 4))
+        x = b.input
+        for _ in range(k):
+            x = b.relu(x)
+        g = b.finish(x)
+        plan = make_plan(graph_stages(g), [g.input], [g.exit_node], 1, arena_kinds=("concat", "value"))
+        dev = self._gpu
+        prog = CudaProgram(plan, dev, cuda_graph=self.cuda_graph, random_weights=True, seed=self.seed,
+                           weights=self._weights)
+        s0 = prog.stream_objs[0]
+        dev.write(prog.input_view(g.input.name), np.ones((1, 8, 4, 4), dtype=np.float32), s0)
+        return measure(prog.run, warmup=5, number=10, repeat=11, sync=lambda: dev.sync(s0),
+                       timer=dev.timer(s0)).median
 
     # ---- internals ---------------------------------------------------------------------------
     def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build,
