@@ -40,9 +40,14 @@ reference implementation does, but the DP asks about many stages (5,479 for ince
 240,704 for nasnet at r=3, s=8), and a stage measured alone does not see the state the
 preceding stage leaves.
 
-Whatever the mode, ``ios_core.optimize`` ends a search by timing the schedule against the
-sequential one with the real runtime (:meth:`MeasuredCostModel.validate_schedule`) and keeps
-the better (``optimize_stats.validation``).
+Whatever the mode, ``ios_core.optimize`` ends a search by timing candidates end to end with the
+real runtime (:meth:`MeasuredCostModel.time_candidates`, interleaved) and keeps the fastest
+(``optimize_stats.validation``): on the CPU the schedule and the sequential one; on cuda also the
+greedy one, the DP without merges and the DP under a fitted per-stage cost (``candidates``). On
+cuda the cuDNN plan chosen per convolution geometry is kept in the profile database
+(``ios_core.cost.cache.CudnnPlanCache``), stages are timed with no minimum sample duration (CUDA
+events time each replay), and :meth:`MeasuredCostModel.replay_constants` measures the per-graph
+cost every stage figure carries (docs/runtime.md, "On the GPU").
 """
 
 from __future__ import annotations
