@@ -29,7 +29,10 @@ through the graph) and IOS-Both's ratio to it.
 
 Without a GPU (or with ``--fake``) it runs on the tests' fake CUDA device (CPU kernels behind the
 CUDA executor's device interface): every figure is then meaningless and labelled so; it checks
-that the script runs. ``--budget`` (seconds, default 480) skips networks not started in time.
+that the script runs. ``--budget`` (seconds, default 480) skips networks not started in time (a
+network started just before still finishes: on a first run give the four networks as two commands,
+``--models inception_v3,squeezenet`` and ``--models randwire,nasnet``, if one does not fit);
+``--profile-db PATH`` keeps the stage costs between runs (the searches then cost seconds).
 Clocks are left alone; their state is printed.
 """
 
@@ -220,7 +223,7 @@ def network(name: str, dev, plans: str, args, tag: str) -> list[str]:
                 else dict(warmup=args.warmup, number=1, repeat=args.repeat, min_sample_ms=None))
     out = []
     with tempfile.TemporaryDirectory(prefix="ios-fidelity-") as tmp:
-        cm = MeasuredCostModel(device="cuda", backend=dev, cache=str(Path(tmp) / "profile.sqlite"),
+        cm = MeasuredCostModel(device="cuda", backend=dev, cache=args.profile_db or str(Path(tmp) / "profile.sqlite"),
                                plan_cache=plans, **protocol)
         t0 = time.perf_counter()
         seq = schedule(graph, "sequential", cm, batch_size=1, validate=False)
@@ -253,6 +256,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=",".join(NETWORKS), help="networks (default: the paper's four)")
     p.add_argument("--budget", type=float, default=480.0,
                    help="seconds: a network not started within them is skipped (default 480)")
+    p.add_argument("--profile-db", default=None,
+                   help="the profile database the searches use (default: a fresh one per network; a database "
+                        "an earlier run filled makes the searches seconds)")
     p.add_argument("--full", action="store_true", help="search randwire and nasnet with r=3 s=8 too")
     p.add_argument("--fake", action="store_true", help="use the fake device even where a GPU is")
     p.add_argument("--image-size", type=int, default=None, help="fake device: the networks' input size")
