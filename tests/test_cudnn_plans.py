@@ -333,3 +333,30 @@ def test_a_plan_cache_that_cannot_be_read_or_written_is_a_reason(cudnn):
     assert b.stats()["plan_cache_reasons"] == [
         "cuDNN plan cache not read (OperationalError: database disk image is malformed): plans built and timed",
         "cuDNN plan cache not written (OperationalError: attempt to write a readonly database)"]
+
+
+def test_a_second_device_builds_the_stored_plan_of_each_geometry(cudnn, tmp_path):
+    """CupyDevice.conv through the plan cache: a second device (another process's) on the same
+    database builds only the plan the first one chose, and times none."""
+    from ios_core.cost.cache import cudnn_plan_cache
+
+    def device():
+        dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+        dev.cp = types.SimpleNamespace(asarray=lambda a: Arr(a.shape, 8192))
+        dev.device = types.SimpleNamespace(synchronize=lambda: None)
+        dev._convs, dev._streams, dev._shared = {}, {}, {}
+        dev.plans = cuda_device.ConvPlanBook(cudnn_plan_cache(VERSIONS, tmp_path / "p.sqlite"))
+        dev._begin()
+        dev.handles, dev.ws_need = ["h0"], [0]
+        dev._tune = lambda *a: (lambda conv: {0: 2.0, 2: 1.0})
+        return dev
+
+    spec = ConvSpec(4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "relu")
+    w, b = np.zeros((4, 4, 3, 3), np.float32), np.zeros(4, np.float32)
+    first, second = device(), device()
+    first.conv(Arr((1, 4, 5, 5), 4096), Arr((1, 4, 5, 5), 65536), 0, w, b, spec)
+    assert first.plans.stats()["plans_built_for_tuning"] == 2 and cudnn[-1][1].built == [0, 2]
+    second.conv(Arr((1, 4, 5, 5), 4096), Arr((1, 4, 5, 5), 65536), 0, w, b, spec)
+    st = second.plans.stats()
+    assert st["plans_reused"] == 1 and st["plans_built_for_tuning"] == 0
+    assert cudnn[-1][1].built == [2] and second.conv_plans == ["eng2"]
