@@ -230,3 +230,39 @@ def test_a_torch_compile_cells_second_round_reuses_the_first_rounds_inductor_cac
     assert all(c["dir"] == str((tmp_path / "run" / "cache" / "torch-inductor").resolve()) or
                c["dir"].endswith("run/cache/torch-inductor") for c in caches)
     assert rec["first_build_seconds"] == rec["rounds"][0]["build_seconds"]
+
+
+def test_the_scopes_set_where_rounds_keep_builds_and_restore_it(tmp_path, monkeypatch):
+    """``--build-cache``: user -> the user's folder (IOS_BENCH_BUILD_CACHE_HOME here), run -> each run
+    folder's cache/ (nothing set) or an experiment's shared cache/, off -> none; the environment is
+    restored afterwards (an in-process caller keeps its own); a value a user set wins over the
+    default scope only; an unwritable user folder is one line."""
+    import os
+
+    from adapters.build_cache import ENV, HOME_ENV, SCOPE_ENV
+    from ios_bench.commands.run import use_build_cache
+    from ios_bench.errors import InputError
+
+    monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
+    monkeypatch.delenv(ENV, raising=False)
+    with use_build_cache("user") as where:
+        assert where == str(tmp_path / "home") == os.environ[ENV] and os.environ[SCOPE_ENV] == "user"
+    assert ENV not in os.environ and SCOPE_ENV not in os.environ
+    with use_build_cache("run") as where:
+        assert where is None and ENV not in os.environ  # launch.py: <run folder>/cache
+    with use_build_cache("run", tmp_path / "exp") as where:
+        assert where == str((tmp_path / "exp").resolve() / "cache") == os.environ[ENV]
+    with use_build_cache("off"):
+        assert os.environ[ENV] == "off"
+    monkeypatch.setenv(ENV, str(tmp_path / "mine"))
+    with use_build_cache("user", explicit=False) as where:  # the default scope: the user's own value wins
+        assert where == str(tmp_path / "mine")
+    with use_build_cache("off", explicit=True):  # given on the command line: it wins
+        assert os.environ[ENV] == "off"
+    assert os.environ[ENV] == str(tmp_path / "mine")
+    afile = tmp_path / "file"
+    afile.write_text("")
+    monkeypatch.setenv(HOME_ENV, str(afile / "home"))
+    with pytest.raises(InputError, match="--build-cache user: build cache directory .* is not writable"):
+        with use_build_cache("user"):
+            pass
