@@ -34,8 +34,12 @@ def test_on_the_fake_device_it_ends_with_the_overhead_line(bench, capsys, monkey
     m = LAST.match(out[-1])
     assert m, out[-1]
     assert int(m.group(2)) > 0 and int(m.group(3)) >= 1 and int(m.group(4)) > 0
-    # searched twice: cold, then with only the plan cache warm (every geometry's plan reused the second time)
-    assert 2 * int(m.group(5)) == int(m.group(6)) > 0
+    # searched twice: cold (no plan reused), then with only the plan cache warm (the geometries seen before
+    # reused; a candidate schedule of the second search may merge convolutions into a geometry not seen yet)
+    per = [tuple(map(int, re.search(r"plans reused (\d+) of (\d+)", line).groups())) for line in out
+           if line.startswith("sample (fake device")]
+    assert len(per) == 2 and per[0][0] == 0 and 0 < per[1][0] <= per[1][1]
+    assert (int(m.group(5)), int(m.group(6))) == (per[1][0], per[0][1] + per[1][1])
     assert int(m.group(7)) >= 4  # each search timed its candidates end to end (identical ones once)
     assert any(line.startswith("sample (fake device") and "stages measured as cuda-graph replay" in line
                for line in out)
