@@ -55,6 +55,10 @@ def _stop_then_resume(tmp_path, name: str, argv: list[str], deadline: str) -> tu
             rounds = [x["round"] for x in r.get("rounds") or []]  # a disturbed round is re-run as a new one
             assert len(rounds) == len(set(rounds)) and len([x for x in r.get("rounds") or []
                                                             if not x.get("disturbed")]) <= 1  # quick: one round
+    # once finished, a further --resume keeps every sweep as it is
+    p = cli(["experiment", name, "--resume", "--out", str(out), "--no-progress"], tmp_path)
+    assert p.returncode == 0 and p.stderr.count("finished earlier, kept") == len(after), p.stderr[-2000:]
+    assert _lines(out) == after
     return before, after, meta
 
 
