@@ -107,6 +107,17 @@ def main() -> int:
     for r in figs["server"]:
         print(f"   {r['model']:14s} {r['label']:28s} {_f(r['qps'], ' QPS') if r['qps'] else r['none_valid']:>14s} "
               f"({r['config'] or '-'})  bound {_f(r['bound_ms'], ' ms')}")
+    if "server" in folders:  # issue 42's goal is stated with this count
+        srv = [r for r in records(folders["server"]) if r.get("scenario") == "server"]
+        rounds = [g for r in srv for g in r.get("rounds") or [] if g.get("status") == "ok"]
+        none_rounds = sum(1 for g in rounds if (g.get("server") or {}).get("none_valid_above_qps") is not None)
+        none_cells = sum(1 for r in srv if (r.get("server") or {}).get("none_valid_above_qps") is not None)
+        stops: dict = {}
+        for g in rounds:
+            why = (g.get("server") or {}).get("stopped") or "-"
+            stops[why] = stops.get(why, 0) + 1
+        print(f"   'none valid above X': {none_cells} of {len(srv)} Server cells, {none_rounds} of {len(rounds)} "
+              "rounds; searches stopped at: " + (", ".join(f"{k} {v}" for k, v in sorted(stops.items())) or "-"))
     print(f"\n4. LoadGen VALID: {figs['valid']} of {figs['judged']} scenario cells ("
           + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in figs["verdicts"].items()) + ")")
     for line in figs["invalid"]:
@@ -114,6 +125,8 @@ def main() -> int:
     print("\n5. Duration")
     for name, folder in folders.items():
         print(f"   {name:14s} {_f(_sweep_seconds(folder), ' s')}")
+    if "server" in folders and (took := _sweep_seconds(folders["server"])):
+        print(f"   Server sweep: {took / 3600:.2f} h (issue 42's goal for squeezenet's reference form: at most 1.5 h)")
     scen = [s for n, f in folders.items() if n != "latency" and (s := _sweep_seconds(f))]
     print(f"   LoadGen sweeps together: {_f(sum(scen), ' s') if scen else '-'}; whole script {wall:,.0f} s")
     return 0
