@@ -47,14 +47,73 @@ def test_optimizer_returns_sequential_when_the_schedule_measures_slower():
     assert j.asked == []  # nothing to validate
 
 
-def test_measured_validation_times_both_with_the_runtime():
+def test_measured_validation_times_the_candidates_with_the_runtime(monkeypatch):
+    """On the CPU every candidate of the strategy's space is timed by default (IOS-Parallel: no
+    DP-without-merges, it is the DP), each runtime built once: the overhead candidate's second
+    timing reuses the best's runtime, built and warm."""
+    import ios_core.runtime as runtime
+
     g, _ = fan_graph()
     g.init_weights(0)
+    built = []
+    real = runtime.make_runtime
+
+    def counting(graph, *a, **kw):
+        built.append(graph)
+        return real(graph, *a, **kw)
+
+    monkeypatch.setattr(runtime, "make_runtime", counting)
     cm = MeasuredCostModel(threads=2, cache=False, **FAST)
+    assert cm.candidates == ("schedule", "sequential", "greedy", "parallel", "overhead")
     v = schedule(g, "parallel", cm).stats.validation
-    assert v["schedule_ms"] > 0 and v["sequential_ms"] > 0 and v["kept"] in ("schedule", "sequential")
-    assert (v["kept"] == "schedule") == (v["schedule_ms"] < v["sequential_ms"])
-    assert v["provider"] == "torch"
+    rows = {c["name"]: c for c in v["candidates"]}
+    assert list(rows) == ["schedule", "sequential", "greedy", "overhead"]
+    assert v["schedule_ms"] > 0 and v["sequential_ms"] > 0 and v["provider"] == "torch"
+    assert rows[v["kept"]]["measured_ms"] == min(c["measured_ms"] for c in rows.values())
+    # one build per distinct candidate timed: none built twice
+    assert len(built) == len({id(x) for x in built}) == sum("same_as" not in c for c in rows.values())
+    only = MeasuredCostModel(threads=2, cache=False, candidates="schedule,sequential", **FAST)
+    v = schedule(g, "parallel", only).stats.validation
+    assert [c["name"] for c in v["candidates"]] == ["schedule", "sequential"]
+
+
+class _Fixed:
+    """A runtime whose every run takes ``ms`` (what ``time_candidates`` asks of it), counting runs."""
+
+    def __init__(self, ms):
+        self.ms, self.runs = ms, 0
+
+    def measure(self, warmup=0, number=1, repeat=1):
+        from types import SimpleNamespace
+
+        self.runs += number * repeat
+        return SimpleNamespace(median=self.ms)
+
+
+def test_the_cpu_candidates_race_a_slow_candidate_is_timed_no_more(monkeypatch):
+    import ios_core.runtime as runtime
+    from ios_core.cost.measured import RACE_DROP, RACE_ROUNDS
+
+    g, _ = fan_graph()
+    times = {"a": 1.0, "b": 1.0 + RACE_DROP / 2, "c": 2.0, "d": 1.0}
+    graphs = {k: g for k in times}
+    fakes = {}
+
+    def make(graph, *a, **kw):
+        name = list(times)[len(fakes)]
+        fakes[name] = _Fixed(times[name])
+        return fakes[name]
+
+    monkeypatch.setattr(runtime, "make_runtime", make)
+    cm = MeasuredCostModel(threads=2, cache=False, **FAST)
+    kept = {}
+    v = cm.time_candidates(graphs, 1, repeat=7, runtimes=kept)
+    assert v["measured_ms"] == times  # every candidate measured, the slow one too
+    assert v["samples_by"] == {"a": 7, "b": 7, "c": RACE_ROUNDS, "d": 7}
+    # a later call with the same graph objects reuses the runtimes (one warm run), builds none
+    runs = fakes["a"].runs
+    again = cm.time_candidates({"a": g}, 1, repeat=3, runtimes=kept)
+    assert again["measured_ms"] == {"a": 1.0} and len(fakes) == 4 and fakes["a"].runs == runs + 1 + 3
 
 
 class _Device:
@@ -116,3 +175,18 @@ def test_validation_text_names_each_candidate():
                     "overhead - -> GREEDY kept")
     assert fit_per_stage_ms([{"measured_ms": 1.0, "predicted_ms": 2.0, "stages": 4}]) == 0.0  # never negative
     assert fit_per_stage_ms([{"measured_ms": 1.0, "predicted_ms": None, "stages": 4}]) is None
+
+
+@pytest.mark.parametrize("strategy, names", [
+    ("greedy", ["schedule", "sequential"]),
+    ("merge", ["schedule", "sequential", "overhead"]),
+    ("parallel", ["schedule", "sequential", "greedy", "overhead"]),
+    ("both", ["schedule", "sequential", "greedy", "parallel", "overhead"])])
+def test_a_strategy_ends_with_the_candidates_of_its_own_space(strategy, names):
+    """A baseline or an ablation never returns another strategy's schedule: greedy is checked
+    against sequential only, IOS-Merge is offered no parallel stage."""
+    from ios_core.models import get
+
+    g = get("sample", input_shape=(8, 12, 12)).init_weights(0)
+    res = schedule(g, strategy, _Device(), batch_size=1)
+    assert [c["name"] for c in res.stats.validation["candidates"]] == names

@@ -321,15 +321,22 @@ class MeasuredCostModel:
         return {"schedule_ms": med["schedule"], "sequential_ms": med["sequential"], "kept": kept,
                 "provider": self.provider, "samples": v["samples"], "seconds": v["seconds"]}
 
-    def time_candidates(self, graphs: dict, batch_size: int, repeat: int | None = None) -> dict:
+    def time_candidates(self, graphs: dict, batch_size: int, repeat: int | None = None,
+                        runtimes: dict | None = None) -> dict:
         """Time whole schedules (``graphs``: name -> scheduled graph) end to end with the real
         runtime in the form a cell runs them (on cuda: this model's device, a CUDA-graph replay
         unless ``cuda_graph=False``; on the CPU: this model's provider and threads), interleaved:
-        after a warmup (at least 5 runs and 0.25 s each on the CPU: a fresh ONNX Runtime session
-        ran its first several runs up to 3x slower), ``repeat`` rounds, each one sample of every
-        candidate, in forward order on even rounds and reversed on odd ones, so drift hits all
-        alike. Returns ``{"measured_ms": {name: median ms}, "failed": {name: reason}, "samples",
-        "seconds", "form"}``; a candidate that cannot be built or run (a GPU gone) is a reason."""
+        after a warmup (on the CPU at least 0.25 s and 5 runs each, 2 with the torch provider: a
+        fresh ONNX Runtime session ran its first several runs up to 3x slower), ``repeat`` rounds,
+        each one sample of every candidate, in forward order on even rounds and reversed on odd
+        ones, so drift hits all alike. On the CPU, after :data:`RACE_ROUNDS` rounds a candidate
+        whose median so far is above the best's by more than :data:`RACE_DROP` is timed no more
+        (its median is over the samples it has: ``samples_by``), so slow candidates cost little.
+        ``runtimes`` (name -> (graph, runtime)), when given, keeps each built and warm runtime for
+        a later call with the same graph object (warmed again by one run only).
+        Returns ``{"measured_ms": {name: median ms}, "failed": {name: reason}, "samples",
+        "samples_by", "seconds", "form"}``; a candidate that cannot be built or run (a GPU gone)
+        is a reason."""
         from ios_core.ir import Graph
 
         def ready(g):
@@ -340,11 +347,17 @@ class MeasuredCostModel:
         gpu = self._gpu is not None
         repeat = int(repeat if repeat is not None else (11 if gpu else 7))
         number = 10 if gpu else 1  # a replay is microseconds to milliseconds: 10 per sample
+        min_runs = 2 if self.provider == "torch" else 5
         t0 = time.perf_counter()
         rts, failed = {}, {}
+        kept = runtimes if runtimes is not None else {}
         for name, g in graphs.items():
             try:
-                if gpu:
+                old = kept.get(name)
+                if old is not None and old[0] is g:  # built and warmed by an earlier call
+                    rt = old[1]
+                    rt.measure(warmup=0, number=1, repeat=1)
+                elif gpu:
                     from ios_core.runtime.cuda import CudaRuntime
 
                     rt = CudaRuntime(ready(g), batch_size, device=self.device, backend=self._gpu,
@@ -357,15 +370,21 @@ class MeasuredCostModel:
                     rt = make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
                     t_warm = time.perf_counter()
                     runs = 0
-                    while runs < 5 or (time.perf_counter() - t_warm < 0.25 and runs < 50):
+                    while runs < min_runs or (time.perf_counter() - t_warm < 0.25 and runs < 50):
                         rt.measure(warmup=0, number=1, repeat=1)
                         runs += 1
                 rts[name] = rt
+                kept[name] = (g, rt)
             except Exception as e:  # this candidate cannot run here: its reason, the others go on
                 failed[name] = _reason(e)
         samples: dict[str, list[float]] = {k: [] for k in rts}
         order = list(rts)
         for i in range(max(1, repeat)):
+            if not gpu and i == RACE_ROUNDS and len(order) > 2:
+                now = {k: statistics.median(samples[k]) for k in order if samples[k] and k not in failed}
+                if now:
+                    best = min(now.values())
+                    order = [k for k in order if k not in now or now[k] <= best * (1.0 + RACE_DROP)]
             for k in order if i % 2 == 0 else order[::-1]:
                 if k in failed:
                     continue
@@ -375,6 +394,7 @@ class MeasuredCostModel:
                     failed[k] = _reason(e)
         med = {k: statistics.median(v) for k, v in samples.items() if v and k not in failed}
         return {"measured_ms": med, "failed": failed, "samples": repeat, "number": number,
+                "samples_by": {k: len(v) for k, v in samples.items() if k not in failed},
                 "seconds": time.perf_counter() - t0, "form": self.form, "provider": self.provider}
 
     def note_candidates(self, validation: dict) -> None:
@@ -829,15 +849,16 @@ class MeasuredCostModel:
 
 
 CANDIDATES = ("schedule", "sequential", "greedy", "parallel", "overhead")
+# the CPU's end-to-end candidates race: after this many interleaved rounds, a candidate whose median is
+# more than RACE_DROP above the best's is timed no more (its figure is the median of what it has)
+RACE_ROUNDS = 3
+RACE_DROP = 0.15
 
 
 def _candidate_names(candidates, gpu: bool) -> tuple[str, ...]:
     """The schedules a search ends by timing end to end (``ios_core.optimize``): every one of
-    :data:`CANDIDATES` on cuda (a whole run costs milliseconds there), the DP's and the sequential
-    one on the CPU unless asked (``"all"`` or a comma-separated list)."""
-    if candidates is None:
-        return CANDIDATES if gpu else ("schedule", "sequential")
-    if candidates == "all":
+    :data:`CANDIDATES` unless asked otherwise (a comma-separated list; ``"all"`` is every one)."""
+    if candidates is None or candidates == "all":
         return CANDIDATES
     names = tuple(x.strip() for x in candidates.split(",")) if isinstance(candidates, str) else tuple(candidates)
     bad = [n for n in names if n not in CANDIDATES]

@@ -248,13 +248,31 @@ def _stage_keys(g: Graph) -> list:
     return [(st.kind, [[n.name for n in grp] for grp in st.groups]) for st in Schedule.of(g)]
 
 
+# the candidates a strategy may end with: those in its own search space (a baseline or an ablation
+# never returns another strategy's schedule: greedy is checked against sequential only, IOS-Merge
+# gets no parallel stage)
+CANDIDATE_SPACE = {"greedy": ("sequential",), "merge": ("sequential", "overhead"),
+                   "parallel": ("sequential", "greedy", "overhead"),
+                   "both": ("sequential", "greedy", "parallel", "overhead")}
+
+
+def _takes(fn, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> OptimizeResult:
     """The search's end where whole schedules are cheap to run (``cost_model.time_candidates``):
     the DP's schedule, the sequential and greedy ones, the DP without merges (``parallel``) and the
     DP's best under a per-stage overhead fitted from those measurements (``overhead``) are timed
     end to end, interleaved, on the device; the fastest is returned. Every candidate's predicted
     and measured latency is in ``stats.validation["candidates"]`` (the cell record gets it)."""
-    names = tuple(getattr(cost_model, "candidates", None) or ("schedule", "sequential"))
+    names = tuple(n for n in (getattr(cost_model, "candidates", None) or ("schedule", "sequential"))
+                  if n == "schedule" or n in CANDIDATE_SPACE[strategy])
     stats = result.stats
     found: dict[str, OptimizeResult] = {"schedule": result}
     for name in names:
@@ -273,9 +291,14 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
     for name, res in found.items():
         row(name, res)
     timed = {k: found[k].graph for k, r in rows.items() if "same_as" not in r}
-    verdict = cost_model.time_candidates(timed, batch_size)
+    # the runtimes built and warmed for the first timing serve the second (the overhead candidate's)
+    runtimes: dict = {}
+    reuse = {"runtimes": runtimes} if _takes(cost_model.time_candidates, "runtimes") else {}
+    verdict = cost_model.time_candidates(timed, batch_size, **reuse)
     for name, ms in verdict.get("measured_ms", {}).items():
         rows[name]["measured_ms"] = ms
+        if name in verdict.get("samples_by", {}):
+            rows[name]["samples"] = verdict["samples_by"][name]
     for name, why in verdict.get("failed", {}).items():
         rows[name]["reason"] = why
     per_stage = fit_per_stage_ms([r for r in rows.values() if "measured_ms" in r])
@@ -292,7 +315,9 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
         if "same_as" not in rows["overhead"]:
             best = min((r for r in rows.values() if "measured_ms" in r), key=lambda r: r["measured_ms"], default=None)
             pair = {"overhead": alt.graph, **({best["name"]: found[best["name"]].graph} if best else {})}
-            again = cost_model.time_candidates(pair, batch_size)
+            for k in [k for k in runtimes if k not in pair]:  # only the best's runtime is timed again
+                del runtimes[k]
+            again = cost_model.time_candidates(pair, batch_size, **reuse)
             verdict["seconds"] = verdict.get("seconds", 0.0) + again.get("seconds", 0.0)
             if "overhead" in again.get("failed", {}):
                 rows["overhead"]["reason"] = again["failed"]["overhead"]
@@ -302,6 +327,8 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
                 scale = rows[best["name"]]["measured_ms"] / ms[best["name"]] if best and ms.get(best["name"]) else 1.0
                 rows["overhead"]["measured_ms"] = ms["overhead"] * scale
                 rows["overhead"]["measured_raw_ms"] = ms["overhead"]
+                if "overhead" in again.get("samples_by", {}):
+                    rows["overhead"]["samples"] = again["samples_by"]["overhead"]
     for r in rows.values():  # a candidate identical to another measured as that one
         if "same_as" in r and "measured_ms" in rows.get(r["same_as"], {}):
             r["measured_ms"] = rows[r["same_as"]]["measured_ms"]
@@ -315,7 +342,7 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
                   "schedule_cost_ms": rows["schedule"]["predicted_ms"],
                   "sequential_cost_ms": rows.get("sequential", {}).get("predicted_ms"),
                   "per_stage_ms": per_stage,
-                  **{k: v for k, v in verdict.items() if k not in ("measured_ms", "failed")}}
+                  **{k: v for k, v in verdict.items() if k not in ("measured_ms", "failed", "samples_by")}}
     if not ran:
         validation["reason"] = "no candidate could be timed end to end: the DP's schedule is kept unmeasured"
     note = getattr(cost_model, "note_candidates", None)
