@@ -333,3 +333,85 @@ def test_task_marks_record_external_events_through_the_driver(monkeypatch):
     marks.end(1, 1)()
     assert calls == [(1000, 7, 1), (1003, 8, 1)]
     assert marks.read() == [(0.0, 1.0), (2.0, 3.0)]
+
+
+# ---- issue 40 item 6: the launch path without CUDA graphs ---------------------------------------
+def test_cupy_device_launches_are_packed_once_and_do_no_work_at_launch(monkeypatch):
+    """``CupyDevice``'s kernel closures (on host arrays with a device view's shapes and strides; a
+    stand-in kernel function recording its calls) pack their arguments when built: each launch
+    passes exactly what the immediate ``Kernels`` method passes, and nothing of ours runs at launch
+    (the packing helpers broken after the build change nothing); event records and waits are bound
+    the same way."""
+    import functools
+
+    import numpy as np
+
+    from ios_core.runtime import cuda_kernels, streams
+    from ios_core.runtime.cuda import PoolSpec
+    from ios_core.runtime.cuda_device import CupyDevice
+
+    calls = []
+
+    def recorder(name):
+        return lambda grid, block, args: calls.append((name, grid, block, args))
+
+    k = cuda_kernels.Kernels.__new__(cuda_kernels.Kernels)  # no module: compiling needs a GPU
+    k._fns = {name: recorder(name) for name in cuda_kernels.KERNEL_NAMES}
+    dev = CupyDevice.__new__(CupyDevice)
+    dev.k = k
+    dev._begin()
+    monkeypatch.setattr(dev, "upload", lambda a: np.asarray(a, dtype=np.float32), raising=False)
+    cat = np.zeros((2, 12, 5, 5), np.float32)
+    x, out = cat[:, 0:4], cat[:, 4:8]  # channel slices of one buffer
+    per_c = np.ones(4, np.float32)
+    built = {
+        "activation": (dev.activation(x, out, "leaky_relu", 0.1), lambda: k.map(x, out, act="leaky_relu", alpha=0.1)),
+        "affine": (dev.affine(x, out, per_c, per_c, "relu"),
+                   lambda: k.map(x, out, scale=per_c, shift=per_c, act="relu")),
+        "pool": (dev.pool(x, out, PoolSpec("avg", (3, 3), (1, 1), (1, 1, 1, 1), True)),
+                 lambda: k.pool2d(x, out, (3, 3), (1, 1), (1, 1), False, True)),
+        "combine": (dev.combine([x, cat[:, 8:12], x], "add", out),
+                    lambda: (k.map(x, out, b=cat[:, 8:12], op=cuda_kernels.MAP_ADD),
+                             k.map(out, out, b=x, op=cuda_kernels.MAP_ADD))),
+        "shuffle": (dev.shuffle(x, out, 2), lambda: k.shuffle(x, out, 2)),
+    }
+    expected = {}
+    for name, (_, immediate) in built.items():
+        calls.clear()
+        immediate()
+        expected[name] = list(calls)
+    for helper in ("strides_for", "_as4"):  # nothing is packed at launch time any more
+        monkeypatch.setattr(cuda_kernels, helper, lambda *a, **kw: (_ for _ in ()).throw(AssertionError("packed")))
+    for name, (launch, _) in built.items():
+        for _ in range(2):
+            calls.clear()
+            launch()
+            assert len(calls) == len(expected[name])
+            for got, want in zip(calls, expected[name]):
+                assert got[:3] == want[:3] and len(got[3]) == len(want[3])
+                for a, b in zip(got[3], want[3]):  # the same views (pointers), the same scalars
+                    if isinstance(b, np.ndarray):
+                        assert a.shape == b.shape and a.strides == b.strides and np.shares_memory(a, b)
+                    else:
+                        assert type(a) is type(b) and a == b
+    assert isinstance(built["pool"][0], functools.partial)  # a launch is CuPy's call, no frame of ours
+
+    class _Stream:
+        def __init__(self):
+            self.done = []
+
+        def record(self, e):
+            self.done.append(("record", e))
+
+        def wait_event(self, e):
+            self.done.append(("wait", e))
+
+    plan = streams.plan_streams([[[streams.StreamTask("a", (), (streams.Region(0, 0, 4),))],
+                                  [streams.StreamTask("b", (), (streams.Region(0, 4, 8),))]],
+                                 [[streams.StreamTask("c", (streams.Region(0, 0, 8),), (streams.Region(1, 0, 4),))]]])
+    ss = [_Stream() for _ in range(plan.streams)]
+    bound = streams.bind(plan, ss, list(range(plan.events)), lambda s, t: None)
+    assert bound and all(isinstance(c, functools.partial) for c in bound)
+    for c in bound:
+        c()
+    assert sum(len(s.done) for s in ss) == len(bound)

@@ -299,44 +299,43 @@ class CupyDevice:
                 execute(holder[0])
             return run
         self.unfused += 1
-        k, act, alpha, beta = self.k, spec.act, 0.0, 0.0
-        shift = bias.reshape(-1)
+        bias_act = self.k.map_launch(out, out, shift=bias.reshape(-1), act=spec.act)
 
         def run_unfused():
             execute(holder[0])
-            k.map(out, out, shift=shift, act=act, alpha=alpha, beta=beta)
+            bias_act()
         return run_unfused
 
     def pool(self, x, out, spec):
         k = self.k
         if spec.kind in ("global_avg", "global_max"):
             is_max = spec.kind == "global_max"
-            return lambda: k.global_pool(x, out, is_max)
+            return k.global_pool_launch(x, out, is_max)
         kernel, stride, begin = tuple(spec.kernel), tuple(spec.stride), tuple(spec.pads[:2])
         is_max, count_pad = spec.kind == "max", bool(spec.count_include_pad)
-        return lambda: k.pool2d(x, out, kernel, stride, begin, is_max, count_pad)
+        return k.pool2d_launch(x, out, kernel, stride, begin, is_max, count_pad)
 
     def activation(self, x, out, act: str, alpha: float = 0.0, beta: float = 0.0):
         k = self.k
-        return lambda: k.map(x, out, act=act, alpha=alpha, beta=beta)
+        return k.map_launch(x, out, act=act, alpha=alpha, beta=beta)
 
     def affine(self, x, out, scale_np, shift_np, act: str):
         k = self.k
         scale, shift = self.upload(scale_np), self.upload(shift_np)
-        return lambda: k.map(x, out, scale=scale, shift=shift, act=act)
+        return k.map_launch(x, out, scale=scale, shift=shift, act=act)
 
     def shuffle(self, x, out, groups: int):
         k = self.k
-        return lambda: k.shuffle(x, out, groups)
+        return k.shuffle_launch(x, out, groups)
 
     def resize(self, x, out, mode: str, align_corners: bool):
         k = self.k
-        return lambda: k.resize(x, out, mode, align_corners)
+        return k.resize_launch(x, out, mode, align_corners)
 
     def flatten(self, x, out):
         dst = out.reshape(x.shape)  # out is an operator's own (contiguous) buffer
         k = self.k
-        return lambda: k.map(x, dst)
+        return k.map_launch(x, dst)
 
     def linear(self, x, out, stream: int, weight_np, bias_np, act: str):
         n = x.shape[0]
@@ -344,20 +343,21 @@ class CupyDevice:
         w_t = self.upload(np.ascontiguousarray(weight_np.T))
         shift = self.upload(bias_np)
         k = self.k
-        return lambda: k.linear(x2, w_t, shift, out, act=act)  # not cupy.matmul: see cuda_kernels
+        return k.linear_launch(x2, w_t, shift, out, act=act)  # not cupy.matmul: see cuda_kernels
 
     def combine(self, views, how: str, dst):
         k = self.k
         op = MAP_MUL if how == "mul" else MAP_ADD
         if len(views) == 1:
-            (a,) = views
-            return lambda: k.map(a, dst)
-        a, b, rest = views[0], views[1], tuple(views[2:])
+            return k.map_launch(views[0], dst)
+        launches = (k.map_launch(views[0], dst, b=views[1], op=op),
+                    *(k.map_launch(dst, dst, b=v, op=op) for v in views[2:]))
+        if len(launches) == 1:
+            return launches[0]
 
         def run():
-            k.map(a, dst, b=b, op=op)
-            for v in rest:
-                k.map(dst, dst, b=v, op=op)
+            for launch in launches:
+                launch()
         return run
 
 

@@ -32,6 +32,7 @@ compiled here by NVRTC, the cuDNN graphs are described here; both ran once, on a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from ios_core.ir import ActivationMap
 
@@ -240,11 +241,19 @@ class Kernels:
             raise RuntimeError(f"kernel {name} launched before Kernels.load() (it would compile now)")
         return fn
 
-    def _launch(self, name: str, total: int, args) -> None:
-        self._fn(name)((max(1, (total + THREADS - 1) // THREADS),), (THREADS,), args)
+    def _prepared(self, name: str, grid: tuple, block: tuple, args: tuple):
+        """The launch, every argument resolved now: a call of CuPy's kernel function and nothing
+        else (``functools.partial``: no Python frame of ours at launch time)."""
+        return partial(self._fn(name), grid, block, args)
 
-    def map(self, a, y, b=None, op: int = MAP_COPY, scale=None, shift=None, act: str = "identity",
-            alpha: float = 0.0, beta: float = 0.0) -> None:
+    def _grid(self, name: str, total: int, args: tuple):
+        return self._prepared(name, (max(1, (total + THREADS - 1) // THREADS),), (THREADS,), args)
+
+    # Each kernel has a ``*_launch`` method returning its launch with the arguments packed once (the
+    # views are preallocated: shapes, strides and pointers never change between runs), and the
+    # immediate method of the same name, which packs and launches at once (tuning, tests).
+    def map_launch(self, a, y, b=None, op: int = MAP_COPY, scale=None, shift=None, act: str = "identity",
+                   alpha: float = 0.0, beta: float = 0.0):
         import numpy as np
 
         shape = tuple(y.shape) + (1,) * (4 - y.ndim)
@@ -255,9 +264,12 @@ class Kernels:
                 *(i32(d) for d in shape), *(i64(s) for s in strides_for(a4, shape)),
                 *(i64(s) for s in strides_for(b4, shape)), *(i64(s) for s in strides_for(y4, shape)),
                 i32(op), i32(scale is not None), i32(shift is not None), i32(ACT_CODES[act]), f32(alpha), f32(beta))
-        self._launch("ios_map", int(np.prod(shape)), args)
+        return self._grid("ios_map", int(np.prod(shape)), args)
 
-    def pool2d(self, x, y, kernel, stride, pad_begin, is_max: bool, count_pad: bool) -> None:
+    def map(self, *args, **kwargs) -> None:
+        self.map_launch(*args, **kwargs)()
+
+    def pool2d_launch(self, x, y, kernel, stride, pad_begin, is_max: bool, count_pad: bool):
         import numpy as np
 
         n, c, h, w = x.shape
@@ -266,9 +278,12 @@ class Kernels:
         args = (x, y, i32(n), i32(c), i32(h), i32(w), i32(oh), i32(ow), *(i64(s) for s in strides_for(x, x.shape)),
                 *(i64(s) for s in strides_for(y, y.shape)), i32(kernel[0]), i32(kernel[1]), i32(stride[0]),
                 i32(stride[1]), i32(pad_begin[0]), i32(pad_begin[1]), i32(is_max), i32(count_pad))
-        self._launch("ios_pool2d", n * c * oh * ow, args)
+        return self._grid("ios_pool2d", n * c * oh * ow, args)
 
-    def global_pool(self, x, y, is_max: bool) -> None:
+    def pool2d(self, *args) -> None:
+        self.pool2d_launch(*args)()
+
+    def global_pool_launch(self, x, y, is_max: bool):
         import numpy as np
 
         n, c, h, w = x.shape
@@ -276,18 +291,24 @@ class Kernels:
         ys = strides_for(y, y.shape)
         args = (x, y, i32(n), i32(c), i32(h), i32(w), *(i64(s) for s in strides_for(x, x.shape)), i64(ys[0]),
                 i64(ys[1]), i32(is_max))
-        self._launch("ios_global_pool", n * c, args)
+        return self._grid("ios_global_pool", n * c, args)
 
-    def shuffle(self, x, y, groups: int) -> None:
+    def global_pool(self, *args) -> None:
+        self.global_pool_launch(*args)()
+
+    def shuffle_launch(self, x, y, groups: int):
         import numpy as np
 
         n, c, h, w = x.shape
         i32, i64 = np.int32, np.int64
         args = (x, y, i32(n), i32(c), i32(h), i32(w), *(i64(s) for s in strides_for(x, x.shape)),
                 *(i64(s) for s in strides_for(y, y.shape)), i32(groups))
-        self._launch("ios_shuffle", n * c * h * w, args)
+        return self._grid("ios_shuffle", n * c * h * w, args)
 
-    def resize(self, x, y, mode: str, align_corners: bool) -> None:
+    def shuffle(self, *args) -> None:
+        self.shuffle_launch(*args)()
+
+    def resize_launch(self, x, y, mode: str, align_corners: bool):
         import numpy as np
 
         n, c, h, w = x.shape
@@ -295,10 +316,12 @@ class Kernels:
         i32, i64 = np.int32, np.int64
         args = (x, y, i32(n), i32(c), i32(h), i32(w), i32(oh), i32(ow), *(i64(s) for s in strides_for(x, x.shape)),
                 *(i64(s) for s in strides_for(y, y.shape)), i32(0 if mode == "nearest" else 1), i32(align_corners))
-        self._launch("ios_resize", n * c * oh * ow, args)
+        return self._grid("ios_resize", n * c * oh * ow, args)
 
+    def resize(self, *args) -> None:
+        self.resize_launch(*args)()
 
-    def linear(self, x, w, shift, y, act: str = "identity", alpha: float = 0.0, beta: float = 0.0) -> None:
+    def linear_launch(self, x, w, shift, y, act: str = "identity", alpha: float = 0.0, beta: float = 0.0):
         """``y = act(x @ w + shift)``: ``x`` (N, K) and ``w`` (K, J) contiguous, ``shift`` (J,), ``y``
         any view of N x J values ((N, J) or (N, J, 1, 1), strided: a slice of a concatenation)."""
         import numpy as np
@@ -313,7 +336,10 @@ class Kernels:
         args = (x, w, shift, y, i32(n), i32(kk), i32(j), i64(y.strides[0] // isz), i64(y.strides[1] // isz),
                 i32(ACT_CODES[act]), f32(alpha), f32(beta))
         t = LINEAR_TILE
-        self._fn("ios_linear")(((j + t - 1) // t, (n + t - 1) // t), (t, t), args)
+        return self._prepared("ios_linear", ((j + t - 1) // t, (n + t - 1) // t), (t, t), args)
+
+    def linear(self, *args, **kwargs) -> None:
+        self.linear_launch(*args, **kwargs)()
 
 
 def _as4(v):
