@@ -42,8 +42,9 @@ preceding stage leaves.
 
 Whatever the mode, ``ios_core.optimize`` ends a search by timing candidates end to end with the
 real runtime (:meth:`MeasuredCostModel.time_candidates`, interleaved) and keeps the fastest
-(``optimize_stats.validation``): on the CPU the schedule and the sequential one; on cuda also the
-greedy one, the DP without merges and the DP under a fitted per-stage cost (``candidates``). On
+(``optimize_stats.validation``): the DP's schedule, the sequential and greedy ones, the DP without
+merges and the DP under a fitted per-stage cost (``candidates``; each strategy only those of its own
+space), on the CPU racing (a candidate clearly slower after 3 rounds is timed no more). On
 cuda the cuDNN plan chosen per convolution geometry is kept in the profile database
 (``ios_core.cost.cache.CudnnPlanCache``), stages are timed with no minimum sample duration (CUDA
 events time each replay), and :meth:`MeasuredCostModel.replay_constants` measures the per-graph
@@ -61,6 +62,7 @@ from ios_core.cost.cache import ProfileCache, library_version, stage_signature
 from ios_core.ir import Node, leaf_nodes
 from ios_core.measurement.interference import CanaryReference, Window, WindowSet
 from ios_core.measurement.measure import Measurement, measure
+from ios_core.measurement.stats import median
 from ios_core.measurement.threads import resolve_threads
 from ios_core.optimizer.stage import Stage
 from ios_core.runtime import providers as _providers
@@ -326,8 +328,8 @@ class MeasuredCostModel:
         """Time whole schedules (``graphs``: name -> scheduled graph) end to end with the real
         runtime in the form a cell runs them (on cuda: this model's device, a CUDA-graph replay
         unless ``cuda_graph=False``; on the CPU: this model's provider and threads), interleaved:
-        after a warmup (on the CPU at least 0.25 s and 5 runs each, 2 with the torch provider: a
-        fresh ONNX Runtime session ran its first several runs up to 3x slower), ``repeat`` rounds,
+        after a warmup (on the CPU at least 0.25 s and 5 runs each, 0.1 s and 2 runs with the torch
+        provider: a fresh ONNX Runtime session ran its first several runs up to 3x slower), ``repeat`` rounds,
         each one sample of every candidate, in forward order on even rounds and reversed on odd
         ones, so drift hits all alike. On the CPU, after :data:`RACE_ROUNDS` rounds a candidate
         whose median so far is above the best's by more than :data:`RACE_DROP` is timed no more
@@ -347,7 +349,9 @@ class MeasuredCostModel:
         gpu = self._gpu is not None
         repeat = int(repeat if repeat is not None else (11 if gpu else 7))
         number = 10 if gpu else 1  # a replay is microseconds to milliseconds: 10 per sample
-        min_runs = 2 if self.provider == "torch" else 5
+        # the warmup: torch's runtime is warm after a run or two; a fresh ONNX Runtime session ran its
+        # first several runs up to 3x slower
+        min_runs, min_s = (2, 0.1) if self.provider == "torch" else (5, 0.25)
         t0 = time.perf_counter()
         rts, failed = {}, {}
         kept = runtimes if runtimes is not None else {}
@@ -370,7 +374,7 @@ class MeasuredCostModel:
                     rt = make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
                     t_warm = time.perf_counter()
                     runs = 0
-                    while runs < min_runs or (time.perf_counter() - t_warm < 0.25 and runs < 50):
+                    while runs < min_runs or (time.perf_counter() - t_warm < min_s and runs < 50):
                         rt.measure(warmup=0, number=1, repeat=1)
                         runs += 1
                 rts[name] = rt
@@ -381,7 +385,7 @@ class MeasuredCostModel:
         order = list(rts)
         for i in range(max(1, repeat)):
             if not gpu and i == RACE_ROUNDS and len(order) > 2:
-                now = {k: statistics.median(samples[k]) for k in order if samples[k] and k not in failed}
+                now = {k: median(samples[k]) for k in order if samples[k] and k not in failed}
                 if now:
                     best = min(now.values())
                     order = [k for k in order if k not in now or now[k] <= best * (1.0 + RACE_DROP)]
@@ -392,7 +396,7 @@ class MeasuredCostModel:
                     samples[k].append(rts[k].measure(warmup=0, number=number, repeat=1).median)
                 except Exception as e:
                     failed[k] = _reason(e)
-        med = {k: statistics.median(v) for k, v in samples.items() if v and k not in failed}
+        med = {k: median(v) for k, v in samples.items() if v and k not in failed}
         return {"measured_ms": med, "failed": failed, "samples": repeat, "number": number,
                 "samples_by": {k: len(v) for k, v in samples.items() if k not in failed},
                 "seconds": time.perf_counter() - t0, "form": self.form, "provider": self.provider}
@@ -852,7 +856,7 @@ CANDIDATES = ("schedule", "sequential", "greedy", "parallel", "overhead")
 # the CPU's end-to-end candidates race: after this many interleaved rounds, a candidate whose median is
 # more than RACE_DROP above the best's is timed no more (its figure is the median of what it has)
 RACE_ROUNDS = 3
-RACE_DROP = 0.15
+RACE_DROP = 0.10
 
 
 def _candidate_names(candidates, gpu: bool) -> tuple[str, ...]:
