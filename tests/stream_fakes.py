@@ -273,15 +273,7 @@ class TorchQueueDevice:
                 "cudnn_frontend": None, "torch": torch.__version__}
 
     def attach_plan_cache(self, plan_cache) -> None:
-        from ios_core.runtime.cuda_plans import open_plan_cache
-
-        if hasattr(plan_cache, "get"):
-            self.plans.attach(plan_cache)
-            return
-        store, why = open_plan_cache(self.plan_versions(), None if plan_cache == "default" else plan_cache)
-        self.plans.attach(store)
-        if why:
-            self.plans.reasons.append(why)
+        self.plans.open(plan_cache, self.plan_versions())
 
     def _conv_plan(self, spec, x, w, b):
         """The plan of this convolution geometry: from the book (stored, or both built and timed)."""

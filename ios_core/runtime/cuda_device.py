@@ -28,7 +28,7 @@ from ios_core.runtime.cuda_kernels import (
     plan_executor,
     plan_record,
 )
-from ios_core.runtime.cuda_plans import ConvPlanBook, open_plan_cache
+from ios_core.runtime.cuda_plans import ConvPlanBook
 
 ALIGNMENT = 16  # bytes: cuDNN Frontend tensors are declared 16-byte aligned
 TUNE_REPEAT = 5  # timed executions per cuDNN plan when choosing the fastest
@@ -76,13 +76,7 @@ class CupyDevice:
 
     def attach_plan_cache(self, plan_cache) -> None:
         """Keep the plans chosen in ``plan_cache`` (see the class) and reuse those stored there."""
-        if hasattr(plan_cache, "get"):  # an open CudnnPlanCache
-            self.plans.attach(plan_cache)
-            return
-        store, why = open_plan_cache(self.plan_versions(), None if plan_cache == "default" else plan_cache)
-        self.plans.attach(store)
-        if why:
-            self.plans.reasons.append(why)
+        self.plans.open(plan_cache, self.plan_versions())
 
     def _begin(self) -> None:
         """State of the program being built (the device serves one program after another)."""

@@ -37,6 +37,18 @@ class ConvPlanBook:
     def attach(self, store) -> None:
         self.store = store
 
+    def open(self, plan_cache, versions: dict) -> None:
+        """Keep the plans in ``plan_cache``: an open store, ``"default"`` (the profile database's
+        default file) or a database path, opened for ``versions`` (:func:`open_plan_cache`); one
+        that cannot be opened is a reason in :meth:`stats`, and plans are built and timed here."""
+        if hasattr(plan_cache, "get"):  # an open CudnnPlanCache
+            self.attach(plan_cache)
+            return
+        store, why = open_plan_cache(versions, None if plan_cache == "default" else plan_cache)
+        self.attach(store)
+        if why:
+            self.reasons.append(why)
+
     def _note(self, why: str) -> None:
         if len(self.reasons) < 5 and why not in self.reasons:
             self.reasons.append(why)
