@@ -26,7 +26,6 @@ stage costs measured again). Clocks are left alone (their state is printed).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._cli import script_parser  # noqa: E402
 from ios_core import models
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
@@ -236,14 +236,8 @@ def goal_table(rows: list[dict], fp: dict, args) -> str:
     return "\n".join(out)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit code 2
-        self.exit(2, f"error: {message}\n")
-
-
 def main(argv=None) -> int:
-    p = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog=__doc__)
+    p = script_parser(__doc__)
     p.add_argument("--models", default=None,
                    help="networks searched with r=3 s=8 (default: inception_v3 on the fake device; "
                         "squeezenet,inception_v3 on a GPU)")

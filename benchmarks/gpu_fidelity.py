@@ -38,7 +38,6 @@ Clocks are left alone; their state is printed.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._cli import script_parser  # noqa: E402
 from ios_bench.reporting.numbers import fmt  # noqa: E402
 from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
@@ -251,14 +251,8 @@ def network(name: str, dev, plans: str, args, tag: str) -> list[str]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit code 2
-        self.exit(2, f"error: {message}\n")
-
-
 def main(argv=None) -> int:
-    p = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog=__doc__)
+    p = script_parser(__doc__)
     p.add_argument("--models", default=",".join(NETWORKS), help="networks (default: the paper's four)")
     p.add_argument("--budget", type=float, default=480.0,
                    help="seconds: a network not started within them is skipped (default 480)")

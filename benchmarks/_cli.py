@@ -1,0 +1,16 @@
+"""What the benchmark scripts' command lines share: a parser whose errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit code 2
+        self.exit(2, f"error: {message}\n")
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's parser: its docstring's first paragraph as the description, the whole as the epilog."""
+    return _OneLineParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=doc)
