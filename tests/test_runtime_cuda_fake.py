@@ -339,9 +339,11 @@ def test_task_marks_record_external_events_through_the_driver(monkeypatch):
 def test_cupy_device_launches_are_packed_once_and_do_no_work_at_launch(monkeypatch):
     """``CupyDevice``'s kernel closures (on host arrays with a device view's shapes and strides; a
     stand-in kernel function recording its calls) pack their arguments when built: each launch
-    passes exactly what the immediate ``Kernels`` method passes, and nothing of ours runs at launch
-    (the packing helpers broken after the build change nothing); event records and waits are bound
-    the same way."""
+    passes the kernel, grid, block and argument list written out below by hand from the CUDA
+    source's signatures (pointers; int32 sizes; int64 element strides of channel slices of one
+    buffer, 0 along a broadcast dimension; the op, activation and flag codes), the same at every
+    launch, and nothing of ours runs at launch (the packing helpers broken after the build change
+    nothing); event records and waits are bound the same way."""
     import functools
 
     import numpy as np
@@ -360,41 +362,105 @@ def test_cupy_device_launches_are_packed_once_and_do_no_work_at_launch(monkeypat
     dev = CupyDevice.__new__(CupyDevice)
     dev.k = k
     dev._begin()
-    monkeypatch.setattr(dev, "upload", lambda a: np.asarray(a, dtype=np.float32), raising=False)
-    cat = np.zeros((2, 12, 5, 5), np.float32)
-    x, out = cat[:, 0:4], cat[:, 4:8]  # channel slices of one buffer
-    per_c = np.ones(4, np.float32)
+    uploads = []
+
+    def upload(a):
+        uploads.append(np.array(a, dtype=np.float32))
+        return uploads[-1]
+
+    monkeypatch.setattr(dev, "upload", upload, raising=False)
+    f32 = np.float32
+    cat = np.zeros((2, 24, 6, 6), f32)  # a concatenation buffer: element strides (864, 36, 6, 1)
+    x, x2, out = cat[:, 0:8], cat[:, 8:16], cat[:, 16:24]  # three channel slices of it, (2, 8, 6, 6)
+    se = np.zeros((2, 8, 1, 1), f32)  # broadcast over H and W: strides (8, 1, 0, 0) as the kernel sees it
+    small = np.zeros((2, 16, 3, 3), f32)[:, 8:16]  # strides (144, 9, 3, 1)
+    pooled = np.zeros((2, 16, 1, 1), f32)[:, 8:16]  # strides (16, 1, 1, 1)
+    big = np.zeros((2, 8, 12, 12), f32)  # strides (1152, 144, 12, 1)
+    flat = np.zeros((2, 8, 1, 1), f32)  # a linear layer's input, read as (2, 8)
+    logits = np.zeros((2, 40, 1, 1), f32)[:, 0:20]  # strides (40, 1, 1, 1)
+    weight, bias = np.arange(160, dtype=f32).reshape(20, 8), np.arange(20, dtype=f32)
     built = {
-        "activation": (dev.activation(x, out, "leaky_relu", 0.1), lambda: k.map(x, out, act="leaky_relu", alpha=0.1)),
-        "affine": (dev.affine(x, out, per_c, per_c, "relu"),
-                   lambda: k.map(x, out, scale=per_c, shift=per_c, act="relu")),
-        "pool": (dev.pool(x, out, PoolSpec("avg", (3, 3), (1, 1), (1, 1, 1, 1), True)),
-                 lambda: k.pool2d(x, out, (3, 3), (1, 1), (1, 1), False, True)),
-        "combine": (dev.combine([x, cat[:, 8:12], x], "add", out),
-                    lambda: (k.map(x, out, b=cat[:, 8:12], op=cuda_kernels.MAP_ADD),
-                             k.map(out, out, b=x, op=cuda_kernels.MAP_ADD))),
-        "shuffle": (dev.shuffle(x, out, 2), lambda: k.shuffle(x, out, 2)),
+        "activation": dev.activation(x, out, "leaky_relu", 0.1),
+        "affine": dev.affine(x, out, np.full(8, 2.0, f32), np.full(8, 3.0, f32), "relu"),
+        "avg pool": dev.pool(x, out, PoolSpec("avg", (3, 3), (1, 1), (1, 1, 1, 1), True)),
+        "max pool": dev.pool(x, small, PoolSpec("max", (3, 3), (2, 2), (1, 1, 1, 1), False)),
+        "global pool": dev.pool(x, pooled, PoolSpec("global_avg", (6, 6), (1, 1), (0, 0, 0, 0), False)),
+        "sum": dev.combine([x, x2, x], "add", out),
+        "scale": dev.combine([x, se], "mul", out),
+        "shuffle": dev.shuffle(x, out, 2),
+        "resize": dev.resize(x, big, "bilinear", True),
+        "linear": dev.linear(flat, logits, 0, weight, bias, "relu"),
     }
-    expected = {}
-    for name, (_, immediate) in built.items():
-        calls.clear()
-        immediate()
-        expected[name] = list(calls)
+    scale, shift, w_t, lin_shift = uploads
+    assert np.array_equal(w_t, weight.T) and w_t.strides == (80, 4)  # (K, J) row-major, uploaded once
+
+    def ptr(a):
+        return a.__array_interface__["data"][0]
+
+    def view(a, shape, strides):  # a pointer argument: where it starts, and what the test knows of it
+        return ("ptr", ptr(a), shape, strides)
+
+    def i32(*v):
+        return [("int32", int(s)) for s in v]
+
+    def i64(*v):
+        return [("int64", int(s)) for s in v]
+
+    def fl(*v):
+        return [("float32", float(f32(s))) for s in v]
+
+    def got(args):
+        return [("ptr", ptr(a), a.shape, tuple(s // a.itemsize for s in a.strides)) if isinstance(a, np.ndarray)
+                else (type(a).__name__, float(a) if isinstance(a, np.floating) else int(a)) for a in args]
+
+    d4 = (2, 8, 6, 6)
+    sl = (864, 36, 6, 1)  # a channel slice of ``cat``, in elements
+    xv, x2v, outv = view(x, d4, sl), view(x2, d4, sl), view(out, d4, sl)
+    # ios_map(a, b, scale, shift, y, N, C, H, W, a/b/y strides, op, has_scale, has_shift, act, alpha, beta):
+    # 576 outputs -> 3 blocks of 256 threads; an absent b, scale or shift is a's pointer, never read
+    expected = {
+        "activation": [("ios_map", (3,), (256,), [xv, xv, xv, xv, outv, *i32(*d4), *i64(*sl), *i64(*sl), *i64(*sl),
+                                                   *i32(0, 0, 0, 7), *fl(0.1, 0.0)])],
+        "affine": [("ios_map", (3,), (256,), [xv, xv, view(scale, (8,), (1,)), view(shift, (8,), (1,)), outv,
+                                               *i32(*d4), *i64(*sl), *i64(*sl), *i64(*sl), *i32(0, 1, 1, 1),
+                                               *fl(0.0, 0.0)])],
+        # ios_pool2d(x, y, N, C, H, W, OH, OW, x strides, y strides, kh, kw, sh, sw, pt, pl, is_max, count_pad)
+        "avg pool": [("ios_pool2d", (3,), (256,), [xv, outv, *i32(2, 8, 6, 6, 6, 6), *i64(*sl), *i64(*sl),
+                                                   *i32(3, 3, 1, 1, 1, 1, 0, 1)])],
+        "max pool": [("ios_pool2d", (1,), (256,), [xv, view(small, (2, 8, 3, 3), (144, 9, 3, 1)),
+                                                   *i32(2, 8, 6, 6, 3, 3), *i64(*sl), *i64(144, 9, 3, 1),
+                                                   *i32(3, 3, 2, 2, 1, 1, 1, 0)])],
+        # ios_global_pool(x, y, N, C, H, W, x strides, y's N and C strides, is_max): one thread per (n, c)
+        "global pool": [("ios_global_pool", (1,), (256,), [xv, view(pooled, (2, 8, 1, 1), (16, 1, 1, 1)),
+                                                           *i32(*d4), *i64(*sl), *i64(16, 1), *i32(0)])],
+        # x + x2 -> out, then out + x -> out (MAP_ADD = 1)
+        "sum": [("ios_map", (3,), (256,), [xv, x2v, xv, xv, outv, *i32(*d4), *i64(*sl), *i64(*sl), *i64(*sl),
+                                           *i32(1, 0, 0, 0), *fl(0.0, 0.0)]),
+                ("ios_map", (3,), (256,), [outv, xv, outv, outv, outv, *i32(*d4), *i64(*sl), *i64(*sl), *i64(*sl),
+                                           *i32(1, 0, 0, 0), *fl(0.0, 0.0)])],
+        # x * se -> out (MAP_MUL = 2): se's H and W strides are 0
+        "scale": [("ios_map", (3,), (256,), [xv, view(se, (2, 8, 1, 1), (8, 1, 1, 1)), xv, xv, outv, *i32(*d4),
+                                             *i64(*sl), *i64(8, 1, 0, 0), *i64(*sl), *i32(2, 0, 0, 0),
+                                             *fl(0.0, 0.0)])],
+        "shuffle": [("ios_shuffle", (3,), (256,), [xv, outv, *i32(*d4), *i64(*sl), *i64(*sl), *i32(2)])],
+        # ios_resize(x, y, N, C, H, W, OH, OW, strides, mode (bilinear 1), align): 2304 outputs -> 9 blocks
+        "resize": [("ios_resize", (9,), (256,), [xv, view(big, (2, 8, 12, 12), (1152, 144, 12, 1)),
+                                                 *i32(2, 8, 6, 6, 12, 12), *i64(*sl), *i64(1152, 144, 12, 1),
+                                                 *i32(1, 1)])],
+        # ios_linear(x, w, shift, y, N, K, J, y's two strides, act, alpha, beta): 16 x 16 tiles over (J, N)
+        "linear": [("ios_linear", (2, 1), (16, 16), [view(flat, (2, 8), (8, 1)), view(w_t, (8, 20), (20, 1)),
+                                                     view(lin_shift, (20,), (1,)),
+                                                     view(logits, (2, 20, 1, 1), (40, 1, 1, 1)),
+                                                     *i32(2, 8, 20), *i64(40, 1), *i32(1), *fl(0.0, 0.0)])],
+    }
     for helper in ("strides_for", "_as4"):  # nothing is packed at launch time any more
         monkeypatch.setattr(cuda_kernels, helper, lambda *a, **kw: (_ for _ in ()).throw(AssertionError("packed")))
-    for name, (launch, _) in built.items():
-        for _ in range(2):
+    for name, launch in built.items():
+        for _ in range(2):  # every launch passes the same
             calls.clear()
             launch()
-            assert len(calls) == len(expected[name])
-            for got, want in zip(calls, expected[name]):
-                assert got[:3] == want[:3] and len(got[3]) == len(want[3])
-                for a, b in zip(got[3], want[3]):  # the same views (pointers), the same scalars
-                    if isinstance(b, np.ndarray):
-                        assert a.shape == b.shape and a.strides == b.strides and np.shares_memory(a, b)
-                    else:
-                        assert type(a) is type(b) and a == b
-    assert isinstance(built["pool"][0], functools.partial)  # a launch is CuPy's call, no frame of ours
+            assert [(n, g, b, got(a)) for n, g, b, a in calls] == expected[name], name
+    assert isinstance(built["avg pool"], functools.partial)  # a launch is CuPy's call, no frame of ours
 
     class _Stream:
         def __init__(self):
