@@ -21,7 +21,12 @@ for the stage programs, R of P the convolution geometries whose plan came from t
 (``ios_core.cost.cache.CudnnPlanCache``: no plan timed) out of those built, C the schedules timed
 end to end by the searches' candidate step. Each network is searched twice: cold (a fresh
 profile database and plan cache), then on a fresh device with only the plan cache warm (the
-stage costs measured again). Clocks are left alone (their state is printed).
+stage costs measured again). On a GPU each network of ``--models`` is then searched a third time,
+cold and independent of the first (a fresh device, profile database and plan cache), and the two
+cold searches' IOS-Both schedules are timed side by side (alternating, ``SIDE_ROUNDS`` rounds, the
+median of the rounds' medians): whether two searches of one network agree (``--no-independent``
+leaves it out). Every plan cache lives in one folder for the whole run, so no device is ever left
+attached to a database that was deleted. Clocks are left alone (their state is printed).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._cli import script_parser  # noqa: E402
-from ios_core import models
+from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
 from ios_core.optimizer import schedule  # noqa: E402
@@ -44,6 +49,7 @@ from ios_core.optimizer import schedule  # noqa: E402
 PAPER = {"squeezenet": (1, 1.31), "inception_v3": (48, 1.59), "randwire": (4407, 1.48), "nasnet": (3653, 1.45)}
 GOAL_SEARCH_S = {"squeezenet": 1, "inception_v3": 20, "randwire": 600, "nasnet": 600}
 PRUNED_GOAL_S = 60
+SIDE_ROUNDS = 5  # rounds of the side-by-side timing of two searches' schedules (each: every schedule once)
 
 
 def _device(fake: bool, seed: int = 1):
@@ -88,15 +94,16 @@ class Totals:
 
 
 def search(graph, strategy: str, dev, r: int, s: int, protocol: dict, db: str | None, totals: Totals,
-           cuda_graph: bool = True, sequential: bool = False, plans: str | None = None):
-    """One cold search (a fresh profile database unless ``db``; the cuDNN plan cache in it, or in
-    ``plans``): (result, cost model, seconds), and with ``sequential`` the sequential schedule
-    costed by the same model (its stages were measured by the search: nothing is timed again) as a
-    fourth item."""
+           cuda_graph: bool = True, sequential: bool = False, *, plans: str):
+    """One cold search (a fresh profile database unless ``db``; the cuDNN plan cache in ``plans``,
+    a database that outlives the search: ``dev`` stays attached to it, and is used again after the
+    search): (result, cost model, seconds), and with ``sequential`` the sequential schedule costed
+    by the same model (its stages were measured by the search: nothing is timed again) as a fourth
+    item."""
     with tempfile.TemporaryDirectory(prefix="ios-gpu-search-") as tmp:
         cache = db or str(Path(tmp) / "profile.sqlite")
         cm = MeasuredCostModel(device="cuda", backend=dev, cache=cache, cuda_graph=cuda_graph,
-                               plan_cache=plans or True, **protocol)
+                               plan_cache=plans, **protocol)
         t0 = time.perf_counter()
         result = schedule(graph, strategy, cm, batch_size=1, max_group_size=r, max_num_groups=s)
         seconds = time.perf_counter() - t0
@@ -134,6 +141,25 @@ def run_ms(graph, dev, cuda_graph: bool, repeat: int = 50) -> float:
     return rt.measure(warmup=10, repeat=repeat).median
 
 
+def side_by_side(graphs: list, dev, rounds: int | None = None, repeat: int = 10) -> list[float]:
+    """Each schedule's latency timed alongside the others (graph replays, CUDA events): every
+    round times each schedule once (``repeat`` samples after a warmup), alternating, so that a
+    drift of the clocks or of the machine falls on all of them alike; per schedule the median of
+    its rounds' medians (the one median)."""
+    from ios_core.measurement.stats import median
+    from ios_core.runtime.cuda import CudaRuntime
+
+    rts = []
+    for g in graphs:  # each built and its warm-up finished before the next uploads its weights
+        rts.append(CudaRuntime(g, 1, "cuda", backend=dev, cuda_graph=True))
+        rts[-1].sync()
+    per: list[list[float]] = [[] for _ in rts]
+    for _ in range(SIDE_ROUNDS if rounds is None else rounds):
+        for i, rt in enumerate(rts):
+            per[i].append(rt.measure(warmup=2, repeat=repeat).median)
+    return [median(v) for v in per]
+
+
 def fake_run(args, totals: Totals) -> None:
     print(f"no GPU here ({gpu.gpu_missing() or gpu.cuda_missing()}): the search runs on the tests' fake CUDA device; "
           "stage times are CPU stand-ins, the bookkeeping around them is the GPU code's")
@@ -161,7 +187,9 @@ def gpu_run(args, totals: Totals) -> None:
           f"{gpu.clock_state(fp)}; batch 1, fp32")
     dev = _device(False)
     protocol = dict(warmup=args.warmup, number=1, repeat=args.repeat, min_sample_ms=None)
-    plan_dir = tempfile.TemporaryDirectory(prefix="ios-gpu-plans-")  # cold: no plan stored before this run
+    # every plan cache of the run, cold (no plan stored before this run); it outlives each search, since
+    # the shared device stays attached to the plan cache of its last search while it times schedules
+    plan_dir = tempfile.TemporaryDirectory(prefix="ios-gpu-plans-")
     rows = []
     for name in args.models + [m for m in args.pruned if m not in args.models]:
         graph = models.get(name).init_weights(0)
@@ -183,9 +211,19 @@ def gpu_run(args, totals: Totals) -> None:
             row.update(warm_s=wseconds, warm_graph=run_ms(wres.graph, dev, True))
             row.update(seq_graph=run_ms(seq.graph, dev, True), seq_launch=run_ms(seq.graph, dev, False),
                        seq_predicted=seq.stats.cost_ms)
+            if args.independent:  # a second cold search of its own: a fresh device, database and plan cache
+                ires, icm, iseconds = search(graph, "both", _device(False), 3, 8, protocol, None, totals,
+                                             plans=str(Path(plan_dir.name) / f"{name}-independent-plans.sqlite"))
+                print(describe(f"{name} IOS-Both r=3 s=8, an independent cold search", ires, icm, iseconds),
+                      flush=True)
+                first, second = side_by_side([both, ires.graph], dev)
+                row.update(indep_s=iseconds, side=(first, second))
+                print(f"{name}: the two cold searches' IOS-Both schedules timed side by side ({SIDE_ROUNDS} rounds, "
+                      f"alternating): {_two(first, second)}", flush=True)
         if name in args.pruned:
             r, s = args.pruned_rs
-            pres, pcm, pseconds = search(graph, "both", dev, r, s, protocol, None, totals)
+            pres, pcm, pseconds = search(graph, "both", dev, r, s, protocol, None, totals,
+                                         plans=str(Path(plan_dir.name) / f"{name}-pruned-plans.sqlite"))
             print(describe(f"{name} IOS-Both pruned r={r} s={s}", pres, pcm, pseconds), flush=True)
             row.update(pruned_s=pseconds, pruned_stages=pcm.measured, pruned_graph=run_ms(pres.graph, dev, True))
         rows.append(row)
@@ -210,7 +248,7 @@ def goal_table(rows: list[dict], fp: dict, args) -> str:
            f"| network | search s (goal) | stages measured | pruned r={r} s={s} search s (goal {PRUNED_GOAL_S}) "
            "| pruned / full latency (goal <= 1.05) | predicted ms | measured ms | predicted vs measured (goal 15 %) "
            "| sequential ms | IOS-Both speedup (paper) | IOS-Both ms, launches | sequential ms, launches "
-           "| search s, only plans warm (goal 5) | two searches' IOS-Both ms (goal within 5 %) "
+           "| search s, only plans warm (goal 5) | two cold searches' IOS-Both ms, side by side (goal within 5 %) "
            "| corrected prediction vs measured (goal 15 %) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
@@ -224,12 +262,13 @@ def goal_table(rows: list[dict], fp: dict, args) -> str:
                    f"| {row.get('stages', '-')} | {_f(row.get('pruned_s'), '{:.1f}')} | {pruned_vs} | {_f(pred)} "
                    f"| {_f(meas)} | {ratio} | {_f(seq)} | {speed} | {_f(row.get('both_launch'))} "
                    f"| {_f(row.get('seq_launch'))} | {_f(row.get('warm_s'), '{:.1f}')} "
-                   f"| {_two(meas, row.get('warm_graph'))} "
+                   f"| {_two(*row['side']) if row.get('side') else '-'} "
                    f"| {corrected} |")
     out.append("predicted: the search's estimate (the sum of its stages, each timed as a CUDA-graph replay); "
                "measured: the schedule run by the CUDA runtime as one graph replay (median of 50, CUDA events); "
                "corrected: the prediction less the per-graph replay cost each stage figure carries (measured on "
-               "the device: MeasuredCostModel.replay_constants); "
+               "the device: MeasuredCostModel.replay_constants); two cold searches: the first search's IOS-Both "
+               "schedule and an independent cold search's, timed side by side (alternating rounds); "
                "speedup: sequential / IOS-Both, both graph replays. Search times are cold (a fresh profile "
                "database); the paper's (V100, its own runtime): " +
                ", ".join(f"{k} {v[0]} s" for k, v in PAPER.items()) + ".")
@@ -252,6 +291,8 @@ def main(argv=None) -> int:
     p.add_argument("-s", type=int, default=8, help="fake device: max number of groups (default 8)")
     p.add_argument("--warmup", type=int, default=2, help="GPU: warmup runs per stage (default 2)")
     p.add_argument("--repeat", type=int, default=5, help="GPU: samples per stage (default 5)")
+    p.add_argument("--no-independent", dest="independent", action="store_false",
+                   help="GPU: leave out the second, independent cold search and the side-by-side timing")
     args = p.parse_args(argv)
     raw = args.pruned_rs
     try:

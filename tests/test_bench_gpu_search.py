@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,9 +51,28 @@ def test_the_gpu_path_prints_the_goal_table(bench, capsys, monkeypatch):
 
     monkeypatch.setattr(bench, "_device", lambda fake, seed=1: TorchQueueDevice(seed))
     monkeypatch.setattr(gpu, "cuda_missing", lambda cudnn=True: None)
-    small, run_ms = models.get, bench.run_ms  # a small sample and short runs: CPU kernels stand in
+    small, run_ms, side = models.get, bench.run_ms, bench.side_by_side  # a small sample, short runs
     monkeypatch.setattr(bench.models, "get", lambda name, **kw: small(name, input_shape=(8, 12, 12)))
-    monkeypatch.setattr(bench, "run_ms", lambda graph, dev, cuda_graph: run_ms(graph, dev, cuda_graph, repeat=3))
+    timed = []
+
+    def attached(dev):
+        """The device's plan cache still exists while the device times a schedule: a search's plan
+        cache in a folder deleted at the search's end loses plan reuse silently."""
+        store = dev.plans.store
+        assert store is not None and Path(store.path).is_file(), f"plan cache {store and store.path} is gone"
+
+    def checked_run_ms(graph, dev, cuda_graph):
+        attached(dev)
+        timed.append("run")
+        return run_ms(graph, dev, cuda_graph, repeat=3)
+
+    def checked_side(graphs, dev):
+        attached(dev)
+        timed.append(len(graphs))
+        return side(graphs, dev, rounds=2, repeat=2)
+
+    monkeypatch.setattr(bench, "run_ms", checked_run_ms)
+    monkeypatch.setattr(bench, "side_by_side", checked_side)
     assert bench.main(["--models", "sample", "--pruned", "sample", "--pruned-rs", "1,2", "--warmup", "0",
                        "--repeat", "2"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -64,6 +84,14 @@ def test_the_gpu_path_prints_the_goal_table(bench, capsys, monkeypatch):
     assert row[0].strip() == "sample" and len(row) == 15
     assert all(cell.strip() not in ("", "-") for cell in row if cell.strip() != "sample"), row
     assert any("only the plan cache warm" in line and "plans reused" in line for line in out)
+    # a third, independent cold search; the two cold searches' schedules timed side by side
+    indep = next(line for line in out if "an independent cold search" in line)
+    assert "plans reused 0 of" in indep  # cold: its own plan cache
+    assert timed.count(2) == 1 and timed[-1] == "run"  # the pruned schedule timed after it, still attached
+    side_line = next(line for line in out if "timed side by side (2 rounds" in line or "timed side by side" in line)
+    assert re.search(r"[\d.]+ / [\d.]+ \([\d.]+%\)$", side_line), side_line
+    assert "two cold searches' IOS-Both ms, side by side" in out[header]
+    assert re.fullmatch(r" [\d.]+ / [\d.]+ \([\d.]+%\) ", row[13]), row
 
 
 def test_bad_arguments_are_one_line_and_exit_2(bench, capsys):
