@@ -49,8 +49,8 @@ def test_optimizer_returns_sequential_when_the_schedule_measures_slower():
 
 def test_measured_validation_times_the_candidates_with_the_runtime(monkeypatch):
     """On the CPU every candidate of the strategy's space is timed by default (IOS-Parallel: no
-    DP-without-merges, it is the DP), each runtime built once: the overhead candidate's second
-    timing reuses the best's runtime, built and warm."""
+    DP-without-merges, it is the DP), each distinct one built once (on this graph the overhead
+    candidate is the schedule, so there is no second timing: the next test makes it differ)."""
     import ios_core.runtime as runtime
 
     g, _ = fan_graph()
@@ -75,6 +75,70 @@ def test_measured_validation_times_the_candidates_with_the_runtime(monkeypatch):
     only = MeasuredCostModel(threads=2, cache=False, candidates="schedule,sequential", **FAST)
     v = schedule(g, "parallel", only).stats.validation
     assert [c["name"] for c in v["candidates"]] == ["schedule", "sequential"]
+
+
+class _FewStages(MeasuredCostModel):
+    """The measured model's end-to-end timing, with stage figures the test sets: a stage of one or
+    two single-operator groups 0.1 us, any other 1 us. On ``fan_graph`` the DP's schedule runs two
+    convolutions in one stage, the third alone, then the concatenation (3 stages); whole runs
+    measure tens of microseconds at least, so the fitted per-stage cost is far above 1 us and the
+    overhead candidate takes 2 stages (a 1 us one among them): it differs from the schedule and
+    from the sequential one."""
+
+    def stage_latency(self, stage, batch_size):
+        return 1e-4 if len(stage.groups) <= 2 and all(len(gr) == 1 for gr in stage.groups) else 1e-3
+
+
+def test_the_overhead_candidate_is_timed_against_the_best_ones_warm_runtime(monkeypatch):
+    """The second timing (the overhead candidate against the best of the first) builds the overhead
+    candidate's runtime only: the best's runtime is the one built and warmed in the first timing,
+    warmed again by one run, not built again."""
+    import ios_core.runtime as runtime
+
+    g, _ = fan_graph()
+    g.init_weights(0)
+    built, measured = [], []  # (graph, runtime) per build; runtime per measure call
+    real = runtime.make_runtime
+
+    def counting(graph, *a, **kw):
+        rt = real(graph, *a, **kw)
+        built.append((graph, rt))
+        own = rt.measure
+
+        def measure(**kw):
+            measured.append((rt, kw))
+            return own(**kw)
+
+        rt.measure = measure
+        return rt
+
+    monkeypatch.setattr(runtime, "make_runtime", counting)
+    cm = _FewStages(threads=2, cache=False, candidates="schedule,sequential,overhead", **FAST)
+    timings = []
+    timed = cm.time_candidates
+
+    def spy(graphs, batch_size, repeat=None, runtimes=None):
+        b, m = len(built), len(measured)
+        out = timed(graphs, batch_size, repeat=repeat, runtimes=runtimes)
+        timings.append({"graphs": dict(graphs), "built": built[b:], "measured": measured[m:]})
+        return out
+
+    monkeypatch.setattr(cm, "time_candidates", spy)
+    v = schedule(g, "parallel", cm).stats.validation
+    rows = {c["name"]: c for c in v["candidates"]}
+    assert [rows[k]["stages"] for k in ("schedule", "sequential", "overhead")] == [3, 4, 2]
+    assert not any("same_as" in c for c in rows.values()) and rows["overhead"]["measured_raw_ms"] > 0
+    first, second = timings  # two timings: the overhead candidate differs from every other
+    assert list(first["graphs"]) == ["schedule", "sequential"] and len(first["built"]) == 2
+    best = min(("schedule", "sequential"), key=lambda k: rows[k]["measured_ms"])
+    assert list(second["graphs"]) == ["overhead", best]
+    # one build in the second timing: the overhead candidate's; the best's runtime is the first one's
+    assert [gr for gr, _ in second["built"]] == [second["graphs"]["overhead"]]
+    best_rt = next(rt for gr, rt in first["built"] if gr is second["graphs"][best])
+    again = [kw for rt, kw in second["measured"] if rt is best_rt]
+    assert again[0] == dict(warmup=0, number=1, repeat=1)  # warm already: one run, then the 5 samples
+    assert len(again) == 1 + 5
+    assert len(built) == 3
 
 
 class _Fixed:
@@ -152,8 +216,9 @@ def test_the_search_keeps_the_candidate_that_measures_fastest_and_fits_the_per_s
     v = res.stats.validation
     rows = {c["name"]: c for c in v["candidates"]}
     assert list(rows) == ["schedule", "sequential", "greedy", "parallel", "overhead"]
-    # identical schedules are timed once; every candidate has both figures
-    assert all(name not in dev.timed[0] for name, c in rows.items() if "same_as" in c)
+    # on this graph no two of the first round are identical (the next test has some), and the
+    # overhead candidate is the schedule: one timing of the four; every candidate has both figures
+    assert dev.timed == [["schedule", "sequential", "greedy", "parallel"]] and rows["overhead"]["same_as"] == "schedule"
     assert all(c["predicted_ms"] > 0 and c["measured_ms"] > 0 for c in rows.values())
     # measured = predicted + 0.5 per stage, exactly: the fit finds it
     assert v["per_stage_ms"] == pytest.approx(0.5)
@@ -162,6 +227,23 @@ def test_the_search_keeps_the_candidate_that_measures_fastest_and_fits_the_per_s
     best = min(c["measured_ms"] for c in rows.values())
     assert rows[v["kept"]]["measured_ms"] == best and res.stats.num_stages == rows[v["kept"]]["stages"]
     assert dev.noted is v
+
+
+def test_identical_first_round_candidates_are_timed_once():
+    """Two convolutions of one input, of different shapes: IOS-Parallel's only parallel schedule
+    runs both in one stage, which is what greedy does, so ``parallel`` is ``greedy``: timed once,
+    under greedy's name, and given greedy's figure."""
+    from ios_core.ir import GraphBuilder
+
+    b = GraphBuilder("two", (8, 12, 12))
+    b.end_block(b.concat([b.conv(b.input, 8, 1), b.conv(b.input, 16, 3, padding=1)]))
+    g = b.finish().init_weights(0)
+    dev = _Device()
+    v = schedule(g, "both", dev, batch_size=1).stats.validation
+    rows = {c["name"]: c for c in v["candidates"]}
+    assert rows["parallel"]["same_as"] == "greedy" and "same_as" not in rows["greedy"]
+    assert dev.timed == [["schedule", "sequential", "greedy"]]  # parallel (and overhead = schedule) not timed
+    assert rows["parallel"]["measured_ms"] == rows["greedy"]["measured_ms"]
 
 
 def test_validation_text_names_each_candidate():
