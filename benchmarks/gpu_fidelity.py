@@ -52,7 +52,7 @@ from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
 from ios_core.ir import leaf_nodes  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
-from ios_core.optimizer import Schedule, Stage, schedule  # noqa: E402
+from ios_core.optimizer import Stage, schedule  # noqa: E402
 
 NETWORKS = ("inception_v3", "randwire", "nasnet", "squeezenet")
 PRUNED = {"randwire": (1, 3), "nasnet": (1, 3)}  # the search's r, s where the full one does not fit 9 minutes
@@ -179,18 +179,71 @@ def diagnose(rows: list[dict], whole: float, marked: float, multi: bool) -> tupl
                   "whole": whole, "marked": marked, **{"largest": name}}
 
 
-def schedule_table(label: str, result, cm: MeasuredCostModel, dev, tag: str) -> tuple[list[str], dict]:
-    sched = Schedule.of(result.graph)
+def _merged_sources(node, block, present: set[str]) -> list | None:
+    """The original convolutions a merged convolution of the scheduled graph stands for, in the
+    order the search merged them (its hint name joins theirs in that order; the first one's name
+    is its own less ``_merged``), or None where they cannot be told."""
+    from itertools import permutations
+
+    from ios_core.ir import Conv
+
+    if not isinstance(node, Conv) or "_merged" not in node.name:
+        return None
+    first = node.name.rsplit("_merged", 1)[0]
+    inputs = [[(v.node.name, v.begin, v.end) for v in term] for term in node.inputs]
+    gone = [n for n in block.nodes if isinstance(n, Conv) and n.name not in present
+            and [[(v.node.name, v.begin, v.end) for v in term] for term in n.inputs] == inputs]
+    head = [n for n in gone if n.name == first]
+    rest = [n for n in gone if n.name != first]
+    if not head or sum(n.out_channels for n in gone) < node.out_channels:
+        return None
+    for k in range(1, len(rest) + 1):  # the fewest convolutions whose channels and hint names make it
+        for combo in permutations(rest, k):
+            convs = head + list(combo)
+            if sum(c.out_channels for c in convs) == node.out_channels and \
+                    " ".join(c.hint_name for c in convs) == node.hint_name:
+                return convs
+        if k >= 7:  # the search merges at most max_num_groups convolutions
+            break
+    return None
+
+
+def search_stages(scheduled, graph) -> list[tuple[Stage, bool]]:
+    """The scheduled graph's stages as the search costed them, each with whether it is a merge:
+    every operator the original one (the search costed the block's operators before it rewrote
+    their inputs to read merged convolutions' channels), and a merged convolution's stage the
+    merge of the original convolutions (kind ``merge``). The stage signature includes the kind and
+    the inputs, so the stage rebuilt from the scheduled graph (``parallel``, the rewritten
+    operators) would miss the search's figure and be measured afresh."""
+    out = []
+    for block, new_block in zip(graph.blocks, scheduled.blocks):
+        originals = {n.name: n for n in block.nodes}
+        present = {n.name for n in new_block.nodes}
+        by_name = {n.name: n for n in new_block.nodes}
+        names = new_block.stages if new_block.stages is not None else new_block.sequential_stages()
+        for st in names:
+            if len(st) == 1 and len(st[0]) == 1 and st[0][0] not in originals:
+                convs = _merged_sources(by_name[st[0][0]], block, present)
+                if convs:
+                    out.append((Stage("merge", [[c] for c in convs]), True))
+                    continue
+            out.append((Stage("parallel", [[originals.get(n, by_name[n]) for n in g] for g in st]),
+                        any(n not in originals for g in st for n in g)))
+    return out
+
+
+def schedule_table(label: str, result, cm: MeasuredCostModel, dev, tag: str, graph=None) -> tuple[list[str], dict]:
+    """``graph``: the graph that was searched (default: the scheduled one, whose stages are then
+    costed as they run)."""
+    stages = search_stages(result.graph, graph if graph is not None else result.graph)
     rp = replay(result.graph, dev)
     spans = rp["spans"]
-    if len(spans) != len(sched):
-        raise RuntimeError(f"{len(spans)} runtime stages for {len(sched)} scheduled ones")
+    if len(spans) != len(stages):
+        raise RuntimeError(f"{len(spans)} runtime stages for {len(stages)} scheduled ones")
     rows, lines = [], []
     prev_end = None
-    for i, st in enumerate(sched):
-        stage = Stage("parallel", st.groups)
-        merged = any(leaf.name.endswith("_merged") or "_merged_" in leaf.name for n in st.nodes
-                     for leaf in leaf_nodes(n))
+    for i, (stage, merged) in enumerate(stages):
+        st = stage
         row = {"model": float(cm.stage_latency(stage, 1)), "alone": cm.measure_stage(stage, 1).median,
                "cold": cm.measure_stage(stage, 1, cold_l2=True).median, "replay": None, "gap": None,
                "merged": merged, "groups": len(st.groups), "ops": sum(len(g) for g in st.groups)}
@@ -204,7 +257,7 @@ def schedule_table(label: str, result, cm: MeasuredCostModel, dev, tag: str) -> 
                      f"| {fmt(row['alone'])} | {fmt(row['cold'])} | {fmt(row['replay'])} | {fmt(row['gap'])} |")
     multi = any(r["groups"] > 1 for r in rows)
     diag, sums = diagnose(rows, rp["whole"], rp["marked"], multi)
-    head = [f"\n{label}{tag}: {len(sched)} stages; predicted {fmt(result.stats.cost_ms)} ms (the search's figure); "
+    head = [f"\n{label}{tag}: {len(stages)} stages; predicted {fmt(result.stats.cost_ms)} ms (the search's figure); "
             f"whole replay {fmt(rp['whole'])} ms unmarked, {fmt(rp['marked'])} ms with task marks (median of "
             f"{REPLAYS})",
             "| stage | groups x ops | model ms | alone ms | alone, cold L2 ms | in replay ms | gap before ms |",
@@ -235,7 +288,7 @@ def network(name: str, dev, plans: str, args, tag: str) -> list[str]:
                    f"measured); the search kept {v.get('kept', 'schedule')!r} of its end-to-end candidates")
         t_both = None
         for label, res in (("IOS-Sequential", seq), (f"IOS-Both (r={r} s={s})", both)):
-            lines, sums = schedule_table(f"{name} {label}", res, cm, dev, tag)
+            lines, sums = schedule_table(f"{name} {label}", res, cm, dev, tag, graph)
             out.extend(lines)
             t_both = sums["whole"]
         bound = critical_path_ms(graph, cm)

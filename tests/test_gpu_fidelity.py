@@ -60,3 +60,71 @@ def test_a_network_past_the_budget_is_skipped_with_a_line(fidelity, capsys, monk
     assert fidelity.main(["--fake", "--models", "sample", "--budget", "10"]) == 0
     out = capsys.readouterr().out
     assert "## sample: skipped (the budget of 10 s was spent: 1000 s)" in out
+
+
+class _SignatureCosts:
+    """A cost model that answers from a table and records every stage signature the search asked
+    for: a merge of convolutions costs less than the convolutions side by side, so the search
+    merges."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+
+    def stage_latency(self, stage, batch_size):
+        from ios_core.cost.cache import stage_signature
+
+        self.seen.add(stage_signature(stage.kind, stage.groups)[0])
+        if stage.kind == "merge":
+            return 0.5
+        return 0.2 * len(stage.groups) + max(len(g) for g in stage.groups)
+
+
+def test_the_model_column_costs_each_stage_as_the_search_did_merged_ones_too(fidelity):
+    """The search costs a merged stage as ``merge`` of the original convolutions, and the
+    operators that read it as they were before the rewrite: the stage signature includes both, so
+    a stage rebuilt from the scheduled graph misses the search's figure and is measured afresh."""
+    from ios_core.cost.cache import stage_signature
+    from ios_core.optimizer import schedule
+    from tests.runtime_helpers import fan_graph
+
+    graph, _ = fan_graph()
+    costs = _SignatureCosts()
+    result = schedule(graph, "both", costs, batch_size=1, validate=False)
+    assert result.stats.merged >= 1  # the case in question
+    stages = fidelity.search_stages(result.graph, graph)
+    assert len(stages) == len(result.schedule.stages) and any(merged for _, merged in stages)
+    for stage, merged in stages:
+        assert stage_signature(stage.kind, stage.groups)[0] in costs.seen, (stage, merged)
+        assert (stage.kind == "merge") == merged or stage.kind == "parallel"
+    assert sum(costs.stage_latency(st, 1) for st, _ in stages) == pytest.approx(result.stats.cost_ms)
+
+
+class _OperatorCosts:
+    """Each one-operator stage costs what ``ms`` says for its operator."""
+
+    def __init__(self, ms: dict[str, float]):
+        self.ms = ms
+
+    def stage_latency(self, stage, batch_size):
+        (node,), = stage.groups
+        return self.ms[node.name]
+
+
+def test_the_critical_path_bound_is_the_longest_path_of_isolated_times(fidelity):
+    """a -> b -> d and a -> c -> d at 1, 2, 5 and 1 ms: the longest path is a, c, d (7 ms), not
+    the sum (9 ms) nor the widest level; with a per-graph replay cost of 0.5 ms in every isolated
+    figure, counted once: 0.5 + 4.5 + 0.5 + 0.5 = 6 ms."""
+    from ios_core.ir import GraphBuilder
+
+    b = GraphBuilder("diamond", (4, 6, 6))
+    a = b.conv(b.input, 4, 1)
+    bb = b.conv(a, 4, 3, padding=1)
+    c = b.conv(a, 4, 1)
+    d = b.add([bb, c])
+    b.end_block(d)
+    graph = b.finish()
+    ms = {a.node.name: 1.0, bb.node.name: 2.0, c.node.name: 5.0, d.node.name: 1.0}
+    assert fidelity.critical_path_ms(graph, _OperatorCosts(ms)) == pytest.approx(7.0)
+    assert fidelity.critical_path_ms(graph, _OperatorCosts(ms), graph_ms=0.5) == pytest.approx(6.0)
+    ms[bb.node.name] = 6.0  # now the other branch is the longest
+    assert fidelity.critical_path_ms(graph, _OperatorCosts(ms)) == pytest.approx(8.0)
