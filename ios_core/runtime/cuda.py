@@ -346,15 +346,21 @@ class CudaLaunchers(OpVisitor):
 
 
 def _seq(fns):
-    """One closure running ``fns`` in order; the kernel kinds they declare (``fn.kinds``, read
-    by a device's launcher, e.g. to know what a first launch initializes) are kept."""
+    """One closure running ``fns`` in order; what they declare to a device's launcher is kept: the
+    kernel kinds (``fn.kinds``, e.g. to know what a first launch initializes) and the memory read
+    and written (``fn.access``, ``(reads, writes)``: the tests' fake device checks stream order)."""
     from ios_core.runtime.program import seq
 
     fns = [f for f in fns if f is not None]
     run = seq(fns)
+    if run in fns:
+        return run
     kinds = tuple(k for f in fns for k in getattr(f, "kinds", ()))
-    if kinds and run not in fns:
+    if kinds:
         run.kinds = kinds
+    access = [getattr(f, "access", None) for f in fns]
+    if any(a is not None for a in access):
+        run.access = (tuple(r for a in access if a for r in a[0]), tuple(w for a in access if a for w in a[1]))
     return run
 
 

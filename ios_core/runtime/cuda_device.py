@@ -364,12 +364,14 @@ class CudaTaskMarks:
 
     RECORD_EXTERNAL = 0x1  # CU_EVENT_RECORD_EXTERNAL
 
-    def __init__(self, cp, n: int, streams):
+    def __init__(self, cp, n: int, streams, driver=None):
+        """``driver``: the CUDA driver library (``libcuda.so.1`` through ctypes unless given: the
+        tests' fake device passes its own, which returns the error codes CUDA would)."""
         import ctypes
 
         self.cp, self.streams = cp, streams
         self.events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = driver if driver is not None else ctypes.CDLL("libcuda.so.1")
         self._record = lib.cuEventRecordWithFlags
         self._record.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
         self._record.restype = ctypes.c_int
