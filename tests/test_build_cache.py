@@ -199,9 +199,17 @@ def test_the_user_scope_is_reused_by_a_second_run_and_refused_when_its_versions_
 
     first, _ = run("one")
     assert first["state"] == "cold" and first["reused"] is False
+    manifest = home / "openvino" / MANIFEST
+    blobs = sorted(p for p in (home / "openvino").rglob("*.blob"))
+    assert blobs  # OpenVINO exported its compiled model there
+    written = {p: (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in blobs}
+    files = json.loads(manifest.read_text())["files"]
     second, _ = run("two")  # another run folder, the same user scope
     assert second["state"] == "warm" and second["reused"] is True
-    manifest = home / "openvino" / MANIFEST
+    # the compile was skipped: OpenVINO imported its compiled model and wrote no file (a compile
+    # exports the blob again: a new file or a new modification time, even with the same bytes)
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in blobs} == written
+    assert json.loads(manifest.read_text())["files"] == files and sorted((home / "openvino").rglob("*.blob")) == blobs
     m = json.loads(manifest.read_text())
     m["version"] = "0.0-another"
     manifest.write_text(json.dumps(m))
@@ -211,19 +219,38 @@ def test_the_user_scope_is_reused_by_a_second_run_and_refused_when_its_versions_
     assert json.loads(manifest.read_text())["version"] != "0.0-another"  # rebuilt and sealed by this version
 
 
+def _inductor_cache_events(trace_dir) -> dict[int, dict[str, int]]:
+    """{process id: {"hit": n, "miss": n}} of inductor's FX graph cache, from torch's structured
+    trace (``TORCH_TRACE``: one file per process, each line led by glog's ``<level><date> <time> <pid>``)."""
+    out: dict[int, dict[str, int]] = {}
+    for f in trace_dir.iterdir():
+        text = f.read_text(errors="replace")
+        pid = int(text.split(None, 3)[2])
+        out[pid] = {k: text.count(f'"name": "fx_graph_cache_{k}"') for k in ("hit", "miss")}
+    return out
+
+
 def test_a_torch_compile_cells_second_round_reuses_the_first_rounds_inductor_cache(tmp_path):
     """torch-compile: round 1 builds into the run's inductor cache (cold), round 2 - a fresh
-    process - reuses it, and each round's record says which (``build_cache.reused``)."""
+    process - reuses it, and each round's record says which (``build_cache.reused``). That the
+    compile was skipped is inductor's own word: its structured trace (``TORCH_TRACE``) of each
+    round's process logs FX graph cache misses in the cold round and only hits in the warm ones."""
     pytest.importorskip("torch")
     import adapters
 
     why = adapters.get("torch-compile").available("cpu")
     if why:
         pytest.skip(why)
+    trace = tmp_path / "trace"
+    trace.mkdir()
     p = cli([*RUN, "--build-cache", "run", "--models", "tiny_a", "--frameworks", "torch-compile", "--rounds", "2",
-             "--out", str(tmp_path / "run")], cwd=tmp_path)
+             "--out", str(tmp_path / "run")], cwd=tmp_path, extra={"TORCH_TRACE": str(trace)})
     assert p.returncode == 0, p.stderr[-3000:]
     rec, caches = _build_caches(tmp_path / "run")
+    events = _inductor_cache_events(trace)
+    cold, *warm = [events[r["pid"]] for r in rec["rounds"] if r.get("status") == "ok"]
+    assert cold["miss"] > 0 and cold["hit"] == 0  # compiled
+    assert warm and all(e["hit"] > 0 and e["miss"] == 0 for e in warm), events  # every graph from the cache
     # a round that other work disturbed is measured again (a further round, warm too)
     assert len(caches) >= 2 and caches[0]["state"] == "cold" and {c["state"] for c in caches[1:]} == {"warm"}
     assert caches[0]["reused"] is False and all(c["reused"] for c in caches[1:])
