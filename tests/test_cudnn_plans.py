@@ -265,17 +265,37 @@ def test_a_stored_plan_is_built_alone_and_none_is_timed(cudnn, tmp_path):
 
 
 def test_a_plan_stored_under_another_cudnn_is_rebuilt_with_a_reason(cudnn, tmp_path):
+    """A plan another cuDNN chose is not built: under this cuDNN every plan of the geometry is
+    built and timed again, the one chosen now is stored for this cuDNN, and the other's record is
+    left to it."""
     from ios_core.cost.cache import cudnn_plan_cache
+    from ios_core.runtime.cuda_plans import ConvPlanBook
 
     db = tmp_path / "p.sqlite"
+    key = repr(cuda_kernels.conv_key(GEOMETRY))
+    theirs = {"fused": True, "plan": 0, "plan_name": "eng0", "workspace_bytes": 1000}
     old = cudnn_plan_cache({**VERSIONS, "cudnn": "9.18.1"}, db)
-    old.put("geom", {"fused": True, "plan": 2, "plan_name": "eng2"})
-    assert old.get("geom") is not None
+    old.put(key, theirs)
+    assert old.get(key) == theirs
     new = cudnn_plan_cache(VERSIONS, db)
-    assert new.get("geom") is None
+    timed, known = [], []
+
+    def tuned():
+        c = cuda_kernels.build_conv("h", tune=lambda conv: timed.append(sorted(conv.plans)) or {0: 2.5, 2: 0.7},
+                                    **GEOMETRY)
+        return c, cuda_kernels.plan_record(c), len(c.plans)
+
+    book = ConvPlanBook(new)
+    conv = book.choose(key, tuned, lambda rec: known.append(rec) or cuda_kernels.build_conv("h", known=rec, **GEOMETRY))
+    # rebuilt: every plan built (plan 1 does not build here) and timed, the fastest kept; 9.18.1's never built
+    assert known == [] and timed == [[0, 2]] and [g.built for _, g in cudnn] == [[0, 2]] and conv.plan == 2
+    st = book.stats()
+    assert st["plans_reused"] == 0 and st["plans_tuned_geometries"] == 1 and st["plans_built_for_tuning"] == 2
+    assert st["plan_cache_reasons"] == ["a cuDNN plan stored under other versions (cudnn 9.18.1 (here 9.19.0)) was "
+                                        "not used: rebuilt"]
     assert new.stats()["other_versions"] == 1
-    assert new.stats()["reasons"] == ["a cuDNN plan stored under other versions (cudnn 9.18.1 (here 9.19.0)) was "
-                                      "not used: rebuilt"]
+    assert cudnn_plan_cache(VERSIONS, db).get(key) == cuda_kernels.plan_record(conv)  # stored for this cuDNN
+    assert cudnn_plan_cache({**VERSIONS, "cudnn": "9.18.1"}, db).get(key) == theirs  # and 9.18.1's left as it was
     other_gpu = cudnn_plan_cache({**VERSIONS, "gpu": "NVIDIA H100 80GB HBM3"}, db)
     assert other_gpu.get("geom") is None and other_gpu.stats()["other_versions"] == 0
 
