@@ -77,6 +77,14 @@ def test_canary_is_a_short_fixed_workload():
     assert judge({"canary_before_ms": c, "canary_after_ms": c}, c) is None
 
 
+def test_the_canary_is_the_one_median_of_its_runs(monkeypatch):
+    """Four runs of 4, 1, 3 and 2 ms: the canary is their median, 2.5 ms (the two middle runs
+    averaged, as every median here), not the upper middle run."""
+    ticks = iter([0.0, 0.004, 1.0, 1.001, 2.0, 2.003, 3.0, 3.002])  # perf_counter before and after each run
+    monkeypatch.setattr(interference.time, "perf_counter", lambda: next(ticks))
+    assert interference.canary(reps=4, size=1000) == pytest.approx(2.5)
+
+
 def test_the_profile_database_never_reuses_a_disturbed_row(tmp_path):
     import sqlite3
 

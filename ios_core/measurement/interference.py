@@ -106,8 +106,9 @@ def canary(reps: int = 5, size: int = 100_000) -> float:
         t0 = time.perf_counter()
         np.sort(data, kind="quicksort")
         times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+    from ios_core.measurement.stats import median
+
+    return median(times)  # the one median (an even count averages the two middle runs)
 
 
 class Window:
