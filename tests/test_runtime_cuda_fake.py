@@ -333,12 +333,17 @@ def test_task_marks_record_external_events_through_the_driver(monkeypatch):
             made.append(self)
 
     cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: b.ptr - a.ptr))
-    streams = [types.SimpleNamespace(ptr=7), types.SimpleNamespace(ptr=8)]
+    capturing = [True]
+    streams = [types.SimpleNamespace(ptr=7, is_capturing=lambda: capturing[0]),
+               types.SimpleNamespace(ptr=8, is_capturing=lambda: capturing[0])]
     marks = cuda_device.CudaTaskMarks(cp, 2, streams)
     marks.begin(0, 0)()
     marks.end(1, 1)()
     assert calls == [(1000, 7, 1), (1003, 8, 1)]
     assert marks.read() == [(0.0, 1.0), (2.0, 3.0)]
+    capturing[0] = False  # outside a capture the external flag is invalid: a plain record
+    marks.begin(0, 0)()
+    assert calls[-1] == (1000, 7, 0)
 
 
 # ---- issue 40 item 6: the launch path without CUDA graphs ---------------------------------------

@@ -179,13 +179,13 @@ def time_compiled(compiled, prepared, device: str, **protocol):
     from ios_core.measurement.measure import measure
 
     if str(device).startswith("cuda"):
-        from ios_core.measurement.gpu import GPU_CELL_CLOCK, device_synchronizer
+        from ios_core.measurement import gpu
 
-        device_sync = device_synchronizer()
+        device_sync = gpu.device_synchronizer()
 
         def sync():
             compiled.sync()
             if device_sync is not None:
                 device_sync()
-        return measure(lambda: compiled.execute(prepared), sync=sync, timer=None, clock=GPU_CELL_CLOCK, **protocol)
+        return gpu.time_gpu_cell(lambda: compiled.execute(prepared), sync, **protocol)
     return measure(lambda: compiled.execute(prepared), sync=compiled.sync, timer=compiled.timer(), **protocol)

@@ -335,10 +335,12 @@ class MeasuredCostModel:
         whose median so far is above the best's by more than :data:`RACE_DROP` is timed no more
         (its median is over the samples it has: ``samples_by``), so slow candidates cost little.
         ``runtimes`` (name -> (graph, runtime)), when given, keeps each built and warm runtime for
-        a later call with the same graph object (warmed again by one run only).
+        a later call with the same graph object (warmed again by one run only). Each sample is one
+        call, timed as the cell that will run the schedule times it: on cuda through
+        ``ios_core.measurement.gpu.time_gpu_cell`` (the host clock after a device synchronize).
         Returns ``{"measured_ms": {name: median ms}, "failed": {name: reason}, "samples",
-        "samples_by", "seconds", "form"}``; a candidate that cannot be built or run (a GPU gone)
-        is a reason."""
+        "samples_by", "seconds", "form", "clock"}``; a candidate that cannot be built or run (a GPU
+        gone) is a reason."""
         from ios_core.ir import Graph
 
         def ready(g):
@@ -348,10 +350,24 @@ class MeasuredCostModel:
 
         gpu = self._gpu is not None
         repeat = int(repeat if repeat is not None else (11 if gpu else 7))
-        number = 10 if gpu else 1  # a replay is microseconds to milliseconds: 10 per sample
         # the warmup: torch's runtime is warm after a run or two; a fresh ONNX Runtime session ran its
         # first several runs up to 3x slower
         min_runs, min_s = (2, 0.1) if self.provider == "torch" else (5, 0.25)
+        if gpu:  # as the cell that will run it is timed: one call, the host clock after a device synchronize
+            from ios_core.measurement.gpu import GPU_CELL_CLOCK, time_gpu_cell
+
+            dev, clock = self._gpu, GPU_CELL_CLOCK
+
+            def sample(rt, warmup=0) -> float:
+                def sync():
+                    rt.sync()
+                    dev.sync_device()
+                return time_gpu_cell(rt.execute, sync, now=dev.now_ns, warmup=warmup, number=1, repeat=1).median
+        else:
+            clock = "host"
+
+            def sample(rt, warmup=0) -> float:
+                return rt.measure(warmup=warmup, number=1, repeat=1).median
         t0 = time.perf_counter()
         rts, failed = {}, {}
         kept = runtimes if runtimes is not None else {}
@@ -360,13 +376,15 @@ class MeasuredCostModel:
                 old = kept.get(name)
                 if old is not None and old[0] is g:  # built and warmed by an earlier call
                     rt = old[1]
-                    rt.measure(warmup=0, number=1, repeat=1)
+                    sample(rt, warmup=0)
                 elif gpu:
+                    from ios_core.reference import random_input
                     from ios_core.runtime.cuda import CudaRuntime
 
                     rt = CudaRuntime(ready(g), batch_size, device=self.device, backend=self._gpu,
                                      cuda_graph=self.cuda_graph)
-                    rt.measure(warmup=2, number=1, repeat=1)
+                    rt.prepare(random_input(rt.graph, batch_size))  # once, as a cell prepares its input
+                    sample(rt, warmup=2)
                 else:
                     from ios_core.runtime import make_runtime
 
@@ -393,11 +411,11 @@ class MeasuredCostModel:
                 if k in failed:
                     continue
                 try:
-                    samples[k].append(rts[k].measure(warmup=0, number=number, repeat=1).median)
+                    samples[k].append(sample(rts[k]))
                 except Exception as e:
                     failed[k] = _reason(e)
         med = {k: median(v) for k, v in samples.items() if v and k not in failed}
-        return {"measured_ms": med, "failed": failed, "samples": repeat, "number": number,
+        return {"measured_ms": med, "failed": failed, "samples": repeat, "number": 1, "clock": clock,
                 "samples_by": {k: len(v) for k, v in samples.items() if k not in failed},
                 "seconds": time.perf_counter() - t0, "form": self.form, "provider": self.provider}
 
@@ -456,8 +474,9 @@ class MeasuredCostModel:
                            weights=self._weights)
         s0 = prog.stream_objs[0]
         dev.write(prog.input_view(g.input.name), np.ones((1, 8, 4, 4), dtype=np.float32), s0)
-        return measure(prog.run, warmup=5, number=10, repeat=11, sync=lambda: dev.sync(s0),
-                       timer=dev.timer(s0)).median
+        # timed as every stage is (the regime of launch latency, not of launches back to back)
+        return self._time_stage_program(prog, warmup=max(self.protocol["warmup"], 5),
+                                        repeat=max(self.protocol["repeat"], 11)).median
 
     # ---- internals ---------------------------------------------------------------------------
     def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build,
@@ -735,12 +754,19 @@ class MeasuredCostModel:
             m = Measurement(samples_ms=samples, number=1, warmup=self.protocol["warmup"])
             m.meta["form"] = self.form + ", cold L2"
             return m
-        m = measure(prog.run, **self.protocol, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
+        m = self._time_stage_program(prog)
         t2 = self._timed.add(t1)
         m.meta["form"] = self.form
         self.measured += 1
         self.measure_seconds += t2[0] - t0[0]
         return m
+
+    def _time_stage_program(self, prog, **overrides) -> Measurement:
+        """The one way a program is timed as a stage on the GPU (every stage figure, and the chains
+        of :meth:`replay_constants`, which must sit in the same regime): this model's protocol
+        (one launch per sample unless ``number`` says otherwise) between two CUDA events on stream 0."""
+        dev, s0 = self._gpu, prog.stream_objs[0]
+        return measure(prog.run, **{**self.protocol, **overrides}, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
         groups = _stage_groups(stage)

@@ -14,9 +14,10 @@ machine without one gets a one-line reason (:func:`cuda_missing`), which is what
 * :class:`CudaEventTimer` -- times a sample with two CUDA events on one stream, the GPU's
   own clock (``ios_core.measurement.measure.measure(..., timer=...)``): the IOS runtime's own
   measurements and the measured cost model.
-* :func:`device_synchronizer` and :data:`GPU_CELL_CLOCK` -- the one timing protocol of every
-  GPU cell of a sweep, whatever the framework: the host clock read after a device-wide
-  synchronize following every call (``ios_bench.running.worker.time_compiled``).
+* :func:`time_gpu_cell`, :data:`GPU_CELL_CLOCK` and :func:`device_synchronizer` -- the one timing
+  protocol of every GPU cell of a sweep, whatever the framework: the host clock read after a
+  device-wide synchronize following every call (``ios_bench.running.task_cell.time_compiled``), and
+  of the whole schedules the measured cost model times end to end (its candidates).
 * :func:`throttle_reasons`, :func:`sustainable_sm_clock` -- what NVML says limits the clock,
   and the clock a lock can hold under load (the default application clock).
 
@@ -150,6 +151,17 @@ def device_synchronizer():
     if torch is not None and torch.cuda.is_available():
         return torch.cuda.synchronize
     return None
+
+
+def time_gpu_cell(fn, sync, now=None, **protocol):
+    """The one timing protocol of a GPU cell (:data:`GPU_CELL_CLOCK`), and of every whole schedule
+    the measured cost model times end to end to choose the one a cell will run: ``fn()`` one call at
+    a time, ``sync()`` (which waits for the whole device) after each, the host clock read after it
+    (``ios_core.measurement.measure.measure``; ``protocol``: its warmup, number, repeat,
+    min_sample_ms). ``now``: the host clock in nanoseconds (the tests' fake GPU passes its own)."""
+    from ios_core.measurement.measure import measure
+
+    return measure(fn, sync=sync, timer=None, clock=GPU_CELL_CLOCK, now=now, **protocol)
 
 
 def throttle_reasons(pynvml, handle) -> list[str]:

@@ -106,21 +106,23 @@ class HostTimer:
 
     clock = "host"
 
-    def __init__(self, sync: Callable[[], None] | None = None):
+    def __init__(self, sync: Callable[[], None] | None = None, now: Callable[[], int] | None = None):
         self.sync = sync or (lambda: None)
+        self.now = now or time.perf_counter_ns
         self._t0 = 0
 
     def start(self) -> None:
-        self._t0 = time.perf_counter_ns()
+        self._t0 = self.now()
 
     def stop(self) -> float:
         self.sync()
-        return (time.perf_counter_ns() - self._t0) / 1e6
+        return (self.now() - self._t0) / 1e6
 
 
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
-            sync: Callable[[], None] | None = None, timer=None, clock: str = "host") -> Measurement:
+            sync: Callable[[], None] | None = None, timer=None, clock: str = "host",
+            now: Callable[[], int] | None = None) -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
@@ -129,11 +131,12 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     per-stage times (ms, per call); the callee is expected to accumulate them over the sample's
     calls and reset itself when read. ``timer`` (``start()``, ``stop() -> ms``) replaces the host
     clock, e.g. with CUDA events; samples are then timed as a whole. ``clock`` labels the host
-    clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU).
+    clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU); ``now``
+    replaces the host clock itself (nanoseconds; the tests' fake GPU passes its simulated one).
     """
     if warmup < 0 or number < 1 or repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
-    label, clock = clock, time.perf_counter_ns
+    label, clock = clock, now or time.perf_counter_ns
     for _ in range(warmup):
         fn()
     if sync is not None:
@@ -141,7 +144,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     if min_sample_ms:
         # calibrate on the clock the samples are taken with: the device timer when one is given
         # (the host clock would see only the asynchronous launches), else the host clock after sync()
-        calibration = timer if timer is not None else HostTimer(sync)
+        calibration = timer if timer is not None else HostTimer(sync, now)
         while True:
             calibration.start()
             for _ in range(number):

@@ -135,21 +135,30 @@ class CupyDevice:
         not wait for it)."""
         self.device.synchronize()
 
+    @staticmethod
+    def now_ns() -> int:
+        """The host clock the GPU cell protocol reads (``ios_core.measurement.gpu.time_gpu_cell``)."""
+        import time
+
+        return time.perf_counter_ns()
+
     def timer(self, stream):
         from ios_core.measurement.gpu import CudaEventTimer
 
         return CudaEventTimer(stream)
 
     def flush_l2(self, stream) -> None:
-        """Write a buffer twice the size of the GPU's L2 cache on ``stream``: what a stage timed
-        next reads comes from device memory (a cold L2), as it may inside a whole network's run."""
+        """Read a buffer twice the size of the GPU's L2 cache on ``stream`` (a sum into a scalar
+        allocated with it): what a stage timed next reads comes from device memory (a cold L2), as it
+        may inside a whole network's run. Read, not written: L2 is write-back, so a flush that writes
+        would leave dirty lines the next stage first pays to write to memory."""
+        cp = self.cp
         if getattr(self, "_flush", None) is None:
-            l2 = int(self.cp.cuda.runtime.getDeviceProperties(self.device.id).get("l2CacheSize", 64 << 20))
-            self._flush = self.cp.empty(max(2 * l2, 1 << 20) // 4, dtype=self.cp.float32)
-            self._flush_n = 0
-        self._flush_n += 1
+            l2 = int(cp.cuda.runtime.getDeviceProperties(self.device.id).get("l2CacheSize", 64 << 20))
+            self._flush = cp.zeros(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)  # written once, here
+            self._flush_sum = cp.zeros((), dtype=cp.float32)
         with stream:
-            self._flush.fill(float(self._flush_n))
+            self._flush.sum(out=self._flush_sum)
 
     def task_marks(self, n: int, streams) -> CudaTaskMarks:
         return CudaTaskMarks(self.cp, n, streams)
@@ -358,9 +367,12 @@ class CupyDevice:
 class CudaTaskMarks:
     """Timing events recorded before and after each task on its stream, kept inside a captured CUDA
     graph as event-record nodes: ``cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL)``
-    (the CUDA driver API; a plain ``cudaEventRecord`` inside a capture only orders streams and
-    records nothing). The events add no dependency between streams. Written against the CUDA
-    driver API documentation; not run on a GPU in this project's development yet."""
+    while the stream is capturing (the CUDA driver API; a plain ``cudaEventRecord`` inside a capture
+    only orders streams and records nothing), a plain record (flag 0) outside a capture, where the
+    external flag is invalid (``CUevent_record_flags``): the warm-up run before the capture, a
+    program without a graph. PyTorch chooses the flag from the stream's capture status likewise.
+    The events add no dependency between streams. Written against the CUDA driver API
+    documentation and run on the tests' strict fake device; not run on a GPU yet."""
 
     RECORD_EXTERNAL = 0x1  # CU_EVENT_RECORD_EXTERNAL
 
@@ -377,10 +389,11 @@ class CudaTaskMarks:
         self._record.restype = ctypes.c_int
 
     def _mark(self, event, stream):
-        record, ev, st, flag = self._record, int(event.ptr), int(stream.ptr), self.RECORD_EXTERNAL
+        record, ev, st, external = self._record, int(event.ptr), int(stream.ptr), self.RECORD_EXTERNAL
+        capturing = stream.is_capturing  # CuPy: cudaStreamIsCapturing
 
         def mark():
-            rc = record(ev, st, flag)
+            rc = record(ev, st, external if capturing() else 0)
             if rc:
                 raise RuntimeError(f"cuEventRecordWithFlags failed: CUresult {rc}")
         return mark
@@ -392,6 +405,8 @@ class CudaTaskMarks:
         return self._mark(self.events[ti][1], self.streams[s])
 
     def read(self) -> list[tuple[float, float]]:
+        if not self.events:  # a program with no tasks
+            return []
         ref = self.events[0][0]
         ms = self.cp.cuda.get_elapsed_time
         return [(float(ms(ref, b)), float(ms(ref, e))) for b, e in self.events]
