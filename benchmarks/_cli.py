@@ -14,3 +14,11 @@ def script_parser(doc: str) -> argparse.ArgumentParser:
     """A script's parser: its docstring's first paragraph as the description, the whole as the epilog."""
     return _OneLineParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                           epilog=doc)
+
+
+def size_options(name: str, size: int | None) -> dict:
+    """A zoo model's keyword arguments for a smaller input of side ``size`` on the fake device (CPU
+    kernels stand in): ``image_size`` for the networks, ``input_shape`` (16 channels) for ``sample``."""
+    if not size:
+        return {}
+    return {"input_shape": (16, size, size)} if name == "sample" else {"image_size": size}

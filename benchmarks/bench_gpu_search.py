@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._cli import script_parser  # noqa: E402
+from benchmarks._cli import script_parser, size_options  # noqa: E402
 from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
@@ -164,7 +164,7 @@ def fake_run(args, totals: Totals) -> None:
     print(f"no GPU here ({gpu.gpu_missing() or gpu.cuda_missing()}): the search runs on the tests' fake CUDA device; "
           "stage times are CPU stand-ins, the bookkeeping around them is the GPU code's")
     for name in args.models:
-        graph = models.get(name, **({"image_size": args.image_size} if args.image_size else {}))
+        graph = models.get(name, **size_options(name, args.image_size))
         if not graph.has_weights:
             graph = graph.init_weights(0)
         # one sample per stage: the fake device's times mean nothing, its bookkeeping is what is measured

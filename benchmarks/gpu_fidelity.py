@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._cli import script_parser  # noqa: E402
+from benchmarks._cli import script_parser, size_options  # noqa: E402
 from ios_bench.reporting.numbers import fmt  # noqa: E402
 from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
@@ -268,7 +268,7 @@ def schedule_table(label: str, result, cm: MeasuredCostModel, dev, tag: str, gra
 
 
 def network(name: str, dev, plans: str, args, tag: str) -> list[str]:
-    opts = {"image_size": args.image_size or FAKE_IMAGE.get(name)} if args.fake_device and name in FAKE_IMAGE else {}
+    opts = size_options(name, args.image_size or FAKE_IMAGE.get(name)) if args.fake_device else {}
     graph = models.get(name, **opts)
     if not graph.has_weights:
         graph = graph.init_weights(0)

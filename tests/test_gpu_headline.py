@@ -1,8 +1,10 @@
-"""benchmarks/gpu_headline.py without a GPU: only what a bare machine needs around the headline
-experiment (tests/test_experiments_headline.py tests the experiment): a wheel too large for one
-transfer split in parts and put together again, a missing part, a damaged wheel and one built for
-another Python each one line naming it (the headline goes on without it), the window's one
-command, and bad arguments."""
+"""benchmarks/gpu_headline.py without a GPU: the window's one command (its steps in order, a
+report and an archive after each, the reserve before the deadline, resuming from the working
+folder or a carried copy, a GPU that vanishes, a plan cache from another cuDNN, a step that would
+outlive the command), the wheels a bare machine needs (a wheel too large for one transfer beside
+the working tree split in parts and put together again, a missing part, a damaged wheel and one
+built for another Python each one line naming it), and bad arguments; the whole window end to end
+on the CPU (--fake). tests/test_experiments_headline.py tests the experiment."""
 
 from __future__ import annotations
 
@@ -89,11 +91,65 @@ def test_a_missing_part_or_a_damaged_wheel_is_one_line_and_the_headline_goes_on(
 def test_the_parts_travel_in_separate_transfers(tmp_path, monkeypatch):
     monkeypatch.setattr(gh, "CARRY_LIMIT_MIB", 1.5)
     gh.split_wheel(_wheel(tmp_path), part_mib=1)
-    text = gh.transfers(tmp_path)
+    text = gh.transfers(tmp_path, tree=0.0)
     assert len(re.findall(r"\.part\dof3", text)) == 3 and "3 transfer(s)" in text and "parts.json" in text
 
 
-def test_the_window_is_one_experiment_command_resumed_in_the_next(tmp_path):
+def _git(root, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_wheel_parts_are_sized_from_the_limit_less_the_tree_that_travels_with_them(tmp_path, monkeypatch):
+    """The device tool's 64 MiB count the working tree (tracked files, untracked ones git does not
+    ignore, the carried paths) with the wheels: a part of the whole limit is refused."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    (root / ".gitignore").write_text("ignored/\ncarried/\n")
+    (root / "tracked.bin").write_bytes(b"\0" * 2**20)
+    _git(root, "add", "tracked.bin", ".gitignore")
+    (root / "untracked.bin").write_bytes(b"\0" * 2**19)  # travels: not ignored
+    (root / "ignored").mkdir()
+    (root / "ignored" / "big.bin").write_bytes(b"\0" * 2**21)  # stays here
+    (root / "carried").mkdir()
+    (root / "carried" / "c.bin").write_bytes(b"\0" * 2**18)  # travels when carried
+    assert gh.tree_mib(root) == pytest.approx(1.5, abs=0.01)
+    assert gh.tree_mib(root, carry=("carried",)) == pytest.approx(1.75, abs=0.01)
+    assert gh.part_mib_for(10.0) == gh.CARRY_LIMIT_MIB - 10.0 - gh.MARGIN_MIB  # 64 MiB less the tree less a margin
+    monkeypatch.setattr(gh, "CARRY_LIMIT_MIB", 3.0)
+    whl = tmp_path / "whl"
+    whl.mkdir()
+    (whl / "a.whl.part1of2").write_bytes(b"\0" * int(1.2 * 2**20))
+    (whl / "a.whl.part2of2").write_bytes(b"\0" * int(1.2 * 2**20))
+    alone = gh.transfers(whl, tree=0.0)
+    assert "1 transfer(s)" in alone  # 2.4 MiB fit 3 MiB alone
+    beside = gh.transfers(whl, tree=1.5)  # but not beside 1.5 MiB of tree
+    assert "2 transfer(s)" in beside and "1.5 MiB of 3 for wheels" in beside
+    assert "TOO LARGE" in gh.transfers(whl, tree=2.0) and "a.whl.part1of2" in gh.transfers(whl, tree=2.0)
+
+
+def test_a_newer_wheel_replaces_an_older_ones_files(tmp_path):
+    """``pip install --target`` without ``--upgrade`` keeps what an older wheel installed there."""
+    site = tmp_path / "site"
+    old = _wheel(tmp_path / "v1", mib=0.01)
+    assert gh.install_wheels([old], site) == []
+    new = tmp_path / "v2" / "fake_pkg-2.0-py3-none-any.whl"
+    new.parent.mkdir()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("ios_bench_test_absent_module/__init__.py", "X = 2\n")
+        z.writestr("fake_pkg-2.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                   "Tag: py3-none-any\n")
+        z.writestr("fake_pkg-2.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 2.0\n")
+        z.writestr("fake_pkg-2.0.dist-info/RECORD", "")
+    new.write_bytes(buf.getvalue())
+    assert gh.install_wheels([new], site) == []
+    assert (site / "ios_bench_test_absent_module" / "__init__.py").read_text() == "X = 2\n"
+
+
+def test_the_headline_step_is_one_experiment_command_resumed_in_the_next(tmp_path):
     out = tmp_path / "headline"
     cmd = gh.headline_command(out, 512.7, ["--gpu", "h200"])
     assert cmd[1:8] == ["-m", "ios_bench", "experiment", "headline", "--device", "cuda", "--out"]
@@ -101,9 +157,179 @@ def test_the_window_is_one_experiment_command_resumed_in_the_next(tmp_path):
     out.mkdir()
     (out / "experiment.json").write_text("{}")
     assert gh.headline_command(out, 300, [])[-1] == "--resume"
-    env = gh.window_env(out, tmp_path / "site")
+    env = gh.window_env(tmp_path, tmp_path / "site")
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(tmp_path / "site"), str(gh.ROOT)]
-    assert env["IOS_BENCH_CACHE"] == str(out / "profiles.sqlite")
+    assert env["IOS_BENCH_CACHE"] == str(tmp_path / "profiles.sqlite")  # in the working folder, packed
+
+
+def _stub_steps(monkeypatch, tmp_path, codes: dict, rooms: dict | None = None):
+    """Each step a small Python program: ``codes[name]`` (its source), and the room it was given."""
+    ran = tmp_path / "ran.txt"
+
+    def command(name, work, room, fake, extra):
+        if rooms is not None:
+            rooms[name] = room
+        src = f"open({str(ran)!r}, 'a').write({name!r} + '\\n')\n" + codes.get(name, "")
+        return [sys.executable, "-c", src]
+
+    monkeypatch.setattr(gh, "step_command", command)
+    return ran
+
+
+def _window(tmp_path, *extra, deadline="120"):
+    return gh.main(["--fake", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--deadline", deadline,
+                    "--wheels", str(tmp_path / "nowheels"), *extra])
+
+
+def test_the_window_runs_its_steps_in_order_reports_after_each_and_resumes_from_a_carried_copy(tmp_path, monkeypatch,
+                                                                                               capsys):
+    import tarfile
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    # the fidelity step sees the doctor reported done in the output folder already: a report after every step
+    seen = f"import sys\nsys.exit(0 if '| doctor | done' in open({str(out / 'window.md')!r}).read() else 5)\n"
+    first_headline = "import sys\nprint('headline stopped at its deadline')\nsys.exit(3)\n"
+    ran = _stub_steps(monkeypatch, tmp_path, {"fidelity": seen, "headline": first_headline})
+    # what a step leaves in the working folder: records and logs travel back, caches and heavy weights do not
+    (work / "headline" / "runs" / "r" / "cache").mkdir(parents=True)
+    (work / "headline" / "runs" / "r" / "cache" / "kernel.bin").write_bytes(b"\0" * 1000)
+    (work / "headline" / "runs" / "r" / "results.jsonl").write_text("{}\n")
+    sched = work / "headline" / "runs" / "r" / "schedules"
+    sched.mkdir()
+    (sched / "m-both.json").write_text("{}")
+    (sched / "m-both.npz").write_bytes(os.urandom(2 * 2**20))
+    assert _window(tmp_path) == 3  # the headline continues in the next call
+    assert ran.read_text().split() == ["doctor", "fidelity", "search", "headline"]
+    state = json.loads((out / "window.json").read_text())
+    assert {k: v["status"] for k, v in state["steps"].items()} == {"doctor": "done", "fidelity": "done",
+                                                                   "search": "done", "headline": "stopped"}
+    with tarfile.open(out / "window.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"logs/doctor.txt", "logs/headline.txt", "window.json", "window.md",
+            "headline/runs/r/results.jsonl"} <= names
+    assert not any("cache" in n.split("/")[:-1] or n.endswith(".npz") or n.endswith("m-both.json") for n in names)
+    assert "headline stopped at its deadline" in (work / "logs" / "headline.txt").read_text()
+    assert len(list(out.iterdir())) <= 8
+    text = capsys.readouterr().out
+    assert "left for the next call: headline" in text and 'carry=[".whl"' in text
+    # the next call on a fresh machine: the working folder is gone, the archive was carried back
+    carried = tmp_path / "carried" / "window.tar.gz"
+    carried.parent.mkdir()
+    carried.write_bytes((out / "window.tar.gz").read_bytes())
+    import shutil
+
+    shutil.rmtree(work)
+    shutil.rmtree(out)
+    ran.unlink()
+    _stub_steps(monkeypatch, tmp_path, {})
+    assert _window(tmp_path, "--resume-from", str(carried)) == 0
+    assert ran.read_text().split() == ["headline"]  # what was done stays done
+    state = json.loads((out / "window.json").read_text())
+    assert len(state["calls"]) == 2 and state["steps"]["headline"]["status"] == "done"
+    assert f"resumed from the carried copy {carried}" in state["calls"][1]["lines"][0]
+    assert (work / "logs" / "doctor.txt").is_file()  # the first call's logs came back with it
+    assert "left alone" in (out / "window.md").read_text()
+
+
+def test_the_window_keeps_its_reserve_and_interrupts_a_step_before_its_end(tmp_path, monkeypatch):
+    """The headline gets the window less the reserve as its own deadline; one that runs over gets
+    SIGINT before the window's end, leaving time to pack, and the window ends inside its deadline."""
+    import argparse
+    import time
+
+    monkeypatch.setattr(gh, "RESERVE_S", 3.0)
+    monkeypatch.setattr(gh, "PACK_S", 1.0)
+    monkeypatch.setattr(gh, "KILL_AFTER_S", 1.0)
+    monkeypatch.setattr(gh, "FAKE_MIN_HEADLINE_S", 0.5)
+    stamp = tmp_path / "interrupted.txt"
+    rooms: dict = {}
+    over = (f"import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+            f"    open({str(stamp)!r}, 'w').write(repr(time.monotonic()))\n    raise SystemExit(130)\n")
+    _stub_steps(monkeypatch, tmp_path, {"headline": over}, rooms)
+    args = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), resume_from=None, deadline=8.0,
+                              wheels=str(tmp_path / "none"), site=str(tmp_path / "site"), fake=True)
+    t0 = time.monotonic()
+    assert gh.run_window(args, []) == 3
+    ended = time.monotonic()
+    assert rooms["headline"] <= 8.0 - 3.0 and rooms["headline"] > 0  # the window less the reserve
+    assert float(stamp.read_text()) <= t0 + 8.0 - gh.PACK_S + 0.5  # interrupted before the window's end
+    assert ended - t0 < 8.0 + 1.0
+    state = json.loads((tmp_path / "out" / "window.json").read_text())
+    assert state["steps"]["headline"]["status"] == "stopped" and state["steps"]["headline"]["rc"] == 130
+
+
+def test_a_gpu_that_vanishes_mid_window_is_one_line_and_the_window_goes_on(tmp_path, monkeypatch, capsys):
+    probes = iter([{"missing": None, "name": "GPU", "cudnn": "9", "clocks": "clocks left alone"},
+                   {"missing": None}, {"missing": "NVMLError_GpuIsLost: GPU is lost"}])
+    monkeypatch.setattr(gh, "probe_gpu", lambda fake: next(probes, {"missing": "gone"}))
+    ran = _stub_steps(monkeypatch, tmp_path, {})
+    assert _window(tmp_path) == 3
+    assert ran.read_text().split() == ["doctor", "fidelity"]
+    text = capsys.readouterr().out
+    gone = [line for line in text.splitlines() if "vanished" in line]
+    assert gone == ["the GPU vanished before step search (NVMLError_GpuIsLost: GPU is lost): the steps left wait for "
+                    "the next call"]
+    state = json.loads((tmp_path / "out" / "window.json").read_text())
+    assert state["steps"]["search"]["status"] == "waiting" and state["steps"]["headline"]["status"] == "waiting"
+    assert (tmp_path / "out" / "window.tar.gz").is_file()
+
+
+def test_a_plan_cache_from_another_cudnn_is_one_line(tmp_path):
+    from ios_core.cost.cache import CudnnPlanCache
+
+    db = tmp_path / "profiles.sqlite"
+    assert gh.plan_cache_problem(db, "9.19.0") is None  # nothing yet
+    cache = CudnnPlanCache({"gpu": "NVIDIA H200", "cudnn": "9.10.2"}, db)
+    cache.put("conv a", {"plan": 1})
+    cache.put("conv b", {"plan": 2})
+    cache.close()
+    line = gh.plan_cache_problem(db, "9.19.0")
+    assert line == (f"plan cache {db}: 2 plan(s) from cuDNN 9.10.2, this machine has cuDNN 9.19.0: not used here "
+                    "(rebuilt and stored under this cuDNN)")
+    assert gh.plan_cache_problem(db, "9.10.2") is None
+
+
+def test_a_step_dies_with_the_window_and_takes_sigint_even_when_the_window_ignores_it(tmp_path):
+    """The step runs in its own session (so its group can be killed): without a parent-death
+    signal it would outlive a killed window and keep the GPU busy into the next call; and an
+    ignored SIGINT would be inherited, turning the window's interrupt into a 30 s wait for SIGKILL."""
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    parent = (f"import importlib.util, sys, signal\nsys.path.insert(0, {str(ROOT)!r})\n"
+              f"spec = importlib.util.spec_from_file_location('g', {str(ROOT / 'benchmarks' / 'gpu_headline.py')!r})\n"
+              "g = importlib.util.module_from_spec(spec); spec.loader.exec_module(g)\n"
+              f"print(g.run_until([sys.executable, '-c', {child!r}], {{}}, 120))\n")
+    p = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        for _ in range(200):
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        p.kill()  # the window killed outright (the device tool's end of a command)
+        p.wait()
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the step outlived the window that started it")
+    finally:
+        p.kill()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a window started with SIGINT ignored
+    try:
+        t0 = time.monotonic()
+        rc = gh.run_until([sys.executable, "-c", "import time\ntime.sleep(60)\n"], dict(os.environ), 1.0)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert rc == -signal.SIGINT and time.monotonic() - t0 < gh.KILL_AFTER_S  # SIGINT ended it, not SIGKILL
 
 
 @pytest.mark.parametrize("argv,message", [(["--deadline", "5", "--out", "x"], "bad --deadline 5"),
@@ -129,12 +355,45 @@ def test_a_step_that_runs_past_the_window_is_interrupted_then_killed(monkeypatch
     assert gh.run_until([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 30) == 3
 
 
-def test_the_dry_run_is_the_experiments_and_ends_with_its_one_line(tmp_path):
+def test_the_dry_run_prints_the_steps_in_order_with_estimates_and_the_call_to_make(tmp_path):
     import subprocess
 
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_headline.py"), "--dry-run", "--wheels",
                         str(tmp_path), "--gpu", "h100"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     lines = p.stdout.strip().splitlines()
-    assert re.fullmatch(r"estimated duration \d+ s on NVIDIA H100", lines[-1]), lines[-1]
-    assert "the batch-1 part" in p.stdout and "b1-graph-full" in p.stdout and "no wheels" in p.stdout
+    steps = [re.match(r"  (\d)\. (\w+) +(\d+) s  ", x) for x in lines]
+    steps = [(int(m.group(1)), m.group(2), int(m.group(3))) for m in steps if m]
+    assert [s[1] for s in steps] == ["doctor", "fidelity", "search", "headline"] and all(s[2] > 0 for s in steps)
+    text = p.stdout
+    assert "measured (H200 2026-11-26" in text and "assumed" in text and "no wheels" in text
+    assert re.search(r"doctor +22 s", text)  # the committed window's doctor step
+    call = next(x for x in lines if x.strip().startswith("run("))
+    assert '--out $OUT --deadline 540' in call and '"carry": ' not in call and 'carry=[".whl"' in call
+    assert "timeout_s=600" in call
+    m = re.fullmatch(r"estimated duration (\d+) s on NVIDIA H100 \(([\d.]+) windows of 540 s\)", lines[-1])
+    assert m and abs(int(m.group(1)) - sum(s[2] for s in steps)) <= 4  # the steps' sum (each rounded)
+
+
+def test_the_whole_window_on_the_cpu_end_to_end(tmp_path):
+    """The one command as a lent window runs it, the steps' real programs in their CPU forms (the
+    fake device, the quick headline): its first call on a GPU is not its first run."""
+    import subprocess
+    import tarfile
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_headline.py"), "--fake", "--out", str(out),
+                        "--work", str(work), "--deadline", "60", "--wheels", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode in (0, 3), p.stdout[-3000:] + p.stderr[-3000:]
+    state = json.loads((out / "window.json").read_text())
+    for name in ("doctor", "fidelity", "search"):
+        assert state["steps"][name]["status"] == "done", (name, p.stdout[-3000:])
+    assert state["steps"]["headline"]["status"] in ("done", "stopped", "waiting")
+    assert "ios " in (work / "logs" / "doctor.txt").read_text()
+    assert "critical-path bound" in (work / "logs" / "fidelity.txt").read_text() or \
+        "## sample: failed" in (work / "logs" / "fidelity.txt").read_text()
+    assert "per-stage overhead" in (work / "logs" / "search.txt").read_text()
+    with tarfile.open(out / "window.tar.gz") as tar:
+        assert {"logs/doctor.txt", "logs/fidelity.txt", "logs/search.txt", "window.md"} <= set(tar.getnames())
+    assert {f.name for f in out.iterdir()} <= {"headline-report.md", "window.json", "window.md", "window.tar.gz"}
