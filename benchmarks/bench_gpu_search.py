@@ -19,7 +19,8 @@ which on a shared machine also counts the waits for a core), N the stages measur
 sessions this process opened (attempts: 1 however many stages), W the random weight arrays drawn
 for the stage programs, R of P the convolution geometries whose plan came from the plan cache
 (``ios_core.cost.cache.CudnnPlanCache``: no plan timed) out of those built, C the schedules timed
-end to end by the searches' candidate step. Each network is searched twice: cold (a fresh
+end to end by the searches' candidate step (distinct schedules: a candidate identical to another is
+timed once and counted once). Each network is searched twice: cold (a fresh
 profile database and plan cache), then on a fresh device with only the plan cache warm (the
 stage costs measured again). On a GPU each network of ``--models`` is then searched a third time,
 cold and independent of the first (a fresh device, profile database and plan cache), and the two
@@ -129,7 +130,8 @@ def _kept(result) -> str:
     v = result.stats.validation or {}
     if "candidates" not in v:
         return "no candidate timed"
-    return f"{v['kept']} kept of {sum(c.get('measured_ms') is not None for c in v['candidates'])} candidates timed"
+    timed = sum(c.get("measured_ms") is not None and not c.get("same_as") for c in v["candidates"])
+    return f"{v['kept']} kept of {timed} candidates timed ({len(v['candidates'])} considered)"
 
 
 def run_ms(graph, dev, cuda_graph: bool, repeat: int = 50) -> float:

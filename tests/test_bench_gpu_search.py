@@ -41,7 +41,11 @@ def test_on_the_fake_device_it_ends_with_the_overhead_line(bench, capsys, monkey
            if line.startswith("sample (fake device")]
     assert len(per) == 2 and per[0][0] == 0 and 0 < per[1][0] <= per[1][1]
     assert (int(m.group(5)), int(m.group(6))) == (per[1][0], per[0][1] + per[1][1])
-    assert int(m.group(7)) >= 4  # each search timed its candidates end to end (identical ones once)
+    # each search timed its distinct candidates end to end (one identical to another is timed and counted once)
+    per_search = [tuple(map(int, re.search(r"kept of (\d+) candidates timed \((\d+) considered\)", line).groups()))
+                  for line in out if line.startswith("sample (fake device")]
+    assert len(per_search) == 2 and all(1 <= timed <= considered == 5 for timed, considered in per_search)
+    assert int(m.group(7)) == sum(timed for timed, _ in per_search)
     assert any(line.startswith("sample (fake device") and "stages measured as cuda-graph replay" in line
                for line in out)
 

@@ -188,7 +188,8 @@ class MeasuredCostModel:
         self.candidates = _candidate_names(candidates, self._gpu is not None)
         self.correction: dict | None = None  # what the end-to-end candidates showed (note_candidates)
         self._replay: dict | None = None  # cuda: the per-graph and per-stage replay costs (replay_constants)
-        self.candidates_timed = 0
+        self.candidates_timed = 0  # distinct schedules timed end to end (note_candidates)
+        self.candidates_considered = 0  # candidate rows, those identical to another included
         self._memo: dict[tuple, float] = {}
         self._op_memo: dict[tuple, tuple[Node, float]] = {}  # composed mode: operator object -> latency
         self.measured = 0  # stages actually timed by this object
@@ -251,6 +252,7 @@ class MeasuredCostModel:
                "disturbed_remeasured": self.disturbed,
                "disturbed_rows_skipped": self.cache.disturbed_skipped if self.cache else 0,
                "candidates": list(self.candidates), "candidates_timed": self.candidates_timed,
+               "candidates_considered": self.candidates_considered,
                "correction": self.correction}
         if self._gpu is not None:
             from ios_core.measurement.gpu import nvml_sessions_opened
@@ -423,21 +425,27 @@ class MeasuredCostModel:
         """What the end-to-end candidates showed (``ios_core.optimize``): the per-stage cost fitted
         from their measured against predicted latencies, stated in :meth:`stats` (``correction``).
         On cuda each candidate also gets ``corrected_ms``: its prediction less the per-graph cost
-        every stage figure carries but a whole replay pays once (:meth:`replay_constants`)."""
-        rows = [c for c in validation.get("candidates", []) if c.get("measured_ms") is not None]
+        every stage figure carries but a whole replay pays once (:meth:`replay_constants`).
+        ``candidates_timed`` counts the distinct schedules timed (a row ``same_as`` another carries
+        that one's figure and ran nothing); ``candidates_considered`` every row."""
+        considered = validation.get("candidates", [])
+        rows = [c for c in considered if c.get("measured_ms") is not None]
+        timed = [c for c in rows if not c.get("same_as")]
         replay = self.replay_constants()
         graph_ms = (replay or {}).get("graph_ms")
         if graph_ms is not None:
             for c in validation.get("candidates", []):
                 c["corrected_ms"] = c["predicted_ms"] - max(c["stages"] - 1, 0) * graph_ms
-        self.correction = {"per_stage_ms": validation.get("per_stage_ms"), "candidates_timed": len(rows),
+        self.correction = {"per_stage_ms": validation.get("per_stage_ms"), "candidates_timed": len(timed),
+                           "candidates_considered": len(considered),
                            "error_pct": {c["name"]: round(100.0 * (c["predicted_ms"] / c["measured_ms"] - 1.0), 1)
                                          for c in rows if c["measured_ms"] > 0},
                            **({"replay": replay} if replay else {}),
                            **({"corrected_error_pct": {
                                c["name"]: round(100.0 * (c["corrected_ms"] / c["measured_ms"] - 1.0), 1)
                                for c in rows if c["measured_ms"] > 0}} if graph_ms is not None else {})}
-        self.candidates_timed += len(rows)
+        self.candidates_timed += len(timed)
+        self.candidates_considered += len(considered)
 
     def replay_constants(self) -> dict | None:
         """On cuda, measured once per cost model: chains of 1 and 17 trivial stages (a ReLU on 8x4x4
