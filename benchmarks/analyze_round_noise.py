@@ -1,8 +1,8 @@
 """Where does a run's between-round variation come from? Reads a run folder's records and prints,
 over its cells measured in several rounds:
 
-- the between-round CV of each cell (the std of its round medians over their median), as the
-  report shows it;
+- the between-round CV of each cell (the std of its round medians over their median:
+  ``ios_core.measurement.stats.cv``), as the report shows it;
 - how much of it follows the machine's speed as the canary saw it: the rank correlation, over all
   rounds of all cells, of a round's median (relative to its cell's) with its canary (relative to the
   run's usual canary), and the between-round CV after dividing each round's median by its canary
@@ -19,21 +19,16 @@ Nothing here changes a figure the harness reports; it is a diagnostic.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
+from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ios_bench.results import read_records  # noqa: E402
+from ios_core.measurement import stats  # noqa: E402
 from ios_core.measurement.interference import canary_ms  # noqa: E402
-
-
-def _cv(values: list[float]) -> float:
-    return float(np.std(values) / np.median(values)) if len(values) > 1 else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(canaries) < 3:
         print("too few rounds with a canary to analyse")
         return 1
-    usual = statistics.median(canaries)
+    usual = stats.median(canaries)
     rel_median, rel_canary, rows = [], [], []
     for rec in records:
         rounds = [r for r in rec["rounds"] if r.get("status") == "ok" and isinstance(r.get("median_ms"), float)
@@ -55,26 +50,26 @@ def main(argv: list[str] | None = None) -> int:
             continue
         meds = [r["median_ms"] for r in rounds]
         ratios = [canary_ms(r["interference"]) / usual for r in rounds]
-        m = statistics.median(meds)
+        m = stats.median(meds)
         rel_median += [x / m for x in meds]
         rel_canary += ratios
-        rows.append((rec.get("label") or rec["framework"], rec["model"], rec["batch_size"], _cv(meds),
-                     _cv([x / c for x, c in zip(meds, ratios)])))
+        rows.append((rec.get("label") or rec["framework"], rec["model"], rec["batch_size"], stats.cv(meds),
+                     stats.cv([x / c for x, c in zip(meds, ratios)])))
     if not rows:
         print("no cell has two undisturbed rounds with a canary")
         return 1
-    rho, p = stats.spearmanr(rel_median, rel_canary)
+    rho, p = spearmanr(rel_median, rel_canary)
     print(f"{len(rows)} cells, {len(rel_median)} undisturbed rounds; usual canary {usual:.3f} ms")
     print(f"rank correlation of a round's relative median with its canary ratio: {rho:+.2f} (p={p:.2g})")
-    print(f"between-round CV, median over cells: {statistics.median(r[3] for r in rows):.1%}; "
-          f"after dividing by the canary ratio: {statistics.median(r[4] for r in rows):.1%}")
+    print(f"between-round CV, median over cells: {stats.median(r[3] for r in rows):.1%}; "
+          f"after dividing by the canary ratio: {stats.median(r[4] for r in rows):.1%}")
     by_fw: dict[str, list] = {}
     for r in rows:
         by_fw.setdefault(r[0], []).append(r)
     print(f"\n{'framework':32} cells  CV (median)  CV / canary")
     for fw, rs in sorted(by_fw.items()):
-        print(f"{fw:32} {len(rs):5}  {statistics.median(x[3] for x in rs):10.1%}  "
-              f"{statistics.median(x[4] for x in rs):10.1%}")
+        print(f"{fw:32} {len(rs):5}  {stats.median(x[3] for x in rs):10.1%}  "
+              f"{stats.median(x[4] for x in rs):10.1%}")
     return 0
 
 

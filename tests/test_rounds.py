@@ -138,6 +138,42 @@ def test_unstable_when_rounds_disagree_or_are_too_few():
     assert one["rounds_used"] < MIN_ROUNDS_FOR_VERDICT and "1 undisturbed round" in one["unstable"]
 
 
+def test_between_round_cv_is_the_std_of_the_round_medians_over_the_figure():
+    """Round medians 10, 11 and 13 ms: the figure 11 ms, the standard deviation (n - 1) sqrt(7/3),
+    the between-round CV their ratio, 13.9 % (with n it would be 11.3 %, over the mean 13.5 %)."""
+    s = summarize([rnd(0, [9.0, 10.0, 11.0]), rnd(1, [11.0] * 3), rnd(2, [12.0, 13.0, 14.0])])
+    assert s["round_medians_ms"] == [10.0, 11.0, 13.0] and s["median_ms"] == 11.0
+    assert s["between_round_cv"] == pytest.approx(np.sqrt(7 / 3) / 11)
+    assert "rounds differ by 13.9%" in s["unstable"]
+    assert summarize([rnd(0, [10.0, 10.0])])["between_round_cv"] is None  # one round: no spread
+
+
+def test_the_round_noise_diagnostic_prints_the_one_between_round_cv(tmp_path, capsys):
+    """benchmarks/analyze_round_noise.py: cell a's round medians 10, 11, 13 ms (CV 13.9 %, as the
+    report's), cell b's 20 ms each (0 %): the median over cells 6.9 % (with n: 5.7 %)."""
+    import importlib.util
+    from pathlib import Path
+
+    from ios_bench.results import Store, cell_key
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("analyze_round_noise", root / "benchmarks" / "analyze_round_noise.py")
+    noise = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(noise)
+    for fw, meds, canaries in (("a", [10.0, 11.0, 13.0], [1.0] * 3), ("b", [20.0] * 3, [0.9, 1.0, 1.1])):
+        rounds = [{"round": i, "status": "ok", "samples_ms": [m] * 3, "median_ms": m, "disturbed": None,
+                   "interference": {"canary_before_ms": c, "canary_after_ms": c}}
+                  for i, (m, c) in enumerate(zip(meds, canaries))]
+        Store(tmp_path).append({"schema": 2, "cell": cell_key("m", 1, fw, "cpu"), "model": "m", "batch_size": 1,
+                                "framework": fw, "device": "cpu", "status": "ok", "rounds": rounds, **summarize(rounds),
+                                "check": {"passed": True, "max_rel_err": 0.0, "max_abs_err": 0.0, "tolerance": 1e-3,
+                                          "reason": ""}})
+    assert noise.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "between-round CV, median over cells: 6.9%;" in out
+    assert out.splitlines()[-2].split()[:3] == ["a", "1", "13.9%"]  # a's row: 1 cell, its CV 13.9 %
+
+
 def test_rounds_are_judged_against_the_usual_canary():
     rounds = [rnd(i, [10.0], canary=1.0) for i in range(6)] + [rnd(6, [10.0], canary=2.0)]
     rounds.append({**rnd(7, [10.0]), "interference": {"other_cpu": 0.4, "canary_before_ms": 1.0}})

@@ -347,6 +347,10 @@ def test_server_cell_needs_half_its_rounds_valid():
 
     two_of_three = scenario_fields("server", [rnd(0, 10.0), rnd(1, None), rnd(2, 30.0)], 1)
     assert two_of_three["scenario_valid"] is True and two_of_three["scenario_figure"] == 20.0
+    # 10 and 30 QPS: the standard deviation (n - 1) sqrt(200) over the figure 20 (with n it would be 0.5)
+    assert two_of_three["scenario_cv"] == pytest.approx(200 ** 0.5 / 20)
+    three = scenario_fields("server", [rnd(0, 10.0), rnd(1, 12.0), rnd(2, 20.0)], 1)
+    assert three["scenario_cv"] == pytest.approx(((4 ** 2 + 2 ** 2 + 6 ** 2) / 2) ** 0.5 / 12)  # over the median
     one_of_three = scenario_fields("server", [rnd(0, 10.0), rnd(1, None), rnd(2, None)], 1)
     assert one_of_three["scenario_valid"] is False and "scenario_figure" not in one_of_three
     offline = scenario_fields("offline", [{**rnd(0, None), "loadgen": {"valid": True, "samples_per_s": 5.0}},

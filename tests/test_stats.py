@@ -1,4 +1,5 @@
-"""ios_core.measurement.stats: the one median, spread, geometric mean and summary every figure uses."""
+"""ios_core.measurement.stats: the one median, standard deviation, coefficient of variation, spread,
+geometric mean and summary every figure uses."""
 
 import math
 
@@ -36,6 +37,18 @@ def test_robust_spread_ignores_one_outlier_and_uses_the_small_sample_factor():
     assert stats.robust_spread([1.0]) == 0.0
     a = [1.0, 2.0, 4.0]
     assert stats.robust_spread(a) == pytest.approx(1.495 * 1.4826 * 1.0)
+
+
+def test_std_is_the_sample_one_and_cv_is_it_over_the_median():
+    # 2, 4, 4, 4, 5, 5, 7, 9: squared deviations from the mean 5 sum to 32; over n - 1 = 7, not n = 8 (2.0)
+    assert stats.std([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(math.sqrt(32 / 7))
+    assert stats.std([3.0]) == 0.0
+    # 1, 2, 3, 10: deviations from the mean 4 squared sum to 50, std sqrt(50 / 3); the median is 2.5
+    # (over the mean it would be 1.02, with n it would be 1.41)
+    assert stats.cv([1.0, 2.0, 3.0, 10.0]) == pytest.approx(math.sqrt(50 / 3) / 2.5)
+    assert stats.cv(np.array([10.0, 10.0])) == 0.0
+    assert stats.cv([5.0]) is None and stats.cv([]) is None  # no spread from one value
+    assert stats.cv([0.0, 0.0]) is None and stats.cv([-1.0, -2.0]) is None  # no figure to be relative to
 
 
 def test_summary_is_one_rule_for_every_list_of_timings():

@@ -118,9 +118,8 @@ def summarize(rounds: Sequence[dict], confidence: float = 0.95, seed: int = 0) -
     pooled = stats.summary(calls, spread_of=samples)  # percentiles over single calls, spread over samples
     pooled.pop("calls")
     out.update(pooled, median_ms=figure, samples_ms=[float(v) for v in samples])
-    cv = float(np.std(meds, ddof=1) / figure) if len(meds) > 1 and figure > 0 else None
     out["round_medians_ms"] = [float(v) for v in meds]
-    out["between_round_cv"] = cv
+    out["between_round_cv"] = stats.cv(meds)  # the one coefficient of variation: std (n - 1) over the figure
     if len(good) >= 2:
         lo, hi = interval(hierarchical_bootstrap([r["samples_ms"] for r in good], seed=seed), confidence)
         out.update(ci_low_ms=lo, ci_high_ms=hi, ci_half_pct=(hi - lo) / 2 / figure * 100 if figure else None)

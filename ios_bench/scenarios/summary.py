@@ -57,7 +57,7 @@ def scenario_fields(scenario: str, rounds: list[dict], batch_size: int) -> dict:
     values = [f for _, f in figures]
     figure = stats.median(values)
     out["scenario_figure"] = figure
-    out["scenario_cv"] = stats.std(values) / figure if len(values) > 1 and figure else None
+    out["scenario_cv"] = stats.cv(values)  # the one coefficient of variation: std (n - 1) over the figure
     nearest = min(figures, key=lambda rf: abs(rf[1] - figure))[0]
     out["loadgen"] = nearest["loadgen"]
     if scenario == "server":
