@@ -322,6 +322,35 @@ def _device_id(device: str) -> int:
     return int(device.split(":")[1]) if ":" in device else 0
 
 
+CUDA_RUNTIME_LIB = "libtvm_runtime_cuda"  # TVM's CUDA runtime, a library of its own beside libtvm_runtime
+CUDART = "libcudart.so.13"  # what that library needs (apache-tvm 0.27 wheels: CUDA 13)
+
+
+def cuda_runtime_problem(tvm_dir: Path | None = None) -> str | None:
+    """TVM's CUDA runtime library loaded as TVM loads it: None when it loads (or this TVM has no
+    such library), else the loader's own error in one line. TVM swallows that ``OSError`` and then
+    says it has no CUDA runtime, a wrong reason: the library looks for ``libcudart.so.13`` beside
+    itself and on the loader's path only (with torch hidden from a TVM worker's import, torch's
+    copy is not loaded). Call it after ``import tvm``, whose libraries it needs."""
+    import ctypes
+
+    if tvm_dir is None:
+        import tvm
+
+        tvm_dir = Path(tvm.__file__).parent
+    libs = sorted(tvm_dir.glob(f"lib/{CUDA_RUNTIME_LIB}*.so*")) + sorted(tvm_dir.glob(f"{CUDA_RUNTIME_LIB}*.so*"))
+    if not libs:
+        return None
+    lib = libs[0]
+    try:
+        ctypes.CDLL(str(lib))
+    except OSError as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        beside = "beside it" if (lib.parent / CUDART).exists() else f"not beside it in {lib.parent}"
+        return f"TVM's CUDA runtime {lib.name} does not load: {why} ({CUDART} {beside})"
+    return None
+
+
 def cuda_reason(cudnn: bool = False) -> str | None:
     """Why this TVM build cannot compile and run for CUDA here (or with cuDNN offload), or None."""
     import tvm
@@ -424,7 +453,7 @@ class TVMAdapter(Adapter):
         with absent("torch", unless="tvm"):
             reason = super().available(device)
         if reason is None and device.startswith("cuda"):
-            reason = cuda_reason(cudnn=bool(self.options.get("cudnn")))
+            reason = cuda_runtime_problem() or cuda_reason(cudnn=bool(self.options.get("cudnn")))
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:

@@ -20,7 +20,18 @@ gpu_paths.default_device_factory = lambda: (lambda: TorchQueueDevice(0))
 sys.modules["pynvml"] = FakeNVML()
 
 
-if os.environ.get("TEST_GPU_DOCTOR_BREAK"):  # a device computing a wrong average pool
+if os.environ.get("TEST_GPU_DOCTOR_BREAK") == "raise":  # a device whose pooling raises: the paths that pool FAIL
+    class _Raising(TorchQueueDevice):
+        def pool(self, x, out, spec):
+            raise RuntimeError("the fake device's pooling broke")
+
+    gpu_paths.default_device_factory = lambda: (lambda: _Raising(0))
+elif os.environ.get("TEST_GPU_DOCTOR_BREAK") == "crash":  # the worker itself fails
+    def _crash(*a, **k):
+        raise RuntimeError("the doctor's worker broke")
+
+    gpu_paths.run_paths = _crash
+elif os.environ.get("TEST_GPU_DOCTOR_BREAK"):  # a device computing a wrong average pool
     class _Broken(TorchQueueDevice):
         def pool(self, x, out, spec):
             return super().pool(x, out, type(spec)(spec.kind, spec.kernel, spec.stride, spec.pads, True))

@@ -53,9 +53,11 @@ def _stop_then_resume(tmp_path, name: str, argv: list[str], deadline: str) -> tu
         for x in lines:
             r = json.loads(x)
             assert r["status"] in ("ok", "skipped"), r.get("reason")
-            # a disturbed or failed round is re-run as a new one; quick: one round measured and kept
+            # a disturbed or failed round is re-run as a new one; quick: one round measured and kept, none for a
+            # skipped cell (an "ok" cell with no good round would be a figure from nothing)
             rounds = [x["round"] for x in r.get("rounds") or []]
-            assert len(rounds) == len(set(rounds)) and len(good_rounds(r.get("rounds") or [])) <= 1, r.get("rounds")
+            good = len(good_rounds(r.get("rounds") or []))
+            assert len(rounds) == len(set(rounds)) and good == (1 if r["status"] == "ok" else 0), r.get("rounds")
     # once finished, a further --resume keeps every sweep as it is
     p = cli(["experiment", name, "--resume", "--out", str(out), "--no-progress"], tmp_path)
     assert p.returncode == 0 and p.stderr.count("finished earlier, kept") == len(after), p.stderr[-2000:]
@@ -196,3 +198,62 @@ def test_an_interrupted_experiment_keeps_the_report_of_what_finished(tmp_path):
     assert meta["sessions"][-1]["stopped"].startswith("interrupted in sweep") and "finished" not in meta
     report = (out / "report.md").read_text()
     assert "**Not finished.**" in report and "--resume" in report
+
+
+def test_a_doctor_stopped_at_its_timeout_keeps_its_output_as_text(tmp_path, monkeypatch):
+    """``TimeoutExpired`` carries the output as bytes even when the run asked for text: doctor.txt
+    holds the lines the doctor printed, not a ``b'...'`` repr."""
+    import io
+
+    from rich.console import Console
+
+    script = "import time\nprint('cuda: NVIDIA X', flush=True)\nprint('  ios   yes', flush=True)\ntime.sleep(30)\n"
+    monkeypatch.setattr(hl, "doctor_command", lambda: [__import__("sys").executable, "-c", script])
+    monkeypatch.setattr(hl, "DOCTOR_MIN_S", 1.0)
+    entry = hl.EXPERIMENT.preflight(Context(out=tmp_path, devices=["cuda"]), Console(file=io.StringIO()), 1.0)
+    text = (tmp_path / "doctor.txt").read_text()
+    assert text.startswith("cuda: NVIDIA X\n  ios   yes\n") and "b'" not in text and "\\n" not in text
+    assert "(doctor stopped after 1 s)" in text and entry["rc"] is None and entry["done"] is False
+
+
+def test_an_interrupt_in_the_preflight_marks_the_session(tmp_path):
+    """^C while the doctor runs: the session says where it stopped, the report says what is left,
+    and the preflight is not marked done (the next --resume runs it)."""
+    import io
+
+    from rich.console import Console
+
+    from ios_bench.experiments.runner import run_experiment
+
+    class Interrupted(hl.Headline):
+        def preflight(self, ctx, console, left):
+            raise KeyboardInterrupt
+
+    out = tmp_path / "h"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(Interrupted(), Context(out=out, quick=True), console=Console(file=io.StringIO()),
+                       progress=False)
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["sessions"][-1]["stopped"] == "interrupted in the preflight" and not meta.get("preflight_done")
+    assert meta["sessions"][-1]["steps"] == [{"step": "preflight", "done": False, "interrupted": True}]
+    report = (out / "report.md").read_text()
+    assert "**Not finished.**" in report and "interrupted in the preflight" in report
+
+
+def test_the_estimate_costs_every_tvm_round_as_a_build(tmp_path):
+    """The tvm adapter keeps no build cache: each of a cell's rounds recompiles, so each costs its
+    first build (not an assumed warm rebuild of a few seconds)."""
+    runs = hl.EXPERIMENT.runs(Context(out=tmp_path, devices=["cuda"]))
+    b1 = [r for r in runs if max(r.plan.batch_sizes) == 1]
+    tvm_cells = sum(1 for r in b1 if "tvm" in (r.plan.frameworks or []) for _ in r.plan.models)
+    rounds = b1[0].plan.rounds
+
+    def costs(tvm_build):
+        return {"build": {"tvm": {m: tvm_build for r in b1 for m in r.plan.models}}, "overhead": {}, "search": {},
+                "reference": {}, "sweep_fixed": [], "doctor": None, "absent": set(), "ran": set()}
+
+    with_build, _ = hl.estimate(runs, "h200", costs(60.0))
+    without, _ = hl.estimate(runs, "h200", costs(0.0))
+    assert tvm_cells > 0 and rounds == 3
+    assert with_build - without == pytest.approx(60.0 * rounds * tvm_cells)
+    assert "tvm" in hl.NO_BUILD_CACHE and "torch-compile" not in hl.NO_BUILD_CACHE

@@ -63,3 +63,26 @@ def test_doctor_fails_when_a_path_is_wrong(run_cli, monkeypatch, tmp_path):
     assert code == 1, out
     assert re.search(r"ios parallel schedule\s+WRONG", out), out
     assert re.search(r"ios clock lock\s+skip\s+not asked", out), out
+
+
+def test_a_failing_path_keeps_its_traceback_in_the_report(run_cli, monkeypatch, tmp_path):
+    """The worker's log lives in the doctor's temporary folder, gone when it ends: a path that
+    raises, and a worker that fails, each show their traceback under their FAIL line."""
+    monkeypatch.setenv("TEST_GPU_DOCTOR_BREAK", "raise")
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    assert code == 1, out
+    lines = out.splitlines()
+    fail = next(i for i, line in enumerate(lines) if re.match(r"  ios \S.*\s+FAIL\s+RuntimeError: the fake device's "
+                                                                 r"pooling broke", line))
+    shown = []
+    for line in lines[fail + 1:]:
+        if not line.startswith("      | "):
+            break
+        shown.append(line[8:])
+    assert shown and shown[-1] == "RuntimeError: the fake device's pooling broke", shown
+    assert any("in pool" in line for line in shown) and len(shown) <= 14
+    monkeypatch.setenv("TEST_GPU_DOCTOR_BREAK", "crash")
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    assert code == 1 and re.search(r"  ios\s+FAIL\s+RuntimeError: the doctor's worker broke", out), out
+    assert "      | RuntimeError: the doctor's worker broke" in out
+    assert "      | Traceback (most recent call last):" in out

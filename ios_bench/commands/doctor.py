@@ -48,6 +48,27 @@ def _line(name: str, status: str, detail: str) -> str:
     return f"  {name:<34} {status:<5} {detail}"
 
 
+TRACEBACK_LINES = 14  # of a failure's traceback, printed under its line
+
+
+def traceback_lines(text: str | None, n: int = TRACEBACK_LINES) -> list[str]:
+    """The last traceback in ``text`` (a worker's output tail, or a path's own traceback), its last
+    ``n`` lines indented under the failure's line: the worker's log lives in the doctor's temporary
+    folder, gone when the doctor ends, so the report keeps what it says."""
+    if not text:
+        return []
+    lines = text.rstrip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    lines = lines[starts[-1]:] if starts else lines
+    return [f"      | {line}" for line in lines[-n:]]
+
+
+def _echo_failure(text: str, tb: str | None) -> None:
+    click.echo(text)
+    for line in traceback_lines(tb):
+        click.echo(line)
+
+
 def _path_line(label: str, row: dict) -> tuple[str, bool]:
     """One path's line against the oracle, and whether it failed."""
     status = row.get("status")
@@ -152,12 +173,12 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
                     for row in res.get("paths") or []:
                         text, failed = _path_line(f"ios {row.get('path')}", row)
                         failures += failed
-                        click.echo(text)
+                        _echo_failure(text, row.get("traceback") if failed else None)
                 elif res.get("status") == "skipped":
                     click.echo(_line("ios", "skip", res.get("reason") or ""))
                 else:
                     failures += 1
-                    click.echo(_line("ios", "FAIL", res.get("reason") or "failed"))
+                    _echo_failure(_line("ios", "FAIL", res.get("reason") or "failed"), res.get("stderr_tail"))
             for i, (name, options) in enumerate(paths):
                 res = _run_path(name, options, device, spec_model, batch, folder, timeout, f"{i}")
                 status = res.get("status")
@@ -176,6 +197,6 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
                 else:
                     text, failed = _line(name, "FAIL", res.get("reason") or "failed"), True
                 failures += failed
-                click.echo(text)
+                _echo_failure(text, res.get("stderr_tail") if status not in ("ok", "skipped") else None)
     if failures:
         raise SystemExit(1)

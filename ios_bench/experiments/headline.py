@@ -109,17 +109,12 @@ class Headline:
         left alone), its output kept as ``doctor.txt``. Nothing to check on the CPU."""
         if not _gpu(ctx):
             return {"done": True, "note": "CPU: the doctor's GPU paths do not apply"}
-        cmd = [sys.executable, "-m", "ios_bench", "doctor", "--device", "cuda", "--no-lock-clocks", "--timeout", "90",
-               "--frameworks", DOCTOR_FRAMEWORKS]
+        cmd = doctor_command()
         t0 = time.monotonic()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, min(left or 150.0, 150.0)))
-            text, rc = p.stdout + p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            text, rc = f"{e.stdout or ''}{e.stderr or ''}\n(doctor stopped after {e.timeout:.0f} s)", None
+        text, rc = run_text(cmd, max(DOCTOR_MIN_S, min(left or 150.0, 150.0)))
         from ios_core.atomic import atomic_write_text
 
-        atomic_write_text(Path(ctx.out) / "doctor.txt", text if isinstance(text, str) else str(text))
+        atomic_write_text(Path(ctx.out) / "doctor.txt", text)
         console.print(f"doctor: exit {rc}, {time.monotonic() - t0:.1f} s, doctor.txt", highlight=False)
         return {"done": rc in (0, 1), "rc": rc, "seconds": round(time.monotonic() - t0, 1), "file": "doctor.txt",
                 "command": cmd}
@@ -177,6 +172,29 @@ class Headline:
         return Report(self.title, sections, [], self.reduced(ctx))
 
 
+DOCTOR_MIN_S = 10.0  # the doctor's least time, however little the deadline leaves
+
+
+def doctor_command() -> list[str]:
+    """The preflight's doctor: IOS, torch, jax-xla and tvm on cuda against the oracle, clocks left alone."""
+    return [sys.executable, "-m", "ios_bench", "doctor", "--device", "cuda", "--no-lock-clocks", "--timeout", "90",
+            "--frameworks", DOCTOR_FRAMEWORKS]
+
+
+def _decoded(out) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+
+
+def run_text(cmd: list[str], timeout: float) -> tuple[str, int | None]:
+    """``cmd``'s output as text and its exit code (None when stopped at ``timeout``, its output so
+    far kept: ``TimeoutExpired`` carries bytes even when the run asked for text)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        return f"{_decoded(e.stdout)}{_decoded(e.stderr)}\n(doctor stopped after {e.timeout:.0f} s)", None
+
+
 def _sm(rec: dict | None) -> str:
     """The cell's mean SM utilization during its timed loop (NVML, ``--sample-utilization``)."""
     util = (rec or {}).get("utilization")
@@ -230,13 +248,26 @@ def headline_rows(recs: list[dict]) -> list[dict]:
 # ---- the dry run's estimate, from the committed H200 run ------------------------------------------
 # What no GPU run has measured yet, stated (seconds). Each is named "assumed" where it is used.
 ASSUMED = {
-    "warm_build": ({"torch-compile": 6.0, "torch-compile-cudagraphs": 6.0, "jax-xla": 3.0, "tvm": 5.0},
-                   "a later round's build from the shared cache (the issue's goals; never measured on a GPU yet)"),
+    "warm_build": ({"torch-compile": 6.0, "torch-compile-cudagraphs": 6.0, "jax-xla": 3.0},
+                   "a later round's build from the shared cache (the issue's goals; never measured on a GPU yet); "
+                   "tvm keeps no build cache (adapters.tvm): each of its rounds is costed as its first build"),
     "cold_build": ({"tvm": 60.0, "default": 20.0}, "a first build no GPU run has measured (tvm on cuda never ran)"),
     "nasnet_search": (240.0, "nasnet's pruned search (r=1 s=3): it ran about 220 s over two windows and finished "
                              "unrecorded"),
     "later_batch_factor": (1.5, "batches 16 and 32 against batch 1: searches and rounds (never run on a GPU)"),
 }
+
+
+def _no_build_cache() -> frozenset:
+    """The GPU peers whose builds keep no cache between rounds (each round recompiles): those with
+    no directory in ``ios_bench.planning.estimate.BUILD_CACHES`` (the adapters that use
+    ``adapters.build_cache``)."""
+    from ios_bench.planning.estimate import BUILD_CACHES
+
+    return frozenset(f for f in GPU_PEERS + MORE_PEERS if f not in BUILD_CACHES)
+
+
+NO_BUILD_CACHE = _no_build_cache()
 
 
 def measured_costs(folder: Path = MEASURED_RUN) -> dict:
@@ -340,14 +371,16 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
                     else:
                         cold = ASSUMED["cold_build"][0].get(fw, ASSUMED["cold_build"][0]["default"])
                         cold_how = "assumed"
-                    warm = min(cold, ASSUMED["warm_build"][0].get(fw, cold))
+                    # a framework without a build cache (tvm: adapters.build_cache is not used) recompiles
+                    # every round: its later rounds cost its first build
+                    warm = cold if fw in NO_BUILD_CACHE else min(cold, ASSUMED["warm_build"][0].get(fw, cold))
                     ov = m["overhead"].get(fw, overhead_any if overhead_any is not None else 3.0)
                     s += cold + (rounds - 1) * warm + rounds * ov * factor
                     if cold_how == "measured":
                         n_meas += 1
                     else:
                         n_ass += 1
-                    if fw in ASSUMED["warm_build"][0] and rounds > 1:
+                    if fw in ASSUMED["warm_build"][0] and fw not in NO_BUILD_CACHE and rounds > 1:
                         n_ass += 1
         absent = sorted(f for f in set(cells) if f in m["absent"])
         if absent:

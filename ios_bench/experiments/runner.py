@@ -168,7 +168,17 @@ def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool =
         stopped = spent("the preflight")
         if stopped is None:
             console.print(term(f"[0/{len(runs)}] {exp.name}: preflight"), highlight=False)
-            entry = preflight(ctx, console, left())
+            try:
+                entry = preflight(ctx, console, left())
+            except KeyboardInterrupt:  # marked like an interrupted sweep: the next --resume runs the preflight
+                console.print(term(f"{exp.name} interrupted in the preflight: continue the experiment with: "
+                                   f"{resume_hint}"), highlight=False)
+                session.setdefault("steps", []).append({"step": "preflight", "done": False, "interrupted": True})
+                session["stopped"] = "interrupted in the preflight"
+                session["seconds"] = round(time.monotonic() - t0, 1)
+                _rewrite_partial(exp, ctx, runs, folders, meta, console, stopped=session["stopped"], hint=resume_hint)
+                atomic_write_json(out / EXPERIMENT_FILE, meta)
+                raise
             session.setdefault("steps", []).append({"step": "preflight", **entry})
             meta["preflight_done"] = bool(entry.get("done"))
             atomic_write_json(out / EXPERIMENT_FILE, meta)

@@ -126,7 +126,8 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
             import traceback
 
             traceback.print_exc()
-            line = {"status": "FAIL", "reason": _first_line(e)}
+            # the traceback travels in the line: the worker's log dies with the doctor's temporary folder
+            line = {"status": "FAIL", "reason": _first_line(e), "traceback": traceback.format_exc()[-3000:]}
         if line.get("median_ms") is not None or line.get("host_us_per_launch") is not None:
             line.setdefault("clocks", clock_state())
         lines.append({"path": name, **line})
