@@ -4,11 +4,14 @@ cache, torch.compile's inductor caches) is kept in a directory the rounds share,
 
 A framework's cache lives in ``<dir>/<framework>/`` with a manifest written after every build that
 finished (``ios-bench-cache.json``: the framework's version, the machine - processor model and
-feature flags, architecture, Python - and every file's size and SHA-1). Before a build the cache
-is checked against it; one that is foreign or damaged (another version, another machine, a file
-truncated or changed, files without a manifest: a build that did not finish) is **ignored with a
-one-line note and rebuilt** (its directory emptied first). The build's output is still checked
-against the oracle after every build, warm or cold: a cache can never hide a wrong output.
+feature flags, architecture, Python - and every file's size, SHA-1 and modification time). Before a
+build the cache is checked against it; one that is foreign or damaged (another version, another
+machine, a file truncated or changed, files without a manifest: a build that did not finish) is
+**ignored with a one-line note and rebuilt** (its directory emptied first). A file whose size and
+modification time are the manifest's is not read again (its SHA-1 is the one recorded): checking
+and sealing read only what a build added or changed, so warm builds do not grow with the cache.
+The build's output is still checked against the oracle after every build, warm or cold: a cache
+can never hide a wrong output.
 
     cache = BuildCache(cache_dir, "openvino", version).open()   # "cold", "warm" or "rejected"
     ...  # build with the framework's cache pointed at cache.dir
@@ -160,14 +163,36 @@ def dir_problem(path) -> str | None:
     return None
 
 
-def _files(folder: Path) -> dict[str, list]:
-    """{relative path: [size, SHA-1]} of the cache's files."""
-    out: dict[str, list] = {}
+def _digest(path: Path) -> str:
+    """A file's SHA-1, read in blocks."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path, known: dict | None = None, times: dict | None = None) -> tuple[dict, dict]:
+    """({relative path: [size, SHA-1]}, {relative path: modification time in ns}) of the cache's
+    files. A file whose size and modification time are those ``known`` and ``times`` record (a
+    manifest's ``files`` and ``mtimes``) is not read again: its SHA-1 is the one recorded. So
+    checking a cache before a build and sealing it after cost a stat per file and a read of the new
+    or changed ones only, not a read of the whole cache (which made warm build times grow with the
+    cache)."""
+    files: dict[str, list] = {}
+    mtimes: dict[str, int] = {}
+    known, times = known or {}, times or {}
     for f in sorted(folder.rglob("*")):
         if f.is_file() and f.name != MANIFEST:
-            data = f.read_bytes()
-            out[f.relative_to(folder).as_posix()] = [len(data), hashlib.sha1(data).hexdigest()]
-    return out
+            rel = f.relative_to(folder).as_posix()
+            st = f.stat()
+            was = known.get(rel)
+            if isinstance(was, list) and len(was) >= 2 and was[0] == st.st_size and times.get(rel) == st.st_mtime_ns:
+                files[rel] = [st.st_size, was[1]]
+            else:
+                files[rel] = [st.st_size, _digest(f)]
+            mtimes[rel] = st.st_mtime_ns
+    return files, mtimes
 
 
 class BuildCache:
@@ -182,6 +207,7 @@ class BuildCache:
         self.dir = self.root / (f"{framework}@{key}" if key else framework)
         self.state: str | None = None
         self.note: str | None = None
+        self._known: tuple[dict, dict] = ({}, {})  # the files open() found intact: seal() reads only changes
 
     def _foreign(self) -> str | None:
         """Why the cache in ``self.dir`` cannot be reused (one line), or None."""
@@ -201,7 +227,8 @@ class BuildCache:
         if m.get("machine") != here:
             theirs = m.get("machine") if isinstance(m.get("machine"), dict) else {}
             return f"built on another machine ({str(theirs.get('cpu') or '?')[:60]}, {theirs.get('arch')})"
-        now = _files(self.dir)
+        mtimes = m.get("mtimes") if isinstance(m.get("mtimes"), dict) else {}
+        now, now_times = _files(self.dir, m["files"], mtimes)
         for rel, want in m["files"].items():
             got = now.get(rel)
             if got is None:
@@ -210,6 +237,7 @@ class BuildCache:
                 return f"file {rel} is truncated or grown ({got[0]} bytes, {want[0]} when built)"
             if got[1] != want[1]:
                 return f"file {rel} changed since it was built"
+        self._known = (now, now_times)
         return None
 
     def open(self) -> BuildCache:
@@ -227,6 +255,7 @@ class BuildCache:
         if why is None:
             self.state = "warm"
             return self
+        self._known = ({}, {})
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state = "rejected"
@@ -237,8 +266,9 @@ class BuildCache:
     def seal(self) -> None:
         """After a build that finished: the manifest of what the cache holds now (written last,
         atomically: a build killed before it leaves files that the next round rejects)."""
+        files, mtimes = _files(self.dir, *self._known)
         manifest = {"format": FORMAT, "framework": self.framework, "version": self.version, "machine": machine(),
-                    "device": self.device, "files": _files(self.dir)}
+                    "device": self.device, "files": files, "mtimes": mtimes}
         atomic_write_text(str(self.dir / MANIFEST), json.dumps(manifest, indent=1))
 
     def info(self) -> dict:
