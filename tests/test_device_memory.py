@@ -55,6 +55,11 @@ def test_the_adapters_own_view_comes_first(monkeypatch):
     assert got["allocator_limit_mib"] == 60000.0
     assert got["nvml_process_mib"] == 300.0 and got["nvml_device_used_mib"] == 2048.0
     assert got["nvml_device_total_mib"] == 81559.0 and "nvml_note" not in got
+    dm.gpu_memory(WithOwnView(), "cuda")  # read again: the process's one NVML session, shut down at exit
+    assert sys.modules["pynvml"].calls == ["init"]
+    from ios_core.measurement.gpu import close_nvml_sessions
+
+    close_nvml_sessions()
     assert sys.modules["pynvml"].calls == ["init", "shutdown"]
 
 

@@ -42,11 +42,17 @@ def test_a_cuda_cell_that_would_not_fit_the_gpu_is_skipped_with_the_reason(monke
 
 
 def test_the_gpu_free_memory_is_nvml_s_and_none_without_it(monkeypatch):
+    from ios_core.measurement.gpu import close_nvml_sessions
+
     info = SimpleNamespace(free=8 * 2**30, used=0, total=8 * 2**30)
-    nvml = SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+    calls = []
+    nvml = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
                            nvmlDeviceGetHandleByIndex=lambda i: "h", nvmlDeviceGetMemoryInfo=lambda h: info)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    assert estimate.gpu_free_mib() == 8192.0
+    assert estimate.gpu_free_mib() == 8192.0 and estimate.gpu_free_mib() == 8192.0
+    assert calls == ["init"]  # the process's one NVML session, however often it is read
+    close_nvml_sessions()  # at exit
+    assert calls == ["init", "shutdown"]
     monkeypatch.setattr(estimate, "available_mib", lambda: 1e9)
     assert estimate.memory_skips([_cell(batch=32)], REFS, estimate.History()) == {}  # 7,100 of 8,192: fits
     monkeypatch.setitem(sys.modules, "pynvml", None)

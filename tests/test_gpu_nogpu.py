@@ -42,11 +42,14 @@ def test_cuda_missing_names_the_extra_when_cupy_is_absent(monkeypatch):
 
 
 def test_gpu_missing_uses_nvml_first(monkeypatch):
+    """Through the process's one NVML session: opened once however often it is asked, shut down at exit."""
     calls = []
     fake = types.SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlDeviceGetCount=lambda: 2,
                                  nvmlShutdown=lambda: calls.append("shutdown"))
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    assert gpu.gpu_missing() is None
+    assert gpu.gpu_missing() is None and gpu.gpu_missing() is None
+    assert calls == ["init"]
+    gpu.close_nvml_sessions()  # at exit
     assert calls == ["init", "shutdown"]
 
 
@@ -121,6 +124,9 @@ class FakeNVML:
     def nvmlInit(self):
         self.calls.append("init")
 
+    def nvmlShutdown(self):
+        self.calls.append("shutdown")
+
     def nvmlDeviceGetCount(self):
         return self.gpus
 
@@ -147,6 +153,29 @@ class FakeNVML:
         self.calls.append(("reset", h))
 
 
+def test_nvml_info_reads_the_processs_one_nvml_session(monkeypatch):
+    class Info(FakeNVML):
+        def nvmlDeviceGetName(self, h):
+            return b"NVIDIA H200"
+
+        def nvmlSystemGetDriverVersion(self):
+            return "575.51.03"
+
+        def nvmlDeviceGetClockInfo(self, h, kind):
+            return 1980
+
+        def nvmlDeviceGetApplicationsClock(self, h, kind):
+            return 1410
+
+    nvml = Info()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    info = gpu.nvml_info()
+    assert info["name"] == "NVIDIA H200" and info["app_sm_clock_mhz"] == 1410 and info["throttle_reasons"] == []
+    assert gpu.nvml_info() == info and nvml.calls == ["init"]  # read twice, opened once
+    gpu.close_nvml_sessions()  # at exit
+    assert nvml.calls == ["init", "shutdown"]
+
+
 def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypatch):
     from ios_bench.machine import clocks
 
@@ -166,6 +195,10 @@ def test_gpu_clocks_locked_with_nvml_and_reset_even_on_error(tmp_path, monkeypat
     resets = [c for c in nvml.calls if c[0] == "reset"]
     lock.restore()  # idempotent: no second reset
     assert [c for c in nvml.calls if c[0] == "reset"] == resets
+    # the lock and the reset read NVML in the process's one session, which is shut down at exit
+    assert nvml.calls.count("init") == 1 and "shutdown" not in nvml.calls
+    gpu.close_nvml_sessions()
+    assert nvml.calls[-1] == "shutdown"
 
 
 def test_nvml_locked_clocks_are_saved_for_clocks_reset(tmp_path, monkeypatch, run_cli):
@@ -222,7 +255,11 @@ def test_utilization_sampler_reads_nvml_until_stopped(monkeypatch):
     n = len(util.samples)
     time.sleep(0.01)
     assert n >= 3 and len(util.samples) == n  # stopped
-    assert util.mean_gpu_percent == 87 and calls == ["init", "down"]
+    with gpu.UtilizationSampler(period_s=0.001):  # a second sampler: the same NVML session
+        pass
+    assert util.mean_gpu_percent == 87 and calls == ["init"]
+    gpu.close_nvml_sessions()  # at exit
+    assert calls == ["init", "down"]
     assert all(b >= a for (a, _, _), (b, _, _) in zip(util.samples, util.samples[1:]))
 
 

@@ -477,14 +477,11 @@ class ClockLock:
 
 
 def _nvml():
-    """The initialized ``pynvml`` module, or None (not installed, no driver)."""
-    try:
-        import pynvml
+    """The initialized ``pynvml`` module, or None (not installed, no driver): the process's one
+    NVML session (``ios_core.measurement.gpu.nvml_session``, shut down at exit)."""
+    from ios_core.measurement.gpu import nvml_session
 
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:
-        return None
+    return nvml_session()[0]
 
 
 def _throttle_reasons() -> list[list[str]] | None:

@@ -59,19 +59,17 @@ def allocator_view(compiled) -> dict | None:
 
 
 def nvml_view(device: int = 0, pid: int | None = None) -> dict:
-    """NVML's view: this process's GPU memory (``nvml_process_mib``) and the device's used/total."""
+    """NVML's view (the process's one NVML session): this process's GPU memory (``nvml_process_mib``)
+    and the device's used/total."""
+    from ios_core.measurement.gpu import nvml_handle, nvml_session
+
     pid = os.getpid() if pid is None else pid
-    try:
-        import pynvml
-    except Exception as e:  # noqa: BLE001 - no NVML: said so
-        return {"nvml_note": f"NVML unavailable ({type(e).__name__})"}
+    pynvml, why = nvml_session()
+    if pynvml is None:  # no NVML, or one that would not start: said so
+        return {"nvml_note": f"NVML unavailable ({why[:140]})"}
     out: dict = {}
     try:
-        pynvml.nvmlInit()
-    except Exception as e:  # noqa: BLE001
-        return {"nvml_note": f"NVML could not start ({str(e)[:100] or type(e).__name__})"}
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        handle = nvml_handle(pynvml, device)
         mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
         out.update(nvml_device_used_mib=_mib(mem.used), nvml_device_total_mib=_mib(mem.total))
         procs = list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle) or [])
@@ -84,11 +82,6 @@ def nvml_view(device: int = 0, pid: int | None = None) -> dict:
                                 "another PID namespace?)")
     except Exception as e:  # noqa: BLE001 - a reading NVML refuses is a note, never a failed cell
         out["nvml_note"] = f"NVML: {str(e)[:100] or type(e).__name__}"
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
     return out
 
 

@@ -453,22 +453,16 @@ def gpu_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: in
 
 
 def gpu_free_mib(device: int = 0) -> float | None:
-    """The GPU's free memory now (NVML), or None where NVML cannot say."""
-    try:
-        import pynvml
+    """The GPU's free memory now (NVML, in the process's one session), or None where NVML cannot say."""
+    from ios_core.measurement.gpu import nvml_handle, nvml_session
 
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML, no driver: no GPU check
+    pynvml, _ = nvml_session()
+    if pynvml is None:  # no NVML, no driver: no GPU check
         return None
     try:
-        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(device)).free / 2**20
+        return pynvml.nvmlDeviceGetMemoryInfo(nvml_handle(pynvml, device)).free / 2**20
     except Exception:  # noqa: BLE001
         return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def available_mib() -> float:

@@ -49,19 +49,17 @@ def gpu_missing() -> str | None:
     ``nvidia-smi``, then CuPy, then torch: whichever is there; the first GPU found wins, else the
     first reason is returned."""
     reasons = []
-    pynvml, _ = _import("pynvml")
+    pynvml, why = nvml_session()
     if pynvml is not None:
         try:
-            pynvml.nvmlInit()
-            try:
-                n = pynvml.nvmlDeviceGetCount()
-            finally:
-                pynvml.nvmlShutdown()
+            n = pynvml.nvmlDeviceGetCount()
             if n > 0:
                 return None
             reasons.append("no NVIDIA GPU (the driver lists none)")
-        except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        except Exception as e:
             reasons.append(f"no NVIDIA GPU driver ({type(e).__name__}: {e})")
+    elif why.startswith(_NVML_FAILED):  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        reasons.append(f"no NVIDIA GPU driver ({why[len(_NVML_FAILED):]})")
     smi = _nvidia_smi_gpus()
     if smi:
         return None
@@ -271,10 +269,13 @@ def _cuda_version(v: int) -> str:
 # ---- one NVML session per process ------------------------------------------------------------
 # nvmlInit/nvmlShutdown cost milliseconds (the driver opens the device files, enumerates the GPUs):
 # the measured GPU cost model reads NVML around every stage it times, so it keeps one session open
-# for the life of the process (shut down at exit) instead of one per reading. Keyed by the module
-# object (tests hand in fakes) and the process id (a forked child opens its own).
+# for the life of the process (shut down at exit) instead of one per reading. Every reader of NVML
+# opens it here (gpu_missing, nvml_info, UtilizationSampler, the clock lock, the memory readings
+# and the GPU memory check of ios_bench): none calls nvmlInit or nvmlShutdown itself. Keyed by the
+# module object (tests hand in fakes) and the process id (a forked child opens its own).
 _NVML_SESSIONS: dict[int, dict] = {}
 _NVML_INITS = {"count": 0}  # nvmlInit calls made through nvml_session in this process
+_NVML_FAILED = "NVML: "  # how a reason of nvml_session's for an NVML that would not start begins
 
 
 def nvml_session(nvml=None):
@@ -296,7 +297,7 @@ def nvml_session(nvml=None):
         _NVML_INITS["count"] += 1
         nvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        reason = f"NVML: {type(e).__name__}: {e}"
+        reason = f"{_NVML_FAILED}{type(e).__name__}: {e}"
     if not _NVML_SESSIONS:
         import atexit
 
@@ -337,15 +338,11 @@ def close_nvml_sessions() -> None:
 def nvml_info(device: int = 0) -> dict:
     """Name, driver version, SM clocks (current, maximum, application) and throttle reasons
     from NVML (nvidia-ml-py), or {} without it."""
-    pynvml, _ = _import("pynvml")
+    pynvml, _ = nvml_session()
     if pynvml is None:
         return {}
     try:
-        pynvml.nvmlInit()
-    except Exception:
-        return {}
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(device)
+        h = nvml_handle(pynvml, device)
         name = pynvml.nvmlDeviceGetName(h)
         drv = pynvml.nvmlSystemGetDriverVersion()
         out = {"name": name.decode() if isinstance(name, bytes) else name,
@@ -362,11 +359,6 @@ def nvml_info(device: int = 0) -> dict:
         return out
     except Exception:
         return {}
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 class CudaEventTimer:
@@ -398,7 +390,8 @@ class UtilizationSampler:
     """Samples the GPU's SM utilization (NVML ``nvmlDeviceGetUtilizationRates``: the percent of
     the last sample period in which a kernel ran) every ``period_s`` on a background thread, as
     the IOS paper's utilization experiment does. Use as a context manager; ``samples`` holds
-    ``(seconds since start, gpu %, memory %)``."""
+    ``(seconds since start, gpu %, memory %)``. NVML is read in the process's one session
+    (:func:`nvml_session`); a machine without it raises ``RuntimeError`` with the reason."""
 
     def __init__(self, device: int = 0, period_s: float = 0.005):
         self.device, self.period_s = device, period_s
@@ -410,11 +403,10 @@ class UtilizationSampler:
         import threading
         import time
 
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        handle = pynvml.nvmlDeviceGetHandleByIndex(self.device)
+        pynvml, why = nvml_session()
+        if pynvml is None:
+            raise RuntimeError(f"GPU utilization cannot be sampled ({why})")
+        handle = nvml_handle(pynvml, self.device)
         self._stop = threading.Event()
         t0 = time.perf_counter()
 
@@ -431,10 +423,6 @@ class UtilizationSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        try:
-            self._nvml.nvmlShutdown()
-        except Exception:
-            pass
 
     @property
     def mean_gpu_percent(self) -> float | None:
