@@ -63,6 +63,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script on a bare machine: the harness is not installed there
+    sys.path.insert(0, str(ROOT))
 WHEELS = ROOT / ".whl"
 CARRY_LIMIT_MIB = 64  # what one call carries: the working tree and the carried paths together
 MARGIN_MIB = 2.0  # left free beside the tree and a wheel part (the tree grows between calls)
@@ -419,20 +421,22 @@ def plan_cache_problem(db: Path, cudnn) -> str | None:
             + f", this machine has cuDNN {cudnn}: not used here (rebuilt and stored under this cuDNN)")
 
 
-def probe_gpu(fake: bool) -> dict:
+def probe_gpu(fake: bool, env: dict | None = None) -> dict:
     """The GPU's state, asked in a fresh process each time (a vanished GPU is seen): {missing: the
-    reason or None, name, cudnn, clocks (their state: only read, never set)}."""
+    reason there is no GPU, or None; cuda: why the IOS CUDA runtime cannot run (CuPy, cuDNN: a
+    wheel that did not travel), or None; name, cudnn, clocks (their state: only read, never set)}."""
     if fake:
         return {"missing": os.environ.get("IOS_BENCH_WINDOW_FAKE_GPU_GONE") or None, "name": "fake device (CPU)",
                 "cudnn": None, "clocks": "fake device: no clocks"}
-    code = ("import json\nfrom ios_core.measurement import gpu\nr = gpu.gpu_missing() or gpu.cuda_missing()\n"
+    code = ("import json\nfrom ios_core.measurement import gpu\nr = gpu.gpu_missing()\n"
             "fp = {} if r else gpu.fingerprint()\n"
-            "print(json.dumps({'missing': r, 'name': fp.get('name'), 'cudnn': fp.get('cudnn'), "
-            "'clocks': None if r else gpu.clock_state(fp)}))\n")
+            "print(json.dumps({'missing': r, 'cuda': None if r else gpu.cuda_missing(), 'name': fp.get('name'), "
+            "'cudnn': fp.get('cudnn'), 'clocks': None if r else gpu.clock_state(fp)}))\n")
     try:
-        path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+        env = dict(env or os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), env.get("PYTHONPATH", "")) if x)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, cwd=ROOT,
-                           env={**os.environ, "PYTHONPATH": path})
+                           env=env)
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         return {"missing": f"the GPU could not be asked ({type(e).__name__})", "name": None, "cudnn": None,
@@ -706,7 +710,10 @@ def run_window(args, extra: list[str]) -> int:
         say(line)
     for problem in install_wheels(install, Path(args.site)):
         say(problem)
-    gpu = probe_gpu(fake)
+    if install and str(Path(args.site)) not in sys.path:
+        sys.path.insert(0, str(Path(args.site)))  # this script's own imports (the estimates) see them too
+    env = window_env(work, Path(args.site))
+    gpu = probe_gpu(fake, env)
     call["device"] = gpu.get("name")
     call["clocks_start"] = gpu.get("clocks")
     if gpu.get("missing"):
@@ -714,12 +721,21 @@ def run_window(args, extra: list[str]) -> int:
     else:
         say(f"GPU: {gpu.get('name')}; {gpu.get('clocks')}; the clocks and settings are left alone (never locked, "
             "reset or changed by this window)")
+        if gpu.get("cuda"):
+            say(f"the IOS CUDA runtime cannot run here ({gpu['cuda']}): its paths and cells fail or are skipped "
+                "with that reason; the window goes on")
         problem = plan_cache_problem(work / "profiles.sqlite", gpu.get("cudnn"))
         if problem:
             say(problem)
-    env = window_env(work, Path(args.site))
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    estimates = {k: v[0] for k, v in step_estimates().items()} if not fake else {k: 1.0 for k in STEPS}
+    estimates = {k: 1.0 for k in STEPS}
+    if not fake:
+        try:
+            estimates = {k: v[0] for k, v in step_estimates().items()}
+        except Exception as e:  # noqa: BLE001 - a package the estimates import is missing: assume
+            say(f"the steps' estimates could not be made here ({type(e).__name__}: {str(e)[:120]}): each step is "
+                "assumed to take 60 s")
+            estimates = {k: 60.0 for k in STEPS}
     gone = gpu.get("missing")
     save(state, work, out, say)
     for name in STEPS:
@@ -727,7 +743,7 @@ def run_window(args, extra: list[str]) -> int:
         if st.get("status") in ("done", "failed"):
             continue
         if gone is None and name != STEPS[0]:
-            gone = probe_gpu(fake).get("missing")
+            gone = probe_gpu(fake, env).get("missing")
             if gone:
                 say(f"the GPU vanished before step {name} ({gone}): the steps left wait for the next call")
         if gone:
@@ -758,6 +774,9 @@ def run_window(args, extra: list[str]) -> int:
             status = "done" if rc == 0 else "stopped" if rc in (130, -2, -9) else "failed"
         note = {"done": "", "stopped": "stopped at the window's end: the next call runs it again"
                 if name != "headline" else "the next call resumes it", "failed": "see its log"}[status]
+        if status == "stopped" and name != "headline" and st.get("calls", 0) >= 1:
+            # stopped in two windows: a step that does not fit one is not started a third time
+            status, note = "failed", "stopped at the window's end twice: run it alone, in a call of its own"
         if name == "doctor" and rc == 1:
             note = "a path failed or computed a wrong output: see its log"
         st.update(status=status, rc=rc, seconds=seconds, note=note, log=f"logs/{name}.txt",
@@ -769,7 +788,7 @@ def run_window(args, extra: list[str]) -> int:
         save(state, work, out, say)
         if status == "stopped":
             break
-    after = probe_gpu(fake) if not gone else {}
+    after = probe_gpu(fake, env) if not gone else {}
     call["clocks_end"] = after.get("clocks")
     call["clocks_note"] = (f"left alone (nothing here locks, resets or sets them); at the start: "
                            f"{call.get('clocks_start') or '-'}; at the end: {call.get('clocks_end') or '-'}")

@@ -258,10 +258,26 @@ def test_the_window_keeps_its_reserve_and_interrupts_a_step_before_its_end(tmp_p
     assert state["steps"]["headline"]["status"] == "stopped" and state["steps"]["headline"]["rc"] == 130
 
 
+def test_a_step_stopped_in_two_windows_is_not_started_a_third_time(tmp_path, monkeypatch):
+    import argparse
+
+    monkeypatch.setattr(gh, "RESERVE_S", 2.0)
+    monkeypatch.setattr(gh, "PACK_S", 0.5)
+    monkeypatch.setattr(gh, "KILL_AFTER_S", 0.5)
+    ran = _stub_steps(monkeypatch, tmp_path, {"fidelity": "import time\ntime.sleep(60)\n"})
+    args = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), resume_from=None, deadline=4.0,
+                              wheels=str(tmp_path / "none"), site=str(tmp_path / "site"), fake=True)
+    for _ in range(3):
+        gh.run_window(args, [])
+    state = json.loads((tmp_path / "out" / "window.json").read_text())
+    assert state["steps"]["fidelity"]["status"] == "failed" and "twice" in state["steps"]["fidelity"]["note"]
+    assert ran.read_text().split().count("fidelity") == 2 and "search" in ran.read_text().split()
+
+
 def test_a_gpu_that_vanishes_mid_window_is_one_line_and_the_window_goes_on(tmp_path, monkeypatch, capsys):
     probes = iter([{"missing": None, "name": "GPU", "cudnn": "9", "clocks": "clocks left alone"},
                    {"missing": None}, {"missing": "NVMLError_GpuIsLost: GPU is lost"}])
-    monkeypatch.setattr(gh, "probe_gpu", lambda fake: next(probes, {"missing": "gone"}))
+    monkeypatch.setattr(gh, "probe_gpu", lambda fake, env=None: next(probes, {"missing": "gone"}))
     ran = _stub_steps(monkeypatch, tmp_path, {})
     assert _window(tmp_path) == 3
     assert ran.read_text().split() == ["doctor", "fidelity"]
