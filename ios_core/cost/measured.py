@@ -49,25 +49,30 @@ cuda the cuDNN plan chosen per convolution geometry is kept in the profile datab
 (``ios_core.cost.cache.CudnnPlanCache``), stages are timed with no minimum sample duration (CUDA
 events time each replay), and :meth:`MeasuredCostModel.replay_constants` measures the per-graph
 cost every stage figure carries (docs/runtime.md, "On the GPU").
+
+Where each part lives: how a stage and a whole schedule are timed on each device,
+``ios_core.cost.timing_cpu.CpuTiming`` and ``ios_core.cost.timing_cuda.CudaTiming`` (one small
+protocol: ``stage``, ``candidate``, ``sample``; a candidate is timed as the cell that runs it is);
+the candidate step, ``ios_core.cost.candidates``; here, the modes, the caches, the disturbance
+rule and the GPU's canary groups and bookkeeping.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 
-import numpy as np
-
+from ios_core.cost import candidates as _candidates
 from ios_core.cost.cache import ProfileCache, library_version, stage_signature
+from ios_core.cost.candidates import CANDIDATES, RACE_DROP, RACE_ROUNDS  # noqa: F401  (their home before the split)
+from ios_core.cost.timing_cpu import CpuTiming
+from ios_core.cost.timing_cuda import CudaTiming, Spent, now_wall_cpu
 from ios_core.ir import Node, leaf_nodes
 from ios_core.measurement.interference import CanaryReference, Window, WindowSet
 from ios_core.measurement.measure import Measurement, measure
-from ios_core.measurement.stats import median
 from ios_core.measurement.threads import resolve_threads
 from ios_core.optimizer.stage import Stage
 from ios_core.runtime import providers as _providers
 from ios_core.runtime import tensors as _tensors
-from ios_core.runtime.factory import build_program
 from ios_core.runtime.pool import assign_groups, shared_pool, split_threads
 
 DISTURBED_RETRIES = 2  # a stage measured on a disturbed machine is measured again at most this often
@@ -167,7 +172,7 @@ class MeasuredCostModel:
         # the tensors and thread control of the programs it times (torch's only for the torch
         # provider: a cost model for ONNX Runtime or OpenVINO kernels imports no torch)
         self._tensors = _tensors.for_provider(provider)
-        if provider != "torch" and mode == "calibrated":  # no torch OpenMP primer (see _primer_fn)
+        if provider != "torch" and mode == "calibrated":  # no torch OpenMP primer (see timing_cpu.CpuTiming.primer)
             self.method += ":unprimed"
         if cache is True or cache in ("true", "True", "1"):
             self.cache: ProfileCache | None = ProfileCache(device=device)
@@ -185,9 +190,8 @@ class MeasuredCostModel:
                     self._gpu.attach_plan_cache(self.cache.path)
             elif plan_cache not in (False, None, "false", "False", "0", "none"):
                 self._gpu.attach_plan_cache(plan_cache)
-        self.candidates = _candidate_names(candidates, self._gpu is not None)
+        self.candidates = _candidates.candidate_names(candidates)
         self.correction: dict | None = None  # what the end-to-end candidates showed (note_candidates)
-        self._replay: dict | None = None  # cuda: the per-graph and per-stage replay costs (replay_constants)
         self.candidates_timed = 0  # distinct schedules timed end to end (note_candidates)
         self.candidates_considered = 0  # candidate rows, those identical to another included
         self._memo: dict[tuple, float] = {}
@@ -199,21 +203,22 @@ class MeasuredCostModel:
         self._dispatch_ms: float | None = None
         self._canary = CanaryReference()  # the usual canary of this process's stage measurements
         self.disturbed = 0  # stage measurements taken again because the machine was disturbed
-        self._primer = None
         # on cuda: the bookkeeping around each stage costs microseconds (see _latency_gpu)
         self._windows = WindowSet(gpu=0, nvml=nvml, canary_every=canary_every) if self._gpu is not None else None
-        self._weights = None  # random weights shared by every stage program (drawn once per graph)
+        # how a stage and a whole schedule are timed on this device (timing_cuda, timing_cpu)
         if self._gpu is not None:
-            from ios_core.runtime.cuda import RandomWeights
-
-            self._weights = RandomWeights(self.seed)
+            self._timing = CudaTiming(self._gpu, self.protocol, self.cuda_graph, self.seed, device)
+        else:
+            self._timing = CpuTiming(provider, self._tensors, self.protocol, self.threads, self.seed, device)
         self.failures: dict[str, str] = {}  # stage signature -> why it could not be timed (cuda)
         self.revised = 0  # stage values measured again after a condemned canary group
         self._revised_seen = 0
         # seconds on the wall clock and in this thread's CPU time (cuda): building stage programs (plans,
         # kernels, weights, inputs, graph capture); inside the one measurement function (warmup and
         # samples); everything else a timed stage cost (windows, canaries, NVML, signatures, database)
-        self._build, self._timed, self._overhead = _Spent(), _Spent(), _Spent()
+        self._overhead = Spent()
+        self._build, self._timed = (self._timing.build, self._timing.timed) if self._gpu is not None else (Spent(),
+                                                                                                           Spent())
         self._plans = None
         self._stored: dict[tuple, dict] = {}  # cuda: (batch, threads) -> the database's rows, read once
         self._rows: dict[tuple, tuple] = {}  # cuda: measured rows waiting for their canary group's verdict
@@ -240,9 +245,7 @@ class MeasuredCostModel:
         """What a stage's figure is the latency of: ``cuda-graph replay`` (each stage captured and
         replayed as a CUDA graph), ``cuda launches`` (its kernels launched on the streams one by
         one), or ``cpu``."""
-        if self._gpu is None:
-            return "cpu"
-        return "cuda-graph replay" if self.cuda_graph else "cuda launches"
+        return self._timing.form
 
     def stats(self) -> dict:
         out = {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
@@ -263,7 +266,7 @@ class MeasuredCostModel:
                         "overhead_cpu_seconds": round(self._overhead.cpu, 4),
                         "overhead_ms_per_stage": round(1e3 * self._overhead.wall / timed, 4),
                         "overhead_cpu_ms_per_stage": round(1e3 * self._overhead.cpu / timed, 4),
-                        "weight_draws": self._weights.draws, "nvml_sessions": nvml_sessions_opened(),
+                        "weight_draws": self._timing.weights.draws, "nvml_sessions": nvml_sessions_opened(),
                         "revised_after_canary": self.revised, "failed_stages": len(self.failures),
                         **(self._gpu.plans.stats() if hasattr(self._gpu, "plans") else {}),
                         **({"failures": dict(list(self.failures.items())[:5])} if self.failures else {}),
@@ -327,164 +330,37 @@ class MeasuredCostModel:
 
     def time_candidates(self, graphs: dict, batch_size: int, repeat: int | None = None,
                         runtimes: dict | None = None) -> dict:
-        """Time whole schedules (``graphs``: name -> scheduled graph) end to end with the real
-        runtime in the form a cell runs them (on cuda: this model's device, a CUDA-graph replay
-        unless ``cuda_graph=False``; on the CPU: this model's provider and threads), interleaved:
-        after a warmup (on the CPU at least 0.25 s and 5 runs each, 0.1 s and 2 runs with the torch
-        provider: a fresh ONNX Runtime session ran its first several runs up to 3x slower), ``repeat`` rounds,
-        each one sample of every candidate, in forward order on even rounds and reversed on odd
-        ones, so drift hits all alike. On the CPU, after :data:`RACE_ROUNDS` rounds a candidate
-        whose median so far is above the best's by more than :data:`RACE_DROP` is timed no more
-        (its median is over the samples it has: ``samples_by``), so slow candidates cost little.
-        ``runtimes`` (name -> (graph, runtime)), when given, keeps each built and warm runtime for
-        a later call with the same graph object (warmed again by one run only). Each sample is one
-        call, timed as the cell that will run the schedule times it: on cuda through
-        ``ios_core.measurement.gpu.time_gpu_cell`` (the host clock after a device synchronize).
-        Returns ``{"measured_ms": {name: median ms}, "failed": {name: reason}, "samples",
-        "samples_by", "seconds", "form", "clock"}``; a candidate that cannot be built or run (a GPU
-        gone) is a reason."""
-        from ios_core.ir import Graph
-
-        def ready(g):
-            if g.has_weights:
-                return g
-            return Graph.from_json(g.to_json()).init_weights(self.seed)
-
+        """Time whole schedules (``graphs``: name -> scheduled graph) end to end, interleaved
+        (``ios_core.cost.candidates.time_candidates``), each built and timed as the cell that will run
+        it (this model's device timing: on cuda this device, a CUDA-graph replay unless
+        ``cuda_graph=False``, one call per sample on the host clock after a device synchronize,
+        ``ios_core.measurement.gpu.time_gpu_cell``; on the CPU this model's provider and threads,
+        ``Runtime.measure``). ``repeat`` rounds (11 on cuda, 7 on the CPU), on the CPU racing:
+        after :data:`RACE_ROUNDS` rounds a candidate whose median is above the best's by more than
+        :data:`RACE_DROP` is timed no more. ``runtimes`` (name -> (graph, runtime)) keeps each built
+        and warm runtime for a later call with the same graph object. Returns ``{"measured_ms",
+        "failed", "samples", "samples_by", "seconds", "number", "clock", "form", "provider"}``."""
         gpu = self._gpu is not None
         repeat = int(repeat if repeat is not None else (11 if gpu else 7))
-        # the warmup: torch's runtime is warm after a run or two; a fresh ONNX Runtime session ran its
-        # first several runs up to 3x slower
-        min_runs, min_s = (2, 0.1) if self.provider == "torch" else (5, 0.25)
-        if gpu:  # as the cell that will run it is timed: one call, the host clock after a device synchronize
-            from ios_core.measurement.gpu import GPU_CELL_CLOCK, time_gpu_cell
-
-            dev, clock = self._gpu, GPU_CELL_CLOCK
-
-            def sample(rt, warmup=0) -> float:
-                def sync():
-                    rt.sync()
-                    dev.sync_device()
-                return time_gpu_cell(rt.execute, sync, now=dev.now_ns, warmup=warmup, number=1, repeat=1).median
-        else:
-            clock = "host"
-
-            def sample(rt, warmup=0) -> float:
-                return rt.measure(warmup=warmup, number=1, repeat=1).median
-        t0 = time.perf_counter()
-        rts, failed = {}, {}
-        kept = runtimes if runtimes is not None else {}
-        for name, g in graphs.items():
-            try:
-                old = kept.get(name)
-                if old is not None and old[0] is g:  # built and warmed by an earlier call
-                    rt = old[1]
-                    sample(rt, warmup=0)
-                elif gpu:
-                    from ios_core.reference import random_input
-                    from ios_core.runtime.cuda import CudaRuntime
-
-                    rt = CudaRuntime(ready(g), batch_size, device=self.device, backend=self._gpu,
-                                     cuda_graph=self.cuda_graph)
-                    rt.prepare(random_input(rt.graph, batch_size))  # once, as a cell prepares its input
-                    sample(rt, warmup=2)
-                else:
-                    from ios_core.runtime import make_runtime
-
-                    kw = {"provider": self.provider} if self.provider != "torch" else {}
-                    rt = make_runtime(ready(g), batch_size, device=self.device, threads=self.threads, **kw)
-                    t_warm = time.perf_counter()
-                    runs = 0
-                    while runs < min_runs or (time.perf_counter() - t_warm < min_s and runs < 50):
-                        rt.measure(warmup=0, number=1, repeat=1)
-                        runs += 1
-                rts[name] = rt
-                kept[name] = (g, rt)
-            except Exception as e:  # this candidate cannot run here: its reason, the others go on
-                failed[name] = _reason(e)
-        samples: dict[str, list[float]] = {k: [] for k in rts}
-        order = list(rts)
-        for i in range(max(1, repeat)):
-            if not gpu and i == RACE_ROUNDS and len(order) > 2:
-                now = {k: median(samples[k]) for k in order if samples[k] and k not in failed}
-                if now:
-                    best = min(now.values())
-                    order = [k for k in order if k not in now or now[k] <= best * (1.0 + RACE_DROP)]
-            for k in order if i % 2 == 0 else order[::-1]:
-                if k in failed:
-                    continue
-                try:
-                    samples[k].append(sample(rts[k]))
-                except Exception as e:
-                    failed[k] = _reason(e)
-        med = {k: median(v) for k, v in samples.items() if v and k not in failed}
-        return {"measured_ms": med, "failed": failed, "samples": repeat, "number": 1, "clock": clock,
-                "samples_by": {k: len(v) for k, v in samples.items() if k not in failed},
-                "seconds": time.perf_counter() - t0, "form": self.form, "provider": self.provider}
+        v = _candidates.time_candidates(self._timing, graphs, batch_size, repeat, runtimes, race=not gpu,
+                                        seed=self.seed)
+        return {**v, "form": self.form, "provider": self.provider}
 
     def note_candidates(self, validation: dict) -> None:
-        """What the end-to-end candidates showed (``ios_core.optimize``): the per-stage cost fitted
-        from their measured against predicted latencies, stated in :meth:`stats` (``correction``).
-        On cuda each candidate also gets ``corrected_ms``: its prediction less the per-graph cost
-        every stage figure carries but a whole replay pays once (:meth:`replay_constants`).
-        ``candidates_timed`` counts the distinct schedules timed (a row ``same_as`` another carries
-        that one's figure and ran nothing); ``candidates_considered`` every row."""
-        considered = validation.get("candidates", [])
-        rows = [c for c in considered if c.get("measured_ms") is not None]
-        timed = [c for c in rows if not c.get("same_as")]
-        replay = self.replay_constants()
-        graph_ms = (replay or {}).get("graph_ms")
-        if graph_ms is not None:
-            for c in validation.get("candidates", []):
-                c["corrected_ms"] = c["predicted_ms"] - max(c["stages"] - 1, 0) * graph_ms
-        self.correction = {"per_stage_ms": validation.get("per_stage_ms"), "candidates_timed": len(timed),
-                           "candidates_considered": len(considered),
-                           "error_pct": {c["name"]: round(100.0 * (c["predicted_ms"] / c["measured_ms"] - 1.0), 1)
-                                         for c in rows if c["measured_ms"] > 0},
-                           **({"replay": replay} if replay else {}),
-                           **({"corrected_error_pct": {
-                               c["name"]: round(100.0 * (c["corrected_ms"] / c["measured_ms"] - 1.0), 1)
-                               for c in rows if c["measured_ms"] > 0}} if graph_ms is not None else {})}
-        self.candidates_timed += len(timed)
-        self.candidates_considered += len(considered)
+        """What the end-to-end candidates showed (``ios_core.optimize``), stated in :meth:`stats`
+        (``correction``: ``ios_core.cost.candidates.correction``; on cuda each candidate also gets
+        ``corrected_ms``, with :meth:`replay_constants`). ``candidates_timed`` counts the distinct
+        schedules timed (a row ``same_as`` another ran nothing), ``candidates_considered`` every row."""
+        self.correction = _candidates.correction(validation, self.replay_constants())
+        self.candidates_timed += self.correction["candidates_timed"]
+        self.candidates_considered += self.correction["candidates_considered"]
 
     def replay_constants(self) -> dict | None:
-        """On cuda, measured once per cost model: chains of 1 and 17 trivial stages (a ReLU on 8x4x4
-        values each), captured and replayed as the stages are; ``stage_ms`` is the slope (what one
-        more trivial stage costs inside a replay) and ``graph_ms`` the rest of the one-stage chain
-        (the graph's launch and the timing around it), which every stage figure carries once and a
-        whole network's replay only once. None on the CPU; ``{"reason"}`` when it cannot be timed."""
-        if self._gpu is None:
-            return None
-        if self._replay is None:
-            try:
-                ms = {k: self._chain_ms(k) for k in (1, 17)}
-                stage = (ms[17] - ms[1]) / 16
-                self._replay = {"graph_ms": round(ms[1] - stage, 6), "stage_ms": round(stage, 6),
-                                "chain_ms": {str(k): round(v, 6) for k, v in ms.items()}, "form": self.form}
-            except Exception as e:  # a GPU gone: the reason, no correction
-                self._replay = {"reason": _reason(e)}
-        return self._replay
-
-    def _chain_ms(self, k: int) -> float:
-        from ios_core.ir.builder import GraphBuilder
-        from ios_core.runtime.cuda import CudaProgram
-        from ios_core.runtime.passes import make_plan
-        from ios_core.runtime.program import graph_stages
-
-        b = GraphBuilder(f"chain{k}", (8, 4, 4))
-        x = b.input
-        for _ in range(k):
-            x = b.relu(x)
-        g = b.finish(x)
-        plan = make_plan(graph_stages(g), [g.input], [g.exit_node], 1, arena_kinds=("concat", "value"))
-        dev = self._gpu
-        prog = CudaProgram(plan, dev, cuda_graph=self.cuda_graph, random_weights=True, seed=self.seed,
-                           weights=self._weights)
-        s0 = prog.stream_objs[0]
-        dev.write(prog.input_view(g.input.name), np.ones((1, 8, 4, 4), dtype=np.float32), s0)
-        # timed as every stage is (the regime of launch latency, not of launches back to back)
-        return self._time_stage_program(prog, warmup=max(self.protocol["warmup"], 5),
-                                        repeat=max(self.protocol["repeat"], 11)).median
+        """On cuda, measured once per cost model: the per-graph cost every stage figure carries once
+        and a whole network's replay only once (``graph_ms``), and what one more trivial stage costs
+        inside a replay (``stage_ms``): ``ios_core.cost.timing_cuda.CudaTiming.replay_constants``.
+        None on the CPU; ``{"reason"}`` when it cannot be timed."""
+        return self._timing.replay_constants() if self._gpu is not None else None
 
     # ---- internals ---------------------------------------------------------------------------
     def _latency(self, kind: str, groups: list[list[Node]], batch_size: int, threads: int, build,
@@ -563,7 +439,7 @@ class MeasuredCostModel:
         for _attempt in range(1 + DISTURBED_RETRIES):
             with self._windows.window() as window:
                 try:
-                    t0 = _now()
+                    t0 = now_wall_cpu()
                     groups = build()  # the stage's groups (a merge stage's merged convolution): building
                     self._build.add(t0)
                     ms, std, samples = self._measure(groups, batch_size, key[1])
@@ -619,12 +495,12 @@ class MeasuredCostModel:
 
     def _mark(self) -> tuple:
         """Now, and what building and timing had cost so far (for :meth:`_book_overhead`)."""
-        return _now(), self._build.wall + self._timed.wall, self._build.cpu + self._timed.cpu
+        return now_wall_cpu(), self._build.wall + self._timed.wall, self._build.cpu + self._timed.cpu
 
     def _book_overhead(self, mark: tuple) -> None:
         """Book what passed since ``mark`` as overhead, less the building and timing inside it."""
         (wall0, cpu0), wall_in, cpu_in = mark
-        wall, cpu = _now()
+        wall, cpu = now_wall_cpu()
         self._overhead.wall += wall - wall0 - (self._build.wall + self._timed.wall - wall_in)
         self._overhead.cpu += cpu - cpu0 - (self._build.cpu + self._timed.cpu - cpu_in)
 
@@ -653,51 +529,10 @@ class MeasuredCostModel:
         if self._gpu is not None:
             return self._measurement_cuda(groups, batch_size)
         t0 = time.perf_counter()
-        externals = _externals(groups)
-        outputs = [n for g in groups for n in g]
-        kw = {"provider": self.provider} if self.provider != "torch" else {}
-        prog = build_program([groups], externals, outputs, batch_size, threads, random_weights=True,
-                             seed=self.seed, **kw)
-        _random_inputs(prog, externals, batch_size, self.seed)
-        with _tensors.running(prog.tensors, threads):
-            if primed:
-                primer = self._primer_fn(threads)
-                run = prog.run
-                clock = time.perf_counter_ns
-                acc = [0]
-
-                def fn():
-                    primer()
-                    t = clock()
-                    run()
-                    acc[0] += clock() - t
-
-                def read():
-                    v, acc[0] = acc[0], 0
-                    return [v / 1e6]
-
-                m = measure(fn, stage_times=read, **self.protocol)
-                m = Measurement(samples_ms=[row[0] for row in m.stage_ms], number=m.number, warmup=m.warmup)
-            else:
-                m = measure(prog.run, **self.protocol)
+        m = self._timing.stage(groups, _externals(groups), batch_size, threads, primed)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
         return m
-
-    def _primer_fn(self, threads: int):
-        """A short (~tens of microseconds) element-wise op over ``threads`` OpenMP threads: the
-        state torch's kernels leave between stages. Another provider's kernels run on thread pools
-        of their own, fixed when a piece is compiled, and leave no such state: nothing to prime
-        (and a torch team spinning beside them would only take their cores)."""
-        if self._tensors.name != "torch":
-            return _no_primer
-        if self._primer is None or self._primer[0] != threads:
-            import torch
-
-            a = torch.rand(1 << 17)
-            b = torch.empty_like(a)
-            self._primer = (threads, lambda: torch.mul(a, 1.0001, out=b))
-        return self._primer[1]
 
     def _hybrid(self, stage: Stage, batch_size: int) -> float:
         """Operators composed; a concurrent stage measured for real, in the runtime's state,
@@ -720,61 +555,13 @@ class MeasuredCostModel:
         return self._latency("parallel", groups, batch_size, self.threads, lambda: groups, primed=True)
 
     def _measurement_cuda(self, groups: list[list[Node]], batch_size: int, cold_l2: bool = False) -> Measurement:
-        """The stage as its own CUDA program (the runtime's plan and executor, one stream per
-        group), timed with CUDA events on stream 0 by the one measurement function."""
-        import numpy as np
-
-        from ios_core.runtime.cuda import CudaProgram
-        from ios_core.runtime.passes import make_plan
-
-        t0 = _now()
-        externals = _externals(groups)
-        outputs = [n for g in groups for n in g]
-        plan = make_plan([groups], externals, outputs, batch_size, arena_kinds=("concat", "value"))
-        dev = self._gpu
-        rng = np.random.default_rng(self.seed)
-        # captured (cuda_graph) as the runtime captures a schedule: the graph reads the input
-        # buffers written below
-        prog = CudaProgram(plan, dev, cuda_graph=self.cuda_graph, random_weights=True, seed=self.seed,
-                           weights=self._weights)
-        s0 = prog.stream_objs[0]
-        for ext in externals:
-            dev.write(prog.input_view(ext.name), rng.standard_normal((batch_size, *ext.output_shape),
-                                                                     dtype=np.float32), s0)
-        t1 = self._build.add(t0)
-        if cold_l2:  # each sample one run after the flush; the flush is not on the clock
-            for _ in range(self.protocol["warmup"]):
-                prog.run()
-            dev.sync(s0)
-            timer, samples = dev.timer(s0), []
-            for _ in range(max(self.protocol["repeat"], 1)):
-                dev.flush_l2(s0)
-                dev.sync(s0)
-                if timer is None:
-                    t = time.perf_counter()
-                    prog.run()
-                    dev.sync(s0)
-                    samples.append(1e3 * (time.perf_counter() - t))
-                else:
-                    timer.start()
-                    prog.run()
-                    samples.append(timer.stop())
-            m = Measurement(samples_ms=samples, number=1, warmup=self.protocol["warmup"])
-            m.meta["form"] = self.form + ", cold L2"
-            return m
-        m = self._time_stage_program(prog)
-        t2 = self._timed.add(t1)
-        m.meta["form"] = self.form
-        self.measured += 1
-        self.measure_seconds += t2[0] - t0[0]
+        """The stage as its own CUDA program, timed (``timing_cuda.CudaTiming.stage``)."""
+        t0 = time.perf_counter()
+        m = self._timing.stage(groups, _externals(groups), batch_size, cold_l2=cold_l2)
+        if not cold_l2:
+            self.measured += 1
+            self.measure_seconds += time.perf_counter() - t0
         return m
-
-    def _time_stage_program(self, prog, **overrides) -> Measurement:
-        """The one way a program is timed as a stage on the GPU (every stage figure, and the chains
-        of :meth:`replay_constants`, which must sit in the same regime): this model's protocol
-        (one launch per sample unless ``number`` says otherwise) between two CUDA events on stream 0."""
-        dev, s0 = self._gpu, prog.stream_objs[0]
-        return measure(prog.run, **{**self.protocol, **overrides}, sync=lambda: dev.sync(s0), timer=dev.timer(s0))
 
     def _composed(self, stage: Stage, batch_size: int) -> float:
         groups = _stage_groups(stage)
@@ -823,44 +610,10 @@ class MeasuredCostModel:
         full-width OpenMP region (the state the preceding stage leaves). Returns the stage's
         time less one pool dispatch (which the composition adds once per stage)."""
         t0 = time.perf_counter()
-        externals = _externals(groups)
-        outputs = [n for g in groups for n in g]
-        kw = {"provider": self.provider} if self.provider != "torch" else {}
-        progs = []
-        for i, t in enumerate(shares):
-            prog = build_program([groups], externals, outputs, batch_size, t, random_weights=True,
-                                 seed=self.seed + i, **kw)
-            _random_inputs(prog, externals, batch_size, self.seed + i)
-            progs.append(prog)
-        tasks = [(prog.run, t) for prog, t in zip(progs, shares)]
-        med, std, repeat = self._time_primed_dispatch(tasks, **self.protocol)
+        med, std, repeat = self._timing.concurrent(groups, _externals(groups), batch_size, shares)
         self.measured += 1
         self.measure_seconds += time.perf_counter() - t0
         return max(med - self.dispatch_ms(), 0.1 * med), std, repeat
-
-    def _time_primed_dispatch(self, tasks, **protocol) -> tuple[float, float, int]:
-        """(median, std, samples) in ms of one pool dispatch of ``tasks``, each preceded by a
-        full-width OpenMP region (the spin state the runtime's previous stage leaves); only
-        the dispatch is on the clock."""
-        pool = shared_pool(self._tensors)
-        primer = self._primer_fn(self.threads)
-        clock = time.perf_counter_ns
-        acc = [0]
-
-        def fn():
-            primer()
-            t = clock()
-            pool.run(tasks, self.threads)
-            acc[0] += clock() - t
-
-        def read():
-            v, acc[0] = acc[0], 0
-            return [v / 1e6]
-
-        with _tensors.running(self._tensors, self.threads):
-            m = measure(fn, stage_times=read, **protocol)
-        per = [row[0] for row in m.stage_ms]
-        return statistics.median(per), statistics.pstdev(per), m.repeat
 
     def dispatch_ms(self) -> float:
         """The cost of one concurrent dispatch on the worker pool (trivial tasks), measured once
@@ -875,7 +628,7 @@ class MeasuredCostModel:
                 per = split_threads(self.threads, n)
                 tasks = [((lambda: None), t) for t in per]
                 if primed:
-                    cached, std, repeat = self._time_primed_dispatch(tasks, warmup=20, number=50, repeat=5)
+                    cached, std, repeat = self._timing.primed_dispatch(tasks, warmup=20, number=50, repeat=5)
                 else:
                     m = measure(lambda: pool.run(tasks, self.threads), warmup=20, number=50, repeat=5)
                     cached, std, repeat = m.median, m.std, m.repeat
@@ -884,63 +637,6 @@ class MeasuredCostModel:
                     self.cache.put(1, self.threads, self.method, sig, cached, std, repeat, sig)
             self._dispatch_ms = cached
         return self._dispatch_ms
-
-
-CANDIDATES = ("schedule", "sequential", "greedy", "parallel", "overhead")
-# the CPU's end-to-end candidates race: after this many interleaved rounds, a candidate whose median is
-# more than RACE_DROP above the best's is timed no more (its figure is the median of what it has)
-RACE_ROUNDS = 3
-RACE_DROP = 0.10
-
-
-def _candidate_names(candidates, gpu: bool) -> tuple[str, ...]:
-    """The schedules a search ends by timing end to end (``ios_core.optimize``): every one of
-    :data:`CANDIDATES` unless asked otherwise (a comma-separated list; ``"all"`` is every one)."""
-    if candidates is None or candidates == "all":
-        return CANDIDATES
-    names = tuple(x.strip() for x in candidates.split(",")) if isinstance(candidates, str) else tuple(candidates)
-    bad = [n for n in names if n not in CANDIDATES]
-    if bad or "schedule" not in names:
-        raise ValueError(f"candidates must include 'schedule' and be among {', '.join(CANDIDATES)}, not {names}")
-    return names
-
-
-def _reason(e: BaseException) -> str:
-    text = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-    return f"{type(e).__name__}" + (f": {text}" if text else "")
-
-
-def _no_primer() -> None:
-    return None
-
-
-def _random_inputs(prog, externals, batch_size: int, seed: int) -> None:
-    """Seeded standard-normal inputs for a program's external inputs, in its own tensors."""
-    rng = np.random.default_rng(seed)
-    for ext in externals:
-        x = rng.standard_normal((batch_size, *ext.output_shape), dtype=np.float32)
-        prog.env[prog.input_slots[ext.name]] = prog.tensors.from_numpy(x)
-
-
-def _now() -> tuple[float, float]:
-    return time.perf_counter(), time.thread_time()
-
-
-class _Spent:
-    """Seconds spent on something, on the wall clock and in this thread's CPU time (which leaves
-    out the time a shared machine made the process wait for a core)."""
-
-    __slots__ = ("wall", "cpu")
-
-    def __init__(self):
-        self.wall = self.cpu = 0.0
-
-    def add(self, since: tuple[float, float]) -> tuple[float, float]:
-        """Add the time since ``since`` (:func:`_now`); returns now."""
-        now = _now()
-        self.wall += now[0] - since[0]
-        self.cpu += now[1] - since[1]
-        return now
 
 
 class _DeferredPlans:
