@@ -84,8 +84,8 @@ def footprint(t) -> tuple:
     for size, st in zip(shape[:i], stride[:i]):
         starts = [a + k * st for a in starts for k in range(size)]
         if len(starts) > 4096:  # never in the tests' small graphs: the hull (conservative)
-            lo = min(starts)
-            return ((base, lo * esz, (max(starts) + max(st, 1) * size + block) * esz),)
+            lo = t.storage_offset()
+            return ((base, lo * esz, (lo + sum((n - 1) * d for n, d in zip(shape, stride)) + 1) * esz),)
     return tuple((base, a * esz, (a + block) * esz) for a in starts)
 
 
