@@ -111,7 +111,10 @@ def _model_spec(model: str, folder: Path) -> str:
 @click.option("--lock-clocks/--no-lock-clocks", "lock_clocks", default=False, show_default=True,
               help="With a GPU: also lock its SM clock (NVML, needs root), run the schedule under the lock and reset "
                    "it. Off by default: clocks are left alone (never lock a machine you do not own).")
-def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
+@click.option("--machine-seconds", default=1.0, show_default=True, type=click.FloatRange(0, 60),
+              help="At the end, sample this long what else uses the CPUs (processes by name, pid and share; steal) "
+                   "and say whether a sweep started now would have its rounds disturbed (0: skip).")
+def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks, machine_seconds):
     """For each device and framework: can it run here, and if not, why. On a machine with an
     NVIDIA GPU it then runs every GPU path on a small graph (by default one with every op type
     and attribute value) in its own processes, checks each against the oracle
@@ -121,6 +124,9 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
     no-graph path, and (only with --lock-clocks) under a locked GPU clock that is then reset;
     then each framework's GPU variant. Every time printed says the clock state it was taken
     under (clocks are left alone unless --lock-clocks).
+
+    Last, what else uses this machine now (``--machine-seconds``, ``ios_core.measurement.interference.machine_now``):
+    the other processes by CPU share, steal, and whether a sweep's rounds would be disturbed.
 
     The first command to run on a machine with a GPU. Exit code 1 when a path that can run
     fails or computes a wrong output, 0 otherwise.
@@ -198,5 +204,9 @@ def command(devices, model, batch, do_run, frameworks, timeout, lock_clocks):
                     text, failed = _line(name, "FAIL", res.get("reason") or "failed"), True
                 failures += failed
                 _echo_failure(text, res.get("stderr_tail") if status not in ("ok", "skipped") else None)
+    if machine_seconds > 0:
+        from ios_core.measurement.interference import machine_now, quiet_verdict
+
+        click.echo(quiet_verdict(machine_now(machine_seconds)))
     if failures:
         raise SystemExit(1)

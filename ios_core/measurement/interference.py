@@ -13,7 +13,13 @@ Two kinds of figure:
 - **Co-tenants this machine can see**: from ``/proc/stat`` (Linux), the CPU time every process on
   the machine used during the window minus this process's own (``getrusage``), as a fraction of
   the machine's capacity (``other_cpu``); the hypervisor's ``steal`` time likewise; the load
-  average at the end.
+  average at the end. **Which** processes: each process's CPU time (utime + stime of
+  ``/proc/<pid>/stat``, every process this user can see) read at both edges; the ones that used the
+  most of the machine's capacity over the window, this process tree (this process, its
+  descendants and its ancestors) left out, are kept as ``others`` (name, pid, share; at most
+  :data:`TOP_OTHERS`, none under :data:`MIN_NAMED_SHARE`), so that a disturbed window names them.
+  Reading them costs about a millisecond per hundred processes (``others_read_ms``); a window too
+  short to judge (:data:`MIN_JUDGED_WINDOW_S`) does not read them at its end.
 - **Co-tenants on a GPU** (``Window(gpu=INDEX)``): NVML's per-process utilization samples of that
   GPU taken during the window (``nvmlDeviceGetProcessUtilization`` since the window opened),
   those of other processes than this one: their largest SM utilization (``gpu_other_util``,
@@ -41,6 +47,9 @@ PROC_STAT = "/proc/stat"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MIN_JUDGED_WINDOW_S = 0.05  # a shorter window's CPU-time figures are mostly tick rounding: not judged
 MIN_JUDGED_SAMPLES = 8  # fewer samples say too little about a slowdown inside the window: not judged
+PROC = "/proc"
+TOP_OTHERS = 3  # a window keeps (and a verdict names) at most this many other processes
+MIN_NAMED_SHARE = 0.02  # a process under this share of the machine's capacity over a window is not named
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,77 @@ def own_cpu_seconds() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
+def read_process_times(proc: str = PROC) -> dict[int, tuple[str, int, float, int]]:
+    """Every process this user can see in ``proc``: ``{pid: (name, start tick, CPU seconds, parent
+    pid)}``, the CPU seconds utime + stime of ``/proc/<pid>/stat`` (every thread of it). A process
+    that vanished or cannot be read is left out; ``{}`` where ``proc`` cannot be listed."""
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return {}
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as f:
+                raw = f.read()
+            right = raw.rindex(b")")  # the name may hold spaces and parentheses: it ends at the last ")"
+            name = raw[raw.index(b"(") + 1:right].decode(errors="replace")
+            rest = raw[right + 2:].split()
+            out[pid] = (name, int(rest[19]), (int(rest[11]) + int(rest[12])) / TICKS_PER_S, int(rest[1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def own_tree(procs: dict, pid: int | None = None) -> set[int]:
+    """``pid`` (this process by default), its descendants and its ancestors in the ``procs`` of
+    :func:`read_process_times`: the run itself, never named as another process."""
+    pid = os.getpid() if pid is None else pid
+    tree, parent = {pid}, {p: v[3] for p, v in procs.items()}
+    p = parent.get(pid)
+    while p and p not in tree:  # ancestors
+        tree.add(p)
+        p = parent.get(p)
+    children: dict[int, list[int]] = {}
+    for c, p in parent.items():
+        children.setdefault(p, []).append(c)
+    todo = [pid]
+    while todo:  # descendants
+        for c in children.get(todo.pop(), []):
+            if c not in tree:
+                tree.add(c)
+                todo.append(c)
+    return tree
+
+
+def top_others(before: dict, after: dict, wall: float, cpus: int, exclude: set[int] = frozenset(),
+               top: int = TOP_OTHERS, floor: float = MIN_NAMED_SHARE) -> list[dict]:
+    """The processes (not in ``exclude``) that used the most of the machine's capacity (``wall`` x
+    ``cpus``) between two :func:`read_process_times` readings: ``[{"name", "pid", "share"}]``, the
+    largest first, at most ``top``, none under ``floor``. A process not in ``before`` (or whose pid
+    was reused: another start tick) started during the window: all its CPU time counts."""
+    capacity = wall * max(1, cpus)
+    if capacity <= 0:
+        return []
+    rows = []
+    for pid, (name, start, cpu, _) in after.items():
+        if pid in exclude:
+            continue
+        was = before.get(pid)
+        used = cpu - (was[2] if was is not None and was[1] == start else 0.0)
+        share = min(1.0, max(0.0, used) / capacity)
+        if share >= floor:
+            rows.append({"name": name, "pid": pid, "share": round(share, 4)})
+    rows.sort(key=lambda r: (-r["share"], r["pid"]))
+    return rows[:top]
+
+
+def named(others) -> str:
+    """``python3 pid 1234: 38%, make pid 99: 5%`` (the shares of the machine's capacity)."""
+    return ", ".join(f"{o.get('name')} pid {o.get('pid')}: {float(o.get('share') or 0):.0%}"
+                     for o in others or [] if isinstance(o, dict))
+
+
 _CANARY_DATA = None
 
 
@@ -117,8 +197,11 @@ class Window:
     more than the window)."""
 
     def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5,
-                 gpu: int | None = None, nvml=None, own_pids: set[int] | None = None, cpu: bool = True):
+                 gpu: int | None = None, nvml=None, own_pids: set[int] | None = None, cpu: bool = True,
+                 processes: bool = True, proc: str = PROC):
         self.gpu = gpu
+        self.processes = processes and cpu  # False: no per-process reading (which processes used the CPUs)
+        self.proc = proc
         self.cpu = cpu  # False: no /proc/stat figures (a window too short to judge them; WindowSet's groups have them)
         self._nvml = nvml  # the pynvml module (tests pass a fake); imported when None
         self._own_pids = own_pids  # this process and its children (read now when None)
@@ -132,6 +215,11 @@ class Window:
             self.figures["canary_before_ms"] = round(canary(self.canary_reps), 4)
         self._stat = read_cpu_times(self.stat_path) if self.cpu else None
         self._own = own_cpu_seconds() if self.cpu else 0.0
+        self._procs = None
+        if self.processes:
+            t = time.monotonic()  # (the read's own cost; perf_counter times the window)
+            self._procs = read_process_times(self.proc)
+            self._procs_ms = (time.monotonic() - t) * 1e3
         self._t0 = time.perf_counter()
         self.figures["start_unix"] = round(time.time(), 3)  # when the window was open (to match with other logs)
         self._gpu_since_us = int(time.time() * 1e6)
@@ -164,6 +252,11 @@ class Window:
             f["other_cpu"] = round(min(1.0, max(0.0, busy - own - slack) / capacity), 4)
             f["steal"] = round(min(1.0, max(0.0, stat["steal"] - self._stat["steal"] - slack) / capacity), 4)
             f["cpus"] = stat["cpus"]
+            if self._procs and wall >= MIN_JUDGED_WINDOW_S:  # who: only where the window is long enough to judge
+                t = time.monotonic()
+                after = read_process_times(self.proc)
+                f["others"] = top_others(self._procs, after, wall, stat["cpus"], own_tree(after))
+                f["others_read_ms"] = round(self._procs_ms + (time.monotonic() - t) * 1e3, 3)
         try:
             f["load1"] = round(os.getloadavg()[0], 2)
         except OSError:
@@ -223,15 +316,24 @@ def canary_ms(figures: dict) -> float | None:
     return max(vals) if vals else None
 
 
-def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRESHOLDS) -> str | None:
+def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRESHOLDS,
+          load: list[dict] | None = None) -> str | None:
     """Why the window with ``figures`` was disturbed (one phrase), or None when it was not.
-    ``canary_ref``: the usual canary time (the median over the run's windows), or None."""
+    ``canary_ref``: the usual canary time (the median over the run's windows), or None.
+    ``load``: the run's steady co-tenants (:func:`steady_load`): their steady share of this window
+    is the condition the run is measured under, not a disturbance (:func:`under_load`); what they
+    used over it, and every other process, still is."""
     why = []
     window = figures.get("window_s")
     long_enough = not isinstance(window, (int, float)) or window >= MIN_JUDGED_WINDOW_S
     other = figures.get("other_cpu")
-    if long_enough and isinstance(other, (int, float)) and other > thresholds.other_cpu:
-        why.append(f"other processes used {other:.0%} of the CPUs")
+    if long_enough and isinstance(other, (int, float)) and load and under_load(figures, load):
+        other = max(0.0, other - sum(_steady_part(figures, c) for c in load))
+        if other > thresholds.other_cpu:
+            why.append(f"besides the steady load, other processes used {other:.0%} of the CPUs"
+                       + _who(figures, exclude=load))
+    elif long_enough and isinstance(other, (int, float)) and other > thresholds.other_cpu:
+        why.append(f"other processes used {other:.0%} of the CPUs" + _who(figures))
     steal = figures.get("steal")
     if long_enough and isinstance(steal, (int, float)) and steal > thresholds.steal:
         why.append(f"steal {steal:.0%}")
@@ -246,6 +348,99 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     if isinstance(slow, (int, float)) and slow > thresholds.slow_samples:
         why.append(f"{slow:.0%} of its samples over {thresholds.canary:g}x its quickest quarter (slowed mid-window)")
     return "; ".join(why) or None
+
+
+def _who(figures: dict, exclude=()) -> str:
+    """`` (python3 pid 1234: 38%)``: the window's named other processes, or nothing."""
+    skip = {(c.get("name"), c.get("pid")) for c in exclude}
+    others = [o for o in figures.get("others") or []
+              if isinstance(o, dict) and (o.get("name"), o.get("pid")) not in skip]
+    return f" ({named(others)})" if others else ""
+
+
+# ---- steady load: a co-tenant present at about the same share through a whole run is a condition
+
+MIN_STEADY_WINDOWS = 4  # fewer judged windows say too little to call a co-tenant steady
+STEADY_PRESENT = 0.9  # a steady co-tenant is at its steady share in at least this share of the windows
+STEADY_BAND = (0.05, 0.25)  # "about the same share": within max(5 points, 25 % of its share) of its median
+
+
+def steady_band(share: float) -> float:
+    """How far a window's share of a steady co-tenant may be from its steady share."""
+    return max(STEADY_BAND[0], STEADY_BAND[1] * share)
+
+
+def _share(figures: dict, name, pid) -> float:
+    return next((float(o.get("share") or 0.0) for o in figures.get("others") or []
+                 if isinstance(o, dict) and o.get("name") == name and o.get("pid") == pid), 0.0)
+
+
+def _steady_part(figures: dict, c: dict) -> float:
+    """What of the window's other CPU time the steady co-tenant ``c`` accounts for: its share in the
+    window, at most its steady share plus the band (more than that is a burst of its own)."""
+    return min(_share(figures, c.get("name"), c.get("pid")), float(c["share"]) + steady_band(float(c["share"])))
+
+
+def steady_load(windows, thresholds: Thresholds = THRESHOLDS) -> list[dict]:
+    """The steady co-tenants of a run's windows (``figures`` of :class:`Window`, those too short to
+    judge or without ``others`` left out): each process (same name and pid) whose share of the
+    machine in at least :data:`STEADY_PRESENT` of the windows is within :func:`steady_band` of its
+    median share, that median at least half the ``other_cpu`` threshold (less disturbs nothing).
+    ``[{"name", "pid", "share", "windows", "of"}]`` (largest share first); ``[]`` with fewer than
+    :data:`MIN_STEADY_WINDOWS` windows. A co-tenant that comes and goes, or a burst, is not steady."""
+    from ios_core.measurement.stats import median
+
+    judged = [f for f in windows if isinstance(f, dict) and isinstance(f.get("others"), list)
+              and isinstance(f.get("other_cpu"), (int, float))
+              and not (isinstance(f.get("window_s"), (int, float)) and f["window_s"] < MIN_JUDGED_WINDOW_S)]
+    if len(judged) < MIN_STEADY_WINDOWS:
+        return []
+    seen = dict.fromkeys((o.get("name"), o.get("pid")) for f in judged for o in f["others"] if isinstance(o, dict))
+    out = []
+    for name, pid in seen:
+        shares = [_share(f, name, pid) for f in judged]
+        m = median(shares)
+        at = sum(abs(s - m) <= steady_band(m) for s in shares)
+        if m >= thresholds.other_cpu / 2 and at >= STEADY_PRESENT * len(judged):
+            out.append({"name": name, "pid": pid, "share": round(m, 4), "windows": at, "of": len(judged)})
+    return sorted(out, key=lambda c: -c["share"])
+
+
+def under_load(figures: dict, load: list[dict] | None) -> bool:
+    """Whether the window ran under the steady ``load``: every steady co-tenant at no less than its
+    steady share minus the band (absent from it, the window ran under another condition)."""
+    return bool(load) and all(_share(figures, c.get("name"), c.get("pid"))
+                              >= float(c["share"]) - steady_band(float(c["share"])) for c in load)
+
+
+def load_label(load: list[dict] | None) -> str | None:
+    """``under load: python3 pid 1234 50% of the CPUs`` (None without a steady load)."""
+    if not load:
+        return None
+    return "under load: " + ", ".join(f"{c.get('name')} pid {c.get('pid')} {float(c['share']):.0%}" for c in load) \
+        + " of the CPUs"
+
+
+def machine_now(seconds: float = 1.0, proc: str = PROC, stat_path: str = PROC_STAT) -> dict:
+    """What uses this machine now: a :class:`Window` (no canary) over ``seconds`` of sleep."""
+    with Window(canary=False, proc=proc, stat_path=stat_path) as w:
+        time.sleep(seconds)
+    return w.figures
+
+
+def quiet_verdict(figures: dict, thresholds: Thresholds = THRESHOLDS) -> str:
+    """One line on a :func:`machine_now` reading: who uses the machine and whether a sweep started
+    now would have its rounds disturbed."""
+    if not isinstance(figures.get("other_cpu"), (int, float)):
+        return "machine: no /proc/stat here: what else uses the machine cannot be read"
+    why = judge(figures, None, thresholds)
+    head = (f"machine over {figures.get('window_s', 0):.1f} s: other processes used {figures['other_cpu']:.0%} of "
+            f"the CPUs" + _who(figures) + (f", steal {figures['steal']:.0%}" if figures.get("steal") else ""))
+    if why is None:
+        return head + f": quiet (a round is disturbed over {thresholds.other_cpu:.0%})"
+    return head + (f": a sweep now would have its rounds disturbed (over {thresholds.other_cpu:.0%} of the CPUs, "
+                   f"or steal over {thresholds.steal:.0%}); a co-tenant that stays at the same share through the sweep "
+                   "is measured as a steady load instead (figures labelled 'under load')")
 
 
 def slow_samples(samples_ms, factor: float = THRESHOLDS.canary) -> float | None:
