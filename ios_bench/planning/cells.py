@@ -202,6 +202,8 @@ def describe(record: dict) -> str:
         if (record.get("independent_check") or {}).get("ran") is False:
             mark += f" [yellow](oracle only: {term(record['independent_check'].get('reason', '?'), False)})[/]"
         text += f", {mark}"
+        if record.get("load"):  # measured under a steady co-tenant: the condition, on the figure
+            text += f" [yellow]{term(record['load'], False)}[/]"
         if record.get("unstable"):
             text += f" [yellow]UNSTABLE[/] ({term(record['unstable'], False)})"
         return text

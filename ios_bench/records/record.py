@@ -48,6 +48,8 @@ FIELDS: tuple[Field, ...] = (
     Field("rounds_used", "int", doc="undisturbed rounds the figure is over"),
     Field("rounds_measured", "int"),
     Field("rounds_disturbed", "int"),
+    Field("load", "text", doc="the steady load the figure was measured under (a co-tenant at about the same share "
+                              "through the run: 'under load: python3 pid 1234 50% of the CPUs'); absent when quiet"),
     Field("same_schedule_as", "text", doc="IOS: another cell of the group runs the identical schedule"),
     Field("mean_ms", "number"),
     Field("std_ms", "number", timed=True, doc="std of the samples of the rounds used (within-process spread)"),

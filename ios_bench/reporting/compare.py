@@ -255,6 +255,22 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
                 verdict, why = "unstable", "; ".join(few + noisy)
             else:
                 verdict, why = judge_change(change, low, high, threshold)
+            la, lb = _load(x), _load(y)
+            if la != lb:  # one side measured under a steady load, the other not (or another): said on the verdict
+                why += (f"; A {la or 'quiet'}, B {lb or 'quiet'}: the change includes the difference in load")
         out.append(Change(key, base["model"], int(base["batch_size"]), base["framework"], base["device"], ma, mb,
                           change, low, high, len(ga), len(gb), verdict, why))
+    loads = {name: sorted({_load(r) or "quiet" for r in rs.values() if _good(r)})
+             for name, rs in (("A", ra), ("B", rb))}
+    if loads["A"] != loads["B"] and any(v != ["quiet"] for v in loads.values()):
+        notes.append(f"the runs were measured under different loads (A: {', '.join(loads['A']) or '-'}; B: "
+                     f"{', '.join(loads['B']) or '-'}): a change between them includes that difference, not only "
+                     "the change between the runs")
     return Comparison(out, threshold, source, spread, notes, pa + pb)
+
+
+def _load(r) -> str | None:
+    """The steady load a cell's figure was measured under (its record's ``load``, the round count left
+    out), or None: quiet."""
+    v = r.get("load") if r is not None else None
+    return v.split(" (")[0] if isinstance(v, str) and v else None

@@ -52,6 +52,7 @@ from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-e
     framework_order,
     headline_table,
     ios_table,
+    load_note,
     memory_table,
     metric_table,
     outside_writes_table,
@@ -172,6 +173,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                              (f"{counts['failed']} failed", "failures" if counts["failed"] else None),
                              (f". Run folder: {run_folder}." + (f" {len(problems)} problem(s) reading it: see "
                                                                 "Run notes." if problems else ""), None)]))
+    loaded = load_note(df)
+    if loaded:
+        glance.append(("text", loaded))
     sections.append(("At a glance", glance))
     notes: list = []
     if env.get("clocks"):

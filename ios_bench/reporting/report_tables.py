@@ -464,13 +464,36 @@ def _unstable(r) -> str:
 def unstable_table(df) -> Table | None:
     """The cells whose figure should not be trusted as it stands, with why (the rounds disagree,
     or too few were undisturbed)."""
-    rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], _unstable(r)]
+    from ios_bench.running.rounds import who_disturbed
+
+    rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], _unstable(r),
+             who_disturbed(r["rounds"] if isinstance(r.get("rounds"), list) else []) or "-"]
             for _, r in df[df["status"].isin(TIMED)].iterrows() if _unstable(r)]
     if not rows:
         return None
-    return Table("Unstable cells", ["model", "batch", "framework", "device", "why"], rows,
-                 "their figures are shown, marked (unstable), and still measured; the Rounds table has each round",
-                 keep=3)
+    return Table("Unstable cells", ["model", "batch", "framework", "device", "why", "disturbed by"], rows,
+                 "their figures are shown, marked (unstable), and still measured; disturbed by: the other processes "
+                 "that used the CPUs during its disturbed rounds (name, pid, share of the machine, rounds); the Rounds "
+                 "table has each round", keep=3)
+
+
+def load_note(df) -> str | None:
+    """The report's header line on steady load: which cells were measured under which load
+    (``load``), and that their figures are not quiet-machine figures; None when every cell was quiet."""
+    timed = df[df["status"].isin(TIMED)]
+    if "load" not in timed.columns:
+        return None
+    loads = [v for v in timed["load"] if isinstance(v, str) and v]
+    if not loads:
+        return None
+    kinds = list(dict.fromkeys(v.split(" (")[0] for v in loads))
+    text = (f"Measured {'; '.join(kinds)} ({len(loads)} of {len(timed)} timed cells): a co-tenant used about that "
+            "share of the machine through the whole run, so these figures (and their comparisons, paired in the same "
+            "passes) hold under that condition, not on a quiet machine")
+    if len(loads) < len(timed):
+        text += ("; the other cells were measured quiet, and the GeoMeans and speedups here mix figures measured "
+                 "under load with quiet ones")
+    return text
 
 
 def slower_than_sequential(df) -> list:

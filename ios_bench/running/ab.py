@@ -71,6 +71,7 @@ from ios_bench.running.rounds import (  # noqa: F401 - the paired statistics, re
     round_median,
     round_order,
     typical_paired_spread,
+    who_disturbed,
 )
 from ios_bench.running.sweep import Sweep
 from ios_core.atomic import atomic_write_json
@@ -245,10 +246,13 @@ def paired_comparison(folder, min_change: float = MIN_CHANGE, confidence: float 
                 change, low, high = paired_interval(a, b, confidence, prior)
                 half, spread, _ = paired_half_width(a, b, confidence, prior)
                 detectable = detectable_change(half, min_change)
+            who = who_disturbed(list(x.get("rounds") or []) + list(y.get("rounds") or []))
+            who = f"; disturbed by {who}" if who else ""
             if n < 2:
-                verdict, why = "unstable", f"{n} paired round{'s' * (n != 1)} (both sides undisturbed in the same pass)"
+                verdict, why = "unstable", (f"{n} paired round{'s' * (n != 1)} (both sides undisturbed and under the "
+                                            f"same load in the same pass){who}")
             elif asked is not None and n < min(asked, ENOUGH_ROUNDS):
-                verdict, why = "unstable", f"{n} paired rounds of the {asked} asked for (the machine was busy)"
+                verdict, why = "unstable", f"{n} paired rounds of the {asked} asked for (the machine was busy){who}"
             else:
                 verdict, why = judge_change(change, low, high, min_change, "the floor (--min-change)")
                 if verdict == "within noise":  # what the run could and could not see
@@ -256,6 +260,9 @@ def paired_comparison(folder, min_change: float = MIN_CHANGE, confidence: float 
                             f"paired spread {math.expm1(spread):.1%})")
                 else:
                     why = f"interval clear of zero and |change| at least the floor {min_change:.1%}"
+            loads = list(dict.fromkeys(r["load"] for r in (x, y) if r.get("load")))
+            if loads and n:  # the pairs ran under a steady co-tenant: the verdict holds under that condition
+                why += "; " + "; ".join(loads)
         stop = stops.get(pid) or {}
         out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
                           n, n, verdict, why, floor=min_change, detectable=detectable,
@@ -263,6 +270,10 @@ def paired_comparison(folder, min_change: float = MIN_CHANGE, confidence: float 
     notes = [f"paired: each change is exp(median log(B/A)) - 1 over the rounds of A and B measured back to back in "
              f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels. A change is flagged when "
              f"its interval excludes zero and it is at least the floor {min_change:.1%} (--min-change)"]
+    loads = list(dict.fromkeys(str(r["load"]).split(" (")[0] for r in run.records if r.get("load")))
+    if loads:
+        notes.append(f"measured {'; '.join(loads)}: a co-tenant used about that share through the run; each pair's two "
+                     "rounds ran under it, so its verdict holds under that condition (not on a quiet machine)")
     stopped = {}
     for c in out:
         if c.stopped_by:

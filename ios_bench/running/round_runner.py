@@ -26,11 +26,13 @@ from ios_bench.running.rounds import (
     needs_more,
     planned_rounds,
     round_order,
+    run_load,
     summarize,
     usual_canary,
 )
 from ios_bench.running.schedules import optimize_schedules, same_schedules
 from ios_bench.scenarios import cells as scenario_cells
+from ios_core.measurement.interference import load_label
 
 
 class RoundRunner:
@@ -58,6 +60,7 @@ class RoundRunner:
         self.bounds = bounds
         self.passes = first_pass  # rounds started so far, over every group (each round's "pass")
         self.all_rounds: list[dict] = []
+        self.load: list[dict] = []  # the steady co-tenants of the session's rounds so far (rounds.run_load)
         self.missing: list[Cell] = []
         self.t_measure = time.monotonic()  # --time-budget counts from here
 
@@ -165,21 +168,23 @@ class RoundRunner:
                 for t in missing:
                     stopped[t.payload[0].key] = {"status": "missing"}
             ref_canary = usual_canary(self.all_rounds)
+            self.update_load()
             for key in {t.payload[0].key for t in tasks}:
                 before = {id(r) for r in rounds[key] if r.get("disturbed")}
-                judge_rounds(rounds[key], ref_canary)
+                judge_rounds(rounds[key], ref_canary, self.load)
                 for r in rounds[key]:
                     if r.get("disturbed") and id(r) not in before:
                         ctx.say(f"[dim]{term(label(by_key[key].framework))} round {r['round'] + 1} "
                                 f"({term(by_key[key].model, False)} b{by_key[key].batch_size}) disturbed: "
                                 f"{term(r['disturbed'], False)}[/]")
         ref_canary = usual_canary(self.all_rounds)
+        self.update_load()
         records = {}
         for cell in measured:
             if stopped.get(cell.key, {}).get("status") == "missing":
                 self.missing.append(cell)
                 continue
-            judge_rounds(rounds[cell.key], ref_canary)
+            judge_rounds(rounds[cell.key], ref_canary, self.load)
             records[cell.key] = self.records.from_rounds(cell, rounds[cell.key], scheds.get(cell.key),
                                                          stopped.get(cell.key))
         for key, canonical in same.items():
@@ -189,6 +194,20 @@ class RoundRunner:
         sequential_figures(records)
         done += [(c, records[c.key]) for c in cells if c.key in records]
         return done
+
+    def update_load(self) -> None:
+        """The steady load over every round of the session so far (:func:`run_load`), said when it
+        appears, changes or goes."""
+        load = run_load(self.all_rounds)
+        if [(c["name"], c["pid"]) for c in load] != [(c["name"], c["pid"]) for c in self.load]:
+            if load:
+                c = load[0]
+                self.ctx.say(f"[yellow]steady load:[/] {term(load_label(load), False)} (in {c['windows']} of "
+                             f"{c['of']} rounds): rounds under it are measured under that condition, and their "
+                             "figures say so")
+            else:
+                self.ctx.say("steady load: none any more (the co-tenant came and went): its rounds are disturbed")
+        self.load = load
 
     def round_task(self, cell: Cell, ref: dict, sched: dict | None, index: int, position: int) -> Task:
         """The worker task of one round of a cell (``index``: the cell's round; ``position``: its

@@ -3,7 +3,8 @@ up with statistics over rounds (docs/harness.md, "Rounds").
 
 - :func:`round_order`: the order of a group's cells in one round, shuffled from a recorded seed.
 - :func:`judge_rounds`: marks each round ``disturbed`` (``ios_core.measurement.interference.judge``) against
-  the run's usual canary time.
+  the run's usual canary time, and ``load`` (the label of the steady load it ran under) where the
+  run has one (:func:`run_load`: a co-tenant at about the same share through the run's windows).
 - :func:`summarize`: a cell's figure (the median of its undisturbed rounds' medians), its
   hierarchical-bootstrap interval, the between-round spread and the ``unstable`` verdict.
 - :func:`hierarchical_bootstrap`: resample rounds, then samples within each round (numpy).
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ios_core.measurement import stats
-from ios_core.measurement.interference import THRESHOLDS, canary_ms, judge
+from ios_core.measurement.interference import THRESHOLDS, canary_ms, judge, load_label, steady_load, under_load
 from ios_core.measurement.stats import robust_spread
 
 AUTO = "auto"
@@ -56,11 +57,50 @@ def usual_canary(rounds: Sequence[dict]) -> float | None:
     return stats.median_or_none(canary_ms(r.get("interference") or {}) for r in rounds)
 
 
-def judge_rounds(rounds: Sequence[dict], canary_ref: float | None) -> None:
-    """Set ``disturbed`` (the reason, or None) on each measured round, in place."""
+def run_load(rounds: Sequence[dict]) -> list[dict]:
+    """The steady co-tenants of a run (``ios_core.measurement.interference.steady_load``) over its
+    measured rounds' windows, in the order they ran."""
+    windows = [r.get("interference") for r in rounds if r.get("status") in ("ok", "wrong")
+               and isinstance(r.get("interference"), dict)]
+    return steady_load(sorted(windows, key=lambda f: f.get("start_unix") or 0))
+
+
+def judge_rounds(rounds: Sequence[dict], canary_ref: float | None, load: list[dict] | None = None) -> None:
+    """Set ``disturbed`` (the reason, or None) on each measured round, in place; with the run's
+    steady ``load`` (:func:`run_load`) also ``load``, its label, on each round that ran under it
+    (and was not disturbed otherwise): such a round is measured under that condition."""
+    label = load_label(load)
     for r in rounds:
         if r.get("status") == "ok":
-            r["disturbed"] = judge(r.get("interference") or {}, canary_ref)
+            figures = r.get("interference") or {}
+            r["disturbed"] = judge(figures, canary_ref, load=load)
+            if label and not r["disturbed"] and under_load(figures, load):
+                r["load"] = label
+            else:
+                r.pop("load", None)
+
+
+def who_disturbed(rounds: Sequence[dict]) -> str:
+    """What disturbed a cell's rounds, over its disturbed rounds: each named other process with its
+    range of shares and the rounds it was in (``python3 pid 1234 35-41% in 6 rounds``), then the
+    rounds no process explains (steal, a slow canary, slowed samples, short-lived processes)."""
+    bad = [r for r in rounds if r.get("status") == "ok" and r.get("disturbed")]
+    seen: dict[tuple, list[float]] = {}
+    unnamed = 0
+    for r in bad:
+        others = [o for o in (r.get("interference") or {}).get("others") or [] if isinstance(o, dict)]
+        for o in others:
+            seen.setdefault((o.get("name"), o.get("pid")), []).append(float(o.get("share") or 0.0))
+        unnamed += not others
+    parts = []
+    for (name, pid), shares in seen.items():
+        lo, hi = min(shares), max(shares)
+        span = f"{lo:.0%}" if round(lo * 100) == round(hi * 100) else f"{lo * 100:.0f}-{hi:.0%}"
+        parts.append(f"{name} pid {pid} {span} in {len(shares)} round{'s' * (len(shares) != 1)}")
+    if unnamed:
+        parts.append(f"{unnamed} round{'s' * (unnamed != 1)} with no other process named (steal, the canary, "
+                     "slowed samples or short-lived processes: see the Rounds table)")
+    return "; ".join(parts)
 
 
 def round_median(samples_ms: Sequence[float]) -> float:
@@ -125,6 +165,9 @@ def summarize(rounds: Sequence[dict], confidence: float = 0.95, seed: int = 0) -
         out.update(ci_low_ms=lo, ci_high_ms=hi, ci_half_pct=(hi - lo) / 2 / figure * 100 if figure else None)
     why = unstable_reason(out)
     out["unstable"] = why
+    loads = [r["load"] for r in good if r.get("load")]
+    if loads:  # measured under a steady load: said on the figure, never passed off as a quiet one
+        out["load"] = loads[0] + (f" ({len(loads)} of {len(good)} rounds)" if len(loads) < len(good) else "")
     return out
 
 
@@ -201,11 +244,12 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
 
 
 def paired_rounds(rounds_a: Sequence[dict], rounds_b: Sequence[dict]) -> tuple[list[list[float]], list[list[float]]]:
-    """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass."""
-    ga = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_a)}
-    gb = {r.get("pass"): r["samples_ms"] for r in good_rounds(rounds_b)}
-    both = [p for p in ga if p in gb and p is not None]
-    return [ga[p] for p in both], [gb[p] for p in both]
+    """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass that ran
+    under the same load (both quiet, or both under the run's steady load: ``load``)."""
+    ga = {r.get("pass"): r for r in good_rounds(rounds_a)}
+    gb = {r.get("pass"): r for r in good_rounds(rounds_b)}
+    both = [p for p in ga if p in gb and p is not None and ga[p].get("load") == gb[p].get("load")]
+    return [ga[p]["samples_ms"] for p in both], [gb[p]["samples_ms"] for p in both]
 
 
 def log_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
@@ -282,4 +326,5 @@ def typical_paired_spread(data) -> float | None:
 __all__ = ["AUTO", "MIN_CHANGE", "THRESHOLDS", "detectable_change", "figure_over_rounds", "good_rounds",
            "hierarchical_bootstrap", "interval", "judge_rounds", "log_ratios", "needs_more", "paired_half_width",
            "paired_interval", "paired_rounds", "paired_spread", "pooled_scale", "ratio_interval", "robust_spread",
-           "round_median", "round_order", "summarize", "typical_paired_spread", "unstable_reason", "usual_canary"]
+           "round_median", "round_order", "run_load", "summarize", "typical_paired_spread",
+           "unstable_reason", "usual_canary", "who_disturbed"]
