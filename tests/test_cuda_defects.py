@@ -1,6 +1,6 @@
-"""Issue 45, item 1: defects found by reading the GPU path against CUDA's documentation, each shown
-on the strict fake device (tests/stream_fakes.py) or on what each path times (its protocol, its
-buffers)."""
+"""Issue 45, item 1 (and one figure of item 3): defects found by reading the GPU path against
+CUDA's documentation, each shown on the strict fake device (tests/stream_fakes.py) or on what each
+path times (its protocol, its buffers)."""
 
 from __future__ import annotations
 
@@ -173,3 +173,19 @@ def test_candidates_are_timed_as_a_gpu_cell_is(monkeypatch):
     monkeypatch.setattr(gpu, "device_synchronizer", lambda: None)
     task_cell.time_compiled(compiled, None, "cuda", warmup=0, number=1, repeat=2)
     assert used == [gpu.GPU_CELL_CLOCK]
+
+
+def test_a_primed_dispatch_reports_the_one_median_and_std(monkeypatch):
+    """Issue 45 item 3: one definition per figure. The CPU's concurrent-copy figures were a
+    statistics.pstdev (divided by n) beside every other stage's stats.std (n - 1)."""
+    from ios_core.cost import timing_cpu
+    from ios_core.measurement import stats
+    from ios_core.measurement.measure import Measurement
+    from ios_core.runtime import tensors
+
+    rows = [[1.0], [2.0], [4.0]]
+    monkeypatch.setattr(timing_cpu, "measure", lambda fn, stage_times=None, **kw: Measurement(
+        samples_ms=[r[0] for r in rows], number=1, warmup=0, stage_ms=rows))
+    timing = timing_cpu.CpuTiming("torch", tensors.for_provider("torch"), {}, threads=1)
+    med, std, n = timing.primed_dispatch([(lambda: None, 1)])
+    assert (med, std, n) == (2.0, stats.std([1.0, 2.0, 4.0]), 3) and std == pytest.approx(1.5275, abs=1e-4)
