@@ -110,29 +110,40 @@ def sweep(models: list[str], out: Path, rounds: str, extra: list[str] = (), tree
 
 
 BURNER = """
-import json, sys, time
+import json, os, sys, time
 burst, total, log = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+pause = float(sys.argv[4]) if len(sys.argv) > 4 else burst
+if len(sys.argv) > 5 and sys.argv[5]:
+    os.sched_setaffinity(0, {int(sys.argv[5])})
 spans, t_end = [], time.time() + total
 while time.time() < t_end:
     t0 = time.time()
-    while time.time() - t0 < burst:
+    while time.time() - t0 < burst and time.time() < t_end:
         pass
-    spans.append([t0, time.time()])
-    with open(log, "w") as f:
-        json.dump(spans, f)
-    time.sleep(burst)
+    if log:
+        spans.append([t0, time.time()])
+        with open(log, "w") as f:
+            json.dump(spans, f)
+    if pause:
+        time.sleep(pause)
 """
 
 
 class CoTenant:
-    """A process burning one core in bursts (``burst`` s on, ``burst`` s off), for at most
-    ``limit`` seconds; its bursts are logged to ``log``."""
+    """A process burning one core in bursts (``burst`` s on, ``pause`` s off: ``burst`` by default),
+    for at most ``limit`` seconds; its bursts are logged to ``log`` (None: not logged), and it is
+    pinned to CPU ``cpu`` where given. ``burst=limit, pause=0``: a busy loop; short equal bursts and
+    pauses: a co-tenant at 50 % duty (benchmarks/bench_busy.py)."""
 
-    def __init__(self, log: Path, burst: float, limit: float):
+    def __init__(self, log: Path | None, burst: float, limit: float, pause: float | None = None,
+                 cpu: int | None = None):
         self.log, self.burst, self.limit = log, burst, limit
+        self.pause = burst if pause is None else pause
+        self.cpu = cpu
 
     def __enter__(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", BURNER, str(self.burst), str(self.limit), str(self.log)])
+        self.proc = subprocess.Popen([sys.executable, "-c", BURNER, str(self.burst), str(self.limit),
+                                      str(self.log or ""), str(self.pause), "" if self.cpu is None else str(self.cpu)])
         return self
 
     def __exit__(self, *exc):
@@ -140,6 +151,8 @@ class CoTenant:
         self.proc.wait(timeout=10)
 
     def spans(self) -> list[list[float]]:
+        if self.log is None:
+            return []
         try:
             return json.loads(self.log.read_text())
         except (OSError, ValueError):

@@ -151,8 +151,10 @@ def test_a_real_busy_process_is_named_and_this_process_tree_is_not():
         after = read_process_times()
         cpus = w.figures["cpus"]
         # every process over the window (the window itself keeps the top 3: on a shared machine others may lead)
-        named = {o["pid"]: o for o in top_others(before, after, w.figures["window_s"], cpus, own_tree(after), top=100)}
+        named = {o["pid"]: o for o in top_others(before, after, w.figures["window_s"], cpus, own_tree(after), top=100,
+                                                 proc="/proc")}
         assert stranger in named, named
+        assert named[stranger]["cmd"].startswith(f"{sys.executable} -c import time"), named[stranger]
         assert len(w.figures["others"]) <= 3 and w.figures["others"][0]["share"] >= named[stranger]["share"] - 0.05
         # at most one core of the machine's capacity and what /proc/stat saw of other processes; at least a
         # clear share of it (on a machine shared with other jobs it gets less than a whole core: 0.145 seen)
@@ -320,9 +322,31 @@ def test_ab_and_compare_say_the_verdict_holds_under_load(tmp_path):
 
 def test_doctor_says_what_uses_the_machine_now():
     f = {"window_s": 1.0, "other_cpu": 0.52, "steal": 0.0, "cpus": 2,
-         "others": [{"name": "python3", "pid": 1234, "share": 0.5}]}
+         "others": [{"name": "python3", "pid": 1234, "share": 0.5, "cmd": "python3 indexer.py"}]}
     line = quiet_verdict(f)
-    assert line.startswith("machine over 1.0 s: other processes used 52% of the CPUs (python3 pid 1234: 50%): "
-                           "a sweep now would have its rounds disturbed")
+    assert line.startswith("machine over 1.0 s: other processes used 52% of the CPUs (python3 pid 1234: 50%) "
+                           "[pid 1234: python3 indexer.py]: a sweep now would have its rounds disturbed")
     assert quiet_verdict({**f, "other_cpu": 0.01, "others": []}).endswith(
         ": quiet (a round is disturbed over 10%)")
+
+
+def test_bench_busy_estimates_its_plan_and_refuses_bad_input(capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_busy
+
+    assert bench_busy.main(["--quick", "--estimate-only"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("plan: loads quiet, busy, duty50; 2 cell(s) on squeezenet; ab --rounds 5;")
+    assert "estimated 7 min" in out
+    cells = bench_busy.parse_cells("squeezenet:onnxruntime,squeezenet:ios-sequential[openvino],resnet18:torch")
+    assert cells == {"squeezenet": {"peers": ["onnxruntime"], "providers": ["openvino"]},
+                     "resnet18": {"peers": ["torch"], "providers": []}}
+    for argv, says in ((["--cells", "nonet:onnxruntime"], "unknown network 'nonet'"),
+                       (["--cells", "squeezenet"], "is not NETWORK:FRAMEWORK"),
+                       (["--cells", "squeezenet:ios-sequential[nope]"], "unknown IOS provider 'nope'"),
+                       (["--loads", "noisy"], "--loads: choose from"), (["--ab-rounds", "1"], "at least 2"),
+                       (["--cpu", "999"], "--cpu: this machine has CPUs")):
+        with pytest.raises(SystemExit) as e:
+            bench_busy.main([*argv, "--estimate-only"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and says in err, (argv, err)

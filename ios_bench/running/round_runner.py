@@ -202,7 +202,7 @@ class RoundRunner:
         if [(c["name"], c["pid"]) for c in load] != [(c["name"], c["pid"]) for c in self.load]:
             if load:
                 c = load[0]
-                self.ctx.say(f"[yellow]steady load:[/] {term(load_label(load), False)} (in {c['windows']} of "
+                self.ctx.say(f"[yellow]steady load[/] ({term(load_label(load), False)}, in {c['windows']} of "
                              f"{c['of']} rounds): rounds under it are measured under that condition, and their "
                              "figures say so")
             else:

@@ -141,11 +141,12 @@ def own_tree(procs: dict, pid: int | None = None) -> set[int]:
 
 
 def top_others(before: dict, after: dict, wall: float, cpus: int, exclude: set[int] = frozenset(),
-               top: int = TOP_OTHERS, floor: float = MIN_NAMED_SHARE) -> list[dict]:
+               top: int = TOP_OTHERS, floor: float = MIN_NAMED_SHARE, proc: str | None = None) -> list[dict]:
     """The processes (not in ``exclude``) that used the most of the machine's capacity (``wall`` x
     ``cpus``) between two :func:`read_process_times` readings: ``[{"name", "pid", "share"}]``, the
-    largest first, at most ``top``, none under ``floor``. A process not in ``before`` (or whose pid
-    was reused: another start tick) started during the window: all its CPU time counts."""
+    largest first, at most ``top``, none under ``floor``; with ``proc``, each also with ``cmd``, the
+    start of its command line (``python3`` alone says little). A process not in ``before`` (or whose
+    pid was reused: another start tick) started during the window: all its CPU time counts."""
     capacity = wall * max(1, cpus)
     if capacity <= 0:
         return []
@@ -159,7 +160,16 @@ def top_others(before: dict, after: dict, wall: float, cpus: int, exclude: set[i
         if share >= floor:
             rows.append({"name": name, "pid": pid, "share": round(share, 4)})
     rows.sort(key=lambda r: (-r["share"], r["pid"]))
-    return rows[:top]
+    rows = rows[:top]
+    for r in rows if proc else []:
+        try:
+            with open(f"{proc}/{r['pid']}/cmdline", "rb") as f:
+                cmd = f.read(400).replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if cmd:
+            r["cmd"] = cmd[:80]
+    return rows
 
 
 def named(others) -> str:
@@ -198,10 +208,11 @@ class Window:
 
     def __init__(self, canary: bool = True, stat_path: str = PROC_STAT, canary_reps: int = 5,
                  gpu: int | None = None, nvml=None, own_pids: set[int] | None = None, cpu: bool = True,
-                 processes: bool = True, proc: str = PROC):
+                 processes: bool = True, proc: str = PROC, exclude: set[int] | None = None):
         self.gpu = gpu
         self.processes = processes and cpu  # False: no per-process reading (which processes used the CPUs)
         self.proc = proc
+        self.exclude = exclude  # the processes never named (None: this process tree, own_tree)
         self.cpu = cpu  # False: no /proc/stat figures (a window too short to judge them; WindowSet's groups have them)
         self._nvml = nvml  # the pynvml module (tests pass a fake); imported when None
         self._own_pids = own_pids  # this process and its children (read now when None)
@@ -255,7 +266,8 @@ class Window:
             if self._procs and wall >= MIN_JUDGED_WINDOW_S:  # who: only where the window is long enough to judge
                 t = time.monotonic()
                 after = read_process_times(self.proc)
-                f["others"] = top_others(self._procs, after, wall, stat["cpus"], own_tree(after))
+                mine = own_tree(after) if self.exclude is None else self.exclude
+                f["others"] = top_others(self._procs, after, wall, stat["cpus"], mine, proc=self.proc)
                 f["others_read_ms"] = round(self._procs_ms + (time.monotonic() - t) * 1e3, 3)
         try:
             f["load1"] = round(os.getloadavg()[0], 2)
@@ -421,9 +433,11 @@ def load_label(load: list[dict] | None) -> str | None:
         + " of the CPUs"
 
 
-def machine_now(seconds: float = 1.0, proc: str = PROC, stat_path: str = PROC_STAT) -> dict:
-    """What uses this machine now: a :class:`Window` (no canary) over ``seconds`` of sleep."""
-    with Window(canary=False, proc=proc, stat_path=stat_path) as w:
+def machine_now(seconds: float = 1.0, proc: str = PROC, stat_path: str = PROC_STAT,
+                exclude: set[int] | None = None) -> dict:
+    """What uses this machine now: a :class:`Window` (no canary) over ``seconds`` of sleep
+    (``exclude``: the processes not to name; this process tree by default)."""
+    with Window(canary=False, proc=proc, stat_path=stat_path, exclude=exclude) as w:
         time.sleep(seconds)
     return w.figures
 
@@ -434,10 +448,12 @@ def quiet_verdict(figures: dict, thresholds: Thresholds = THRESHOLDS) -> str:
     if not isinstance(figures.get("other_cpu"), (int, float)):
         return "machine: no /proc/stat here: what else uses the machine cannot be read"
     why = judge(figures, None, thresholds)
+    cmds = [f"pid {o['pid']}: {o['cmd']}" for o in figures.get("others") or [] if isinstance(o, dict) and o.get("cmd")]
     head = (f"machine over {figures.get('window_s', 0):.1f} s: other processes used {figures['other_cpu']:.0%} of "
             f"the CPUs" + _who(figures) + (f", steal {figures['steal']:.0%}" if figures.get("steal") else ""))
     if why is None:
         return head + f": quiet (a round is disturbed over {thresholds.other_cpu:.0%})"
+    head += f" [{'; '.join(cmds)}]" if cmds else ""
     return head + (f": a sweep now would have its rounds disturbed (over {thresholds.other_cpu:.0%} of the CPUs, "
                    f"or steal over {thresholds.steal:.0%}); a co-tenant that stays at the same share through the sweep "
                    "is measured as a steady load instead (figures labelled 'under load')")
