@@ -17,7 +17,10 @@ Reshape(N, g, C/g, H, W) + Transpose + Reshape, resize -> Resize (nearest: asymm
 bilinear: half_pixel or align_corners) with sizes taken from the input's batch at run time,
 channel slices -> Slice on axis 1, summed values -> Add / Sum, multiplied -> Mul, terms ->
 Concat(axis=1), flatten -> Reshape(N, -1, 1, 1), linear -> Flatten + Gemm(transB) + activation
-+ Reshape. The opset is recorded in the model (``opset_import``) and in its metadata.
++ Reshape. Every ONNX node is named after the IR operator it computes (``<op>.conv:3``,
+``<op>:5``), the nodes composing an operator's input too (``<op>.concat:27``): profilers report
+node names, and ``ios-bench profile`` maps them back to the IR by name. The opset is recorded
+in the model (``opset_import``) and in its metadata.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class _Builder(OpVisitor):
         self.initializers: list = []
         self._constants: dict[tuple, str] = {}
         self._ids = itertools.count()
+        self._composed = 0  # nodes before this index belong to operators already emitted
 
     def fresh(self, hint: str) -> str:
         return f"{hint}:{next(self._ids)}"
@@ -121,7 +125,24 @@ class _Builder(OpVisitor):
 
     # ---- operators ---------------------------------------------------------------------------
     def emit(self, node: Node, x: str) -> str:
-        return self.visit(node, x)
+        x = self._own_composition(node, x)
+        out = self.visit(node, x)
+        self._composed = len(self.nodes)
+        return out
+
+    def _own_composition(self, node: Node, x: str) -> str:
+        """Name the nodes that composed ``node``'s input (slices, sums, the concat) after it
+        (``<op>.concat:27``), so that a framework's profile maps them to the operator by name
+        (``ios_bench.profiling``); they are consumed only by each other and by ``node``."""
+        renames = {}
+        for n in self.nodes[self._composed:]:
+            new = f"{node.name}.{n.output[0]}"
+            renames[n.output[0]] = new
+            n.name = new
+            n.output[0] = new
+            for i, t in enumerate(n.input):
+                n.input[i] = renames.get(t, t)
+        return renames.get(x, x)
 
     def visit_conv(self, node: Node, x: str) -> str:
         name = node.name
