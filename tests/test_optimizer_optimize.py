@@ -229,6 +229,54 @@ def test_the_search_keeps_the_candidate_that_measures_fastest_and_fits_the_per_s
     assert dev.noted is v
 
 
+class _ReplayDevice(_Device):
+    """A CUDA-graph device: every stage figure carries a per-graph cost G (a stage is timed as a
+    replay of its own), a whole schedule's replay pays G once, plus a hidden 0.05 ms per stage; its
+    replay constants state G (as ``MeasuredCostModel.replay_constants`` does on cuda)."""
+
+    G, PER_STAGE = 0.4, 0.05
+
+    def stage_latency(self, stage, batch_size):
+        return self.base.stage_latency(stage, batch_size) + self.G
+
+    def replay_constants(self):
+        return {"graph_ms": self.G, "stage_ms": 0.001}
+
+    def time_candidates(self, graphs, batch_size):
+        from ios_core.optimizer import Schedule, schedule_cost
+
+        self.timed.append(list(graphs))
+        run = {k: self.G + schedule_cost(g, self.base, batch_size) + self.PER_STAGE * len(Schedule.of(g))
+               for k, g in graphs.items()}
+        return {"measured_ms": run, "failed": {}, "seconds": 0.0, "form": "test"}
+
+
+def test_on_a_replaying_device_the_fit_takes_the_per_graph_cost_out_and_recovers_the_per_stage_cost():
+    """Fitted against the raw predictions, every stage figure's G hides the per-stage cost (the fit
+    clamps at 0); against the predictions corrected by the replay constants it is recovered exactly,
+    and the overhead hypothesis (each stage: figure - G + the fitted cost) is the device's own model,
+    so the schedule it finds measures no slower than the DP's or the sequential one."""
+    from ios_core.models import get
+
+    g = get("sample", input_shape=(8, 12, 12)).init_weights(0)
+    dev = _ReplayDevice()
+    v = schedule(g, "both", dev, batch_size=1).stats.validation
+    rows = {c["name"]: c for c in v["candidates"]}
+    assert v["per_graph_ms"] == pytest.approx(dev.G)
+    assert v["per_stage_ms"] == pytest.approx(dev.PER_STAGE)
+    for c in rows.values():  # measured = corrected prediction + the per-stage cost, exactly
+        corrected = c["predicted_ms"] - (c["stages"] - 1) * dev.G
+        assert c["measured_ms"] == pytest.approx(corrected + dev.PER_STAGE * c["stages"])
+    best_other = min(rows["schedule"]["measured_ms"], rows["sequential"]["measured_ms"])
+    assert rows["overhead"]["measured_ms"] <= best_other + 1e-9
+    # where more, cheaper stages pay (inception_v3's figures: no weights needed), the hypothesis finds
+    # a schedule the raw figures (each stage + G) rank below the DP's, and it measures faster
+    v = schedule(get("inception_v3"), "both", _ReplayDevice(), batch_size=1).stats.validation
+    rows = {c["name"]: c for c in v["candidates"]}
+    assert "same_as" not in rows["overhead"] and rows["overhead"]["stages"] > rows["schedule"]["stages"]
+    assert rows["overhead"]["measured_ms"] < rows["schedule"]["measured_ms"] and v["kept"] == "overhead"
+
+
 def test_identical_first_round_candidates_are_timed_once():
     """Two convolutions of one input, of different shapes: IOS-Parallel's only parallel schedule
     runs both in one stage, which is what greedy does, so ``parallel`` is ``greedy``: timed once,
@@ -257,6 +305,8 @@ def test_validation_text_names_each_candidate():
                     "overhead - -> GREEDY kept")
     assert fit_per_stage_ms([{"measured_ms": 1.0, "predicted_ms": 2.0, "stages": 4}]) == 0.0  # never negative
     assert fit_per_stage_ms([{"measured_ms": 1.0, "predicted_ms": None, "stages": 4}]) is None
+    # with a per-graph cost of 0.25: corrected 2.0 - 3 * 0.25 = 1.25, measured 1.45 over 4 stages
+    assert fit_per_stage_ms([{"measured_ms": 1.45, "predicted_ms": 2.0, "stages": 4}], 0.25) == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize("strategy, names", [

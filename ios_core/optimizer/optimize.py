@@ -222,9 +222,11 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
 
 class StageOverhead:
     """Another cost hypothesis for the end-to-end candidates: each stage costs what the cost model
-    says plus ``per_stage_ms``, a per-stage cost fitted from the candidates' measured against
-    predicted latencies (what a stage costs in the whole schedule beyond its time alone: launch
-    and join gaps). The cost model's memo answers every stage it has seen: the search costs little."""
+    says plus ``per_stage_ms`` (the per-stage cost fitted from the candidates' measured against
+    predicted latencies: what a stage costs in the whole schedule beyond its time alone, launch and
+    join gaps; less, on cuda, the per-graph cost every stage figure carries once but a whole replay
+    pays once, so it may be negative). The cost model's memo answers every stage it has seen: the
+    search costs little."""
 
     def __init__(self, base, per_stage_ms: float):
         self.base, self.per_stage_ms = base, float(per_stage_ms)
@@ -233,15 +235,30 @@ class StageOverhead:
         return float(self.base.stage_latency(stage, batch_size)) + self.per_stage_ms
 
 
-def fit_per_stage_ms(rows: list[dict]) -> float | None:
-    """Least squares of ``measured - predicted = k * stages`` over candidates measured (k >= 0):
-    the per-stage cost the end-to-end runs show beyond the stage costs; None without one."""
-    pairs = [(r["measured_ms"] - r["predicted_ms"], r["stages"]) for r in rows
+def fit_per_stage_ms(rows: list[dict], per_graph_ms: float | None = None) -> float | None:
+    """Least squares of ``measured - corrected = k * stages`` over candidates measured (k >= 0):
+    the per-stage cost the end-to-end runs show beyond the stage costs; None without one.
+    ``corrected`` is the prediction less ``(stages - 1) * per_graph_ms`` (the per-graph cost that
+    each stage figure carries and a whole replay pays once: ``replay_constants()["graph_ms"]`` on
+    cuda); without it the prediction itself. Fitted against the raw prediction on cuda, the
+    overstated per-graph cost of every stage but one would hide any per-stage cost (k clamped to 0)."""
+    g = float(per_graph_ms or 0.0)
+    pairs = [(r["measured_ms"] - (r["predicted_ms"] - max(r["stages"] - 1, 0) * g), r["stages"]) for r in rows
              if r.get("measured_ms") is not None and r.get("predicted_ms") is not None and r.get("stages")]
     den = sum(n * n for _, n in pairs)
     if not den:
         return None
     return max(0.0, sum(d * n for d, n in pairs) / den)
+
+
+def _per_graph_ms(cost_model) -> float | None:
+    """The per-graph cost every stage figure of ``cost_model`` carries once but a whole run pays once
+    (``replay_constants()["graph_ms"]``: cuda's measured cost model), or None (the CPU, or constants
+    that could not be timed)."""
+    rc = getattr(cost_model, "replay_constants", None)
+    constants = rc() if callable(rc) else None
+    g = (constants or {}).get("graph_ms")
+    return max(0.0, float(g)) if isinstance(g, (int, float)) else None  # below 0: noise, no correction
 
 
 def _stage_keys(g: Graph) -> list:
@@ -303,14 +320,17 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
             rows[name]["samples"] = verdict["samples_by"][name]
     for name, why in verdict.get("failed", {}).items():
         rows[name]["reason"] = why
-    per_stage = fit_per_stage_ms([r for r in rows.values() if "measured_ms" in r])
+    per_graph = _per_graph_ms(cost_model)
+    per_stage = fit_per_stage_ms([r for r in rows.values() if "measured_ms" in r], per_graph)
     if "overhead" in names and per_stage is not None and strategy in ("merge", "parallel", "both"):
-        alt = schedule(graph, strategy, StageOverhead(cost_model, per_stage), batch_size, validate=False, **opts)
+        # each stage: its figure, less the per-graph cost it carries (cuda), plus the fitted per-stage cost
+        offset = per_stage - (per_graph or 0.0)
+        alt = schedule(graph, strategy, StageOverhead(cost_model, offset), batch_size, validate=False, **opts)
         end = getattr(cost_model, "end_search", None)
         if callable(end):
             end()
         # its prediction under the cost model itself, as the others' (the fitted overhead apart)
-        alt.stats.cost_ms -= per_stage * alt.stats.num_stages
+        alt.stats.cost_ms -= offset * alt.stats.num_stages
         found["overhead"] = alt
         row("overhead", alt)
         rows["overhead"]["per_stage_ms"] = per_stage
@@ -343,7 +363,7 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
                   "sequential_ms": rows.get("sequential", {}).get("measured_ms"),
                   "schedule_cost_ms": rows["schedule"]["predicted_ms"],
                   "sequential_cost_ms": rows.get("sequential", {}).get("predicted_ms"),
-                  "per_stage_ms": per_stage,
+                  "per_stage_ms": per_stage, **({"per_graph_ms": per_graph} if per_graph is not None else {}),
                   **{k: v for k, v in verdict.items() if k not in ("measured_ms", "failed", "samples_by")}}
     if not ran:
         validation["reason"] = "no candidate could be timed end to end: the DP's schedule is kept unmeasured"
