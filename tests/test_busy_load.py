@@ -350,3 +350,13 @@ def test_bench_busy_estimates_its_plan_and_refuses_bad_input(capsys):
             bench_busy.main([*argv, "--estimate-only"])
         err = capsys.readouterr().err
         assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and says in err, (argv, err)
+
+
+def test_this_process_tree_is_itself_its_descendants_and_its_ancestors_not_its_siblings():
+    procs = {1: ("init", 0, 0.0, 0), 10: ("ios-bench", 0, 0.0, 1), 20: ("worker", 0, 0.0, 10),
+             30: ("helper", 0, 0.0, 20), 31: ("helper2", 0, 0.0, 30), 40: ("cotenant", 0, 0.0, 10),
+             50: ("stranger", 0, 0.0, 1)}
+    assert own_tree(procs, 20) == {1, 10, 20, 30, 31}  # the co-tenant a script started beside the sweep is named
+    after = {pid: (name, 0, 1.0, ppid) for pid, (name, _, _, ppid) in procs.items()}
+    assert [o["name"] for o in top_others(procs, after, 1.0, 2, own_tree(procs, 20), top=10)] == ["cotenant",
+                                                                                                    "stranger"]
