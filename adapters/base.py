@@ -11,6 +11,15 @@ Timing is never done here: the harness times ``compiled.execute(compiled.prepare
 ``ios_core.measurement.measure.measure``. ``prepare`` moves/converts the input outside the timed region
 (layout changes, device copies); ``execute`` is the timed call; ``finish`` turns its result
 into the oracle's layout.
+
+Profiling (``ios-bench profile``, ``ios_bench.profiling``) is one optional hook of the same
+protocol: ``adapter.profile_options()`` are the build options that switch the framework's own
+profiler on (ONNX Runtime's session profiling, OpenVINO's PERF_COUNT), and
+``compiled.profile(x, warmup, repeat)`` runs the program under that profiler, timing the profiled
+calls with the one measurement function, and returns what the profiler reports per operator as
+:class:`OpTime` rows whose ``sources`` are the names the lowering gave (ONNX node names,
+``record_function`` ranges, IR node names): the harness maps those to the IR operators by name.
+A program without the hook raises :class:`ProfilerMissing`.
 """
 
 from __future__ import annotations
@@ -22,6 +31,31 @@ import numpy as np
 from ios_core.check import DEFAULT_RTOL
 from ios_core.deps import import_problem
 from ios_core.ir import Graph
+
+
+class ProfilerMissing(RuntimeError):
+    """This program has no per-operator profiler the harness can read (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One thing a framework's profiler timed: its own ``name`` for it (node, layer, kernel,
+    range), the mean ``ms`` per inference, the lowering's names it computes (``sources``: empty
+    when the profiler does not say: counted as "fused, unmapped") and the framework's type for it."""
+
+    name: str
+    ms: float
+    sources: tuple[str, ...] = ()
+    kind: str = ""
+
+
+def median_per_name(calls: list[dict[str, float]]) -> dict[str, float]:
+    """Per name, the median over ``calls`` (one ``{name: ms}`` per profiled call; a name missing
+    from a call took 0 there) with the one median: a call a co-tenant disturbed moves no row."""
+    from ios_core.measurement.stats import median
+
+    names = dict.fromkeys(n for call in calls for n in call)
+    return {n: median([call.get(n, 0.0) for call in calls]) for n in names}
 
 
 class Compiled:
@@ -55,6 +89,12 @@ class Compiled:
     def run(self, x: np.ndarray) -> np.ndarray:
         return self.finish(self.execute(self.prepare(np.ascontiguousarray(x, dtype=np.float32))))
 
+    def profile(self, x: np.ndarray, warmup: int = 3, repeat: int = 10):
+        """Run under the framework's own profiler: ``(rows, measurement)``, ``rows`` a list of
+        :class:`OpTime` (ms per inference), ``measurement`` the profiled calls timed with
+        ``ios_core.measurement.measure.measure``. Build with ``Adapter.profile_options()`` first."""
+        raise ProfilerMissing("this adapter has no per-operator profiler hook")
+
 
 @dataclass
 class Adapter:
@@ -87,6 +127,11 @@ class Adapter:
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
         return import_problem(self.requires)
+
+    def profile_options(self) -> dict:
+        """Build options that switch the framework's per-operator profiler on (``Compiled.profile``);
+        a profiled build is a separate build, never the one a cell times."""
+        return {}
 
     def version(self) -> str | None:
         if not self.requires:

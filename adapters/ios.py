@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ios_core.ir import Graph
 from ios_core.runtime import Runtime, make_runtime
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 
 
 class IOSCompiled(Compiled):
@@ -42,6 +42,18 @@ class IOSCompiled(Compiled):
 
     def timer(self):
         return self.runtime.timer() if self.cuda else None
+
+    def profile(self, x, warmup=3, repeat=10):
+        """The runtime's per-stage profile (``Runtime.measure(profile_stages=True)``): one row per
+        stage (median over the samples), its sources the operators of its groups (several: a
+        group the stage ran at once)."""
+        if self.cuda:
+            raise ProfilerMissing("per-stage figures on cuda: `ios-bench profile --device cuda` without --frameworks")
+        m = self.runtime.measure(warmup=warmup, number=1, repeat=repeat, profile_stages=True, x=x)
+        per_stage = median_per_name([{str(i): t for i, t in enumerate(sample)} for sample in m.stage_ms])
+        rows = [OpTime(f"stage {i}", per_stage[str(i)], tuple(n for group in names for n in group), "stage")
+                for i, names in enumerate(m.meta["stage_names"])]
+        return rows, m
 
 
 # what an IOS cell on cuda runs (the record's ``execution``; the report compares graph replay with

@@ -21,14 +21,17 @@ this project.
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import ort_session_config, policy_name, resolve_threads
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 
 
 class ORTCompiled(Compiled):
@@ -43,6 +46,44 @@ class ORTCompiled(Compiled):
 
     def execute(self, prepared):
         return self.session.run(self.output_names, prepared)[0]
+
+    def profile(self, x, warmup=3, repeat=10):
+        """ONNX Runtime's session profiling (build option ``profile=True``): the node kernel
+        times of the ``repeat`` timed runs (median per node); fused nodes keep a member's name."""
+        from ios_core.measurement.measure import measure
+
+        if not self.info.get("profiling"):
+            raise ProfilerMissing("built without session profiling (build option profile=True)")
+        prepared = self.prepare(x)
+        m = measure(lambda: self.execute(prepared), warmup=warmup, repeat=repeat, sync=self.sync)
+        path = Path(self.session.end_profiling())
+        try:
+            events = json.loads(path.read_text())
+        finally:
+            path.unlink(missing_ok=True)
+        return ort_rows(events, repeat), m
+
+
+def ort_rows(events: list[dict], runs: int) -> list[OpTime]:
+    """Per node, the median kernel time (ms) over the last ``runs`` ``model_run`` windows of an
+    ONNX Runtime profile (its JSON trace events)."""
+    windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                     if e.get("cat") == "Session" and e.get("name") == "model_run")[-runs:]
+    if not windows:
+        raise ProfilerMissing("ONNX Runtime's profile holds no model_run")
+    calls: list[dict[str, float]] = [{} for _ in windows]
+    kinds: dict[str, str] = {}
+    suffix = "_kernel_time"
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith(suffix):
+            continue
+        i = next((i for i, (lo, hi) in enumerate(windows) if lo <= e["ts"] <= hi), None)
+        if i is None:
+            continue
+        name = e["name"][:-len(suffix)]
+        calls[i][name] = calls[i].get(name, 0.0) + float(e["dur"]) / 1000
+        kinds[name] = (e.get("args") or {}).get("op_name", "")
+    return [OpTime(name, ms, (name,), kinds[name]) for name, ms in median_per_name(calls).items()]
 
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -82,6 +123,9 @@ class ORTCudaCompiled(Compiled):
 
 
 class OnnxRuntime(Adapter):
+    def profile_options(self) -> dict:
+        return {"profile": True}
+
     def available(self, device: str = "cpu") -> str | None:
         reason = super().available(device)
         if reason is None and device.startswith("cuda"):
@@ -93,7 +137,7 @@ class OnnxRuntime(Adapter):
         return reason
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, execution_mode="sequential",
-               opset=DEFAULT_OPSET, optimization="all"):
+               opset=DEFAULT_OPSET, optimization="all", profile=False):
         import onnxruntime as ort
 
         n = resolve_threads(threads)
@@ -113,6 +157,9 @@ class OnnxRuntime(Adapter):
         spin = ort_session_config()  # the run's one spin/wait policy (ios_core.measurement.threads)
         for key, value in spin.items():
             so.add_session_config_entry(key, value)
+        if profile:  # ios-bench profile: the per-node JSON trace, in a folder of its own
+            so.enable_profiling = True
+            so.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="ios-bench-ort-profile-")) / "ort")
         so.execution_mode = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL,
                              "parallel": ort.ExecutionMode.ORT_PARALLEL}[execution_mode]
         so.graph_optimization_level = {
@@ -135,6 +182,8 @@ class OnnxRuntime(Adapter):
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
             "export_seconds": export_seconds, "session_seconds": time.perf_counter() - t1,
         }
+        if profile:
+            info["profiling"] = "session profiling (per-node JSON trace)"
         if cuda:
             info.update(tf32=False, cuda_provider_options=dict(CUDA_OPTIONS))
             return ORTCudaCompiled(session, info)

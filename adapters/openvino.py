@@ -19,7 +19,7 @@ import numpy as np
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import resolve_threads
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 
 
@@ -39,12 +39,50 @@ class OVCompiled(Compiled):
     def finish(self, out) -> np.ndarray:
         return np.array(out, dtype=np.float32, copy=True)  # the request's buffer is reused next call
 
+    def profile(self, x, warmup=3, repeat=10):
+        """The infer request's profiling info (build option ``perf_count=True``): each executed
+        layer's real time, median over ``repeat`` runs after the timed ones; a layer's sources are
+        the original (ONNX) layer names the runtime graph records for it (several when fused)."""
+        import openvino as ov
+
+        from ios_core.measurement.measure import measure
+
+        if not self.info.get("profiling"):
+            raise ProfilerMissing("built without PERF_COUNT (build option perf_count=True)")
+        prepared = self.prepare(x)
+        m = measure(lambda: self.execute(prepared), warmup=warmup, repeat=repeat)
+        origin = {op.get_friendly_name(): _original_names(op) for op in
+                  self.compiled_model.get_runtime_model().get_ordered_ops()}
+        calls: list[dict[str, float]] = []
+        kinds: dict[str, str] = {}
+        for _ in range(repeat):
+            self.execute(prepared)
+            call: dict[str, float] = {}
+            for p in self.request.get_profiling_info():
+                if p.status != ov.ProfilingInfo.Status.EXECUTED:
+                    continue
+                call[p.node_name] = call.get(p.node_name, 0.0) + p.real_time.total_seconds() * 1000
+                kinds[p.node_name] = p.node_type
+            calls.append(call)
+        return [OpTime(name, ms, tuple(origin.get(name) or (name,)), kinds[name])
+                for name, ms in median_per_name(calls).items()], m
+
     def in_flight(self, jobs: int):
         """OpenVINO's own way to keep ``jobs`` requests in flight: an ``AsyncInferQueue`` of that
         many infer requests over this compiled model (as ``benchmark_app`` does in throughput mode)."""
         import openvino as ov
 
         return ov.AsyncInferQueue(self.compiled_model, jobs)
+
+
+def _original_names(op) -> list[str]:
+    """The original layer names a runtime-graph layer computes (``originalLayersNames``)."""
+    rt = op.get_rt_info()
+    if "originalLayersNames" not in rt:
+        return []
+    value = rt["originalLayersNames"]
+    text = value.astype(str) if hasattr(value, "astype") else str(value)
+    return [n.strip() for n in text.split(",") if n.strip()]
 
 
 _LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
@@ -64,12 +102,15 @@ def _prop(compiled_model, key: str):
 
 
 class OpenVINO(Adapter):
+    def profile_options(self) -> dict:
+        return {"perf_count": True}
+
     def in_flight_options(self, instances: int) -> dict:
         """benchmark_app's throughput mode: the THROUGHPUT hint with one stream per request in flight."""
         return {"performance_hint": "THROUGHPUT", "num_streams": instances}
 
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
-               performance_hint="LATENCY", num_streams=None, cache_dir=None):
+               performance_hint="LATENCY", num_streams=None, cache_dir=None, perf_count=False):
         """``cache_dir``: OpenVINO's model cache (``CACHE_DIR``) kept there across rounds
         (``adapters.build_cache``: checked before the build, rebuilt when foreign)."""
         import openvino as ov
@@ -87,6 +128,8 @@ class OpenVINO(Adapter):
             ov_model = core.read_model(str(path))
             config = {"PERFORMANCE_HINT": performance_hint, "INFERENCE_PRECISION_HINT": precision,
                       "INFERENCE_NUM_THREADS": str(n)}
+            if perf_count:  # ios-bench profile: per-layer counters on every infer request
+                config["PERF_COUNT"] = "YES"
             if num_streams is not None:
                 config["NUM_STREAMS"] = str(int(num_streams))
             if cache is not None:
@@ -105,6 +148,8 @@ class OpenVINO(Adapter):
             "opset": opset, "framework_version": ov.get_version(),
             "export_seconds": export_seconds, "compile_seconds": time.perf_counter() - t1,
         }
+        if perf_count:
+            info["profiling"] = "PERF_COUNT (per-layer counters)"
         if cache is not None:
             info.update(cache.info())
         if got != precision:

@@ -36,7 +36,7 @@ from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
 from ios_core.measurement.threads import resolve_threads
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 
 # IR activation kind (ios_core.ir.activations) -> (alpha, beta) -> its nn.Module
@@ -287,6 +287,30 @@ class TorchCompiled(Compiled):
         self.device = device
         self.cuda = device.startswith("cuda")
 
+    def profile(self, x, warmup=3, repeat=10):
+        """``torch.profiler`` over ``repeat`` timed calls. Rows: the top-level events of a call
+        (median per name over the calls): on
+        an eager build with ``ranges=True`` one ``ios:<operator>`` range per IR operator (its input
+        composition included, :func:`with_ranges`); compiled code: its regions (unmapped)."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        from ios_core.measurement.measure import measure
+
+        prepared = self.prepare(x)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        with profile(activities=activities) as prof:
+            # the first calls under a fresh profiler are slow (10-100x, its own start): warm up inside it
+            for _ in range(max(warmup, PROFILER_WARMUP)):
+                self.execute(prepared)
+            self.sync()
+
+            def call():
+                with record_function(CALL):
+                    return self.execute(prepared)
+
+            m = measure(call, warmup=0, repeat=repeat, sync=self.sync, timer=self.timer())
+        return torch_rows(prof.events()), m
+
     def prepare(self, x: np.ndarray):
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         if self.cuda:
@@ -319,20 +343,84 @@ class TorchCompiled(Compiled):
         return torch.cuda.stream(torch.cuda.Stream(device=self.device))
 
 
+PROFILER_WARMUP = 10
+CALL = "ios-bench:call"  # the range around each timed call: the rows are its children
+
+
+def torch_rows(events) -> list[OpTime]:
+    """Per name, the median over the timed calls (the ranges :data:`CALL`) of the CPU time (ms)
+    of the events directly inside a call; a range ``ios:<operator>`` has that operator as its
+    source, anything else none."""
+    calls: list[dict[str, float]] = []
+    for c in (e for e in events if e.name == CALL):
+        call: dict[str, float] = {}
+        for e in c.cpu_children:
+            call[e.name] = call.get(e.name, 0.0) + e.cpu_time_total / 1000
+        calls.append(call)
+    if not calls:
+        raise ProfilerMissing(f"torch.profiler recorded no '{CALL}' range")
+    return [OpTime(name, ms, (name[4:],) if name.startswith("ios:") else (),
+                   "range" if name.startswith("ios:") else "op") for name, ms in median_per_name(calls).items()]
+
+
+def with_ranges(module: torch.fx.GraphModule, graph: Graph) -> torch.fx.GraphModule:
+    """``module`` (from :func:`to_module`) with a ``record_function`` range ``ios:<operator>``
+    around each IR operator's code: the nodes traced from its module (``ops.op<i>``, by their
+    ``nn_module_stack``) and the nodes composing its input just before them (slices, sums, the
+    concat). Nodes after the last operator stay outside every range."""
+    names = {f"ops.op{i}": op.name for i, op in enumerate(graph.operators())}
+    g = module.graph
+    owner: dict = {}
+    pending: list = []
+    for n in g.nodes:
+        if n.op in ("placeholder", "output"):
+            continue
+        stack = n.meta.get("nn_module_stack") or {}
+        path = next((p for p in stack if p in names), None)
+        if path is None:
+            pending.append(n)
+            continue
+        for p in (*pending, n):
+            owner[p] = path
+        pending = []
+    runs: list[list] = []
+    for n in g.nodes:
+        if n in owner:
+            if runs and runs[-1][0] == owner[n]:
+                runs[-1][2] = n
+            else:
+                runs.append([owner[n], n, n])
+    for path, first, last in runs:
+        with g.inserting_before(first):
+            handle = g.call_function(torch.ops.profiler._record_function_enter_new, (f"ios:{names[path]}", None))
+        with g.inserting_after(last):
+            g.call_function(torch.ops.profiler._record_function_exit._RecordFunction, (handle,))
+    g.lint()
+    module.recompile()
+    return module
+
+
 class TorchEager(Adapter):
+    def profile_options(self) -> dict:
+        return {"ranges": True}
+
     def available(self, device: str = "cpu") -> str | None:
         reason = super().available(device)
         if reason is None and device.startswith("cuda"):
             reason = _cuda_reason()
         return reason
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None):
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False):
+        """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``)."""
         import torch
 
         n = resolve_threads(threads)
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if ranges:
+            module = with_ranges(module, graph)
+            info["profiling"] = "one record_function range per IR operator"
         if device.startswith("cuda"):
             info.update(_cuda_setup())
             module = module.to(device)

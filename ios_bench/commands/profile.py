@@ -1,4 +1,5 @@
-"""ios-bench profile --model M --batch B [--schedule FILE] [--strategy S]"""
+"""ios-bench profile --model M --batch B [--schedule FILE] [--strategy S]
+ios-bench profile --model M --frameworks a,b,... [--by op|kind] [--format table|json] [--plot FILE]"""
 
 from __future__ import annotations
 
@@ -52,8 +53,20 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, bat
 @click.option("--util-plot", type=click.Path(dir_okay=False), default=None,
               help="with --device cuda: write the SM-utilization-over-time plot here [default: <model>-util.png]")
 @click.option("--cuda-graph", is_flag=True, help="with --device cuda: replay the schedule as one CUDA graph")
+@click.option("--frameworks", default=None,
+              help="comma-separated frameworks: each one's own profiler, mapped to the IR operators, side by side "
+                   "(docs/harness.md, 'Where the time goes')")
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
+              help="with --frameworks: the precision asked of each build (a framework computing in another is "
+                   "not available)")
+@click.option("--by", "by", type=click.Choice(["op", "kind"]), default="op", show_default=True,
+              help="with --frameworks: rows per IR operator (topological order) or per op kind")
+@click.option("--format", "fmt_", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="with --frameworks: the table, or the JSON list ../shared/ARCHITECTURE.md names")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="with --frameworks: write one stacked bar per framework (op kinds + overhead) here, as PNG")
 def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider, warmup, number, repeat, seed,
-            show_graph, device, util_plot, cuda_graph):
+            show_graph, device, util_plot, cuda_graph, frameworks, precision, by, fmt_, plot_path):
     """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.
 
     \b
@@ -65,7 +78,17 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
 
     With a provider other than torch, a run of consecutive one-group stages is one stage
     (compiled as one piece).
+
+    \b
+    With --frameworks, every framework's own profiler on the same graph, mapped to the IR:
+      ios-bench profile --model squeezenet --frameworks onnxruntime,openvino,torch,ios
+      ios-bench profile --model resnet50 --frameworks onnxruntime,torch --by kind --plot r50.png
+      ios-bench profile --model squeezenet --frameworks onnxruntime,ios --format json
     """
+    if frameworks is not None:
+        _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, provider, frameworks, batch, device,
+                            precision, warmup, repeat, seed, by, fmt_, plot_path)
+        return
     import numpy as np
 
     from ios_core.runtime import Runtime, providers
@@ -127,6 +150,42 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
                f"peak activations {st['peak_activation_bytes'] / 2**20:.2f} MiB")
     if cm is not None and hasattr(cm, "stats"):
         click.echo(f"# cost model: {cm.stats()}")
+
+
+def _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, provider, frameworks, batch, device,
+                        precision, warmup, repeat, seed, by, fmt_, plot_path):
+    """``--frameworks``: ``ios_bench.profiling`` on each, the table (or JSON) and the bars."""
+    import json
+
+    import adapters
+    from ios_bench.profiling import profile_frameworks
+    from ios_bench.reporting.profile_table import plot, render
+
+    names = [n.strip() for n in frameworks.split(",") if n.strip()]
+    if not names:
+        raise InputError("--frameworks: give at least one framework")
+    for name in names:
+        adapters.get(name)  # an unknown one: one line, exit 2
+    if model is None and schedule is None:
+        raise InputError("give --model or --schedule")
+    graph = load_graph(schedule if schedule is not None else model)
+    graph.check_fits(batch)
+    if not graph.has_weights:
+        graph.init_weights(seed)
+    graph, _ = _schedule(graph, strategy, cost, cost_mode, batch, threads, provider)
+    if not graph.has_weights:
+        graph.init_weights(seed)
+    results = profile_frameworks(graph, names, batch, device=device, threads=threads, precision=precision,
+                                 warmup=warmup, repeat=repeat)
+    if fmt_ == "json":
+        click.echo(json.dumps(results, indent=1))
+    else:
+        click.echo(f"# {one_line(graph.name)}, batch {batch}, {device}, {precision}, {repeat} profiled and "
+                   f"{repeat} unprofiled runs per framework")
+        click.echo(render(graph, results, by))
+    if plot_path:
+        path = plot(results, plot_path, f"{graph.name}, batch {batch}: where the time goes")
+        click.echo(f"plot: {path}", err=fmt_ == "json")
 
 
 def _hint(graph, name) -> str:

@@ -1,0 +1,150 @@
+"""Where the time goes: one graph under every framework's own profiler, mapped back to the IR.
+
+    results = profile_frameworks(graph, ["onnxruntime", "openvino", "torch", "ios"], batch_size=1)
+    # one dict per framework (the shape ../shared/ARCHITECTURE.md names for `profile --format json`)
+
+For each framework: the cell's own build is timed unprofiled with the one way a worker times a
+program (``ios_bench.running.task_cell.time_compiled``: ``ios_core.measurement.measure.measure``),
+then a separate build with the profiler switched on (``Adapter.profile_options()``) runs under it
+(``Compiled.profile``), so a profile never touches a cell's figures. What the profiler names
+(ONNX node names, OpenVINO's original layer names, ``record_function`` ranges, IOS stages'
+operators) is mapped to the IR operators **by name** (:func:`resolver`): every lowering names
+its nodes after the operator they compute. A profiled item whose names map to several operators
+is a fused group (one row for the group); one whose names map to none (a layout reorder, a
+compiled region, the aten ops between ranges) is "fused, unmapped", never dropped. Then
+``latency = attributed + unmapped + overhead``: "gaps and overhead" is the unprofiled latency
+minus everything the profiler timed (negative where the profiler's own cost exceeds the gaps).
+A framework whose profiler is missing or fails gives ``{"framework", "error"}`` and the others
+still run.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ios_core.ir import Graph, leaf_nodes
+
+# op kinds of the per-kind table and the stacked bars, in display order
+KINDS = ("conv 1x1", "conv 3x3", "conv depthwise", "conv other", "pooling", "concat", "elementwise", "other",
+         "fused (mixed kinds)")
+UNMAPPED = "fused, unmapped"
+OVERHEAD = "gaps and overhead"
+
+
+def kind_of(op) -> str:
+    """An IR operator's kind: convolutions by shape (depthwise, 1x1, 3x3, other), pooling, concat
+    (an identity joining several terms), elementwise (sums, products, activations, affine), other."""
+    t = op.TYPE
+    if t == "conv":
+        if op.groups > 1 and op.groups == op.input_shape[0]:
+            return "conv depthwise"
+        k = tuple(op.kernel)
+        return {(1, 1): "conv 1x1", (3, 3): "conv 3x3"}.get(k, "conv other")
+    if t == "pool":
+        return "pooling"
+    if t == "identity":
+        return "concat" if len(op.inputs) > 1 else "other"
+    if t in ("element", "relu", "activation", "affine"):
+        return "elementwise"
+    return "other"
+
+
+_CUT = re.compile(r"[.:/_ ]")
+
+
+def resolver(graph: Graph):
+    """``resolve(name) -> [operator, ...]``: the IR operators a profiler's name stands for, found
+    by name: the name itself, else its longest prefix ending before a separator (``.:/_`` or a
+    space) that names a node ("7.conv:13_nchwc" -> "7"); a Sequential node stands for its
+    operators. ``[]`` when nothing matches (a reorder the framework inserted)."""
+    table: dict[str, list[str]] = {}
+    for node in graph.nodes():
+        if node is graph.input:
+            continue
+        table[node.name] = [op.name for op in leaf_nodes(node)]
+        for op in leaf_nodes(node):
+            table[op.name] = [op.name]
+
+    def resolve(name: str) -> list[str]:
+        name = name.removeprefix("fused ").removeprefix("ios:")
+        if name in table:
+            return table[name]
+        for m in reversed(list(_CUT.finditer(name))):
+            if name[:m.start()] in table:
+                return table[name[:m.start()]]
+        return []
+
+    return resolve
+
+
+def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> dict:
+    """The mapped figures of one framework's profile rows (``adapters.base.OpTime``)."""
+    resolve = resolver(graph)
+    order = {op.name: i for i, op in enumerate(graph.operators())}
+    kinds = {op.name: kind_of(op) for op in graph.operators()}
+    groups: dict[tuple[str, ...], dict] = {}
+    unmapped: dict[str, float] = {}
+    for t in optimes:
+        ops = sorted({o for s in t.sources for o in resolve(s)}, key=order.__getitem__)
+        if not ops:
+            unmapped[t.name] = unmapped.get(t.name, 0.0) + t.ms
+            continue
+        g = groups.setdefault(tuple(ops), {"ms": 0.0, "framework_ops": []})
+        g["ms"] += t.ms
+        g["framework_ops"].append(t.name)
+    rows = []
+    for ops, g in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], len(kv[0]))):
+        ks = {kinds[o] for o in ops}
+        rows.append({"name": "+".join(ops), "kind": ks.pop() if len(ks) == 1 else KINDS[-1], "ms": g["ms"],
+                     "operators": list(ops), "framework_ops": g["framework_ops"]})
+    attributed = sum(r["ms"] for r in rows)
+    unmapped_ms = sum(unmapped.values())
+    return {"latency_ms": latency_ms, "profiled_ms": profiled_ms, "attributed_ms": attributed,
+            "unmapped_ms": unmapped_ms, "overhead_ms": latency_ms - attributed - unmapped_ms,
+            "attributed_share": attributed / latency_ms if latency_ms > 0 else None,
+            "profiler_cost": profiled_ms / latency_ms - 1 if latency_ms > 0 else None,
+            "rows": rows, "unmapped_rows": [{"name": n, "ms": ms} for n, ms in
+                                            sorted(unmapped.items(), key=lambda kv: -kv[1])]}
+
+
+def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None,
+                precision: str = "fp32", warmup: int = 3, repeat: int = 10, x: np.ndarray | None = None) -> dict:
+    """One framework's profile of ``graph`` (see the module's docstring); never raises for a
+    framework that cannot be profiled: ``{"framework": name, "error": "not available: ..."}``."""
+    import adapters
+    from ios_bench.reporting.escape import one_line
+    from ios_bench.running.task_cell import precision_problem, time_compiled
+    from ios_core.inputs import random_input
+
+    out: dict = {"framework": name}
+    adapter = adapters.get(name)
+    reason = adapter.available(device)
+    if reason is not None:
+        return {**out, "error": f"not available: {one_line(reason)}"}
+    if x is None:
+        x = random_input(graph, batch_size)
+    try:
+        compiled = adapter.build(graph, batch_size, device, threads)
+        problem = precision_problem(adapter, compiled.info, precision)
+        if problem:
+            return {**out, "error": f"not available: {one_line(problem)}"}
+        m = time_compiled(compiled, compiled.prepare(x), device, warmup=warmup, number=1, repeat=repeat)
+        del compiled
+        profiled = adapter.build(graph, batch_size, device, threads, **adapter.profile_options())
+        optimes, pm = profiled.profile(x, warmup=warmup, repeat=repeat)
+    except Exception as e:  # a profiler missing or failing: this column only
+        return {**out, "error": f"not available: {one_line(f'{type(e).__name__}: {e}')}"}
+    out.update(attribute(graph, optimes, m.median, pm.median))
+    out.update(batch_size=batch_size, device=device, precision=precision, repeat=repeat,
+               framework_version=adapter.version())
+    return out
+
+
+def profile_frameworks(graph: Graph, names: list[str], batch_size: int = 1, **kwargs) -> list[dict]:
+    """:func:`profile_one` for each framework, on the same seeded input."""
+    from ios_core.inputs import random_input
+
+    x = random_input(graph, batch_size)
+    return [profile_one(n, graph, batch_size, x=x, **kwargs) for n in names]

@@ -1,0 +1,134 @@
+"""The "where the time goes" table and bars of ``ios-bench profile --frameworks`` (the figures
+come from ``ios_bench.profiling``): rows the IR operators in topological order (or the op kinds),
+one column per framework with time and share of the end-to-end latency; then "fused, unmapped",
+"gaps and overhead" and the end-to-end latency, so every column sums to its latency; then the
+profiled run's latency and the profiler's own cost. Numbers through ``reporting.numbers.fmt``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ios_bench.profiling import KINDS, OVERHEAD, UNMAPPED
+from ios_bench.reporting.numbers import fmt
+
+LABEL_WIDTH = 40
+
+
+def kind_totals(result: dict) -> dict[str, float]:
+    """A profiled framework's attributed time per op kind (in :data:`KINDS` order)."""
+    out: dict[str, float] = {}
+    for row in result.get("rows", []):
+        out[row["kind"]] = out.get(row["kind"], 0.0) + row["ms"]
+    return {k: out[k] for k in KINDS if k in out}
+
+
+def _share(ms: float, latency: float) -> str:
+    return f"{fmt(ms)} {fmt(100 * ms / latency, 1)}%" if latency > 0 else fmt(ms)
+
+
+def _label(name: str) -> str:
+    return name if len(name) <= LABEL_WIDTH else name[:LABEL_WIDTH - 1] + "…"
+
+
+def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], list[list[str]]]:
+    """``(header, rows)`` of the table: text cells, first column the operator (group) or kind."""
+    ok = [r for r in results if "error" not in r]
+    header = ["operator" if by == "op" else "kind", *(r["framework"] for r in results)]
+    cells: dict = {}
+    labels: dict = {}
+    if by == "op":
+        from ios_bench.profiling import kind_of
+
+        order = {op.name: i for i, op in enumerate(graph.operators())}
+        for op in graph.operators():
+            cells[(op.name,)] = {}
+            labels[(op.name,)] = f"{op.name} ({kind_of(op)})"
+        for r in ok:
+            for row in r["rows"]:
+                key = tuple(row["operators"])
+                cells.setdefault(key, {})[r["framework"]] = row["ms"]
+                labels.setdefault(key, f"{'+'.join(key)} (fused)")
+        keys = sorted(cells, key=lambda k: (order[k[0]], len(k)))
+    else:
+        for r in ok:
+            for kind, ms in kind_totals(r).items():
+                cells.setdefault((kind,), {})[r["framework"]] = ms
+        keys = [(k,) for k in KINDS if (k,) in cells]
+        labels = {k: k[0] for k in keys}
+    rows = []
+    for key in keys:
+        line = [_label(labels[key])]
+        for r in results:
+            ms = cells[key].get(r["framework"])
+            line.append("-" if ms is None or "error" in r else _share(ms, r["latency_ms"]))
+        rows.append(line)
+
+    def footer(label, value):
+        rows.append([label, *("n/a" if "error" in r else value(r) for r in results)])
+
+    footer(UNMAPPED, lambda r: _share(r["unmapped_ms"], r["latency_ms"]))
+    footer(OVERHEAD, lambda r: _share(r["overhead_ms"], r["latency_ms"]))
+    footer("end-to-end (unprofiled)", lambda r: f"{fmt(r['latency_ms'])} 100%")
+    footer("attributed share", lambda r: f"{fmt(100 * r['attributed_share'], 1)}%")
+    footer("profiled run", lambda r: fmt(r["profiled_ms"]))
+    footer("profiler's cost", lambda r: f"{100 * r['profiler_cost']:+.1f}%")
+    return header, rows
+
+
+def render(graph, results: list[dict], by: str = "op") -> str:
+    """The table as aligned text, then one line per framework that could not be profiled."""
+    header, rows = table_rows(graph, results, by)
+    widths = [max(len(line[i]) for line in (header, *rows)) for i in range(len(header))]
+    out = []
+    for j, line in enumerate((header, *rows)):
+        out.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)))
+        if j == 0 or j == len(rows) - 6:
+            out.append("  ".join("-" * w for w in widths))
+    out.append(f"ms per inference and share of the unprofiled end-to-end latency; {UNMAPPED}: what the profiler "
+               f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: the "
+               "profiler's own cost exceeds the gaps)")
+    for r in results:
+        if "error" in r:
+            out.append(f"{r['framework']}: {r['error']}")
+    return "\n".join(out)
+
+
+def plot(results: list[dict], path: Path, title: str = "") -> Path:
+    """One stacked bar per profiled framework: attributed time by op kind, then fused/unmapped
+    and gaps and overhead (a negative overhead is left out of the bar and stated in its label)."""
+    from ios_bench.reporting.plotting import pyplot, save_png, series_styles
+
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        raise ValueError("no framework could be profiled: nothing to plot")
+    plt = pyplot()
+    segments = [k for k in KINDS if any(k in kind_totals(r) for r in ok)] + [UNMAPPED, OVERHEAD]
+    styles = series_styles(segments)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(ok), 4.2))
+    labelled: set[str] = set()
+    for i, r in enumerate(ok):
+        bottom = 0.0
+        for seg in segments:
+            v = values_of(r, seg)
+            if v <= 0:
+                continue
+            ax.bar(i, v, bottom=bottom, color=styles[seg]["color"], hatch=styles[seg]["hatch"], edgecolor="white",
+                   label=None if seg in labelled else seg)
+            labelled.add(seg)
+            bottom += v
+    ax.set_xticks(range(len(ok)))
+    ax.set_xticklabels([r["framework"] + ("" if r["overhead_ms"] >= 0 else f"\n(profiler +{fmt(-r['overhead_ms'])} ms)")
+                        for r in ok], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per inference (unprofiled latency)")
+    ax.set_title(title or "where the time goes", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save_png(fig, Path(path))
+
+
+def values_of(result: dict, segment: str) -> float:
+    """The height of ``segment`` in ``result``'s bar."""
+    if segment == UNMAPPED:
+        return result["unmapped_ms"]
+    if segment == OVERHEAD:
+        return max(result["overhead_ms"], 0.0)
+    return kind_totals(result).get(segment, 0.0)
