@@ -58,6 +58,9 @@ def median_per_name(calls: list[dict[str, float]]) -> dict[str, float]:
     return {n: median([call.get(n, 0.0) for call in calls]) for n in names}
 
 
+REFUSED = ("not yet:", "no:")  # how a precision table declares one it cannot give
+
+
 class Compiled:
     """A built program. Subclasses implement ``execute`` (and ``prepare``/``finish`` when the
     framework's input or output is not a NCHW numpy array). ``info`` records its configuration:
@@ -107,6 +110,12 @@ class Adapter:
     devices: tuple[str, ...] = ("cpu",)
     tolerance: float = DEFAULT_RTOL  # may only be tighter than ios_core.check.tolerance_for(precision)
     precision: str = "fp32"
+    # The precisions it offers beyond fp32, per device kind, and how its users get each one
+    # ({"cpu": {"bf16": "INFERENCE_PRECISION_HINT=bf16"}}); a "how" that starts with "not yet:" or
+    # "no:" declares a precision it cannot give, with the reason. fp32 is offered on every device
+    # (``fp32_how`` says how it is forced). Read through :meth:`precisions`; the one place per adapter.
+    precision_table: dict = field(default_factory=dict)
+    fp32_how: str = "float32 (the framework's default)"
     options: dict = field(default_factory=dict)
     mode: str = ""  # how the framework executes (eager, ORT_PARALLEL, XLA, ...): shown in reports
     # How a user keeps several requests in flight with this framework (the LoadGen scenarios,
@@ -122,6 +131,21 @@ class Adapter:
         """Build options that configure the framework for ``instances`` requests in flight, as its
         users do (OpenVINO's throughput hint and stream count, TensorFlow's inter-op pool)."""
         return {}
+
+    def precisions(self, device: str = "cpu") -> dict[str, str]:
+        """{precision: how this adapter gets it on ``device``} for every precision it declares there,
+        refused ones included ("not yet: <reason>"); fp32 first."""
+        kind = device.split(":", 1)[0]
+        return {"fp32": self.fp32_how, **(self.precision_table.get(kind) or {})}
+
+    def precision_reason(self, precision: str, device: str = "cpu") -> str | None:
+        """Why this adapter cannot give ``precision`` on ``device`` (one line), or None when it offers it."""
+        how = self.precisions(device).get(precision)
+        if how is None:
+            return f"{self.name} does not offer {precision} on {device.split(':', 1)[0]}"
+        if how.startswith(REFUSED):
+            return f"{self.name} {precision} on {device.split(':', 1)[0]}: {how}"
+        return None
 
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
@@ -158,6 +182,12 @@ class Adapter:
 
         t0 = time.perf_counter()
         options = {**self.options, **options}
+        precision = options.pop("precision", "fp32")  # asked for by the sweep's cell (run --precision)
+        reason = self.precision_reason(precision, device)
+        if reason is not None:
+            raise ValueError(reason)
+        if precision != "fp32":  # only an adapter that offers it takes the option
+            options["precision"] = precision
         self._check_options(options)
         compiled = self._build(graph, batch_size, device, threads, **options)
         compiled.info.setdefault("build_seconds", time.perf_counter() - t0)
