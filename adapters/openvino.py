@@ -86,6 +86,7 @@ def _original_names(op) -> list[str]:
 
 
 _LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+_HINTS = {v: k for k, v in _LABELS.items()}  # the sweep's precision -> INFERENCE_PRECISION_HINT
 
 
 def _prop(compiled_model, key: str):
@@ -109,11 +110,15 @@ class OpenVINO(Adapter):
         """benchmark_app's throughput mode: the THROUGHPUT hint with one stream per request in flight."""
         return {"performance_hint": "THROUGHPUT", "num_streams": instances}
 
-    def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="f32",
+    def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="fp32",
                performance_hint="LATENCY", num_streams=None, cache_dir=None, perf_count=False):
         """``cache_dir``: OpenVINO's model cache (``CACHE_DIR``) kept there across rounds
-        (``adapters.build_cache``: checked before the build, rebuilt when foreign)."""
+        (``adapters.build_cache``: checked before the build, rebuilt when foreign). ``precision``: the
+        sweep's (fp32, bf16), asked of the CPU plugin as its INFERENCE_PRECISION_HINT (f32 forced for
+        fp32) and read back from the compiled model."""
         import openvino as ov
+
+        precision = _HINTS.get(precision, precision)
 
         n = resolve_threads(threads)
         cache = open_cache(cache_dir, "openvino", ov.get_version())
@@ -163,4 +168,6 @@ OPENVINO = OpenVINO(
     requires=("openvino", "onnx"),
     tolerance=1e-3,
     concurrency="async",
+    fp32_how="INFERENCE_PRECISION_HINT=f32, forced (the CPU plugin picks bf16 on AVX512_BF16 CPUs otherwise)",
+    precision_table={"cpu": {"bf16": "INFERENCE_PRECISION_HINT=bf16 (benchmark_app -infer_precision bf16)"}},
 )
