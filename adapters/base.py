@@ -61,6 +61,18 @@ def median_per_name(calls: list[dict[str, float]]) -> dict[str, float]:
 REFUSED = ("not yet:", "no:")  # how a precision table declares one it cannot give
 
 
+def precision_reason(name: str, table: dict, precision: str, device: str) -> str | None:
+    """The one rule (an adapter's, or a probe's copy of its ``precisions(device)`` table): why
+    ``name`` cannot give ``precision`` on ``device``, or None when its table offers it."""
+    how = (table or {}).get(precision)
+    kind = device.split(":", 1)[0]
+    if how is None:
+        return f"{name} does not offer {precision} on {kind}"
+    if how.startswith(REFUSED):
+        return f"{name} {precision} on {kind}: {how}"
+    return None
+
+
 class Compiled:
     """A built program. Subclasses implement ``execute`` (and ``prepare``/``finish`` when the
     framework's input or output is not a NCHW numpy array). ``info`` records its configuration:
@@ -140,12 +152,7 @@ class Adapter:
 
     def precision_reason(self, precision: str, device: str = "cpu") -> str | None:
         """Why this adapter cannot give ``precision`` on ``device`` (one line), or None when it offers it."""
-        how = self.precisions(device).get(precision)
-        if how is None:
-            return f"{self.name} does not offer {precision} on {device.split(':', 1)[0]}"
-        if how.startswith(REFUSED):
-            return f"{self.name} {precision} on {device.split(':', 1)[0]}: {how}"
-        return None
+        return precision_reason(self.name, self.precisions(device), precision, device)
 
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
