@@ -87,7 +87,7 @@ def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> d
     groups: dict[tuple[str, ...], dict] = {}
     unmapped: dict[str, float] = {}
     for t in optimes:
-        ops = sorted({o for s in t.sources for o in resolve(s)}, key=order.__getitem__)
+        ops = sorted({o for s in t.sources for o in resolve(s)} | _fused_conv(graph, t, resolve), key=order.__getitem__)
         if not ops:
             unmapped[t.name] = unmapped.get(t.name, 0.0) + t.ms
             continue
@@ -107,6 +107,23 @@ def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> d
             "profiler_cost": profiled_ms / latency_ms - 1 if latency_ms > 0 else None,
             "rows": rows, "unmapped_rows": [{"name": n, "ms": ms} for n, ms in
                                             sorted(unmapped.items(), key=lambda kv: -kv[1])]}
+
+
+def _fused_conv(graph: Graph, t, resolve) -> set[str]:
+    """A node the framework reports as a convolution (its type names one) but named after an
+    activation only (ONNX Runtime names a fused Conv+Relu after the Relu): the convolution feeding
+    that activation, which it holds too."""
+    if "conv" not in t.kind.lower():
+        return set()
+    ops = [graph.node(o) for s in t.sources for o in resolve(s)]
+    if not ops or any(op.TYPE == "conv" for op in ops):
+        return set()
+    first = ops[0]
+    if first.TYPE in ("relu", "activation") and len(first.inputs) == 1 and len(first.inputs[0]) == 1:
+        producer = first.inputs[0][0].node
+        if producer.TYPE == "conv":
+            return {producer.name}
+    return set()
 
 
 def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None,

@@ -1,0 +1,201 @@
+"""ios-bench profile --frameworks (issue 47): each framework's profiler mapped to the IR by name,
+the table's sums, the JSON shape, the missing-profiler path and the bars, on small graphs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adapters.base import OpTime
+from ios_bench.profiling import attribute, kind_of, profile_frameworks, profile_one, resolver
+from ios_bench.reporting.profile_table import kind_totals, plot, render, table_rows
+from ios_core.ir import GraphBuilder
+
+from .adapter_graphs import mini_inception
+
+
+def pair_graph():
+    """conv (no activation) -> separate relu (a pair ORT and OpenVINO fuse), a max pool and a 1x1
+    conv reading the relu, their concat."""
+    b = GraphBuilder("pair", (8, 10, 10))
+    c = b.conv(b.input, 8, 3, padding=1, act="identity")
+    r = b.relu(c)
+    p = b.max_pool(r, 3, 1, padding=1)
+    d = b.conv(r, 8, 1)
+    b.end_block(b.concat([p, d]))
+    g = b.finish()
+    g.init_weights(0)
+    return g
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return pair_graph()
+
+
+def _sums(res):
+    assert "error" not in res, res.get("error")
+    assert res["attributed_ms"] == pytest.approx(sum(r["ms"] for r in res["rows"]))
+    assert res["unmapped_ms"] == pytest.approx(sum(r["ms"] for r in res["unmapped_rows"]))
+    assert res["attributed_ms"] + res["unmapped_ms"] + res["overhead_ms"] == pytest.approx(res["latency_ms"])
+
+
+def test_resolver_by_name():
+    g = mini_inception()
+    resolve = resolver(g)
+    seq = next(n for n in g.nodes() if n.TYPE == "sequential")
+    assert resolve("7.conv:13_nchwc") == ["7"]  # ORT's layout-fused node
+    assert resolve("fused 20.gemm:34") == ["20"]
+    assert resolve("15.concat:27") == ["15"]  # an input composition, named after its operator
+    assert resolve("11.conv:20/WithoutBiases") == ["11"]  # inside a Sequential
+    assert resolve("ios:12") == ["12"]
+    assert resolve(seq.name) == [op.name for op in seq.nodes]
+    assert resolve("ReorderInput_token_6") == [] and resolve("input_abcd_acdb_1.conv:0") == []
+
+
+def test_attribute_groups_unmapped_and_sums(pair):
+    rows = [OpTime("1.conv:0", 2.0, ("1.conv:0", "2:1"), "Convolution"),  # a fused pair
+            OpTime("3:2", 0.5, ("3:2",), "MaxPool"), OpTime("3:2", 0.25, ("3:2",), "MaxPool"),
+            OpTime("ReorderOutput", 0.3, ("ReorderOutput",), "Reorder"), OpTime("region", 0.2, (), "op")]
+    res = attribute(pair, rows, latency_ms=4.0, profiled_ms=4.4)
+    assert [(r["name"], r["kind"], r["ms"]) for r in res["rows"]] == [("1+2", "fused (mixed kinds)", 2.0),
+                                                                       ("3", "pooling", 0.75)]
+    assert res["unmapped_ms"] == pytest.approx(0.5)
+    assert res["overhead_ms"] == pytest.approx(4.0 - 2.75 - 0.5)
+    assert res["attributed_share"] == pytest.approx(2.75 / 4.0)
+    assert res["profiler_cost"] == pytest.approx(0.1)
+    # ORT names a fused Conv+Relu after the Relu: the convolution feeding it is in the group
+    res = attribute(pair, [OpTime("2:1_nchwc", 1.0, ("2:1_nchwc",), "Conv")], 2.0, 2.0)
+    assert res["rows"][0]["operators"] == ["1", "2"]
+    assert res["rows"][0]["kind"] == "fused (mixed kinds)"
+
+
+def test_kinds():
+    g = mini_inception()
+    kinds = {op.name: kind_of(op) for op in g.operators()}
+    assert kinds["1"] == "conv 3x3" and kinds["3"] == "conv 1x1" and kinds["2"] == "pooling"
+    assert kinds["12"] == "conv depthwise" and kinds["15"] == "concat" and kinds["10"] == "elementwise"
+    assert kinds["7"] == "conv 3x3" and kinds["19"] == "other"
+
+
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "ios"])
+def test_every_cpu_adapter_maps_the_pair(pair, name):
+    import adapters
+
+    if adapters.get(name).available("cpu"):
+        pytest.skip(adapters.get(name).available("cpu"))
+    res = profile_one(name, pair, 1, threads=1, warmup=1, repeat=3)
+    _sums(res)
+    ops = {op.name for op in pair.operators()}
+    mapped = {o for r in res["rows"] for o in r["operators"]}
+    assert mapped <= ops
+    assert {"1", "3", "4"} <= mapped  # both convolutions and the pool are placed
+    if name in ("onnxruntime", "openvino"):  # the conv + relu pair is fused and mapped as one group
+        assert any(r["operators"][:2] == ["1", "2"] for r in res["rows"]), res["rows"]
+    else:  # torch ranges and IOS stages: every operator its own row
+        assert mapped == ops
+    assert res["attributed_share"] > 0  # tiny graph: the shares on networks are in docs/results/profile
+
+
+def test_torch_compile_is_unmapped(pair):
+    import adapters
+
+    if adapters.get("torch-compile").available("cpu"):
+        pytest.skip(adapters.get("torch-compile").available("cpu"))
+    res = profile_one("torch-compile", pair, 1, threads=1, warmup=1, repeat=2)
+    _sums(res)
+    assert res["rows"] == [] and res["unmapped_ms"] > 0
+
+
+def test_missing_or_failing_profiler_is_one_column(pair, monkeypatch):
+    import adapters.onnxruntime as ort_adapter
+    from adapters.base import ProfilerMissing
+
+    def broken(self, x, warmup=3, repeat=10):
+        raise ProfilerMissing("no trace written")
+
+    monkeypatch.setattr(ort_adapter.ORTCompiled, "profile", broken)
+    monkeypatch.setattr(type(ort_adapter.PARALLEL), "available", lambda self, device="cpu": None)
+    res = profile_frameworks(pair, ["onnxruntime", "ios"], 1, threads=1, warmup=1, repeat=2)
+    assert res[0] == {"framework": "onnxruntime", "error": "not available: ProfilerMissing: no trace written"}
+    _sums(res[1])
+    text = render(pair, res)
+    assert "onnxruntime: not available: ProfilerMissing: no trace written" in text
+    assert text.splitlines()[0].split()[-2:] == ["onnxruntime", "ios"]
+
+
+def test_unavailable_framework(pair, monkeypatch):
+    import adapters.openvino as ov_adapter
+
+    monkeypatch.setattr(type(ov_adapter.OPENVINO), "available", lambda self, device="cpu": "openvino is not installed")
+    assert profile_one("openvino", pair, 1) == {"framework": "openvino",
+                                                 "error": "not available: openvino is not installed"}
+
+
+def _fake_results(pair):
+    a = {"framework": "a", **attribute(pair, [OpTime("1.conv:0", 2.0, ("1.conv:0", "2:1"), "Convolution"),
+                                              OpTime("3:2", 1.0, ("3:2",)), OpTime("x", 0.5, ())], 4.0, 4.2)}
+    b = {"framework": "b", **attribute(pair, [OpTime(f"ios:{n}", 0.5, (f"ios:{n}",)) for n in "12345"], 3.0, 3.3)}
+    return [a, b, {"framework": "c", "error": "not available: no profiler"}]
+
+
+def _ms(cell: str) -> float:
+    return float(cell.split()[0].replace(",", ""))
+
+
+@pytest.mark.parametrize("by", ["op", "kind"])
+def test_table_columns_sum_to_the_latency(pair, by):
+    results = _fake_results(pair)
+    header, rows = table_rows(pair, results, by)
+    assert header[1:] == ["a", "b", "c"]
+    labels = [r[0] for r in rows]
+    end = labels.index("end-to-end (unprofiled)")
+    for col, res in ((1, results[0]), (2, results[1])):
+        total = sum(_ms(r[col]) for r in rows[:end] if r[col] != "-")
+        assert total == pytest.approx(res["latency_ms"], abs=0.01)
+        assert _ms(rows[end][col]) == pytest.approx(res["latency_ms"])
+    assert all(r[3] in ("-", "n/a") for r in rows)
+    assert rows[labels.index("profiler's cost")][1] == "+5.0%"
+    if by == "op":
+        assert labels[:3] == ["1 (conv 3x3)", "1+2 (fused)", "2 (elementwise)"]
+    else:
+        assert kind_totals(results[0]) == {"pooling": 1.0, "fused (mixed kinds)": 2.0}
+
+
+def test_plot_is_a_png(pair, tmp_path):
+    path = plot(_fake_results(pair), tmp_path / "bars.png", "pair")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError):
+        plot([{"framework": "c", "error": "x"}], tmp_path / "none.png")
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    from ios_bench.cli import main
+
+    capsys.readouterr()
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_json_shape_and_bad_input(pair, tmp_path, capsys):
+    path = tmp_path / "pair.json"
+    pair.save(path)
+    code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "ios,onnxruntime", "--format",
+                          "json", "--threads", "1", "--warmup", "1", "--repeat", "2")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [d["framework"] for d in data] == ["ios", "onnxruntime"]
+    for d in data:
+        assert {"framework", "latency_ms", "profiled_ms", "attributed_ms", "unmapped_ms", "overhead_ms",
+                "rows"} <= set(d)
+        assert all({"name", "kind", "ms"} <= set(row) for row in d["rows"])
+    code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "ios,nosuch")
+    assert code == 2 and "unknown framework 'nosuch'" in err and len(err.strip().splitlines()) == 1
+    code, out, err = _cli(capsys, "profile", "--model", "nosuchmodel", "--frameworks", "ios")
+    assert code == 2 and len(err.strip().splitlines()) == 1
