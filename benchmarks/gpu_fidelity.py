@@ -337,6 +337,7 @@ def main(argv=None) -> int:
               f"{fp.get('cudnn')}); {gpu.clock_state(fp)}; batch 1, fp32; CUDA events")
         tag = ""
     dev = _device(args.fake_device)
+    failed = []
     with tempfile.TemporaryDirectory(prefix="ios-fidelity-plans-") as tmp:
         plans = str(Path(tmp) / "plans.sqlite")
         for name in names:
@@ -350,8 +351,11 @@ def main(argv=None) -> int:
             except Exception as e:  # one network failing leaves the others their tables
                 why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
                 print(f"\n## {name}: failed ({type(e).__name__}: {why})", flush=True)
-    print(f"\ndone in {_now() - t0:.0f} s")
-    return 0
+                failed.append(name)
+    # a network that failed is the script's failure (exit 1: the GPU window records the step failed,
+    # never done), after the others have their tables
+    print(f"\ndone in {_now() - t0:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -62,6 +62,24 @@ def test_a_network_past_the_budget_is_skipped_with_a_line(fidelity, capsys, monk
     assert "## sample: skipped (the budget of 10 s was spent: 1000 s)" in out
 
 
+def test_a_network_that_fails_is_a_line_the_others_print_and_the_script_exits_1(fidelity, capsys, monkeypatch):
+    """One network raising (a marks error, a GPU gone) leaves the others their tables, and the script
+    fails (exit 1), so the GPU window records the step failed, not done."""
+    real = fidelity.network
+
+    def network(name, *a, **kw):
+        if name == "squeezenet":
+            raise RuntimeError("cuEventRecordWithFlags failed: CUresult 1")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(fidelity, "network", network)
+    assert fidelity.main(["--fake", "--models", "squeezenet,sample"]) == 1
+    out = capsys.readouterr().out
+    assert "## squeezenet: failed (RuntimeError: cuEventRecordWithFlags failed: CUresult 1)" in out
+    assert any(line.startswith("sample IOS-Both") for line in out.splitlines())
+    assert out.rstrip().splitlines()[-1].endswith("; failed: squeezenet")
+
+
 class _SignatureCosts:
     """A cost model that answers from a table and records every stage signature the search asked
     for: a merge of convolutions costs less than the convolutions side by side, so the search
