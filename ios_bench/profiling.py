@@ -15,7 +15,8 @@ compiled region, the aten ops between ranges) is "fused, unmapped", never droppe
 ``latency = attributed + unmapped + overhead``: "gaps and overhead" is the unprofiled latency
 minus everything the profiler timed (negative where the profiler's own cost exceeds the gaps).
 A framework whose profiler is missing or fails gives ``{"framework", "error"}`` and the others
-still run.
+still run. On cuda the unprofiled window also gives joules per inference and average watts
+(``ios_core.measurement.energy``); elsewhere ``energy`` says why it is not available.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
     from ios_bench.reporting.escape import one_line
     from ios_bench.running.task_cell import precision_problem, time_compiled
     from ios_core.inputs import random_input
+    from ios_core.measurement.energy import EnergyMeter
 
     out: dict = {"framework": name}
     adapter = adapters.get(name)
@@ -147,13 +149,17 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
         problem = precision_problem(adapter, compiled.info, precision)
         if problem:
             return {**out, "error": f"not available: {one_line(problem)}"}
+        meter = EnergyMeter(device)  # NVML's energy counter around the unprofiled window (cuda)
+        meter.start()
         m = time_compiled(compiled, compiled.prepare(x), device, warmup=warmup, number=1, repeat=repeat)
+        energy = meter.stop(calls=warmup + m.repeat * m.number)
         del compiled
         profiled = adapter.build(graph, batch_size, device, threads, **adapter.profile_options())
         optimes, pm = profiled.profile(x, warmup=warmup, repeat=repeat)
     except Exception as e:  # a profiler missing or failing: this column only
         return {**out, "error": f"not available: {one_line(f'{type(e).__name__}: {e}')}"}
     out.update(attribute(graph, optimes, m.median, pm.median))
+    out.update(energy)
     out.update(batch_size=batch_size, device=device, precision=precision, repeat=repeat,
                framework_version=adapter.version())
     return out

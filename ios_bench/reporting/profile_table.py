@@ -72,6 +72,8 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     footer("attributed share", lambda r: f"{fmt(100 * r['attributed_share'], 1)}%")
     footer("profiled run", lambda r: fmt(r["profiled_ms"]))
     footer("profiler's cost", lambda r: f"{100 * r['profiler_cost']:+.1f}%")
+    footer("energy / inference", lambda r: f"{fmt(1000 * r['joules_per_inference'])} mJ, {fmt(r['average_watts'])} W"
+           if "joules_per_inference" in r else "-")
     return header, rows
 
 
@@ -82,7 +84,7 @@ def render(graph, results: list[dict], by: str = "op") -> str:
     out = []
     for j, line in enumerate((header, *rows)):
         out.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)))
-        if j == 0 or j == len(rows) - 6:
+        if j == 0 or j == len(rows) - 7:
             out.append("  ".join("-" * w for w in widths))
     out.append(f"ms per inference and share of the unprofiled end-to-end latency; {UNMAPPED}: what the profiler "
                f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: the "
@@ -90,6 +92,8 @@ def render(graph, results: list[dict], by: str = "op") -> str:
     for r in results:
         if "error" in r:
             out.append(f"{r['framework']}: {r['error']}")
+    for note in dict.fromkeys(r["energy"] for r in results if "energy" in r):
+        out.append(f"energy: {note}")
     return "\n".join(out)
 
 
