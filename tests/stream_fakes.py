@@ -124,7 +124,7 @@ class CudaRules:
         self.done: dict[int, int] = {}  # per stream: commands the host knows complete (a synchronize)
         self.writes: dict[int, dict[tuple, tuple[int, int]]] = {}  # storage -> run -> (stream, tick)
         self.reads: dict[int, dict[tuple, dict[int, int]]] = {}  # storage -> run -> {stream: tick}
-        self.pending_upload = False  # a legacy-stream upload not yet synchronized with the device
+        self.uploads: list[tuple] = []  # legacy-stream uploads (their runs) not yet synchronized with the device
         self.issued: set[str] = set()  # kernel kinds launched at least once (compiled, initialized)
 
     # ---- capture ----------------------------------------------------------------------------
@@ -224,8 +224,10 @@ class CudaRules:
         """A command on ``stream`` reading and writing these runs (:func:`footprint`)."""
         s = stream.index
         n = self._step(stream)
-        if self.pending_upload:
-            raise OrderError(f"a {what} was issued before the weight uploads were synchronized with the device")
+        for base, lo, hi in (*reads, *writes):  # memory a legacy-stream upload may still be writing
+            if any(ub == base and ulo < hi and lo < uhi for ub, ulo, uhi in self.uploads):
+                raise OrderError(f"a {what} on stream {s} touches weights uploaded on the legacy stream before "
+                                 "the uploads were synchronized with the device")
         for base, lo, hi in reads:
             for (a, b), (w, k) in self.writes.get(base, {}).items():
                 if a < hi and lo < b and not self._ordered(s, w, k):
@@ -254,7 +256,7 @@ class CudaRules:
             self.done = {s: c.get(s, 0) for s, c in self.clock.items()}
             self.writes.clear()
             self.reads.clear()
-            self.pending_upload = False
+            self.uploads.clear()
             return
         self.host_waited(self.clock.get(stream.index, {}), what)
 
@@ -265,10 +267,12 @@ class CudaRules:
             if self.done.get(o, 0) < n:
                 self.done[o] = n
 
-    def upload(self) -> None:
-        """Weights copied on the legacy stream (``cupy.asarray``): non-blocking streams do not wait."""
+    def upload(self, runs=()) -> None:
+        """Weights copied on the legacy stream (``cupy.asarray``) into ``runs`` (:func:`footprint`):
+        non-blocking streams do not wait for it, so a kernel touching them before a device
+        synchronize races it; a kernel on other memory does not."""
         self.no_capture("upload")
-        self.pending_upload = True
+        self.uploads.extend(runs)
 
 
 class FakeEvent:
@@ -616,9 +620,11 @@ class TorchQueueDevice:
         import numpy as np
         import torch
 
-        self.rules.upload()
+        self.rules.no_capture("upload")
         a = np.ascontiguousarray(a, dtype=np.float32)
-        return torch.from_numpy(a if a.flags.writeable else a.copy())  # torch wants writable memory
+        t = torch.from_numpy(a if a.flags.writeable else a.copy())  # torch wants writable memory
+        self.rules.upload(footprint(t))
+        return t
 
     # streams
     def stream(self, index):
@@ -783,7 +789,8 @@ class TorchQueueDevice:
         """``fn`` with the kernel kinds it launches and the memory it reads and writes (the rules'
         stream-order check; ``ios_core.runtime.cuda._seq`` keeps both through a sequence)."""
         fn.kinds = kinds
-        fn.access = (tuple(r for v in reads for r in footprint(v)), tuple(w for v in writes for w in footprint(v)))
+        fn.access = (tuple(r for v in reads if v is not None for r in footprint(v)),
+                     tuple(w for v in writes for w in footprint(v)))
         return fn
 
     def conv(self, x, out, stream, weight, bias, spec):
@@ -805,7 +812,7 @@ class TorchQueueDevice:
 
                 xp = xp.contiguous(memory_format=torch.channels_last)
             out.copy_(act(F.conv2d(xp, w, b, spec.stride, 0, spec.dilation, spec.groups)))
-        return self._kinds(run, "cudnn", f"conv{spec}", reads=(x,), writes=(out,))
+        return self._kinds(run, "cudnn", f"conv{spec}", reads=(x, w, b), writes=(out,))
 
     def pool(self, x, out, spec):
         import torch
@@ -840,7 +847,7 @@ class TorchQueueDevice:
     def affine(self, x, out, scale, shift, act):
         sc, sh = self.upload(scale).view(1, -1, 1, 1), self.upload(shift).view(1, -1, 1, 1)
         fn = _act(act)
-        return self._kinds(lambda: out.copy_(fn(x * sc + sh)), "ios_map", reads=(x,), writes=(out,))
+        return self._kinds(lambda: out.copy_(fn(x * sc + sh)), "ios_map", reads=(x, sc, sh), writes=(out,))
 
     def shuffle(self, x, out, groups):
         def run():
@@ -869,7 +876,7 @@ class TorchQueueDevice:
         fn = _act(act)
         n = x.shape[0]
         return self._kinds(lambda: out.copy_(fn(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape)),
-                           "cublas", "ios_map", reads=(x,), writes=(out,))
+                           "cublas", "ios_map", reads=(x, w, b), writes=(out,))
 
     def combine(self, views, how, dst):
         def run():
