@@ -171,3 +171,41 @@ def profile_frameworks(graph: Graph, names: list[str], batch_size: int = 1, **kw
 
     x = random_input(graph, batch_size)
     return [profile_one(n, graph, batch_size, x=x, **kwargs) for n in names]
+
+
+PROFILE_FILE = "profile.json"  # in a run folder: `ios-bench run --profile`'s profiles, read by the report
+
+
+def profile_run(folder, plan, say=print) -> list[dict]:
+    """``ios-bench run --profile``: after the sweep, each (model, batch size, device) of the run's
+    correct cells profiled once per framework those cells used (every IOS cell as ``ios``, on the
+    graph as loaded: sequential unless the model carries stages), written to ``folder/profile.json``
+    as ``[{"model", "batch_size", "device", "results": [...]}]``. Separate runs: no cell's figures change."""
+    import json
+    from pathlib import Path
+
+    import adapters
+    from ios_bench.planning.loading import load_graph
+    from ios_bench.results import load_run
+    from ios_core.atomic import atomic_write_text
+
+    records = [r for r in load_run(folder).records if r.get("status") == "ok" and not r.get("scenario")]
+    known = set(adapters.names())
+    out = []
+    for spec in plan.models:
+        graph = load_graph(spec)
+        for (bs, device) in dict.fromkeys((r["batch_size"], r["device"]) for r in records if r["model"] == graph.name):
+            names = list(dict.fromkeys("ios" if r["framework"].startswith("ios") else r["framework"]
+                                       for r in records if r["model"] == graph.name and r["batch_size"] == bs
+                                       and r["device"] == device))
+            names = [n for n in names if n in known]
+            if not names:
+                continue
+            say(f"profiling {graph.name} b{bs} {device}: {', '.join(names)}")
+            if not graph.has_weights:
+                graph.init_weights(plan.seed)
+            results = profile_frameworks(graph, names, bs, device=device, threads=plan.threads,
+                                         warmup=plan.warmup, repeat=plan.repeat)
+            out.append({"model": graph.name, "batch_size": bs, "device": device, "results": results})
+    atomic_write_text(Path(folder) / PROFILE_FILE, json.dumps(out, indent=1))
+    return out

@@ -199,3 +199,45 @@ def test_cli_json_shape_and_bad_input(pair, tmp_path, capsys):
     assert code == 2 and "unknown framework 'nosuch'" in err and len(err.strip().splitlines()) == 1
     code, out, err = _cli(capsys, "profile", "--model", "nosuchmodel", "--frameworks", "ios")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_report_section_from_the_run_folder(pair, tmp_path):
+    from ios_bench.reporting.profile_table import report_sections
+    from ios_bench.reporting.report_tables import Table
+
+    assert report_sections(tmp_path, tmp_path, Table) == []  # no profile.json: no section
+    (tmp_path / "profile.json").write_text(json.dumps([{"model": "pair", "batch_size": 1, "device": "cpu",
+                                                        "results": _fake_results(pair)}]))
+    [(heading, items)] = report_sections(tmp_path, tmp_path, Table)
+    assert heading == "Where the time goes"
+    table = next(it for it in items if isinstance(it, Table))
+    assert table.headers == ["kind", "a", "b", "c"] and table.note == "c: not available: no profiler"
+    assert [r[0] for r in table.rows][:6] == ["conv 1x1", "conv 3x3", "pooling", "concat", "elementwise",
+                                              "fused (mixed kinds)"]
+    img = next(it for it in items if isinstance(it, tuple) and it[0] == "img")
+    assert (tmp_path / img[1]).read_bytes()[:4] == b"\x89PNG"
+    (tmp_path / "profile.json").write_text("[{")
+    [(_, [warn])] = report_sections(tmp_path, tmp_path, Table)
+    assert warn[0] == "warn" and "unreadable" in warn[1]
+
+
+def test_run_profile_picks_each_models_frameworks(pair, tmp_path, monkeypatch):
+    import ios_bench.profiling as profiling
+    import ios_bench.results as results_mod
+    from ios_bench.planning.plan import Plan
+
+    path = tmp_path / "pair.json"
+    pair.save(path)
+    recs = [{"model": "pair", "batch_size": 1, "device": "cpu", "framework": f, "status": s}
+            for f, s in (("onnxruntime", "ok"), ("ios-both[torch]", "ok"), ("ios-greedy[torch]", "ok"),
+                         ("openvino", "failed"), ("tvm-notinstalled", "ok"))]
+    monkeypatch.setattr(results_mod, "load_run", lambda folder: type("R", (), {"records": recs})())
+    asked = []
+    monkeypatch.setattr(profiling, "profile_frameworks",
+                        lambda graph, names, bs, **kw: asked.append((graph.name, names, bs)) or [])
+    plan = Plan()
+    plan.models = [str(path)]
+    out = profiling.profile_run(tmp_path, plan, say=lambda s: None)
+    assert asked == [("pair", ["onnxruntime", "ios"], 1)]
+    assert json.loads((tmp_path / "profile.json").read_text()) == out == [
+        {"model": "pair", "batch_size": 1, "device": "cpu", "results": []}]

@@ -13,7 +13,8 @@ from ios_bench.running.rounds import AUTO
 
 # run's options that ab does not take: the models are its arguments; a run folder of ab is one
 # fresh sweep (no --resume); LoadGen scenarios are not paired here
-_NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario_setting", "instances"}
+_NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario_setting", "instances",
+             "profile"}
 
 
 def parse_side(items: tuple[str, ...], flag: str) -> dict:

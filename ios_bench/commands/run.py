@@ -277,6 +277,9 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--scenario-setting", "scenario_setting", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario setting (repeatable), e.g. min_query_count=256, server_latency_ms=50 "
                    "(docs/scenarios.md lists them).")
+@click.option("--profile", "profile", is_flag=True,
+              help="after the sweep, profile each model's frameworks (ios-bench profile --frameworks) for the "
+                   "report's 'Where the time goes' section (separate runs)")
 @click.option("--instances", "instances", default=None, metavar="N,N|auto",
               help="With a LoadGen scenario: the requests-in-flight counts to try [default: auto, 1 to --threads].")
 @click.pass_context
@@ -289,12 +292,13 @@ def command(ctx, **kw):
     framework, IOS sequential/greedy/both). Full sweep: --models all --batch 1,16,32.
     """
     scope = kw.pop("build_cache")
+    profile = kw.pop("profile")
     setup = prepare(ctx, kw)
     with use_build_cache(scope, explicit=ctx.get_parameter_source("build_cache") == ParameterSource.COMMANDLINE):
         sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
                       retry_failed=setup.retry_failed,
                       executor=make_executor(setup.plan.executor, setup.plan.ray_address), max_time=kw["max_time"])
-        finish(sweep, setup)
+        finish(sweep, setup, profile=profile)
 
 
 @contextlib.contextmanager
@@ -442,7 +446,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
     return Setup(plan, folder, target, resume, retry_failed, no_report)
 
 
-def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False) -> dict:
+def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False, profile: bool = False) -> dict:
     """Run ``sweep``, say what it did, write the report (unless ``--no-report``); exits 1 where
     cells were left for ``--resume`` (lost nodes), 3 where ``--max-time`` was spent.
     ``paths_to_stderr``: the report's paths go to stderr (``ab`` keeps stdout for its verdicts)."""
@@ -452,6 +456,10 @@ def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False) -> dict:
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "
               f"{stats['failed']} failed, {stats['skipped']} skipped; "
               f"results in {term(setup.folder)}")
+    if profile:  # `run --profile`: separate profiled runs, after every cell (ios_bench.profiling.profile_run)
+        from ios_bench.profiling import profile_run
+
+        profile_run(setup.folder, setup.plan, say=sweep.say)
     if not setup.no_report:
         paths = write_report(setup.folder, setup.target)
         click.echo(f"report: {paths['html']}", err=paths_to_stderr)

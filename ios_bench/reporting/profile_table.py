@@ -136,3 +136,34 @@ def values_of(result: dict, segment: str) -> float:
     if segment == OVERHEAD:
         return max(result["overhead_ms"], 0.0)
     return kind_totals(result).get(segment, 0.0)
+
+
+def report_sections(run_folder, out, table_cls) -> list[tuple[str, list]]:
+    """The report's "Where the time goes" section for the cells ``run --profile`` profiled
+    (``profile.json`` in the run folder): per (model, batch size, device) the per-kind table and
+    the stacked bars; none without the file."""
+    import json
+
+    from ios_bench.profiling import PROFILE_FILE
+    from ios_bench.reporting.escape import file_part
+
+    path = Path(run_folder) / PROFILE_FILE
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        entries = [(str(e["model"]), int(e["batch_size"]), str(e["device"]), list(e["results"])) for e in data]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return [("Where the time goes", [("warn", f"{PROFILE_FILE}: unreadable ({type(e).__name__})")])]
+    items: list = [("text", "Each framework's own profiler on the same graph, mapped to the IR operators by name "
+                            "(separate profiled runs: no cell's figures come from them); columns sum to the "
+                            "unprofiled latency. Per operator: `ios-bench profile --model M --frameworks ...`.")]
+    for model, bs, device, results in entries:
+        header, rows = table_rows(None, results, "kind")
+        items.append(table_cls(f"{model}, batch {bs}, {device}: ms per inference by op kind (share)", header, rows,
+                               note="; ".join(f"{r['framework']}: {r['error']}" for r in results if "error" in r)))
+        if any("error" not in r for r in results):
+            png = Path(out) / f"where_time_goes_{file_part(model)}_{file_part(device)}_b{bs}.png"
+            plot(results, png, f"{model}, batch {bs}, {device}: where the time goes")
+            items.append(("img", png.name, f"{model}, batch {bs}: where the time goes, per framework"))
+    return [("Where the time goes", items)]

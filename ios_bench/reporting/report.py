@@ -230,6 +230,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     if full is not df:
         scen = [r for r in run.records if r.get("scenario")]
         sections += scenario_report.sections(scen, out, styles, Table)
+    from ios_bench.reporting.profile_table import report_sections as profile_sections
+
+    sections += profile_sections(run_folder, out, Table)  # `run --profile`: where the time goes
     df = full  # every cell from here on
     unstable = unstable_table(df)
     if unstable is not None:
