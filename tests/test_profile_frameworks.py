@@ -158,7 +158,7 @@ def test_table_columns_sum_to_the_latency(pair, by):
     assert all(r[3] in ("-", "n/a") for r in rows)
     assert rows[labels.index("profiler's cost")][1] == "+5.0%"
     if by == "op":
-        assert labels[:3] == ["1 (conv 3x3)", "1+2 (fused)", "2 (elementwise)"]
+        assert labels[:3] == ["1 (conv 3x3)", "1+2 (group)", "2 (elementwise)"]
     else:
         assert kind_totals(results[0]) == {"pooling": 1.0, "fused (mixed kinds)": 2.0}
 

@@ -47,7 +47,7 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
             for row in r["rows"]:
                 key = tuple(row["operators"])
                 cells.setdefault(key, {})[r["framework"]] = row["ms"]
-                labels.setdefault(key, f"{'+'.join(key)} (fused)")
+                labels.setdefault(key, f"{'+'.join(key)} (group)")
         keys = sorted(cells, key=lambda k: (order[k[0]], len(k)))
     else:
         for r in ok:
