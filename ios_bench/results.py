@@ -41,10 +41,14 @@ def results_path(path: str | os.PathLike) -> Path:
     return p
 
 
-def cell_key(model: str, batch_size: int, framework: str, device: str, variant: str | None = None) -> str:
+def cell_key(model: str, batch_size: int, framework: str, device: str, variant: str | None = None,
+             precision: str | None = None) -> str:
     """``model|bBATCH|framework|device``; a LoadGen scenario's cell adds its scenario and
-    configuration: ``...|device|offline:2x1`` (``ios_bench.scenarios.concurrency.variant``)."""
-    return f"{model}|b{batch_size}|{framework}|{device}" + (f"|{variant}" if variant else "")
+    configuration: ``...|device|offline:2x1`` (``ios_bench.scenarios.concurrency.variant``); a cell
+    at a precision other than fp32 (``run --precision``) ends with it: ``...|device|int8`` (an fp32
+    cell's key is the one it always had, so older runs resume and compare unchanged)."""
+    return (f"{model}|b{batch_size}|{framework}|{device}" + (f"|{variant}" if variant else "")
+            + (f"|{precision}" if precision and precision != "fp32" else ""))
 
 
 TIMING_FIELDS = _record.timed()  # required where a cell was timed
@@ -68,7 +72,8 @@ def check_record(rec) -> str | None:
         absent = [k for k in TIMING_FIELDS if rec.get(k) is None]
         if absent or rec.get("check") is None:
             return f"a timed cell without {', '.join(absent + ['check'] * (rec.get('check') is None))}"
-    if rec["cell"] != cell_key(rec["model"], rec["batch_size"], rec["framework"], rec["device"], rec.get("variant")):
+    if rec["cell"] != cell_key(rec["model"], rec["batch_size"], rec["framework"], rec["device"], rec.get("variant"),
+                                rec.get("precision")):
         return "cell key does not match its fields"
     return None
 

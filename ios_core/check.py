@@ -14,7 +14,11 @@ DEFAULT_RTOL = 1e-3
 # never what an engine reports it computed in (an engine that silently falls back to a lower
 # precision must fail its check, not pass at a looser tolerance). bf16/fp16 have 8/11-bit
 # mantissas; they are only ever explicit, separately labelled variants.
-PRECISION_TOLERANCE = {"fp32": DEFAULT_RTOL, "bf16": 5e-2, "fp16": 5e-2}
+PRECISION_TOLERANCE = {"fp32": DEFAULT_RTOL, "bf16": 5e-2, "fp16": 5e-2, "int8": 1e-1}
+PRECISIONS = tuple(PRECISION_TOLERANCE)  # what a sweep can ask for (run --precision), fp32 the default
+# int8 has a second condition: the arg-max of each sample's output (over everything but the batch
+# axis) agrees with the oracle's for at least this share of the batch's samples (docs/precision.md)
+ARGMAX_AGREEMENT = {"int8": 0.75}
 
 
 def tolerance_for(precision: str = "fp32") -> float:
@@ -32,9 +36,40 @@ class CheckResult:
     max_rel_err: float  # max |out - ref| / max |ref|
     tolerance: float
     reason: str = ""
+    argmax_agreement: float | None = None  # int8 checks: share of samples whose arg-max is the oracle's
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["argmax_agreement"] is None:
+            del d["argmax_agreement"]
+        return d
+
+
+def argmax_agreement(out: np.ndarray, ref: np.ndarray) -> float:
+    """The share of samples (first axis) whose output's arg-max (over every other axis) is the oracle's."""
+    out, ref = np.asarray(out), np.asarray(ref)
+    n = out.shape[0] if out.ndim else 1
+    a = out.reshape(n, -1).argmax(axis=1)
+    b = ref.reshape(n, -1).argmax(axis=1)
+    return float((a == b).mean())
+
+
+def check_precision(out: np.ndarray, ref: np.ndarray, precision: str = "fp32",
+                    tolerance: float | None = None) -> CheckResult:
+    """The check of a cell asked for ``precision``: :func:`compare` at its bound (``tolerance``
+    may only tighten it) and, for int8, the arg-max agreement with the oracle over the batch."""
+    bound = tolerance_for(precision) if tolerance is None else min(tolerance, tolerance_for(precision))
+    res = compare(out, ref, bound)
+    need = ARGMAX_AGREEMENT.get(precision)
+    if need is None or not np.isfinite(res.max_rel_err):
+        return res
+    agree = argmax_agreement(out, ref)
+    res.argmax_agreement = agree
+    if agree < need:
+        why = f"arg-max agrees with the oracle on {agree:.0%} of the batch < {need:.0%}"
+        res.passed = False
+        res.reason = f"{res.reason}; {why}" if res.reason else why
+    return res
 
 
 def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -> CheckResult:

@@ -163,7 +163,7 @@ def test_report_shows_each_peers_configuration(checked_run):
 def test_env_records_are_json(checked_run):
     tmp, _, _ = checked_run
     env = json.loads((tmp / "runs" / "c" / "env.json").read_text())
-    assert env["plan"]["precision"] == "fp32"
+    assert env["plan"]["precisions"] == ["fp32"]
 
 
 def _fake_cells(frameworks, batches=(1, 2), models=("m1", "m2")):

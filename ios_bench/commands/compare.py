@@ -107,7 +107,7 @@ def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: di
             shown = c.why and (c.verdict in ("unstable", "failed") or c.floor is not None)
             text = term(c.verdict + (f" ({c.why})" if shown else ""), False)
             verdict = f"[{color}]{text}[/]" if color else text
-            table.add_row(term(c.model), str(c.batch_size), term(label(c.framework)), term(c.device),
+            table.add_row(term(c.model), str(c.batch_size), term(label(c.framework, c.precision)), term(c.device),
                           f"{c.median_a:.3f}" if c.median_a is not None else "-",
                           f"{c.median_b:.3f}" if c.median_b is not None else "-",
                           f"{c.rounds_a}/{c.rounds_b}" if rounds_col == "rounds" else str(c.rounds_a),

@@ -39,6 +39,7 @@ def framework_rows() -> list[dict]:
             rows.append({"name": name, "available": reason is None, "reason": reason, "version": adapter.version(),
                          "tolerance": adapter.tolerance, "precision": adapter.precision,
                          "in_flight": getattr(adapter, "concurrency", "instances") or "cannot",
+                         "precisions": {d: adapter.precisions(d) for d in adapter.devices},
                          "description": adapter.description})
         except Exception as e:  # a broken adapter module: report it, keep listing the others
             rows.append({"name": name, "available": False, "version": None, "tolerance": None, "precision": None,
@@ -108,6 +109,22 @@ def frameworks_table(rows: list[dict] | None = None) -> Table:
     return table
 
 
+def precisions_table(rows: list[dict]) -> Table:
+    """Per framework and device, each precision its adapter declares and how it gets it
+    (``Adapter.precisions``): "not yet: <reason>" where it cannot give it (a skipped cell in a sweep)."""
+    from adapters.base import REFUSED
+
+    table = Table(title="Precisions per framework and device (run --precision)")
+    for col in ("name", "device", "precision", "how"):
+        table.add_column(col)
+    for row in rows:
+        for device, offered in (row.get("precisions") or {}).items():
+            for p, how in offered.items():
+                text = f"[yellow]{term(how)}[/]" if how.startswith(REFUSED) else term(how)
+                table.add_row(term(row["name"]), term(device), term(p), text)
+    return table
+
+
 @click.command("list")
 @click.argument("what", type=click.Choice(["models", "frameworks"]), default="models")
 def command(what: str):
@@ -125,6 +142,7 @@ def command(what: str):
     with framework_output_to(log_path()) as log:  # importing each framework to ask whether it runs
         rows = framework_rows()
     console.print(frameworks_table(rows))
+    console.print(precisions_table(rows))
     try:
         noisy = log.stat().st_size > 0
     except OSError:

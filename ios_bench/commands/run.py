@@ -44,7 +44,7 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "sample_utilization": "sample_utilization",
                  "rounds": "rounds", "target_ci": "target_ci", "time_budget": "time_budget",
                  "round_seed": "round_seed", "scenario": "scenario", "scenario_setting": "scenario_settings",
-                 "quick": "quick", "instances": "instances"}
+                 "quick": "quick", "instances": "instances", "precision": "precisions"}
 
 
 def parse_adapter_options(items: tuple[str, ...]) -> dict:
@@ -185,6 +185,42 @@ def parse_instances(text: str | None) -> list[int] | None:
     return parse_int_list(text, "instance count")
 
 
+def parse_precisions(text: str) -> list[str]:
+    """``--precision fp32,bf16,int8``: known precisions (``ios_core.check.PRECISIONS``), each once."""
+    from ios_core.check import PRECISIONS
+
+    return parse_list(text, "precision", list(PRECISIONS))
+
+
+def precision_offer_problem(precisions: list[str], frameworks: list[str] | None, schedules: list[str] | None,
+                            devices: list[str]) -> str | None:
+    """Why the request as a whole cannot be met (one line): a precision that no framework of the
+    sweep (nor IOS, where it has schedules) offers on any of its devices, by the adapters' own tables
+    (``Adapter.precisions``); None when each is offered by one at least (the others' cells are skipped
+    with their reason)."""
+    import adapters
+
+    names = list(frameworks) if frameworks is not None else [n for n in adapters.names() if n != IOS_ADAPTER]
+    if schedules is None or schedules:
+        names.append(IOS_ADAPTER)
+    for p in precisions:
+        if p == "fp32":
+            continue
+        offered = False
+        for n in names:
+            try:
+                a = adapters.get(n)
+            except Exception:  # noqa: BLE001 - a module that does not import offers nothing
+                continue
+            if any(a.precision_reason(p, d) is None for d in devices):
+                offered = True
+                break
+        if not offered:
+            return (f"--precision {p}: no framework of this sweep offers it on {', '.join(devices)} "
+                    "(`ios-bench list frameworks` shows who offers which precision)")
+    return None
+
+
 def parse_schedules(text: str) -> list[str]:
     if text.strip() == "none":
         return []
@@ -206,6 +242,10 @@ def parse_schedules(text: str) -> list[str]:
                    "openvino in this version); "
                    "one cell per schedule and provider, e.g. IOS-Both[onnxruntime] (torch: IOS-Both) "
                    "[default: every provider available on the device].")
+@click.option("--precision", "precision", default="fp32", show_default=True, metavar="P,P",
+              help="Precisions to ask of every framework, comma-separated from fp32, bf16, fp16, int8: one cell per "
+                   "precision, each checked against the fp32 oracle at its precision's stated bound; a combination an "
+                   "adapter cannot give is a skipped cell with its reason (docs/precision.md).")
 @click.option("--device", default="cpu", show_default=True,
               help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
@@ -386,8 +426,13 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "executor": executor, "ray_address": ray_address,
               "adapter_option": parse_adapter_options(adapter_option), "ios_option": parse_ios_options(ios_option),
               "sample_utilization": sample_utilization,
+              "precision": parse_precisions(kw.get("precision") or "fp32"),
               "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
               "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
+    problem = precision_offer_problem(values["precision"], values["frameworks"], values["schedules"],
+                                      values["device"])
+    if problem:
+        raise InputError(problem)
     if scenario == LATENCY and (quick or instances is not None):
         raise InputError(f"{'--quick' if quick else '--instances'} needs a LoadGen scenario (--scenario single-stream, "
                          "multi-stream, offline or server)")

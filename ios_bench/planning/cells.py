@@ -1,8 +1,9 @@
 """Cells and their names: what one table cell of a sweep is, what the driver sends a worker to
 measure one round of it (:class:`CellSpec`), and the file names that come from both.
 
-A cell is (model, batch size, framework or IOS schedule[provider], device). Its key is
-``model|bBATCH|framework|device`` (``ios_bench.results.cell_key``); its files are named by
+A cell is (model, batch size, framework or IOS schedule[provider], device, precision). Its key is
+``model|bBATCH|framework|device`` (``ios_bench.results.cell_key``), ending ``|int8`` (its precision)
+for a cell asked for another precision than fp32; its files are named by
 :attr:`Cell.file_stem`, made safe for any model name (``ios_core.names.file_part``).
 """
 
@@ -31,13 +32,14 @@ def split_framework(framework: str) -> tuple[str, str | None]:
     return framework, DEFAULT_IOS_PROVIDER
 
 
-def label(framework: str) -> str:
+def label(framework: str, precision: str | None = None) -> str:
     """Display name: ``ios-both`` -> ``IOS-Both``, ``ios-both[onnxruntime]`` -> ``IOS-Both[onnxruntime]``;
-    frameworks keep their registry name."""
+    frameworks keep their registry name. A precision other than fp32 follows: ``onnxruntime int8``."""
+    tail = f" {precision}" if precision and precision != "fp32" else ""
     if framework.startswith("ios-"):
         base, provider = split_framework(framework)
-        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]")
-    return framework
+        return "IOS-" + base[4:].capitalize() + ("" if provider == DEFAULT_IOS_PROVIDER else f"[{provider}]") + tail
+    return framework + tail
 
 
 def safe_name(text: str) -> str:
@@ -67,6 +69,7 @@ class Cell:
     side: str | None = None
     side_options: dict | None = None
     pair: str | None = None
+    precision: str = "fp32"  # what the sweep asks the engine to compute in (part of its key when not fp32)
 
     @property
     def variant(self) -> str | None:
@@ -80,7 +83,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return cell_key(self.model, self.batch_size, self.framework, self.device, self.variant)
+        return cell_key(self.model, self.batch_size, self.framework, self.device, self.variant, self.precision)
 
     @property
     def group(self) -> str:
@@ -94,6 +97,7 @@ class Cell:
     def file_stem(self) -> str:
         tail = f"-{self.scenario}-{self.instances}x{self.instance_threads}" if self.scenario else ""
         tail += f"-{self.side}" if self.side else ""
+        tail += f"-{self.precision}" if self.precision != "fp32" else ""
         return safe_name(f"{self.model}-b{self.batch_size}-{self.framework}-{self.device}{tail}")
 
 

@@ -100,9 +100,18 @@ def warm_build_cache(framework: str) -> bool:
         return False
 
 
+PRECISION_SEP = "@"
+
+
+def series(framework: str, precision: str | None) -> str:
+    """What the estimate learns and looks latencies up by: the framework, and its precision where
+    not fp32 (``openvino@bf16``), so that a reduced-precision figure never stands for fp32's."""
+    return framework if not precision or precision == "fp32" else f"{framework}{PRECISION_SEP}{precision}"
+
+
 def _base_name(framework: str) -> str:
-    """``ios-both[openvino]`` -> ``ios``; peers keep their name."""
-    return "ios" if framework.startswith("ios-") else framework
+    """``ios-both[openvino]`` -> ``ios``; peers keep their name, less a precision (``openvino@bf16``)."""
+    return "ios" if framework.startswith("ios-") else framework.split(PRECISION_SEP, 1)[0]
 
 
 @dataclass
@@ -122,7 +131,7 @@ class History:
             return
         if rec.get("scenario"):  # a LoadGen cell's latencies are under load, its rounds LoadGen tests: not a model
             return
-        key = (rec["model"], int(rec["batch_size"]), rec["framework"])
+        key = (rec["model"], int(rec["batch_size"]), series(rec["framework"], rec.get("precision")))
         self.latency_ms[key] = float(rec["median_ms"])
         lat = rec["median_ms"] / 1000
         for r in rec.get("rounds") or [rec]:
@@ -209,8 +218,11 @@ class Model:
 
     def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
         h = self.history.latency_ms
+        fp32 = framework.split(PRECISION_SEP, 1)[0]
         if (model, batch, framework) in h:
             src, value = "earlier runs", h[(model, batch, framework)] / 1000
+        elif fp32 != framework and (model, batch, fp32) in h:  # another precision: its fp32 figure, an upper bound
+            src, value = "earlier runs (its fp32 figure)", h[(model, batch, fp32)] / 1000
         else:
             others = sorted(((b, ms) for (m, b, fw), ms in h.items() if m == model and fw == framework),
                             key=lambda x: abs(x[0] - batch))
@@ -230,6 +242,7 @@ class Model:
         got = self.history.fixed_s.get(_base_name(framework))
         if got:
             return statistics.median(got)
+        framework = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
         if framework in self.calibrated:
             return self.calibrated[framework] + STATED["round_s"] + _stated("build_s", framework)
         return _stated("fixed_s", framework)
@@ -249,7 +262,8 @@ class Model:
 
     def cell_s(self, cell, count: bool = False) -> float:
         """One round of ``cell`` (a sweep's ``Cell``)."""
-        return self.round_s(cell.model, cell.batch_size, cell.framework, count)
+        return self.round_s(cell.model, cell.batch_size, series(cell.framework, getattr(cell, "precision", None)),
+                            count)
 
     def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1) -> float:
         """One search worker of (model, batch, provider) searching ``schedules`` schedules: its start

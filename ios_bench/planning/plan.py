@@ -42,6 +42,21 @@ def ios_providers() -> list[str]:
 
 IOS_ADAPTER = "ios"
 DEFAULT_IOS_PROVIDER = "torch"
+DEFAULT_PRECISION = "fp32"
+
+
+def precisions_problem(v) -> str | None:
+    """Why ``v`` is not a list of precisions a sweep can ask for (one line), or None."""
+    from ios_core.check import PRECISIONS
+
+    if not (_str_list(v) and v):
+        return "expected a non-empty list of precisions"
+    unknown = [p for p in v if p not in PRECISIONS]
+    if unknown:
+        return f"unknown precision {str(unknown[0])[:20]!r}; choose from: {', '.join(PRECISIONS)}"
+    if len(set(v)) != len(v):
+        return "a precision listed twice"
+    return None
 
 @dataclass
 class Plan:
@@ -60,7 +75,9 @@ class Plan:
     seed: int = 0
     input_seed: int = 0
     cost_model: str = "measured"
-    precision: str = "fp32"  # every cell's output is checked at this precision's tolerance
+    # the precisions every cell is asked for (run --precision; docs/precision.md): one cell per framework and
+    # precision, each checked against the fp32 oracle at its precision's bound (ios_core.check.tolerance_for)
+    precisions: list[str] = field(default_factory=lambda: [DEFAULT_PRECISION])
     lock_clocks: bool = False
     gpu_clock_mhz: int | None = None
     # IOS kernel providers each schedule runs on (None: every one available on the device, so the
@@ -110,6 +127,8 @@ class Plan:
         if not isinstance(d, dict):
             raise InputError(f"not a JSON object ({type(d).__name__})")
         kwargs = {}
+        if "precisions" not in d and isinstance(d.get("precision"), str):  # a plan.json of one precision
+            d = {**d, "precisions": [d["precision"]]}
         for name in cls.__dataclass_fields__:
             if name not in d:
                 continue
@@ -162,7 +181,8 @@ _PLAN_TYPES = {
     "seed": (_is_int, "an integer"),
     "input_seed": (_is_int, "an integer"),
     "cost_model": (lambda v: isinstance(v, str), "a string"),
-    "precision": (lambda v: isinstance(v, str), "a string"),
+    "precisions": (lambda v: precisions_problem(v) is None, "a list of known precisions (fp32, bf16, fp16, int8), "
+                   "each once"),
     "lock_clocks": (lambda v: isinstance(v, bool), "true or false"),
     "gpu_clock_mhz": (lambda v: v is None or _is_int(v, 1), "null or a positive integer"),
     "executor": (lambda v: isinstance(v, str), "a string"),

@@ -115,3 +115,15 @@ def ios_providers(plan: Plan, probe: dict, device: str, notes: list[str]) -> lis
         if reason is not None and note not in notes:
             notes.append(note)
     return got or [DEFAULT_IOS_PROVIDER]
+
+
+def precision_reason(avail: dict, name: str, precision: str, device: str) -> str | None:
+    """Why adapter ``name`` cannot give ``precision`` on ``device`` by its probe's table (the
+    adapter's ``precisions(device)``, ``adapters.base.precision_reason``'s rule), or None; fp32 is
+    never refused here (every adapter computes in it, as before precisions were an axis)."""
+    if precision == "fp32":
+        return None
+    from adapters.base import precision_reason as rule
+
+    entry = avail.get(name) or {}
+    return rule(name, entry.get("precisions") or {}, precision, device)

@@ -33,7 +33,8 @@ class CellRecords:
         plan = self.plan
         return {"schema": SCHEMA, "cell": cell.key, "model": cell.model, "batch_size": cell.batch_size,
                 "framework": cell.framework,
-                "label": label(cell.framework) + (f" [{cell.side}]" if cell.side else ""),
+                "label": label(cell.framework, cell.precision) + (f" [{cell.side}]" if cell.side else ""),
+                "precision": cell.precision,
                 "kind": "ios" if cell.schedule else "framework",
                 "schedule": cell.schedule, "device": cell.device, "adapter": cell.adapter,
                 **({"provider": cell.provider or DEFAULT_IOS_PROVIDER} if cell.schedule else {}),

@@ -2,9 +2,12 @@
 flattened out of a nested object. :func:`ios_bench.results.check_record`, the CSV columns
 (``results.COLUMNS``) and ``results.flatten`` all derive from :data:`FIELDS`.
 
-Schema 2 (this version): a cell is measured in rounds (``rounds``, each a fresh worker process),
-and its figures are statistics over rounds (``ios_bench.running.rounds``). Schema 1 records (one process
-per cell) are read through :func:`migrate`, which turns each into a record of one round.
+Schema 2: a cell is measured in rounds (``rounds``, each a fresh worker process), and its figures
+are statistics over rounds (``ios_bench.running.rounds``). Schema 3 (this version): ``precision`` is
+the precision the sweep asked of the cell (part of its key, ``run --precision``) and
+``engine_precision`` what the engine reported it computed in (schema 2 kept the engine's under
+``precision``). Older records are read through :func:`migrate`: a schema-1 record (one process per
+cell) becomes a record of one round; a schema-2 record's ``precision`` moves to ``engine_precision``.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import json
 import math
 from dataclasses import dataclass
 
-SCHEMA = 2
-SCHEMAS = (1, 2)  # what read_records reads (older ones migrated)
+SCHEMA = 3
+SCHEMAS = (1, 2, 3)  # what read_records reads (older ones migrated)
 STATUSES = ("ok", "wrong", "failed", "skipped")
 
 
@@ -66,8 +69,13 @@ FIELDS: tuple[Field, ...] = (
     Field("warmup", "int"),
     Field("check", "object", flatten=(("passed", "check_passed"), ("max_rel_err", "check_max_rel_err"),
                                       ("max_abs_err", "check_max_abs_err"), ("tolerance", "check_tolerance"),
-                                      ("reason", "check_reason"))),
-    Field("precision", "text"),
+                                      ("reason", "check_reason"), ("argmax_agreement", "check_argmax_agreement"))),
+    Field("precision", "text", doc="the precision the sweep asked for (fp32, bf16, fp16, int8): part of the cell key"),
+    Field("engine_precision", "text", doc="what the engine reports it computed in (a cell whose engine computes in "
+                                          "another precision than asked fails, never passes as the asked one)"),
+    Field("calibration", "object", flatten=(("method", "calibration_method"), ("samples", "calibration_samples"),
+                                            ("tool", "calibration_tool")),
+          doc="int8 cells: how the quantized model was calibrated (tool, method, seeded samples)"),
     Field("threads", "int"),
     Field("peak_rss_mib", "number", doc="the largest resident memory of the cell's workers"),
     Field("gpu_memory", "object", flatten=(("allocator_peak_mib", "gpu_allocator_peak_mib"),
@@ -211,6 +219,12 @@ def migrate(rec: dict) -> dict:
         return rec
     out = dict(rec)
     out["schema"] = SCHEMA
+    # schemas 1 and 2 kept the engine's precision as "precision"; each of their cells asked for fp32
+    if rec.get("precision") is not None:
+        out["engine_precision"] = rec["precision"]
+    out["precision"] = rec.get("precision_requested") or "fp32"
+    if version == 2:
+        return out
     out["migrated_from"] = version
     if rec.get("status") in ("ok", "wrong") and rec.get("samples_ms"):
         out["rounds"] = [{"round": 0, "status": rec["status"], "samples_ms": rec["samples_ms"],
@@ -239,7 +253,7 @@ def now() -> str:
 
 
 # what a cell's record takes over from its last measured round (the worker's own facts)
-_FROM_LAST_ROUND = ("info", "build_seconds", "precision", "precision_requested", "framework_version", "clock",
+_FROM_LAST_ROUND = ("info", "build_seconds", "framework_version", "clock",
                     "stages", "torch_threads", "frameworks_imported", "node", "node_id", "node_env", "clocks",
                     "utilization", "affinity", "independent_check", "concurrency", "gpu_memory")
 # what a record keeps when a worker's result could not be stored as it was
@@ -336,6 +350,10 @@ class CellResult:
         for key in _FROM_LAST_ROUND:
             if key in last and not (key == "concurrency" and not base.get("scenario")):
                 record[key] = last[key]
+        if last.get("precision") is not None:  # the round's "precision" is what the engine reported
+            record["engine_precision"] = last["precision"]
+        if isinstance((last.get("info") or {}).get("calibration"), dict):
+            record["calibration"] = last["info"]["calibration"]
         if measured and isinstance(measured[0].get("build_seconds"), (int, float)):
             record["first_build_seconds"] = measured[0]["build_seconds"]  # the cold build, kept apart
         if record.get("node") is not None and not record.get("node_env") and node_env is not None:

@@ -78,6 +78,7 @@ class Change:
     floor: float | None = None
     detectable: float | None = None
     stopped_by: str | None = None
+    precision: str = "fp32"  # the precision both cells asked for (part of the key: paired by precision)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -259,7 +260,8 @@ def compare_runs(a, b, threshold: float | None = None, confidence: float = 0.95)
             if la != lb:  # one side measured under a steady load, the other not (or another): said on the verdict
                 why += (f"; A {la or 'quiet'}, B {lb or 'quiet'}: the change includes the difference in load")
         out.append(Change(key, base["model"], int(base["batch_size"]), base["framework"], base["device"], ma, mb,
-                          change, low, high, len(ga), len(gb), verdict, why))
+                          change, low, high, len(ga), len(gb), verdict, why,
+                          precision=base.get("precision") if isinstance(base.get("precision"), str) else "fp32"))
     loads = {name: sorted({_load(r) or "quiet" for r in rs.values() if _good(r)})
              for name, rs in (("A", ra), ("B", rb))}
     if loads["A"] != loads["B"] and any(v != ["quiet"] for v in loads.values()):

@@ -156,12 +156,16 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     run = load_run(run_folder)
     df, env, problems = run.frame(), run.env, run.problems
     check_writable(out)
+    from ios_bench.reporting import precision_tables
     from ios_bench.scenarios import report as scenario_report
     name = run_folder.name
     sections: list[tuple[str, list]] = []  # (heading, [Table | ("img", path, caption) | ("text", str) | ...])
     # what a reader came for first: IOS at its best against the best peer, then one line of counts
     # (the unstable cells and failures linked below); notes and warnings follow the results
     timed = df if "scenario" not in df.columns else df[df["scenario"].isna()]
+    timed = precision_tables.fp32_rows(timed)  # every table outside the Precision section is fp32's
+    others = precision_tables.reduced(df)
+    at = ", fp32" if others else ""  # the precision of the tables, said where the run has others
     glance: list = []
     head = headline_table(by_place(timed).reset_index(drop=True)) if not timed.empty else None
     glance.append(head if head is not None else ("text", "No latency cell was timed."))
@@ -197,6 +201,8 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
     full = df
     if "scenario" in df.columns:  # LoadGen scenario cells have their own sections; the tables below are latency's
         df = df[df["scenario"].isna()].reset_index(drop=True)
+    latency = df
+    df = precision_tables.fp32_rows(df)  # nothing reduced-precision in an fp32 table, GeoMean or plot
     places = by_place(df)  # device kind, and node when the run used more than one
     across = [t for bs in sorted(set(places["batch_size"])) if (t := across_table(places, bs))]
     if across:
@@ -219,15 +225,16 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             png = out / f"normalized_throughput_{file_part(device)}_b{bs}.png"
             if plot_normalized(places, device, bs, png, styles):
                 items.append(("img", png.name, f"Normalized throughput per model, batch {bs} (p10-p90 error bars)"))
-            sections.append((f"{device}, batch size {bs}", items))
+            sections.append((f"{device}, batch size {bs}{at}", items))
         items = []
         for model in dict.fromkeys(places[places["device"] == device]["model"]):
             png = out / f"vs_batch_{file_part(model)}_{file_part(device)}.png"
             if plot_vs_batch(places, model, device, png, styles):
                 items.append(("img", png.name, f"{model}: latency and throughput vs batch size (p10-p90 bands)"))
         if items:
-            sections.append((f"{device}: latency and throughput vs batch size", items))
-    if full is not df:
+            sections.append((f"{device}: latency and throughput vs batch size{at}", items))
+    sections += precision_tables.sections(by_place(latency))
+    if "scenario" in full.columns:  # LoadGen scenario cells: their own sections
         scen = [r for r in run.records if r.get("scenario")]
         sections += scenario_report.sections(scen, out, styles, Table)
     from ios_bench.reporting.profile_table import report_sections as profile_sections

@@ -69,9 +69,13 @@ def _label(fw: str) -> str:
 
 
 def _row_label(r) -> str:
-    """A cell's framework label, with its LoadGen scenario configuration where it has one."""
-    variant = r.get("variant")
-    return _label(r["framework"]) + (f" [{variant}]" if isinstance(variant, str) and variant else "")
+    """A cell's framework label, with its precision (other than fp32) and its LoadGen scenario
+    configuration where it has one."""
+    from ios_bench.planning.cells import label
+
+    variant, precision = r.get("variant"), r.get("precision")
+    return (label(r["framework"], precision if isinstance(precision, str) else None)
+            + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
 
 
 def framework_order(df) -> list[str]:

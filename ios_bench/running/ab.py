@@ -121,17 +121,18 @@ def side_build_options(side: dict, cell: Cell) -> dict:
 
 
 def pair_id(framework: str, schedule: str | None, provider: str | None, batch_size: int, device: str,
-            ab: dict) -> str:
-    """The pair a cell (or record) belongs to: its framework at its batch size and device; an IOS
-    cell's provider when the sides differ by schedule (A's schedule against B's)."""
+            ab: dict, precision: str | None = None) -> str:
+    """The pair a cell (or record) belongs to: its framework at its batch size, device and precision
+    (``|int8`` where not fp32: A's int8 cell pairs with B's int8 cell only); an IOS cell's provider
+    when the sides differ by schedule (A's schedule against B's)."""
     by_schedule = any((ab.get(s.lower()) or {}).get("schedule") for s in SIDES)
     slot = f"ios[{provider or 'torch'}]" if schedule and by_schedule else framework
-    return f"{slot}|b{batch_size}|{device}"
+    return f"{slot}|b{batch_size}|{device}" + (f"|{precision}" if precision and precision != "fp32" else "")
 
 
 def record_pair(rec: dict, ab: dict) -> str:
     return pair_id(rec["framework"], rec.get("schedule"), rec.get("provider"), int(rec["batch_size"]),
-                   rec["device"], ab)
+                   rec["device"], ab, rec.get("precision"))
 
 
 # ---- the order of a round ---------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def paired_comparison(folder, min_change: float = MIN_CHANGE, confidence: float 
         stop = stops.get(pid) or {}
         out.append(Change(pid, model, int(base["batch_size"]), framework, base["device"], ma, mb, change, low, high,
                           n, n, verdict, why, floor=min_change, detectable=detectable,
-                          stopped_by=stop.get("stopped_by")))
+                          stopped_by=stop.get("stopped_by"), precision=base.get("precision") or "fp32"))
     notes = [f"paired: each change is exp(median log(B/A)) - 1 over the rounds of A and B measured back to back in "
              f"the same pass ({confidence:.0%} t interval); drift common to a pair cancels. A change is flagged when "
              f"its interval excludes zero and it is at least the floor {min_change:.1%} (--min-change)"]
@@ -458,7 +459,7 @@ class ABSweep(Sweep):
                 if ab["mode"] == "options":  # one model: its two sides are two rows of the report
                     copy.model = f"{c.model}@{side}"
                 copy.side_options = side_build_options(conf, copy) or None
-                copy.pair = pair_id(c.framework, c.schedule, c.provider, c.batch_size, c.device, ab)
+                copy.pair = pair_id(c.framework, c.schedule, c.provider, c.batch_size, c.device, ab, c.precision)
                 out.append(copy)
         refusals = list(dict.fromkeys(f"{c.framework} cannot run here: {c.skip_reason}" for c in out if c.skip_reason))
         pairs: dict[str, set] = {}

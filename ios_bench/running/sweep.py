@@ -181,13 +181,16 @@ class Sweep:
             for spec in plan.models:
                 g = graphs[spec]
                 for bs in plan.batch_sizes:  # each cell's weight (the progress ETA) is set by _estimate
-                    for fw, reason in fw_cells:
-                        cells.append(Cell(g.name, spec, bs, fw, device, None, fw, 1.0, reason,
-                                          (avail.get(fw) or {}).get("nodes")))
-                    for s, reason in sched_cells:
-                        for prov in probing.ios_providers(plan, probe, device, self.notes):
-                            cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
-                                              1.0, reason, ios_nodes, provider=prov))
+                    for p in plan.precisions:  # one cell per precision; one an adapter cannot give: skipped
+                        for fw, reason in fw_cells:
+                            cells.append(Cell(g.name, spec, bs, fw, device, None, fw, 1.0,
+                                              reason or probing.precision_reason(avail, fw, p, device),
+                                              (avail.get(fw) or {}).get("nodes"), precision=p))
+                        for s, reason in sched_cells:
+                            for prov in probing.ios_providers(plan, probe, device, self.notes):
+                                why = reason or probing.precision_reason(avail, IOS_ADAPTER, p, device)
+                                cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
+                                                  1.0, why, ios_nodes, provider=prov, precision=p))
         if plan.scenario != LATENCY:  # one cell per instance/thread configuration (ios_bench.scenarios)
             cells, notes, self._scenario_refusals = scenario_cells.expand(
                 cells, plan, {d: (probes.get(d) or {}).get("adapters") or {} for d in plan.devices})

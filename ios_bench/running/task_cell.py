@@ -34,7 +34,7 @@ def task_cell(spec: dict, result: dict) -> dict:
 
     import adapters
     from ios_bench.planning.cells import CellSpec
-    from ios_core.check import combined_check, compare, tolerance_for
+    from ios_core.check import check_precision, combined_check, compare, tolerance_for
     from ios_core.measurement.interference import Window
 
     spec = CellSpec.from_dict(spec).to_dict()  # a spec the driver could not have written fails here
@@ -57,7 +57,15 @@ def task_cell(spec: dict, result: dict) -> dict:
     # (nor a looser tolerance it declares): an engine that ignores the request fails the cell.
     requested = spec.get("precision") or "fp32"
     result["precision_requested"] = requested
-    tol = min(tolerance_for(requested), adapter.tolerance)  # an adapter may only tighten it
+    # an adapter may only tighten it; its own tolerance is its fp32 one (a reduced precision has its stated bound)
+    tol = min(tolerance_for(requested), adapter.tolerance) if requested == "fp32" else tolerance_for(requested)
+    reason = adapter.precision_reason(requested, spec["device"])
+    if reason is not None:  # a combination the adapter cannot give: a skipped cell with its reason
+        result.pop("phase", None)
+        result.update(status="skipped", reason=reason)
+        return result
+    if requested != "fp32":
+        options["precision"] = requested
     if spec.get("scenario"):  # a LoadGen scenario: its own round (ios_bench.scenarios.round)
         from ios_bench.scenarios.round import run_round
 
@@ -82,7 +90,7 @@ def task_cell(spec: dict, result: dict) -> dict:
     prepared = compiled.prepare(x)
     result["phase"] = "check"
     out = compiled.finish(compiled.execute(prepared))
-    before = compare(out, ref, tol)
+    before = check_precision(out, ref, requested, tol)
     compiled.sync()
     source = None
     if spec.get("source_ref_path"):
@@ -104,7 +112,7 @@ def task_cell(spec: dict, result: dict) -> dict:
 
         result["gpu_memory"] = gpu_memory(compiled, spec["device"])
     result["phase"] = "check"
-    after = compare(compiled.finish(m.last), ref, tol)  # the last timed call's output, checked too
+    after = check_precision(compiled.finish(m.last), ref, requested, tol)  # the last timed call's output too
     check = combined_check(before, after)
     if source is not None:
         check["source"] = source.to_dict()

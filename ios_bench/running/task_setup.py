@@ -76,6 +76,7 @@ def task_probe(spec: dict) -> dict:
 
             (a, reason), start = clock.check(check, lambda got: got[0].requires)
             out[name] = {"reason": reason, "version": a.version(), "precision": getattr(a, "precision", None),
+                         "precisions": a.precisions(spec["device"]) if hasattr(a, "precisions") else None,
                          "devices": list(getattr(a, "devices", ())),
                          "concurrency": getattr(a, "concurrency", "instances"),
                          "concurrency_note": getattr(a, "concurrency_note", ""),
