@@ -22,6 +22,7 @@ this project.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from pathlib import Path
@@ -122,6 +123,10 @@ class ORTCudaCompiled(Compiled):
         self.binding.synchronize_outputs()
 
 
+CALIBRATION_SAMPLES = 16  # seeded inputs the int8 model is calibrated on
+CALIBRATION_SEED = 1000  # their seeds: CALIBRATION_SEED + i, never the measured input's (input_seed)
+
+
 class OnnxRuntime(Adapter):
     def profile_options(self) -> dict:
         return {"profile": True}
@@ -137,13 +142,26 @@ class OnnxRuntime(Adapter):
         return reason
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, execution_mode="sequential",
-               opset=DEFAULT_OPSET, optimization="all", profile=False):
+               opset=DEFAULT_OPSET, optimization="all", profile=False, precision="fp32",
+               calibration_samples=CALIBRATION_SAMPLES, calibration_method="minmax", cache_dir=None):
+        """``precision="int8"``: the exported model quantized with ``onnxruntime.quantization.quantize_static``
+        (QDQ, activations u8, weights s8 per channel), calibrated on ``calibration_samples`` seeded inputs
+        (:func:`calibration_inputs`) with ``calibration_method`` (minmax, entropy, percentile); the quantized
+        model is kept in the build cache (``cache_dir``) under a key of the model and the calibration.
+        The precision recorded is what ONNX Runtime's optimized graph holds: int8 only where its
+        convolutions became integer kernels (QLinearConv, ConvInteger)."""
         import onnxruntime as ort
 
         n = resolve_threads(threads)
         t0 = time.perf_counter()
         model = export(graph, batch_size, opset=opset)
         export_seconds = time.perf_counter() - t0
+        calibration = None
+        if precision == "int8":
+            t_q = time.perf_counter()
+            model, calibration = quantized(model, graph, batch_size, int(calibration_samples), calibration_method,
+                                           cache_dir)
+            calibration["seconds"] = round(time.perf_counter() - t_q, 3)
         so = ort.SessionOptions()
         if execution_mode == "parallel":
             inter = min(n, int(inter_op_threads)) if inter_op_threads is not None else n
@@ -172,6 +190,11 @@ class OnnxRuntime(Adapter):
         cuda = device.startswith("cuda")
         providers = ([(CUDA_PROVIDER, {**CUDA_OPTIONS, "device_id": str(_device_id(device))}), "CPUExecutionProvider"]
                      if cuda else ["CPUExecutionProvider"])
+        optimized = None
+        if calibration is not None:  # the graph ONNX Runtime runs, read back for the kernels it chose
+            optimized = Path(tempfile.mkdtemp(prefix="ios-bench-ort-int8-")) / "optimized.onnx"
+            so.optimized_model_filepath = str(optimized)
+            so.log_severity_level = 3  # its note that an optimized model holds this machine's layouts: known
         session = ort.InferenceSession(model.SerializeToString(), so, providers=providers)
         if cuda and session.get_providers()[0] != CUDA_PROVIDER:
             raise RuntimeError(f"ONNX Runtime did not enable {CUDA_PROVIDER} (providers: {session.get_providers()})")
@@ -184,15 +207,128 @@ class OnnxRuntime(Adapter):
         }
         if profile:
             info["profiling"] = "session profiling (per-node JSON trace)"
+        if calibration is not None:
+            kernels = integer_kernels(optimized)
+            info.update(calibration=calibration, integer_kernels=kernels,
+                        precision="int8" if kernels.get("conv", 0) else "fp32")
+            if not kernels.get("conv", 0):
+                info["precision_note"] = "no convolution of ONNX Runtime's optimized graph is an integer kernel"
         if cuda:
             info.update(tf32=False, cuda_provider_options=dict(CUDA_OPTIONS))
             return ORTCudaCompiled(session, info)
         return ORTCompiled(session, info)
 
 
+def calibration_inputs(graph, batch_size: int, samples: int, seed: int = CALIBRATION_SEED) -> list[np.ndarray]:
+    """The harness's seeded inputs (``ios_core.inputs.random_input``) a quantized model is calibrated
+    on: ``samples`` images in batches of the cell's size."""
+    from ios_core.inputs import random_input
+
+    batches = max(1, -(-samples // batch_size))
+    return [random_input(graph, batch_size, seed=seed + i) for i in range(batches)]
+
+
+def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, method: str = "minmax"):
+    """``model`` (fp32 ONNX) quantized by ``onnxruntime.quantization.quantize_static`` to QDQ int8
+    (activations QUInt8, weights QInt8 per channel), calibrated on :func:`calibration_inputs`;
+    returns (quantized ModelProto, the calibration as the record keeps it)."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+               "percentile": CalibrationMethod.Percentile}
+    if method not in methods:
+        raise ValueError(f"calibration_method {method!r}: choose from {', '.join(methods)}")
+    if samples < 1:
+        raise ValueError(f"calibration_samples must be >= 1, got {samples}")
+    name = model.graph.input[0].name
+    feeds = calibration_inputs(graph, batch_size, samples)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({name: x} for x in feeds)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    with tempfile.TemporaryDirectory(prefix="ios-bench-quant-") as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        onnx.save(model, str(src))
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # quantize_static's advice to pre-process, logged on every build
+        try:
+            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=methods[method])
+        finally:
+            root.setLevel(level)
+        out = onnx.load(str(dst))
+    from importlib.metadata import version
+
+    calib = {"tool": f"onnxruntime.quantization.quantize_static {version('onnxruntime')}", "method": method,
+             "samples": len(feeds) * batch_size, "format": "QDQ, activations u8, weights s8 per channel",
+             "inputs": f"ios_core.inputs.random_input seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + len(feeds) - 1}"}
+    return out, calib
+
+
+def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None):
+    """:func:`quantize`, kept in the build cache (``adapters.build_cache``, ``onnxruntime-int8``) under
+    a key of the fp32 model and the calibration: a later round loads the same quantized model."""
+    import hashlib
+
+    import onnx
+    import onnxruntime as ort
+
+    from .build_cache import open_cache
+
+    cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
+    key = hashlib.sha1(model.SerializeToString() + f"|{samples}|{method}|{CALIBRATION_SEED}".encode()).hexdigest()
+    path = cache.dir / f"{key[:24]}.onnx" if cache is not None else None
+    if path is not None and path.is_file():
+        meta = json.loads(path.with_suffix(".json").read_text())
+        return onnx.load(str(path)), {**meta, "cache": "warm"}
+    out, calib = quantize(model, graph, batch_size, samples, method)
+    if path is not None:
+        onnx.save(out, str(path))
+        path.with_suffix(".json").write_text(json.dumps(calib))
+        cache.seal()
+        calib = {**calib, "cache": "cold"}
+    return out, calib
+
+
+def integer_kernels(optimized_path) -> dict:
+    """What ONNX Runtime's optimized graph (``SessionOptions.optimized_model_filepath``) computes in
+    integers: the count of integer convolutions (``conv``: QLinearConv, ConvInteger) and of other
+    integer kernels (``other``); the file is removed."""
+    import onnx
+
+    path = Path(optimized_path)
+    try:
+        ops = [node.op_type for node in onnx.load(str(path)).graph.node]
+    finally:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
+    other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
+    return {"conv": conv, "other": other, "nodes": len(ops)}
+
+
 def _device_id(device: str) -> int:
     return int(device.split(":")[1]) if ":" in device else 0
 
+
+INT8_HOW = (f"onnxruntime.quantization.quantize_static: QDQ (u8 activations, s8 weights per channel), MinMax "
+            f"calibration on {CALIBRATION_SAMPLES} seeded inputs; int8 where the optimized graph has integer "
+            "convolutions")
+BF16_NO = "no: ONNX Runtime's CPU execution provider has no bf16 convolution kernels (an fp32 run would be mislabelled)"
+FP16_NOT_YET = "not yet: an fp16 model (onnxconverter_common float16) on the CUDA provider is not built"
 
 SEQUENTIAL = OnnxRuntime(
     name="onnxruntime",
@@ -205,6 +341,7 @@ SEQUENTIAL = OnnxRuntime(
     # several run calls in flight on one session (InferenceSession.run is thread-safe), its
     # intra-op pool sized to each caller's share of the thread budget
     concurrency="shared",
+    precision_table={"cpu": {"int8": INT8_HOW, "bf16": BF16_NO}, "cuda": {"fp16": FP16_NOT_YET}},
 )
 
 PARALLEL = OnnxRuntime(
@@ -215,4 +352,5 @@ PARALLEL = OnnxRuntime(
     options={"execution_mode": "parallel"},
     mode="ORT_PARALLEL",
     concurrency="shared",
+    precision_table={"cpu": {"int8": INT8_HOW, "bf16": BF16_NO}},
 )
