@@ -280,12 +280,33 @@ class TorchCudaTimer:
         return float(self._start.elapsed_time(self._end))
 
 
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the sweep's precision -> torch dtype
+
+
+def _dtype(precision: str):
+    import torch
+
+    if precision not in DTYPES:
+        raise ValueError(f"precision {precision!r}: torch builds {', '.join(DTYPES)}")
+    return getattr(torch, DTYPES[precision])
+
+
+def _computes_in(module) -> str:
+    """What the module computes in, read from its parameters (the engine's own view)."""
+    names = {v: k for k, v in DTYPES.items()}
+    dtypes = {str(p.dtype).replace("torch.", "") for p in module.parameters()}
+    if not dtypes:
+        return "fp32"  # no parameter to read it from: said to be fp32, so a reduced-precision cell fails
+    return names.get(dtypes.pop(), "mixed") if len(dtypes) == 1 else "mixed"
+
+
 class TorchCompiled(Compiled):
-    def __init__(self, fn, info, device: str = "cpu"):
+    def __init__(self, fn, info, device: str = "cpu", dtype=None):
         super().__init__(info)
         self.fn = fn
         self.device = device
         self.cuda = device.startswith("cuda")
+        self.dtype = dtype  # None: float32; else the input is cast to it in prepare (outside the timed call)
 
     def profile(self, x, warmup=3, repeat=10):
         """``torch.profiler`` over ``repeat`` timed calls. Rows: the top-level events of a call
@@ -315,6 +336,9 @@ class TorchCompiled(Compiled):
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         if self.cuda:
             t = t.to(self.device)
+        if self.dtype is not None:
+            t = t.to(self.dtype)
+        if self.cuda:
             torch.cuda.synchronize()
         return t
 
@@ -323,7 +347,7 @@ class TorchCompiled(Compiled):
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
-        return out.detach().cpu().contiguous().numpy().copy()
+        return out.detach().float().cpu().contiguous().numpy().copy()
 
     def sync(self) -> None:
         if self.cuda:
@@ -410,8 +434,9 @@ class TorchEager(Adapter):
             reason = _cuda_reason()
         return reason
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False):
-        """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``)."""
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False, precision="fp32"):
+        """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``);
+        ``precision`` bf16/fp16: the model and its input in that dtype, as PyTorch users run it."""
         import torch
 
         n = resolve_threads(threads)
@@ -424,8 +449,11 @@ class TorchEager(Adapter):
         if device.startswith("cuda"):
             info.update(_cuda_setup())
             module = module.to(device)
+        dtype = _dtype(precision)
+        module = module.to(dtype)
+        info["precision"] = _computes_in(module)
         info["convert_seconds"] = time.perf_counter() - t0
-        return TorchCompiled(module, info, device)
+        return TorchCompiled(module, info, device, None if precision == "fp32" else dtype)
 
 
 class TorchCompile(Adapter):
@@ -448,7 +476,7 @@ class TorchCompile(Adapter):
         return None
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, mode=None, backend="inductor",
-               dynamic=False, cache_dir=None):
+               dynamic=False, cache_dir=None, precision="fp32"):
         """``cache_dir``: inductor's caches (its FX graph and AOT autograd caches, the C++ and Triton
         kernels it compiled) kept there across rounds (``adapters.build_cache``: checked before
         the build, rebuilt when foreign)."""
@@ -474,9 +502,12 @@ class TorchCompile(Adapter):
         if device.startswith("cuda"):
             info.update(_cuda_setup())
             module = module.to(device)
+        dtype = _dtype(precision)  # bf16/fp16: the model and its input in that dtype
+        module = module.to(dtype)
+        info["precision"] = _computes_in(module)
         isa = _trust_vec_isa(cache) if not device.startswith("cuda") else None
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
-        x = torch.zeros((batch_size, *graph.input_shape), dtype=torch.float32, device=device)
+        x = torch.zeros((batch_size, *graph.input_shape), dtype=dtype, device=device)
         with torch.inference_mode():
             fn(x)  # compiles
             t1 = time.perf_counter()
@@ -488,7 +519,7 @@ class TorchCompile(Adapter):
                 info["vec_isa_probes"] = isa
             cache.seal()
             info.update(cache.info())
-        return TorchCompiled(fn, info, device)
+        return TorchCompiled(fn, info, device, None if precision == "fp32" else dtype)
 
 
 def _triton_version() -> str:
@@ -557,6 +588,11 @@ def _trust_vec_isa(cache) -> str | None:
         return None
 
 
+BF16_CPU = "model and input in torch.bfloat16 (module.to(torch.bfloat16)): oneDNN's bf16 kernels on AVX512_BF16"
+GPU_HALF = "model and input in torch.{} on the GPU (written for it, not yet run on a GPU in this project)"
+HALF_TABLE = {"cpu": {"bf16": BF16_CPU},
+              "cuda": {"fp16": GPU_HALF.format("float16"), "bf16": GPU_HALF.format("bfloat16")}}
+
 EAGER = TorchEager(
     name="torch",
     description="PyTorch eager (nn.Module traced by torch.fx, inference_mode), NCHW; on cuda: cuDNN, TF32 off",
@@ -564,6 +600,7 @@ EAGER = TorchEager(
     devices=("cpu", "cuda"),
     tolerance=1e-4,
     mode="eager (inference_mode)",
+    precision_table=HALF_TABLE,
 )
 
 COMPILE = TorchCompile(
@@ -573,6 +610,7 @@ COMPILE = TorchCompile(
     devices=("cpu", "cuda"),
     tolerance=1e-3,
     mode="torch.compile (inductor)",
+    precision_table=HALF_TABLE,
 )
 
 COMPILE_CUDAGRAPHS = TorchCompile(
@@ -582,6 +620,7 @@ COMPILE_CUDAGRAPHS = TorchCompile(
     devices=("cuda",),
     tolerance=1e-3,
     options={"mode": "reduce-overhead"},
+    precision_table={"cuda": HALF_TABLE["cuda"]},
     concurrency=None,
     concurrency_note="its CUDA graphs replay into static buffers captured once per process: requests in flight "
                      "would overwrite each other's input and output",
