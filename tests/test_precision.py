@@ -1,0 +1,285 @@
+"""Precision as a sweep axis (issue 46; docs/precision.md): the cell's key, record, label and resume,
+ab's pairing, the estimate, bad input; each adapter's precisions on small graphs; the check's bounds,
+a quantized model with one corrupted scale failing its check; the report's Precision section."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import adapters
+from ios_bench.errors import InputError
+from ios_core.check import ARGMAX_AGREEMENT, check_precision, tolerance_for
+from ios_core.inputs import random_input
+from tests.adapter_graphs import mini_inception
+from tests.harness_helpers import FAST, cli
+
+# ---- the axis ------------------------------------------------------------------------------------
+
+
+def test_a_precision_is_part_of_the_key_files_and_label_and_fp32_keeps_its_old_key():
+    from ios_bench.planning.cells import Cell, label
+    from ios_bench.results import cell_key
+
+    fp32 = Cell("m", "m", 1, "onnxruntime", "cpu")
+    int8 = Cell("m", "m", 1, "onnxruntime", "cpu", precision="int8")
+    assert fp32.key == "m|b1|onnxruntime|cpu" == cell_key("m", 1, "onnxruntime", "cpu")
+    assert int8.key == "m|b1|onnxruntime|cpu|int8" != fp32.key
+    assert int8.file_stem.endswith("-int8") and not fp32.file_stem.endswith("fp32")
+    assert label("onnxruntime", "int8") == "onnxruntime int8" and label("ios-both", "bf16") == "IOS-Both bf16"
+    assert label("onnxruntime", "fp32") == "onnxruntime"
+
+
+def test_the_plan_reads_an_older_single_precision_and_refuses_unknown_ones():
+    from ios_bench.planning.plan import Plan
+
+    assert Plan().precisions == ["fp32"]
+    assert Plan.from_dict({"precision": "fp32"}).precisions == ["fp32"]  # a plan.json written before the axis
+    assert Plan.from_dict({"precisions": ["fp32", "int8"]}).precisions == ["fp32", "int8"]
+    for bad in (["fp64"], ["int8", "int8"], [], "int8"):
+        with pytest.raises(InputError, match="precisions"):
+            Plan.from_dict({"precisions": bad})
+
+
+def test_records_say_the_asked_precision_and_the_engines_and_older_ones_migrate():
+    from ios_bench.records.record import SCHEMA, migrate
+    from ios_bench.results import check_record
+
+    old = {"schema": 2, "cell": "m|b1|openvino|cpu", "model": "m", "batch_size": 1, "framework": "openvino",
+           "device": "cpu", "status": "failed", "reason": "x", "precision": "bf16"}
+    new = migrate(old)
+    assert new["schema"] == SCHEMA and new["precision"] == "fp32" and new["engine_precision"] == "bf16"
+    assert "migrated_from" not in new  # no "measured in one process" warning for a schema-2 record
+    assert check_record(new) is None
+    # the key follows the asked precision: a record whose key lacks it is refused
+    assert "cell key" in check_record({**new, "precision": "int8"})
+    assert check_record({**new, "precision": "int8", "cell": "m|b1|openvino|cpu|int8"}) is None
+
+
+def test_ab_pairs_cells_of_one_precision_only():
+    from ios_bench.running.ab import pair_id
+
+    ab = {"a": {}, "b": {}}
+    assert pair_id("onnxruntime", None, None, 1, "cpu", ab) == "onnxruntime|b1|cpu"
+    assert pair_id("onnxruntime", None, None, 1, "cpu", ab, "fp32") == "onnxruntime|b1|cpu"
+    assert pair_id("onnxruntime", None, None, 1, "cpu", ab, "int8") == "onnxruntime|b1|cpu|int8"
+
+
+def test_the_estimate_keeps_a_reduced_precision_figure_apart_from_fp32():
+    from ios_bench.planning import estimate
+
+    hist = estimate.History()
+    ok = {"status": "ok", "model": "m", "batch_size": 1, "framework": "openvino"}
+    hist.add({**ok, "median_ms": 10.0})
+    hist.add({**ok, "median_ms": 4.0, "precision": "bf16"})
+    assert hist.latency_ms[("m", 1, "openvino")] == 10.0  # the bf16 figure did not overwrite fp32's
+    model = estimate.Model(hist, {"m": 1e9}, {"m": 10}, warmup=0, repeat=1, min_sample_ms=0.0)
+    assert model.latency_s("m", 1, estimate.series("openvino", "bf16")) == pytest.approx(0.004)
+    assert model.latency_s("m", 1, estimate.series("openvino", "int8")) == pytest.approx(0.010)  # its fp32 figure
+    assert estimate.series("openvino", "fp32") == "openvino"
+
+
+def test_precision_list_errors_are_one_line(tmp_path):
+    from ios_bench.commands.run import parse_precisions, precision_offer_problem
+
+    with pytest.raises(InputError, match="unknown precision fp64"):
+        parse_precisions("fp32,fp64")
+    assert parse_precisions("fp32,int8") == ["fp32", "int8"]
+    assert "no framework" in precision_offer_problem(["int8"], ["torch"], [], ["cpu"])
+    assert precision_offer_problem(["int8"], ["torch", "onnxruntime"], [], ["cpu"]) is None
+    assert precision_offer_problem(["fp32"], ["torch"], [], ["cpu"]) is None
+
+
+# ---- the check's bounds --------------------------------------------------------------------------
+
+
+def test_each_precision_has_its_bound_and_int8_also_needs_the_arg_max():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((8, 10)).astype(np.float32)
+    near = ref + 0.01 * np.abs(ref).max() * rng.standard_normal(ref.shape).astype(np.float32)
+    assert not check_precision(near, ref, "fp32").passed  # fp32's bound is tight
+    assert check_precision(near, ref, "bf16").passed
+    assert check_precision(near, ref, "int8").passed and check_precision(near, ref, "int8").argmax_agreement == 1.0
+    # within int8's error bound, yet the arg-max of most samples moved (two near-equal top scores): fails
+    ref = 0.1 * rng.standard_normal((8, 10)).astype(np.float32)
+    ref[:, 0], ref[:, 1] = 1.0, 0.999
+    shifted = ref.copy()
+    shifted[:6, 1] = 1.001
+    res = check_precision(shifted, ref, "int8")
+    assert np.abs(shifted - ref).max() / np.abs(ref).max() < tolerance_for("int8")
+    assert not res.passed and res.argmax_agreement == 2 / 8 < ARGMAX_AGREEMENT["int8"]
+    assert "arg-max" in res.reason
+
+
+# ---- each adapter's precisions, on small graphs --------------------------------------------------
+
+
+def _case(batch=4):
+    from ios_core import reference
+
+    g = mini_inception()
+    g.init_weights(0)
+    x = random_input(g, batch, seed=0)
+    return g, x, reference.run(g, x)
+
+
+def test_each_adapter_declares_its_precisions_on_itself():
+    ort, ov, torch_ = adapters.get("onnxruntime"), adapters.get("openvino"), adapters.get("torch")
+    assert set(ort.precisions("cpu")) >= {"fp32", "int8", "bf16"}
+    assert ort.precision_reason("int8", "cpu") is None
+    assert ort.precision_reason("bf16", "cpu").startswith("onnxruntime bf16 on cpu: no:")
+    assert ov.precision_reason("bf16", "cpu") is None and "f32" in ov.precisions("cpu")["fp32"]
+    assert torch_.precision_reason("bf16", "cpu") is None
+    assert torch_.precision_reason("int8", "cpu") == "torch does not offer int8 on cpu"
+    assert adapters.get("tvm").precision_reason("bf16", "cpu") is not None
+
+
+def test_an_adapter_refuses_a_precision_it_does_not_offer():
+    g, _, _ = _case(1)
+    with pytest.raises(ValueError, match="bf16"):
+        adapters.get("onnxruntime").build(g, 1, threads=1, precision="bf16")
+
+
+def _skip_unavailable(name):
+    reason = adapters.get(name).available()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_onnxruntime_int8_is_quantized_calibrated_and_checked():
+    _skip_unavailable("onnxruntime")
+    g, x, ref = _case(8)
+    c = adapters.get("onnxruntime").build(g, 8, threads=1, precision="int8")
+    assert c.info["precision"] == "int8" and c.info["integer_kernels"]["conv"] > 0
+    calib = c.info["calibration"]
+    assert calib["method"] == "minmax" and calib["samples"] >= 16 and "quantize_static" in calib["tool"]
+    res = check_precision(c.run(x), ref, "int8")
+    assert res.passed, res.reason
+    assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
+
+
+def test_a_quantized_model_with_one_corrupted_scale_fails_its_check():
+    _skip_unavailable("onnxruntime")
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    from adapters.onnxruntime import quantize
+    from ios_core.lowering.onnx import export
+
+    g, x, ref = _case(8)
+    model, _ = quantize(export(g, 8), g, 8)
+
+    def run(m):
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+    assert check_precision(run(model), ref, "int8").passed
+    inits = {i.name: i for i in model.graph.initializer}
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    deq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == conv.input[1])
+    bad = onnx.ModelProto()
+    bad.CopyFrom(model)
+    scale = next(i for i in bad.graph.initializer if i.name == deq.input[1])
+    assert deq.input[1] in inits
+    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * 10, scale.name))
+    res = check_precision(run(bad), ref, "int8")
+    assert not res.passed, "a weight scale 10x off passed the int8 check"
+
+
+@pytest.mark.parametrize("name", ["torch", "openvino"])
+def test_bf16_builds_compute_in_bf16_within_its_bound(name):
+    _skip_unavailable(name)
+    g, x, ref = _case(2)
+    c = adapters.get(name).build(g, 2, threads=1, precision="bf16")
+    if name == "openvino" and c.info.get("inference_precision") != "bf16":
+        pytest.skip("this CPU's OpenVINO plugin has no bf16 inference")
+    assert c.info["precision"] == "bf16"
+    out = c.run(x)
+    assert out.dtype == np.float32
+    res = check_precision(out, ref, "bf16")
+    assert res.passed and res.max_rel_err > tolerance_for("fp32") / 100  # not an fp32 result relabelled
+
+
+def test_an_engine_that_computes_in_another_precision_fails_the_cell():
+    from ios_bench.running.task_cell import precision_problem
+
+    ov = adapters.get("openvino")
+    assert precision_problem(ov, {"precision": "fp32"}, "bf16").startswith("precision: asked for bf16")
+    assert precision_problem(ov, {"precision": "bf16"}, "bf16") is None
+
+
+# ---- end to end: a sweep over precisions, its record, resume, report -----------------------------
+
+
+@pytest.fixture(scope="module")
+def precision_run(tmp_path_factory):
+    if adapters.get("onnxruntime").available():
+        pytest.skip("onnxruntime is not installed")
+    tmp = tmp_path_factory.mktemp("prec")
+    args = ["run", "--models", "sample", "--frameworks", "onnxruntime,torch", "--schedules", "none",
+            "--precision", "fp32,int8,bf16", *FAST, "--out", "runs/p", "--report-out", "rep"]
+    res = cli(args, tmp)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return tmp, args, res
+
+
+def test_a_sweep_has_one_cell_per_precision_and_skips_what_an_adapter_cannot_give(precision_run):
+    tmp, _, _ = precision_run
+    recs = {r["cell"]: r for r in map(json.loads, (tmp / "runs/p/results.jsonl").read_text().splitlines())}
+    assert set(recs) == {"sample|b1|onnxruntime|cpu", "sample|b1|onnxruntime|cpu|int8",
+                         "sample|b1|onnxruntime|cpu|bf16", "sample|b1|torch|cpu", "sample|b1|torch|cpu|int8",
+                         "sample|b1|torch|cpu|bf16"}
+    int8 = recs["sample|b1|onnxruntime|cpu|int8"]
+    assert int8["status"] == "ok" and int8["precision"] == "int8" and int8["engine_precision"] == "int8"
+    assert int8["calibration"]["method"] == "minmax" and int8["label"] == "onnxruntime int8"
+    assert int8["check"]["tolerance"] == tolerance_for("int8") and "argmax_agreement" in int8["check"]
+    assert recs["sample|b1|torch|cpu|bf16"]["engine_precision"] == "bf16"
+    assert recs["sample|b1|onnxruntime|cpu"]["precision"] == "fp32"
+    for key, why in (("sample|b1|onnxruntime|cpu|bf16", "no:"), ("sample|b1|torch|cpu|int8", "does not offer")):
+        assert recs[key]["status"] == "skipped" and why in recs[key]["reason"]
+
+
+def test_resume_finds_every_precision_cell_done(precision_run):
+    tmp, args, _ = precision_run
+    before = (tmp / "runs/p/results.jsonl").read_text()
+    res = cli(["run", "--resume", "--out", "runs/p", "--no-report", "--no-progress"], tmp)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp / "runs/p/results.jsonl").read_text() == before
+
+
+def test_the_report_answers_per_precision_and_keeps_fp32_tables_fp32(precision_run):
+    tmp, _, _ = precision_run
+    md = (tmp / "rep/report.md").read_text()
+    main, _, prec = md.partition("## Precision")
+    assert prec, "no Precision section"
+    latency = main.split("**Latency (ms), batch 1, cpu**")[1].split("**")[0]
+    assert "int8" not in latency and "bf16" not in latency  # nothing reduced-precision in an fp32 table
+    assert "## cpu, batch size 1, fp32" in main
+    assert "Speedup over its own fp32 at int8" in prec and "err " in prec
+    assert "IOS at its best against the best peer at int8" in prec
+    gaps = prec.split("**Precisions not given**")[1].split("## ")[0]
+    assert gaps.count("| onnxruntime | cpu | bf16 |") == 1 and gaps.count("| torch | cpu | int8 |") == 1
+    header = (tmp / "rep/results.csv").read_text().splitlines()[0].split(",")
+    assert "precision" in header and "engine_precision" in header
+    assert "onnxruntime int8" in md.split("## Every cell")[1]
+
+
+def test_bad_precision_requests_exit_2_in_one_line(tmp_path):
+    for extra, what in ((["--precision", "fp64"], "unknown precision fp64"),
+                        (["--precision", "int8", "--frameworks", "torch", "--schedules", "none"], "no framework")):
+        res = cli(["run", "--models", "sample", *extra, "--out", "runs/x", "--no-report"], tmp_path)
+        assert res.returncode == 2 and what in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs/x").exists()
+
+
+def test_list_frameworks_shows_each_adapters_precisions_per_device():
+    from ios_bench.commands.list import framework_rows, precisions_table
+
+    rows = {r["name"]: r for r in framework_rows()}
+    assert "bf16" in rows["openvino"]["precisions"]["cpu"] and "int8" in rows["onnxruntime"]["precisions"]["cpu"]
+    assert rows["torch"]["precisions"]["cuda"]["fp16"]
+    assert precisions_table(list(rows.values())).row_count > len(rows)
