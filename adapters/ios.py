@@ -98,4 +98,10 @@ class IOSAdapter(Adapter):
 
 IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule; CPU: torch kernels, "
                  "concurrent groups on worker threads; cuda: CuPy streams + cuDNN", requires=("torch",),
-                 devices=("cpu", "cuda"))
+                 devices=("cpu", "cuda"),
+                 precision_table={
+                     "cpu": {p: "not yet: the kernel providers compile each stage in f32 only (the cell's precision "
+                                "is not yet passed to OpenVINO's hint or ONNX Runtime's quantizer), and the search "
+                                "would have to measure at it" for p in ("bf16", "int8")},
+                     "cuda": {p: "not yet: the CuPy runtime's cuDNN convolutions are fp32 (no half-precision "
+                                 "descriptors or tensor-core layouts yet)" for p in ("fp16", "bf16")}})
