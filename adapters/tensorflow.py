@@ -343,6 +343,9 @@ class TensorFlow(Adapter):
         return TFCompiled(fn, info, device)
 
 
+NOT_YET = {"cpu": {"bf16": "not yet: bf16 weights and activations (tf.keras mixed_bfloat16 or casts) are not built"},
+           "cuda": {p: f"not yet: {p} weights and activations are not built" for p in ("fp16", "bf16")}}
+
 PLAIN = TensorFlow(
     name="tensorflow",
     description="TensorFlow tf.function graph, NHWC (layout converted outside the timed call)",
@@ -351,6 +354,7 @@ PLAIN = TensorFlow(
     tolerance=1e-3,
     options={},
     mode="tf.function graph",
+    precision_table=NOT_YET,
 )
 
 XLA = TensorFlow(
@@ -361,6 +365,7 @@ XLA = TensorFlow(
     tolerance=1e-3,
     options={"jit_compile": True},
     mode="tf.function + XLA (jit_compile)",
+    precision_table=NOT_YET,
 )
 
 

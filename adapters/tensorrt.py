@@ -427,6 +427,10 @@ class TensorRTAdapter(Adapter):
         return TRTCompiled(engine, batch_size, graph.input_shape, info)
 
 
+# the builder flags its users set (trtexec --fp16/--bf16/--int8); refused until the engine is built with them
+TRT_FLAGS = {p: f"not yet: BuilderFlag.{p.upper()} engines are not built (the adapter builds fp32 engines, TF32 off)"
+             for p in ("fp16", "bf16", "int8")}
+
 TENSORRT = TensorRTAdapter(
     name="tensorrt",
     description="TensorRT fp32 engine (TF32 off), TensorRT's default auxiliary streams (its own branch parallelism)",
@@ -434,6 +438,7 @@ TENSORRT = TensorRTAdapter(
     devices=("cuda",),
     tolerance=1e-3,
     concurrency="contexts",
+    precision_table={"cuda": TRT_FLAGS},
 )
 
 TENSORRT_NOAUX = TensorRTAdapter(
@@ -444,4 +449,5 @@ TENSORRT_NOAUX = TensorRTAdapter(
     tolerance=1e-3,
     options={"max_aux_streams": 0},
     concurrency="contexts",
+    precision_table={"cuda": TRT_FLAGS},
 )

@@ -717,6 +717,7 @@ DEFAULT = TVMAdapter(
     description="Apache TVM (Relax), untuned: default llvm pipeline for the host CPU; target cuda on GPUs",
     requires=_REQUIRES,
     devices=("cpu", "cuda"),
+    precision_table={"cuda": {"fp16": "not yet: TVM's fp16 build (ToMixedPrecision) is not made"}},
 )
 CUDNN = TVMAdapter(
     name="tvm-cudnn",
