@@ -54,6 +54,17 @@ def test_resolver_by_name():
     assert resolve("ReorderInput_token_6") == [] and resolve("input_abcd_acdb_1.conv:0") == []
 
 
+def test_every_onnx_node_is_named_after_its_operator():
+    from ios_core.lowering.onnx import export
+
+    g = mini_inception()
+    g.init_weights(0)
+    resolve = resolver(g)
+    nodes = export(g, 1).graph.node
+    assert [n.name for n in nodes if not resolve(n.name)] == []
+    assert any(n.op_type == "Concat" and resolve(n.name) == ["15"] for n in nodes)  # the concat feeding 15
+
+
 def test_attribute_groups_unmapped_and_sums(pair):
     rows = [OpTime("1.conv:0", 2.0, ("1.conv:0", "2:1"), "Convolution"),  # a fused pair
             OpTime("3:2", 0.5, ("3:2",), "MaxPool"), OpTime("3:2", 0.25, ("3:2",), "MaxPool"),
@@ -91,6 +102,8 @@ def test_every_cpu_adapter_maps_the_pair(pair, name):
     mapped = {o for r in res["rows"] for o in r["operators"]}
     assert mapped <= ops
     assert {"1", "3", "4"} <= mapped  # both convolutions and the pool are placed
+    if name != "openvino":  # the concat (OpenVINO writes its inputs in place: no layer of its own)
+        assert "5" in mapped
     if name in ("onnxruntime", "openvino"):  # the conv + relu pair is fused and mapped as one group
         assert any(r["operators"][:2] == ["1", "2"] for r in res["rows"]), res["rows"]
     else:  # torch ranges and IOS stages: every operator its own row
