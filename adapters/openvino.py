@@ -103,6 +103,15 @@ def _prop(compiled_model, key: str):
 
 
 class OpenVINO(Adapter):
+    def precisions(self, device: str = "cpu") -> dict[str, str]:
+        """The declared table, int8 refused with the reason where NNCF (its quantizer) is not installed."""
+        import importlib.util
+
+        table = super().precisions(device)
+        if "int8" in table and importlib.util.find_spec("nncf") is None:
+            table["int8"] = "no: NNCF, OpenVINO's quantizer, is not installed (the openvino extra installs it)"
+        return table
+
     def profile_options(self) -> dict:
         return {"perf_count": True}
 
@@ -111,14 +120,18 @@ class OpenVINO(Adapter):
         return {"performance_hint": "THROUGHPUT", "num_streams": instances}
 
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="fp32",
-               performance_hint="LATENCY", num_streams=None, cache_dir=None, perf_count=False):
+               performance_hint="LATENCY", num_streams=None, cache_dir=None, perf_count=False,
+               calibration_samples=None):
         """``cache_dir``: OpenVINO's model cache (``CACHE_DIR``) kept there across rounds
         (``adapters.build_cache``: checked before the build, rebuilt when foreign). ``precision``: the
         sweep's (fp32, bf16), asked of the CPU plugin as its INFERENCE_PRECISION_HINT (f32 forced for
-        fp32) and read back from the compiled model."""
+        fp32) and read back from the compiled model; int8: the model quantized by NNCF (``nncf.quantize``,
+        post-training, calibrated on the harness's seeded inputs: :func:`nncf_quantized`), the rest in f32,
+        recorded as int8 only where the plugin's runtime model runs its convolutions in u8/i8."""
         import openvino as ov
 
-        precision = _HINTS.get(precision, precision)
+        int8 = precision == "int8"
+        precision = "f32" if int8 else _HINTS.get(precision, precision)
 
         n = resolve_threads(threads)
         cache = open_cache(cache_dir, "openvino", ov.get_version())
@@ -131,6 +144,10 @@ class OpenVINO(Adapter):
             path.write_bytes(model.SerializeToString())
             t1 = time.perf_counter()
             ov_model = core.read_model(str(path))
+            calibration = None
+            if int8:
+                ov_model, calibration = nncf_quantized(ov_model, model, graph, batch_size, calibration_samples,
+                                                       cache_dir)
             config = {"PERFORMANCE_HINT": performance_hint, "INFERENCE_PRECISION_HINT": precision,
                       "INFERENCE_NUM_THREADS": str(n)}
             if perf_count:  # ios-bench profile: per-layer counters on every infer request
@@ -159,7 +176,54 @@ class OpenVINO(Adapter):
             info.update(cache.info())
         if got != precision:
             info["precision_note"] = f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}"
+        if calibration is not None:
+            kinds = runtime_precisions(compiled_model)
+            convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
+            info.update(calibration=calibration, integer_convolutions=convs, precision="int8" if convs else got)
+            if not convs:
+                info["precision_note"] = "no convolution of the CPU plugin's runtime model runs in u8/i8"
         return OVCompiled(compiled_model, info)
+
+
+def runtime_precisions(compiled_model) -> dict:
+    """{(layer type, runtime precision): count} of the CPU plugin's runtime model (what it executes)."""
+    out: dict = {}
+    for op in compiled_model.get_runtime_model().get_ops():
+        rt = op.get_rt_info()
+        key = (rt["layerType"].astype(str), rt["runtimePrecision"].astype(str))
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None):
+    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
+    mixed preset, calibration over ``samples`` seeded inputs of the harness's generator, the same
+    as onnxruntime's: ``adapters.onnxruntime.calibration_inputs``), kept in the build cache
+    (``openvino-int8``) under a key of the model and the calibration; returns (model, calibration)."""
+    import hashlib
+    from importlib.metadata import version
+
+    import nncf
+    import openvino as ov
+
+    from .onnxruntime import CALIBRATION_SAMPLES, CALIBRATION_SEED, calibration_inputs
+
+    samples = int(samples or CALIBRATION_SAMPLES)
+    feeds = calibration_inputs(graph, batch_size, samples)
+    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
+             "samples": len(feeds) * batch_size,
+             "inputs": f"ios_core.inputs.random_input seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + len(feeds) - 1}"}
+    cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
+    key = hashlib.sha1(onnx_model.SerializeToString() + f"|{samples}|{CALIBRATION_SEED}".encode()).hexdigest()[:24]
+    path = cache.dir / f"{key}.xml" if cache is not None else None
+    if path is not None and path.is_file():
+        return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}
+    quantized = nncf.quantize(ov_model, nncf.Dataset(feeds), subset_size=len(feeds))
+    if path is not None:
+        ov.save_model(quantized, str(path))
+        cache.seal()
+        calib["cache"] = "cold"
+    return quantized, calib
 
 
 OPENVINO = OpenVINO(
@@ -169,5 +233,7 @@ OPENVINO = OpenVINO(
     tolerance=1e-3,
     concurrency="async",
     fp32_how="INFERENCE_PRECISION_HINT=f32, forced (the CPU plugin picks bf16 on AVX512_BF16 CPUs otherwise)",
-    precision_table={"cpu": {"bf16": "INFERENCE_PRECISION_HINT=bf16 (benchmark_app -infer_precision bf16)"}},
+    precision_table={"cpu": {"bf16": "INFERENCE_PRECISION_HINT=bf16 (benchmark_app -infer_precision bf16)",
+                             "int8": "NNCF post-training quantization (nncf.quantize) on 16 seeded inputs, the rest "
+                                     "f32; int8 where the plugin runs its convolutions in u8/i8"}},
 )

@@ -189,6 +189,27 @@ def test_a_quantized_model_with_one_corrupted_scale_fails_its_check():
     assert not res.passed, "a weight scale 10x off passed the int8 check"
 
 
+def test_openvino_int8_is_quantized_by_nncf_and_runs_its_convolutions_in_integers():
+    _skip_unavailable("openvino")
+    pytest.importorskip("nncf")
+    g, x, ref = _case(4)
+    c = adapters.get("openvino").build(g, 4, threads=1, precision="int8")
+    assert c.info["precision"] == "int8" and c.info["integer_convolutions"] > 0
+    assert c.info["inference_precision"] == "f32"  # what is not quantized stays f32 (not the plugin's bf16)
+    assert "nncf.quantize" in c.info["calibration"]["tool"] and c.info["calibration"]["samples"] >= 16
+    res = check_precision(c.run(x), ref, "int8")
+    assert res.passed and res.max_rel_err > tolerance_for("fp32")
+
+
+def test_openvino_int8_without_its_quantizer_is_a_reason_not_a_crash(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "nncf" else real(n, *a))
+    reason = adapters.get("openvino").precision_reason("int8", "cpu")
+    assert reason is not None and "NNCF" in reason
+
+
 @pytest.mark.parametrize("name", ["torch", "openvino"])
 def test_bf16_builds_compute_in_bf16_within_its_bound(name):
     _skip_unavailable(name)
