@@ -37,6 +37,7 @@ def test_the_plan_reads_an_older_single_precision_and_refuses_unknown_ones():
 
     assert Plan().precisions == ["fp32"]
     assert Plan.from_dict({"precision": "fp32"}).precisions == ["fp32"]  # a plan.json written before the axis
+    assert Plan.from_dict({"precision": "bf16"}).precisions == ["bf16"]  # (its one precision, whichever it was)
     assert Plan.from_dict({"precisions": ["fp32", "int8"]}).precisions == ["fp32", "int8"]
     for bad in (["fp64"], ["int8", "int8"], [], "int8"):
         with pytest.raises(InputError, match="precisions"):
@@ -278,6 +279,12 @@ def test_the_report_answers_per_precision_and_keeps_fp32_tables_fp32(precision_r
     assert prec, "no Precision section"
     latency = main.split("**Latency (ms), batch 1, cpu**")[1].split("**")[0]
     assert "int8" not in latency and "bf16" not in latency  # nothing reduced-precision in an fp32 table
+    from ios_bench.records.record import CellResult
+
+    recs = {r["cell"]: r for r in map(json.loads, (tmp / "runs/p/results.jsonl").read_text().splitlines())}
+    fp32, int8 = (CellResult(recs[k]).figure_text() for k in ("sample|b1|onnxruntime|cpu",
+                                                              "sample|b1|onnxruntime|cpu|int8"))
+    assert fp32 != int8 and fp32 in latency and int8 not in latency  # the fp32 figure, not the int8 one
     assert "## cpu, batch size 1, fp32" in main
     assert "Speedup over its own fp32 at int8" in prec and "err " in prec
     assert "IOS at its best against the best peer at int8" in prec
