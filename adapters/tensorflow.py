@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 
 import numpy as np
@@ -30,7 +31,7 @@ from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import resolve_threads
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 from .imports import absent
 
@@ -216,8 +217,10 @@ class _Emitter(OpVisitor):
         return tf.reshape(y, [-1, 1, 1, op.out_features])
 
 
-def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False):
-    """The graph as a ``tf.function`` on NHWC float32 input (batch ``None`` = any batch)."""
+def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False):
+    """The graph as a ``tf.function`` on NHWC float32 input (batch ``None`` = any batch). ``scopes``:
+    each IR operator's ops (its input composition included) under a name scope ``ios_op<i>``
+    (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names."""
     tf = _tf()
     prims = Primitives(
         slice_channels=lambda t, b, e: t[:, :, :, b:e],
@@ -227,13 +230,38 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
         concat=lambda ts: tf.concat(ts, axis=3),
     )
     emit = _Emitter(tf, graph)
+    if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
+        names = list(operator_scopes(graph))
+        at = {"i": 0}
+
+        def scoped(fn):
+            def run(*args):
+                with tf.name_scope(names[at["i"]]):
+                    return fn(*args)
+            return run
+
+        prims = Primitives(scoped(prims.slice_channels), scoped(prims.add), scoped(prims.mul), scoped(prims.concat))
+        plain_emit = emit
+
+        def emit(op, x):
+            out = scoped(plain_emit)(op, x)
+            at["i"] += 1
+            return out
     c, h, w = graph.input_shape
 
     def forward(x):
+        if scopes:
+            at["i"] = 0
         return lower(graph, x, prims, emit)
 
     spec = tf.TensorSpec((batch_size, h, w, c), tf.float32, name="input")
     return tf.function(forward, input_signature=[spec], jit_compile=jit_compile, reduce_retracing=True)
+
+
+def operator_scopes(graph: Graph) -> dict[str, str]:
+    """The name scope of each IR operator under ``to_function(scopes=True)`` -> its name (scopes
+    are indices: an IR name may hold characters a TensorFlow scope may not)."""
+    return {f"ios_op{i}": op.name for i, op in enumerate(graph.operators())}
 
 
 def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
@@ -261,9 +289,10 @@ def _tf_device(device: str) -> str:
 
 
 class TFCompiled(Compiled):
-    def __init__(self, fn, info, device: str = "cpu"):
+    def __init__(self, fn, info, device: str = "cpu", scopes: dict[str, str] | None = None):
         super().__init__(info)
         self.fn = fn
+        self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self.tf = _tf()
         self.where = _tf_device(device)  # CPU even where TensorFlow sees a GPU, unless asked for cuda
         self.gpu = device.startswith("cuda")
@@ -285,6 +314,91 @@ class TFCompiled(Compiled):
     def sync(self) -> None:
         if self.gpu:
             self.tf.test.experimental.sync_devices()
+
+    def profile(self, x, warmup=3, repeat=10):
+        """TensorFlow's profiler (host tracer): the executor's op events of each timed call (a
+        ``Trace`` range ``ios-bench:call``), median per op over the calls; an op under a scope
+        ``ios_op<i>`` (build option ``scopes=True``) has that operator as its source. XLA runs a
+        compiled cluster with no op events: its function's time is one unmapped row."""
+        import glob
+        import tempfile
+
+        from ios_core.measurement.measure import measure
+
+        tf = self.tf
+        prepared = self.prepare(x)
+        for _ in range(warmup):
+            self.execute(prepared)
+        self.sync()
+
+        def call():
+            with tf.profiler.experimental.Trace(CALL):
+                return self.execute(prepared)
+
+        with tempfile.TemporaryDirectory(prefix="ios-bench-tf-profile-") as logdir:
+            options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
+                                                                device_tracer_level=1 if self.gpu else 0)
+            tf.profiler.experimental.start(logdir, options=options)
+            try:
+                m = measure(call, warmup=0, repeat=repeat, sync=self.sync)
+            finally:
+                tf.profiler.experimental.stop()
+            files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+            if not files:
+                raise ProfilerMissing("TensorFlow's profiler wrote no trace")
+            data = open(files[0], "rb").read()
+        return xplane_rows(data, self.scopes), m
+
+
+CALL = "ios-bench:call"
+_EXECUTOR = ("ThreadpoolListener", "ExecutorState", "ExecutorDoneCallback")  # scheduling, not ops
+
+
+def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
+    """Per op (``name:type`` events of the host plane's compute lines), the median time (ms) over
+    the :data:`CALL` ranges they fall in; its source is the IR operator of its scope."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(data)
+    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
+    if host is None:
+        raise ProfilerMissing("TensorFlow's trace has no host plane")
+
+    def events(line):
+        for e in line.events:
+            start = line.timestamp_ns * 1000 + e.offset_ps
+            yield host.event_metadata[e.metadata_id].name, start, start + e.duration_ps
+
+    windows = sorted((s, t) for line in host.lines for name, s, t in events(line) if name == CALL)
+    if not windows:
+        raise ProfilerMissing(f"TensorFlow's trace has no '{CALL}' range")
+    calls: list[dict[str, float]] = [{} for _ in windows]
+    compiled: list[dict[str, float]] = [{} for _ in windows]  # XLA: the compiled function, per call
+    kinds: dict[str, str] = {}
+    for line in host.lines:
+        if line.name == "python":  # the caller's side (eager dispatch, the function call): not ops
+            for name, s, t in events(line):
+                i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
+                if i is not None and name.startswith("__inference"):
+                    compiled[i][name] = compiled[i].get(name, 0.0) + (t - s) / 1e9
+            continue
+        for name, s, t in events(line):
+            if ":" not in name or name.startswith(_EXECUTOR) or not name.rsplit(":", 1)[1].strip():
+                continue
+            i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
+            if i is None:
+                continue
+            op, kind = name.rsplit(":", 1)
+            calls[i][op] = calls[i].get(op, 0.0) + (t - s) / 1e9
+            kinds[op] = kind
+    if not any(calls):  # an XLA cluster: no op events, its function's time as one unmapped row
+        return [OpTime(name, ms, (), "compiled function") for name, ms in median_per_name(compiled).items()]
+    rows = []
+    for op, ms in median_per_name(calls).items():
+        scope = re.sub(r"_\d+$", "", op.split("/", 1)[0])  # a scope entered again: TensorFlow adds _1, _2
+        rows.append(OpTime(op, ms, (scopes[scope],) if scope in scopes else (), kinds[op]))
+    return rows
 
 
 class TensorFlow(Adapter):
@@ -311,7 +425,11 @@ class TensorFlow(Adapter):
         except Exception:
             return None
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None):
+    def profile_options(self) -> dict:
+        return {"scopes": True}
+
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
+               scopes=False):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
@@ -330,7 +448,7 @@ class TensorFlow(Adapter):
             info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         t0 = time.perf_counter()
         with tf.device(_tf_device(device)):
-            fn = to_function(graph, batch_size, jit_compile=jit)
+            fn = to_function(graph, batch_size, jit_compile=jit, scopes=bool(scopes))
             x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]))
             fn(x).numpy()  # traces (and, with XLA, compiles)
             t1 = time.perf_counter()
@@ -340,7 +458,9 @@ class TensorFlow(Adapter):
         if cache is not None:
             cache.seal()
             info.update(cache.info())
-        return TFCompiled(fn, info, device)
+        if scopes:
+            info["profiling"] = "one name scope per IR operator"
+        return TFCompiled(fn, info, device, operator_scopes(graph) if scopes else None)
 
 
 NOT_YET = {"cpu": {"bf16": "not yet: bf16 weights and activations (tf.keras mixed_bfloat16 or casts) are not built"},

@@ -90,7 +90,7 @@ def test_kinds():
     assert kinds["7"] == "conv 3x3" and kinds["19"] == "other"
 
 
-@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "ios"])
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "ios", "tensorflow"])
 def test_every_cpu_adapter_maps_the_pair(pair, name):
     import adapters
 
@@ -104,19 +104,22 @@ def test_every_cpu_adapter_maps_the_pair(pair, name):
     assert {"1", "3", "4"} <= mapped  # both convolutions and the pool are placed
     if name != "openvino":  # the concat (OpenVINO writes its inputs in place: no layer of its own)
         assert "5" in mapped
-    if name in ("onnxruntime", "openvino"):  # the conv + relu pair is fused and mapped as one group
+    if name == "tensorflow":  # the caller's dispatch (eager execute, the function call) is not an op
+        assert not [r for r in res["unmapped_rows"] if r["name"].startswith(("EagerLocalExecute", "KernelAndDevice"))]
+    if name in ("onnxruntime", "openvino", "tensorflow"):  # the conv + relu pair is fused, mapped as one group
         assert any(r["operators"][:2] == ["1", "2"] for r in res["rows"]), res["rows"]
     else:  # torch ranges and IOS stages: every operator its own row
         assert mapped == ops
     assert res["attributed_share"] > 0  # tiny graph: the shares on networks are in docs/results/profile
 
 
-def test_torch_compile_is_unmapped(pair):
+@pytest.mark.parametrize("name", ["torch-compile", "tensorflow-xla"])
+def test_compiled_regions_are_unmapped(pair, name):
     import adapters
 
-    if adapters.get("torch-compile").available("cpu"):
-        pytest.skip(adapters.get("torch-compile").available("cpu"))
-    res = profile_one("torch-compile", pair, 1, threads=1, warmup=1, repeat=2)
+    if adapters.get(name).available("cpu"):
+        pytest.skip(adapters.get(name).available("cpu"))
+    res = profile_one(name, pair, 1, threads=1, warmup=1, repeat=2)
     _sums(res)
     assert res["rows"] == [] and res["unmapped_ms"] > 0
 
