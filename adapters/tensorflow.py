@@ -376,20 +376,21 @@ def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
     calls: list[dict[str, float]] = [{} for _ in windows]
     compiled: list[dict[str, float]] = [{} for _ in windows]  # XLA: the compiled function, per call
     kinds: dict[str, str] = {}
-    for line in host.lines:
-        if line.name == "python":  # the caller's side (eager dispatch, the function call): not ops
-            for name, s, t in events(line):
-                i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
-                if i is not None and name.startswith("__inference"):
-                    compiled[i][name] = compiled[i].get(name, 0.0) + (t - s) / 1e9
-            continue
+    for line in host.lines:  # the caller's thread too: with few threads TensorFlow runs ops inline there
         for name, s, t in events(line):
-            if ":" not in name or name.startswith(_EXECUTOR) or not name.rsplit(":", 1)[1].strip():
+            if name == CALL:
                 continue
             i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
             if i is None:
                 continue
-            op, kind = name.rsplit(":", 1)
+            if name.startswith("__inference"):  # the function itself (XLA: all there is)
+                compiled[i][name] = compiled[i].get(name, 0.0) + (t - s) / 1e9
+                continue
+            op, _, kind = name.rpartition(":")
+            # an op event is "<name>:<type>"; runtime events are C++ methods ("KernelAndDeviceFunc::Run")
+            # or have a sentence after the colon ("EagerLocalExecute: __inference_forward_28")
+            if "::" in name or not op or not kind or kind.startswith(" ") or op.startswith(_EXECUTOR):
+                continue
             calls[i][op] = calls[i].get(op, 0.0) + (t - s) / 1e9
             kinds[op] = kind
     if not any(calls):  # an XLA cluster: no op events, its function's time as one unmapped row
