@@ -120,9 +120,10 @@ def _device(jax, device: str):
 
 
 class JaxEmitter(OpVisitor):
-    """Each operator's JAX operations (``visit(op, x, params)``, NCHW). ``arrays(graph)`` gives the
-    arrays the operators read (weights and small constants), once, as numpy; during tracing they
-    come back as ``params`` (device arrays)."""
+    """Each operator's JAX operations (``visit(op, x, params)``, NCHW) and the arrays it reads
+    (``arrays_<type>(op)``: weights and small constants), one pair of methods per type in one
+    class. ``arrays(graph)`` gives them all, once, as numpy; during tracing they come back as
+    ``params`` (device arrays)."""
 
     ACTIVATIONS = ACTIVATIONS
 
@@ -130,22 +131,40 @@ class JaxEmitter(OpVisitor):
         self.jax, self.jnp, self.lax = jax, jax.numpy, jax.lax
         self.hi = jax.lax.Precision.HIGHEST
 
-    @staticmethod
-    def arrays(graph: Graph) -> dict[str, tuple]:
+    @classmethod
+    def arrays(cls, graph: Graph) -> dict[str, tuple]:
+        """Each operator's arrays, from its type's ``arrays_<type>`` method (found as ``visit`` finds
+        ``visit_<type>``, aliases included); a type without one, or one returning None, has none."""
         out: dict[str, tuple] = {}
         for op in graph.operators():
-            if op.TYPE == "conv":
-                out[op.name] = (op.weight, op.bias)
-            elif op.TYPE == "linear":
-                out[op.name] = (np.ascontiguousarray(op.weight.T), op.bias)
-            elif op.TYPE == "affine":
-                c = op.channels
-                out[op.name] = (op.weight.reshape(1, c, 1, 1), op.bias.reshape(1, c, 1, 1))
-            elif op.TYPE == "resize" and op.mode == "bilinear":
-                out[op.name] = (op.interpolation(0), op.interpolation(1))
-            elif op.TYPE == "pool" and op.pool_type == "avg" and not op.count_include_pad:
-                out[op.name] = ((1.0 / op.input_counts())[None, None],)
-        return {k: tuple(np.ascontiguousarray(a, dtype=np.float32) for a in v) for k, v in out.items()}
+            method = getattr(cls, "arrays_" + cls.ALIASES.get(op.TYPE, op.TYPE), None)
+            got = method(op) if method is not None else None
+            if got is not None:
+                out[op.name] = tuple(np.ascontiguousarray(a, dtype=np.float32) for a in got)
+        return out
+
+    @staticmethod
+    def arrays_conv(op: Node):
+        return op.weight, op.bias
+
+    @staticmethod
+    def arrays_linear(op: Node):
+        return np.ascontiguousarray(op.weight.T), op.bias
+
+    @staticmethod
+    def arrays_affine(op: Node):
+        c = op.channels
+        return op.weight.reshape(1, c, 1, 1), op.bias.reshape(1, c, 1, 1)
+
+    @staticmethod
+    def arrays_resize(op: Node):
+        return (op.interpolation(0), op.interpolation(1)) if op.mode == "bilinear" else None
+
+    @staticmethod
+    def arrays_pool(op: Node):
+        if op.pool_type == "avg" and not op.count_include_pad:  # 1 / input positions of each window
+            return ((1.0 / op.input_counts())[None, None],)
+        return None
 
     def _act(self, name: str, x, alpha: float = 0.0, beta: float = 0.0):
         return ACTIVATIONS[name](self.jax, x, alpha, beta)
