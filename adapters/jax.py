@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 import time
 
@@ -41,7 +42,7 @@ from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import resolve_threads
 
-from .base import Adapter, Compiled
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 
 # Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
@@ -231,9 +232,12 @@ class JaxEmitter(OpVisitor):
         return self._act(op.act, y).reshape(x.shape[0], -1, 1, 1)
 
 
-def to_function(graph: Graph):
+def to_function(graph: Graph, scopes: bool = False):
     """``(forward, params)``: the graph as a pure function ``forward(params, x)`` of NCHW float32
-    input, and its arrays (numpy) to pass as ``params``. ``jax.jit(forward)`` compiles it."""
+    input, and its arrays (numpy) to pass as ``params``. ``jax.jit(forward)`` compiles it.
+    ``scopes``: each IR operator's operations (its input composition included) under
+    ``jax.named_scope("ios_op<i>")`` (:func:`operator_scopes`), which XLA keeps in each HLO
+    instruction's ``op_name`` metadata (a profiling build; the traced program is otherwise the same)."""
     jax = _jax()
     jnp = jax.numpy
     emitter = JaxEmitter(jax)
@@ -243,17 +247,115 @@ def to_function(graph: Graph):
         mul=lambda ts: functools.reduce(jnp.multiply, ts),
         concat=lambda ts: jnp.concatenate(ts, axis=1),
     )
+    names = list(operator_scopes(graph)) if scopes else []
+    at = {"i": 0}
+
+    def scoped(fn):  # the walk composes operator i's input, then emits it, in graph.operators() order
+        def run(*args):
+            with jax.named_scope(names[at["i"]]):
+                return fn(*args)
+        return run
+
+    if scopes:
+        prims = Primitives(scoped(prims.slice_channels), scoped(prims.add), scoped(prims.mul), scoped(prims.concat))
+
+    def emit(op, t, params):
+        if not scopes:
+            return emitter.visit(op, t, params)
+        out = scoped(emitter.visit)(op, t, params)
+        at["i"] += 1
+        return out
 
     def forward(params, x):
-        return lower(graph, x, prims, lambda op, t: emitter.visit(op, t, params))
+        at["i"] = 0
+        return lower(graph, x, prims, lambda op, t: emit(op, t, params))
 
     return forward, JaxEmitter.arrays(graph)
 
 
+def operator_scopes(graph: Graph) -> dict[str, str]:
+    """The name scope of each IR operator under ``to_function(scopes=True)`` -> its name (indices:
+    an IR name may hold characters that would break an HLO ``op_name`` path)."""
+    return {f"ios_op{i}": op.name for i, op in enumerate(graph.operators())}
+
+
+CALL = "ios-bench:call"  # the trace annotation around each profiled call
+_CALLED = re.compile(r"\b(?:calls|to_apply|body|condition)=%?([\w.\-]+)|branch_computations=\{([^}]*)\}")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def hlo_scopes(hlo_text: str) -> dict[str, set[str]]:
+    """Per HLO instruction of the compiled module's text (a thunk runs one, named after it), the
+    ``ios_op<i>`` scopes in its ``op_name`` metadata and in the computations it calls (a fusion's
+    instructions), so a fused kernel names every operator it holds."""
+    own: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}
+    members: dict[str, list[str]] = {}
+    comp = None
+    for line in hlo_text.splitlines():
+        c = _COMPUTATION.match(line)
+        if c and "=" not in line.split("(", 1)[0]:
+            comp = c.group(1)
+            members.setdefault(comp, [])
+            continue
+        m = _INSTRUCTION.match(line)
+        if not m:
+            continue
+        name = m.group(1)
+        if comp is not None:
+            members[comp].append(name)
+        own[name] = {s for op_name in _OP_NAME.findall(line) for s in re.findall(r"(?:^|/)(ios_op\d+)(?=/|$)", op_name)}
+        calls[name] = {g.strip().lstrip("%") for a, b in _CALLED.findall(line) for g in ([a] if a else b.split(","))}
+
+    def scopes(name: str, seen: set[str]) -> set[str]:
+        if name in seen:
+            return set()
+        seen.add(name)
+        out = set(own.get(name, ()))
+        for comp_name in calls.get(name, ()):
+            for member in members.get(comp_name, ()):
+                out |= scopes(member, seen)
+        return out
+
+    return {name: scopes(name, set()) for name in own}
+
+
+def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str]) -> list[OpTime]:
+    """Per HLO instruction the trace's thunk events ran (an ``hlo_op`` stat), the median time (ms)
+    over the :data:`CALL` annotations they fall in; its sources are the IR operators of its scopes
+    (none: counted "fused, unmapped"). A trace without such events: each call's whole time as one
+    unmapped row."""
+    jax = _jax()
+    data = jax.profiler.ProfileData.from_file(path)
+    events = []
+    for plane in data.planes:
+        for line in plane.lines:
+            for e in line.events:
+                events.append((e.name, e.start_ns, e.start_ns + e.duration_ns, dict(e.stats).get("hlo_op")))
+    windows = sorted((s, t) for name, s, t, _ in events if name == CALL)
+    if not windows:
+        raise ProfilerMissing(f"JAX's trace has no '{CALL}' annotation")
+    calls: list[dict[str, float]] = [{} for _ in windows]
+    for _, s, t, op in events:
+        if op is None:
+            continue
+        i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
+        if i is not None:
+            calls[i][str(op)] = calls[i].get(str(op), 0.0) + (t - s) / 1e6
+    if not any(calls):  # no per-thunk events: the compiled program as one unmapped row
+        whole = [{"jit(forward)": (t - s) / 1e6} for s, t in windows]
+        return [OpTime(n, ms, (), "compiled function") for n, ms in median_per_name(whole).items()]
+    return [OpTime(op, ms, tuple(sorted({scopes[s] for s in hlo.get(op, ()) if s in scopes})), "hlo")
+            for op, ms in median_per_name(calls).items()]
+
+
 class JaxCompiled(Compiled):
-    def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict):
+    def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict, scopes: dict[str, str] | None = None):
         super().__init__(info)
         self.fn, self.params, self.dev, self.shape = fn, params, device, tuple(shape)
+        self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self._calls = threading.local()  # each caller thread's last output (requests in flight share the program)
 
     def prepare(self, x: np.ndarray):
@@ -278,6 +380,48 @@ class JaxCompiled(Compiled):
     def sync(self) -> None:
         if self._last is not None:
             self._last.block_until_ready()
+
+    def profile(self, x, warmup=3, repeat=10):
+        """JAX's profiler (``jax.profiler`` trace, XSpace): the compiled program's thunk events of
+        each timed call (a ``TraceAnnotation`` :data:`CALL`, the call waited on inside it), median
+        per HLO instruction over the calls; an instruction whose ``op_name`` metadata (or its fused
+        computation's) holds the scope ``ios_op<i>`` (build option ``scopes=True``) has that
+        operator as its source, several for a fusion across operators, none for what XLA added
+        (a weight's layout change): "fused, unmapped"."""
+        import glob
+        import tempfile
+
+        from ios_core.measurement.measure import measure
+
+        jax = _jax()
+        prepared = self.prepare(x)
+        for _ in range(warmup):
+            self.execute(prepared)
+        self.sync()
+        try:
+            hlo = hlo_scopes(self.fn.lower(self.params, prepared).compile().as_text())
+        except Exception as e:
+            raise ProfilerMissing(f"the compiled HLO could not be read: {type(e).__name__}: {e}") from e
+
+        def call():
+            with jax.profiler.TraceAnnotation(CALL):
+                out = self.execute(prepared)
+                out.block_until_ready()
+            return out
+
+        with tempfile.TemporaryDirectory(prefix="ios-bench-jax-profile-") as logdir:
+            try:
+                jax.profiler.start_trace(logdir)
+            except Exception as e:  # another trace running, no profiler in this jaxlib
+                raise ProfilerMissing(f"JAX's profiler did not start: {type(e).__name__}: {e}") from e
+            try:
+                m = measure(call, warmup=0, repeat=repeat, sync=self.sync)
+            finally:
+                jax.profiler.stop_trace()
+            files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+            if not files:
+                raise ProfilerMissing("JAX's profiler wrote no trace")
+            return trace_rows(files[0], hlo, self.scopes), m
 
     def device_memory(self) -> dict | None:
         """The JAX allocator's own view of this device (bytes): in use now and at its peak."""
@@ -312,7 +456,10 @@ class JaxXLA(Adapter):
         except Exception:
             return None
 
-    def _build(self, graph, batch_size, device, threads, cache_dir=None):
+    def profile_options(self) -> dict:
+        return {"scopes": True}
+
+    def _build(self, graph, batch_size, device, threads, cache_dir=None, scopes=False):
         """``cache_dir``: XLA's persistent compilation cache kept there across rounds (every
         compilation cached; ``adapters.build_cache``: checked before the build, rebuilt when
         foreign). JAX reads it once per process: set before the process's first compilation."""
@@ -339,7 +486,7 @@ class JaxXLA(Adapter):
         if on_gpu:
             info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
         t0 = time.perf_counter()
-        forward, arrays = to_function(graph)
+        forward, arrays = to_function(graph, scopes=bool(scopes))
         params = jax.device_put(arrays, dev)
         fn = jax.jit(forward)
         shape = (batch_size, *graph.input_shape)
@@ -352,7 +499,10 @@ class JaxXLA(Adapter):
         if cache is not None:
             cache.seal()
             info.update(cache.info())
-        return JaxCompiled(fn, params, dev, shape, {k: v for k, v in info.items() if v is not None})
+        if scopes:
+            info["profiling"] = "one jax.named_scope per IR operator"
+        return JaxCompiled(fn, params, dev, shape, {k: v for k, v in info.items() if v is not None},
+                           operator_scopes(graph) if scopes else None)
 
 
 def _jaxlib_version() -> str | None:

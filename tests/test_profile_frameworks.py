@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from adapters.base import OpTime
+from adapters.base import OpTime, ProfilerMissing
 from ios_bench.profiling import attribute, kind_of, profile_frameworks, profile_one, resolver
 from ios_bench.reporting.profile_table import kind_totals, plot, render, table_rows
 from ios_core.ir import GraphBuilder
@@ -90,7 +90,7 @@ def test_kinds():
     assert kinds["7"] == "conv 3x3" and kinds["19"] == "other"
 
 
-@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "ios", "tensorflow"])
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "ios", "tensorflow", "jax-xla"])
 def test_every_cpu_adapter_maps_the_pair(pair, name):
     import adapters
 
@@ -106,9 +106,11 @@ def test_every_cpu_adapter_maps_the_pair(pair, name):
         assert "5" in mapped
     if name == "tensorflow":  # the caller's dispatch (eager execute, the function call) is not an op
         assert not [r for r in res["unmapped_rows"] if r["name"].startswith(("EagerLocalExecute", "KernelAndDevice"))]
-    if name in ("onnxruntime", "openvino", "tensorflow"):  # the conv + relu pair is fused, mapped as one group
+    if name == "jax-xla":  # XLA's thunks: the conv alone, its relu fused with the layout change after it
+        assert {"convolution", "wrapped_reduce-window"} <= {f for r in res["rows"] for f in r["framework_ops"]}
+    if name in ("onnxruntime", "openvino", "tensorflow", "jax-xla"):  # the conv + relu pair fused, one group
         assert any(r["operators"][:2] == ["1", "2"] for r in res["rows"]), res["rows"]
-    else:  # torch ranges and IOS stages: every operator its own row
+    if name in ("torch", "ios", "jax-xla"):  # torch ranges, IOS stages, XLA's thunks: every operator placed
         assert mapped == ops
     assert res["attributed_share"] > 0  # tiny graph: the shares on networks are in docs/results/profile
 
@@ -122,6 +124,60 @@ def test_compiled_regions_are_unmapped(pair, name):
     res = profile_one(name, pair, 1, threads=1, warmup=1, repeat=2)
     _sums(res)
     assert res["rows"] == [] and res["unmapped_ms"] > 0
+
+
+HLO = """HloModule jit_forward
+
+%fused_computation (param_0: f32[1,8,10,10]) -> f32[1,8,10,10] {
+  %param_0 = f32[1,8,10,10]{3,2,1,0} parameter(0)
+  %max.1 = f32[1,8,10,10]{3,2,1,0} maximum(%param_0, %param_0), metadata={op_name="jit(forward)/ios_op1/max"}
+  ROOT %copy.2 = f32[1,8,10,10]{3,2,1,0} copy(%max.1), metadata={op_name="jit(forward)/ios_op12/copy"}
+}
+
+ENTRY %main.9 (Arg_0.1: f32[1,8,10,10]) -> f32[1,8,10,10] {
+  %Arg_0.1 = f32[1,8,10,10]{3,2,1,0} parameter(0)
+  %convolution = f32[1,8,10,10]{3,2,1,0} convolution(%Arg_0.1, %Arg_0.1), metadata={op_name="jit(forward)/ios_op0/conv"}
+  %transpose_copy_fusion = f32[1,8,10,10]{3,2,1,0} fusion(%Arg_0.1), kind=kLoop, calls=%fused_computation
+  ROOT %copy.3 = f32[1,8,10,10]{3,2,1,0} copy(%convolution)
+}
+"""
+
+
+def test_jax_hlo_instructions_name_their_operators_fusions_included():
+    from adapters.jax import hlo_scopes
+
+    scopes = hlo_scopes(HLO)
+    assert scopes["convolution"] == {"ios_op0"}
+    assert scopes["transpose_copy_fusion"] == {"ios_op1", "ios_op12"}  # what its fused computation holds
+    assert scopes["copy.3"] == set()  # XLA's own layout change: unmapped
+
+
+def test_jax_trace_without_thunk_events_is_one_unmapped_row(monkeypatch):
+    pytest.importorskip("jax")
+    import jax
+
+    from adapters.jax import CALL, trace_rows
+
+    def ev(name, start, dur, **stats):
+        return type("E", (), {"name": name, "start_ns": start, "duration_ns": dur, "stats": list(stats.items())})()
+
+    def data(events):
+        line = type("L", (), {"events": events})()
+        return type("D", (), {"planes": [type("P", (), {"lines": [line]})()]})()
+
+    calls = [ev(CALL, 0, 2_000_000), ev(CALL, 5_000_000, 4_000_000), ev(CALL, 10_000_000, 3_000_000)]
+    monkeypatch.setattr(jax.profiler.ProfileData, "from_file", staticmethod(lambda path: data(calls)))
+    assert trace_rows("x", {}, {}) == [OpTime("jit(forward)", 3.0, (), "compiled function")]
+    thunks = [ev("convolution", 1_000, 500_000, hlo_op="convolution"),
+              ev("copy.3", 6_000_000, 1_000_000, hlo_op="copy.3"),
+              ev("convolution", 5_500_000, 700_000, hlo_op="convolution"),
+              ev("late", 20_000_000, 1, hlo_op="late")]  # outside every call: not counted
+    monkeypatch.setattr(jax.profiler.ProfileData, "from_file", staticmethod(lambda path: data(calls + thunks)))
+    rows = trace_rows("x", {"convolution": {"ios_op0"}}, {"ios_op0": "1"})
+    assert rows == [OpTime("convolution", 0.5, ("1",), "hlo"), OpTime("copy.3", 0.0, (), "hlo")]
+    monkeypatch.setattr(jax.profiler.ProfileData, "from_file", staticmethod(lambda path: data(thunks)))
+    with pytest.raises(ProfilerMissing, match="no 'ios-bench:call'"):
+        trace_rows("x", {}, {})
 
 
 def test_missing_or_failing_profiler_is_one_column(pair, monkeypatch):
