@@ -46,10 +46,13 @@ class IOSCompiled(Compiled):
     def profile(self, x, warmup=3, repeat=10):
         """The runtime's per-stage profile (``Runtime.measure(profile_stages=True)``): one row per
         stage (median over the samples), its sources the operators of its groups (several: a
-        group the stage ran at once)."""
+        group the stage ran at once). A build with ``timeline=True`` (``profile_options``) also gives
+        ``meta["timeline"]``: one further call's stages per worker (``Runtime.timeline``)."""
         if self.cuda:
             raise ProfilerMissing("per-stage figures on cuda: `ios-bench profile --device cuda` without --frameworks")
         m = self.runtime.measure(warmup=warmup, number=1, repeat=repeat, profile_stages=True, x=x)
+        if getattr(self.runtime, "trace", None) is not None:  # a profiling build: one more call, its timeline
+            m.meta["timeline"] = self.runtime.timeline(x)
         per_stage = median_per_name([{str(i): t for i, t in enumerate(sample)} for sample in m.stage_ms])
         rows = [OpTime(f"stage {i}", per_stage[str(i)], tuple(n for group in names for n in group), "stage")
                 for i, names in enumerate(m.meta["stage_names"])]
@@ -63,6 +66,9 @@ EXECUTION = {True: "CUDA graph replay", False: "kernel launches, no CUDA graph"}
 
 @dataclass
 class IOSAdapter(Adapter):
+    def profile_options(self) -> dict:
+        return {"timeline": True}
+
     def available(self, device: str = "cpu") -> str | None:
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
@@ -76,7 +82,8 @@ class IOSAdapter(Adapter):
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch") -> Compiled:
+               max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch",
+               timeline: bool = False) -> Compiled:
         if device.startswith("cuda"):
             cuda_graph = True if cuda_graph is None else bool(cuda_graph)  # graph replay by default on the GPU
             rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
@@ -86,7 +93,9 @@ class IOSAdapter(Adapter):
             return IOSCompiled(rt, info)
         if cuda_graph:
             raise ValueError("cuda_graph=True needs device cuda")
-        rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers)
+        # timeline (a profiling build only): the runtime's tasks record their thread and clocks
+        rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers,
+                     trace=[] if timeline else None)
         if provider == "torch":
             kernels = f"torch {rt.stats.get('provider_version') or self.version()} (oneDNN)"
         else:

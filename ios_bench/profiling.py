@@ -144,6 +144,9 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
         return {**out, "error": f"not available: {one_line(reason)}"}
     if x is None:
         x = random_input(graph, batch_size)
+    import os
+
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
         compiled = adapter.build(graph, batch_size, device, threads)
         problem = precision_problem(adapter, compiled.info, precision)
@@ -158,7 +161,12 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
         optimes, pm = profiled.profile(x, warmup=warmup, repeat=repeat)
     except Exception as e:  # a profiler missing or failing: this column only
         return {**out, "error": f"not available: {one_line(f'{type(e).__name__}: {e}')}"}
+    finally:  # a build that narrowed this thread's cores (jax-xla's thread budget) leaves the next framework's alone
+        if cores is not None and os.sched_getaffinity(0) != cores:
+            os.sched_setaffinity(0, cores)
     out.update(attribute(graph, optimes, m.median, pm.median))
+    if (getattr(pm, "meta", None) or {}).get("timeline"):  # IOS: one profiled call's stages per worker
+        out["timeline"] = pm.meta["timeline"]
     out.update(energy)
     out.update(batch_size=batch_size, device=device, precision=precision, repeat=repeat,
                framework_version=adapter.version())

@@ -313,3 +313,64 @@ def test_run_profile_picks_each_models_frameworks(pair, tmp_path, monkeypatch):
     assert asked == [("pair", ["onnxruntime", "ios"], 1)]
     assert json.loads((tmp_path / "profile.json").read_text()) == out == [
         {"model": "pair", "batch_size": 1, "device": "cpu", "results": []}]
+
+
+def two_branch_graph():
+    """Two conv branches as two groups of one parallel stage, then their concat."""
+    b = GraphBuilder("two_branch", (16, 24, 24))
+    a = b.conv(b.conv(b.input, 32, 3, padding=1), 32, 3, padding=1)
+    c = b.conv(b.conv(b.input, 32, 3, padding=1), 32, 3, padding=1)
+    b.end_block(b.concat([a, c]))
+    g = b.finish()
+    names = [n.name for n in g.blocks[0].nodes]  # conv a1, a2, c1, c2, concat
+    g.blocks[0].stages = [[[names[0], names[1]], [names[2], names[3]]], [[names[4]]]]
+    g.init_weights(0)
+    return g.validate()
+
+
+def _overlap(a, b) -> bool:
+    return a["start_ms"] < b["end_ms"] and b["start_ms"] < a["end_ms"]
+
+
+def test_ios_timeline_shows_the_parallel_stage_on_two_workers():
+    from ios_core.runtime import Runtime
+
+    g = two_branch_graph()
+    names = [n.name for n in g.blocks[0].nodes]
+    rt = Runtime(g, 1, threads=2, trace=[])
+    timelines = [rt.timeline() for _ in range(3)]
+    for bars in timelines:
+        first = sorted((b for b in bars if b["stage"] == 0), key=lambda b: b["worker"])
+        assert [(b["worker"], b["groups"]) for b in first] == [(0, [[names[0], names[1]]]),
+                                                            (1, [[names[2], names[3]]])]
+        [last] = [b for b in bars if b["stage"] == 1]  # one group: run on the calling thread
+        assert last["worker"] == 0 and last["groups"] == [[names[4]]]
+        assert all(0 <= b["start_ms"] <= b["end_ms"] for b in bars)
+        assert last["start_ms"] >= max(b["end_ms"] for b in first)
+    assert any(_overlap(*[b for b in bars if b["stage"] == 0]) for bars in timelines)  # concurrently
+    assert rt.trace == []
+    with pytest.raises(RuntimeError, match="without trace"):
+        Runtime(g, 1, threads=2).timeline()  # a timed build carries no clocks
+
+
+def test_ios_profile_carries_the_timeline_and_plot_draws_it(tmp_path, capsys):
+    g = two_branch_graph()
+    res = profile_one("ios", g, 1, threads=2, warmup=1, repeat=2)
+    _sums(res)
+    assert {b["worker"] for b in res["timeline"]} == {0, 1}
+    path = tmp_path / "g.json"
+    g.save(path)
+    code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "ios", "--threads", "2",
+                          "--warmup", "1", "--repeat", "2", "--plot", str(tmp_path / "bars.png"))
+    assert code == 0, err
+    png = tmp_path / "bars-ios-timeline.png"
+    assert f"plot: {png}" in out and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from ios_bench.reporting.profile_table import report_sections  # run --profile's section draws it too
+    from ios_bench.reporting.report_tables import Table
+
+    (tmp_path / "profile.json").write_text(json.dumps([{"model": "two_branch", "batch_size": 1, "device": "cpu",
+                                                        "results": [res]}]))
+    [(_, items)] = report_sections(tmp_path, tmp_path, Table)
+    imgs = [it[1] for it in items if isinstance(it, tuple) and it[0] == "img"]
+    assert imgs == ["where_time_goes_two_branch_cpu_b1.png", "where_time_goes_two_branch_cpu_b1-ios-timeline.png"]
+    assert (tmp_path / imgs[1]).read_bytes()[:4] == b"\x89PNG"

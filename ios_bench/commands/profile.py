@@ -159,7 +159,7 @@ def _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, pro
 
     import adapters
     from ios_bench.profiling import profile_frameworks
-    from ios_bench.reporting.profile_table import plot, render
+    from ios_bench.reporting.profile_table import plot, plot_timeline, render, timeline_path
 
     names = [n.strip() for n in frameworks.split(",") if n.strip()]
     if not names:
@@ -186,6 +186,11 @@ def _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, pro
     if plot_path:
         path = plot(results, plot_path, f"{graph.name}, batch {batch}: where the time goes")
         click.echo(f"plot: {path}", err=fmt_ == "json")
+        for r in results:  # IOS's stages per worker, beside it
+            if r.get("timeline"):
+                tl = plot_timeline(r["timeline"], timeline_path(path),
+                                   f"{graph.name}, batch {batch}: IOS stages per worker")
+                click.echo(f"plot: {tl}", err=fmt_ == "json")
 
 
 def _hint(graph, name) -> str:

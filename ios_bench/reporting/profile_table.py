@@ -129,6 +129,41 @@ def plot(results: list[dict], path: Path, title: str = "") -> Path:
     return save_png(fig, Path(path))
 
 
+def plot_timeline(bars: list[dict], path: Path, title: str = "") -> Path:
+    """IOS's timeline (a profiled call's ``timeline``, ``Runtime.timeline``): one row per worker
+    (0: the calling thread), one horizontal bar per stage's task from its start to its end (ms from
+    the call's start), coloured by stage and labelled with its groups' operators."""
+    from ios_bench.reporting.plotting import pyplot, save_png, series_styles
+
+    if not bars:
+        raise ValueError("no timeline: nothing to plot")
+    plt = pyplot()
+    workers = sorted({b["worker"] for b in bars})
+    styles = series_styles([f"stage {b['stage']}" for b in sorted(bars, key=lambda b: b["stage"])])
+    fig, ax = plt.subplots(figsize=(9.0, 1.2 + 0.5 * len(workers)))
+    for b in bars:
+        st = styles[f"stage {b['stage']}"]
+        width = b["end_ms"] - b["start_ms"]
+        ax.barh(workers.index(b["worker"]), width, left=b["start_ms"], height=0.6, color=st["color"],
+                hatch=st["hatch"], edgecolor="black", linewidth=0.4)
+        label = " | ".join("+".join(g) for g in b["groups"])
+        ax.text(b["start_ms"] + width / 2, workers.index(b["worker"]), label if len(label) < 18 else f"s{b['stage']}",
+                ha="center", va="center", fontsize=6, clip_on=True)
+    ax.set_yticks(range(len(workers)))
+    ax.set_yticklabels(["caller" if w == 0 else f"worker {w}" for w in workers], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(left=0.0)
+    ax.set_xlabel("ms from the call's start (one profiled call)")
+    ax.set_title(title or "IOS: stages per worker", fontsize=10)
+    return save_png(fig, Path(path))
+
+
+def timeline_path(path: Path) -> Path:
+    """Where ``--plot FILE.png`` puts IOS's timeline: ``FILE-ios-timeline.png`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-ios-timeline.png")
+
+
 def values_of(result: dict, segment: str) -> float:
     """The height of ``segment`` in ``result``'s bar."""
     if segment == UNMAPPED:
@@ -166,4 +201,9 @@ def report_sections(run_folder, out, table_cls) -> list[tuple[str, list]]:
             png = Path(out) / f"where_time_goes_{file_part(model)}_{file_part(device)}_b{bs}.png"
             plot(results, png, f"{model}, batch {bs}, {device}: where the time goes")
             items.append(("img", png.name, f"{model}, batch {bs}: where the time goes, per framework"))
+        for r in results:
+            if r.get("timeline"):
+                tl = plot_timeline(r["timeline"], timeline_path(png),
+                                   f"{model}, batch {bs}, {device}: IOS stages per worker")
+                items.append(("img", tl.name, f"{model}, batch {bs}: IOS's stages per worker (one profiled call)"))
     return [("Where the time goes", items)]

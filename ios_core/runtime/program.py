@@ -273,19 +273,23 @@ def _stage_fn(group_ops, costs, threads, max_workers, pool, trace=None, si=0, te
     per = split_threads(threads, nworkers)
     tasks = [(seq([f for i in a for f in group_ops[i]]), t) for a, t in zip(assigned, per)]
     if trace is not None:
-        tasks = [(_traced(f, trace, si, ti, tensors), t) for ti, (f, t) in enumerate(tasks)]
+        tasks = [(_traced(f, trace, si, ti, tensors, a), t) for ti, ((f, t), a) in enumerate(zip(tasks, assigned))]
     run = pool.run
     return (lambda: run(tasks, threads)), nworkers
 
 
-def _traced(fn, trace, si, ti, tensors: Tensors = TORCH):
+def _traced(fn, trace, si, ti, tensors: Tensors = TORCH, groups=()):
+    """``fn`` appending its stage, task, the indices of the stage's groups it runs, its thread and
+    its start and end (``perf_counter_ns``) to ``trace`` at each run."""
     import threading
+
+    groups = list(groups)
 
     def run():
         t0 = time.perf_counter_ns()
         fn()
-        trace.append({"stage": si, "task": ti, "thread": threading.get_ident(), "threads": tensors.threads(),
-                      "start_ns": t0, "end_ns": time.perf_counter_ns()})
+        trace.append({"stage": si, "task": ti, "groups": groups, "thread": threading.get_ident(),
+                      "threads": tensors.threads(), "start_ns": t0, "end_ns": time.perf_counter_ns()})
     return run
 
 

@@ -71,6 +71,7 @@ class Runtime:
             self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
             self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace)
         self.program.stats.setdefault("provider", provider)
+        self.trace = trace
         self._in = self.program.input_slots[graph.input.name]
         self._out = self.program.output_getters[graph.exit_node.name]
         self._shape = (batch_size, *graph.input_shape)
@@ -137,6 +138,45 @@ class Runtime:
         if profile_stages:
             m.meta["stage_names"] = prog.stage_names
         return m
+
+    def timeline(self, x: np.ndarray | None = None) -> list[dict]:
+        """One run recording where each stage ran: per stage, its start and end on the calling
+        thread, and for a stage whose groups ran concurrently each worker's task (the ``trace`` this
+        runtime was built with). Returns bars ``{"stage", "worker", "thread", "groups", "start_ms",
+        "end_ms"}`` (``groups``: the operator names of each group the bar ran), times from the
+        call's start (``perf_counter``), worker 0 the calling thread.
+        Only a runtime built with ``trace`` (a profiling build) can: a timed build carries no clocks."""
+        import threading
+        import time
+
+        from ios_core.inputs import random_input
+
+        if self.trace is None:
+            raise RuntimeError("this runtime was built without trace=[]: no timeline")
+        prog, clock = self.program, time.perf_counter_ns
+        prog.env[self._in] = self.prepare(x if x is not None else random_input(self.graph, self.batch_size))
+        self.trace.clear()
+        spans = []
+        with running(self.tensors, self.threads):
+            t0 = clock()
+            for f in prog.stage_fns:
+                s = clock()
+                f()
+                spans.append((s, clock()))
+        caller = threading.get_ident()
+        workers = {caller: 0}
+        for r in sorted(self.trace, key=lambda r: r["start_ns"]):
+            workers.setdefault(r["thread"], len(workers))
+        bars = []
+        for si, (s, e) in enumerate(spans):
+            names = prog.stage_names[si]
+            tasks = [r for r in self.trace if r["stage"] == si]
+            for r in tasks or [{"thread": caller, "groups": range(len(names)), "start_ns": s, "end_ns": e}]:
+                bars.append({"stage": si, "worker": workers[r["thread"]], "thread": r["thread"],
+                             "groups": [names[g] for g in r["groups"]],
+                             "start_ms": (r["start_ns"] - t0) / 1e6, "end_ms": (r["end_ns"] - t0) / 1e6})
+        self.trace.clear()
+        return bars
 
     def measure_operators(self, warmup: int = 3, number: int = 1, repeat: int = 10,
                           x: np.ndarray | None = None) -> tuple[Measurement, list[str], list[float]]:
