@@ -311,3 +311,14 @@ def test_list_frameworks_shows_each_adapters_precisions_per_device():
     assert "bf16" in rows["openvino"]["precisions"]["cpu"] and "int8" in rows["onnxruntime"]["precisions"]["cpu"]
     assert rows["torch"]["precisions"]["cuda"]["fp16"]
     assert precisions_table(list(rows.values())).row_count > len(rows)
+
+
+def test_a_scenario_cell_at_a_precision_says_it_in_its_label_and_key():
+    from ios_bench.planning.cells import Cell
+    from ios_bench.planning.plan import Plan
+    from ios_bench.scenarios import cells as scenario_cells
+
+    cell = Cell("m", "m", 1, "onnxruntime", "cpu", scenario="offline", instances=1, instance_threads=2,
+                precision="int8")
+    assert cell.key == "m|b1|onnxruntime|cpu|offline:1x2|int8"
+    assert scenario_cells.record_fields(cell, Plan(scenario="offline"))["label"] == "onnxruntime int8 1x2"

@@ -235,7 +235,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
             sections.append((f"{device}: latency and throughput vs batch size{at}", items))
     sections += precision_tables.sections(by_place(latency))
     if "scenario" in full.columns:  # LoadGen scenario cells: their own sections
-        scen = [r for r in run.records if r.get("scenario")]
+        # a reduced-precision scenario cell is its own series there (never a configuration of the fp32 one)
+        scen = [{**r, "framework": f"{r['framework']} {r['precision']}"} if r.get("precision") not in (None, "fp32")
+                else r for r in run.records if r.get("scenario")]
         sections += scenario_report.sections(scen, out, styles, Table)
     from ios_bench.reporting.profile_table import report_sections as profile_sections
 

@@ -87,7 +87,7 @@ def record_fields(cell: Cell, plan) -> dict:
         return {}
     from ios_bench.planning.cells import label
 
-    return {"label": f"{label(cell.framework)} {cell.instances}x{cell.instance_threads}",
+    return {"label": f"{label(cell.framework, cell.precision)} {cell.instances}x{cell.instance_threads}",
             "scenario": cell.scenario, "variant": cell.variant, "instances": cell.instances,
             "instance_threads": cell.instance_threads, "scenario_settings": settings_of(plan, cell.scenario),
             **({"reduced": QUICK_NOTE} if plan.quick else {})}

@@ -38,7 +38,9 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     from ios_bench.scenarios.concurrency import build_engine
     from ios_bench.scenarios.loadgen import run_test
     from ios_bench.scenarios.server import bisect, floor_of, judged_key, loadgen_peak, try_record, verdict
-    from ios_core.check import combined_check, compare
+    from ios_core.check import check_precision, combined_check
+
+    precision = spec.get("precision") or "fp32"  # the cell's: its bound and, for int8, the arg-max rule
     from ios_core.measurement.interference import Window
     from ios_core.measurement.measure import Measurement
     from ios_core.measurement.threads import resolve_threads
@@ -65,7 +67,7 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     result["phase"] = "check"
     before = None
     for program in engine.programs:  # every program, before timing
-        c = compare(program.run(inputs[0]), outputs[0], tolerance)
+        c = check_precision(program.run(inputs[0]), outputs[0], precision, tolerance)
         program.sync()
         if before is None or before.passed and (not c.passed or c.max_rel_err > before.max_rel_err):
             before = c  # the worst program's check; a failure is never replaced
@@ -122,7 +124,7 @@ def run_round(spec: dict, result: dict, adapter, graph, options: dict, tolerance
     failed = sum(t["failed"] for t in tests)
     for t in tests:
         for sample, y in t["responses"]:
-            c = compare(y, outputs[sample], tolerance)
+            c = check_precision(y, outputs[sample], precision, tolerance)
             checked += 1
             if after is None or (after.passed and not c.passed):
                 after = c if c.passed else type(c)(False, c.max_abs_err, c.max_rel_err, c.tolerance,
