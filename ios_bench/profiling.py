@@ -1,7 +1,7 @@
 """Where the time goes: one graph under every framework's own profiler, mapped back to the IR.
 
     results = profile_frameworks(graph, ["onnxruntime", "openvino", "torch", "ios"], batch_size=1)
-    # one dict per framework (the shape ../shared/ARCHITECTURE.md names for `profile --format json`)
+    # one dict per framework (the shape of `profile --format json`: docs/harness.md, "Where the time goes")
 
 For each framework: the cell's own build is timed unprofiled with the one way a worker times a
 program (``ios_bench.running.task_cell.time_compiled``: ``ios_core.measurement.measure.measure``),

@@ -62,7 +62,7 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, bat
 @click.option("--by", "by", type=click.Choice(["op", "kind"]), default="op", show_default=True,
               help="with --frameworks: rows per IR operator (topological order) or per op kind")
 @click.option("--format", "fmt_", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="with --frameworks: the table, or the JSON list ../shared/ARCHITECTURE.md names")
+              help="with --frameworks: the table, or a JSON list, one object per framework (docs/harness.md)")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="with --frameworks: write one stacked bar per framework (op kinds + overhead) here, as PNG")
 def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider, warmup, number, repeat, seed,
