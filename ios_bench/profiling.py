@@ -148,7 +148,7 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
 
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        compiled = adapter.build(graph, batch_size, device, threads)
+        compiled = adapter.build(graph, batch_size, device, threads, precision=precision)  # the cell's own build
         problem = precision_problem(adapter, compiled.info, precision)
         if problem:
             return {**out, "error": f"not available: {one_line(problem)}"}
@@ -157,7 +157,7 @@ def profile_one(name: str, graph: Graph, batch_size: int = 1, device: str = "cpu
         m = time_compiled(compiled, compiled.prepare(x), device, warmup=warmup, number=1, repeat=repeat)
         energy = meter.stop(calls=warmup + m.repeat * m.number)
         del compiled
-        profiled = adapter.build(graph, batch_size, device, threads, **adapter.profile_options())
+        profiled = adapter.build(graph, batch_size, device, threads, precision=precision, **adapter.profile_options())
         optimes, pm = profiled.profile(x, warmup=warmup, repeat=repeat)
     except Exception as e:  # a profiler missing or failing: this column only
         return {**out, "error": f"not available: {one_line(f'{type(e).__name__}: {e}')}"}

@@ -374,3 +374,28 @@ def test_ios_profile_carries_the_timeline_and_plot_draws_it(tmp_path, capsys):
     imgs = [it[1] for it in items if isinstance(it, tuple) and it[0] == "img"]
     assert imgs == ["where_time_goes_two_branch_cpu_b1.png", "where_time_goes_two_branch_cpu_b1-ios-timeline.png"]
     assert (tmp_path / imgs[1]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_profile_at_a_reduced_precision_builds_the_cells_precision(pair, monkeypatch):
+    """profile --precision int8 profiles the int8 build (the quantized model), as the cell would run
+    it: both builds (timed and profiled) are asked for the precision, and the result says int8."""
+    import adapters
+
+    ort = adapters.get("onnxruntime")
+    if ort.available("cpu"):
+        pytest.skip(ort.available("cpu"))
+    asked = []
+    build = type(ort).build
+
+    def spy(self, graph, batch_size, device="cpu", threads=None, **options):
+        asked.append(options.get("precision", "fp32"))
+        return build(self, graph, batch_size, device, threads, **options)
+
+    monkeypatch.setattr(type(ort), "build", spy)
+    res = profile_one("onnxruntime", pair, 1, threads=1, precision="int8", warmup=1, repeat=2)
+    assert asked == ["int8", "int8"]
+    _sums(res)
+    assert res["precision"] == "int8"
+    ops = {r["name"] for r in res["rows"]} | {r["name"] for r in res["unmapped_rows"]}
+    assert any("QLinear" in n or "Integer" in n or "Quant" in n for r in res["rows"] for n in r["framework_ops"]) \
+        or any("Quant" in n for n in ops), res["rows"]
