@@ -50,6 +50,7 @@ from benchmarks._cli import script_parser, size_options  # noqa: E402
 from ios_bench.reporting.numbers import fmt  # noqa: E402
 from ios_core import models  # noqa: E402
 from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
+from ios_core.cost.timing_cuda import run_timed  # noqa: E402
 from ios_core.ir import leaf_nodes  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
 from ios_core.optimizer import Stage, schedule  # noqa: E402
@@ -99,15 +100,7 @@ def replay(graph, dev, replays: int = REPLAYS) -> dict:
         dev.sync(s0)
         timer, total, tasks = dev.timer(s0), [], []
         for _ in range(replays):
-            if timer is None:
-                t = time.perf_counter()
-                prog.run()
-                dev.sync(s0)
-                total.append(1e3 * (time.perf_counter() - t))
-            else:
-                timer.start()
-                prog.run()
-                total.append(timer.stop())
+            total.append(run_timed(prog, dev, s0, timer))
             if marks:
                 dev.sync(s0)
                 tasks.append(prog.task_times())

@@ -31,6 +31,19 @@ def now_wall_cpu() -> tuple[float, float]:
     return time.perf_counter(), time.thread_time()
 
 
+def run_timed(prog, dev, s0, timer) -> float:
+    """Milliseconds of one ``prog.run()`` on stream ``s0``: between the stream's two CUDA events
+    (``timer``, ``dev.timer(s0)``), or by the host clock around the run and a synchronize where the
+    device has no event timer."""
+    if timer is None:
+        t = time.perf_counter()
+        prog.run()
+        dev.sync(s0)
+        return 1e3 * (time.perf_counter() - t)
+    timer.start()
+    prog.run()
+    return timer.stop()
+
 class Spent:
     """Seconds spent on something, on the wall clock and in this thread's CPU time (which leaves
     out the time a shared machine made the process wait for a core)."""
@@ -117,15 +130,7 @@ class CudaTiming:
         for _ in range(max(self.protocol["repeat"], 1)):
             dev.flush_l2(s0)
             dev.sync(s0)
-            if timer is None:
-                t = time.perf_counter()
-                prog.run()
-                dev.sync(s0)
-                samples.append(1e3 * (time.perf_counter() - t))
-            else:
-                timer.start()
-                prog.run()
-                samples.append(timer.stop())
+            samples.append(run_timed(prog, dev, s0, timer))
         m = Measurement(samples_ms=samples, number=1, warmup=self.protocol["warmup"])
         m.meta["form"] = self.form + ", cold L2"
         return m
