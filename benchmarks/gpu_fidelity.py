@@ -38,7 +38,6 @@ Clocks are left alone; their state is printed.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from ios_core.cost.measured import MeasuredCostModel  # noqa: E402
 from ios_core.cost.timing_cuda import run_timed  # noqa: E402
 from ios_core.ir import leaf_nodes  # noqa: E402
 from ios_core.measurement import gpu  # noqa: E402
+from ios_core.measurement.stats import median  # noqa: E402
 from ios_core.optimizer import Stage, schedule  # noqa: E402
 
 NETWORKS = ("inception_v3", "randwire", "nasnet", "squeezenet")
@@ -105,9 +105,9 @@ def replay(graph, dev, replays: int = REPLAYS) -> dict:
                 dev.sync(s0)
                 tasks.append(prog.task_times())
         key = "marked" if marks else "whole"
-        out[key] = statistics.median(total)
+        out[key] = median(total)
         if marks:
-            per_task = [(statistics.median(t[i][0] for t in tasks), statistics.median(t[i][1] for t in tasks))
+            per_task = [(median(t[i][0] for t in tasks), median(t[i][1] for t in tasks))
                         for i in range(len(tasks[0]))]
             stage_of = prog.streams.stage_of
             spans: dict[int, list[float]] = {}
