@@ -239,6 +239,56 @@ def test_ab_pairs_only_rounds_under_the_same_load():
     assert len(paired_rounds(quiet_a, quiet_b)[0]) == 3  # quiet against quiet pairs as before
 
 
+def test_a_co_tenant_steady_per_cell_is_a_condition_though_its_share_depends_on_the_cell():
+    """Seen beside a busy loop on one core: 49-50 % of the machine beside a one-thread cell, 32-35 %
+    beside a two-thread one that takes part of its core. Steady within each cell, not over the run."""
+    from ios_bench.running.rounds import judge_rounds, paired_rounds, run_load
+
+    shares = {"torch": 0.50, "openvino": 0.30, "ios": 0.20}
+    cells = {k: [_round(i, 10.0, [("python3", 4242, s * (1 + 0.02 * (i % 3)))]) for i in range(5)]
+             for k, s in shares.items()}
+    flat = [r for rs in cells.values() for r in rs]
+    assert run_load(flat) == []  # one band over the run: 0.2 and 0.5 are both far from its median 0.3
+    load = run_load(cells)
+    assert [(c["name"], c["pid"], c["windows"], c["of"]) for c in load] == [("python3", 4242, 15, 15)]
+    assert {k: round(v, 2) for k, v in load[0]["shares"].items()} == {"torch": 0.51, "openvino": 0.31, "ios": 0.2}
+    for key, rs in cells.items():
+        judge_rounds(rs, None, load, key)
+    assert all(r["disturbed"] is None for r in flat)
+    assert cells["openvino"][0]["load"] == "under load: python3 pid 4242 31% of the CPUs"
+    assert cells["torch"][0]["load"] == "under load: python3 pid 4242 51% of the CPUs"
+    # ab's two sides see different shares of the same co-tenant: their rounds still pair
+    assert len(paired_rounds(cells["torch"], cells["openvino"])[0]) == 5
+    # present in one cell only (a job that ran beside it): not a condition of the run
+    alone = {"a": [_round(i, 10.0, [("make", 9, 0.5)]) for i in range(5)], "b": [_round(i, 10.0) for i in range(5)]}
+    assert run_load(alone) == []
+
+
+def test_under_a_steady_load_the_canary_and_slowed_samples_are_judged_against_the_cell():
+    """A cell whose process shares the co-tenant's core has a slower canary (2x) and more slowed
+    samples in every window: under the load, that is its condition; a window worse than that is not."""
+    from ios_bench.running.rounds import judge_rounds, run_load
+
+    rounds = [_round(i, 10.0, [LOADED]) for i in range(6)]
+    for r in rounds:
+        r["interference"].update(canary_before_ms=7.9, canary_after_ms=7.9, slow_samples=0.4)
+    rounds[4]["interference"].update(canary_after_ms=12.0)
+    rounds[5]["interference"].update(slow_samples=0.8)
+    judge_rounds(rounds, 3.9)  # quiet rule: the usual canary of the session, 3.9 ms
+    assert all(r["disturbed"].startswith("other processes used 49%") and "canary 2.03x" in r["disturbed"]
+               for r in rounds[:4])
+    load = run_load(rounds)
+    judge_rounds(rounds, 3.9, load, None)
+    assert [r["disturbed"] for r in rounds[:4]] == [None] * 4 and rounds[0]["load_by"] == "python3 pid 4242"
+    assert rounds[4]["disturbed"] == "canary 1.52x its usual time"
+    assert rounds[5]["disturbed"] == ("80% of its samples over 1.25x its quickest quarter (slowed mid-window; "
+                                      "40% usual under the steady load)")
+    # too few rounds under the load for a reference of the cell's own: the session's canary judges them
+    few = rounds[:2]
+    judge_rounds(few, 3.9, load, None)
+    assert all("canary 2.03x" in r["disturbed"] for r in few)
+
+
 def test_who_disturbed_names_processes_with_their_shares():
     from ios_bench.running.rounds import judge_rounds, who_disturbed
 

@@ -60,6 +60,7 @@ class RoundRunner:
         self.bounds = bounds
         self.passes = first_pass  # rounds started so far, over every group (each round's "pass")
         self.all_rounds: list[dict] = []
+        self.cell_rounds: dict[str, list[dict]] = {}  # the same rounds by cell (the steady load is judged per cell)
         self.load: list[dict] = []  # the steady co-tenants of the session's rounds so far (rounds.run_load)
         self.missing: list[Cell] = []
         self.t_measure = time.monotonic()  # --time-budget counts from here
@@ -152,6 +153,7 @@ class RoundRunner:
                 rounds[cell.key].append(rnd)
                 ctx.run_folder.add_round(cell.key, rnd)
                 self.all_rounds.append(rnd)
+                self.cell_rounds.setdefault(cell.key, []).append(rnd)
                 if rnd["status"] != "ok":
                     stopped[cell.key] = rnd
                 self.advance(cell.weight)
@@ -171,7 +173,7 @@ class RoundRunner:
             self.update_load()
             for key in {t.payload[0].key for t in tasks}:
                 before = {id(r) for r in rounds[key] if r.get("disturbed")}
-                judge_rounds(rounds[key], ref_canary, self.load)
+                judge_rounds(rounds[key], ref_canary, self.load, key)
                 for r in rounds[key]:
                     if r.get("disturbed") and id(r) not in before:
                         ctx.say(f"[dim]{term(label(by_key[key].framework))} round {r['round'] + 1} "
@@ -184,7 +186,7 @@ class RoundRunner:
             if stopped.get(cell.key, {}).get("status") == "missing":
                 self.missing.append(cell)
                 continue
-            judge_rounds(rounds[cell.key], ref_canary, self.load)
+            judge_rounds(rounds[cell.key], ref_canary, self.load, cell.key)
             records[cell.key] = self.records.from_rounds(cell, rounds[cell.key], scheds.get(cell.key),
                                                          stopped.get(cell.key))
         for key, canonical in same.items():
@@ -198,7 +200,7 @@ class RoundRunner:
     def update_load(self) -> None:
         """The steady load over every round of the session so far (:func:`run_load`), said when it
         appears, changes or goes."""
-        load = run_load(self.all_rounds)
+        load = run_load(self.cell_rounds)
         if [(c["name"], c["pid"]) for c in load] != [(c["name"], c["pid"]) for c in self.load]:
             if load:
                 c = load[0]

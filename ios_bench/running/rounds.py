@@ -25,7 +25,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ios_core.measurement import stats
-from ios_core.measurement.interference import THRESHOLDS, canary_ms, judge, load_label, steady_load, under_load
+from ios_core.measurement.interference import (
+    THRESHOLDS,
+    canary_ms,
+    judge,
+    load_by,
+    load_label,
+    steady_load,
+    under_load,
+)
 from ios_core.measurement.stats import robust_spread
 
 AUTO = "auto"
@@ -57,27 +65,51 @@ def usual_canary(rounds: Sequence[dict]) -> float | None:
     return stats.median_or_none(canary_ms(r.get("interference") or {}) for r in rounds)
 
 
-def run_load(rounds: Sequence[dict]) -> list[dict]:
+MIN_LOAD_REFERENCE = 3  # a cell's own usual canary under a steady load needs this many of its rounds under it
+
+
+def run_load(rounds) -> list[dict]:
     """The steady co-tenants of a run (``ios_core.measurement.interference.steady_load``) over its
-    measured rounds' windows, in the order they ran."""
-    windows = [r.get("interference") for r in rounds if r.get("status") in ("ok", "wrong")
-               and isinstance(r.get("interference"), dict)]
-    return steady_load(sorted(windows, key=lambda f: f.get("start_unix") or 0))
+    measured rounds' windows, in the order they ran. ``rounds``: {cell key: its rounds}, each cell's
+    share of a co-tenant judged against that cell's usual share (what runs beside the co-tenant
+    changes its share), or a plain sequence of rounds judged as one group."""
+    grouped = isinstance(rounds, dict)
+    items = [(k, r) for k, rs in rounds.items() for r in rs] if grouped else [(None, r) for r in rounds]
+    items = [(k, r) for k, r in items if r.get("status") in ("ok", "wrong") and isinstance(r.get("interference"), dict)]
+    items.sort(key=lambda kr: kr[1]["interference"].get("start_unix") or 0)
+    return steady_load([r["interference"] for _, r in items], groups=[k for k, _ in items] if grouped else None)
 
 
-def judge_rounds(rounds: Sequence[dict], canary_ref: float | None, load: list[dict] | None = None) -> None:
-    """Set ``disturbed`` (the reason, or None) on each measured round, in place; with the run's
-    steady ``load`` (:func:`run_load`) also ``load``, its label, on each round that ran under it
-    (and was not disturbed otherwise): such a round is measured under that condition."""
-    label = load_label(load)
+def judge_rounds(rounds: Sequence[dict], canary_ref: float | None, load: list[dict] | None = None,
+                 group=None) -> None:
+    """Set ``disturbed`` (the reason, or None) on each measured round of one cell (``group``: its
+    key in the run's steady ``load``, :func:`run_load`), in place; with a steady load also ``load``,
+    its label, and ``load_by``, who it is, on each round that ran under it (and was not disturbed
+    otherwise): such a round is measured under that condition. Rounds under the load judge their
+    canary and their slowed samples against the cell's own usual figures under it (with at least
+    :data:`MIN_LOAD_REFERENCE` such rounds): where the co-tenant's core is shared with the cell's
+    process, the canary is slower in every one of its windows, and that is the condition, not a
+    disturbance."""
+    label, by = load_label(load, group), load_by(load)
+    loaded = {id(r) for r in rounds if r.get("status") == "ok" and load
+              and under_load(r.get("interference") or {}, load, group)}
+    mine = [r.get("interference") or {} for r in rounds if id(r) in loaded]
+    canary_load = slow_load = None
+    if len(mine) >= MIN_LOAD_REFERENCE:
+        canary_load = stats.median_or_none(canary_ms(f) for f in mine)
+        slow_load = stats.median_or_none(f.get("slow_samples") for f in mine
+                                         if isinstance(f.get("slow_samples"), (int, float)))
     for r in rounds:
         if r.get("status") == "ok":
             figures = r.get("interference") or {}
-            r["disturbed"] = judge(figures, canary_ref, load=load)
-            if label and not r["disturbed"] and under_load(figures, load):
-                r["load"] = label
+            under = id(r) in loaded
+            r["disturbed"] = judge(figures, (canary_load or canary_ref) if under else canary_ref, load=load,
+                                   group=group, slow_ref=slow_load if under else None)
+            if label and not r["disturbed"] and under:
+                r["load"], r["load_by"] = label, by
             else:
                 r.pop("load", None)
+                r.pop("load_by", None)
 
 
 def who_disturbed(rounds: Sequence[dict]) -> str:
@@ -245,11 +277,17 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
 
 def paired_rounds(rounds_a: Sequence[dict], rounds_b: Sequence[dict]) -> tuple[list[list[float]], list[list[float]]]:
     """The samples of the rounds that pair: A's and B's undisturbed rounds of the same pass that ran
-    under the same load (both quiet, or both under the run's steady load: ``load``)."""
+    under the same load (both quiet, or both under the run's steady load, the same co-tenants:
+    ``load_by``; each side's share of it may differ, as the cells beside it differ)."""
     ga = {r.get("pass"): r for r in good_rounds(rounds_a)}
     gb = {r.get("pass"): r for r in good_rounds(rounds_b)}
-    both = [p for p in ga if p in gb and p is not None and ga[p].get("load") == gb[p].get("load")]
+    both = [p for p in ga if p in gb and p is not None and _under(ga[p]) == _under(gb[p])]
     return [ga[p]["samples_ms"] for p in both], [gb[p]["samples_ms"] for p in both]
+
+
+def _under(r: dict):
+    """Who the round's steady load was (None: a quiet round); a round kept before ``load_by`` has its label."""
+    return r.get("load_by") or r.get("load")
 
 
 def log_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:

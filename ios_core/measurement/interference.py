@@ -329,18 +329,22 @@ def canary_ms(figures: dict) -> float | None:
 
 
 def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRESHOLDS,
-          load: list[dict] | None = None) -> str | None:
+          load: list[dict] | None = None, group=None, slow_ref: float | None = None) -> str | None:
     """Why the window with ``figures`` was disturbed (one phrase), or None when it was not.
     ``canary_ref``: the usual canary time (the median over the run's windows), or None.
     ``load``: the run's steady co-tenants (:func:`steady_load`): their steady share of this window
-    is the condition the run is measured under, not a disturbance (:func:`under_load`); what they
-    used over it, and every other process, still is."""
+    (in its ``group``, the cell it measured) is the condition the run is measured under, not a
+    disturbance (:func:`under_load`); what they used over it, and every other process, still is.
+    Under that load the caller passes the cell's own usual canary under it as ``canary_ref`` and its
+    usual share of slowed samples as ``slow_ref``: a window is disturbed when its share of slowed
+    samples exceeds that by the threshold (the co-tenant's time slices slow some samples of every
+    window: that is the condition too)."""
     why = []
     window = figures.get("window_s")
     long_enough = not isinstance(window, (int, float)) or window >= MIN_JUDGED_WINDOW_S
     other = figures.get("other_cpu")
-    if long_enough and isinstance(other, (int, float)) and load and under_load(figures, load):
-        other = max(0.0, other - sum(_steady_part(figures, c) for c in load))
+    if long_enough and isinstance(other, (int, float)) and load and under_load(figures, load, group):
+        other = max(0.0, other - sum(_steady_part(figures, c, group) for c in load))
         if other > thresholds.other_cpu:
             why.append(f"besides the steady load, other processes used {other:.0%} of the CPUs"
                        + _who(figures, exclude=load))
@@ -357,8 +361,10 @@ def judge(figures: dict, canary_ref: float | None, thresholds: Thresholds = THRE
     if c is not None and canary_ref and c > thresholds.canary * canary_ref:
         why.append(f"canary {c / canary_ref:.2f}x its usual time")
     slow = figures.get("slow_samples")
-    if isinstance(slow, (int, float)) and slow > thresholds.slow_samples:
-        why.append(f"{slow:.0%} of its samples over {thresholds.canary:g}x its quickest quarter (slowed mid-window)")
+    usual = slow_ref if isinstance(slow_ref, (int, float)) else 0.0
+    if isinstance(slow, (int, float)) and slow > thresholds.slow_samples + usual:
+        why.append(f"{slow:.0%} of its samples over {thresholds.canary:g}x its quickest quarter (slowed mid-window"
+                   + (f"; {usual:.0%} usual under the steady load)" if usual else ")"))
     return "; ".join(why) or None
 
 
@@ -371,6 +377,11 @@ def _who(figures: dict, exclude=()) -> str:
 
 
 # ---- steady load: a co-tenant present at about the same share through a whole run is a condition
+#
+# Its share of a window depends on what runs beside it (a busy loop on one core: 50 % of the machine
+# beside a one-thread cell, 33 % beside a two-thread one that takes part of its core), so "about the
+# same share" is judged per group of windows (a sweep's cell: ``groups``), against the share that
+# group usually sees, and "present through the run" over every window.
 
 MIN_STEADY_WINDOWS = 4  # fewer judged windows say too little to call a co-tenant steady
 STEADY_PRESENT = 0.9  # a steady co-tenant is at its steady share in at least this share of the windows
@@ -387,50 +398,80 @@ def _share(figures: dict, name, pid) -> float:
                  if isinstance(o, dict) and o.get("name") == name and o.get("pid") == pid), 0.0)
 
 
-def _steady_part(figures: dict, c: dict) -> float:
+def share_in(c: dict, group=None) -> float:
+    """The steady share of co-tenant ``c`` in windows of ``group`` (its share over the run where the
+    group has none of its own)."""
+    shares = c.get("shares")
+    return float(shares[group]) if isinstance(shares, dict) and group in shares else float(c["share"])
+
+
+def _steady_part(figures: dict, c: dict, group=None) -> float:
     """What of the window's other CPU time the steady co-tenant ``c`` accounts for: its share in the
-    window, at most its steady share plus the band (more than that is a burst of its own)."""
-    return min(_share(figures, c.get("name"), c.get("pid")), float(c["share"]) + steady_band(float(c["share"])))
+    window, at most its steady share (in ``group``) plus the band (more than that is a burst of its own)."""
+    share = share_in(c, group)
+    return min(_share(figures, c.get("name"), c.get("pid")), share + steady_band(share))
 
 
-def steady_load(windows, thresholds: Thresholds = THRESHOLDS) -> list[dict]:
+def steady_load(windows, thresholds: Thresholds = THRESHOLDS, groups=None) -> list[dict]:
     """The steady co-tenants of a run's windows (``figures`` of :class:`Window`, those too short to
     judge or without ``others`` left out): each process (same name and pid) whose share of the
-    machine in at least :data:`STEADY_PRESENT` of the windows is within :func:`steady_band` of its
-    median share, that median at least half the ``other_cpu`` threshold (less disturbs nothing).
-    ``[{"name", "pid", "share", "windows", "of"}]`` (largest share first); ``[]`` with fewer than
+    machine, in at least :data:`STEADY_PRESENT` of the windows, is within :func:`steady_band` of the
+    median share of the window's group and that median at least half the ``other_cpu`` threshold
+    (less disturbs nothing). ``groups``: one key per window (the cell it measured), or None for one
+    group. ``[{"name", "pid", "share", "windows", "of", "shares"}]`` (``share``: the median over the
+    groups' shares; ``shares``: {group: its share}; largest share first); ``[]`` with fewer than
     :data:`MIN_STEADY_WINDOWS` windows. A co-tenant that comes and goes, or a burst, is not steady."""
     from ios_core.measurement.stats import median
 
-    judged = [f for f in windows if isinstance(f, dict) and isinstance(f.get("others"), list)
+    windows = list(windows)
+    keys = list(groups) if groups is not None else [None] * len(windows)
+    judged = [(f, g) for f, g in zip(windows, keys)
+              if isinstance(f, dict) and isinstance(f.get("others"), list)
               and isinstance(f.get("other_cpu"), (int, float))
               and not (isinstance(f.get("window_s"), (int, float)) and f["window_s"] < MIN_JUDGED_WINDOW_S)]
     if len(judged) < MIN_STEADY_WINDOWS:
         return []
-    seen = dict.fromkeys((o.get("name"), o.get("pid")) for f in judged for o in f["others"] if isinstance(o, dict))
+    seen = dict.fromkeys((o.get("name"), o.get("pid")) for f, _ in judged for o in f["others"] if isinstance(o, dict))
+    floor = thresholds.other_cpu / 2
     out = []
     for name, pid in seen:
-        shares = [_share(f, name, pid) for f in judged]
-        m = median(shares)
-        at = sum(abs(s - m) <= steady_band(m) for s in shares)
-        if m >= thresholds.other_cpu / 2 and at >= STEADY_PRESENT * len(judged):
-            out.append({"name": name, "pid": pid, "share": round(m, 4), "windows": at, "of": len(judged)})
+        by_group: dict = {}
+        for f, g in judged:
+            by_group.setdefault(g, []).append(_share(f, name, pid))
+        shares = {g: median(v) for g, v in by_group.items()}
+        at = sum(shares[g] >= floor and abs(_share(f, name, pid) - shares[g]) <= steady_band(shares[g])
+                 for f, g in judged)
+        if at >= STEADY_PRESENT * len(judged):
+            c = {"name": name, "pid": pid, "share": round(median(shares.values()), 4), "windows": at, "of": len(judged)}
+            if groups is not None:
+                c["shares"] = {g: round(v, 4) for g, v in shares.items()}
+            out.append(c)
     return sorted(out, key=lambda c: -c["share"])
 
 
-def under_load(figures: dict, load: list[dict] | None) -> bool:
-    """Whether the window ran under the steady ``load``: every steady co-tenant at no less than its
-    steady share minus the band (absent from it, the window ran under another condition)."""
+def under_load(figures: dict, load: list[dict] | None, group=None) -> bool:
+    """Whether the window (of ``group``) ran under the steady ``load``: every steady co-tenant at no
+    less than its steady share there minus the band (absent from it, the window ran under another
+    condition)."""
     return bool(load) and all(_share(figures, c.get("name"), c.get("pid"))
-                              >= float(c["share"]) - steady_band(float(c["share"])) for c in load)
+                              >= share_in(c, group) - steady_band(share_in(c, group)) for c in load)
 
 
-def load_label(load: list[dict] | None) -> str | None:
-    """``under load: python3 pid 1234 50% of the CPUs`` (None without a steady load)."""
+def load_label(load: list[dict] | None, group=None) -> str | None:
+    """``under load: python3 pid 1234 50% of the CPUs`` (None without a steady load): each co-tenant
+    at its steady share in ``group``."""
     if not load:
         return None
-    return "under load: " + ", ".join(f"{c.get('name')} pid {c.get('pid')} {float(c['share']):.0%}" for c in load) \
-        + " of the CPUs"
+    return "under load: " + ", ".join(f"{c.get('name')} pid {c.get('pid')} {share_in(c, group):.0%}"
+                                      for c in load) + " of the CPUs"
+
+
+def load_by(load: list[dict] | None) -> str | None:
+    """Who the steady ``load`` is (``python3 pid 1234``, shares left out): two rounds ran under the
+    same load when this is the same, whatever share each cell saw of it."""
+    if not load:
+        return None
+    return ", ".join(f"{c.get('name')} pid {c.get('pid')}" for c in load)
 
 
 def machine_now(seconds: float = 1.0, proc: str = PROC, stat_path: str = PROC_STAT,
