@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ios_core import models  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.cost import make_cost_model  # noqa: E402
+from ios_core.measurement.stats import median  # noqa: E402 - the one median
 from ios_core.measurement.threads import usable_cores  # noqa: E402
 from ios_core.optimizer.optimize import schedule  # noqa: E402
 from ios_core.reference import random_input  # noqa: E402
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         for _ in range(args.repeat):  # interleaved, so drift hits every schedule alike
             for k, rt in rts.items():
                 samples[k].append(rt.measure(warmup=1, number=1, repeat=1, x=x).median)
-        med = {k: statistics.median(v) for k, v in samples.items()}
+        med = {k: median(v) for k, v in samples.items()}
         rows.append((name, opt["learned"][0], opt["measured"][0], med["sequential"], med["learned"], med["measured"],
                      checks))
         print(_line(rows[-1]), flush=True)
@@ -159,8 +159,8 @@ def retest(plan, df, n: int, seed: int = 0) -> None:
         change.setdefault(int(r.threads), []).append(abs(again / r.latency_ms - 1.0))
     every = [x for v in change.values() for x in v]
     print(f"noise floor: {len(rows)} dataset rows measured again ({time.perf_counter() - t0:.0f} s): "
-          f"median |again/first - 1| {statistics.median(every):.1%} (" + ", ".join(
-              f"{t} thread(s) {statistics.median(v):.1%} over {len(v)}" for t, v in sorted(change.items())) + ")",
+          f"median |again/first - 1| {median(every):.1%} (" + ", ".join(
+              f"{t} thread(s) {median(v):.1%} over {len(v)}" for t, v in sorted(change.items())) + ")",
           flush=True)
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from ios_core import models  # noqa: E402
 from ios_core.check import compare  # noqa: E402
 from ios_core.ir import GraphBuilder  # noqa: E402
 from ios_core.measurement.measure import measure  # noqa: E402
+from ios_core.measurement.stats import median  # noqa: E402 - the one median
 from ios_core.reference import random_input  # noqa: E402
 from ios_core.reference import run as oracle  # noqa: E402
 from ios_core.runtime import Runtime, providers  # noqa: E402
@@ -88,7 +88,7 @@ def _interleaved(fns: dict, rounds: int, repeat: int, warmup: int) -> dict[str, 
     for _ in range(rounds):
         for k, fn in fns.items():
             per[k].append(measure(fn, warmup=warmup, number=1, repeat=repeat).median)
-    return {k: statistics.median(v) for k, v in per.items()}
+    return {k: median(v) for k, v in per.items()}
 
 
 def bench_models(args) -> dict:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from ios_core.measurement.stats import median  # noqa: E402 - the one median
 
 DEFAULT_KINDS = ("ios[torch]", "ios[onnxruntime]", "ios[openvino]", "torch", "onnxruntime", "openvino",
                  "torch-compile", "tensorflow", "tensorflow-xla", "jax-xla")
@@ -121,9 +122,9 @@ def measure_kind(kind: str, files: dict, folder: Path, repeat: int, threads: int
             imports.append(seconds)
     fixed = [w - t for w, t in zip(walls, timed)]
     later = fixed[1:] or fixed  # after the first round: its build cached
-    return {"kind": kind, "round_s": statistics.median(walls[1:] or walls), "timed_s": statistics.median(timed),
-            "first_s": fixed[0], "fixed_s": statistics.median(later),
-            "import_s": statistics.median(imports) if imports else None,
+    return {"kind": kind, "round_s": median(walls[1:] or walls), "timed_s": median(timed),
+            "first_s": fixed[0], "fixed_s": median(later),
+            "import_s": median(imports) if imports else None,
             "build_s": result.get("build_seconds"), "imported": result.get("frameworks_imported")}
 
 
