@@ -12,7 +12,13 @@ float32, like the oracle; XLA picks the layouts inside.
 
 fp32 strict: ``jax_default_matmul_precision`` is set to ``highest`` and every convolution and
 matrix product asks for ``lax.Precision.HIGHEST`` (on a GPU: no TF32), recorded in
-``info["matmul_precision"]`` and ``info["tf32"]``. Calls are asynchronous; ``sync`` waits with
+``info["matmul_precision"]`` and ``info["tf32"]``. ``precision`` bf16/fp16 (a sweep's reduced-precision
+cell): the params and the input in ``jnp.bfloat16``/``jnp.float16``, as a JAX user writes it, each
+operation at its default precision; the output comes back as float32. What the program computes in is
+read back from the compiled HLO (:func:`hlo_compute_precision`: the element type of its convolutions and
+matrix products, cuDNN/cuBLAS calls included), never assumed: XLA's CPU backend turns bf16 convolutions
+and dots into f32 ones, so a CPU bf16 build reports fp32 and its table declares bf16 "no" there.
+Calls are asynchronous; ``sync`` waits with
 ``block_until_ready`` on the last output, so the shared measurement times each call to
 completion.
 
@@ -128,9 +134,10 @@ class JaxEmitter(OpVisitor):
 
     ACTIVATIONS = ACTIVATIONS
 
-    def __init__(self, jax):
+    def __init__(self, jax, strict: bool = True):
         self.jax, self.jnp, self.lax = jax, jax.numpy, jax.lax
-        self.hi = jax.lax.Precision.HIGHEST
+        # fp32: HIGHEST (no TF32); a reduced-precision build: each operation's default, as users run it
+        self.hi = jax.lax.Precision.HIGHEST if strict else jax.lax.Precision.DEFAULT
 
     @classmethod
     def arrays(cls, graph: Graph) -> dict[str, tuple]:
@@ -188,8 +195,8 @@ class JaxEmitter(OpVisitor):
         window, strides = (1, 1, *op.kernel), (1, 1, *op.stride)
         padding = ((0, 0), (0, 0), (top, bottom), (left, right))
         if op.pool_type == "max":  # padding takes the init value: -inf never wins
-            return lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding)
-        sums = lax.reduce_window(x, 0.0, lax.add, window, strides, padding)
+            return lax.reduce_window(x, jnp.array(-jnp.inf, x.dtype), lax.max, window, strides, padding)
+        sums = lax.reduce_window(x, jnp.array(0.0, x.dtype), lax.add, window, strides, padding)
         if op.count_include_pad:  # the IR's average counts the padding (cuDNN INCLUDE_PADDING)
             return sums * (1.0 / (op.kernel[0] * op.kernel[1]))
         return sums * params[op.name][0]  # over the input positions of each window only
@@ -232,15 +239,17 @@ class JaxEmitter(OpVisitor):
         return self._act(op.act, y).reshape(x.shape[0], -1, 1, 1)
 
 
-def to_function(graph: Graph, scopes: bool = False):
-    """``(forward, params)``: the graph as a pure function ``forward(params, x)`` of NCHW float32
-    input, and its arrays (numpy) to pass as ``params``. ``jax.jit(forward)`` compiles it.
+def to_function(graph: Graph, scopes: bool = False, precision: str = "fp32"):
+    """``(forward, params)``: the graph as a pure function ``forward(params, x)`` of NCHW input, and
+    its arrays (numpy, in ``precision``'s dtype: :data:`DTYPES`) to pass as ``params``; ``x`` in that
+    dtype too. ``jax.jit(forward)`` compiles it.
     ``scopes``: each IR operator's operations (its input composition included) under
     ``jax.named_scope("ios_op<i>")`` (:func:`operator_scopes`), which XLA keeps in each HLO
     instruction's ``op_name`` metadata (a profiling build; the traced program is otherwise the same)."""
     jax = _jax()
     jnp = jax.numpy
-    emitter = JaxEmitter(jax)
+    dtype = _dtype(precision)
+    emitter = JaxEmitter(jax, strict=precision == "fp32")
     prims = Primitives(
         slice_channels=lambda t, b, e: t[:, b:e],
         add=lambda ts: functools.reduce(jnp.add, ts),  # a 1x1 value broadcasts over a feature map
@@ -270,7 +279,39 @@ def to_function(graph: Graph, scopes: bool = False):
         at["i"] = 0
         return lower(graph, x, prims, lambda op, t: emit(op, t, params))
 
-    return forward, JaxEmitter.arrays(graph)
+    arrays = {k: tuple(a.astype(dtype) for a in v) for k, v in JaxEmitter.arrays(graph).items()}
+    return forward, arrays
+
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the sweep's precision -> jnp dtype
+_HLO_TYPES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64"}
+# an instruction's result type and what it is: a convolution, a dot, or a library call doing either
+_HLO_COMPUTE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\(?(\w+)\[[^\n]*?\s(convolution|dot|custom-call)\(")
+_LIBRARY_CALL = re.compile(r'custom_call_target="[^"]*(?:conv|gemm|matmul)[^"]*"', re.IGNORECASE)
+
+
+def _dtype(precision: str):
+    import jax.numpy as jnp
+
+    if precision not in DTYPES:
+        raise ValueError(f"precision {precision!r}: jax-xla builds {', '.join(DTYPES)}")
+    return np.dtype(getattr(jnp, DTYPES[precision]))
+
+
+def hlo_compute_precision(hlo_text: str) -> str:
+    """What a compiled HLO module computes its convolutions and matrix products in (the engine's own
+    view, after XLA's passes): the element type of every ``convolution``/``dot`` instruction and of
+    every convolution or GEMM library call (cuDNN, cuBLAS, oneDNN custom calls; the first element of
+    a tuple result) -> ``fp32``/``bf16``/``fp16`` when they all agree, ``mixed (...)`` when not,
+    ``fp32`` when there is none (nothing to show a reduced precision, so a reduced-precision cell fails)."""
+    seen = set()
+    for line in hlo_text.splitlines():
+        m = _HLO_COMPUTE.match(line)
+        if m and (m.group(2) != "custom-call" or _LIBRARY_CALL.search(line)):
+            seen.add(_HLO_TYPES.get(m.group(1), m.group(1)))
+    if not seen:
+        return "fp32"
+    return seen.pop() if len(seen) == 1 else f"mixed ({', '.join(sorted(seen))})"
 
 
 def operator_scopes(graph: Graph) -> dict[str, str]:
@@ -352,9 +393,11 @@ def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str]) -> l
 
 
 class JaxCompiled(Compiled):
-    def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict, scopes: dict[str, str] | None = None):
+    def __init__(self, fn, params, device, shape: tuple[int, ...], info: dict, scopes: dict[str, str] | None = None,
+                 dtype=np.float32):
         super().__init__(info)
         self.fn, self.params, self.dev, self.shape = fn, params, device, tuple(shape)
+        self.dtype = np.dtype(dtype)  # the input's (bf16/fp16 for a reduced-precision build), cast in prepare
         self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self._calls = threading.local()  # each caller thread's last output (requests in flight share the program)
 
@@ -362,7 +405,7 @@ class JaxCompiled(Compiled):
         jax = _jax()
         if tuple(np.shape(x)) != self.shape:  # jit would silently compile again for another shape
             raise ValueError(f"jax-xla was built for input {self.shape}, got {tuple(np.shape(x))}")
-        t = jax.device_put(np.ascontiguousarray(x, dtype=np.float32), self.dev)
+        t = jax.device_put(np.ascontiguousarray(np.asarray(x, np.float32).astype(self.dtype)), self.dev)
         t.block_until_ready()
         return t
 
@@ -459,10 +502,12 @@ class JaxXLA(Adapter):
     def profile_options(self) -> dict:
         return {"scopes": True}
 
-    def _build(self, graph, batch_size, device, threads, cache_dir=None, scopes=False):
+    def _build(self, graph, batch_size, device, threads, cache_dir=None, scopes=False, precision="fp32"):
         """``cache_dir``: XLA's persistent compilation cache kept there across rounds (every
         compilation cached; ``adapters.build_cache``: checked before the build, rebuilt when
-        foreign). JAX reads it once per process: set before the process's first compilation."""
+        foreign). JAX reads it once per process: set before the process's first compilation.
+        ``precision`` bf16/fp16: params and input in that dtype; ``info["precision"]`` is read back
+        from the compiled HLO (:func:`hlo_compute_precision`)."""
         on_gpu = device.startswith("cuda")
         n = resolve_threads(threads)
         info = {"threads": n, **_configure(None if on_gpu else n)}
@@ -476,9 +521,10 @@ class JaxXLA(Adapter):
             jax.config.update("jax_compilation_cache_dir", str(cache.dir))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        strict = precision == "fp32"
         info.update(framework_version=jax.__version__, jaxlib_version=_jaxlib_version(), device_kind=dev.device_kind,
-                    platform=dev.platform, layout="NCHW (XLA assigns layouts inside)", matmul_precision="highest",
-                    tf32=False if on_gpu else None)
+                    platform=dev.platform, layout="NCHW (XLA assigns layouts inside)",
+                    matmul_precision="highest" if strict else "default", tf32=False if on_gpu and strict else None)
         if not on_gpu and "threads_note" not in info:
             info["intra_op_threads"] = n
             info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -486,12 +532,18 @@ class JaxXLA(Adapter):
         if on_gpu:
             info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
         t0 = time.perf_counter()
-        forward, arrays = to_function(graph, scopes=bool(scopes))
+        forward, arrays = to_function(graph, scopes=bool(scopes), precision=precision)
+        dtype = _dtype(precision)
         params = jax.device_put(arrays, dev)
         fn = jax.jit(forward)
         shape = (batch_size, *graph.input_shape)
-        x = jax.device_put(np.zeros(shape, np.float32), dev)
+        x = jax.device_put(np.zeros(shape, dtype), dev)
         fn(params, x).block_until_ready()  # traces and compiles
+        if precision != "fp32":  # what the compiled program computes in, read back from its HLO
+            info["precision"] = hlo_compute_precision(fn.lower(params, x).compile().as_text())
+        if info.get("precision", "fp32") != precision:
+            info["precision_note"] = f"params and input in {dtype.name}; the compiled HLO's convolutions and dots " \
+                                     f"are {info['precision']}"
         t1 = time.perf_counter()
         fn(params, x).block_until_ready()  # a second call: no compilation lands in the timed region
         info["compile_seconds"] = t1 - t0
@@ -502,7 +554,7 @@ class JaxXLA(Adapter):
         if scopes:
             info["profiling"] = "one jax.named_scope per IR operator"
         return JaxCompiled(fn, params, dev, shape, {k: v for k, v in info.items() if v is not None},
-                           operator_scopes(graph) if scopes else None)
+                           operator_scopes(graph) if scopes else None, dtype)
 
 
 def _jaxlib_version() -> str | None:
@@ -514,6 +566,10 @@ def _jaxlib_version() -> str | None:
         return None
 
 
+CPU_BF16 = ("no: XLA's CPU backend computes bf16 convolutions and dot products in f32 (params and input in "
+            "jnp.bfloat16 compile to f32 convolutions in the HLO, read back), so bf16 there is storage only")
+GPU_HALF = "params and input as jnp.{} (cuDNN/cuBLAS in that dtype, read back from the compiled HLO)"
+
 JAX_XLA = JaxXLA(
     name="jax-xla",
     description="JAX jit (XLA: its own fusion and layouts), NCHW, weights as arguments; fp32 (matmul precision "
@@ -522,8 +578,7 @@ JAX_XLA = JaxXLA(
     devices=("cpu", "cuda"),
     tolerance=1e-3,
     mode="jax.jit (XLA)",
-    precision_table={"cpu": {"bf16": "not yet: bf16 weights and activations (jnp.bfloat16) are not built"},
-                     "cuda": {p: f"not yet: {p} weights and activations are not built" for p in ("fp16", "bf16")}},
+    precision_table={"cpu": {"bf16": CPU_BF16}, "cuda": {p: GPU_HALF.format(DTYPES[p]) for p in ("fp16", "bf16")}},
     concurrency="shared",
     concurrency_note="one jitted function, N calls in flight on it (JAX dispatches asynchronously)",
 )

@@ -16,6 +16,16 @@ On ``device="cuda"`` the function is traced and run under ``/GPU:0`` with TF32 s
 ``info["tf32"]``); the input is placed on the GPU outside the timed call and each sample ends
 with ``tf.test.experimental.sync_devices()``. Written against TensorFlow's documented API;
 not run on a GPU in this project.
+
+``precision="bf16"`` (a sweep's bf16 cell, CPU): the weights and the input in ``tf.bfloat16`` and
+every op of the function in bf16, what Keras's ``mixed_bfloat16`` policy computes (it keeps f32
+variables and casts them to bf16 at each use; the weights here are constants, so they are cast once,
+at build); the output comes back as float32. What the program computes in is read back, never
+assumed (:func:`computes_in`): the ``T`` of the traced graph's convolutions and matrix products
+(TensorFlow runs the kernel registered for that type: oneDNN's bf16 kernels on AVX512_BF16, an error
+where none is registered, never a quiet f32) or, with XLA, the element type of the compiled HLO's
+(``adapters.jax.hlo_compute_precision``). XLA's CPU backend computes bf16 convolutions in f32, so
+``tensorflow-xla`` declares bf16 "no" on the CPU.
 """
 
 from __future__ import annotations
@@ -90,8 +100,9 @@ class _Emitter(OpVisitor):
 
     ACTIVATIONS = TF_ACTIVATIONS
 
-    def __init__(self, tf, graph: Graph):
+    def __init__(self, tf, graph: Graph, dtype=None):
         self.tf = tf
+        self.dtype = dtype or tf.float32  # every weight and constant (bf16 for a bf16 build)
         self.params: dict[str, tuple] = {}
         for op in graph.operators():
             make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
@@ -99,26 +110,28 @@ class _Emitter(OpVisitor):
             if params is not None:
                 self.params[op.name] = params
 
+    def _const(self, array):
+        return self.tf.constant(np.asarray(array, np.float32), dtype=self.dtype)
+
     def _params_linear(self, op):
-        return self.tf.constant(np.ascontiguousarray(op.weight.T)), self.tf.constant(op.bias)
+        return self._const(np.ascontiguousarray(op.weight.T)), self._const(op.bias)
 
     def _params_resize(self, op):
         if op.mode == "bilinear":
-            return self.tf.constant(op.interpolation(0)), self.tf.constant(op.interpolation(1))
+            return self._const(op.interpolation(0)), self._const(op.interpolation(1))
         return None
 
     def _params_affine(self, op):
-        return self.tf.constant(op.weight), self.tf.constant(op.bias)
+        return self._const(op.weight), self._const(op.bias)
 
     def _params_pool(self, op):
         if op.pool_type == "avg" and not op.count_include_pad:
             # window size / input positions in the window: rescales an average that counted padding
             scale = float(op.kernel[0] * op.kernel[1]) / op.input_counts()
-            return (self.tf.constant(scale[None, :, :, None]),)
+            return (self._const(scale[None, :, :, None]),)
         return None
 
     def _params_conv(self, op):
-        tf = self.tf
         cin = op.input_shape[0]
         w = op.weight  # (O, I/groups, kh, kw)
         if op.groups > 1 and op.groups == cin:  # depthwise: output channel o reads input o // mult
@@ -131,11 +144,11 @@ class _Emitter(OpVisitor):
             # Without oneDNN: one convolution per group on its channel slice, concatenated.
             g, per_out = op.groups, op.out_channels // op.groups
             kernels = [np.ascontiguousarray(w[i * per_out:(i + 1) * per_out].transpose(2, 3, 1, 0)) for i in range(g)]
-            return "grouped", [tf.constant(k) for k in kernels], tf.constant(op.bias)
+            return "grouped", [self._const(k) for k in kernels], self._const(op.bias)
         else:
             kernel = w.transpose(2, 3, 1, 0)  # HWIO; grouped convs split I and O in torch's order
             kind = "conv"
-        return kind, tf.constant(np.ascontiguousarray(kernel)), tf.constant(op.bias)
+        return kind, self._const(np.ascontiguousarray(kernel)), self._const(op.bias)
 
     def __call__(self, op: Node, x):
         return self.visit(op, x)
@@ -217,8 +230,10 @@ class _Emitter(OpVisitor):
         return tf.reshape(y, [-1, 1, 1, op.out_features])
 
 
-def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False):
-    """The graph as a ``tf.function`` on NHWC float32 input (batch ``None`` = any batch). ``scopes``:
+def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False,
+                dtype=None):
+    """The graph as a ``tf.function`` on NHWC input of ``dtype`` (float32 unless given; bf16: weights
+    and every op in bf16), batch ``None`` = any batch. ``scopes``:
     each IR operator's ops (its input composition included) under a name scope ``ios_op<i>``
     (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names."""
     tf = _tf()
@@ -229,7 +244,8 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
         mul=lambda ts: functools.reduce(tf.multiply, ts),
         concat=lambda ts: tf.concat(ts, axis=3),
     )
-    emit = _Emitter(tf, graph)
+    dtype = dtype or tf.float32
+    emit = _Emitter(tf, graph, dtype)
     if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
         names = list(operator_scopes(graph))
         at = {"i": 0}
@@ -254,7 +270,7 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
             at["i"] = 0
         return lower(graph, x, prims, emit)
 
-    spec = tf.TensorSpec((batch_size, h, w, c), tf.float32, name="input")
+    spec = tf.TensorSpec((batch_size, h, w, c), dtype, name="input")
     return tf.function(forward, input_signature=[spec], jit_compile=jit_compile, reduce_retracing=True)
 
 
@@ -288,10 +304,32 @@ def _tf_device(device: str) -> str:
     return "/GPU:0" if device.startswith("cuda") else "/CPU:0"
 
 
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the sweep's precision -> tf dtype
+_COMPUTE_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
+
+
+def computes_in(fn, x, jit_compile: bool) -> str:
+    """What the built function computes its convolutions and matrix products in (the engine's view):
+    with XLA the compiled HLO's element types (``adapters.jax.hlo_compute_precision``, after XLA's
+    passes), otherwise the ``T`` of those ops in the traced graph, the kernel TensorFlow runs."""
+    from .jax import hlo_compute_precision
+
+    if jit_compile:
+        return hlo_compute_precision(fn.experimental_get_compiler_ir(x)(stage="optimized_hlo"))
+    names = {v: k for k, v in DTYPES.items()}
+    graph = fn.get_concrete_function(x).graph
+    seen = {names.get(op.get_attr("T").name, op.get_attr("T").name)
+            for op in graph.get_operations() if op.type in _COMPUTE_OPS}
+    if not seen:
+        return "fp32"  # nothing to show a reduced precision: a reduced-precision cell fails
+    return seen.pop() if len(seen) == 1 else f"mixed ({', '.join(sorted(seen))})"
+
+
 class TFCompiled(Compiled):
-    def __init__(self, fn, info, device: str = "cpu", scopes: dict[str, str] | None = None):
+    def __init__(self, fn, info, device: str = "cpu", scopes: dict[str, str] | None = None, dtype=None):
         super().__init__(info)
         self.fn = fn
+        self.dtype = dtype  # the input's, when not float32 (a bf16 build): cast in prepare
         self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self.tf = _tf()
         self.where = _tf_device(device)  # CPU even where TensorFlow sees a GPU, unless asked for cuda
@@ -300,7 +338,8 @@ class TFCompiled(Compiled):
     def prepare(self, x: np.ndarray):
         tf = _tf()
         with tf.device(self.where):
-            t = tf.identity(tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))))
+            t = tf.constant(np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1)))
+            t = tf.identity(t if self.dtype is None else tf.cast(t, self.dtype))
         self.sync()
         return t
 
@@ -309,7 +348,7 @@ class TFCompiled(Compiled):
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
-        return np.ascontiguousarray(out.numpy().transpose(0, 3, 1, 2))
+        return np.ascontiguousarray(np.asarray(out.numpy(), np.float32).transpose(0, 3, 1, 2))
 
     def sync(self) -> None:
         if self.gpu:
@@ -430,12 +469,16 @@ class TensorFlow(Adapter):
         return {"scopes": True}
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
-               scopes=False):
+               scopes=False, precision="fp32"):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
-        compilation."""
+        compilation. ``precision`` bf16: weights, input and every op in ``tf.bfloat16``;
+        ``info["precision"]`` is read back (:func:`computes_in`)."""
         tf = _tf()
+        if precision not in DTYPES:
+            raise ValueError(f"precision {precision!r}: {self.name} builds {', '.join(DTYPES)}")
+        dtype = getattr(tf, DTYPES[precision])
         n = resolve_threads(threads)
         jit = bool(jit_compile)
         cache = open_cache(cache_dir, "tensorflow-xla", tf.__version__) if jit else None
@@ -449,23 +492,33 @@ class TensorFlow(Adapter):
             info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         t0 = time.perf_counter()
         with tf.device(_tf_device(device)):
-            fn = to_function(graph, batch_size, jit_compile=jit, scopes=bool(scopes))
-            x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]))
+            fn = to_function(graph, batch_size, jit_compile=jit, scopes=bool(scopes), dtype=dtype)
+            x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]), dtype)
             fn(x).numpy()  # traces (and, with XLA, compiles)
             t1 = time.perf_counter()
             fn(x).numpy()
-        info["compile_seconds"] = t1 - t0
-        info["second_call_seconds"] = time.perf_counter() - t1
+            info["compile_seconds"] = t1 - t0
+            info["second_call_seconds"] = time.perf_counter() - t1
+            if precision != "fp32":  # read back (XLA: one more compilation, so not for fp32's builds)
+                info["precision"] = computes_in(fn, x, jit)
+                info["onednn"] = _onednn()
+        if info.get("precision", "fp32") != precision:
+            info["precision_note"] = (f"weights and input in {dtype.name}; its convolutions and matrix products "
+                                      f"{'compiled by XLA ' if jit else ''}are {info['precision']}")
         if cache is not None:
             cache.seal()
             info.update(cache.info())
         if scopes:
             info["profiling"] = "one name scope per IR operator"
-        return TFCompiled(fn, info, device, operator_scopes(graph) if scopes else None)
+        return TFCompiled(fn, info, device, operator_scopes(graph) if scopes else None,
+                          None if precision == "fp32" else dtype)
 
 
-NOT_YET = {"cpu": {"bf16": "not yet: bf16 weights and activations (tf.keras mixed_bfloat16 or casts) are not built"},
-           "cuda": {p: f"not yet: {p} weights and activations are not built" for p in ("fp16", "bf16")}}
+BF16_CPU = ("weights, input and every op in tf.bfloat16 (what Keras's mixed_bfloat16 policy computes): oneDNN's "
+            "bf16 kernels on AVX512_BF16, read back from the graph's Conv2D/MatMul T")
+XLA_BF16_CPU = ("no: XLA's CPU backend computes bf16 convolutions and dot products in f32 (read back from the "
+                "compiled HLO), so bf16 there is storage only")
+GPU_NOT_YET = {p: f"not yet: {p} weights and activations are not built for cuda" for p in ("fp16", "bf16")}
 
 PLAIN = TensorFlow(
     name="tensorflow",
@@ -475,7 +528,7 @@ PLAIN = TensorFlow(
     tolerance=1e-3,
     options={},
     mode="tf.function graph",
-    precision_table=NOT_YET,
+    precision_table={"cpu": {"bf16": BF16_CPU}, "cuda": GPU_NOT_YET},
 )
 
 XLA = TensorFlow(
@@ -486,7 +539,7 @@ XLA = TensorFlow(
     tolerance=1e-3,
     options={"jit_compile": True},
     mode="tf.function + XLA (jit_compile)",
-    precision_table=NOT_YET,
+    precision_table={"cpu": {"bf16": XLA_BF16_CPU}, "cuda": GPU_NOT_YET},
 )
 
 
