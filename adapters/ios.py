@@ -83,11 +83,12 @@ class IOSAdapter(Adapter):
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
                max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch",
-               timeline: bool = False) -> Compiled:
+               timeline: bool = False, precision: str = "fp32") -> Compiled:
         if device.startswith("cuda"):
             cuda_graph = True if cuda_graph is None else bool(cuda_graph)  # graph replay by default on the GPU
-            rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph)
-            info = {**rt.stats, "scheduled": graph.has_stages, "precision": "fp32",
+            # fp16/bf16: every buffer at that precision, cuDNN with float compute (ios_core.runtime.cuda_device)
+            rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph, precision=precision)
+            info = {**rt.stats, "scheduled": graph.has_stages, "precision": rt.program.stats.get("precision", "fp32"),
                     "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}",
                     "execution": EXECUTION[cuda_graph]}
             return IOSCompiled(rt, info)
@@ -112,5 +113,11 @@ IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the gr
                      "cpu": {p: "not yet: the kernel providers compile each stage in f32 only (the cell's precision "
                                 "is not yet passed to OpenVINO's hint or ONNX Runtime's quantizer), and the search "
                                 "would have to measure at it" for p in ("bf16", "int8")},
-                     "cuda": {p: "not yet: the CuPy runtime's cuDNN convolutions are fp32 (no half-precision "
-                                 "descriptors or tensor-core layouts yet)" for p in ("fp16", "bf16")}})
+                     "cuda": {"fp16": "cuDNN convolutions with HALF tensors and FLOAT compute (PSEUDO_HALF_CONFIG, "
+                                      "tensor-core engines allowed, NCHW), our kernels in fp16 with float arithmetic, "
+                                      "weights cast once at build; the search times stages at fp16 (written, not yet "
+                                      "run on a GPU)",
+                              "bf16": "cuDNN convolutions with BFLOAT16 tensors and FLOAT compute "
+                                      "(PSEUDO_BFLOAT16_CONFIG, NCHW), our kernels in bf16 with float arithmetic, "
+                                      "weights cast once at build; the search times stages at bf16 (written, not yet "
+                                      "run on a GPU)"}})

@@ -59,6 +59,30 @@ class OrderError(AssertionError):
     """A kernel ran before what it reads was known to be on the device (or raced another stream)."""
 
 
+class CudnnError(RuntimeError):
+    """What cuDNN (through its Frontend) raises for a graph it does not support or a bad parameter
+    (``cudnnGraphNotSupportedError``; ``CUDNN_STATUS_NOT_SUPPORTED`` / ``CUDNN_STATUS_BAD_PARAM``)."""
+
+
+class DtypeError(AssertionError):
+    """A buffer handed to a kernel or a cuDNN tensor holds another element type than declared. On a GPU
+    nothing checks this (a raw pointer): the kernel reads the bits as its own type and computes wrong
+    numbers; the fake refuses it."""
+
+
+# cuDNN's supported configurations for a forward convolution (cuDNN API reference,
+# ``cudnnConvolutionForward``, "Supported configurations"; the graph API's convolution engines follow
+# them): (x, w, y data type, compute type). No mixed input types; bf16 only with float compute
+# (PSEUDO_BFLOAT16_CONFIG); half with half compute is TRUE_HALF_CONFIG, with float PSEUDO_HALF_CONFIG.
+CUDNN_CONV_CONFIGS = {
+    ("FLOAT", "FLOAT", "FLOAT", "FLOAT"): "FLOAT_CONFIG",
+    ("HALF", "HALF", "HALF", "HALF"): "TRUE_HALF_CONFIG",
+    ("HALF", "HALF", "HALF", "FLOAT"): "PSEUDO_HALF_CONFIG",
+    ("BFLOAT16", "BFLOAT16", "BFLOAT16", "FLOAT"): "PSEUDO_BFLOAT16_CONFIG",
+    ("DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"): "DOUBLE_CONFIG",
+}
+
+
 @dataclass
 class FakeTiming:
     """The simulated device's costs: ``graph_ms`` from a graph launch's submission to its first
@@ -116,6 +140,15 @@ class CudaRules:
       recorded) and completed (``cudaErrorNotReady``).
     * A driver call that returns an error code raises where the real one does (CuPy raises
       ``CUDARuntimeError``: :class:`CudaError`); a raw driver call (``FakeDriver``) returns it.
+    * **cuDNN data types** (cuDNN API reference, ``cudnnConvolutionForward``, "Supported
+      configurations": :data:`CUDNN_CONV_CONFIGS`): a convolution whose x, w, y data types and
+      compute type are no supported configuration (mixed input types, bf16 with bf16 compute) is
+      refused when its graph is built (:class:`CudnnError`). The bias of a fused graph is at the data
+      type, the intermediates float.
+    * **Element types**: every buffer a kernel or a cuDNN tensor is handed holds the element type
+      it was declared with (our kernels are compiled for one type, ``cuda_kernels.kernel_source``;
+      a cuDNN tensor has its data type). CUDA checks nothing here (pointers), so a mismatch computes
+      garbage silently; the fake refuses it (:class:`DtypeError`).
     """
 
     def __init__(self):
@@ -126,6 +159,31 @@ class CudaRules:
         self.reads: dict[int, dict[tuple, dict[int, int]]] = {}  # storage -> run -> {stream: tick}
         self.uploads: list[tuple] = []  # legacy-stream uploads (their runs) not yet synchronized with the device
         self.issued: set[str] = set()  # kernel kinds launched at least once (compiled, initialized)
+
+    # ---- cuDNN data types and element types -----------------------------------------------------
+    @staticmethod
+    def cudnn_conv(types: dict, bound: dict) -> str:
+        """A convolution graph declared with ``types`` (tensor -> cuDNN data type, ``compute``,
+        ``intermediate``) and ``bound`` (tensor -> the cuDNN data type of the buffer given to it):
+        its configuration's name, or :class:`CudnnError` / :class:`DtypeError`."""
+        config = (types["x"], types["w"], types["y"], types["compute"])
+        name = CUDNN_CONV_CONFIGS.get(config)
+        if name is None:
+            raise CudnnError(f"cudnnGraphNotSupportedError: no convolution configuration x/w/y/compute = {config}")
+        if types.get("b", types["x"]) != types["x"] or types.get("intermediate", "FLOAT") not in ("FLOAT", types["x"]):
+            raise CudnnError(f"cudnnGraphNotSupportedError: bias {types.get('b')} / intermediate "
+                             f"{types.get('intermediate')} with {types['x']} data")
+        for tensor, dtype in bound.items():
+            if dtype != types[tensor]:
+                raise DtypeError(f"cuDNN tensor {tensor} is declared {types[tensor]} but bound to a {dtype} buffer")
+        return name
+
+    @staticmethod
+    def element_type(expected, tensors, what: str) -> None:
+        """Every buffer of ``tensors`` holds ``expected`` (a torch dtype) for the kernel ``what``."""
+        for t in tensors:
+            if t is not None and t.dtype != expected:
+                raise DtypeError(f"{what} compiled for {expected} is handed a {t.dtype} buffer")
 
     # ---- capture ----------------------------------------------------------------------------
     def capturing(self, stream) -> bool:
@@ -538,12 +596,29 @@ class TorchQueueDevice:
     Kernel methods take the device's explicit parameters (``ConvSpec``, ``PoolSpec``,
     activation name and parameters) and implement them with torch functions written here, so
     an attribute the executor fails to pass computes a different result than the oracle.
-    ``timing``: a :class:`FakeTiming` (simulated clock), else events read the host clock."""
+    ``timing``: a :class:`FakeTiming` (simulated clock), else events read the host clock.
 
-    def __init__(self, seed: int = 0, plan_cache=None, timing: FakeTiming | None = None):
+    ``precision`` (fp32, fp16, bf16), as ``CupyDevice``'s: every buffer holds torch's float16 or
+    bfloat16, weights are cast once when uploaded, the input when written, the output read back as
+    float32; every kernel computes in float32 on the values loaded at the precision and rounds once
+    when it stores (the real kernels' ``ios_ld``/``ios_st``, cuDNN's float compute). Each convolution
+    declares cuDNN's data types through the real ``cuda_kernels.conv_data_types`` and the rules check
+    them (:meth:`CudaRules.cudnn_conv`), and every kernel's buffers their element type."""
+
+    TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+    CUDNN_NAMES = {"float32": "FLOAT", "float16": "HALF", "bfloat16": "BFLOAT16", "float64": "DOUBLE"}
+
+    def __init__(self, seed: int = 0, plan_cache=None, timing: FakeTiming | None = None, precision: str = "fp32"):
         import types
 
+        import torch
+
         from ios_core.runtime.cuda_plans import ConvPlanBook
+
+        self.precision = precision
+        self.dtype = getattr(torch, self.TORCH_DTYPES[precision])
+        self.itemsize = torch.empty((), dtype=self.dtype).element_size()
+        self.conv_configs: list[str] = []  # cuDNN's configuration of every convolution built
 
         self.fake = FakeDevice(0, 0, seed, timing=timing)
         self.fake.run = self._limited
@@ -592,13 +667,13 @@ class TorchQueueDevice:
         import torch
 
         self._no_capture("allocation")
-        return torch.full((int(n),), float("nan"))
+        return torch.full((int(n),), float("nan"), dtype=self.dtype)
 
     def empty_shaped(self, shape):
         import torch
 
         self._no_capture("allocation")
-        return torch.full(tuple(shape), float("nan"))
+        return torch.full(tuple(shape), float("nan"), dtype=self.dtype)
 
     def view(self, base, start, shape):
         size = 1
@@ -623,6 +698,7 @@ class TorchQueueDevice:
         self.rules.no_capture("upload")
         a = np.ascontiguousarray(a, dtype=np.float32)
         t = torch.from_numpy(a if a.flags.writeable else a.copy())  # torch wants writable memory
+        t = t.to(self.dtype)  # cast once, at build (CupyDevice.upload: cuda_kernels.to_storage)
         self.rules.upload(footprint(t))
         return t
 
@@ -670,7 +746,7 @@ class TorchQueueDevice:
         CupyDevice.replay(self, graph, stream0)
 
     def stats(self):
-        return {"device": "fake", **self.plans.stats()}
+        return {"device": "fake", "precision": self.precision, **self.plans.stats()}
 
     def flush_l2(self, stream) -> None:
         """A cold cache on the CPU, as CupyDevice flushes: 32 MB (twice the fake's 'L2') read by a
@@ -716,7 +792,8 @@ class TorchQueueDevice:
         import torch
         import torch.nn.functional as F
 
-        key = repr((tuple(x.shape), tuple(x.stride()), tuple(w.shape), str(spec)))
+        key = repr((tuple(x.shape), tuple(x.stride()), tuple(w.shape), str(spec))
+                   + ((self.precision,) if self.precision != "fp32" else ()))  # the plan cache keyed by precision
         hit = self._conv_plans.get(key)
         if hit is not None:
             return hit
@@ -725,7 +802,7 @@ class TorchQueueDevice:
 
         def run(plan):
             xi = xp.contiguous(memory_format=torch.channels_last) if plan == "channels_last" else xp
-            return F.conv2d(xi, w, b, spec.stride, 0, spec.dilation, spec.groups)
+            return F.conv2d(xi.float(), w.float(), b.float(), spec.stride, 0, spec.dilation, spec.groups)
 
         def tune():
             self._no_capture("cuDNN plan tuning (workspace allocation)")
@@ -761,19 +838,22 @@ class TorchQueueDevice:
         self.fake.drain()
 
     def write(self, view, x, stream):
+        import numpy as np
         import torch
 
         self._no_capture("host-to-device copy")
         stream.synchronize()  # as CupyDevice.write: a previous run may still read the input
         self.rules.access(stream, (), footprint(view), "host-to-device copy")
-        view.copy_(torch.from_numpy(x))
+        if x.dtype != np.float32:
+            raise DtypeError(f"the host input is {x.dtype}, the device casts float32 (cuda_kernels.to_storage)")
+        view.copy_(torch.from_numpy(x))  # cast to the buffer's precision, as CupyDevice.write casts on the host
         stream.synchronize()
 
     def read(self, view, stream):
         self._no_capture("device-to-host copy")
         self.rules.access(stream, footprint(view), (), "device-to-host copy")
         stream.synchronize()
-        return view.contiguous().numpy().copy()
+        return view.contiguous().float().numpy().copy()  # read back as float32 (cuda_kernels.from_storage)
 
     def sync(self, stream):
         self._no_capture("stream synchronize")
@@ -784,10 +864,11 @@ class TorchQueueDevice:
         self.fake.host_sync_all()
 
     # kernels (torch, into the given views), from explicit parameters
-    @staticmethod
-    def _kinds(fn, *kinds, reads=(), writes=()):
+    def _kinds(self, fn, *kinds, reads=(), writes=()):
         """``fn`` with the kernel kinds it launches and the memory it reads and writes (the rules'
-        stream-order check; ``ios_core.runtime.cuda._seq`` keeps both through a sequence)."""
+        stream-order check; ``ios_core.runtime.cuda._seq`` keeps both through a sequence). Every
+        buffer must hold the device's element type (the kernels are compiled for it)."""
+        self.rules.element_type(self.dtype, (*reads, *writes), kinds[0] if kinds else "kernel")
         fn.kinds = kinds
         fn.access = (tuple(r for v in reads if v is not None for r in footprint(v)),
                      tuple(w for v in writes for w in footprint(v)))
@@ -801,17 +882,24 @@ class TorchQueueDevice:
                                      f"aligned (shape {tuple(v.shape)})")
         self.convs.append((self.offset_bytes(x), self.offset_bytes(out)))
         w, b = self.upload(weight), self.upload(bias)
+        from ios_core.runtime.cuda_kernels import conv_data_types
+
+        names = self.CUDNN_NAMES
+        # the data types CupyDevice declares for this precision, checked as cuDNN checks its graph
+        self.conv_configs.append(self.rules.cudnn_conv(conv_data_types(self.precision), {
+            "x": names[str(x.dtype).split(".")[-1]], "w": names[str(w.dtype).split(".")[-1]],
+            "b": names[str(b.dtype).split(".")[-1]], "y": names[str(out.dtype).split(".")[-1]]}))
         act = _act(spec.act)
         pt, pl, pb, pr = spec.pads
         channels_last = self._conv_plan(spec, x, w, b) == "channels_last"
 
-        def run():
-            xp = F.pad(x, (pl, pr, pt, pb))
+        def run():  # float compute on the values at the precision, one rounding when stored (PSEUDO_HALF)
+            xp = F.pad(x.float(), (pl, pr, pt, pb))
             if channels_last:
                 import torch
 
                 xp = xp.contiguous(memory_format=torch.channels_last)
-            out.copy_(act(F.conv2d(xp, w, b, spec.stride, 0, spec.dilation, spec.groups)))
+            out.copy_(act(F.conv2d(xp, w.float(), b.float(), spec.stride, 0, spec.dilation, spec.groups)))
         return self._kinds(run, "cudnn", f"conv{spec}", reads=(x, w, b), writes=(out,))
 
     def pool(self, x, out, spec):
@@ -819,35 +907,36 @@ class TorchQueueDevice:
         import torch.nn.functional as F
 
         if spec.kind == "global_avg":
-            return self._kinds(lambda: out.copy_(x.mean((2, 3), keepdim=True)), "ios_global_pool", reads=(x,),
+            return self._kinds(lambda: out.copy_(x.float().mean((2, 3), keepdim=True)), "ios_global_pool", reads=(x,),
                                writes=(out,))
         if spec.kind == "global_max":
-            return self._kinds(lambda: out.copy_(x.amax((2, 3), keepdim=True)), "ios_global_pool", reads=(x,),
+            return self._kinds(lambda: out.copy_(x.float().amax((2, 3), keepdim=True)), "ios_global_pool", reads=(x,),
                                writes=(out,))
         pt, pl, pb, pr = spec.pads
         pads = (pl, pr, pt, pb)
         k, s = spec.kernel, spec.stride
         if spec.kind == "max":
-            return self._kinds(lambda: out.copy_(F.max_pool2d(F.pad(x, pads, value=float("-inf")), k, s)),
+            return self._kinds(lambda: out.copy_(F.max_pool2d(F.pad(x.float(), pads, value=float("-inf")), k, s)),
                                "ios_pool2d", reads=(x,), writes=(out,))
 
         def avg():
-            sums = F.avg_pool2d(F.pad(x, pads), k, s) * (k[0] * k[1])
+            sums = F.avg_pool2d(F.pad(x.float(), pads), k, s) * (k[0] * k[1])
             if spec.count_include_pad:
                 out.copy_(sums / (k[0] * k[1]))
             else:
-                ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+                ones = torch.ones((1, 1, *x.shape[2:]))
                 out.copy_(sums / (F.avg_pool2d(F.pad(ones, pads), k, s) * (k[0] * k[1])))
         return self._kinds(avg, "ios_pool2d", reads=(x,), writes=(out,))
 
     def activation(self, x, out, act, alpha=0.0, beta=0.0):
         fn = _act(act, alpha, beta)
-        return self._kinds(lambda: out.copy_(fn(x)), "ios_map", reads=(x,), writes=(out,))
+        return self._kinds(lambda: out.copy_(fn(x.float())), "ios_map", reads=(x,), writes=(out,))
 
     def affine(self, x, out, scale, shift, act):
         sc, sh = self.upload(scale).view(1, -1, 1, 1), self.upload(shift).view(1, -1, 1, 1)
         fn = _act(act)
-        return self._kinds(lambda: out.copy_(fn(x * sc + sh)), "ios_map", reads=(x, sc, sh), writes=(out,))
+        return self._kinds(lambda: out.copy_(fn(x.float() * sc.float() + sh.float())), "ios_map", reads=(x, sc, sh),
+                           writes=(out,))
 
     def shuffle(self, x, out, groups):
         def run():
@@ -860,9 +949,9 @@ class TorchQueueDevice:
 
         size = tuple(out.shape[2:])
         if mode == "nearest":
-            return self._kinds(lambda: out.copy_(F.interpolate(x, size=size, mode="nearest")), "ios_resize",
+            return self._kinds(lambda: out.copy_(F.interpolate(x.float(), size=size, mode="nearest")), "ios_resize",
                                reads=(x,), writes=(out,))
-        return self._kinds(lambda: out.copy_(F.interpolate(x, size=size, mode="bilinear",
+        return self._kinds(lambda: out.copy_(F.interpolate(x.float(), size=size, mode="bilinear",
                                                            align_corners=align_corners)), "ios_resize",
                            reads=(x,), writes=(out,))
 
@@ -875,12 +964,13 @@ class TorchQueueDevice:
         w, b = self.upload(weight), self.upload(bias)
         fn = _act(act)
         n = x.shape[0]
-        return self._kinds(lambda: out.copy_(fn(torch.addmm(b, x.reshape(n, -1), w.t())).view(out.shape)),
+        return self._kinds(lambda: out.copy_(fn(torch.addmm(b.float(), x.reshape(n, -1).float(), w.t().float()))
+                                             .view(out.shape)),
                            "cublas", "ios_map", reads=(x, w, b), writes=(out,))
 
     def combine(self, views, how, dst):
         def run():
-            acc = views[0].clone()
+            acc = views[0].float().clone()
             for v in views[1:]:
                 acc = acc * v if how == "mul" else acc + v
             dst.copy_(acc)

@@ -1,9 +1,11 @@
 """Every CUDA C source the project compiles, compiled here with NVRTC (``nvidia-cuda-nvrtc-cu12``:
 the same compiler CuPy's ``RawModule`` uses on a GPU machine), without a GPU.
 
-* :data:`ios_core.runtime.cuda_kernels.CUDA_SOURCE` compiles for the oldest and newest
-  architectures the gpu extra targets, with CuPy's default options and no header (CuPy adds
-  none: ``INFINITY`` from ``math.h`` would not exist there, and did not, see issue 22).
+* :func:`ios_core.runtime.cuda_kernels.kernel_source` compiles at every precision (fp32, and the
+  fp16 and bf16 kernels, which load and store 16-bit values and compute in float) for the oldest
+  and newest architectures the gpu extra targets, with CuPy's default options and no header (CuPy
+  adds none: ``INFINITY`` from ``math.h`` would not exist there, and did not, see issue 22; nor
+  would ``cuda_fp16.h``).
 * Every kernel the Python side launches is an entry of the PTX, and each launch passes as many
   arguments as the entry has parameters, each of the PTX parameter's width (pointer, 32-bit,
   64-bit, float): a launch that disagrees with its kernel is caught here, not on a GPU.
@@ -68,23 +70,84 @@ def ptx_entries(ptx: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def compiled():
-    from ios_core.runtime.cuda_kernels import CUDA_SOURCE
+def compiled_ptx():
+    """(precision, arch) -> the PTX NVRTC makes of the runtime's kernels at that precision."""
+    from ios_core.runtime.cuda_kernels import PRECISIONS, kernel_source
 
     out = {}
-    for arch in ARCHS:
-        ok, log, ptx = nvrtc_compile(CUDA_SOURCE, (*OPTIONS, f"-arch={arch}"))
-        assert ok, f"NVRTC ({arch}) rejects CUDA_SOURCE:\n{log}"
-        out[arch] = ptx_entries(ptx)
+    for precision in PRECISIONS:
+        for arch in ARCHS:
+            ok, log, ptx = nvrtc_compile(kernel_source(precision), (*OPTIONS, f"-arch={arch}"))
+            assert ok, f"NVRTC ({arch}) rejects the {precision} kernels:\n{log}"
+            out[(precision, arch)] = ptx
     return out
 
 
+@pytest.fixture(scope="module")
+def compiled(compiled_ptx):
+    return {key: ptx_entries(ptx) for key, ptx in compiled_ptx.items()}
+
+
 def test_nvrtc_compiles_the_runtime_kernels(compiled):
+    from ios_core.runtime.cuda_kernels import KERNEL_NAMES, PRECISIONS
+
+    assert set(PRECISIONS) == {"fp32", "fp16", "bf16"}
+    for key, entries in compiled.items():
+        missing = [k for k in KERNEL_NAMES if k not in entries]
+        assert not missing, (key, missing)
+
+
+def _body(ptx: str, name: str) -> str:
+    start = ptx.index(f".entry {name}(")
+    end = ptx.find(".entry ", start + 1)
+    return ptx[start:end if end > 0 else len(ptx)]
+
+
+def test_half_kernels_load_and_store_16_bit_values_and_compute_in_float(compiled_ptx):
+    """The fp16 and bf16 kernels move 16-bit values (``ld/st.global.u16``) and convert at each load
+    and store: fp16 with the cvt instructions (round to nearest even when storing), bf16 by shifting
+    its bits into a float's top half; the arithmetic stays f32. fp32 moves 32-bit values, no cvt."""
     from ios_core.runtime.cuda_kernels import KERNEL_NAMES
 
-    for arch, entries in compiled.items():
-        missing = [k for k in KERNEL_NAMES if k not in entries]
-        assert not missing, (arch, missing)
+    for arch in ARCHS:
+        fp32, fp16, bf16 = (compiled_ptx[(p, arch)] for p in ("fp32", "fp16", "bf16"))
+        assert "cvt.f32.f16" not in fp32 and "ld.global.u16" not in fp32
+        for name in KERNEL_NAMES:
+            for precision, ptx in (("fp16", fp16), ("bf16", bf16)):
+                body = _body(ptx, name)
+                assert "ld.global.u16" in body or "ld.global.nc.u16" in body, (precision, arch, name)
+                assert "st.global.u16" in body or "st.global.b16" in body, (precision, arch, name)
+                assert "ld.global.f32" not in body and "st.global.f32" not in body, (precision, arch, name)
+            if name != "ios_shuffle":  # a shuffle copies the 16 bits as they are
+                assert "cvt.f32.f16" in _body(fp16, name) and "cvt.rn.f16.f32" in _body(fp16, name), (arch, name)
+                assert "cvt.f32.f16" not in _body(bf16, name), (arch, name)
+        assert "fma.rn.f32" in _body(fp16, "ios_linear") and "fma.rn.f32" in _body(bf16, "ios_linear")
+
+
+def test_unknown_kernel_precision_is_refused():
+    from ios_core.runtime.cuda_kernels import kernel_source
+
+    with pytest.raises(ValueError, match="int8"):
+        kernel_source("int8")
+
+
+def test_host_bf16_rounding_matches_torch():
+    """The host's bf16 cast (weights, the input) rounds to nearest even, as torch's and as the
+    kernels' ``ios_st``; reading back is exact."""
+    import torch
+
+    from ios_core.runtime.cuda_kernels import from_storage, to_storage
+
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.standard_normal(4000).astype(np.float32) * 10.0 ** rng.integers(-8, 8, 4000),
+                        np.array([0.0, -0.0, np.inf, -np.inf, 1.00390625, 1.01171875, 3.4e38], np.float32)])
+    bits = to_storage(a, "bf16")
+    assert bits.dtype == np.uint16
+    want = torch.from_numpy(a).to(torch.bfloat16).float().numpy()
+    assert np.array_equal(from_storage(bits, "bf16"), want)
+    nan = from_storage(to_storage(np.array([np.nan], np.float32), "bf16"), "bf16")
+    assert np.isnan(nan).all()
+    assert np.array_equal(from_storage(to_storage(a, "fp16"), "fp16"), a.astype(np.float16).astype(np.float32))
 
 
 def test_nvrtc_rejects_what_cupy_would_reject():
@@ -141,7 +204,7 @@ def test_every_launch_matches_its_kernels_parameters(compiled):
     with pytest.raises(ValueError, match="do not fit"):
         k.linear(np.zeros((2, 20), np.float32), np.zeros((21, 4), np.float32), per_c, one)
     assert {name for name, _ in calls} == set(cuda_kernels.KERNEL_NAMES)
-    for arch, entries in compiled.items():
+    for arch, entries in compiled.items():  # (precision, arch): every precision's kernels take the same arguments
         for name, args in calls:
             params = entries[name]
             assert len(args) == len(params), (arch, name, len(args), len(params))
@@ -174,7 +237,7 @@ def test_no_other_cuda_source_is_compiled_anywhere():
                     offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not offenders, "CUDA C compiled outside cuda_kernels.CUDA_SOURCE (add it there):\n" + "\n".join(offenders)
     text = (ROOT / "ios_core" / "runtime" / "cuda_kernels.py").read_text()
-    assert len(re.findall(r"\bRawModule\(", text)) == 1 and "RawModule(code=CUDA_SOURCE)" in text
+    assert len(re.findall(r"\bRawModule\(", text)) == 1 and "RawModule(code=kernel_source(precision))" in text
 
 
 def test_the_device_calls_no_cupy_library_routine():

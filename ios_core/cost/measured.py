@@ -122,8 +122,14 @@ class MeasuredCostModel:
                  repeat: int = 5, min_sample_ms: float | None | str = "auto", cache=True, mode: str | None = None,
                  seed: int = 0, provider: str = "torch", margin: float = 0.05, backend=None,
                  cuda_graph: bool | None = None, canary_every: int = 64, nvml=None, plan_cache=True,
-                 candidates: str | tuple | None = None):
+                 candidates: str | tuple | None = None, precision: str = "fp32"):
         self._gpu = backend  # the CUDA executor's device (tests pass a fake one)
+        # the precision stages are timed at: the device's (cuda: fp32, fp16, bf16); part of the
+        # database key, so an fp32 figure never stands for an fp16 one
+        self.precision = str(precision or "fp32")
+        if backend is not None and getattr(backend, "precision", "fp32") != self.precision:
+            raise ValueError(f"the device computes in {getattr(backend, 'precision', 'fp32')}, the cost model was "
+                             f"asked for {self.precision}")
         if device.startswith("cuda") and backend is None:
             from ios_core.measurement.gpu import cuda_missing
 
@@ -132,7 +138,8 @@ class MeasuredCostModel:
                 raise RuntimeError(f"the measured cost model cannot time stages on {device}: {missing}")
             from ios_core.runtime.cuda_device import CupyDevice
 
-            self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0, plan_cache=None)
+            self._gpu = CupyDevice(int(device.split(":")[1]) if ":" in device else 0, plan_cache=None,
+                                   precision=self.precision)
         elif device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"unknown device {device!r}")
         if mode is None:  # the default: calibrated on the CPU, whole stages on a GPU
@@ -169,6 +176,8 @@ class MeasuredCostModel:
             self.method += f":{provider}-{library_version(_providers.distribution(provider))}"
         if self.cuda_graph:  # a graph replay is another measurement than the same launches one by one
             self.method += ":cuda-graph"
+        if self.precision != "fp32":  # a stage at fp16 is another measurement (an fp32 key stays as it was)
+            self.method += f":{self.precision}"
         # the tensors and thread control of the programs it times (torch's only for the torch
         # provider: a cost model for ONNX Runtime or OpenVINO kernels imports no torch)
         self._tensors = _tensors.for_provider(provider)
@@ -248,7 +257,8 @@ class MeasuredCostModel:
         return self._timing.form
 
     def stats(self) -> dict:
-        out = {"mode": self.mode, "provider": self.provider, "threads": self.threads, "calls": self.calls,
+        out = {"mode": self.mode, "provider": self.provider, "precision": self.precision, "threads": self.threads,
+               "calls": self.calls,
                "measured": self.measured, "pruned": self.pruned, "form": self.form,
                "measure_seconds": round(self.measure_seconds, 3), "hits": self.hits, "misses": self.misses,
                "cache": str(self.cache.path) if self.cache else None, "method": self.method,

@@ -179,7 +179,8 @@ class CudaTiming:
         from ios_core.reference import random_input
         from ios_core.runtime.cuda import CudaRuntime
 
-        rt = CudaRuntime(graph, batch_size, device=self.device, backend=self.dev, cuda_graph=self.cuda_graph)
+        rt = CudaRuntime(graph, batch_size, device=self.device, backend=self.dev, cuda_graph=self.cuda_graph,
+                         precision=getattr(self.dev, "precision", "fp32"))  # the cell's precision, as its stages
         rt.prepare(random_input(rt.graph, batch_size))
         self.sample(rt, warmup=2)
         return rt

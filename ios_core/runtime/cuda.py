@@ -95,6 +95,9 @@ class CudaProgram:
         in the whole program (benchmarks/gpu_fidelity.py). Off in every cell and stage program."""
         self.plan = plan
         self.dev = device
+        # bytes per element of the device's buffers (fp32 4, fp16/bf16 2): the plan places buffers in
+        # elements (its byte offsets / F32), the device's precision sets their size in memory
+        self.itemsize = int(getattr(device, "itemsize", F32))
         self._random_weights = random_weights
         # random weights come from a bank shared by every program built with it (the measured cost
         # model's stage programs: drawn once per graph, not once per stage); else a bank of our own
@@ -134,7 +137,7 @@ class CudaProgram:
         self.marks = device.task_marks(len(sp.tasks), self.stream_objs) if task_marks else None
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
         self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
-                      "scratch_bytes": sum(need) * F32, "aligned_copies": self.aligned_copies}
+                      "scratch_bytes": sum(need) * self.itemsize, "aligned_copies": self.aligned_copies}
         self.graph = None
         if cuda_graph:
             # run once first: lazy compilation, module loading and library initialization must not
@@ -190,11 +193,11 @@ class CudaProgram:
 
     def offset_bytes(self, ref: ValueRef) -> int:
         """Where ``ref``'s first element lies from the start of its allocation (the arena, or the
-        input's own buffer; both start aligned): the buffer's arena offset plus the channel
-        slice's start."""
+        input's own buffer; both start aligned), in bytes at the device's precision: the buffer's
+        arena offset plus the channel slice's start."""
         b = self.plan.buffers[ref.buffer]
-        base = 0 if b.kind == "input" else b.offset
-        return base + ref.begin * int(np.prod(b.shape[2:])) * F32
+        base = 0 if b.kind == "input" else b.offset // F32
+        return (base + ref.begin * int(np.prod(b.shape[2:]))) * self.itemsize
 
     def _needs_scratch(self, step) -> bool:
         if step.mode == CONCAT or step.op.COMPOSED:
@@ -372,10 +375,11 @@ class CudaRuntime:
     ``execute`` only enqueues (the output is valid once stream 0 is synchronized: ``sync``);
     ``measure`` times with CUDA events on stream 0 through the one measurement function.
     ``device`` may name the GPU (``"cuda:1"``); ``backend`` replaces the CuPy device (the tests'
-    fake device)."""
+    fake device). ``precision`` (fp32, fp16, bf16): what every buffer holds and every kernel reads
+    and writes (``CupyDevice``); input and output stay float32 arrays on the host."""
 
     def __init__(self, graph, batch_size: int = 1, device: str = "cuda", threads: int | None = None, *,
-                 cuda_graph: bool = False, backend=None, **unused):
+                 cuda_graph: bool = False, backend=None, precision: str = "fp32", **unused):
         check_graph(graph, batch_size)
         ignored = sorted(k for k, v in unused.items() if v is not None and k not in ("provider",))
         if ignored:
@@ -387,7 +391,11 @@ class CudaRuntime:
             missing = cuda_missing()
             if missing is not None:
                 raise RuntimeError(f"the IOS CUDA runtime cannot run here: {missing}")
-            backend = CupyDevice(int(device.split(":")[1]) if ":" in device else 0)
+            backend = CupyDevice(int(device.split(":")[1]) if ":" in device else 0, precision=precision)
+        elif getattr(backend, "precision", "fp32") != precision:
+            raise ValueError(f"the device computes in {getattr(backend, 'precision', 'fp32')}, the runtime was asked "
+                             f"for {precision}")
+        self.precision = precision
         self.graph, self.batch_size, self.device = graph, batch_size, device
         self.threads = threads
         self.stages = graph_stages(graph)

@@ -19,14 +19,19 @@ import numpy as np
 
 from ios_core.runtime.cuda_kernels import (
     CUDNN_FUSED_ACTS,
-    EXCLUDED_NOTES,
+    EXCLUDED_NOTES_BY_PRECISION,
     MAP_ADD,
     MAP_MUL,
+    PRECISIONS,
+    STORAGE_DTYPE,
     Kernels,
     build_conv,
+    conv_data_types,
     conv_key,
+    from_storage,
     plan_executor,
     plan_record,
+    to_storage,
 )
 from ios_core.runtime.cuda_plans import ConvPlanBook
 
@@ -37,11 +42,24 @@ TUNE_REPEAT = 5  # timed executions per cuDNN plan when choosing the fastest
 class CupyDevice:
     """``plan_cache``: where the cuDNN plan chosen per convolution geometry is kept across
     processes (``"default"``: the profile database's location, ``ios_core.cost.cache``; a path;
-    a ``CudnnPlanCache``; None: this process only)."""
+    a ``CudnnPlanCache``; None: this process only).
 
-    def __init__(self, device_id: int = 0, plan_cache="default"):
+    ``precision`` (fp32, fp16, bf16): every buffer holds values at that precision
+    (``cuda_kernels.STORAGE_DTYPE``), weights are cast once when uploaded, the input when written
+    and the output read back as float32; convolutions are cuDNN graphs with that data type and float
+    compute (``cuda_kernels.conv_data_types``), their plans chosen and cached per precision, and our
+    kernels compiled at it (``cuda_kernels.kernel_source``). fp16 and bf16 are written against
+    cuDNN's and CuPy's documentation and checked on the tests' fake device; not yet run on a GPU."""
+
+    def __init__(self, device_id: int = 0, plan_cache="default", precision: str = "fp32"):
         import cudnn
         import cupy
+
+        if precision not in PRECISIONS:
+            raise ValueError(f"the CUDA runtime computes in {', '.join(PRECISIONS)}, not {precision!r}")
+        self.precision = precision
+        self.dtype = np.dtype(STORAGE_DTYPE[precision])
+        self.itemsize = self.dtype.itemsize
 
         if os.environ.get("CUPY_TF32", "0") not in ("", "0"):
             raise RuntimeError("CUPY_TF32 is set: CuPy would run matrix products in TF32; the runtime is fp32")
@@ -49,7 +67,7 @@ class CupyDevice:
         self.cudnn = cudnn
         self.device = cupy.cuda.Device(device_id)
         self.device.use()
-        self.k = Kernels()
+        self.k = Kernels(precision)
         self.k.load()  # compile and load our CUDA C now, never inside a capture
         self._streams: dict[int, object] = {}  # stream index -> Stream, reused by every program
         self._handles: dict[int, object] = {}  # stream index -> cuDNN handle bound to it
@@ -90,10 +108,10 @@ class CupyDevice:
 
     # ---- memory -------------------------------------------------------------------------------
     def empty(self, n: int):
-        return self.cp.empty(int(n), dtype=self.cp.float32)
+        return self.cp.empty(int(n), dtype=self.dtype)
 
     def empty_shaped(self, shape):
-        return self.cp.empty(tuple(shape), dtype=self.cp.float32)
+        return self.cp.empty(tuple(shape), dtype=self.dtype)
 
     def view(self, base, start: int, shape):
         size = int(np.prod(shape))
@@ -106,26 +124,27 @@ class CupyDevice:
         return int(view.data.ptr) % ALIGNMENT == 0
 
     def upload(self, a: np.ndarray):
-        """``a`` on the device. An fp32 array nobody may write (read-only: the random weights the
-        measured cost model's stage programs share, ``runtime.cuda.RandomWeights``) is uploaded
-        once per device and reused while it lives, not once per stage program."""
+        """``a`` on the device, cast once (here, on the host) to the device's precision. An fp32
+        array nobody may write (read-only: the random weights the measured cost model's stage
+        programs share, ``runtime.cuda.RandomWeights``) is uploaded once per device and reused while
+        it lives, not once per stage program."""
         if not a.flags.writeable and a.dtype == np.float32 and a.flags.c_contiguous:
             hit = self._shared.get(id(a))
             if hit is None:
-                hit = self._shared[id(a)] = self.cp.asarray(a)
+                hit = self._shared[id(a)] = self.cp.asarray(to_storage(a, self.precision))
                 weakref.finalize(a, self._shared.pop, id(a), None)  # its id may be reused once it is gone
             return hit
-        arr = self.cp.asarray(np.ascontiguousarray(a, dtype=np.float32))
+        arr = self.cp.asarray(to_storage(a, self.precision))
         self.keep.append(arr)
         return arr
 
     def write(self, view, x: np.ndarray, stream) -> None:
         stream.synchronize()  # a previous run may still read the input
-        view.set(x, stream=stream)
+        view.set(to_storage(x, self.precision), stream=stream)  # CuPy's set refuses another dtype
         stream.synchronize()
 
     def read(self, view, stream) -> np.ndarray:
-        return self.cp.asnumpy(view, stream=stream, blocking=True)
+        return from_storage(self.cp.asnumpy(view, stream=stream, blocking=True), self.precision)
 
     def sync(self, stream) -> None:
         stream.synchronize()
@@ -231,8 +250,12 @@ class CupyDevice:
 
     def stats(self) -> dict:
         # fp32: every cuDNN engine with a TF32/down-convert/reduced-precision note is deselected
-        # before plans are built (EXCLUDED_NOTES); linear layers are our own fp32 kernel (ios_linear)
-        return {**self._stats, **self.plans.stats(), "tf32": False, "cudnn_excluded_notes": list(EXCLUDED_NOTES),
+        # before plans are built (EXCLUDED_NOTES_BY_PRECISION); linear layers are our own kernel (ios_linear), float
+        # compute at every precision; fp16/bf16: tensor-core engines allowed, float compute
+        types = conv_data_types(self.precision)
+        return {**self._stats, **self.plans.stats(), "tf32": False, "precision": self.precision,
+                "cudnn_data_type": types["x"], "cudnn_compute_type": types["compute"],
+                "cudnn_excluded_notes": list(EXCLUDED_NOTES_BY_PRECISION[self.precision]),
                 "cudnn": self.cudnn.backend_version_string(), "cupy": self.cp.__version__}
 
     # ---- kernels -------------------------------------------------------------------------------
@@ -273,6 +296,8 @@ class CupyDevice:
                         stride=tuple(spec.stride), pads=tuple(spec.pads), dilation=tuple(spec.dilation),
                         groups=spec.groups, act=spec.act, in_stride=[s // isz for s in x.strides],
                         out_stride=[s // isz for s in out.strides], out_hw=tuple(out.shape[2:]))
+        if self.precision != "fp32":  # part of the plan cache's key (an fp32 key stays as it was)
+            geometry["precision"] = self.precision
         key = conv_key(geometry)
         conv = self._convs.get(key)
         if conv is None:

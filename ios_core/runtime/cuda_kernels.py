@@ -48,8 +48,7 @@ CUDNN_ACT_OPS = {"identity": None, "relu": "relu", "sigmoid": "sigmoid", "tanh":
 CUDNN_FUSED_ACTS = tuple(CUDNN_ACT_OPS)
 MAP_COPY, MAP_ADD, MAP_MUL = 0, 1, 2
 
-CUDA_SOURCE = r"""
-// ios-bench CUDA kernels. No #include: CuPy's RawModule compiles this with NVRTC alone.
+CUDA_BODY = r"""
 #define IOS_NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ float ios_act(float v, int act, float alpha, float beta) {
@@ -69,7 +68,7 @@ __device__ __forceinline__ float ios_act(float v, int act, float alpha, float be
 
 // y = act((a OP b) * scale[c] + shift[c]) over (N, C, H, W); OP: 0 a alone, 1 a + b, 2 a * b.
 // Strides in elements, 0 where a value broadcasts; y may be a or b (in place).
-extern "C" __global__ void ios_map(const float* a, const float* b, const float* scale, const float* shift, float* y,
+extern "C" __global__ void ios_map(const ios_t* a, const ios_t* b, const ios_t* scale, const ios_t* shift, ios_t* y,
     int N, int C, int H, int W,
     long long as0, long long as1, long long as2, long long as3,
     long long bs0, long long bs1, long long bs2, long long bs3,
@@ -79,18 +78,18 @@ extern "C" __global__ void ios_map(const float* a, const float* b, const float* 
   long long total = (long long)N * C * H * W;
   if (i >= total) return;
   int w = i % W; long long t = i / W; int h = t % H; t /= H; int c = t % C; int n = t / C;
-  float v = a[n * as0 + c * as1 + h * as2 + w * as3];
-  if (op == 1) v += b[n * bs0 + c * bs1 + h * bs2 + w * bs3];
-  else if (op == 2) v *= b[n * bs0 + c * bs1 + h * bs2 + w * bs3];
-  if (has_scale) v *= scale[c];
-  if (has_shift) v += shift[c];
-  y[n * ys0 + c * ys1 + h * ys2 + w * ys3] = ios_act(v, act, alpha, beta);
+  float v = ios_ld(a[n * as0 + c * as1 + h * as2 + w * as3]);
+  if (op == 1) v += ios_ld(b[n * bs0 + c * bs1 + h * bs2 + w * bs3]);
+  else if (op == 2) v *= ios_ld(b[n * bs0 + c * bs1 + h * bs2 + w * bs3]);
+  if (has_scale) v *= ios_ld(scale[c]);
+  if (has_shift) v += ios_ld(shift[c]);
+  y[n * ys0 + c * ys1 + h * ys2 + w * ys3] = ios_st(ios_act(v, act, alpha, beta));
 }
 
 // Max and average pooling. (pt, pl): padding before; the padding after only sets (OH, OW).
 // count_pad: the average divides by the whole window (padding counted), else by the input
 // positions the window covers.
-extern "C" __global__ void ios_pool2d(const float* x, float* y, int N, int C, int H, int W, int OH, int OW,
+extern "C" __global__ void ios_pool2d(const ios_t* x, ios_t* y, int N, int C, int H, int W, int OH, int OW,
     long long xs0, long long xs1, long long xs2, long long xs3,
     long long ys0, long long ys1, long long ys2, long long ys3,
     int kh, int kw, int sh, int sw, int pt, int pl, int is_max, int count_pad) {
@@ -98,7 +97,7 @@ extern "C" __global__ void ios_pool2d(const float* x, float* y, int N, int C, in
   long long total = (long long)N * C * OH * OW;
   if (i >= total) return;
   int ow = i % OW; long long t = i / OW; int oh = t % OH; t /= OH; int c = t % C; int n = t / C;
-  const float* xp = x + n * xs0 + c * xs1;
+  const ios_t* xp = x + n * xs0 + c * xs1;
   int h0 = oh * sh - pt, w0 = ow * sw - pl;
   float acc = is_max ? IOS_NEG_INF : 0.0f;
   int seen = 0;
@@ -108,32 +107,32 @@ extern "C" __global__ void ios_pool2d(const float* x, float* y, int N, int C, in
     for (int b = 0; b < kw; b++) {
       int w = w0 + b;
       if (w < 0 || w >= W) continue;
-      float v = xp[h * xs2 + w * xs3];
+      float v = ios_ld(xp[h * xs2 + w * xs3]);
       acc = is_max ? fmaxf(acc, v) : acc + v;
       seen++;
     }
   }
   if (!is_max) acc /= (float)(count_pad ? kh * kw : (seen > 0 ? seen : 1));
-  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = acc;
+  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = ios_st(acc);
 }
 
-extern "C" __global__ void ios_global_pool(const float* x, float* y, int N, int C, int H, int W,
+extern "C" __global__ void ios_global_pool(const ios_t* x, ios_t* y, int N, int C, int H, int W,
     long long xs0, long long xs1, long long xs2, long long xs3, long long ys0, long long ys1, int is_max) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i >= (long long)N * C) return;
   int c = i % C; int n = i / C;
-  const float* xp = x + n * xs0 + c * xs1;
+  const ios_t* xp = x + n * xs0 + c * xs1;
   float acc = is_max ? IOS_NEG_INF : 0.0f;
   for (int h = 0; h < H; h++)
     for (int w = 0; w < W; w++) {
-      float v = xp[h * xs2 + w * xs3];
+      float v = ios_ld(xp[h * xs2 + w * xs3]);
       acc = is_max ? fmaxf(acc, v) : acc + v;
     }
-  y[n * ys0 + c * ys1] = is_max ? acc : acc / (float)(H * W);
+  y[n * ys0 + c * ys1] = ios_st(is_max ? acc : acc / (float)(H * W));
 }
 
 // Channel shuffle: output channel j * groups + i is input channel i * (C / groups) + j.
-extern "C" __global__ void ios_shuffle(const float* x, float* y, int N, int C, int H, int W,
+extern "C" __global__ void ios_shuffle(const ios_t* x, ios_t* y, int N, int C, int H, int W,
     long long xs0, long long xs1, long long xs2, long long xs3,
     long long ys0, long long ys1, long long ys2, long long ys3, int groups) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -153,36 +152,36 @@ __device__ __forceinline__ float ios_src(int o, int in, int out, int align) {
 
 // Resize to (OH, OW): mode 0 nearest (source floor(o * in / out), PyTorch's), 1 bilinear
 // (half-pixel centres, or the corners aligned).
-extern "C" __global__ void ios_resize(const float* x, float* y, int N, int C, int H, int W, int OH, int OW,
+extern "C" __global__ void ios_resize(const ios_t* x, ios_t* y, int N, int C, int H, int W, int OH, int OW,
     long long xs0, long long xs1, long long xs2, long long xs3,
     long long ys0, long long ys1, long long ys2, long long ys3, int mode, int align) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long total = (long long)N * C * OH * OW;
   if (i >= total) return;
   int ow = i % OW; long long t = i / OW; int oh = t % OH; t /= OH; int c = t % C; int n = t / C;
-  const float* xp = x + n * xs0 + c * xs1;
+  const ios_t* xp = x + n * xs0 + c * xs1;
   float v;
   if (mode == 0) {
     int h = min((int)floorf(oh * ((float)H / (float)OH)), H - 1);
     int w = min((int)floorf(ow * ((float)W / (float)OW)), W - 1);
-    v = xp[h * xs2 + w * xs3];
+    v = ios_ld(xp[h * xs2 + w * xs3]);
   } else {
     float sh = ios_src(oh, H, OH, align), sw = ios_src(ow, W, OW, align);
     int h0 = min((int)floorf(sh), H - 1), w0 = min((int)floorf(sw), W - 1);
     int h1 = min(h0 + 1, H - 1), w1 = min(w0 + 1, W - 1);
     float fh = sh - h0, fw = sw - w0;
-    float top = xp[h0 * xs2 + w0 * xs3] * (1.0f - fw) + xp[h0 * xs2 + w1 * xs3] * fw;
-    float bot = xp[h1 * xs2 + w0 * xs3] * (1.0f - fw) + xp[h1 * xs2 + w1 * xs3] * fw;
+    float top = ios_ld(xp[h0 * xs2 + w0 * xs3]) * (1.0f - fw) + ios_ld(xp[h0 * xs2 + w1 * xs3]) * fw;
+    float bot = ios_ld(xp[h1 * xs2 + w0 * xs3]) * (1.0f - fw) + ios_ld(xp[h1 * xs2 + w1 * xs3]) * fw;
     v = top * (1.0f - fh) + bot * fh;
   }
-  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = v;
+  y[n * ys0 + c * ys1 + oh * ys2 + ow * ys3] = ios_st(v);
 }
 
 // Linear: y[n, j] = act(sum_k x[n, k] * w[k, j] + shift[j]). x is (N, K) and w (K, J) row-major
 // (w is the layer's weight transposed); y[n, j] is at n * ys0 + j * ys1. One thread per output,
-// IOS_TILE x IOS_TILE tiles of x and w staged in shared memory, fp32 accumulation.
+// IOS_TILE x IOS_TILE tiles of x and w staged in shared memory (as float), fp32 accumulation.
 #define IOS_TILE 16
-extern "C" __global__ void ios_linear(const float* x, const float* w, const float* shift, float* y,
+extern "C" __global__ void ios_linear(const ios_t* x, const ios_t* w, const ios_t* shift, ios_t* y,
     int N, int K, int J, long long ys0, long long ys1, int act, float alpha, float beta) {
   __shared__ float xs[IOS_TILE][IOS_TILE];
   __shared__ float ws[IOS_TILE][IOS_TILE + 1];
@@ -191,15 +190,103 @@ extern "C" __global__ void ios_linear(const float* x, const float* w, const floa
   int n = blockIdx.y * IOS_TILE + ty;
   float acc = 0.0f;
   for (int k0 = 0; k0 < K; k0 += IOS_TILE) {
-    xs[ty][tx] = (n < N && k0 + tx < K) ? x[(long long)n * K + k0 + tx] : 0.0f;
-    ws[ty][tx] = (k0 + ty < K && j < J) ? w[(long long)(k0 + ty) * J + j] : 0.0f;
+    xs[ty][tx] = (n < N && k0 + tx < K) ? ios_ld(x[(long long)n * K + k0 + tx]) : 0.0f;
+    ws[ty][tx] = (k0 + ty < K && j < J) ? ios_ld(w[(long long)(k0 + ty) * J + j]) : 0.0f;
     __syncthreads();
     for (int t = 0; t < IOS_TILE; t++) acc += xs[ty][t] * ws[t][tx];
     __syncthreads();
   }
-  if (n < N && j < J) y[n * ys0 + j * ys1] = ios_act(acc + shift[j], act, alpha, beta);
+  if (n < N && j < J) y[n * ys0 + j * ys1] = ios_st(ios_act(acc + ios_ld(shift[j]), act, alpha, beta));
 }
 """
+
+# The element type of every buffer, per precision: what each kernel loads and stores (``ios_t``), and
+# how a value becomes a float and back (``ios_ld``/``ios_st``). Every kernel computes in float (fp32
+# arithmetic on values loaded at the buffer's precision, rounded once when stored), the same
+# contract as cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations (half-precision data, float
+# compute). fp16 and bf16 are stored as their 16 bits (``unsigned short``, the storage of CUDA's
+# ``__half`` and ``__nv_bfloat16``): CuPy's RawModule compiles with NVRTC and no include path, and
+# NVRTC alone cannot open ``cuda_fp16.h``/``cuda_bf16.h`` (checked with NVRTC 12.9), so the two
+# conversions are written here: fp16 with the PTX ``cvt`` instructions (every architecture), bf16 as
+# its top 16 bits, rounded to nearest even (CUDA's ``__float2bfloat16_rn``; NaN stays NaN).
+KERNEL_PRELUDE = {
+    "fp32": r"""typedef float ios_t;
+__device__ __forceinline__ float ios_ld(ios_t v) { return v; }
+__device__ __forceinline__ ios_t ios_st(float v) { return v; }
+""",
+    "fp16": r"""typedef unsigned short ios_t;  // IEEE binary16 bits (__half's storage)
+__device__ __forceinline__ float ios_ld(ios_t v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v)); return f; }
+__device__ __forceinline__ ios_t ios_st(float f) {
+  ios_t v; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(v) : "f"(f)); return v;  // round to nearest even
+}
+""",
+    "bf16": r"""typedef unsigned short ios_t;  // bfloat16 bits (__nv_bfloat16's storage): a float's top half
+__device__ __forceinline__ float ios_ld(ios_t v) { return __uint_as_float(((unsigned int)v) << 16); }
+__device__ __forceinline__ ios_t ios_st(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ios_t)((u >> 16) | 0x40u);  // NaN: quiet, sign kept
+  return (ios_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest, ties to even
+}
+""",
+}
+PRECISIONS = tuple(KERNEL_PRELUDE)
+
+
+def kernel_source(precision: str = "fp32") -> str:
+    """The runtime's CUDA C at ``precision`` (fp32, fp16, bf16): :data:`CUDA_BODY` over that element
+    type. No #include: CuPy's RawModule compiles it with NVRTC alone."""
+    if precision not in KERNEL_PRELUDE:
+        raise ValueError(f"the CUDA runtime has no kernels at precision {precision!r} (one of {', '.join(PRECISIONS)})")
+    return (f"// ios-bench CUDA kernels, {precision}. No #include: CuPy's RawModule compiles this with NVRTC alone.\n"
+            + KERNEL_PRELUDE[precision] + CUDA_BODY)
+
+
+CUDA_SOURCE = kernel_source("fp32")
+
+# Per precision: the numpy dtype a device buffer holds (bf16: its bits, uint16; neither numpy nor
+# CuPy has a bfloat16 dtype) and cuDNN's data type for its tensors.
+STORAGE_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "uint16"}
+CUDNN_DATA_TYPE = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BFLOAT16"}
+
+
+def to_storage(a, precision: str):
+    """A host array as a device buffer of ``precision`` holds it: float32, float16, or bf16 bits
+    (uint16, rounded to nearest even, as the kernels' ``ios_st``)."""
+    import numpy as np
+
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if precision == "fp32":
+        return a
+    if precision == "fp16":
+        return a.astype(np.float16)
+    if precision == "bf16":
+        u = a.view(np.uint32)
+        out = ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+        nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        out[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
+        return out
+    raise ValueError(f"unknown precision {precision!r}")
+
+
+def from_storage(a, precision: str):
+    """A device buffer's values read back (:func:`to_storage`'s inverse) as float32."""
+    import numpy as np
+
+    if precision == "bf16":
+        return (np.ascontiguousarray(a).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(a, dtype=np.float32)
+
+
+def conv_data_types(precision: str) -> dict[str, str]:
+    """cuDNN's data type for each tensor of a convolution at ``precision``: ``x``, ``w``, ``b``,
+    ``y`` at the precision (cuDNN supports no mixed input types), the ``compute`` and
+    ``intermediate`` types float: cuDNN's FLOAT_CONFIG, PSEUDO_HALF_CONFIG and
+    PSEUDO_BFLOAT16_CONFIG (cuDNN API reference, ``cudnnConvolutionForward``, supported
+    configurations; bf16 has no configuration with bf16 compute, and fp16 compute
+    (TRUE_HALF_CONFIG) would accumulate in fp16)."""
+    io = CUDNN_DATA_TYPE[precision]
+    return {"x": io, "w": io, "b": io, "y": io, "compute": "FLOAT", "intermediate": "FLOAT"}
+
 
 KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize", "ios_linear")
 THREADS = 256
@@ -220,14 +307,15 @@ def strides_for(view, shape) -> list[int]:
 
 
 class Kernels:
-    """:data:`CUDA_SOURCE` as one CuPy ``RawModule``; :meth:`load` compiles and loads it (call it
-    before any capture: compiling inside a CUDA-graph capture fails)."""
+    """:func:`kernel_source` at ``precision`` as one CuPy ``RawModule``; :meth:`load` compiles and loads
+    it (call it before any capture: compiling inside a CUDA-graph capture fails)."""
 
-    def __init__(self):
+    def __init__(self, precision: str = "fp32"):
         import cupy
 
         self.cupy = cupy
-        self._module = cupy.RawModule(code=CUDA_SOURCE)
+        self.precision = precision
+        self._module = cupy.RawModule(code=kernel_source(precision))
         self._fns: dict[str, object] = {}
 
     def load(self) -> None:
@@ -358,28 +446,33 @@ def _row_major(dims) -> list[int]:
 
 
 def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, pads, dilation, groups: int, act: str,
-               fused: bool, out_stride=None, in_stride=None, out_hw=None, handle=None):
-    """The cuDNN Frontend graph of one convolution (not yet built): fp32 tensors ``x``
+               fused: bool, out_stride=None, in_stride=None, out_hw=None, handle=None, precision: str = "fp32"):
+    """The cuDNN Frontend graph of one convolution (not yet built): tensors ``x``
     (``in_stride`` for a channel slice), ``w``, ``b`` and the output ``y`` (``out_stride`` to
     write into a concatenation's slice); ``pads`` is (top, left, bottom, right). ``fused``:
     ``y = act(conv(x, w) + b)`` in one graph (``act`` one of :data:`CUDNN_FUSED_ACTS`);
-    otherwise ``y = conv(x, w)`` and the caller adds the bias and activation."""
+    otherwise ``y = conv(x, w)`` and the caller adds the bias and activation. Each tensor's data
+    type and the compute type follow ``precision`` (:func:`conv_data_types`: fp16/bf16 data with
+    float compute)."""
     import cudnn
 
     if fused and act not in CUDNN_FUSED_ACTS:
         raise ValueError(f"activation {act!r} is not fused into cuDNN's graph (one of {CUDNN_FUSED_ACTS})")
-    f32 = cudnn.data_type.FLOAT
-    g = cudnn.pygraph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
+    types = {k: getattr(cudnn.data_type, v) for k, v in conv_data_types(precision).items()}
+    f32 = types["compute"]
+    g = cudnn.pygraph(io_data_type=types["x"], intermediate_data_type=types["intermediate"], compute_data_type=f32,
+                      handle=handle)
     x_dims = [n, cin, h, w]
     w_dims = [cout, cin // groups, kernel[0], kernel[1]]
-    x = g.tensor(dim=x_dims, stride=list(in_stride) if in_stride else _row_major(x_dims), data_type=f32, name="x")
-    wt = g.tensor(dim=w_dims, stride=_row_major(w_dims), data_type=f32, name="w")
+    x = g.tensor(dim=x_dims, stride=list(in_stride) if in_stride else _row_major(x_dims), data_type=types["x"],
+                 name="x")
+    wt = g.tensor(dim=w_dims, stride=_row_major(w_dims), data_type=types["w"], name="w")
     pt, pl, pb, pr = pads
     y = g.conv_fprop(image=x, weight=wt, pre_padding=[pt, pl], post_padding=[pb, pr], stride=list(stride),
                      dilation=list(dilation), compute_data_type=f32, name="conv")
     tensors = {"x": x, "w": wt}
     if fused:
-        b = tensors["b"] = g.tensor(dim=[1, cout, 1, 1], stride=[cout, 1, 1, 1], data_type=f32, name="b")
+        b = tensors["b"] = g.tensor(dim=[1, cout, 1, 1], stride=[cout, 1, 1, 1], data_type=types["b"], name="b")
         y = g.bias(input=y, bias=b, compute_data_type=f32, name="bias")
         op = CUDNN_ACT_OPS[act]
         if op is not None:
@@ -390,7 +483,7 @@ def conv_graph(n: int, cin: int, h: int, w: int, cout: int, kernel, stride, pads
     else:
         oh, ow = out_hw
     y_dims = [n, cout, oh, ow]
-    y.set_output(True).set_data_type(f32).set_dim(y_dims).set_stride(list(out_stride) if out_stride
+    y.set_output(True).set_data_type(types["y"]).set_dim(y_dims).set_stride(list(out_stride) if out_stride
                                                                       else _row_major(y_dims))
     tensors["y"] = y
     return g, tensors
@@ -415,17 +508,24 @@ class CudnnConv:
 # Engines deselected so fp32 stays fp32: no tensor cores (TF32), no down-converted inputs,
 # no reduced-precision reductions. Every plan left is fp32 by construction (recorded as such).
 EXCLUDED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+# fp16 and bf16: tensor cores are the point (their inputs are exact at that precision), so only
+# engines that would convert the inputs down further or reduce in less than float are deselected.
+EXCLUDED_NOTES_BY_PRECISION = {"fp32": EXCLUDED_NOTES,
+                               "fp16": ("DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"),
+                               "bf16": ("DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")}
 
 
 def _planned_graph(handle, fused: bool, geometry: dict):
-    """The convolution's cuDNN graph with its execution plans listed (fp32 engines only), none built."""
+    """The convolution's cuDNN graph with its execution plans listed (engines computing below the
+    geometry's precision deselected: :data:`EXCLUDED_NOTES_BY_PRECISION`), none built."""
     import cudnn
 
     g, tensors = conv_graph(fused=fused, handle=handle, **geometry)
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in EXCLUDED_NOTES])
+    notes = EXCLUDED_NOTES_BY_PRECISION[geometry.get("precision", "fp32")]
+    g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in notes])
     g.check_support()
     return g, tensors
 

@@ -1,0 +1,172 @@
+"""IOS on cuda at fp16 and bf16 (issue 46), on the tests' fake device: the same executor, arena,
+streams and CUDA-graph capture as at fp32, with every buffer at the precision, weights cast once at
+build, cuDNN's data types declared by the real ``cuda_kernels.conv_data_types`` and checked against
+cuDNN's supported configurations (``tests/stream_fakes.CudaRules``), each kernel handed buffers of
+its element type, and the output checked against the fp32 oracle within the precision's bound.
+Written and tested here; not yet run on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ios_core import models, reference
+from ios_core.check import check_precision, compare
+from ios_core.reference import random_input
+from tests.runtime_helpers import mixed_graph
+from tests.stream_fakes import CudaRules, CudnnError, DtypeError, TorchQueueDevice
+from tests.test_runtime_cuda_fake import _asap
+
+CONFIG = {"fp16": "PSEUDO_HALF_CONFIG", "bf16": "PSEUDO_BFLOAT16_CONFIG", "fp32": "FLOAT_CONFIG"}
+GRAPHS = {
+    "mixed": lambda: _asap(mixed_graph()),
+    "squeezenet": lambda: _asap(models.get("squeezenet", image_size=64, num_classes=10)),
+}
+
+
+def _runtime(graph, batch, precision, seed=0, cuda_graph=False):
+    from ios_core.runtime.cuda import CudaRuntime
+
+    return CudaRuntime(graph, batch, "cuda", backend=TorchQueueDevice(seed, precision=precision), cuda_graph=cuda_graph,
+                       precision=precision)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_half_precision_program_matches_the_fp32_oracle_within_its_bound(name, precision):
+    import torch
+
+    graph = GRAPHS[name]().init_weights(0)
+    x = random_input(graph, 2, seed=5)
+    ref = reference.run(graph, x)
+    for seed in range(3):  # random CUDA-legal stream orders
+        rt = _runtime(graph, 2, precision, seed)
+        out = rt.run(x)
+        assert out.dtype == np.float32
+        chk = check_precision(out, ref, precision)
+        assert chk.passed, (name, precision, seed, chk)
+    # it computed at the precision: the error is that of 16-bit values, well above fp32's
+    assert compare(out, ref, 1e-4).max_rel_err > 1e-4
+    dev = rt.dev
+    assert rt.program.arena.dtype == getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[precision])
+    assert rt.program.itemsize == 2
+    assert dev.conv_configs and set(dev.conv_configs) == {CONFIG[precision]}
+    assert rt.stats["precision"] == precision
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_cuda_graph_replays(precision):
+    graph = GRAPHS["mixed"]().init_weights(1)
+    x = random_input(graph, 2, seed=2)
+    ref = reference.run(graph, x)
+    rt = _runtime(graph, 2, precision, seed=3, cuda_graph=True)
+    assert rt.dev.captured == 1
+    for _ in range(2):
+        assert check_precision(rt.run(x), ref, precision).passed
+
+
+def test_fp32_declares_cudnns_float_configuration():
+    graph = GRAPHS["mixed"]().init_weights(0)
+    rt = _runtime(graph, 1, "fp32")
+    x = random_input(graph, 1, seed=1)
+    assert compare(rt.run(x), reference.run(graph, x), 1e-4).passed
+    assert set(rt.dev.conv_configs) == {"FLOAT_CONFIG"} and rt.program.itemsize == 4
+
+
+def test_cudnn_configurations_the_fake_refuses():
+    """As cuDNN: no mixed input types, bf16 only with float compute; a buffer bound to a tensor of
+    another data type is refused (on a GPU it would compute garbage)."""
+    half = {"x": "HALF", "w": "HALF", "b": "HALF", "y": "HALF", "compute": "FLOAT", "intermediate": "FLOAT"}
+    assert CudaRules.cudnn_conv(half, {"x": "HALF", "w": "HALF", "b": "HALF", "y": "HALF"}) == "PSEUDO_HALF_CONFIG"
+    with pytest.raises(CudnnError, match="NotSupported"):
+        CudaRules.cudnn_conv({**half, "w": "FLOAT"}, {})
+    with pytest.raises(CudnnError, match="NotSupported"):
+        CudaRules.cudnn_conv({k: "BFLOAT16" for k in half}, {})  # bf16 compute: no such configuration
+    with pytest.raises(DtypeError, match="tensor w is declared HALF but bound to a FLOAT"):
+        CudaRules.cudnn_conv(half, {"x": "HALF", "w": "FLOAT"})
+
+
+def test_a_mixed_descriptor_from_the_runtime_is_refused(monkeypatch):
+    """If the runtime declared its weights FLOAT beside HALF data (as cuDNN has no such
+    configuration), the fake fails the build where cuDNN's check_support would."""
+    from ios_core.runtime import cuda_kernels
+
+    real = cuda_kernels.conv_data_types
+    monkeypatch.setattr(cuda_kernels, "conv_data_types", lambda p: {**real(p), "w": "FLOAT"})
+    graph = GRAPHS["mixed"]().init_weights(0)
+    with pytest.raises(CudnnError):
+        _runtime(graph, 1, "fp16")
+
+
+def test_a_buffer_of_another_element_type_is_refused(monkeypatch):
+    """A kernel compiled for fp16 handed an fp32 buffer (here: the input buffer allocated at fp32)
+    fails on the fake; on a GPU it would read the bits as halves."""
+    import torch
+
+    dev = TorchQueueDevice(0, precision="fp16")
+    monkeypatch.setattr(dev, "empty_shaped", lambda shape: torch.full(tuple(shape), float("nan")))
+    from ios_core.runtime.cuda import CudaRuntime
+
+    graph = GRAPHS["mixed"]().init_weights(0)
+    with pytest.raises(DtypeError, match="declared HALF but bound to a FLOAT"):
+        rt = CudaRuntime(graph, 1, "cuda", backend=dev, precision="fp16")
+        rt.run(random_input(graph, 1, seed=0))
+
+
+def test_the_runtime_refuses_a_device_of_another_precision():
+    from ios_core.runtime.cuda import CudaRuntime
+
+    graph = GRAPHS["mixed"]().init_weights(0)
+    with pytest.raises(ValueError, match="computes in fp32, the runtime was asked for fp16"):
+        CudaRuntime(graph, 1, "cuda", backend=TorchQueueDevice(0), precision="fp16")
+
+
+def test_the_search_measures_at_the_cells_precision(tmp_path):
+    """The measured cost model times stages on a device of the cell's precision, and its database
+    key names the precision: an fp32 figure is never reused for fp16 (and the fp32 key is unchanged)."""
+    from ios_core import optimize
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import MeasuredCostModel
+
+    graph = mixed_graph().init_weights(0)
+    db = tmp_path / "profiles.sqlite"
+    opts = dict(device="cuda", warmup=1, repeat=2, min_sample_ms=None)
+    fp32 = MeasuredCostModel(backend=TorchQueueDevice(1), cache=ProfileCache(db, device="cuda"), **opts)
+    optimize(graph, "parallel", fp32, batch_size=1)
+    assert fp32.measured > 0 and not fp32.method.endswith(":fp16")
+    half = MeasuredCostModel(backend=TorchQueueDevice(1, precision="fp16"), cache=ProfileCache(db, device="cuda"),
+                             precision="fp16", **opts)
+    sched = optimize(graph, "parallel", half, batch_size=1)
+    assert half.method == fp32.method + ":fp16" and half.stats()["precision"] == "fp16"
+    assert half.measured == fp32.measured and half.hits == 0  # measured afresh, nothing read from fp32's rows
+    assert set(half._gpu.conv_configs) == {"PSEUDO_HALF_CONFIG"}
+    x = random_input(sched, 1, seed=0)
+    assert check_precision(_runtime(sched, 1, "fp16").run(x), reference.run(graph, x), "fp16").passed
+    with pytest.raises(ValueError, match="computes in fp32, the cost model was asked for fp16"):
+        MeasuredCostModel(backend=TorchQueueDevice(1), cache=False, precision="fp16", **opts)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_the_ios_adapter_builds_a_cuda_cell_at_its_precision(monkeypatch, precision):
+    """The ios adapter's cuda cell at fp16/bf16 (the CuPy device replaced by the fake): it offers the
+    precision, builds the runtime at it, reports it back (the worker's precision rule reads it) and
+    passes the precision's check against the fp32 oracle."""
+    from adapters.ios import IOS
+    from ios_bench.running.task_cell import precision_problem
+    from ios_core.measurement import gpu
+    from ios_core.runtime import cuda_device
+
+    monkeypatch.setattr(gpu, "cuda_missing", lambda *a, **k: None)
+    class FakeCupyDevice(cuda_device.CupyDevice):  # CupyDevice's methods stay reachable (the fake's capture)
+        def __new__(cls, index=0, plan_cache=None, precision="fp32"):
+            return TorchQueueDevice(0, precision=precision)
+
+    monkeypatch.setattr(cuda_device, "CupyDevice", FakeCupyDevice)
+    assert IOS.precision_reason(precision, "cuda") is None
+    graph = GRAPHS["mixed"]().init_weights(0)
+    compiled = IOS.build(graph, 1, "cuda", precision=precision)
+    assert compiled.info["precision"] == precision and precision_problem(IOS, compiled.info, precision) is None
+    x = random_input(graph, 1, seed=3)
+    out = compiled.finish(compiled.execute(compiled.prepare(x)))
+    assert check_precision(out, reference.run(graph, x), precision).passed
+    assert IOS.precision_reason("int8", "cuda") is not None
