@@ -43,6 +43,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ios_bench.errors import InputError
+from ios_bench.planning import probing
 from ios_bench.planning.cells import Cell, label
 from ios_bench.planning.plan import adapter_options
 from ios_bench.records.record import now
@@ -424,6 +425,21 @@ class PairedRoundRunner(RoundRunner):
         return self.budget_left() or self._stop(cell, "time-budget", len(a), half)
 
 
+def _precision_skip(cell: Cell, probes: dict) -> bool:
+    """Whether ``cell`` is skipped only because its framework (or, for an IOS cell, IOS or its kernel
+    provider) does not offer its precision on its device (not because it cannot run here)."""
+    if cell.precision == "fp32" or not cell.skip_reason:
+        return False
+    probe = probes.get(cell.device) or {}
+    avail = probe.get("adapters") or {}
+    if cell.schedule:
+        why = (probing.precision_reason(avail, cell.adapter, cell.precision, cell.device)
+               or probing.provider_precision_reason(probe, cell.provider, cell.precision, cell.device))
+    else:
+        why = probing.precision_reason(avail, cell.framework, cell.precision, cell.device)
+    return why is not None and why == cell.skip_reason
+
+
 class ABSweep(Sweep):
     """A sweep whose cells are the two sides of ``plan.ab`` (models mode: ``plan.models`` = [A, B];
     options mode: one model, each cell on both sides with its side's options or schedule, the
@@ -447,6 +463,17 @@ class ABSweep(Sweep):
     def plan_cells(self, probes: dict, graphs: dict) -> list[Cell]:
         ab = self.plan.ab
         cells = super().plan_cells(probes, graphs)
+        # a pair at a precision its framework (or IOS's kernel provider) does not offer has no side
+        # to measure: left out, said once in the notes; an ab left with no pair at all is refused
+        unoffered = [c for c in cells if _precision_skip(c, probes)]
+        if unoffered:
+            why = "; ".join(dict.fromkeys(c.skip_reason for c in unoffered))
+            cells = [c for c in cells if c not in unoffered]
+            if not cells and not self.resume:
+                self._scenario_refusals = [f"--precision {','.join(self.plan.precisions)}: no pair of this ab can be "
+                                           f"given at it ({why})"]
+                return []
+            self.notes.append(f"pairs left out, their precision not offered: {why}")
         out = []
         for c in cells:
             for side in SIDES:

@@ -1,0 +1,35 @@
+"""``ios-bench ab --precision`` (issue 46): a pair at a precision its framework (or IOS's kernel
+provider) does not offer is left out with its reason, once, and the pairs that can be given run; an ab
+left with no pair at all is one line, exit 2, nothing written (never "cannot run here", which says
+a framework is missing)."""
+
+import json
+
+from tests.harness_helpers import cli
+
+FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report", "--rounds", "1"]
+
+
+def test_an_ab_with_no_pair_at_the_precision_is_one_line_and_writes_nothing(tmp_path):
+    p = cli(["ab", "tiny_a", "--frameworks", "none", "--a-option", "schedule=sequential", "--b-option",
+             "schedule=greedy", "--ios-providers", "torch", "--precision", "bf16", "--out",
+             str(tmp_path / "runs" / "x"), *FAST], tmp_path)
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.strip()
+    assert len(line.splitlines()) == 1 and "--precision bf16" in line, line
+    assert "cannot run here" not in line and "IOS on torch kernels bf16 on cpu" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_ab_at_a_precision_runs_the_pairs_that_offer_it_and_says_which_were_left_out(tmp_path):
+    out = tmp_path / "runs" / "ab"
+    p = cli(["ab", "tiny_a", "--frameworks", "torch", "--a-option", "torch:inter_op_threads=1", "--b-option",
+             "torch:inter_op_threads=2", "--schedules", "sequential", "--ios-providers", "torch", "--precision",
+             "bf16", "--out", str(out), "--format", "json", *FAST], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "pairs left out, their precision not offered: IOS on torch kernels bf16 on cpu" in " ".join(p.stderr.split())
+    (cell,) = json.loads(p.stdout)["cells"]  # torch's pair only: IOS on torch kernels has no bf16
+    assert cell["framework"] == "torch" and cell["precision"] == "bf16"
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["variant"] for r in recs) == ["A", "B"]
+    assert all(r["precision"] == "bf16" and r["engine_precision"] == "bf16" for r in recs)
