@@ -22,7 +22,6 @@ this project.
 from __future__ import annotations
 
 import json
-import logging
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,14 @@ import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import ort_session_config, policy_name, resolve_threads
+from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
+    CALIBRATION_SAMPLES,
+    CALIBRATION_SEED,
+    calibration_inputs,
+    inputs_note,
+    integer_kernels,
+    ort_quantize,
+)
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 
@@ -121,10 +128,6 @@ class ORTCudaCompiled(Compiled):
 
     def sync(self) -> None:
         self.binding.synchronize_outputs()
-
-
-CALIBRATION_SAMPLES = 16  # seeded inputs the int8 model is calibrated on
-CALIBRATION_SEED = 1000  # their seeds: CALIBRATION_SEED + i, never the measured input's (input_seed)
 
 
 class OnnxRuntime(Adapter):
@@ -219,63 +222,13 @@ class OnnxRuntime(Adapter):
         return ORTCompiled(session, info)
 
 
-def calibration_inputs(graph, batch_size: int, samples: int, seed: int = CALIBRATION_SEED) -> list[np.ndarray]:
-    """The harness's seeded inputs (``ios_core.inputs.random_input``) a quantized model is calibrated
-    on: ``samples`` images in batches of the cell's size."""
-    from ios_core.inputs import random_input
-
-    batches = max(1, -(-samples // batch_size))
-    return [random_input(graph, batch_size, seed=seed + i) for i in range(batches)]
-
-
 def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, method: str = "minmax"):
     """``model`` (fp32 ONNX) quantized by ``onnxruntime.quantization.quantize_static`` to QDQ int8
-    (activations QUInt8, weights QInt8 per channel), calibrated on :func:`calibration_inputs`;
-    returns (quantized ModelProto, the calibration as the record keeps it)."""
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-               "percentile": CalibrationMethod.Percentile}
-    if method not in methods:
-        raise ValueError(f"calibration_method {method!r}: choose from {', '.join(methods)}")
-    if samples < 1:
-        raise ValueError(f"calibration_samples must be >= 1, got {samples}")
-    name = model.graph.input[0].name
+    (``ios_core.quantize.ort_quantize``: activations QUInt8, weights QInt8 per channel), calibrated on
+    :func:`calibration_inputs`; returns (quantized ModelProto, the calibration as the record keeps it)."""
     feeds = calibration_inputs(graph, batch_size, samples)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter({name: x} for x in feeds)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    with tempfile.TemporaryDirectory(prefix="ios-bench-quant-") as tmp:
-        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
-        onnx.save(model, str(src))
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # quantize_static's advice to pre-process, logged on every build
-        try:
-            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=methods[method])
-        finally:
-            root.setLevel(level)
-        out = onnx.load(str(dst))
-    from importlib.metadata import version
-
-    calib = {"tool": f"onnxruntime.quantization.quantize_static {version('onnxruntime')}", "method": method,
-             "samples": len(feeds) * batch_size, "format": "QDQ, activations u8, weights s8 per channel",
-             "inputs": f"ios_core.inputs.random_input seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + len(feeds) - 1}"}
-    return out, calib
+    out, calib = ort_quantize(model, [[x] for x in feeds], method)
+    return out, {**calib, "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
 
 
 def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None):
@@ -301,23 +254,6 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
         cache.seal()
         calib = {**calib, "cache": "cold"}
     return out, calib
-
-
-def integer_kernels(optimized_path) -> dict:
-    """What ONNX Runtime's optimized graph (``SessionOptions.optimized_model_filepath``) computes in
-    integers: the count of integer convolutions (``conv``: QLinearConv, ConvInteger) and of other
-    integer kernels (``other``); the file is removed."""
-    import onnx
-
-    path = Path(optimized_path)
-    try:
-        ops = [node.op_type for node in onnx.load(str(path)).graph.node]
-    finally:
-        path.unlink(missing_ok=True)
-        path.parent.rmdir()
-    conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
-    other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
-    return {"conv": conv, "other": other, "nodes": len(ops)}
 
 
 def _device_id(device: str) -> int:

@@ -18,6 +18,14 @@ import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import resolve_threads
+from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
+    CALIBRATION_SAMPLES,
+    CALIBRATION_SEED,
+    calibration_inputs,
+    inputs_note,
+    nncf_quantize,
+    runtime_precisions,
+)
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
@@ -185,40 +193,26 @@ class OpenVINO(Adapter):
         return OVCompiled(compiled_model, info)
 
 
-def runtime_precisions(compiled_model) -> dict:
-    """{(layer type, runtime precision): count} of the CPU plugin's runtime model (what it executes)."""
-    out: dict = {}
-    for op in compiled_model.get_runtime_model().get_ops():
-        rt = op.get_rt_info()
-        key = (rt["layerType"].astype(str), rt["runtimePrecision"].astype(str))
-        out[key] = out.get(key, 0) + 1
-    return out
-
-
 def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None):
     """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
     mixed preset, calibration over ``samples`` seeded inputs of the harness's generator, the same
-    as onnxruntime's: ``adapters.onnxruntime.calibration_inputs``), kept in the build cache
+    as onnxruntime's: ``ios_core.quantize.calibration_inputs``), kept in the build cache
     (``openvino-int8``) under a key of the model and the calibration; returns (model, calibration)."""
     import hashlib
     from importlib.metadata import version
 
-    import nncf
     import openvino as ov
-
-    from .onnxruntime import CALIBRATION_SAMPLES, CALIBRATION_SEED, calibration_inputs
 
     samples = int(samples or CALIBRATION_SAMPLES)
     feeds = calibration_inputs(graph, batch_size, samples)
     calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
-             "samples": len(feeds) * batch_size,
-             "inputs": f"ios_core.inputs.random_input seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + len(feeds) - 1}"}
+             "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
     key = hashlib.sha1(onnx_model.SerializeToString() + f"|{samples}|{CALIBRATION_SEED}".encode()).hexdigest()[:24]
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}
-    quantized = nncf.quantize(ov_model, nncf.Dataset(feeds), subset_size=len(feeds))
+    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds])
     if path is not None:
         ov.save_model(quantized, str(path))
         cache.seal()
