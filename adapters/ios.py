@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ios_core.ir import Graph
 from ios_core.runtime import Runtime, make_runtime
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import REFUSED, Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, precision_reason
 
 
 class IOSCompiled(Compiled):
@@ -81,9 +81,42 @@ class IOSAdapter(Adapter):
             reason = cuda_missing()
         return reason
 
+    def precisions(self, device: str = "cpu", provider: str | None = None) -> dict[str, str]:
+        """On the CPU, per kernel provider (``ios_core.runtime.providers``: each declares how its library
+        compiles a piece at each precision): ``provider``'s table, or without one each precision that
+        some provider offers, its "how" naming each provider's way (refused where none offers it)."""
+        if device.split(":", 1)[0] != "cpu":
+            return super().precisions(device)
+        from ios_core.runtime import providers
+
+        if provider is not None:
+            return {"fp32": self.fp32_how, **providers.get(provider).precisions()}
+        tables = {name: providers.get(name).precisions() for name in providers.names()}
+        out = {"fp32": self.fp32_how}
+        for p in dict.fromkeys(p for t in tables.values() for p in t):
+            hows = {name: t[p] for name, t in tables.items() if p in t}
+            offered = [name for name, how in hows.items() if not how.startswith(REFUSED)]
+            text = "; ".join(f"{name}: {how}" for name, how in hows.items())
+            out[p] = text if offered else f"not yet: {text}"
+        return out
+
+    def precision_reason(self, precision: str, device: str = "cpu", provider: str | None = None) -> str | None:
+        """Why IOS cannot give ``precision`` on ``device`` (on its kernel ``provider``, when named), or None."""
+        if provider is None or device.split(":", 1)[0] != "cpu":
+            return super().precision_reason(precision, device)
+        return precision_reason(f"{self.name} on {provider} kernels", self.precisions(device, provider), precision,
+                                device)
+
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
                max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch",
                timeline: bool = False, precision: str = "fp32") -> Compiled:
+        """``precision`` (the cell's, on the CPU): every piece compiled at it by ``provider``'s library
+        (``Runtime(precision=)``, docs/precision.md), the precision recorded the one the libraries
+        report back; int8 calibrated per piece on the seeded calibration inputs' fp32 activations."""
+        if precision != "fp32":
+            reason = self.precision_reason(precision, device, provider)
+            if reason is not None:
+                raise ValueError(reason)
         if device.startswith("cuda"):
             cuda_graph = True if cuda_graph is None else bool(cuda_graph)  # graph replay by default on the GPU
             # fp16/bf16: every buffer at that precision, cuDNN with float compute (ios_core.runtime.cuda_device)
@@ -96,12 +129,13 @@ class IOSAdapter(Adapter):
             raise ValueError("cuda_graph=True needs device cuda")
         # timeline (a profiling build only): the runtime's tasks record their thread and clocks
         rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers,
-                     trace=[] if timeline else None)
+                     trace=[] if timeline else None, precision=precision)
         if provider == "torch":
             kernels = f"torch {rt.stats.get('provider_version') or self.version()} (oneDNN)"
         else:
             kernels = f"{provider} {rt.stats.get('provider_version')}"
         info = {**rt.stats, "scheduled": graph.has_stages, "kernels": kernels, "provider": provider}
+        info.setdefault("precision", "fp32")
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 
@@ -109,10 +143,7 @@ class IOSAdapter(Adapter):
 IOS = IOSAdapter(name="ios", description="IOS runtime (ios_core.runtime): the graph's schedule; CPU: torch kernels, "
                  "concurrent groups on worker threads; cuda: CuPy streams + cuDNN", requires=("torch",),
                  devices=("cpu", "cuda"),
-                 precision_table={
-                     "cpu": {p: "not yet: the kernel providers compile each stage in f32 only (the cell's precision "
-                                "is not yet passed to OpenVINO's hint or ONNX Runtime's quantizer), and the search "
-                                "would have to measure at it" for p in ("bf16", "int8")},
+                 precision_table={  # cpu: per kernel provider (IOSAdapter.precisions)
                      "cuda": {"fp16": "cuDNN convolutions with HALF tensors and FLOAT compute (PSEUDO_HALF_CONFIG, "
                                       "tensor-core engines allowed, NCHW), our kernels in fp16 with float arithmetic, "
                                       "weights cast once at build; the search times stages at fp16 (written, not yet "

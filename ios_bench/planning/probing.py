@@ -85,6 +85,8 @@ def merge_probes(probes: list[tuple[str, dict]]) -> dict:
             merged["optimize_nodes"].append(nid)
         for name, seconds in (p.get("provider_start_s") or {}).items():  # the first node's: the estimate's
             merged.setdefault("provider_start_s", {}).setdefault(name, seconds)
+        for name, table in (p.get("provider_precisions") or {}).items():
+            merged.setdefault("provider_precisions", {}).setdefault(name, table)
         for name, reason in (p.get("providers") or {}).items():  # a provider is available where one node runs it
             providers = merged.setdefault("providers", {})
             if reason is None or name not in providers:
@@ -127,3 +129,17 @@ def precision_reason(avail: dict, name: str, precision: str, device: str) -> str
 
     entry = avail.get(name) or {}
     return rule(name, entry.get("precisions") or {}, precision, device)
+
+
+def provider_precision_reason(probe: dict, provider: str, precision: str, device: str) -> str | None:
+    """Why an IOS cell on ``provider``'s kernels cannot give ``precision`` on a CPU ``device`` by its
+    probe's table (each provider's ``precisions()``, ``ios_core.runtime.providers``), or None; a probe
+    without the table (an older worker) refuses nothing here (the cell's build then says why)."""
+    if precision == "fp32" or device_kind(device) != "cpu":
+        return None
+    table = (probe.get("provider_precisions") or {}).get(provider)
+    if table is None:
+        return None
+    from adapters.base import precision_reason as rule
+
+    return rule(f"IOS on {provider} kernels", {"fp32": "", **table}, precision, device)

@@ -32,6 +32,10 @@ def schedule_path(plan: Plan, cell: Cell) -> str:
     opts = plan.ios_options or {}
     provider = cell.provider or DEFAULT_IOS_PROVIDER
     suffix = ("" if provider == DEFAULT_IOS_PROVIDER else f"-{provider}") + ios_options_tag(opts)
+    # a schedule searched at a reduced precision is its own (its stage costs measured at it): an fp32
+    # schedule is never assumed best at int8; an fp32 cell keeps the path it always had
+    precision = getattr(cell, "precision", None) or "fp32"
+    suffix += "" if precision == "fp32" else f"-{precision}"
     # one schedule per batch size it is optimized for: with optimize_batch, every cell of the run
     # executes the same schedule (optimized by the first, reused by the others)
     opt_bs = opts.get("optimize_batch", cell.batch_size)
@@ -40,7 +44,8 @@ def schedule_path(plan: Plan, cell: Cell) -> str:
 
 def optimize_schedules(ctx: SweepContext, cells: list[Cell]) -> dict[str, dict]:
     """Each IOS cell's schedule, optimized where the run has none yet: one worker per (model,
-    batch, device, provider) searches its schedules with one cost model, and never times them.
+    batch, device, provider, precision) searches its schedules with one cost model (its stages timed at
+    that precision), and never times them.
     Returns {cell key: {"path", "hash", "figures", "optimize_seconds", "reused"} or {"failed":
     reason, ...}}."""
     plan, folder = ctx.plan, ctx.folder
@@ -49,17 +54,19 @@ def optimize_schedules(ctx: SweepContext, cells: list[Cell]) -> dict[str, dict]:
     for cell in cells:
         path = schedule_path(plan, cell)
         if not (folder / path).exists():
-            key = (cell.model_spec, cell.batch_size, cell.device, cell.provider or DEFAULT_IOS_PROVIDER)
+            key = (cell.model_spec, cell.batch_size, cell.device, cell.provider or DEFAULT_IOS_PROVIDER,
+                   getattr(cell, "precision", None) or "fp32")
             if path not in [p for _, p in wanted.get(key, [])]:
                 wanted.setdefault(key, []).append((cell, path))
     tasks = []
-    for (model_spec, bs, device, provider), items in wanted.items():
+    for (model_spec, bs, device, provider, precision), items in wanted.items():
         first = items[0][0]
-        stem = safe_name(f"{first.model}-b{bs}-{device}-{provider}")
+        stem = safe_name(f"{first.model}-b{bs}-{device}-{provider}" + ("" if precision == "fp32" else f"-{precision}"))
         spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": model_spec, "batch_size": bs,
                 "device": device_kind(device), "schedules": [c.schedule for c, _ in items],
                 "schedule_paths": [p for _, p in items], "provider": provider, "threads": plan.threads,
-                "seed": plan.seed, "cost_model": plan.cost_model, "result_path": f"work/{stem}.optimize.json"}
+                "seed": plan.seed, "cost_model": plan.cost_model, "result_path": f"work/{stem}.optimize.json",
+                "precision": precision}
         if plan.ios_options:
             spec["ios_options"] = dict(plan.ios_options)
             if plan.ios_options.get("cost_cache") == "private":

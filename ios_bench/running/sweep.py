@@ -188,7 +188,8 @@ class Sweep:
                                               (avail.get(fw) or {}).get("nodes"), precision=p))
                         for s, reason in sched_cells:
                             for prov in probing.ios_providers(plan, probe, device, self.notes):
-                                why = reason or probing.precision_reason(avail, IOS_ADAPTER, p, device)
+                                why = (reason or probing.precision_reason(avail, IOS_ADAPTER, p, device)
+                                       or probing.provider_precision_reason(probe, prov, p, device))
                                 cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
                                                   1.0, why, ios_nodes, provider=prov, precision=p))
         if plan.scenario != LATENCY:  # one cell per instance/thread configuration (ios_bench.scenarios)

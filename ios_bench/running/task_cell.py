@@ -59,7 +59,8 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["precision_requested"] = requested
     # an adapter may only tighten it; its own tolerance is its fp32 one (a reduced precision has its stated bound)
     tol = min(tolerance_for(requested), adapter.tolerance) if requested == "fp32" else tolerance_for(requested)
-    reason = adapter.precision_reason(requested, spec["device"])
+    on = {"provider": options["provider"]} if spec.get("schedule") and "provider" in options else {}  # IOS's kernels
+    reason = adapter.precision_reason(requested, spec["device"], **on)
     if reason is not None:  # a combination the adapter cannot give: a skipped cell with its reason
         result.pop("phase", None)
         result.update(status="skipped", reason=reason)

@@ -11,15 +11,18 @@ from ios_bench.records.record import jsonable
 from ios_bench.running.task_setup import _load_graph
 
 
-def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch", cache=True):
+def _make_cost_model(kind: str, device: str, threads: int | None, provider: str = "torch", cache=True,
+                     precision: str = "fp32"):
     """``ios_core.cost.make_cost_model``: the measured model times stages on this device with the
     cell's thread budget and kernel provider (and its persistent profile cache - ``cache``: True
     for the shared one, False for none, or a database file; its default mode, ``calibrated``);
-    the synthetic one needs nothing."""
+    the synthetic one needs nothing. ``precision``: the cell's; the measured model times each stage
+    compiled at it (its own database key: fp32 figures are never reused for int8)."""
     from ios_core.cost import make_cost_model
 
     if kind == "measured":
-        return make_cost_model("measured", device=device, threads=threads, provider=provider, cache=cache)
+        extra = {"precision": precision} if precision != "fp32" else {}
+        return make_cost_model("measured", device=device, threads=threads, provider=provider, cache=cache, **extra)
     return make_cost_model(kind)
 
 
@@ -105,8 +108,9 @@ def _cost_model_for(spec: dict, target: dict):
     """The cost model an IOS schedule is searched with: the sweep's kind, on the cell's provider, with
     the thread budget and profile database it is optimized for (``optimize_target``)."""
     cache = {"default": True, "off": False}.get(target["cost_cache"], spec.get("profile_db_path"))
+    precision = spec.get("precision") or "fp32"  # the cell's: its stages timed at it
     return _make_cost_model(spec["cost_model"], spec["device"], target["threads"], spec.get("provider", "torch"),
-                            cache=cache)
+                            cache=cache, **({"precision": precision} if precision != "fp32" else {}))
 
 
 def task_optimize(spec: dict) -> dict:

@@ -100,6 +100,8 @@ def task_probe(spec: dict) -> dict:
                 p = providers.get(n)
                 extras["providers"][n], starts[n] = clock.check(p.available, lambda _, p=p: p.requires)
             extras["provider_start_s"] = {n: s for n, s in starts.items() if extras["providers"][n] is None}
+            # how each provider compiles a piece at each precision (an IOS cell's precision on its kernels)
+            extras["provider_precisions"] = {n: providers.get(n).precisions() for n in providers.names()}
         except Exception as e:  # pragma: no cover - the IOS adapter's own reason says more
             extras["providers_reason"] = f"{type(e).__name__}: {e}"
     extras["process_start_s"] = clock.started

@@ -127,6 +127,10 @@ class MeasuredCostModel:
         # the precision stages are timed at: the device's (cuda: fp32, fp16, bf16); part of the
         # database key, so an fp32 figure never stands for an fp16 one
         self.precision = str(precision or "fp32")
+        if self.precision != "fp32" and not device.startswith("cuda"):  # the CPU: what the provider offers
+            reason = _providers.get(provider).precision_reason(self.precision) if provider in PROVIDERS else None
+            if reason is not None:
+                raise ValueError(f"the measured cost model cannot time stages at {self.precision}: {reason}")
         if backend is not None and getattr(backend, "precision", "fp32") != self.precision:
             raise ValueError(f"the device computes in {getattr(backend, 'precision', 'fp32')}, the cost model was "
                              f"asked for {self.precision}")
@@ -218,7 +222,8 @@ class MeasuredCostModel:
         if self._gpu is not None:
             self._timing = CudaTiming(self._gpu, self.protocol, self.cuda_graph, self.seed, device)
         else:
-            self._timing = CpuTiming(provider, self._tensors, self.protocol, self.threads, self.seed, device)
+            self._timing = CpuTiming(provider, self._tensors, self.protocol, self.threads, self.seed, device,
+                                     precision=self.precision)
         self.failures: dict[str, str] = {}  # stage signature -> why it could not be timed (cuda)
         self.revised = 0  # stage values measured again after a condemned canary group
         self._revised_seen = 0

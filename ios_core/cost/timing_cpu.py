@@ -43,15 +43,21 @@ def random_inputs(prog, externals, batch_size: int, seed: int) -> None:
 
 class CpuTiming:
     """Times stages and whole schedules on the CPU with ``provider``'s kernels and ``protocol`` (the
-    one measurement function's warmup, number, repeat, min_sample_ms); ``threads``: the full budget."""
+    one measurement function's warmup, number, repeat, min_sample_ms); ``threads``: the full budget;
+    ``precision``: what every stage and candidate is compiled at."""
 
     form = "cpu"
     clock = "host"
 
-    def __init__(self, provider: str, tensors, protocol: dict, threads: int, seed: int = 0, device: str = "cpu"):
+    def __init__(self, provider: str, tensors, protocol: dict, threads: int, seed: int = 0, device: str = "cpu",
+                 precision: str = "fp32"):
         self.provider, self.tensors, self.protocol = provider, tensors, protocol
         self.threads, self.seed, self.device = threads, seed, device
+        # stages and candidates built at the cell's precision (a stage's random weights: calibrated on
+        # seeded random inputs; a candidate's own weights: on the seeded calibration inputs)
         self._kw = {"provider": provider} if provider != "torch" else {}
+        if precision != "fp32":
+            self._kw["precision"] = precision
         self._primer = None
 
     # ---- stages ----------------------------------------------------------------------------------

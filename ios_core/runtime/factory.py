@@ -39,16 +39,25 @@ def make_runtime(graph: Graph, batch_size: int = 1, device: str = "cpu", threads
 
 def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node], outputs: Sequence[Node],
                   batch_size: int, threads: int, random_weights: bool = False, max_workers: int | None = None,
-                  seed: int = 0, trace: list | None = None, provider: str = "torch") -> Program:
+                  seed: int = 0, trace: list | None = None, provider: str = "torch", precision: str = "fp32",
+                  calibration: Sequence | None = None) -> Program:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``
     (filled by the caller through ``input_slots``) and emit the CPU program for ``provider``:
     torch closures (:func:`~.emit_torch.build_torch_program`), or the plan's pieces compiled by
     that library (:func:`~.emit_provider.build_provider_program`); ``outputs`` keep their
-    values after the run (``Program.output(name)``)."""
+    values after the run (``Program.output(name)``). ``precision``: each piece compiled at it (the
+    provider's ``precisions``; int8 calibrated on ``calibration``, or with random weights on seeded
+    random inputs)."""
     if provider == "torch":
+        from ios_core.runtime import providers
+
+        reason = providers.get("torch").precision_reason(precision)
+        if reason is not None:
+            raise ValueError(reason)
         from ios_core.runtime.emit_torch import build_torch_program  # torch only for torch kernels
 
         return build_torch_program(stages, externals, outputs, batch_size, threads, random_weights=random_weights,
                                    max_workers=max_workers, seed=seed, trace=trace)
     return build_provider_program(stages, externals, outputs, batch_size, threads, provider,
-                                  random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace)
+                                  random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace,
+                                  precision=precision, calibration=calibration)

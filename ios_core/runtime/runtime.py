@@ -32,7 +32,10 @@ class Runtime:
     groups concurrently on a persistent worker pool with the ``threads`` intra-op threads
     divided among the concurrent groups. ``max_workers`` caps the concurrency (1 runs every
     stage's groups one after another on the calling thread); ``trace`` (a list) records each
-    concurrent task's thread and start/end times.
+    concurrent task's thread and start/end times. ``precision`` (fp32, bf16, int8; what the provider
+    offers, ``providers.get(provider).precisions()``): each piece compiled at it, int8 calibrated on
+    the seeded calibration inputs (``ios_core.quantize``) as they reach each piece;
+    ``stats["precision"]`` is what the libraries report back (``emit_provider.engine_precision``).
 
     Values are torch tensors on torch kernels and numpy arrays on any other provider's
     (``self.tensors``, :mod:`.tensors`): a runtime on ONNX Runtime or OpenVINO kernels never
@@ -43,9 +46,13 @@ class Runtime:
     """
 
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
-                 provider: str = "torch", max_workers: int | None = None, trace: list | None = None):
+                 provider: str = "torch", max_workers: int | None = None, trace: list | None = None,
+                 precision: str = "fp32"):
         if provider not in PROVIDERS:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
+        reason = providers.get(provider).precision_reason(precision)
+        if reason is not None:
+            raise ValueError(reason)
         if provider != "torch":
             providers.require(provider)  # says why the library cannot run here, before planning
         if isinstance(device, str) and device.startswith("cuda"):
@@ -59,6 +66,7 @@ class Runtime:
         self.device = device
         self.threads = resolve_threads(threads)
         self.provider = provider
+        self.precision = precision
         self.stages = graph_stages(graph)
         self.tensors = for_provider(provider)
         self._thread_control = self.tensors.threads() is not None
@@ -69,7 +77,16 @@ class Runtime:
             self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
         else:
             self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
-            self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace)
+            calibration = None
+            if precision == "int8":  # the seeded inputs every int8 cell is calibrated on (ios_core.quantize)
+                from ios_core.quantize import CALIBRATION_SAMPLES, calibration_inputs, inputs_note
+
+                calibration = calibration_inputs(graph, batch_size, CALIBRATION_SAMPLES)
+            self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace,
+                                         precision=precision, calibration=calibration)
+            if calibration is not None:
+                self.program.stats["calibration"].update(samples=len(calibration) * batch_size,
+                                                         inputs=inputs_note(len(calibration)))
         self.program.stats.setdefault("provider", provider)
         self.trace = trace
         self._in = self.program.input_slots[graph.input.name]

@@ -126,18 +126,55 @@ class Kernel:
                                      f"got {a.dtype} {a.shape}")
 
 
+REFUSED = ("not yet:", "no:")  # how a precision table declares one it cannot give (as the adapters')
+CALIBRATION_BATCHES = 2  # seeded random batches a random-weight piece (the cost model's) is calibrated on
+
+
+def random_feeds(piece: Piece, batch_size: int, seed: int, batches: int = CALIBRATION_BATCHES) -> list[list]:
+    """Seeded standard-normal batches for the piece's inputs: the calibration of a piece with random
+    weights (a measured cost model's stage, timed at int8: its figure is the kernels' time, not their
+    accuracy). A piece of a real cell is calibrated on its real activations (``emit_provider``)."""
+    rng = np.random.default_rng(seed + 7919)
+    return [[rng.standard_normal(s, dtype=np.float32) for s in shapes(piece.inputs, batch_size)]
+            for _ in range(batches)]
+
+
+def convolutions(piece: Piece) -> int:
+    """The convolutions among a piece's operators (what int8 quantizes and the read-back counts)."""
+    return sum(leaf.TYPE == "conv" for n in piece.nodes for leaf in leaf_nodes(n))
+
+
 @dataclass
 class Provider:
-    """Base class: subclasses set ``name``, ``requires`` and implement ``_compile``."""
+    """Base class: subclasses set ``name``, ``requires`` and implement ``_compile``.
+    ``precision_table`` declares the precisions beyond fp32 a piece can be compiled at and how the
+    library gets each (``"not yet: <reason>"`` / ``"no: <reason>"`` where it cannot), as an
+    adapter's ``precision_table`` does; read through :meth:`precisions`."""
 
     name: str = ""
     description: str = ""
     requires: tuple[str, ...] = ()
     options: dict = field(default_factory=dict)
+    precision_table: dict = field(default_factory=dict)
 
     def available(self) -> str | None:
         """None, or why this provider cannot run here."""
         return import_problem(self.requires)
+
+    def precisions(self) -> dict[str, str]:
+        """{precision: how} beyond fp32, refused ones included."""
+        return dict(self.precision_table)
+
+    def precision_reason(self, precision: str) -> str | None:
+        """Why a piece cannot be compiled at ``precision`` by this provider, or None."""
+        if precision == "fp32":
+            return None
+        how = self.precisions().get(precision)
+        if how is None:
+            return f"provider {self.name} does not offer {precision}"
+        if how.startswith(REFUSED):
+            return f"provider {self.name} {precision}: {how}"
+        return None
 
     def version(self) -> str | None:
         if not self.requires:
@@ -148,17 +185,32 @@ class Provider:
             return None
 
     def compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool = False,
-                seed: int = 0) -> Kernel:
+                seed: int = 0, precision: str = "fp32", calibration: list | None = None) -> Kernel:
         """Compile ``piece`` for ``batch_size`` with ``threads`` intra-op threads.
         ``random_weights`` gives nodes without weights seeded random ones (the measured cost
         model times stages of merged convolutions that have none); otherwise the graph's own
-        weights are used, never re-seeded."""
+        weights are used, never re-seeded. ``precision`` (fp32, bf16, int8; :meth:`precisions`):
+        what the library is asked to compute in; the kernel's ``info["precision"]`` is what it
+        reports back. int8 is calibrated on ``calibration`` (per batch, one array per piece input:
+        the activations that reach the piece, ``emit_provider.stage_calibration``); a random-weight
+        piece without one is calibrated on seeded random inputs (:func:`random_feeds`)."""
         reason = self.available()
         if reason is not None:
             raise RuntimeError(f"provider {self.name} cannot run: {reason}")
         if int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        return self._compile(piece, int(batch_size), int(threads), random_weights, seed)
+        reason = self.precision_reason(precision)
+        if reason is not None:
+            raise ValueError(reason)
+        if precision == "int8" and calibration is None:
+            if not random_weights:
+                raise ValueError(f"piece {piece.name!r}: int8 needs the calibration feeds that reach it")
+            calibration = random_feeds(piece, int(batch_size), seed)
+        if precision == "fp32":
+            return self._compile(piece, int(batch_size), int(threads), random_weights, seed)
+        return self._compile(piece, int(batch_size), int(threads), random_weights, seed, precision=precision,
+                             calibration=calibration)
 
-    def _compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool, seed: int) -> Kernel:
+    def _compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool, seed: int,
+                 precision: str = "fp32", calibration: list | None = None) -> Kernel:
         raise NotImplementedError

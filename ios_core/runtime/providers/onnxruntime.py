@@ -10,16 +10,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ios_core.runtime.providers.base import Kernel, Piece, Provider
+from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions
 from ios_core.runtime.providers.onnx_piece import DEFAULT_OPSET, export_piece
 from ios_core.runtime.providers.settings import provider_settings
 
 
-def session_options(threads: int):
+def session_options(threads: int, precision: str = "fp32"):
     """``SessionOptions`` from :func:`provider_settings` (the one place they are stated)."""
     import onnxruntime as ort
 
-    cfg = provider_settings("onnxruntime", threads)
+    cfg = provider_settings("onnxruntime", threads, precision)
     so = ort.SessionOptions()
     so.intra_op_num_threads = cfg["intra_op_num_threads"]
     so.inter_op_num_threads = cfg["inter_op_num_threads"]
@@ -77,17 +77,44 @@ class OnnxRuntimeProvider(Provider):
         except Exception:
             return None
 
-    def _compile(self, piece, batch_size, threads, random_weights, seed):
+    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None):
+        """int8: the piece's ONNX model quantized by ``ios_core.quantize.ort_quantize`` (the onnxruntime
+        adapter's quantizer: QDQ, MinMax) on ``calibration``; the precision recorded is what ONNX
+        Runtime's optimized graph holds (``ios_core.quantize.integer_kernels``): int8 where the piece's
+        convolutions became integer kernels."""
+        import tempfile
+        from pathlib import Path
+
         import onnxruntime as ort
 
         t0 = time.perf_counter()
         model = export_piece(piece, batch_size, opset=DEFAULT_OPSET, random_weights=random_weights, seed=seed)
+        calib, optimized = None, None
+        so, cfg = session_options(threads, precision)
+        if precision == "int8":
+            from ios_core.quantize import ort_quantize
+
+            model, calib = ort_quantize(model, calibration, "minmax")
+            optimized = Path(tempfile.mkdtemp(prefix="ios-bench-ort-piece-")) / "optimized.onnx"
+            so.optimized_model_filepath = str(optimized)  # read back: the kernels ONNX Runtime chose
         t1 = time.perf_counter()
-        so, cfg = session_options(threads)
         session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        info = {**cfg, "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1}
+        info = {**cfg, "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1,
+                "precision": "fp32", "convolutions": convolutions(piece)}
+        if precision == "int8":
+            from ios_core.quantize import integer_kernels
+
+            kernels = integer_kernels(optimized)
+            info.update(calibration=calib, integer_kernels=kernels,
+                        precision="int8" if kernels["conv"] or not info["convolutions"] else "fp32")
         return ORTKernel(piece, batch_size, session, info)
 
 
-ONNXRUNTIME = OnnxRuntimeProvider(name="onnxruntime", requires=("onnxruntime", "onnx"),
-                                  description="ONNX Runtime CPU execution provider, one session per piece, IO binding")
+ONNXRUNTIME = OnnxRuntimeProvider(
+    name="onnxruntime", requires=("onnxruntime", "onnx"),
+    description="ONNX Runtime CPU execution provider, one session per piece, IO binding",
+    precision_table={"int8": "each piece quantized by onnxruntime.quantization.quantize_static (QDQ, u8 activations, "
+                             "s8 weights per channel, MinMax) on the activations the 16 seeded calibration inputs "
+                             "produce at its inputs in the fp32 graph; int8 where its convolutions became integer "
+                             "kernels",
+                     "bf16": "no: ONNX Runtime's CPU execution provider has no bf16 convolution kernels"})

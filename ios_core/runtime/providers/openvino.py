@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ios_core.runtime.providers.base import Kernel, Piece, Provider
+from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions
 from ios_core.runtime.providers.onnx_piece import DEFAULT_OPSET, export_piece
 from ios_core.runtime.providers.settings import provider_settings
 
@@ -87,20 +87,54 @@ class OpenVINOProvider(Provider):
         except Exception:
             return None
 
-    def _compile(self, piece, batch_size, threads, random_weights, seed):
+    def precisions(self) -> dict[str, str]:
+        """The declared table, int8 refused with the reason where NNCF (its quantizer) is not installed."""
+        import importlib.util
+
+        table = super().precisions()
+        if importlib.util.find_spec("nncf") is None:
+            table["int8"] = "no: NNCF, OpenVINO's quantizer, is not installed (the openvino extra installs it)"
+        return table
+
+    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None):
+        """bf16: the CPU plugin's ``INFERENCE_PRECISION_HINT=bf16``, read back from the compiled piece;
+        int8: the piece quantized by NNCF (``ios_core.quantize.nncf_quantize``, the openvino adapter's
+        quantizer) on ``calibration``, int8 where the plugin's runtime model runs its convolutions in
+        u8/i8 (``ios_core.quantize.integer_convolutions``). The kernel's ``info["precision"]`` is what
+        the plugin reports, never the request."""
         t0 = time.perf_counter()
         model = export_piece(piece, batch_size, opset=DEFAULT_OPSET, random_weights=random_weights, seed=seed)
         t1 = time.perf_counter()
-        cfg = provider_settings("openvino", threads)
+        cfg = provider_settings("openvino", threads, precision)
         c = core()
-        compiled = c.compile_model(read_onnx(model.SerializeToString()), "CPU", cfg)
+        ov_model = read_onnx(model.SerializeToString())
+        calib = None
+        if precision == "int8":
+            from ios_core.quantize import nncf_quantize
+
+            ov_model, calib = nncf_quantize(ov_model, calibration)
+        compiled = c.compile_model(ov_model, "CPU", cfg)
         got = _prop(compiled, "INFERENCE_PRECISION_HINT")
-        if got != "f32":
+        if precision == "fp32" and got != "f32":
             raise RuntimeError(f"openvino compiled piece {piece.name!r} in {got}, not f32")
         info = {**cfg, "inference_precision": got, "intra_op_threads": _prop(compiled, "INFERENCE_NUM_THREADS"),
-                "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1}
+                "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1,
+                "precision": _LABELS.get(got, str(got)), "convolutions": convolutions(piece)}
+        if precision == "int8":
+            from ios_core.quantize import integer_convolutions
+
+            convs = integer_convolutions(compiled)
+            info.update(calibration=calib, integer_convolutions=convs,
+                        precision="int8" if convs or not info["convolutions"] else info["precision"])
         return OVKernel(piece, batch_size, compiled, info)
 
 
-OPENVINO = OpenVINOProvider(name="openvino", requires=("openvino", "onnx"),
-                            description="OpenVINO CPU plugin, f32 forced, one compiled model per piece, shared tensors")
+_LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}  # INFERENCE_PRECISION_HINT -> the sweep's precision
+
+OPENVINO = OpenVINOProvider(
+    name="openvino", requires=("openvino", "onnx"),
+    description="OpenVINO CPU plugin, f32 forced, one compiled model per piece, shared tensors",
+    precision_table={"bf16": "INFERENCE_PRECISION_HINT=bf16 for each piece, read back from each compiled piece",
+                     "int8": "each piece quantized by NNCF (nncf.quantize) on the activations the 16 seeded "
+                             "calibration inputs produce at its inputs in the fp32 graph, the rest f32; int8 where "
+                             "the plugin runs its convolutions in u8/i8"})

@@ -1,0 +1,233 @@
+"""IOS at a reduced precision on the CPU (issue 46; docs/precision.md): every piece of a schedule compiled
+at the cell's precision by its kernel provider (ONNX Runtime int8, OpenVINO int8 and bf16), int8
+calibrated per piece on the activations the seeded calibration inputs produce there in the fp32 graph,
+the precision read back from the libraries, the search's stage costs measured at it (never fp32's
+figures), and a corrupted quantization failing the check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adapters
+from ios_core.check import check_precision, tolerance_for
+from ios_core.inputs import random_input
+from ios_core.models.coverage import level_schedule
+from ios_core.runtime import providers
+from tests.adapter_graphs import mini_inception
+from tests.runtime_helpers import sequential_schedule
+
+IOS = adapters.get("ios")
+
+
+def _need(provider: str, quantizer: str | None = None) -> None:
+    reason = providers.get(provider).available()
+    if reason:
+        pytest.skip(reason)
+    if quantizer:
+        pytest.importorskip(quantizer)
+
+
+@pytest.fixture(scope="module")
+def case():
+    """mini_inception (branches, slices, grouped and depthwise convs) with a parallel schedule, a
+    batch of 4 seeded inputs and the oracle's output."""
+    from ios_core import reference
+
+    g = mini_inception()
+    g.init_weights(0)
+    x = random_input(g, 4, seed=0)
+    return g, level_schedule(g), x, reference.run(g, x)
+
+
+# ---- what IOS offers, per provider -------------------------------------------------------------
+
+
+def test_ios_declares_each_precision_per_kernel_provider():
+    table = IOS.precisions("cpu")
+    assert not table["int8"].startswith(("no:", "not yet:")) and "onnxruntime:" in table["int8"]
+    assert not table["bf16"].startswith(("no:", "not yet:")) and "openvino:" in table["bf16"]
+    assert IOS.precision_reason("int8", "cpu", provider="onnxruntime") is None
+    assert IOS.precision_reason("bf16", "cpu", provider="openvino") is None
+    assert "no:" in IOS.precision_reason("bf16", "cpu", provider="onnxruntime")
+    assert "not yet:" in IOS.precision_reason("bf16", "cpu", provider="torch")
+    assert IOS.precision_reason("int8", "cpu", provider="torch") is not None
+
+
+def test_a_provider_that_cannot_give_a_precision_refuses_the_build_and_the_sweep_skips_it(case):
+    from ios_bench.planning.probing import provider_precision_reason
+
+    g, s, _, _ = case
+    with pytest.raises(ValueError, match="bf16"):
+        IOS.build(s, 1, threads=1, provider="onnxruntime", precision="bf16")
+    with pytest.raises(ValueError, match="int8"):
+        IOS.build(s, 1, threads=1, provider="torch", precision="int8")
+    probe = {"provider_precisions": {n: providers.get(n).precisions() for n in providers.names()}}
+    assert "no:" in provider_precision_reason(probe, "onnxruntime", "bf16", "cpu")
+    assert provider_precision_reason(probe, "onnxruntime", "int8", "cpu") is None
+    assert provider_precision_reason(probe, "torch", "int8", "cpu") is not None
+    assert provider_precision_reason(probe, "torch", "fp32", "cpu") is None
+
+
+def test_an_int8_schedule_is_searched_and_kept_apart_from_the_fp32_one():
+    from ios_bench.planning.cells import Cell
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.schedules import schedule_path
+
+    plan = Plan()
+    fp32 = Cell("m", "m", 1, "ios-both-onnxruntime", "cpu", "both", "ios", provider="onnxruntime")
+    int8 = Cell("m", "m", 1, "ios-both-onnxruntime", "cpu", "both", "ios", provider="onnxruntime", precision="int8")
+    assert schedule_path(plan, int8) != schedule_path(plan, fp32) and schedule_path(plan, int8).endswith("-int8.json")
+    assert not schedule_path(plan, fp32).endswith("fp32.json")  # an fp32 cell keeps the path it always had
+
+
+# ---- int8 and bf16 cells on each provider ------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider,quantizer", [("onnxruntime", None), ("openvino", "nncf")])
+def test_an_ios_int8_cell_computes_in_int8_and_passes_its_check(case, provider, quantizer):
+    from ios_bench.running.task_cell import precision_problem
+
+    _need(provider, quantizer)
+    g, s, x, ref = case
+    c = IOS.build(s, 4, threads=2, provider=provider, precision="int8")
+    assert c.info["pieces"] > 3  # a parallel schedule: many pieces, each quantized
+    assert c.info["precision"] == "int8" and precision_problem(IOS, c.info, "int8") is None
+    calib = c.info["calibration"]
+    assert calib["samples"] == 16 and "seeds 1000.." in calib["inputs"] and calib["method"]
+    assert ("quantize_static" if provider == "onnxruntime" else "nncf.quantize") in calib["tool"]
+    assert "fp32 graph" in calib["stage_inputs"]
+    kernels = c.runtime.program.kernels
+    assert all(k.info.get("calibration") for k in kernels)
+    res = check_precision(c.run(x), ref, "int8")
+    assert res.passed, res.reason
+    assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
+
+
+def test_openvino_bf16_compiles_every_piece_in_bf16(case):
+    _need("openvino")
+    g, s, x, ref = case
+    from ios_core.runtime.providers.openvino import core
+
+    if "BF16" not in core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        pytest.skip("this CPU's OpenVINO plugin has no bf16 inference")
+    c = IOS.build(s, 4, threads=2, provider="openvino", precision="bf16")
+    assert {k.info["inference_precision"] for k in c.runtime.program.kernels} == {"bf16"}
+    assert c.info["precision"] == "bf16" and c.info["provider_settings"]["INFERENCE_PRECISION_HINT"] == "bf16"
+    res = check_precision(c.run(x), ref, "bf16")
+    assert res.passed and res.max_rel_err > tolerance_for("fp32") / 100  # not an fp32 result relabelled
+
+
+def test_a_piece_is_calibrated_on_what_reaches_it_in_the_fp32_graph(case):
+    """Each piece's calibration feeds are the fp32 graph's activations at its inputs for the seeded
+    calibration inputs; a one-piece (sequential) schedule is quantized exactly as the onnxruntime
+    adapter quantizes the whole model."""
+    _need("onnxruntime")
+    from ios_core.quantize import calibration_inputs
+    from ios_core.runtime.emit_provider import plan_for_provider, stage_calibration
+    from ios_core.runtime.program import graph_stages
+    from tests.test_runtime_providers import _values
+
+    g, s, x, _ = case
+    plan = plan_for_provider(graph_stages(s), [s.input], [s.exit_node], 4)
+    batches = calibration_inputs(s, 4)
+    feeds = stage_calibration(plan, providers.get("onnxruntime"), 1, batches)
+    inner = [p for p in plan.pieces() if any(i.name != s.input.name for i in p.inputs)]
+    assert inner
+    for b, xb in enumerate(batches):
+        want = _values(s, xb)
+        for piece in inner:
+            for node, got in zip(piece.inputs, feeds[piece.name][b]):
+                np.testing.assert_allclose(got, want[node.name], rtol=1e-4, atol=1e-4 * np.abs(want[node.name]).max())
+    whole = adapters.get("onnxruntime").build(g, 4, threads=1, precision="int8").run(x)
+    one = IOS.build(sequential_schedule(g), 4, threads=1, provider="onnxruntime", precision="int8")
+    assert one.info["pieces"] == 1
+    np.testing.assert_array_equal(one.run(x), whole)
+
+
+# ---- never a silent fallback, and a broken quantization fails ----------------------------------
+
+
+def test_a_piece_whose_library_computes_in_float_is_read_back_and_fails_the_cell(case, monkeypatch):
+    from ios_bench.running.task_cell import precision_problem
+    from ios_core import quantize
+
+    _need("onnxruntime")
+    g, s, x, _ = case
+    monkeypatch.setattr(quantize, "integer_kernels", lambda path: {"conv": 0, "other": 0, "nodes": 1})
+    c = IOS.build(s, 4, threads=1, provider="onnxruntime", precision="int8")
+    assert c.info["precision"] == "fp32" and "pieces" in c.info["precision_note"]
+    assert precision_problem(IOS, c.info, "int8").startswith("precision: asked for int8, ios computes in fp32")
+
+
+def test_an_ios_int8_cell_with_one_stages_scale_corrupted_fails_its_check(case, monkeypatch):
+    """The corrupted-scale case of tests/test_precision.py on one piece of a schedule: the weight scale
+    of the first convolution of one piece multiplied by 10 (its QDQ model, as the quantizer wrote it)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from ios_core import quantize
+
+    _need("onnxruntime")
+    g, s, x, ref = case
+    real = quantize.ort_quantize
+    hit = []
+
+    def corrupted(model, feeds, method="minmax"):
+        out, calib = real(model, feeds, method)
+        conv = next((n for n in out.graph.node if n.op_type == "Conv"), None)
+        if conv is None or hit:
+            return out, calib
+        deq = next(n for n in out.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == conv.input[1])
+        bad = onnx.ModelProto()
+        bad.CopyFrom(out)
+        scale = next(i for i in bad.graph.initializer if i.name == deq.input[1])
+        scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * 10, scale.name))
+        hit.append(conv.name)
+        return bad, calib
+
+    good = IOS.build(s, 4, threads=1, provider="onnxruntime", precision="int8")
+    assert check_precision(good.run(x), ref, "int8").passed
+    monkeypatch.setattr(quantize, "ort_quantize", corrupted)
+    c = IOS.build(s, 4, threads=1, provider="onnxruntime", precision="int8")
+    assert hit and c.info["precision"] == "int8"  # still int8 kernels: only the check can tell
+    res = check_precision(c.run(x), ref, "int8")
+    assert not res.passed, "a piece's weight scale 10x off passed the int8 check"
+
+
+# ---- the search measures at the cell's precision -------------------------------------------------
+
+
+def test_the_cost_model_times_stages_at_the_cells_precision_and_never_reuses_fp32_figures(tmp_path, monkeypatch):
+    _need("onnxruntime")
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import MeasuredCostModel
+    from ios_core.optimizer.stage import Stage
+    from tests.runtime_helpers import fan_graph
+
+    _, nodes = fan_graph()
+    stage = Stage("parallel", [[nodes[0]], [nodes[1]]])
+    fast = dict(warmup=1, number=1, repeat=2, min_sample_ms=None, mode="stage", provider="onnxruntime", threads=2)
+    db = ProfileCache(tmp_path / "p.sqlite")
+    fp32 = MeasuredCostModel(cache=db, **fast)
+    fp32.stage_latency(stage, 1)
+    assert fp32.measured == 1
+    asked = []
+    prov = providers.get("onnxruntime")
+    real = type(prov).compile
+
+    def spy(self, piece, *a, **kw):
+        asked.append(kw.get("precision", "fp32"))
+        return real(self, piece, *a, **kw)
+
+    monkeypatch.setattr(type(prov), "compile", spy)
+    int8 = MeasuredCostModel(cache=db, precision="int8", **fast)
+    int8.stage_latency(stage, 1)
+    assert int8.measured == 1 and int8.hits == 0, "an int8 search reused the fp32 figure of the same stage"
+    assert asked and set(asked) == {"int8"}  # every piece of the stage compiled at int8
+    assert int8.plan_store()[1] != fp32.plan_store()[1]  # the stored schedules' key too
+    again = MeasuredCostModel(cache=db, precision="int8", **fast)
+    again.stage_latency(stage, 1)
+    assert again.hits == 1 and again.measured == 0  # its own figure is reused
+    with pytest.raises(ValueError, match="int8"):
+        MeasuredCostModel(cache=False, precision="int8", **{**fast, "provider": "torch"})
