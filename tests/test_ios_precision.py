@@ -81,6 +81,17 @@ def test_an_int8_schedule_is_searched_and_kept_apart_from_the_fp32_one():
     assert not schedule_path(plan, fp32).endswith("fp32.json")  # an fp32 cell keeps the path it always had
 
 
+def test_the_same_schedule_at_two_precisions_is_two_measurements():
+    from ios_bench.planning.cells import Cell, schedule_key
+    from ios_bench.running.schedules import same_schedules
+
+    cells = [Cell("m", "m", 1, schedule_key(s, "onnxruntime"), "cpu", s, "ios", provider="onnxruntime", precision=p)
+             for s in ("sequential", "both") for p in ("fp32", "int8")]
+    scheds = {c.key: {"hash": "aaaa", "path": f"schedules/{c.framework}-{c.precision}.json"} for c in cells}
+    same = same_schedules(cells, scheds)
+    assert len(same) == 2 and all(k.endswith("|int8") == v.endswith("|int8") for k, v in same.items())
+
+
 # ---- int8 and bf16 cells on each provider ------------------------------------------------------
 
 

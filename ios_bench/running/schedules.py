@@ -103,14 +103,15 @@ def optimize_schedules(ctx: SweepContext, cells: list[Cell]) -> dict[str, dict]:
 
 
 def same_schedules(cells: list[Cell], scheds: dict) -> dict[str, str]:
-    """IOS cells whose schedule is identical to another's of the same group and provider: {cell
+    """IOS cells whose schedule is identical to another's of the same group, provider and precision: {cell
     key: the key of the cell measured for both} (the sequential cell where it is one of them)."""
     same: dict[str, str] = {}
     by_id: dict[tuple, list[Cell]] = {}
     for c in cells:
         h = (scheds.get(c.key) or {}).get("hash") if c.schedule else None
         if h:
-            by_id.setdefault((c.group, c.provider, h, c.variant), []).append(c)
+            # one precision's cells only: the same stages at int8 are another measurement than at fp32
+            by_id.setdefault((c.group, c.provider, h, c.variant, c.precision), []).append(c)
     for members in by_id.values():
         if len(members) < 2:
             continue

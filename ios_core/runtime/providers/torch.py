@@ -64,7 +64,5 @@ TORCH = TorchProvider(
     name="torch", requires=("torch",),
     description="torch CPU kernels (oneDNN convolutions), the runtime's planned closures",
     precision_table={"bf16": "not yet: the torch provider's planned closures, arena and zero-copy concatenation are "
-                             "float32 (bf16 weights and buffers are not planned); the onnxruntime/openvino providers "
-                             "give IOS its reduced precisions",
-                     "int8": "no: the torch provider has no quantized kernels (torch.ao quantization is not wired); "
-                             "IOS int8 runs on the onnxruntime or openvino provider"})
+                             "float32 (bf16 weights and buffers are not planned)",
+                     "int8": "no: the torch provider has no quantized kernels (torch.ao quantization is not wired)"})
