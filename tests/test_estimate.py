@@ -226,3 +226,53 @@ def test_a_first_round_is_not_cold_where_the_user_build_cache_holds_the_build(tm
     assert m.first_build_s("torch-compile") == 0.0
     monkeypatch.setenv(ENV, "off")
     assert m.first_build_s("torch-compile") == cold
+
+
+# ---- this machine's speed now (issue 46 item 1) -----------------------------------------------------
+
+
+def test_the_speed_probe_is_the_rounds_canary_after_one_untimed_try():
+    asked = []
+    assert estimate.speed_probe(9, canary=lambda reps: asked.append(reps) or 4.5) == 4.5 and asked == [1, 9]
+    assert 0 < estimate.speed_probe(3) < 1000  # the real canary, on this machine (ms)
+
+
+def test_a_fake_probe_scales_what_was_not_measured_now_within_its_bounds():
+    stated = estimate.STATED["canary_ms"]
+    assert estimate.speed_factor(None, stated) == 1.0 and estimate.speed_factor(stated, None) == 1.0
+    assert estimate.speed_factor(1.5 * stated, stated) == pytest.approx(1.5)
+    low, high = estimate.SPEED_BOUNDS
+    assert estimate.speed_factor(100 * stated, stated) == high and estimate.speed_factor(stated / 100, stated) == low
+    cells = [Cell("m", "m", 1, "torch", "cpu", None, "torch", 1.0), Cell("n", "n", 4, "openvino", "cpu", None,
+                                                                           "openvino", 1.0)]
+
+    def total(m):
+        rounds = {c.key: 3 for c in cells}
+        return estimate.sweep_seconds(m, cells, rounds, {("m", 1)}, {("m", 1, "torch"): 2})["seconds"]
+
+    plain = _model()
+    assert plain.speed_note() == ""  # no probe: the figures as they are
+    slow, fast, absurd = _model(probe_ms=1.5 * stated), _model(probe_ms=0.7 * stated), _model(probe_ms=50 * stated)
+    canaries = 6 * 2 * estimate.STATED["canary_s"]  # a canary lasts its stated time: not scaled
+
+    def scaled(k):
+        return canaries + k * (total(plain) - canaries)
+
+    assert total(slow) == pytest.approx(scaled(1.5)) and total(fast) == pytest.approx(scaled(0.7))
+    assert total(absurd) == pytest.approx(scaled(high))  # bounded
+    assert slow.speed_note().startswith("scaled by 1.50 for this machine's speed now")
+    assert "bounded to 0.5-2.0" in absurd.speed_note()
+    # a worker's start measured now is this machine's speed already: only the stated part is scaled
+    for m in (plain, slow):
+        m.calibrated = {"torch": 1.0}
+    assert slow.fixed_s("torch") - 1.0 == pytest.approx(1.5 * (plain.fixed_s("torch") - 1.0))
+    # earlier runs' figures are scaled against their rounds' canaries, not the stated one
+    h = estimate.History()
+    r = rec("m", 1, "torch", median=40.0)
+    r["rounds"] = [{"interference": {"canary_before_ms": 2 * stated, "canary_after_ms": 2 * stated}}]
+    h.add(r, "run1")
+    assert h.canary_ms == [2 * stated]
+    m = _model(h, probe_ms=3 * stated)
+    assert m.latency_s("m", 1, "torch") == pytest.approx(0.040 * 1.5)
+    assert m.latency_s("n", 1, "openvino") == pytest.approx(1e9 / (60e9) * 2.0)  # a stated figure: 3x, bounded
+    assert "1.50 for earlier runs' figures" in m.speed_note()

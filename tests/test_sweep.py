@@ -540,6 +540,9 @@ def test_the_plan_line_is_followed_by_an_estimated_duration(tmp_path):
     # no earlier run: a fresh worker's start was measured in the first seconds (estimate.calibrate)
     assert "workers' start measured now for 1 frameworks" in lines[at + 1]
     assert 0 < env["estimate"]["workers_start_s"]["test-ref"] < 120
+    # scaled by this machine's speed now (the canary at plan time), and it says by how much
+    assert "scaled by " in lines[at + 1] and "for this machine's speed now (canary " in lines[at + 1]
+    assert env["estimate"]["canary_ms"] > 0 and 0.5 <= env["estimate"]["speed_factor"]["stated"] <= 2.0
     # a second run beside it learns from the first one's record
     p = cli(["run", "--models", "tiny_a", "--frameworks", "test-ref", "--schedules", "none", "--out", "runs/r2",
              "--no-report", *FAST], tmp_path)

@@ -27,6 +27,17 @@ it (:func:`probed_starts`; a fresh interpreter of its own where the probe did no
 stated round's own work and build part (:data:`STATED` ``round_s``, ``build_s``), and a cell's
 first round its cold build (``first_build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
 the rounds that finished (their measured time against their estimate).
+
+**This machine's speed now** (:func:`speed_probe`, :func:`speed_factor`): the stated figures and
+the earlier runs' were measured at some speed of this machine, and a shared VM's speed drifts by
+more than the goal of the estimate (two quick sweeps twenty minutes apart took 230 s and 310 s).
+The rounds' own canary (``ios_core.measurement.interference.canary``: a fixed single-threaded sort,
+the median of its tries, a few ms) is timed at plan time; every figure of the model that was not
+measured now (stated or learnt: latencies, round and build parts, searches, references) is scaled
+by its time against the canary's time when those figures were measured: the median canary of the
+earlier runs' rounds (each round records its own) for what they taught, :data:`STATED`
+``canary_ms`` for the stated figures, within :data:`SPEED_BOUNDS`. The workers' starts calibrated
+now are not scaled (they are this machine's speed now already), nor the canaries' own stated time.
 """
 
 from __future__ import annotations
@@ -64,10 +75,33 @@ STATED = {
                 "jax-xla": 0.4, "default": 0.2},
     # ... and what the first round's cold build adds (measured on the quick sweep's networks)
     "first_build_s": {"torch-compile": 9.5, "default": 0.0},
+    # the canary's time (speed_probe) on the 2-core VM the figures above were measured on, at its
+    # usual speed (2026-11-27; docs/harness.md "This machine's speed now")
+    "canary_ms": 4.0,
 }
+PROBE_REPEAT = 9  # tries of the canary at plan time; their median is the probe
+SPEED_BOUNDS = (0.5, 2.0)  # the scale a probe may put on the model: past these a probe is not believed further
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
 GPU_BASE_MIB = 600.0  # stated: a GPU worker's CUDA context and libraries' workspaces before its own tensors
+
+
+def speed_probe(repeat: int = PROBE_REPEAT, canary=None) -> float:
+    """This machine's speed now: the rounds' canary (``ios_core.measurement.interference.canary``,
+    the same workload each round records) in ms, the median of ``repeat`` tries after one untimed."""
+    if canary is None:
+        from ios_core.measurement.interference import canary
+    canary(1)
+    return float(canary(max(1, repeat)))
+
+
+def speed_factor(now_ms: float | None, then_ms: float | None) -> float:
+    """How much longer than when ``then_ms`` was measured things take now (``now_ms / then_ms``, the
+    canary's times), within :data:`SPEED_BOUNDS`; 1.0 when either is missing."""
+    if not now_ms or not then_ms or now_ms <= 0 or then_ms <= 0:
+        return 1.0
+    low, high = SPEED_BOUNDS
+    return min(high, max(low, now_ms / then_ms))
 
 
 def _stated(name: str, framework: str) -> float:
@@ -125,6 +159,7 @@ class History:
     gpu_peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # the same on the GPU (gpu_memory)
     optimize_s: dict[tuple[str, int, str], float] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
+    canary_ms: list[float] = field(default_factory=list)  # each learnt round's canary (its machine's speed then)
 
     def add(self, rec: dict, run: str | None = None) -> None:
         if rec.get("status") not in ("ok", "wrong") or not isinstance(rec.get("median_ms"), (int, float)):
@@ -134,7 +169,12 @@ class History:
         key = (rec["model"], int(rec["batch_size"]), series(rec["framework"], rec.get("precision")))
         self.latency_ms[key] = float(rec["median_ms"])
         lat = rec["median_ms"] / 1000
+        from ios_core.measurement.interference import canary_ms
+
         for r in rec.get("rounds") or [rec]:
+            c = canary_ms(r.get("interference") or {})
+            if c:
+                self.canary_ms.append(float(c))
             wall = r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
             reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
             number = r.get("number") or rec.get("number") or 1
@@ -209,6 +249,17 @@ class Model:
     min_sample_ms: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
     calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
+    probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
+
+    def speed(self, learnt: bool) -> float:
+        """The scale on a figure not measured now: the canary now against the earlier runs' rounds'
+        canaries (``learnt``: a figure they taught; without any, the stated speed) or against the
+        stated figures' canary."""
+        from ios_core.measurement.stats import median
+
+        stated = STATED["canary_ms"]
+        then = median(self.history.canary_ms) if learnt and self.history.canary_ms else stated
+        return speed_factor(self.probe_ms, then)
 
     def rate(self, framework: str) -> float:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
@@ -219,6 +270,7 @@ class Model:
     def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
         h = self.history.latency_ms
         fp32 = framework.split(PRECISION_SEP, 1)[0]
+        learnt = True
         if (model, batch, framework) in h:
             src, value = "earlier runs", h[(model, batch, framework)] / 1000
         elif fp32 != framework and (model, batch, fp32) in h:  # another precision: its fp32 figure, an upper bound
@@ -231,21 +283,22 @@ class Model:
             else:
                 from_runs = any(fw == framework for (_, _, fw) in h)
                 src = "earlier runs (the framework's rate)" if from_runs else "stated model"
+                learnt = from_runs
                 value = self.macs.get(model, 0) * batch / self.rate(framework)
         if count:
             self.sources[src] = self.sources.get(src, 0) + 1
-        return value
+        return value * self.speed(learnt)
 
     def fixed_s(self, framework: str) -> float:
         """A round's fixed part: earlier runs' where they measured it, else the calibrated start
         of a worker plus the stated build part, else the stated figure."""
         got = self.history.fixed_s.get(_base_name(framework))
         if got:
-            return statistics.median(got)
+            return statistics.median(got) * self.speed(True)
         framework = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
-        if framework in self.calibrated:
-            return self.calibrated[framework] + STATED["round_s"] + _stated("build_s", framework)
-        return _stated("fixed_s", framework)
+        if framework in self.calibrated:  # measured now: only the stated part is scaled
+            return self.calibrated[framework] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
+        return _stated("fixed_s", framework) * self.speed(False)
 
     def first_build_s(self, framework: str) -> float:
         """What a cell's first round adds to its fixed part (a cold build, where no earlier run
@@ -253,7 +306,7 @@ class Model:
         will use holds no sealed build of the framework: :func:`warm_build_cache`)."""
         if self.history.fixed_s.get(_base_name(framework)) or warm_build_cache(framework):
             return 0.0
-        return _stated("first_build_s", framework)
+        return _stated("first_build_s", framework) * self.speed(False)
 
     def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
         lat = self.latency_s(model, batch, framework, count)
@@ -270,16 +323,29 @@ class Model:
         (calibrated as that provider's IOS cells), then each schedule's search (an earlier run's,
         else the stated model)."""
         framework = "ios-sequential" + ("" if provider == "torch" else f"[{provider}]")
-        start = self.calibrated.get(framework, STATED["fixed_s"]["default"])
+        start = self.calibrated.get(framework, STATED["fixed_s"]["default"] * self.speed(False))
         got = self.history.optimize_s.get((model, batch, provider))
-        if got is None:
-            seq = self.latency_s(model, batch, framework, count=False)
-            got = (STATED["optimize_schedule_s"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0)
-                   + STATED["optimize_latencies"] * seq)
+        if got is not None:
+            got *= self.speed(True)
+        else:
+            seq = self.latency_s(model, batch, framework, count=False)  # scaled already
+            got = ((STATED["optimize_schedule_s"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0))
+                   * self.speed(False) + STATED["optimize_latencies"] * seq)
         return start + max(1, schedules) * got
 
     def reference_s(self, model: str, batch: int) -> float:
-        return STATED["reference_fixed_s"] + 2 * self.latency_s(model, batch, "torch", count=False)
+        return STATED["reference_fixed_s"] * self.speed(False) + 2 * self.latency_s(model, batch, "torch", count=False)
+
+    def speed_note(self) -> str:
+        """What the estimate was scaled by, for its printed line (empty without a probe)."""
+        if self.probe_ms is None:
+            return ""
+        note = (f"scaled by {self.speed(False):.2f} for this machine's speed now (canary {self.probe_ms:.2f} ms "
+                f"against {STATED['canary_ms']:.2f} ms stated")
+        if self.history.canary_ms:
+            note += f", {self.speed(True):.2f} for earlier runs' figures (their rounds' canaries)"
+        low, high = SPEED_BOUNDS
+        return note + f"; bounded to {low}-{high})"
 
 
 def _base_kind(framework: str) -> str:

@@ -225,6 +225,8 @@ class Sweep:
         # a fresh worker's start, measured now for the frameworks no earlier run measured
         model.calibrated = estimate.calibrate([c.framework for c in cells if not c.skip_reason], hist,
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
+        # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
+        model.probe_ms = estimate.speed_probe() if cells else None
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
@@ -246,6 +248,8 @@ class Sweep:
         where = ", ".join(f"{src} for {n}" for src, n in est["from"].items())
         if model.calibrated:
             where += f"; workers' start measured now for {len(model.calibrated)} frameworks"
+        if model.speed_note():
+            where += f"; {model.speed_note()}"
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
         if plan.scenario == "server":
             more += " (at most for Server: its search counted as halving its load after every try)"
@@ -258,7 +262,10 @@ class Sweep:
         return {"seconds": round(est["seconds"], 1), "cells": len(cells), "rounds": rounds, "from": est["from"],
                 "earlier_runs": hist.runs, "model": "ios_bench.planning.estimate (stated model, earlier runs' figures)",
                 # a fresh worker's start per framework, measured in the sweep's first seconds (calibrate)
-                "workers_start_s": {k: round(v, 3) for k, v in model.calibrated.items()}}
+                "workers_start_s": {k: round(v, 3) for k, v in model.calibrated.items()},
+                # the speed probe now (what a later run's estimate compares its own with) and the scales it gave
+                "canary_ms": round(model.probe_ms, 4) if model.probe_ms else None,
+                "speed_factor": {"stated": round(model.speed(False), 3), "earlier_runs": round(model.speed(True), 3)}}
 
     def check_time(self, what: str) -> None:
         """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts)."""
