@@ -16,9 +16,9 @@ kernels against the oracle, host time per launch, the peers); (2) ``fidelity``:
 bound); (3) ``search``: ``benchmarks/bench_gpu_search.py`` on inception_v3 (cold, then only the
 plan cache warm, then an independent cold search whose IOS-Both schedule is timed side by side
 with the first's); (4) ``headline``: ``ios-bench experiment headline --device cuda --deadline S``
-(batch 1 first), resumed by every later call until it finishes. A step that does not fit what is
-left of the window (its estimate) waits for the next call; a step that runs past the window gets
-SIGINT (the experiment records where it stopped), then SIGKILL to its process group.
+(batch 1 first, at fp32 and then its fp16 step), resumed by every later call until it finishes.
+A step that does not fit what is left of the window (its estimate) waits for the next call; a step
+that runs past the window gets SIGINT (the experiment records where it stopped), then SIGKILL to its process group.
 
 **Where things live.** The device tool empties ``$OUT`` before each command and brings back at
 most 8 files, so the working folder (``--work``, default ``/tmp/ios-bench-window``: the
@@ -334,8 +334,8 @@ TITLES = {"doctor": "the doctor: IOS kernels against the oracle, host time per l
           "fidelity": "gpu_fidelity.py on squeezenet and inception_v3: per-stage table, critical-path bound",
           "search": "bench_gpu_search.py on inception_v3: cold, only the plan cache warm, an independent cold "
                     "search timed side by side",
-          "headline": "the headline (ios-bench experiment headline --device cuda), batch 1 first, then what the "
-                      "window leaves"}
+          "headline": "the headline (ios-bench experiment headline --device cuda), batch 1 first (fp32, then its "
+                      "fp16 step: IOS-Both vs the best GPU peer at fp16), then what the window leaves"}
 DOCTOR_FRAMEWORKS = "ios,torch,jax-xla,tvm"
 FIDELITY_MODELS = "squeezenet,inception_v3"
 SEARCH_MODELS = "inception_v3"
@@ -378,8 +378,10 @@ def step_estimates(gpu: str = "h200") -> dict[str, tuple[float, str]]:
         out["search"] = (3 * 80.0 + extra[0], f"assumed: 3 inception_v3 searches at 80 s and {extra[1]}")
     runs = hl.EXPERIMENT.runs(Context(out=Path("x"), devices=["cuda"]))
     first, _ = hl.estimate(runs, gpu, costs)
+    reduced = [r.name for r in runs if max(r.plan.batch_sizes) == 1 and r.plan.precisions != ["fp32"]]
     out["headline"] = (first, "the experiment's own estimate of its batch-1 part (ios-bench experiment headline "
-                              "--device cuda --dry-run: measured and assumed figures named there); the rest "
+                              "--device cuda --dry-run: measured and assumed figures named there), its fp16 step "
+                              f"({', '.join(reduced) or 'none'}) costed as fp32's figures, assumed; the rest "
                               "continues in later calls")
     return out
 

@@ -259,3 +259,51 @@ def test_the_estimate_costs_every_tvm_round_as_a_build(tmp_path):
     assert tvm_cells > 0 and rounds == 3
     assert with_build - without == pytest.approx(60.0 * rounds * tvm_cells)
     assert "tvm" in hl.NO_BUILD_CACHE and "torch-compile" not in hl.NO_BUILD_CACHE
+
+
+def test_the_gpu_headline_has_an_fp16_step_after_batch_ones_fp32_sweeps():
+    """Issue 46: batch 1 again at fp16 (graph form, every peer, IOS searched at fp16), right after batch 1's
+    fp32 sweeps and before the later batches; costed in the dry run as fp32's figures, assumed."""
+    runs = hl.EXPERIMENT.runs(Context(out=Path("x"), devices=["cuda"]))
+    names = [r.name for r in runs]
+    assert names[4:6] == ["b1-fp16-graph-full", "b1-fp16-graph-r1s3"] and names[6].startswith("b16-32")
+    for run in runs:
+        fp16 = "-fp16-" in run.name
+        assert run.plan.precisions == (["fp16"] if fp16 else ["fp32"])
+        if fp16:
+            assert run.plan.batch_sizes == [1] and run.plan.adapter_options["ios"]["cuda_graph"] is True
+            assert "torch" in run.plan.frameworks and run.plan.schedules == ["sequential", "both"]
+    cpu = hl.EXPERIMENT.runs(Context(out=Path("x"), devices=["cpu"], quick=True))
+    assert all(r.plan.precisions == ["fp32"] for r in cpu)  # no fp16 peer on the CPU
+    costs = hl.measured_costs()
+    first, lines = hl.estimate(runs, "h200", costs)
+    without, _ = hl.estimate([r for r in runs if "-fp16-" not in r.name], "h200", costs)
+    assert first > without  # the fp16 step is in the batch-1 part's cost
+    text = "\n".join(lines)
+    line = next(x for x in lines if x.strip().startswith("b1-fp16-graph-full"))
+    assert "at fp16: every figure is fp32's, assumed alike" in line and "81 s measured at fp32" in line
+    assert re.search(r"b1-graph-full .* inception_v3 search 81 s measured;", text)
+
+
+def test_fp16_rows_are_a_table_of_their_own(monkeypatch, tmp_path):
+    """An fp16 cell never pairs with an fp32 one: its row is its own (network, batch, precision), in a section
+    of its own, and the fp32 table keeps its figures and the published column."""
+    from ios_bench.experiments import _common as c
+
+    folder = hl.MEASURED_RUN / "runs"
+    fp32 = [{**r, "_run": "b1-graph-full"} for r in c.records(folder / "graph-full")]
+    fp16 = [{**r, "_run": "b1-fp16-graph-full", "precision": "fp16"} for r in fp32]
+    rows = hl.headline_rows(fp32 + fp16)
+    assert [(r["model"], r["precision"]) for r in rows] == [("inception_v3", "fp32"), ("squeezenet", "fp32"),
+                                                            ("inception_v3", "fp16"), ("squeezenet", "fp16")]
+    assert rows[0]["vs_best"] == pytest.approx(4.171 / 2.819, rel=1e-3) and rows[2]["published"] == "-"
+    for name in ("graph", "fp16"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("")
+    monkeypatch.setattr(c, "records", lambda f: fp16 if Path(f).name == "fp16" else fp32)
+    report = hl.EXPERIMENT.report(Context(out=tmp_path, devices=["cuda"]),
+                                  {"b1-graph-full": tmp_path / "graph", "b1-fp16-graph-full": tmp_path / "fp16"})
+    titles = [t for t, _ in report.sections]
+    assert titles[:2] == ["Headline (fp32)", "Headline at fp16"]
+    main, half = report.sections[0][1], report.sections[1][1]
+    assert "1.21x (TVM-cuDNN)" in main and "TVM-cuDNN" not in half and half.count("| inception_v3 | 1 |") == 1

@@ -384,6 +384,8 @@ def test_the_dry_run_prints_the_steps_in_order_with_estimates_and_the_call_to_ma
     text = p.stdout
     assert "measured (H200 2026-11-26" in text and "assumed" in text and "no wheels" in text
     assert re.search(r"doctor +22 s", text)  # the committed window's doctor step
+    # the headline's batch-1 part includes its fp16 step (issue 46), costed as fp32's figures
+    assert "fp16 step (b1-fp16-graph-full, b1-fp16-graph-r1s3) costed as fp32's figures, assumed" in text
     call = next(x for x in lines if x.strip().startswith("run("))
     assert '--out $OUT --deadline 540' in call and '"carry": ' not in call and 'carry=[".whl"' in call
     assert "timeout_s=600" in call
