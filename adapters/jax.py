@@ -568,7 +568,8 @@ def _jaxlib_version() -> str | None:
 
 CPU_BF16 = ("no: XLA's CPU backend computes bf16 convolutions and dot products in f32 (params and input in "
             "jnp.bfloat16 compile to f32 convolutions in the HLO, read back), so bf16 there is storage only")
-GPU_HALF = "params and input as jnp.{} (cuDNN/cuBLAS in that dtype, read back from the compiled HLO)"
+GPU_HALF = ("params and input as jnp.{} on the GPU, read back from the compiled HLO (written for it, not yet run "
+            "on a GPU in this project)")
 
 JAX_XLA = JaxXLA(
     name="jax-xla",
