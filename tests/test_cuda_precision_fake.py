@@ -170,3 +170,21 @@ def test_the_ios_adapter_builds_a_cuda_cell_at_its_precision(monkeypatch, precis
     out = compiled.finish(compiled.execute(compiled.prepare(x)))
     assert check_precision(out, reference.run(graph, x), precision).passed
     assert IOS.precision_reason("int8", "cuda") is not None
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_the_cudnn_graph_declares_the_precisions_data_types(precision):
+    """The cuDNN Frontend graph the runtime describes for a convolution (described, not built: no GPU
+    is needed) has each tensor at the precision's cuDNN data type, and those types are a configuration
+    cuDNN supports (the fake's rule, CUDNN_CONV_CONFIGS)."""
+    pytest.importorskip("cudnn")
+    from ios_core.runtime import cuda_kernels
+
+    for fused, act in ((True, "relu"), (False, "silu")):
+        g, tensors = cuda_kernels.conv_graph(n=2, cin=4, h=6, w=6, cout=8, kernel=(3, 3), stride=(1, 1),
+                                             pads=(1, 1, 1, 1), dilation=(1, 1), groups=1, act=act, fused=fused,
+                                             precision=precision)
+        declared = {k: str(v.data_type).rsplit(".", 1)[-1] for k, v in tensors.items()}
+        assert set(declared.values()) == {cuda_kernels.CUDNN_DATA_TYPE[precision]}, declared
+        types = cuda_kernels.conv_data_types(precision)
+        assert CudaRules.cudnn_conv(types, declared) == CONFIG[precision]
