@@ -7,7 +7,18 @@ the one lowering walk, built into an fp32 engine and run with ``execute_async_v3
 
 fp32 strict: TensorRT enables TF32 for convolutions and matrix products by default; it is
 cleared (``BuilderFlag.TF32``), and the flag's state is read back and recorded
-(``info["tf32"]``) with every cell. FP16/INT8 are never enabled.
+(``info["tf32"]``) with every cell.
+
+fp16 and bf16 (issue 46; written, checked against the bindings' manifest on the stand-in, not yet
+run on a GPU): the cell's precision sets ``BuilderFlag.FP16`` or ``BuilderFlag.BF16``, as
+``trtexec --fp16``/``--bf16`` do (TF32 still cleared; the network, its input and output stay
+float32, TensorRT converts at the boundary). The flag lets TensorRT choose that precision per layer
+where it has a kernel for it, and keep a layer in fp32 where that is faster: what its users deploy.
+The flags are read back after the build; any reduced-precision flag other than the one asked for
+refuses the engine. TensorRT 11 is always strongly typed and has no such flags: a cell there is
+refused with that reason. INT8 is not built: it needs calibration (an ``IInt8Calibrator``, deprecated
+in TensorRT 10 and absent from 11) or explicit Q/DQ layers carrying calibrated scales, neither of
+which the lowering emits yet.
 
 Explicit batch (TensorRT 10 has no other mode): the input is ``(batch, C, H, W)`` float32.
 Layers: ``add_convolution_nd`` (bias in the layer, ``pre_padding``/``post_padding``, the
@@ -242,17 +253,31 @@ def _flag(trt, name: str):
     return getattr(trt.BuilderFlag, name, None)
 
 
-def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, logger=None) -> tuple[bytes, dict]:
-    """Serialized fp32 engine of ``graph`` and what the build recorded (TF32 state, layers).
-    Works with TensorRT 10 (weakly typed by default: fp32 unless FP16/INT8 flags are set, which
-    they never are) and 11 (always strongly typed: an fp32 network is fp32)."""
+# the precisions built with a builder flag (trtexec --fp16 / --bf16) -> the flag's name
+PRECISION_FLAGS = {"fp16": "FP16", "bf16": "BF16"}
+
+
+def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, logger=None,
+                 precision: str = "fp32") -> tuple[bytes, dict]:
+    """Serialized engine of ``graph`` and what the build recorded (TF32 state, flags, layers).
+    Works with TensorRT 10 (weakly typed by default: fp32 unless a reduced-precision flag is set,
+    which only ``precision`` fp16/bf16 does) and 11 (always strongly typed: an fp32 network is fp32;
+    it has no FP16/BF16 flags, so a reduced precision is refused there)."""
     import tensorrt as trt
 
+    if precision != "fp32" and precision not in PRECISION_FLAGS:
+        raise ValueError(f"TensorRT engines are built at fp32, fp16 or bf16 here, not {precision}")
+    wanted = PRECISION_FLAGS.get(precision)
+    if wanted is not None and _flag(trt, wanted) is None:
+        raise RuntimeError(f"TensorRT {trt.__version__} is strongly typed and has no BuilderFlag.{wanted}: a "
+                           f"{precision} engine would need the network's tensors declared {precision} (not yet)")
     logger = logger or trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
     network = builder.create_network(0)  # explicit batch: the only mode in TensorRT 10+
     config = builder.create_builder_config()
     config.clear_flag(trt.BuilderFlag.TF32)  # fp32 strict: TF32 is on by default
+    if wanted is not None:
+        config.set_flag(_flag(trt, wanted))  # trtexec --fp16 / --bf16
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
     if max_aux_streams is not None:
         config.max_aux_streams = int(max_aux_streams)
@@ -269,8 +294,15 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
     info = {"tf32": bool(config.get_flag(trt.BuilderFlag.TF32)), "reduced_precision_flags": reduced,
             "fp16": reduced.get("fp16", False), "strongly_typed": _flag(trt, "FP16") is None,
             "layers": network.num_layers, "max_aux_streams": config.max_aux_streams}
-    if any(reduced.values()):
-        raise RuntimeError(f"TensorRT builder config enables reduced precision {reduced}: refusing a non-fp32 engine")
+    unexpected = {k: v for k, v in reduced.items() if v and k != precision}
+    if unexpected or (precision != "fp32" and not reduced.get(precision)):
+        raise RuntimeError(f"TensorRT builder config enables reduced precision {reduced}, asked for {precision}: "
+                           "refusing the engine")
+    # what the engine was built to compute in: the flag read back (TensorRT may keep a layer in fp32)
+    info["precision"] = precision
+    if precision != "fp32":
+        info["precision_note"] = (f"BuilderFlag.{PRECISION_FLAGS[precision]}: TensorRT runs each layer at "
+                                  f"{precision} where it has a faster kernel for it, else fp32 (trtexec --{precision})")
     return bytes(serialized), info
 
 
@@ -389,14 +421,16 @@ class TensorRTAdapter(Adapter):
         return tensorrt_missing()
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
-               max_aux_streams: int | None = None, cache=True) -> Compiled:
+               max_aux_streams: int | None = None, cache=True, precision: str = "fp32") -> Compiled:
         import tensorrt as trt
 
         from ios_core.measurement.gpu import fingerprint
 
         fp = fingerprint()
         variant = "default" if max_aux_streams is None else str(int(max_aux_streams))
-        key = engine_key(graph, batch_size, str(trt.__version__), fp, variant)
+        # an fp16 engine is another engine (an fp32 key stays as it was)
+        key = engine_key(graph, batch_size, str(trt.__version__), fp,
+                         variant if precision == "fp32" else f"{variant}|{precision}")
         folder = None if cache is False else Path(DEFAULT_CACHE if cache is True else cache)
         path = folder / f"{key}.engine" if folder else None
         meta: dict = {}
@@ -410,7 +444,7 @@ class TensorRTAdapter(Adapter):
 
                 meta = json.loads(meta_path.read_text())
         else:
-            engine, meta = build_engine(graph, batch_size, max_aux_streams)
+            engine, meta = build_engine(graph, batch_size, max_aux_streams, precision=precision)
             cached = False
             if path is not None:
                 import json
@@ -420,16 +454,19 @@ class TensorRTAdapter(Adapter):
                     atomic_write_bytes(target, bytes(data))
         info = {**meta, "engine_seconds": time.perf_counter() - t0, "engine_cached": cached,
                 "engine_cache": str(path) if path else None, "variant": f"max_aux_streams={variant}",
-                "precision": "fp32", "gpu": fp.get("name"), "framework_version": str(trt.__version__),
-                "lowering_version": lowering_version()}
+                "precision": meta.get("precision", "fp32"), "gpu": fp.get("name"),
+                "framework_version": str(trt.__version__), "lowering_version": lowering_version()}
         if info.get("tf32"):
             raise RuntimeError("TensorRT kept TF32 enabled after clear_flag(TF32): refusing a non-fp32 engine")
         return TRTCompiled(engine, batch_size, graph.input_shape, info)
 
 
-# the builder flags its users set (trtexec --fp16/--bf16/--int8); refused until the engine is built with them
-TRT_FLAGS = {p: f"not yet: BuilderFlag.{p.upper()} engines are not built (the adapter builds fp32 engines, TF32 off)"
-             for p in ("fp16", "bf16", "int8")}
+# the builder flags its users set (trtexec --fp16/--bf16/--int8): fp16 and bf16 built with theirs; int8 refused
+TRT_FLAGS = {**{p: f"BuilderFlag.{f} (trtexec --{p}; TensorRT 10: it picks {p} per layer where faster, TF32 off; "
+                   "TensorRT 11 has no such flag: refused there; written, not yet run on a GPU)"
+                for p, f in PRECISION_FLAGS.items()},
+             "int8": "not yet: BuilderFlag.INT8 needs calibration (an IInt8Calibrator, deprecated in TensorRT 10 and "
+                     "absent from 11) or explicit Q/DQ layers with calibrated scales; the lowering emits neither"}
 
 TENSORRT = TensorRTAdapter(
     name="tensorrt",

@@ -132,6 +132,43 @@ def test_the_tensorrt_adapter_builds_caches_and_runs_on_the_standin(graph, trt, 
     assert len(list(tmp_path.glob("*.engine"))) == 1
 
 
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_tensorrt_reduced_precision_is_its_builder_flag(graph, trt, monkeypatch, tmp_path, precision):
+    """fp16/bf16 cells (issue 46): on TensorRT 10 the engine is built with BuilderFlag.FP16/BF16 set (as
+    trtexec --fp16/--bf16), TF32 still cleared, no other reduced-precision flag, the precision recorded
+    and the engine cached apart from fp32's; TensorRT 11 has no such flag and the build is refused with
+    that reason. The stand-in computes in fp32 (it checks the API and the flags, not the numbers)."""
+    import adapters
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_tensorrt.fake_cupy())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    adapter = adapters.get("tensorrt")
+    assert adapter.precision_reason(precision, "cuda") is None
+    assert "not yet" in adapter.precision_reason("int8", "cuda") and "calibrat" in adapter.precision_reason(
+        "int8", "cuda")
+    x = random_input(graph, 1, seed=2)
+    fake_tensorrt.FEED["input"] = x
+    if trt.__version__.startswith("11"):
+        with pytest.raises(RuntimeError, match=f"strongly typed and has no BuilderFlag.{precision.upper()}"):
+            adapter.build(graph, 1, "cuda", cache=tmp_path, precision=precision)
+        return
+    adapter.build(graph, 1, "cuda", cache=tmp_path)  # the fp32 engine
+    compiled = adapter.build(graph, 1, "cuda", cache=tmp_path, precision=precision)
+    _, config = fake_tensorrt.Builder.built[-1]
+    flags = {f: config.get_flag(getattr(trt.BuilderFlag, f)) for f in ("FP16", "BF16", "INT8", "FP8", "TF32")}
+    assert flags == {"FP16": precision == "fp16", "BF16": precision == "bf16", "INT8": False, "FP8": False,
+                     "TF32": False}
+    info = compiled.info
+    assert info["precision"] == precision and info["reduced_precision_flags"][precision] is True
+    assert f"BuilderFlag.{precision.upper()}" in info["precision_note"]
+    assert len(list(tmp_path.glob("*.engine"))) == 2  # its own engine beside the fp32 one
+    again = adapter.build(graph, 1, "cuda", cache=tmp_path, precision=precision)
+    assert again.info["engine_cached"] is True and again.info["precision"] == precision
+    assert compare(again.run(x), reference.run(graph, x), 1e-4).passed
+    fp32 = adapter.build(graph, 1, "cuda", cache=tmp_path)
+    assert fp32.info["precision"] == "fp32" and fp32.info["engine_cached"] is True
+
+
 def test_the_standin_raises_for_what_a_version_lacks():
     t11, t10 = fake_tensorrt.module("11"), fake_tensorrt.module("10")
     assert t10.BuilderFlag.FP16.name == "FP16"
