@@ -231,10 +231,11 @@ def test_a_first_round_is_not_cold_where_the_user_build_cache_holds_the_build(tm
 # ---- this machine's speed now (issue 46 item 1) -----------------------------------------------------
 
 
-def test_the_speed_probe_is_the_rounds_canary_after_one_untimed_try():
-    asked = []
-    assert estimate.speed_probe(9, canary=lambda reps: asked.append(reps) or 4.5) == 4.5 and asked == [1, 9]
-    assert 0 < estimate.speed_probe(3) < 1000  # the real canary, on this machine (ms)
+def test_the_speed_probe_is_the_least_of_the_rounds_canaries_after_one_untimed_try():
+    asked, slept, times = [], [], iter([99.0, 9.0, 4.5, 8.0])  # the untimed try, then a burst, a free core, a burst
+    got = estimate.speed_probe(3, canary=lambda reps: asked.append(reps) or next(times), sleep=slept.append)
+    assert got == 4.5 and asked == [1, 5, 5, 5] and slept == [estimate.PROBE_PAUSE_S] * 2
+    assert 0 < estimate.speed_probe(2) < 1000  # the real canary, on this machine (ms)
 
 
 def test_a_fake_probe_scales_what_was_not_measured_now_within_its_bounds():

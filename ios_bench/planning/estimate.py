@@ -28,16 +28,17 @@ stated round's own work and build part (:data:`STATED` ``round_s``, ``build_s``)
 first round its cold build (``first_build_s``). While the sweep runs, :class:`Eta` corrects the remaining time from
 the rounds that finished (their measured time against their estimate).
 
-**This machine's speed now** (:func:`speed_probe`, :func:`speed_factor`): the stated figures and
-the earlier runs' were measured at some speed of this machine, and a shared VM's speed drifts by
-more than the goal of the estimate (two quick sweeps twenty minutes apart took 230 s and 310 s).
-The rounds' own canary (``ios_core.measurement.interference.canary``: a fixed single-threaded sort,
-the median of its tries, a few ms) is timed at plan time; every figure of the model that was not
-measured now (stated or learnt: latencies, round and build parts, searches, references) is scaled
-by its time against the canary's time when those figures were measured: the median canary of the
-earlier runs' rounds (each round records its own) for what they taught, :data:`STATED`
-``canary_ms`` for the stated figures, within :data:`SPEED_BOUNDS`. The workers' starts calibrated
-now are not scaled (they are this machine's speed now already), nor the canaries' own stated time.
+**This machine's speed now** (:func:`speed_probe`, :func:`speed_factor`): the stated figures and the
+earlier runs' were measured at some speed of this machine, and a shared VM's speed drifts by more
+than the goal of the estimate (two quick sweeps twenty minutes apart took 230 s and 310 s). The
+rounds' own canary (``ios_core.measurement.interference.canary``: a fixed single-threaded sort, the
+median of its tries, a few ms) is timed at plan time (the least of three, 50 ms apart); every figure
+of the model that was not measured now (stated or learnt: latencies, round and build parts,
+searches, references) is scaled by its time against the canary's time when those figures were
+measured: the median canary of the earlier runs' rounds (each round records its own) for what they
+taught, :data:`STATED` ``canary_ms`` for the stated figures, within :data:`SPEED_BOUNDS`. The
+workers' starts calibrated now are not scaled (they are this machine's speed now already), nor the
+canaries' own stated time.
 """
 
 from __future__ import annotations
@@ -76,23 +77,33 @@ STATED = {
     # ... and what the first round's cold build adds (measured on the quick sweep's networks)
     "first_build_s": {"torch-compile": 9.5, "default": 0.0},
     # the canary's time (speed_probe) on the 2-core VM the figures above were measured on, at its
-    # usual speed (2026-11-27; docs/harness.md "This machine's speed now")
-    "canary_ms": 4.0,
+    # usual speed (2026-11-27 09:40 UTC: 3.86-3.90 ms whenever a core was free; docs/harness.md)
+    "canary_ms": 3.9,
 }
-PROBE_REPEAT = 9  # tries of the canary at plan time; their median is the probe
+PROBE_BATCHES, PROBE_PAUSE_S = 3, 0.05  # the canary at plan time: three of its medians, this far apart
 SPEED_BOUNDS = (0.5, 2.0)  # the scale a probe may put on the model: past these a probe is not believed further
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
 MEMORY_MARGIN = 0.9  # a cell is skipped when its estimate exceeds this share of the available memory
 GPU_BASE_MIB = 600.0  # stated: a GPU worker's CUDA context and libraries' workspaces before its own tensors
 
 
-def speed_probe(repeat: int = PROBE_REPEAT, canary=None) -> float:
-    """This machine's speed now: the rounds' canary (``ios_core.measurement.interference.canary``,
-    the same workload each round records) in ms, the median of ``repeat`` tries after one untimed."""
+def speed_probe(batches: int = PROBE_BATCHES, canary=None, sleep=None) -> float:
+    """This machine's speed now, ms: the rounds' canary (``ios_core.measurement.interference.canary``,
+    the median of its 5 tries, the figure each round records), after one untimed try, the least of
+    ``batches`` of them :data:`PROBE_PAUSE_S` apart: what a free core does now, not the burst of
+    another process that happens to start in those milliseconds (a 2-core VM's canary doubles then)."""
+    import time
+
     if canary is None:
         from ios_core.measurement.interference import canary
+    sleep = sleep or time.sleep
     canary(1)
-    return float(canary(max(1, repeat)))
+    got = []
+    for i in range(max(1, batches)):
+        if i:
+            sleep(PROBE_PAUSE_S)
+        got.append(float(canary(5)))
+    return min(got)
 
 
 def speed_factor(now_ms: float | None, then_ms: float | None) -> float:
