@@ -405,7 +405,7 @@ class JaxCompiled(Compiled):
         jax = _jax()
         if tuple(np.shape(x)) != self.shape:  # jit would silently compile again for another shape
             raise ValueError(f"jax-xla was built for input {self.shape}, got {tuple(np.shape(x))}")
-        t = jax.device_put(np.ascontiguousarray(np.asarray(x, np.float32).astype(self.dtype)), self.dev)
+        t = jax.device_put(np.ascontiguousarray(np.asarray(x, np.float32).astype(self.dtype, copy=False)), self.dev)
         t.block_until_ready()
         return t
 
