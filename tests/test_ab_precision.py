@@ -33,3 +33,13 @@ def test_an_ab_at_a_precision_runs_the_pairs_that_offer_it_and_says_which_were_l
     recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["variant"] for r in recs) == ["A", "B"]
     assert all(r["precision"] == "bf16" and r["engine_precision"] == "bf16" for r in recs)
+
+
+def test_an_ab_at_a_precision_no_framework_of_it_offers_is_one_line(tmp_path):
+    p = cli(["ab", "tiny_a", "--frameworks", "test-delay", "--a-option", "test-delay:delay_ms=0", "--b-option",
+             "test-delay:delay_ms=1", "--schedules", "none", "--precision", "fp16", "--out",
+             str(tmp_path / "runs" / "x"), *FAST], tmp_path)
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.strip()
+    assert len(line.splitlines()) == 1 and "--precision fp16: no framework of this sweep offers it on cpu" in line
+    assert not (tmp_path / "runs").exists()
