@@ -25,7 +25,7 @@ Build options (``adapter.build(graph, batch, threads=..., **options)``):
 ``strategy``      (tvm-tuned) ``evolutionary`` with xgb, else ``replay-trace``.
 ``num_trials_per_iter``, ``seed``: passed to MetaSchedule.
 
-``compiled.info`` records the tvm version, target, threads, precision (fp32), build seconds
+``compiled.info`` records the tvm version, target, threads, precision (fp32; fp16 on cuda: ``to_fp16``), build seconds
 and, for tvm-tuned, tuning seconds (separate from build), the database path, ``tuned_now``
 (tasks tuned in this build) and ``tasks``: one row per task (name, weight, trials in the
 database, best latency in ms, tuned now?) like the task-scheduler table of TVM's tutorials.
@@ -385,6 +385,42 @@ def _compile_cuda(mod, target, cudnn: bool):
     return tvm.compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
 
 
+def to_fp16(mod):
+    """TVM's fp16 build on cuda (issue 46): ``relax.transform.ToMixedPrecision(out_dtype="float32")``,
+    Relax's form of Relay's ``ToMixedPrecision``: convolutions and matrix products take fp16 inputs
+    and weights and accumulate in fp32, the ops around them follow TVM's mixed-precision rules, the
+    model's input and output stay float32. Returns the module and what it computes in, read back
+    from it (:func:`fp16_ops`); a module with a convolution or matrix product left in fp32 is refused."""
+    from tvm import relax
+
+    mixed = relax.transform.ToMixedPrecision(out_dtype="float32")(mod)
+    ops = fp16_ops(mixed)
+    if not ops["total"] or ops["fp16"] != ops["total"]:
+        raise RuntimeError(f"ToMixedPrecision left {ops['total'] - ops['fp16']} of {ops['total']} convolutions and "
+                           "matrix products outside fp16: refusing to call it an fp16 build")
+    return mixed, ops
+
+
+MIXED_OPS = ("relax.nn.conv2d", "relax.matmul")
+
+
+def fp16_ops(mod) -> dict:
+    """How many of ``mod``'s convolutions and matrix products (``main``) read fp16 operands:
+    ``{"fp16": n, "total": m}``."""
+    from tvm import relax
+
+    n = total = 0
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            v = binding.value
+            if isinstance(v, relax.Call) and getattr(v.op, "name", None) in MIXED_OPS:
+                total += 1
+                dtypes = {str(getattr(getattr(a, "struct_info_", None) or getattr(a, "ty", None), "dtype", ""))
+                          for a in v.args[:2]}
+                n += dtypes == {"float16"}
+    return {"fp16": n, "total": total}
+
+
 def _base_info(target, threads_effective: int) -> dict:
     import tvm
 
@@ -457,15 +493,21 @@ class TVMAdapter(Adapter):
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
-        unknown = set(options) - {"target", "cudnn"}
+        unknown = set(options) - {"target", "cudnn", "precision"}
         if unknown:
-            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cudnn', 'target']")
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cudnn', 'precision', 'target']")
+        precision = options.get("precision", "fp32")
+        if precision != "fp32" and not (device.startswith("cuda") and precision == "fp16" and not options.get("cudnn")):
+            raise ValueError(f"tvm: precision {precision} is built on cuda only, fp16, without cudnn")
         if device.startswith("cuda"):
             cudnn = bool(options.get("cudnn"))
             target = cuda_target(options.get("target"))
             t0 = time.perf_counter()
             mod, _ = to_relax(graph, batch_size)
-            info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": "fp32",
+            mixed = None
+            if precision == "fp16":
+                mod, mixed = to_fp16(mod)
+            info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": precision,
                     "convert_seconds": time.perf_counter() - t0, "cudnn": cudnn,
                     # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its
                     # default, which NVIDIA_TF32_OVERRIDE=0 (set by every GPU worker) forces to fp32
@@ -474,7 +516,12 @@ class TVMAdapter(Adapter):
             t0 = time.perf_counter()
             ex = _compile_cuda(mod, target, cudnn)
             info["compile_seconds"] = time.perf_counter() - t0
-            info["pipeline"] = "relax.get_default_pipeline(cuda)" + (" after partition_for_cudnn" if cudnn else "")
+            info["pipeline"] = ("relax.get_default_pipeline(cuda)" + (" after partition_for_cudnn" if cudnn else "")
+                                + (" after ToMixedPrecision(out_dtype=float32)" if mixed else ""))
+            if mixed:
+                info["fp16_ops"] = mixed
+                info["precision_note"] = (f"ToMixedPrecision: {mixed['fp16']} of {mixed['total']} convolutions and "
+                                          "matrix products on fp16 operands, fp32 accumulation")
             return TVMCompiled(ex, info, device)
         if options.get("cudnn"):
             raise ValueError("tvm: cudnn=True needs device cuda")
@@ -717,7 +764,10 @@ DEFAULT = TVMAdapter(
     description="Apache TVM (Relax), untuned: default llvm pipeline for the host CPU; target cuda on GPUs",
     requires=_REQUIRES,
     devices=("cpu", "cuda"),
-    precision_table={"cuda": {"fp16": "not yet: TVM's fp16 build (ToMixedPrecision) is not made"}},
+    precision_table={"cuda": {"fp16": "relax.transform.ToMixedPrecision(out_dtype='float32') before the cuda "
+                                      "pipeline: convolutions and matrix products on fp16 operands, fp32 accumulation "
+                                      "(compiled here for target cuda without a GPU; not yet run on a GPU)",
+                              "bf16": "not yet: Relax's ToMixedPrecision casts to float16 only"}},
 )
 CUDNN = TVMAdapter(
     name="tvm-cudnn",
