@@ -109,10 +109,12 @@ class IOSAdapter(Adapter):
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
                max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch",
-               timeline: bool = False, precision: str = "fp32") -> Compiled:
+               timeline: bool = False, precision: str = "fp32", cache_dir=None) -> Compiled:
         """``precision`` (the cell's, on the CPU): every piece compiled at it by ``provider``'s library
         (``Runtime(precision=)``, docs/precision.md), the precision recorded the one the libraries
-        report back; int8 calibrated per piece on the seeded calibration inputs' fp32 activations."""
+        report back; int8 calibrated per piece on the seeded calibration inputs' fp32 activations, each
+        piece's quantized model kept in the build cache (``cache_dir``, ``adapters.build_cache``:
+        ``ios-int8-<provider>``) under a key of the piece and its calibration, and reused by later rounds."""
         if precision != "fp32":
             reason = self.precision_reason(precision, device, provider)
             if reason is not None:
@@ -128,14 +130,26 @@ class IOSAdapter(Adapter):
         if cuda_graph:
             raise ValueError("cuda_graph=True needs device cuda")
         # timeline (a profiling build only): the runtime's tasks record their thread and clocks
+        cache = None
+        if precision == "int8":  # the quantized pieces are builds: kept across rounds, as the adapters' int8 models
+            from ios_core.runtime import providers
+
+            from .build_cache import open_cache
+
+            cache = open_cache(cache_dir, f"ios-int8-{provider}", providers.get(provider).version())
         rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers,
-                     trace=[] if timeline else None, precision=precision)
+                     trace=[] if timeline else None, precision=precision,
+                     store=str(cache.dir) if cache is not None else None)
+        if cache is not None:
+            cache.seal()
         if provider == "torch":
             kernels = f"torch {rt.stats.get('provider_version') or self.version()} (oneDNN)"
         else:
             kernels = f"{provider} {rt.stats.get('provider_version')}"
         info = {**rt.stats, "scheduled": graph.has_stages, "kernels": kernels, "provider": provider}
         info.setdefault("precision", "fp32")
+        if cache is not None:
+            info.update(cache.info())
         info["threads"] = rt.threads
         return IOSCompiled(rt, info)
 

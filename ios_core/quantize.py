@@ -95,6 +95,19 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
                  "format": ORT_FORMAT}
 
 
+def stored_key(model, feeds: list[list[np.ndarray]], *parts) -> str:
+    """The key a quantized piece is kept under in a build cache (``store``): its fp32 ONNX model
+    (operators and weights), its calibration feeds' bytes and the quantizer's settings."""
+    import hashlib
+
+    h = hashlib.sha1(model.SerializeToString())
+    for arrays in feeds:
+        for a in arrays:
+            h.update(np.ascontiguousarray(a).tobytes())
+    h.update("|".join(map(str, parts)).encode())
+    return h.hexdigest()[:24]
+
+
 def integer_kernels(optimized_path) -> dict:
     """What ONNX Runtime's optimized graph (``SessionOptions.optimized_model_filepath``) computes in
     integers: the count of integer convolutions (``conv``: QLinearConv, ConvInteger) and of other
@@ -148,4 +161,4 @@ def integer_convolutions(compiled_model) -> int:
 
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "calibration_inputs", "integer_convolutions",
-           "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize", "runtime_precisions"]
+           "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key"]

@@ -115,6 +115,19 @@ def test_an_ios_int8_cell_computes_in_int8_and_passes_its_check(case, provider, 
     assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
 
 
+@pytest.mark.parametrize("provider,quantizer", [("onnxruntime", None), ("openvino", "nncf")])
+def test_the_quantized_pieces_are_kept_in_the_build_cache_and_reused(case, provider, quantizer, tmp_path):
+    _need(provider, quantizer)
+    g, s, x, _ = case
+    cold = IOS.build(s, 4, threads=1, provider=provider, precision="int8", cache_dir=str(tmp_path))
+    warm = IOS.build(s, 4, threads=1, provider=provider, precision="int8", cache_dir=str(tmp_path))
+    assert cold.info["calibration"]["cache"] == "cold" and warm.info["calibration"]["cache"] == "warm"
+    assert warm.info["build_cache"]["reused"] and warm.info["precision"] == "int8"
+    models = list((tmp_path / f"ios-int8-{provider}").glob("*.onnx" if provider == "onnxruntime" else "*.xml"))
+    assert len(models) == cold.info["pieces"]  # one quantized model per piece
+    np.testing.assert_array_equal(warm.run(x), cold.run(x))
+
+
 def test_openvino_bf16_compiles_every_piece_in_bf16(case):
     _need("openvino")
     g, s, x, ref = case

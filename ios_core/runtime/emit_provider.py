@@ -91,12 +91,13 @@ def _names(kernels: Sequence) -> str:
 
 def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights: bool = False,
                   max_workers: int | None = None, seed: int = 0, trace: list | None = None,
-                  precision: str = "fp32", calibration: Sequence | None = None) -> Program:
+                  precision: str = "fp32", calibration: Sequence | None = None, store: str | None = None) -> Program:
     """The program of ``plan`` whose pieces run on ``provider``, each compiled at ``precision``
     (the provider's ``precisions``); an int8 program with the graph's own weights is calibrated per
     piece on the activations ``calibration`` (batches of the network's input) produce there
     (:func:`stage_calibration`). ``stats["precision"]`` is what the pieces' libraries report
-    (:func:`engine_precision`), with ``precision_note`` where they fall short of it."""
+    (:func:`engine_precision`), with ``precision_note`` where they fall short of it. ``store``: where
+    int8 pieces' quantized models are kept and reused (a build cache's directory; ``Provider.compile``)."""
     prov = _providers.require(provider)
     reason = prov.precision_reason(precision)
     if reason is not None:
@@ -113,7 +114,8 @@ def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights
 
     def compile_piece(piece: Piece, io: PieceIO, share: int):
         kernel = prov.compile(piece, plan.batch_size, share, random_weights=random_weights, seed=seed + len(kernels),
-                              precision=precision, calibration=feeds[piece.name] if feeds is not None else None)
+                              precision=precision, calibration=feeds[piece.name] if feeds is not None else None,
+                              store=store)
         kernels.append(kernel)
         pieces.append(piece)
         return kernel.attach(io)
@@ -133,7 +135,10 @@ def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights
     if note:
         program.stats["precision_note"] = note
     if precision == "int8":
-        calib = next((k.info["calibration"] for k in kernels if k.info.get("calibration")), {})
+        calibs = [k.info["calibration"] for k in kernels if k.info.get("calibration")]
+        calib = {k: v for k, v in (calibs[0] if calibs else {}).items() if k != "cache"}
+        if store is not None:  # cold where any piece was quantized now
+            calib["cache"] = "cold" if any(c.get("cache") != "warm" for c in calibs) else "warm"
         program.stats["calibration"] = {
             **calib, "pieces": len(kernels), "seconds": round(calibration_seconds, 3),
             "stage_inputs": ("seeded random inputs (random weights)" if feeds is None else

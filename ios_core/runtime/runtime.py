@@ -35,7 +35,8 @@ class Runtime:
     concurrent task's thread and start/end times. ``precision`` (fp32, bf16, int8; what the provider
     offers, ``providers.get(provider).precisions()``): each piece compiled at it, int8 calibrated on
     the seeded calibration inputs (``ios_core.quantize``) as they reach each piece;
-    ``stats["precision"]`` is what the libraries report back (``emit_provider.engine_precision``).
+    ``stats["precision"]`` is what the libraries report back (``emit_provider.engine_precision``);
+    ``store``: a directory where int8 pieces' quantized models are kept and reused (a build cache's).
 
     Values are torch tensors on torch kernels and numpy arrays on any other provider's
     (``self.tensors``, :mod:`.tensors`): a runtime on ONNX Runtime or OpenVINO kernels never
@@ -47,7 +48,7 @@ class Runtime:
 
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
                  provider: str = "torch", max_workers: int | None = None, trace: list | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", store: str | None = None):
         if provider not in PROVIDERS:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
         reason = providers.get(provider).precision_reason(precision)
@@ -83,7 +84,7 @@ class Runtime:
 
                 calibration = calibration_inputs(graph, batch_size, CALIBRATION_SAMPLES)
             self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace,
-                                         precision=precision, calibration=calibration)
+                                         precision=precision, calibration=calibration, store=store)
             if calibration is not None:
                 self.program.stats["calibration"].update(samples=len(calibration) * batch_size,
                                                          inputs=inputs_note(len(calibration)))

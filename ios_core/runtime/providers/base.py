@@ -185,7 +185,8 @@ class Provider:
             return None
 
     def compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool = False,
-                seed: int = 0, precision: str = "fp32", calibration: list | None = None) -> Kernel:
+                seed: int = 0, precision: str = "fp32", calibration: list | None = None,
+                store: str | None = None) -> Kernel:
         """Compile ``piece`` for ``batch_size`` with ``threads`` intra-op threads.
         ``random_weights`` gives nodes without weights seeded random ones (the measured cost
         model times stages of merged convolutions that have none); otherwise the graph's own
@@ -193,7 +194,9 @@ class Provider:
         what the library is asked to compute in; the kernel's ``info["precision"]`` is what it
         reports back. int8 is calibrated on ``calibration`` (per batch, one array per piece input:
         the activations that reach the piece, ``emit_provider.stage_calibration``); a random-weight
-        piece without one is calibrated on seeded random inputs (:func:`random_feeds`)."""
+        piece without one is calibrated on seeded random inputs (:func:`random_feeds`). ``store``: a
+        directory (a build cache's) where an int8 piece's quantized model is kept under a key of its
+        model and calibration (``ios_core.quantize.stored_key``) and reused by a later build."""
         reason = self.available()
         if reason is not None:
             raise RuntimeError(f"provider {self.name} cannot run: {reason}")
@@ -208,9 +211,10 @@ class Provider:
             calibration = random_feeds(piece, int(batch_size), seed)
         if precision == "fp32":
             return self._compile(piece, int(batch_size), int(threads), random_weights, seed)
+        extra = {"store": store} if store is not None and precision == "int8" else {}
         return self._compile(piece, int(batch_size), int(threads), random_weights, seed, precision=precision,
-                             calibration=calibration)
+                             calibration=calibration, **extra)
 
     def _compile(self, piece: Piece, batch_size: int, threads: int, random_weights: bool, seed: int,
-                 precision: str = "fp32", calibration: list | None = None) -> Kernel:
+                 precision: str = "fp32", calibration: list | None = None, store: str | None = None) -> Kernel:
         raise NotImplementedError

@@ -68,6 +68,31 @@ class ORTKernel(Kernel):
         return self.session.run(None, {node.name: a for node, a in zip(self.piece.inputs, inputs)})
 
 
+def quantized_piece(model, feeds, store=None):
+    """``model`` quantized by ``ios_core.quantize.ort_quantize`` (MinMax) on ``feeds``; with ``store`` (a
+    build cache's directory) kept there under ``stored_key`` and reused (``calibration["cache"]``)."""
+    import json
+    from pathlib import Path
+
+    import onnx
+
+    from ios_core import quantize
+
+    path = None
+    if store is not None:
+        import onnxruntime as ort
+
+        path = Path(store) / f"{quantize.stored_key(model, feeds, 'minmax', ort.__version__)}.onnx"
+        if path.is_file():
+            return onnx.load(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
+    out, calib = quantize.ort_quantize(model, feeds, "minmax")
+    if path is not None:
+        onnx.save(out, str(path))
+        path.with_suffix(".json").write_text(json.dumps(calib))
+        calib = {**calib, "cache": "cold"}
+    return out, calib
+
+
 class OnnxRuntimeProvider(Provider):
     def version(self) -> str | None:
         try:
@@ -77,7 +102,8 @@ class OnnxRuntimeProvider(Provider):
         except Exception:
             return None
 
-    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None):
+    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None,
+                 store=None):
         """int8: the piece's ONNX model quantized by ``ios_core.quantize.ort_quantize`` (the onnxruntime
         adapter's quantizer: QDQ, MinMax) on ``calibration``; the precision recorded is what ONNX
         Runtime's optimized graph holds (``ios_core.quantize.integer_kernels``): int8 where the piece's
@@ -92,9 +118,7 @@ class OnnxRuntimeProvider(Provider):
         calib, optimized = None, None
         so, cfg = session_options(threads, precision)
         if precision == "int8":
-            from ios_core.quantize import ort_quantize
-
-            model, calib = ort_quantize(model, calibration, "minmax")
+            model, calib = quantized_piece(model, calibration, store)
             optimized = Path(tempfile.mkdtemp(prefix="ios-bench-ort-piece-")) / "optimized.onnx"
             so.optimized_model_filepath = str(optimized)  # read back: the kernels ONNX Runtime chose
         t1 = time.perf_counter()

@@ -78,6 +78,31 @@ class OVKernel(Kernel):
         return call
 
 
+def quantized_piece(ov_model, onnx_model, feeds, store=None):
+    """``ov_model`` quantized by ``ios_core.quantize.nncf_quantize`` on ``feeds``; with ``store`` (a build
+    cache's directory) kept there (OpenVINO IR) under ``stored_key`` of the fp32 ONNX piece and reused."""
+    import json
+    from pathlib import Path
+
+    from ios_core import quantize
+
+    path = None
+    if store is not None:
+        import openvino as ov
+
+        path = Path(store) / f"{quantize.stored_key(onnx_model, feeds, 'nncf', ov.get_version())}.xml"
+        if path.is_file():
+            return core().read_model(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
+    out, calib = quantize.nncf_quantize(ov_model, feeds)
+    if path is not None:
+        import openvino as ov
+
+        ov.save_model(out, str(path))
+        path.with_suffix(".json").write_text(json.dumps(calib))
+        calib = {**calib, "cache": "cold"}
+    return out, calib
+
+
 class OpenVINOProvider(Provider):
     def version(self) -> str | None:
         try:
@@ -96,7 +121,8 @@ class OpenVINOProvider(Provider):
             table["int8"] = "no: NNCF, OpenVINO's quantizer, is not installed (the openvino extra installs it)"
         return table
 
-    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None):
+    def _compile(self, piece, batch_size, threads, random_weights, seed, precision="fp32", calibration=None,
+                 store=None):
         """bf16: the CPU plugin's ``INFERENCE_PRECISION_HINT=bf16``, read back from the compiled piece;
         int8: the piece quantized by NNCF (``ios_core.quantize.nncf_quantize``, the openvino adapter's
         quantizer) on ``calibration``, int8 where the plugin's runtime model runs its convolutions in
@@ -110,9 +136,7 @@ class OpenVINOProvider(Provider):
         ov_model = read_onnx(model.SerializeToString())
         calib = None
         if precision == "int8":
-            from ios_core.quantize import nncf_quantize
-
-            ov_model, calib = nncf_quantize(ov_model, calibration)
+            ov_model, calib = quantized_piece(ov_model, model, calibration, store)
         compiled = c.compile_model(ov_model, "CPU", cfg)
         got = _prop(compiled, "INFERENCE_PRECISION_HINT")
         if precision == "fp32" and got != "f32":
