@@ -5,7 +5,10 @@ the CUDA executor (CuPy streams, cuDNN Frontend convolutions), by default the wh
 captured into one CUDA graph and replayed (build option ``cuda_graph``, true by default on
 ``cuda``; ``cuda_graph=false`` is the variant launching every kernel from Python at each run).
 The record's ``execution`` says which ran. A CPU cell on ONNX Runtime or OpenVINO kernels imports
-no torch (the runtime keeps its values in numpy arrays there: ``ios_core.runtime.tensors``)."""
+no torch (the runtime keeps its values in numpy arrays there: ``ios_core.runtime.tensors``), except an
+int8 cell on OpenVINO: its quantizer, NNCF, imports torch when it is installed. On the CPU the
+build option ``precision`` (bf16, int8: what the provider offers, :meth:`IOSAdapter.precisions`)
+compiles every piece at it (docs/precision.md, "IOS at a reduced precision on the CPU")."""
 
 from __future__ import annotations
 
