@@ -16,7 +16,17 @@ from tests.test_gpu_nogpu import FakeNVML
 
 gpu.cuda_missing = lambda cudnn=True: None
 gpu.gpu_missing = lambda: None
-gpu_paths.default_device_factory = lambda: (lambda: TorchQueueDevice(0))
+
+
+def _factory(cls):
+    """As ``gpu_paths.default_device_factory``: one device, and ``at(precision)`` for fp16/bf16."""
+    dev = cls(0)
+    factory = lambda: dev  # noqa: E731
+    factory.at = lambda precision: cls(0, precision=precision)
+    return lambda: factory
+
+
+gpu_paths.default_device_factory = _factory(TorchQueueDevice)
 sys.modules["pynvml"] = FakeNVML()
 
 
@@ -25,7 +35,7 @@ if os.environ.get("TEST_GPU_DOCTOR_BREAK") == "raise":  # a device whose pooling
         def pool(self, x, out, spec):
             raise RuntimeError("the fake device's pooling broke")
 
-    gpu_paths.default_device_factory = lambda: (lambda: _Raising(0))
+    gpu_paths.default_device_factory = _factory(_Raising)
 elif os.environ.get("TEST_GPU_DOCTOR_BREAK") == "crash":  # the worker itself fails
     def _crash(*a, **k):
         raise RuntimeError("the doctor's worker broke")
@@ -36,4 +46,4 @@ elif os.environ.get("TEST_GPU_DOCTOR_BREAK"):  # a device computing a wrong aver
         def pool(self, x, out, spec):
             return super().pool(x, out, type(spec)(spec.kind, spec.kernel, spec.stride, spec.pads, True))
 
-    gpu_paths.default_device_factory = lambda: (lambda: _Broken(0))
+    gpu_paths.default_device_factory = _factory(_Broken)

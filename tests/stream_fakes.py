@@ -746,7 +746,11 @@ class TorchQueueDevice:
         CupyDevice.replay(self, graph, stream0)
 
     def stats(self):
-        return {"device": "fake", "precision": self.precision, **self.plans.stats()}
+        from ios_core.runtime.cuda_kernels import conv_data_types
+
+        types = conv_data_types(self.precision)  # what CupyDevice.stats reports
+        return {"device": "fake", "precision": self.precision, "cudnn_data_type": types["x"],
+                "cudnn_compute_type": types["compute"], **self.plans.stats()}
 
     def flush_l2(self, stream) -> None:
         """A cold cache on the CPU, as CupyDevice flushes: 32 MB (twice the fake's 'L2') read by a

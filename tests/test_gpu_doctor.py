@@ -11,7 +11,8 @@ from pathlib import Path
 from ios_core.measurement import gpu
 
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ("sequential", "parallel schedule", "CUDA graph", "cost-model stage", "host overhead", "clock lock")
+PATHS = ("sequential", "parallel schedule", "CUDA graph", "CUDA graph fp16", "CUDA graph bf16", "cost-model stage",
+         "host overhead", "clock lock")
 
 
 def _doctor(run_cli, monkeypatch, tmp_path, *args):
@@ -39,6 +40,9 @@ def test_doctor_runs_every_ios_gpu_path_against_the_oracle(run_cli, monkeypatch,
     streams = int(re.search(r"(\d+) stream\(s\)", rows["parallel schedule"][1]).group(1))
     assert streams >= 2 and "aligned copies" in rows["parallel schedule"][1]
     assert "replayed" in rows["CUDA graph"][1]
+    # fp16 and bf16 (issue 46): the schedule replayed at that precision, checked at its bound
+    assert "replayed, fp16 (bound 0.05, cuDNN HALF/FLOAT)" in rows["CUDA graph fp16"][1]
+    assert "replayed, bf16 (bound 0.05, cuDNN BFLOAT16/FLOAT)" in rows["CUDA graph bf16"][1]
     assert "estimate" in rows["cost-model stage"][1]
     assert "locked (GPU 0 at 1410 MHz" in rows["clock lock"][1] and "reset ok" in rows["clock lock"][1]
     assert "SM clock locked at 1410 MHz (--lock-clocks)" in rows["clock lock"][1]  # its figure's clock state

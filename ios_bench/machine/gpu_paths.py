@@ -8,6 +8,10 @@ On the graph given (by default ``ios_core.models.coverage``: every op type and a
 * ``parallel schedule``: every block in ASAP levels (``level_schedule``): at least two streams,
   events, fork and join, unfused convolutions, aligned copies where slices are misaligned.
 * ``CUDA graph``: the same schedule captured once and replayed.
+* ``CUDA graph fp16``, ``CUDA graph bf16`` (issue 46): the same, on a device of that precision (every
+  buffer, cuDNN tensor and kernel at it, float compute), checked against the fp32 oracle at the
+  precision's bound (``ios_core.check.check_precision``); skipped where the device factory has no
+  ``at(precision)``. Written, not yet run on a GPU.
 * ``cost-model stage``: the measured cost model times the widest stage as its own CUDA
   program; that program, with the graph's weights and the oracle's values as inputs, is
   checked against the oracle's values of the stage's operators.
@@ -38,7 +42,16 @@ def default_device_factory():
     from ios_core.runtime.cuda_device import CupyDevice
 
     dev = CupyDevice(0)
-    return lambda: dev
+    half: dict = {}
+
+    def at(precision: str):  # one device per precision, created when first asked
+        if precision not in half:
+            half[precision] = CupyDevice(0, precision=precision)
+        return half[precision]
+
+    factory = lambda: dev  # noqa: E731 - a factory with an attribute
+    factory.at = at
+    return factory
 
 
 def _first_line(e: BaseException) -> str:
@@ -64,7 +77,7 @@ HOST_OVERHEAD_RUNS = 20  # runs of the no-graph path whose host time is averaged
 
 def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: bool = False) -> list[dict]:
     from ios_core import reference
-    from ios_core.check import compare, tolerance_for
+    from ios_core.check import check_precision, compare, tolerance_for
     from ios_core.models.coverage import level_schedule
     from ios_core.reference import random_input
     from ios_core.runtime.cuda import CudaRuntime
@@ -80,18 +93,27 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
         return {"status": "ok" if chk.passed else "WRONG", "max_rel_err": chk.max_rel_err,
                 **({} if chk.passed else {"reason": chk.reason})}
 
-    def runtime_line(g, cuda_graph: bool, runs: int) -> dict:
-        rt = CudaRuntime(g, batch, "cuda", backend=device_factory(), cuda_graph=cuda_graph)
+    def runtime_line(g, cuda_graph: bool, runs: int, precision: str = "fp32") -> dict:
+        backend = device_factory() if precision == "fp32" else device_factory.at(precision)
+        rt = CudaRuntime(g, batch, "cuda", backend=backend, cuda_graph=cuda_graph, precision=precision)
         for _ in range(runs):  # later runs reuse every buffer (and replay the graph)
             out = rt.run(x)
-        line = checked(out)
+        if precision == "fp32":
+            line = checked(out)
+        else:  # against the fp32 oracle at the precision's bound
+            chk = check_precision(out, ref, precision)
+            line = {"status": "ok" if chk.passed else "WRONG", "max_rel_err": chk.max_rel_err,
+                    **({} if chk.passed else {"reason": chk.reason})}
         m = rt.measure(warmup=2, repeat=5, x=x)
         st = rt.stats
         line.update(median_ms=m.median, clock=m.meta.get("clock"), streams=st["streams"], events=st["events"],
                     detail=f"{st['streams']} stream(s), {st['events']} event(s), convs fused/unfused "
                            f"{st.get('convs_fused', '-')}/{st.get('convs_unfused', '-')}, "
                            f"{st.get('aligned_copies', 0)} aligned copies"
-                           + (", replayed" if cuda_graph else ""))
+                           + (", replayed" if cuda_graph else "")
+                           + (f", {precision} (bound {tolerance_for(precision):g}, cuDNN "
+                              f"{st.get('cudnn_data_type', '?')}/{st.get('cudnn_compute_type', '?')})"
+                              if precision != "fp32" else ""))
         return line
 
     def sequential():
@@ -106,6 +128,13 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
     def cuda_graph():
         return runtime_line(sched, True, 3)
 
+    def reduced(precision: str):
+        def path():
+            if not callable(getattr(device_factory, "at", None)):
+                return {"status": "skip", "detail": f"this device factory gives fp32 devices only (no {precision})"}
+            return runtime_line(sched, True, 3, precision)
+        return path
+
     def cost_stage():
         return _cost_model_stage(sched, batch, x, device_factory, checked)
 
@@ -119,6 +148,7 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
     from ios_core.measurement.gpu import clock_state
 
     for name, fn in (("sequential", sequential), ("parallel schedule", parallel), ("CUDA graph", cuda_graph),
+                     ("CUDA graph fp16", reduced("fp16")), ("CUDA graph bf16", reduced("bf16")),
                      ("cost-model stage", cost_stage), ("host overhead", host_overhead), ("clock lock", clock_lock)):
         try:
             line = fn()
