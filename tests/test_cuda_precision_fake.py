@@ -224,3 +224,57 @@ def test_every_cudnn_pointer_is_16_byte_aligned_at_fp16(name):
     prog = Program(plan, dev)
     assert prog.itemsize == 2 and len(dev.convs) == len([n for n in graph.operators() if n.TYPE == "conv"]) > 0
     assert all(i % 16 == 0 and o % 16 == 0 for i, o in dev.convs)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_cupy_devices_host_side_at_each_precision(monkeypatch, precision):
+    """``CupyDevice``'s own precision code, without a GPU (its CuPy calls stood in by numpy): weights
+    uploaded at the storage dtype (fp16, bf16 bits; a shared read-only array cast once), the input
+    written at it (CuPy's ``set`` refuses another dtype) and read back as float32, and the cuDNN plan
+    cache keyed by the precision (an fp32 key as it always was)."""
+    import types
+
+    from ios_core.runtime import cuda_device, cuda_kernels
+    from ios_core.runtime.cuda import ConvSpec
+    from ios_core.runtime.cuda_device import CupyDevice
+
+    storage = np.dtype(cuda_kernels.STORAGE_DTYPE[precision])
+
+    class View(np.ndarray):  # a CuPy array's few members the device uses
+        @property
+        def data(self):
+            return types.SimpleNamespace(ptr=self.__array_interface__["data"][0])
+
+        def set(self, arr, stream=None):
+            if arr.dtype != self.dtype:  # CuPy: "cupy.ndarray.set: dtype mismatch"
+                raise TypeError(f"{arr.dtype} array cannot be set to {self.dtype} array")
+            self[...] = arr
+
+    cp = types.SimpleNamespace(asarray=lambda a: np.array(a).view(View),
+                               asnumpy=lambda v, stream=None, blocking=True: np.array(v),
+                               empty=lambda shape, dtype: np.empty(shape, dtype).view(View))
+    dev = CupyDevice.__new__(CupyDevice)
+    dev.cp, dev.precision, dev.dtype, dev.itemsize = cp, precision, storage, storage.itemsize
+    dev._shared = {}
+    dev._begin()
+    w = np.array([1.0, 1.00390625, -3.0], np.float32)
+    assert dev.upload(w).dtype == storage
+    shared = np.array([0.5, 2.0], np.float32)
+    shared.setflags(write=False)
+    assert dev.upload(shared) is dev.upload(shared) and dev.upload(shared).dtype == storage
+    view = dev.empty_shaped((3,))
+    stream = types.SimpleNamespace(synchronize=lambda: None)
+    dev.write(view, w, stream)
+    back = dev.read(view, stream)
+    assert back.dtype == np.float32 and np.allclose(back, w, rtol=1e-2)
+    # the plan cache's key
+    keys = []
+    dev.device = types.SimpleNamespace(synchronize=lambda: None)
+    dev.handles, dev.ws_need, dev._convs = [None], [0], {}
+    dev.plans = types.SimpleNamespace(choose=lambda key, tune, known: keys.append(key) or types.SimpleNamespace(
+        plan_name="p", plan=0, workspace_bytes=0, tensors={"x": 0, "w": 1, "y": 2, "b": 3}, fused=True))
+    monkeypatch.setattr(cuda_device, "plan_executor", lambda conv, pack, handle: (lambda ws: None))
+    x, out = dev.empty_shaped((1, 2, 4, 4)), dev.empty_shaped((1, 3, 4, 4))
+    dev.conv(x, out, 0, np.zeros((3, 2, 1, 1), np.float32), np.zeros(3, np.float32),
+             ConvSpec(3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, "relu"))
+    assert (f"('precision', '{precision}')" in keys[0]) == (precision != "fp32")
