@@ -255,3 +255,30 @@ def test_the_cost_model_times_stages_at_the_cells_precision_and_never_reuses_fp3
     assert again.hits == 1 and again.measured == 0  # its own figure is reused
     with pytest.raises(ValueError, match="int8"):
         MeasuredCostModel(cache=False, precision="int8", **{**fast, "provider": "torch"})
+
+
+# ---- end to end: a sweep's IOS int8 cells ------------------------------------------------------
+
+
+def test_a_sweep_runs_ios_int8_on_its_provider_and_skips_the_one_that_cannot(tmp_path):
+    import json
+
+    from tests.harness_helpers import FAST, cli
+
+    _need("onnxruntime")
+    res = cli(["run", "--models", "sample", "--frameworks", "none", "--schedules", "both", "--precision", "int8",
+               *FAST, "--ios-providers", "onnxruntime,torch", "--out", "runs/p", "--report-out", "rep"], tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    run = tmp_path / "runs/p"
+    recs = {r["cell"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    on_ort, on_torch = recs["sample|b1|ios-both[onnxruntime]|cpu|int8"], recs["sample|b1|ios-both|cpu|int8"]
+    assert on_torch["status"] == "skipped" and "torch kernels int8 on cpu: no:" in on_torch["reason"]
+    assert on_ort["status"] == "ok" and on_ort["precision"] == on_ort["engine_precision"] == "int8"
+    assert on_ort["check"]["tolerance"] == tolerance_for("int8") and "argmax_agreement" in on_ort["check"]
+    calib = on_ort["calibration"]
+    assert calib["samples"] == 16 and calib["method"] == "minmax" and "fp32 graph" in calib["stage_inputs"]
+    # the schedule was searched with its stages timed at int8, and kept apart from any fp32 one
+    assert on_ort["cost_model_stats"]["method"].split(":")[-2:] == ["int8", "unprimed"]
+    assert [p.name for p in (run / "schedules").glob("*.json")] == ["sample-b1-cpu-both-onnxruntime-int8.json"]
+    header = (tmp_path / "rep/results.csv").read_text().splitlines()[0].split(",")
+    assert {"calibration_method", "calibration_samples", "calibration_tool"} <= set(header)
