@@ -34,7 +34,6 @@ assumed; it ends with ``estimated duration N s on <GPU>``.
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from pathlib import Path
 from ios_bench.experiments import _common as c
 from ios_bench.experiments import published as pub
 from ios_bench.experiments.base import Context, Report, Run
+from ios_core.measurement.stats import median
 
 PAPER_NETS = ["inception_v3", "randwire", "nasnet", "squeezenet"]
 PRUNED_NETS = ("randwire", "nasnet")  # their full searches: 4,407 s and 3,653 s on the paper's V100
@@ -344,7 +344,7 @@ def measured_costs(folder: Path = MEASURED_RUN) -> dict:
         # what a sweep costs beyond its rounds and searches: its probe, reference outputs, bookkeeping
         if env.get("duration_s") and not env.get("stopped") and not env.get("interrupted"):
             out["sweep_fixed"].append(max(0.0, float(env["duration_s"]) - walls - searches))
-    out["overhead"] = {k: statistics.median(v) for k, v in out["overhead"].items() if v}
+    out["overhead"] = {k: median(v) for k, v in out["overhead"].items() if v}
     out["absent"] -= out["ran"]  # skipped there (not installed): a skipped cell costs nothing
     return out
 
@@ -356,8 +356,8 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
     m = measured_costs() if costs is None else costs
     lines, total, first_part = [], 0.0, 0.0
     n_meas = n_ass = 0
-    fixed = statistics.median(m["sweep_fixed"]) if m["sweep_fixed"] else None
-    overhead_any = statistics.median(m["overhead"].values()) if m["overhead"] else None
+    fixed = median(m["sweep_fixed"]) if m["sweep_fixed"] else None
+    overhead_any = median(m["overhead"].values()) if m["overhead"] else None
     if m.get("doctor") is not None:
         total += m["doctor"]
         first_part += m["doctor"]
@@ -398,7 +398,7 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
                     if model in built:
                         cold, cold_how = built[model], "measured"
                     elif built:
-                        cold, cold_how = statistics.median(built.values()), "assumed (other networks' median)"
+                        cold, cold_how = median(built.values()), "assumed (other networks' median)"
                     else:
                         cold = ASSUMED["cold_build"][0].get(fw, ASSUMED["cold_build"][0]["default"])
                         cold_how = "assumed"
