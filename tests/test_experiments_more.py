@@ -119,6 +119,26 @@ def test_without_counters_the_sampler_says_so_and_records_nothing(monkeypatch):
 
 # ---- Plan fields ------------------------------------------------------------------------------
 
+def test_the_cuda_sampler_without_nvml_says_why_once(monkeypatch):
+    """No NVML here: the reason names NVML once (it read 'NVML: RuntimeError: ... (NVML: ...)')."""
+    from ios_core.measurement import gpu
+
+    class Broken:
+        class NVMLError(Exception):
+            pass
+
+        def nvmlInit(self):
+            raise self.NVMLError("Driver Not Loaded")
+
+    broken = Broken()
+    real = gpu.nvml_session
+    monkeypatch.setattr(gpu, "nvml_session", lambda nvml=None: real(broken))
+    with util.CudaSampler() as s:
+        pass
+    assert s.reason == "GPU utilization cannot be sampled (NVML: NVMLError: Driver Not Loaded)"
+    assert s.reason.count("NVML") == 2  # the library's name, then its error's class
+
+
 @pytest.mark.parametrize("value", [[], {"": {}}, {"tvm-tuned": 4}, {"tvm-tuned": {"": 1}},
                                    {"tvm-tuned": {"trials": float("nan")}}, "x"])
 def test_adapter_options_are_type_checked(value):

@@ -213,7 +213,8 @@ class CudaSampler:
         try:
             self._inner.__enter__()
         except Exception as e:  # noqa: BLE001 - no NVML: the measurement goes on without a trace
-            self.reason = f"NVML: {type(e).__name__}: {e}"
+            # UtilizationSampler raises RuntimeError with its reason (NVML named in it)
+            self.reason = str(e) if isinstance(e, RuntimeError) else f"NVML: {type(e).__name__}: {e}"
             self._inner = None
         return self
 
