@@ -69,6 +69,15 @@ def test_a_provider_that_cannot_give_a_precision_refuses_the_build_and_the_sweep
     assert provider_precision_reason(probe, "torch", "fp32", "cpu") is None
 
 
+def test_a_request_no_ios_provider_of_the_sweep_can_give_is_one_line():
+    from ios_bench.commands.run import precision_offer_problem
+
+    assert "no framework" in precision_offer_problem(["int8"], [], None, ["cpu"], ["torch"])
+    assert "no framework" in precision_offer_problem(["bf16"], [], None, ["cpu"], ["onnxruntime"])
+    assert precision_offer_problem(["int8"], [], None, ["cpu"], ["torch", "onnxruntime"]) is None
+    assert precision_offer_problem(["int8"], [], None, ["cpu"]) is None  # every provider: one offers it
+
+
 def test_an_int8_schedule_is_searched_and_kept_apart_from_the_fp32_one():
     from ios_bench.planning.cells import Cell
     from ios_bench.planning.plan import Plan

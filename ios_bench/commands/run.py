@@ -193,11 +193,11 @@ def parse_precisions(text: str) -> list[str]:
 
 
 def precision_offer_problem(precisions: list[str], frameworks: list[str] | None, schedules: list[str] | None,
-                            devices: list[str]) -> str | None:
+                            devices: list[str], ios_providers: list[str] | None = None) -> str | None:
     """Why the request as a whole cannot be met (one line): a precision that no framework of the
-    sweep (nor IOS, where it has schedules) offers on any of its devices, by the adapters' own tables
-    (``Adapter.precisions``); None when each is offered by one at least (the others' cells are skipped
-    with their reason)."""
+    sweep (nor IOS, where it has schedules: on the CPU on one of ``ios_providers``, every provider when
+    None) offers on any of its devices, by the adapters' own tables (``Adapter.precisions``); None
+    when each is offered by one at least (the others' cells are skipped with their reason)."""
     import adapters
 
     names = list(frameworks) if frameworks is not None else [n for n in adapters.names() if n != IOS_ADAPTER]
@@ -212,7 +212,12 @@ def precision_offer_problem(precisions: list[str], frameworks: list[str] | None,
                 a = adapters.get(n)
             except Exception:  # noqa: BLE001 - a module that does not import offers nothing
                 continue
-            if any(a.precision_reason(p, d) is None for d in devices):
+            if n == IOS_ADAPTER and ios_providers is not None:  # IOS on the CPU: on the sweep's kernel providers
+                ok = any(a.precision_reason(p, d, provider=prov) is None if d.split(":", 1)[0] == "cpu"
+                         else a.precision_reason(p, d) is None for d in devices for prov in ios_providers)
+            else:
+                ok = any(a.precision_reason(p, d) is None for d in devices)
+            if ok:
                 offered = True
                 break
         if not offered:
@@ -430,7 +435,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
               "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
     problem = precision_offer_problem(values["precision"], values["frameworks"], values["schedules"],
-                                      values["device"])
+                                      values["device"], values["ios_providers"])
     if problem:
         raise InputError(problem)
     if scenario == LATENCY and (quick or instances is not None):
