@@ -81,6 +81,12 @@ CUDNN_CONV_CONFIGS = {
     ("BFLOAT16", "BFLOAT16", "BFLOAT16", "FLOAT"): "PSEUDO_BFLOAT16_CONFIG",
     ("DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"): "DOUBLE_CONFIG",
 }
+# The least compute capability (major * 10 + minor) a configuration runs on; others run wherever cuDNN
+# does. The same table's notes: TRUE_HALF_CONFIG only on architectures with true fp16 support (compute
+# capability 5.3 and later); PSEUDO_BFLOAT16_CONFIG only on those with bfloat16 support (8.0 and later:
+# cuDNN's graph API has no bf16 convolution engine before Ampere; PyTorch checks the device's
+# capability before dispatching a bf16 convolution for this reason, pytorch/pytorch#81139).
+CUDNN_CONFIG_MIN_CC = {"TRUE_HALF_CONFIG": 53, "PSEUDO_BFLOAT16_CONFIG": 80}
 
 
 @dataclass
@@ -143,8 +149,9 @@ class CudaRules:
     * **cuDNN data types** (cuDNN API reference, ``cudnnConvolutionForward``, "Supported
       configurations": :data:`CUDNN_CONV_CONFIGS`): a convolution whose x, w, y data types and
       compute type are no supported configuration (mixed input types, bf16 with bf16 compute) is
-      refused when its graph is built (:class:`CudnnError`). The bias of a fused graph is at the data
-      type, the intermediates float.
+      refused when its graph is built (:class:`CudnnError`), and so is one the device's compute
+      capability is too old for (:data:`CUDNN_CONFIG_MIN_CC`: bf16 before 8.0). The bias of a fused
+      graph is at the data type, the intermediates float.
     * **Element types**: every buffer a kernel or a cuDNN tensor is handed holds the element type
       it was declared with (our kernels are compiled for one type, ``cuda_kernels.kernel_source``;
       a cuDNN tensor has its data type). CUDA checks nothing here (pointers), so a mismatch computes
@@ -162,14 +169,19 @@ class CudaRules:
 
     # ---- cuDNN data types and element types -----------------------------------------------------
     @staticmethod
-    def cudnn_conv(types: dict, bound: dict) -> str:
+    def cudnn_conv(types: dict, bound: dict, compute_capability: int | None = None) -> str:
         """A convolution graph declared with ``types`` (tensor -> cuDNN data type, ``compute``,
-        ``intermediate``) and ``bound`` (tensor -> the cuDNN data type of the buffer given to it):
-        its configuration's name, or :class:`CudnnError` / :class:`DtypeError`."""
+        ``intermediate``) and ``bound`` (tensor -> the cuDNN data type of the buffer given to it) on a
+        GPU of ``compute_capability`` (major * 10 + minor; None: any): its configuration's name, or
+        :class:`CudnnError` / :class:`DtypeError`."""
         config = (types["x"], types["w"], types["y"], types["compute"])
         name = CUDNN_CONV_CONFIGS.get(config)
         if name is None:
             raise CudnnError(f"cudnnGraphNotSupportedError: no convolution configuration x/w/y/compute = {config}")
+        least = CUDNN_CONFIG_MIN_CC.get(name)
+        if least is not None and compute_capability is not None and int(compute_capability) < least:
+            raise CudnnError(f"cudnnGraphNotSupportedError: {name} needs compute capability {least // 10}.{least % 10}"
+                             f" or later, not {int(compute_capability) // 10}.{int(compute_capability) % 10}")
         if types.get("b", types["x"]) != types["x"] or types.get("intermediate", "FLOAT") not in ("FLOAT", types["x"]):
             raise CudnnError(f"cudnnGraphNotSupportedError: bias {types.get('b')} / intermediate "
                              f"{types.get('intermediate')} with {types['x']} data")
@@ -608,7 +620,8 @@ class TorchQueueDevice:
     TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
     CUDNN_NAMES = {"float32": "FLOAT", "float16": "HALF", "bfloat16": "BFLOAT16", "float64": "DOUBLE"}
 
-    def __init__(self, seed: int = 0, plan_cache=None, timing: FakeTiming | None = None, precision: str = "fp32"):
+    def __init__(self, seed: int = 0, plan_cache=None, timing: FakeTiming | None = None, precision: str = "fp32",
+                 compute_capability: str = "90"):
         import types
 
         import torch
@@ -616,6 +629,7 @@ class TorchQueueDevice:
         from ios_core.runtime.cuda_plans import ConvPlanBook
 
         self.precision = precision
+        self.compute_capability = compute_capability  # as CuPy's Device.compute_capability: '90' is 9.0
         self.dtype = getattr(torch, self.TORCH_DTYPES[precision])
         self.itemsize = torch.empty((), dtype=self.dtype).element_size()
         self.conv_configs: list[str] = []  # cuDNN's configuration of every convolution built
@@ -892,7 +906,8 @@ class TorchQueueDevice:
         # the data types CupyDevice declares for this precision, checked as cuDNN checks its graph
         self.conv_configs.append(self.rules.cudnn_conv(conv_data_types(self.precision), {
             "x": names[str(x.dtype).split(".")[-1]], "w": names[str(w.dtype).split(".")[-1]],
-            "b": names[str(b.dtype).split(".")[-1]], "y": names[str(out.dtype).split(".")[-1]]}))
+            "b": names[str(b.dtype).split(".")[-1]], "y": names[str(out.dtype).split(".")[-1]]},
+            int(self.compute_capability)))
         act = _act(spec.act)
         pt, pl, pb, pr = spec.pads
         channels_last = self._conv_plan(spec, x, w, b) == "channels_last"

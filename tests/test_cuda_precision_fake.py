@@ -278,3 +278,56 @@ def test_cupy_devices_host_side_at_each_precision(monkeypatch, precision):
     dev.conv(x, out, 0, np.zeros((3, 2, 1, 1), np.float32), np.zeros(3, np.float32),
              ConvSpec(3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, "relu"))
     assert (f"('precision', '{precision}')" in keys[0]) == (precision != "fp32")
+
+
+def test_the_fake_refuses_bf16_convolutions_before_ampere():
+    """cuDNN's bf16 configuration (PSEUDO_BFLOAT16_CONFIG) runs from compute capability 8.0 on, its
+    true-half one from 5.3 (CUDNN_CONFIG_MIN_CC); PSEUDO_HALF_CONFIG wherever cuDNN runs. The fake
+    fails a bf16 program on a 7.5 device where cuDNN would find no engine, and runs fp16 there."""
+    from ios_core.runtime import cuda_kernels
+
+    bf16, half = cuda_kernels.conv_data_types("bf16"), cuda_kernels.conv_data_types("fp16")
+    with pytest.raises(CudnnError, match="PSEUDO_BFLOAT16_CONFIG needs compute capability 8.0 or later, not 7.5"):
+        CudaRules.cudnn_conv(bf16, {}, 75)
+    assert CudaRules.cudnn_conv(bf16, {}, 80) == "PSEUDO_BFLOAT16_CONFIG"
+    assert CudaRules.cudnn_conv(half, {}, 61) == "PSEUDO_HALF_CONFIG"
+    with pytest.raises(CudnnError, match="TRUE_HALF_CONFIG needs compute capability 5.3"):
+        CudaRules.cudnn_conv({**half, "compute": "HALF"}, {}, 52)
+    from ios_core.runtime.cuda import CudaRuntime
+
+    graph = GRAPHS["mixed"]().init_weights(0)
+    with pytest.raises(CudnnError, match="PSEUDO_BFLOAT16_CONFIG"):
+        CudaRuntime(graph, 1, "cuda", backend=TorchQueueDevice(0, precision="bf16", compute_capability="75"),
+                    precision="bf16")
+    rt = CudaRuntime(graph, 1, "cuda", backend=TorchQueueDevice(0, precision="fp16", compute_capability="75"),
+                     precision="fp16")
+    x = random_input(graph, 1, seed=0)
+    assert check_precision(rt.run(x), reference.run(graph, x), "fp16").passed
+
+
+@pytest.mark.parametrize("cc,refused", [("75", True), ("70", True), ("80", False), ("90", False)])
+def test_cupy_device_refuses_bf16_before_ampere_in_one_line(monkeypatch, cc, refused):
+    """``CupyDevice`` at bf16 on a GPU older than compute capability 8.0 (a T4, a V100) is refused at
+    construction with one line naming the capability, before any kernel is compiled (without it every
+    convolution would fail later in cuDNN's engine search); fp16 and fp32 are built there. CuPy's device
+    and our kernels are stood in (no GPU here)."""
+    import types
+
+    import cupy
+
+    from ios_core.runtime import cuda_device
+
+    built = []
+    monkeypatch.setattr(cupy.cuda, "Device", lambda i=0: types.SimpleNamespace(
+        compute_capability=cc, use=lambda: None, id=i, synchronize=lambda: None))
+    monkeypatch.setattr(cuda_device, "Kernels", lambda p: types.SimpleNamespace(load=lambda: built.append(p)))
+    if refused:
+        with pytest.raises(RuntimeError) as e:
+            cuda_device.CupyDevice(0, plan_cache=None, precision="bf16")
+        assert str(e.value) == (f"the IOS CUDA runtime cannot run here: bf16 needs a GPU of compute capability 8.0 or "
+                                f"later (cuDNN's PSEUDO_BFLOAT16_CONFIG); this one is {cc[0]}.{cc[1]}")
+        assert built == []
+    else:
+        assert cuda_device.CupyDevice(0, plan_cache=None, precision="bf16").compute_capability == cc
+    for precision in ("fp16", "fp32"):
+        assert cuda_device.CupyDevice(0, plan_cache=None, precision=precision).precision == precision

@@ -25,6 +25,7 @@ from ios_core.runtime.cuda_kernels import (
     PRECISIONS,
     STORAGE_DTYPE,
     Kernels,
+    arch_problem,
     build_conv,
     conv_data_types,
     conv_key,
@@ -66,6 +67,10 @@ class CupyDevice:
         self.cp = cupy
         self.cudnn = cudnn
         self.device = cupy.cuda.Device(device_id)
+        self.compute_capability = str(self.device.compute_capability)  # '90' for 9.0 (CuPy's form)
+        problem = arch_problem(precision, self.compute_capability)
+        if problem is not None:  # cuDNN would find no engine for any convolution: say why, once
+            raise RuntimeError(f"the IOS CUDA runtime cannot run here: {problem}")
         self.device.use()
         self.k = Kernels(precision)
         self.k.load()  # compile and load our CUDA C now, never inside a capture
