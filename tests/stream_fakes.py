@@ -71,9 +71,14 @@ class DtypeError(AssertionError):
 
 
 # cuDNN's supported configurations for a forward convolution (cuDNN API reference,
-# ``cudnnConvolutionForward``, "Supported configurations"; the graph API's convolution engines follow
-# them): (x, w, y data type, compute type). No mixed input types; bf16 only with float compute
-# (PSEUDO_BFLOAT16_CONFIG); half with half compute is TRUE_HALF_CONFIG, with float PSEUDO_HALF_CONFIG.
+# ``cudnnConvolutionForward``, "Supported configurations", its floating-point rows; the cuDNN Frontend
+# samples build fp16 convolutions the same way: io HALF, compute FLOAT, NVIDIA/cudnn-frontend
+# samples/cpp/convolution/fprop.cpp): (x, w, y data type, compute type). No mixed input types; bf16
+# only with float compute (PSEUDO_BFLOAT16_CONFIG); half with half compute is TRUE_HALF_CONFIG, with
+# float PSEUDO_HALF_CONFIG. Left out on purpose: the integer rows (INT8_CONFIG and friends need
+# NHWC/vectorized layouts the fake does not model) and what only the graph API's fusion engines take
+# (an fp8 or int8 convolution with a FLOAT output, samples/cpp/convolution/fp8_fprop.cpp): the runtime
+# declares none of them, so the fake refuses them until a row is added here with its source.
 CUDNN_CONV_CONFIGS = {
     ("FLOAT", "FLOAT", "FLOAT", "FLOAT"): "FLOAT_CONFIG",
     ("HALF", "HALF", "HALF", "HALF"): "TRUE_HALF_CONFIG",
