@@ -15,10 +15,11 @@ run on a GPU): the cell's precision sets ``BuilderFlag.FP16`` or ``BuilderFlag.B
 float32, TensorRT converts at the boundary). The flag lets TensorRT choose that precision per layer
 where it has a kernel for it, and keep a layer in fp32 where that is faster: what its users deploy.
 The flags are read back after the build; any reduced-precision flag other than the one asked for
-refuses the engine. TensorRT 11 is always strongly typed and has no such flags: a cell there is
-refused with that reason. INT8 is not built: it needs calibration (an ``IInt8Calibrator``, deprecated
-in TensorRT 10 and absent from 11) or explicit Q/DQ layers carrying calibrated scales, neither of
-which the lowering emits yet.
+refuses the engine. bf16 on a GPU before compute capability 8.0 is refused in one line (no bf16
+kernels there: the flag would leave every layer fp32). TensorRT 11 is always strongly typed and has
+no such flags: a cell there is refused with that reason. INT8 is not built: it needs calibration
+(an ``IInt8Calibrator``, deprecated in TensorRT 10 and absent from 11) or explicit Q/DQ layers
+carrying calibrated scales, neither of which the lowering emits yet.
 
 Explicit batch (TensorRT 10 has no other mode): the input is ``(batch, C, H, W)`` float32.
 Layers: ``add_convolution_nd`` (bias in the layer, ``pre_padding``/``post_padding``, the
@@ -56,6 +57,7 @@ import numpy as np
 from ios_core.atomic import atomic_write_bytes
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
+from ios_core.runtime.cuda_kernels import arch_problem
 
 from .base import Adapter, Compiled
 
@@ -427,6 +429,12 @@ class TensorRTAdapter(Adapter):
         from ios_core.measurement.gpu import fingerprint
 
         fp = fingerprint()
+        # bf16 before compute capability 8.0: TensorRT has no bf16 kernel there, and a weakly typed build
+        # only allows the precision (the flag never forces it), so every layer could come out fp32 under a
+        # bf16 label; refused in one line instead (ios_core.runtime.cuda_kernels.arch_problem)
+        problem = arch_problem(precision, fp.get("compute_capability"), "TensorRT's bf16 kernels")
+        if problem is not None:
+            raise RuntimeError(f"tensorrt: {problem}")
         variant = "default" if max_aux_streams is None else str(int(max_aux_streams))
         # an fp16 engine is another engine (an fp32 key stays as it was)
         key = engine_key(graph, batch_size, str(trt.__version__), fp,

@@ -169,6 +169,34 @@ def test_tensorrt_reduced_precision_is_its_builder_flag(graph, trt, monkeypatch,
     assert fp32.info["precision"] == "fp32" and fp32.info["engine_cached"] is True
 
 
+@pytest.mark.parametrize("cc,refused", [("7.5", True), ("8.0", False)])
+def test_tensorrt_bf16_is_refused_before_compute_capability_8(graph, trt, monkeypatch, tmp_path, cc, refused):
+    """A bf16 cell on a GPU older than compute capability 8.0 (a T4: 7.5) is refused in one line before
+    any engine is built: TensorRT has no bf16 kernel there, and the weakly typed BF16 flag only allows
+    the precision, so the engine could be fp32 under a bf16 label. fp16 builds there; 8.0 builds bf16."""
+    import adapters
+    from ios_core.measurement import gpu
+
+    if trt.__version__.startswith("11"):
+        pytest.skip("TensorRT 11 has no BF16 flag (the test above)")
+    monkeypatch.setitem(sys.modules, "cupy", fake_tensorrt.fake_cupy())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    real = gpu.fingerprint
+    monkeypatch.setattr(gpu, "fingerprint", lambda *a, **k: {**real(*a, **k), "compute_capability": cc})
+    fake_tensorrt.FEED["input"] = random_input(graph, 1, seed=2)
+    adapter = adapters.get("tensorrt")
+    built = len(fake_tensorrt.Builder.built)
+    if refused:
+        with pytest.raises(RuntimeError) as e:
+            adapter.build(graph, 1, "cuda", cache=tmp_path, precision="bf16")
+        assert str(e.value) == ("tensorrt: bf16 needs a GPU of compute capability 8.0 or later (TensorRT's bf16 "
+                                "kernels); this one is 7.5")
+        assert len(fake_tensorrt.Builder.built) == built  # nothing built
+    else:
+        assert adapter.build(graph, 1, "cuda", cache=tmp_path, precision="bf16").info["precision"] == "bf16"
+    assert adapter.build(graph, 1, "cuda", cache=tmp_path, precision="fp16").info["precision"] == "fp16"
+
+
 def test_the_standin_raises_for_what_a_version_lacks():
     t11, t10 = fake_tensorrt.module("11"), fake_tensorrt.module("10")
     assert t10.BuilderFlag.FP16.name == "FP16"

@@ -289,25 +289,27 @@ def conv_data_types(precision: str) -> dict[str, str]:
     return {"x": io, "w": io, "b": io, "y": io, "compute": "FLOAT", "intermediate": "FLOAT"}
 
 
-# The least compute capability (major * 10 + minor) each precision needs of the GPU: cuDNN's
-# PSEUDO_BFLOAT16_CONFIG runs only on architectures with bfloat16 support, compute capability 8.0 and
-# later (cuDNN API reference, ``cudnnConvolutionForward``, supported configurations; PyTorch checks the
-# capability before a bf16 convolution, pytorch/pytorch#81139). PSEUDO_HALF_CONFIG and our kernels
-# (PTX ``cvt`` for fp16, bits for bf16) need nothing more than cuDNN itself does.
+# The least compute capability (major * 10 + minor) each precision needs of the GPU: bfloat16
+# arithmetic starts with compute capability 8.0. cuDNN's PSEUDO_BFLOAT16_CONFIG runs only there (cuDNN
+# API reference, ``cudnnConvolutionForward``, supported configurations; PyTorch checks the capability
+# before a bf16 convolution, pytorch/pytorch#81139), and so do TensorRT's bf16 kernels (Triton's
+# TensorRT backend, triton-inference-server/server#7310: "BF16 ... CC 8.0 and above only").
+# PSEUDO_HALF_CONFIG and our kernels (PTX ``cvt`` for fp16, bits for bf16) need nothing more than cuDNN
+# itself does.
 MIN_COMPUTE_CAPABILITY = {"bf16": 80}
 
 
-def arch_problem(precision: str, compute_capability) -> str | None:
-    """Why a GPU of ``compute_capability`` (CuPy's form, ``'75'`` for 7.5; None: unknown) cannot run
-    the runtime at ``precision``, in one line, or None."""
+def arch_problem(precision: str, compute_capability, who: str = "cuDNN's PSEUDO_BFLOAT16_CONFIG") -> str | None:
+    """Why a GPU of ``compute_capability`` (CuPy's form ``'75'`` or the fingerprint's ``'7.5'``; None:
+    unknown) cannot compute at ``precision`` with ``who``, in one line, or None."""
     least = MIN_COMPUTE_CAPABILITY.get(precision)
     if least is None or compute_capability is None:
         return None
     cc = int(str(compute_capability).replace(".", ""))
     if cc >= least:
         return None
-    return (f"{precision} needs a GPU of compute capability {least // 10}.{least % 10} or later (cuDNN's "
-            f"PSEUDO_BFLOAT16_CONFIG); this one is {cc // 10}.{cc % 10}")
+    return (f"{precision} needs a GPU of compute capability {least // 10}.{least % 10} or later ({who}); "
+            f"this one is {cc // 10}.{cc % 10}")
 
 
 KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize", "ios_linear")
