@@ -869,6 +869,12 @@ class TorchQueueDevice:
         self.rules.access(stream, (), footprint(view), "host-to-device copy")
         if x.dtype != np.float32:
             raise DtypeError(f"the host input is {x.dtype}, the device casts float32 (cuda_kernels.to_storage)")
+        # CuPy's ndarray.set (CupyDevice.write): the same shape (no broadcast, unlike torch's copy_) into a
+        # C-contiguous array, else ValueError('Shape mismatch') / RuntimeError (cupy/_core/core.pyx, set)
+        if tuple(view.shape) != tuple(x.shape):
+            raise ValueError(f"Shape mismatch: cupy.ndarray.set of a {tuple(x.shape)} array into {tuple(view.shape)}")
+        if not view.is_contiguous():
+            raise RuntimeError("Cannot set to non-contiguous array")
         view.copy_(torch.from_numpy(x))  # cast to the buffer's precision, as CupyDevice.write casts on the host
         stream.synchronize()
 

@@ -211,3 +211,19 @@ def test_the_simulated_clock_pipelines_back_to_back_graph_launches():
     dev.replay(graph, s0)
     dev.sync_device()  # the host clock, read after a device synchronize
     assert (dev.now_ns() - t0) / 1e6 == pytest.approx(1.5)
+
+
+def test_a_host_copy_is_cupys_set_same_shape_contiguous_float32():
+    """``CupyDevice.write`` is CuPy's ``ndarray.set``: another shape raises (no broadcast, unlike
+    torch's ``copy_``), a non-contiguous destination raises; the fake's write does the same."""
+    from tests.stream_fakes import TorchQueueDevice
+
+    dev = TorchQueueDevice(0)
+    s = dev.stream(0)
+    view = dev.empty_shaped((2, 3, 4, 4))
+    with pytest.raises(ValueError, match="Shape mismatch"):
+        dev.write(view, np.ones((1, 3, 4, 4), np.float32), s)  # would broadcast in torch
+    with pytest.raises(RuntimeError, match="non-contiguous"):
+        dev.write(dev.narrow(view, 1, 3), np.ones((2, 2, 4, 4), np.float32), s)
+    dev.write(view, np.ones((2, 3, 4, 4), np.float32), s)
+    assert float(view.sum()) == 96.0
