@@ -17,8 +17,30 @@ def test_an_ab_with_no_pair_at_the_precision_is_one_line_and_writes_nothing(tmp_
     assert p.returncode == 2, p.stderr
     line = p.stderr.strip()
     assert len(line.splitlines()) == 1 and "--precision bf16" in line, line
-    assert "cannot run here" not in line and "IOS on torch kernels bf16 on cpu" in line
+    assert "cannot run here" not in line  # (was: "ios-sequential cannot run here: ...", one per cell)
     assert not (tmp_path / "runs").exists()
+
+
+def test_only_the_cells_whose_precision_is_not_offered_are_left_out():
+    from ios_bench.planning.cells import Cell
+    from ios_bench.running.ab import leave_out_unoffered
+
+    probes = {"cpu": {"adapters": {"torch": {"precisions": {"fp32": "", "bf16": "model in bf16"}},
+                                   "onnxruntime": {"precisions": {"fp32": "", "bf16": "no: no bf16 kernels"}},
+                                   "ios": {"precisions": {"fp32": "", "bf16": "openvino: hint"}}},
+                      "provider_precisions": {"torch": {"bf16": "not yet: float32 arena"}}}}
+    ort_why = "onnxruntime bf16 on cpu: no: no bf16 kernels"
+    ios_why = "IOS on torch kernels bf16 on cpu: not yet: float32 arena"
+    cells = [Cell("m", "m", 1, "torch", "cpu", None, "torch", precision="bf16"),
+             Cell("m", "m", 1, "onnxruntime", "cpu", None, "onnxruntime", 1.0, ort_why, precision="bf16"),
+             Cell("m", "m", 1, "onnxruntime", "cpu", None, "onnxruntime", 1.0, "onnxruntime is not installed"),
+             Cell("m", "m", 1, "ios-sequential", "cpu", "sequential", "ios", 1.0, ios_why, provider="torch",
+                  precision="bf16"),
+             Cell("m", "m", 1, "ios-greedy", "cpu", "greedy", "ios", 1.0, ios_why, provider="torch", precision="bf16")]
+    kept, why = leave_out_unoffered(cells, probes)
+    assert kept == cells[:1] + cells[2:3]  # a framework missing stays (refused as "cannot run here")
+    assert why == f"{ort_why}; {ios_why}"  # each reason once
+    assert leave_out_unoffered(cells[:1], probes) == (cells[:1], "")
 
 
 def test_an_ab_at_a_precision_runs_the_pairs_that_offer_it_and_says_which_were_left_out(tmp_path):

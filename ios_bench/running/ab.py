@@ -425,6 +425,13 @@ class PairedRoundRunner(RoundRunner):
         return self.budget_left() or self._stop(cell, "time-budget", len(a), half)
 
 
+def leave_out_unoffered(cells: list[Cell], probes: dict) -> tuple[list[Cell], str]:
+    """``cells`` less those skipped only because their precision is not offered (:func:`_precision_skip`),
+    and those cells' reasons, once each, in one line ("" when none was left out)."""
+    unoffered = [c for c in cells if _precision_skip(c, probes)]
+    return [c for c in cells if c not in unoffered], "; ".join(dict.fromkeys(c.skip_reason for c in unoffered))
+
+
 def _precision_skip(cell: Cell, probes: dict) -> bool:
     """Whether ``cell`` is skipped only because its framework (or, for an IOS cell, IOS or its kernel
     provider) does not offer its precision on its device (not because it cannot run here)."""
@@ -465,10 +472,8 @@ class ABSweep(Sweep):
         cells = super().plan_cells(probes, graphs)
         # a pair at a precision its framework (or IOS's kernel provider) does not offer has no side
         # to measure: left out, said once in the notes; an ab left with no pair at all is refused
-        unoffered = [c for c in cells if _precision_skip(c, probes)]
-        if unoffered:
-            why = "; ".join(dict.fromkeys(c.skip_reason for c in unoffered))
-            cells = [c for c in cells if c not in unoffered]
+        cells, why = leave_out_unoffered(cells, probes)
+        if why:
             if not cells and not self.resume:
                 self._scenario_refusals = [f"--precision {','.join(self.plan.precisions)}: no pair of this ab can be "
                                            f"given at it ({why})"]
