@@ -399,3 +399,19 @@ def test_a_profile_at_a_reduced_precision_builds_the_cells_precision(pair, monke
     ops = {r["name"] for r in res["rows"]} | {r["name"] for r in res["unmapped_rows"]}
     assert any("QLinear" in n or "Integer" in n or "Quant" in n for r in res["rows"] for n in r["framework_ops"]) \
         or any("Quant" in n for n in ops), res["rows"]
+
+
+def test_cli_offers_every_precision_a_sweep_can_ask_for(pair, tmp_path, capsys):
+    """``profile --precision`` takes the sweep's precisions (int8 was missing from its choices)."""
+    import adapters
+
+    if adapters.get("onnxruntime").available("cpu"):
+        pytest.skip(adapters.get("onnxruntime").available("cpu"))
+    path = tmp_path / "pair.json"
+    pair.save(path)
+    code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "onnxruntime", "--precision",
+                          "int8", "--format", "json", "--threads", "1", "--warmup", "1", "--repeat", "2")
+    assert code == 0, err
+    assert [d.get("precision") for d in json.loads(out)] == ["int8"]
+    code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "onnxruntime", "--precision", "int4")
+    assert code == 2 and "int4" in err

@@ -9,6 +9,7 @@ from ios_bench.errors import InputError
 from ios_bench.planning.loading import load_graph
 from ios_bench.planning.options import SEED, Threads
 from ios_bench.reporting.escape import one_line, plain
+from ios_core.check import PRECISIONS
 from ios_core.cost.measured import MODES as MEASURED_MODES
 from ios_core.optimizer import STRATEGIES
 
@@ -56,7 +57,7 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, bat
 @click.option("--frameworks", default=None,
               help="comma-separated frameworks: each one's own profiler, mapped to the IR operators, side by side "
                    "(docs/harness.md, 'Where the time goes')")
-@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp32", show_default=True,
               help="with --frameworks: the precision asked of each build (a framework computing in another is "
                    "not available)")
 @click.option("--by", "by", type=click.Choice(["op", "kind"]), default="op", show_default=True,

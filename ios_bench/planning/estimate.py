@@ -46,9 +46,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ios_core.measurement.stats import median
 
 # The stated model (docs/harness.md, "Before a sweep starts"): what is assumed where no earlier
 # run on this machine measured it. Rates are multiply-accumulates per second on all the cores
@@ -266,8 +267,6 @@ class Model:
         """The scale on a figure not measured now: the canary now against the earlier runs' rounds'
         canaries (``learnt``: a figure they taught; without any, the stated speed) or against the
         stated figures' canary."""
-        from ios_core.measurement.stats import median
-
         stated = STATED["canary_ms"]
         then = median(self.history.canary_ms) if learnt and self.history.canary_ms else stated
         return speed_factor(self.probe_ms, then)
@@ -276,7 +275,7 @@ class Model:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
         got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
                if fw == framework and m in self.macs and ms > 0]
-        return statistics.median(got) if got else _stated("gmacs_per_s", framework) * 1e9
+        return median(got) if got else _stated("gmacs_per_s", framework) * 1e9
 
     def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
         h = self.history.latency_ms
@@ -305,7 +304,7 @@ class Model:
         of a worker plus the stated build part, else the stated figure."""
         got = self.history.fixed_s.get(_base_name(framework))
         if got:
-            return statistics.median(got) * self.speed(True)
+            return median(got) * self.speed(True)
         framework = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
         if framework in self.calibrated:  # measured now: only the stated part is scaled
             return self.calibrated[framework] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
@@ -528,7 +527,7 @@ def cell_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: i
     copies, factor = STATED["weight_copies"], STATED["activation_factor"]
     bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.peak
              if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
-    base = max(statistics.median(bases), 100.0) if bases else _stated("base_mib", framework)
+    base = max(median(bases), 100.0) if bases else _stated("base_mib", framework)
     return base + copies * weights_mib + factor * act_mib * batch
 
 
@@ -539,7 +538,7 @@ def gpu_memory_mib(framework: str, weights_mib: float, act_mib: float, batch: in
     copies, factor = STATED["weight_copies"], STATED["activation_factor"]
     bases = [peak - copies * weights[m] - factor * acts[m] * b for fw, m, b, peak in history.gpu_peak
              if _base_name(fw) == _base_name(framework) and acts and weights and m in acts and m in weights]
-    base = max(statistics.median(bases), 100.0) if bases else GPU_BASE_MIB
+    base = max(median(bases), 100.0) if bases else GPU_BASE_MIB
     return base + copies * weights_mib + factor * act_mib * batch
 
 
