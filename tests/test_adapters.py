@@ -170,9 +170,10 @@ def test_ios_cells_on_cuda_replay_a_cuda_graph_by_default(monkeypatch):
 
     built = []
 
-    def make_runtime(graph, batch_size, device, cuda_graph):
+    def make_runtime(graph, batch_size, device, cuda_graph, precision="fp32"):
         built.append(cuda_graph)
-        return types.SimpleNamespace(stats={"streams": 1}, device=device)
+        return types.SimpleNamespace(stats={"streams": 1}, device=device,
+                                     program=types.SimpleNamespace(stats={"precision": precision}))
 
     monkeypatch.setattr(ios, "make_runtime", make_runtime)
     g = models.get("sample").init_weights(0)

@@ -112,6 +112,7 @@ def test_a_geometry_is_built_once_per_device(monkeypatch):
 
     monkeypatch.setattr(cuda_device, "build_conv", build_conv)
     dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+    dev.precision = "fp32"
     dev.cp = types.SimpleNamespace(asarray=lambda a: Arr(a.shape, 8192))
     dev.device = types.SimpleNamespace(synchronize=lambda: None)
     dev._convs, dev._streams = {}, {}
@@ -211,6 +212,7 @@ def test_shared_random_weights_are_uploaded_once_per_device():
 
     copies = []
     dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+    dev.precision = "fp32"
     dev.cp = types.SimpleNamespace(asarray=lambda a: copies.append(a.shape) or Arr(a.shape, 4096 * len(copies)))
     dev._shared = {}
     dev._begin()
@@ -362,6 +364,7 @@ def test_a_second_device_builds_the_stored_plan_of_each_geometry(cudnn, tmp_path
 
     def device():
         dev = cuda_device.CupyDevice.__new__(cuda_device.CupyDevice)
+        dev.precision = "fp32"
         dev.cp = types.SimpleNamespace(asarray=lambda a: Arr(a.shape, 8192))
         dev.device = types.SimpleNamespace(synchronize=lambda: None)
         dev._convs, dev._streams, dev._shared = {}, {}, {}
