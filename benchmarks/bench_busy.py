@@ -2,7 +2,7 @@
 with ``ios-bench ab``, quiet and beside a co-tenant this script starts itself.
 
     PYTHONPATH=. python benchmarks/bench_busy.py [--loads quiet,busy,duty50] [--cells NET:FW,...] [--quick]
-        [--ab-rounds default|auto|N] [--cpu N] [--period 0.1] [--out DIR] [--estimate-only]
+        [--ab-rounds default|auto|N] [--cpu N] [--period 0.1] [--out DIR] [--estimate-only] [--from DIR]
 
 Per load (``quiet``: nothing started; ``busy``: a Python busy loop pinned to one CPU, ``--cpu``, the
 last by default; ``duty50``: the same loop at 50 % duty, ``--period`` seconds per on/off cycle, short
@@ -12,8 +12,11 @@ against A' (a copy of A's file: an A/A pair) and one of A against B (the same ne
 :func:`ab_runs`, :func:`ab_figures`, its :class:`CoTenant`). It prints, per load, the counts of
 today's quiet run (docs/results/repeatability/2026-11-27-paired.txt) and issue 48's: A/A cells
 flagged, A/B cells flagged as regressions and each miss with the change it could have detected, ab
-cells with a verdict (not ``unstable``) and those labelled "under load", and the disturbed rounds
-that name a process (and the co-tenant).
+cells with a verdict (not ``unstable``) and those labelled "under load", the rounds disturbed by
+other processes' CPU time that name them (and the co-tenant), the rounds disturbed by the machine's
+own signs (the canary, slowed samples), and the steady load the records state. ``--from DIR``
+prints the tables of a work folder measured before (each load's ``LOAD.json``: its seconds,
+co-tenant pid and networks).
 
 The cells: ``--cells squeezenet:onnxruntime,resnet18:ios-sequential[openvino]`` (a peer framework, or
 ``ios-sequential[PROVIDER]``), by default bench_repeatability's 10 (two networks, three peers and
@@ -26,7 +29,9 @@ stopped when a load's runs end (and when this script is interrupted).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -121,20 +126,30 @@ def run_load(load: str, cells: dict, files: dict, work: Path, ab_rounds: str | N
     finally:
         if tenant is not None:
             tenant.__exit__(None, None, None)
-    out = {"seconds": time.monotonic() - t0, "tenant_pid": tenant.proc.pid if tenant else None}
+    meta = {"seconds": time.monotonic() - t0, "tenant_pid": tenant.proc.pid if tenant else None, "nets": nets}
+    (work / f"{load}.json").write_text(json.dumps(meta))
+    return figures(work, load, meta)
+
+
+def figures(work: Path, load: str, meta: dict) -> dict:
+    """One load's figures from its ab runs' folders (``meta``: its seconds, co-tenant pid, networks)."""
+    out = dict(meta)
     for name in ("AA", "AB"):
-        out[name] = rep.ab_figures(work / f"{name}-{load}", nets)
-        out[name].update(verdicts(work / f"{name}-{load}", nets, out["tenant_pid"]))
+        out[name] = rep.ab_figures(work / f"{name}-{load}", meta["nets"])
+        out[name].update(verdicts(work / f"{name}-{load}", meta["nets"], meta["tenant_pid"]))
     return out
 
 
 def verdicts(out: Path, nets: list[str], tenant_pid: int | None) -> dict:
     """Issue 48's counts over one protocol's ab runs: cells with a verdict, labelled under load, the
-    misses' detectable change, disturbed rounds naming a process and the co-tenant."""
+    misses' detectable change; the disturbed rounds by what disturbed them: other processes' CPU time
+    (each such round must name the processes, and the co-tenant where it was one of them) or the
+    machine's own signs (the canary, slowed samples: nothing to name); the steady co-tenants the
+    records state, with the range of their per-cell shares."""
     from ios_bench.running.ab import paired_comparison
 
-    got = {"with_verdict": 0, "under_load": 0, "rounds_disturbed": 0, "naming": 0, "naming_tenant": 0, "why": {},
-           "loads": set()}
+    got = {"with_verdict": 0, "under_load": 0, "rounds_disturbed": 0, "by_cpu": 0, "naming": 0, "naming_tenant": 0,
+           "by_other": {}, "why": {}, "loads": {}}
     for net in nets:
         folder = out.parent / f"{out.name}-{net}"
         for c in paired_comparison(folder).changes:
@@ -142,14 +157,44 @@ def verdicts(out: Path, nets: list[str], tenant_pid: int | None) -> dict:
             got["under_load"] += "under load: " in c.why
             got["why"][f"{net}:{c.cell}"] = c.why
         for rec in rep.records(folder):
-            if rec.get("load"):
-                got["loads"].add(str(rec["load"]).split(" (")[0])
             for r in rec.get("rounds") or []:
-                if r.get("status") == "ok" and r.get("disturbed"):
-                    got["rounds_disturbed"] += 1
-                    got["naming"] += " pid " in str(r["disturbed"])
-                    got["naming_tenant"] += tenant_pid is not None and f" pid {tenant_pid}:" in str(r["disturbed"])
+                if r.get("load_by"):
+                    share = re.search(r" (\d+)% of the CPUs", str(r.get("load") or ""))
+                    got["loads"].setdefault(r["load_by"], []).append(int(share.group(1)) if share else None)
+                why = str(r.get("disturbed") or "")
+                if r.get("status") != "ok" or not why:
+                    continue
+                got["rounds_disturbed"] += 1
+                kind = disturbance(why)
+                if kind == "cpu":
+                    got["by_cpu"] += 1
+                    got["naming"] += " pid " in why
+                    got["naming_tenant"] += tenant_pid is not None and f" pid {tenant_pid}:" in why
+                else:
+                    got["by_other"][kind] = got["by_other"].get(kind, 0) + 1
     return got
+
+
+def disturbance(why: str) -> str:
+    """Which rule disturbed a round (``ios_core.measurement.interference.judge``'s reason): ``cpu``
+    (other processes' CPU time: the rule that names them), ``the canary``, ``slowed samples``, or
+    the reason's first word."""
+    if "other processes used" in why:
+        return "cpu"
+    if why.startswith("canary"):
+        return "the canary"
+    return "slowed samples" if "quickest quarter" in why else why.split(" ")[0]
+
+
+def steady(g: dict) -> str:
+    """``python pid 1234, 33-50 % of the CPUs per cell (in 412 rounds)``, or none."""
+    out = []
+    for who in sorted({*g["AA"]["loads"], *g["AB"]["loads"]}):
+        vals = [v for v in g["AA"]["loads"].get(who, []) + g["AB"]["loads"].get(who, []) if v is not None]
+        span = f"{min(vals)}-{max(vals)} % of the CPUs per cell" if vals else "its share unstated"
+        out.append(f"{who}, {span} (in {len(g['AA']['loads'].get(who, [])) + len(g['AB']['loads'].get(who, []))} "
+                   "rounds)")
+    return "; ".join(out) or "none"
 
 
 def main(argv=None) -> int:
@@ -164,7 +209,16 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=float, default=4 * 3600.0, help="the co-tenant stops after this many seconds")
     ap.add_argument("--out", default=None, help="work folder [default: a temporary one]")
     ap.add_argument("--estimate-only", action="store_true", help="print the plan and its estimated duration, and stop")
+    ap.add_argument("--from", dest="from_", default=None, metavar="WORK",
+                    help="print the tables of a work folder measured before (nothing is run)")
     args = ap.parse_args(argv)
+    if args.from_:
+        work = Path(args.from_)
+        done = [v for v in LOADS if (work / f"{v}.json").is_file()]
+        if not done:
+            fail(f"--from: {work} holds no measured load ({', '.join(f'{v}.json' for v in LOADS)})")
+        report({v: figures(work, v, json.loads((work / f"{v}.json").read_text())) for v in done}, done)
+        return 0
     loads = [v.strip() for v in args.loads.split(",") if v.strip()]
     if not loads or set(loads) - set(LOADS):
         fail(f"--loads: choose from {', '.join(LOADS)}")
@@ -219,13 +273,21 @@ def report(got: dict, loads: list[str]) -> None:
         return pct(sum("could not have flagged" in g["AB"]["why"].get(c, "") for c in missed), len(missed))
 
     row("A/B misses stating the change they could detect", misses)
-    row("disturbed rounds naming a process (goal: always)",
-        lambda g: pct(g["AA"]["naming"] + g["AB"]["naming"], g["AA"]["rounds_disturbed"] + g["AB"]["rounds_disturbed"]))
+    row("rounds disturbed by other processes' CPU time, naming them (goal: always)",
+        lambda g: pct(g["AA"]["naming"] + g["AB"]["naming"], g["AA"]["by_cpu"] + g["AB"]["by_cpu"]))
     row("... naming the co-tenant", lambda g: pct(g["AA"]["naming_tenant"] + g["AB"]["naming_tenant"],
-                                                 g["AA"]["rounds_disturbed"] + g["AB"]["rounds_disturbed"])
-        if g["tenant_pid"] else "-")
-    row("steady load the records state", lambda g: "; ".join(sorted(g["AA"]["loads"] | g["AB"]["loads"])) or "none")
-    row("time (s)", lambda g: f"{g['seconds']:.0f}")
+                                                 g["AA"]["by_cpu"] + g["AB"]["by_cpu"]) if g["tenant_pid"] else "-")
+
+    def otherwise(g):
+        kinds = {}
+        for name in ("AA", "AB"):
+            for k, v in g[name]["by_other"].items():
+                kinds[k] = kinds.get(k, 0) + v
+        return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"
+
+    row("rounds disturbed otherwise (nothing to name), by rule", otherwise)
+    row("steady load the records state", steady)
+    row("time (s)", lambda g: f"{g['seconds']:.0f}" if isinstance(g.get("seconds"), (int, float)) else "-")
     for load in loads:
         for name in ("AA", "AB"):
             figs = got[load][name]

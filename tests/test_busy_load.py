@@ -402,6 +402,26 @@ def test_bench_busy_estimates_its_plan_and_refuses_bad_input(capsys):
         assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and says in err, (argv, err)
 
 
+def test_bench_busy_counts_each_disturbed_round_under_the_rule_that_disturbed_it(tmp_path, capsys):
+    """Only the CPU-time rule can name a process: the goal 'a disturbed round names its co-tenant'
+    counts those rounds; rounds the canary or slowed samples disturbed are counted apart."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_busy
+
+    assert bench_busy.disturbance("other processes used 25% of the CPUs (python pid 7: 34%)") == "cpu"
+    assert bench_busy.disturbance("besides the steady load, other processes used 40% of the CPUs") == "cpu"
+    assert bench_busy.disturbance("canary 1.53x its usual time") == "the canary"
+    assert bench_busy.disturbance("40% of its samples over 1.25x its quickest quarter (slowed mid-window)") \
+        == "slowed samples"
+    assert bench_busy.disturbance("steal 9%") == "steal"
+    g = {"AA": {"loads": {"python pid 7": [33, 50]}}, "AB": {"loads": {"python pid 7": [34], "make pid 9": [None]}}}
+    assert bench_busy.steady(g) == ("make pid 9, its share unstated (in 1 rounds); "
+                                    "python pid 7, 33-50 % of the CPUs per cell (in 3 rounds)")
+    with pytest.raises(SystemExit) as e:
+        bench_busy.main(["--from", str(tmp_path)])
+    assert e.value.code == 2 and "holds no measured load" in capsys.readouterr().err
+
+
 def test_this_process_tree_is_itself_its_descendants_and_its_ancestors_not_its_siblings():
     procs = {1: ("init", 0, 0.0, 0), 10: ("ios-bench", 0, 0.0, 1), 20: ("worker", 0, 0.0, 10),
              30: ("helper", 0, 0.0, 20), 31: ("helper2", 0, 0.0, 30), 40: ("cotenant", 0, 0.0, 10),
