@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
+
+from ios_core.measurement.stats import median  # noqa: E402 - the one median
 
 UNIT_NODES = 10  # ONNX nodes per repeated unit
 
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             g = onnx_frontend.load(data, name=f"chain{n}")
             times.append(time.perf_counter() - t0)
-        med = statistics.median(times)
+        med = median(times)
         rows.append({"onnx_nodes": (n // UNIT_NODES) * UNIT_NODES, "ir_operators": g.num_operators(),
                      "blocks": len(g.blocks), "median_s": med, "us_per_onnx_node": med / n * 1e6})
     base = rows[0]["us_per_onnx_node"]
