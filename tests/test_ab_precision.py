@@ -10,15 +10,21 @@ from tests.harness_helpers import cli
 FAST = ["--warmup", "0", "--repeat", "2", "--min-sample-ms", "0", "--no-progress", "--no-report", "--rounds", "1"]
 
 
-def test_an_ab_with_no_pair_at_the_precision_is_one_line_and_writes_nothing(tmp_path):
-    p = cli(["ab", "tiny_a", "--frameworks", "none", "--a-option", "schedule=sequential", "--b-option",
-             "schedule=greedy", "--ios-providers", "torch", "--precision", "bf16", "--out",
-             str(tmp_path / "runs" / "x"), *FAST], tmp_path)
+def _refused(args: list[str], tmp_path) -> str:
+    """The one line an ab given ``args`` is refused with (exit 2, nothing written)."""
+    p = cli(["ab", "tiny_a", *args, "--out", str(tmp_path / "runs" / "x"), *FAST], tmp_path)
     assert p.returncode == 2, p.stderr
     line = p.stderr.strip()
-    assert len(line.splitlines()) == 1 and "--precision bf16" in line, line
-    assert "cannot run here" not in line  # (was: "ios-sequential cannot run here: ...", one per cell)
+    assert len(line.splitlines()) == 1, line
     assert not (tmp_path / "runs").exists()
+    return line
+
+
+def test_an_ab_with_no_pair_at_the_precision_is_one_line_and_writes_nothing(tmp_path):
+    line = _refused(["--frameworks", "none", "--a-option", "schedule=sequential", "--b-option", "schedule=greedy",
+                     "--ios-providers", "torch", "--precision", "bf16"], tmp_path)
+    assert "--precision bf16" in line
+    assert "cannot run here" not in line  # (was: "ios-sequential cannot run here: ...", one per cell)
 
 
 def test_only_the_cells_whose_precision_is_not_offered_are_left_out():
@@ -58,10 +64,6 @@ def test_an_ab_at_a_precision_runs_the_pairs_that_offer_it_and_says_which_were_l
 
 
 def test_an_ab_at_a_precision_no_framework_of_it_offers_is_one_line(tmp_path):
-    p = cli(["ab", "tiny_a", "--frameworks", "test-delay", "--a-option", "test-delay:delay_ms=0", "--b-option",
-             "test-delay:delay_ms=1", "--schedules", "none", "--precision", "fp16", "--out",
-             str(tmp_path / "runs" / "x"), *FAST], tmp_path)
-    assert p.returncode == 2, p.stderr
-    line = p.stderr.strip()
-    assert len(line.splitlines()) == 1 and "--precision fp16: no framework of this sweep offers it on cpu" in line
-    assert not (tmp_path / "runs").exists()
+    line = _refused(["--frameworks", "test-delay", "--a-option", "test-delay:delay_ms=0", "--b-option",
+                     "test-delay:delay_ms=1", "--schedules", "none", "--precision", "fp16"], tmp_path)
+    assert "--precision fp16: no framework of this sweep offers it on cpu" in line
