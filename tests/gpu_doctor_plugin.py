@@ -18,11 +18,15 @@ gpu.cuda_missing = lambda cudnn=True: None
 gpu.gpu_missing = lambda: None
 
 
+# the fake GPU's compute capability (CuPy's form, '75' for 7.5): TEST_GPU_DOCTOR_CC, else the fake's own (9.0)
+CC = {"compute_capability": os.environ["TEST_GPU_DOCTOR_CC"]} if os.environ.get("TEST_GPU_DOCTOR_CC") else {}
+
+
 def _factory(cls):
     """As ``gpu_paths.default_device_factory``: one device, and ``at(precision)`` for fp16/bf16."""
-    dev = cls(0)
+    dev = cls(0, **CC)
     factory = lambda: dev  # noqa: E731
-    factory.at = lambda precision: cls(0, precision=precision)
+    factory.at = lambda precision: cls(0, precision=precision, **CC)
     return lambda: factory
 
 

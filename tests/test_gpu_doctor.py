@@ -90,3 +90,15 @@ def test_a_failing_path_keeps_its_traceback_in_the_report(run_cli, monkeypatch, 
     assert code == 1 and re.search(r"  ios\s+FAIL\s+RuntimeError: the doctor's worker broke", out), out
     assert "      | RuntimeError: the doctor's worker broke" in out
     assert "      | Traceback (most recent call last):" in out
+
+
+def test_a_precision_the_gpu_is_too_old_for_is_skipped_not_failed(run_cli, monkeypatch, tmp_path):
+    """On a GPU of compute capability 7.5 (a T4) cuDNN has no bf16 convolution (PSEUDO_BFLOAT16_CONFIG needs
+    8.0; the fake device refuses it as cuDNN would) and CupyDevice refuses to be built at bf16: the doctor's
+    bf16 path is skipped with that reason and the doctor passes; fp16 still runs and is checked there."""
+    monkeypatch.setenv("TEST_GPU_DOCTOR_CC", "75")
+    code, out, err = _doctor(run_cli, monkeypatch, tmp_path)
+    assert code == 0, out
+    assert re.search(r"ios CUDA graph bf16\s+skip\s+not on this GPU: bf16 needs a GPU of compute capability 8.0 or "
+                     r"later \(cuDNN's PSEUDO_BFLOAT16_CONFIG\); this one is 7.5", out), out
+    assert re.search(r"ios CUDA graph fp16\s+ok\s+max rel err .*replayed, fp16", out), out

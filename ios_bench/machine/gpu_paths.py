@@ -11,7 +11,8 @@ On the graph given (by default ``ios_core.models.coverage``: every op type and a
 * ``CUDA graph fp16``, ``CUDA graph bf16`` (issue 46): the same, on a device of that precision (every
   buffer, cuDNN tensor and kernel at it, float compute), checked against the fp32 oracle at the
   precision's bound (``ios_core.check.check_precision``); skipped where the device factory has no
-  ``at(precision)``. Written, not yet run on a GPU.
+  ``at(precision)`` and where the GPU is too old for the precision (``cuda_kernels.arch_problem``: bf16
+  before compute capability 8.0). Written, not yet run on a GPU.
 * ``cost-model stage``: the measured cost model times the widest stage as its own CUDA
   program; that program, with the graph's weights and the oracle's values as inputs, is
   checked against the oracle's values of the stage's operators.
@@ -81,6 +82,7 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
     from ios_core.models.coverage import level_schedule
     from ios_core.reference import random_input
     from ios_core.runtime.cuda import CudaRuntime
+    from ios_core.runtime.cuda_kernels import arch_problem
 
     tol = tolerance_for("fp32")
     x = random_input(graph, batch, seed=seed)
@@ -132,6 +134,12 @@ def run_paths(graph, batch: int, device_factory, seed: int = 0, lock_clocks: boo
         def path():
             if not callable(getattr(device_factory, "at", None)):
                 return {"status": "skip", "detail": f"this device factory gives fp32 devices only (no {precision})"}
+            # a precision this GPU has no kernels for (bf16 before compute capability 8.0: cuDNN's
+            # PSEUDO_BFLOAT16_CONFIG) is a path it does not have: skipped with the reason, not failed
+            # (CupyDevice refuses to be built there; a FAIL would fail every doctor on a T4 or a V100)
+            problem = arch_problem(precision, getattr(device_factory(), "compute_capability", None))
+            if problem is not None:
+                return {"status": "skip", "detail": f"not on this GPU: {problem}"}
             return runtime_line(sched, True, 3, precision)
         return path
 
