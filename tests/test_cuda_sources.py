@@ -6,6 +6,8 @@ the same compiler CuPy's ``RawModule`` uses on a GPU machine), without a GPU.
   and newest architectures the gpu extra targets, with CuPy's default options and no header (CuPy
   adds none: ``INFINITY`` from ``math.h`` would not exist there, and did not, see issue 22; nor
   would ``cuda_fp16.h``).
+* ... and assembles (``-arch=sm_XX``, as CuPy compiles on a GPU) for the oldest and newest GPU each
+  precision runs on: the fp16 conversions are inline PTX, which only the assembly checks.
 * Every kernel the Python side launches is an entry of the PTX, and each launch passes as many
   arguments as the entry has parameters, each of the PTX parameter's width (pointer, 32-bit,
   64-bit, float): a launch that disagrees with its kernel is caught here, not on a GPU.
@@ -122,6 +124,43 @@ def test_half_kernels_load_and_store_16_bit_values_and_compute_in_float(compiled
                 assert "cvt.f32.f16" in _body(fp16, name) and "cvt.rn.f16.f32" in _body(fp16, name), (arch, name)
                 assert "cvt.f32.f16" not in _body(bf16, name), (arch, name)
         assert "fma.rn.f32" in _body(fp16, "ios_linear") and "fma.rn.f32" in _body(bf16, "ios_linear")
+
+
+# The GPUs each precision's kernels are loaded on (CuPy's form): fp32 and fp16 on every GPU CUDA 13 still
+# compiles for (7.5 is the oldest) up to the H100/H200; bf16 only from 8.0 (cuda_kernels.arch_problem).
+CUBIN_ARCHS = {"fp32": ("75", "90"), "fp16": ("75", "90"), "bf16": ("80", "90")}
+
+
+def cubin_problem(source: str, arch: str) -> str | None:
+    """NVRTC compiling ``source`` as CuPy's ``RawModule`` does on a GPU of ``arch``: ``-arch=sm_XX``,
+    straight to a cubin (cupy/cuda/compiler.py, ``_get_arch_for_options_for_nvrtc``; cupy#5097), which
+    assembles the PTX: an inline ``asm`` instruction the GPU lacks fails here, where ``compute_XX`` (PTX
+    only) copies it unchecked. None, or NVRTC's log."""
+    ok, log, _ = nvrtc_compile(source, (*OPTIONS, f"-arch=sm_{arch}"))
+    return None if ok else log
+
+
+def test_each_precisions_kernels_assemble_for_the_gpus_they_run_on():
+    """The fp16 kernels' PTX ``cvt`` instructions (inline asm: NVRTC's PTX step does not read them) are
+    assembled for the oldest and newest GPU each precision runs on, as CuPy compiles them there."""
+    from ios_core.runtime.cuda_kernels import PRECISIONS, kernel_source
+
+    assert set(CUBIN_ARCHS) == set(PRECISIONS)
+    for precision, archs in CUBIN_ARCHS.items():
+        for arch in archs:
+            problem = cubin_problem(kernel_source(precision), arch)
+            assert problem is None, f"sm_{arch} cannot assemble the {precision} kernels:\n{problem}"
+
+
+def test_an_instruction_the_gpu_lacks_fails_the_assembly():
+    """The check can fail: fp16's store with the ``.relu`` modifier (PTX ISA: sm_80 and later) passes
+    NVRTC's PTX step and fails to assemble for a 7.5 GPU."""
+    from ios_core.runtime.cuda_kernels import kernel_source
+
+    broken = kernel_source("fp16").replace("cvt.rn.f16.f32", "cvt.rn.relu.f16.f32")
+    assert nvrtc_compile(broken, (*OPTIONS, "-arch=compute_75"))[0]
+    assert "requires .target sm_80" in (cubin_problem(broken, "75") or "")
+    assert cubin_problem(broken, "80") is None
 
 
 def test_unknown_kernel_precision_is_refused():
