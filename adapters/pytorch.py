@@ -434,15 +434,26 @@ class TorchEager(Adapter):
             reason = _cuda_reason()
         return reason
 
-    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False, precision="fp32"):
+    def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False, precision="fp32",
+               calibration_samples=None, cache_dir=None):
         """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``);
-        ``precision`` bf16/fp16: the model and its input in that dtype, as PyTorch users run it."""
+        ``precision`` bf16/fp16: the model and its input in that dtype, as PyTorch users run it;
+        int8 (CPU): post-training static quantization in FX graph mode (:func:`quantized_module`),
+        calibrated on ``calibration_samples`` seeded inputs, recorded as int8 only where the
+        converted module's convolutions are quantized kernels."""
         import torch
 
         n = resolve_threads(threads)
         info = {"threads": n, **_set_threads(n, inter_op_threads), "framework_version": torch.__version__}
         t0 = time.perf_counter()
         module = to_module(graph)
+        if precision == "int8":
+            module, calibration = quantized_module(module, graph, batch_size, calibration_samples, cache_dir)
+            info.update(int8_info(module, calibration))
+            if ranges:  # convert_fx's nodes keep no nn_module_stack to place the ranges by
+                info["profiling"] = "torch.profiler, the converted module's ops (no per-operator ranges at int8)"
+            info["convert_seconds"] = time.perf_counter() - t0
+            return TorchCompiled(module, info, device, None)
         if ranges:
             module = with_ranges(module, graph)
             info["profiling"] = "one record_function range per IR operator"
@@ -522,6 +533,80 @@ class TorchCompile(Adapter):
         return TorchCompiled(fn, info, device, None if precision == "fp32" else dtype)
 
 
+def quantized_module(module, graph, batch_size: int, samples: int | None = None, cache_dir=None):
+    """``module`` (:func:`to_module`'s fp32 GraphModule) quantized by PyTorch's post-training static
+    quantization in FX graph mode (``ios_core.quantize.torch_quantize``: ``prepare_fx``/``convert_fx``
+    with the x86 backend's default qconfig mapping), calibrated on ``samples`` seeded inputs of the
+    harness's generator, the same as every other int8 model's (``ios_core.quantize.calibration_inputs``);
+    returns (converted GraphModule, calibration as the record keeps it).
+
+    The build cache (``torch-int8``) keeps what the calibration found: the observers' state
+    (``torch.save`` of plain float tensors, read back with ``weights_only=True``), under a key of the
+    traced module's code, its weights, the calibration and the backend. A later round prepares the
+    same module, loads that state and converts it, without the calibration pass (the costly part:
+    about 16 s for squeezenet at batch 1 on this 2-core VM): the same quantized module, bit for bit.
+    The converted module itself is not stored: its pickle (``torch.save`` of the module) could only
+    be read back with ``weights_only=False``, which runs code from the cache folder, and TorchScript
+    (``torch.jit``) would run another program than the one built here."""
+    import hashlib
+
+    import torch
+
+    from ios_core.quantize import (
+        CALIBRATION_SAMPLES,
+        CALIBRATION_SEED,
+        TORCH_BACKEND,
+        calibration_inputs,
+        inputs_note,
+        torch_quantize,
+    )
+
+    samples = int(samples or CALIBRATION_SAMPLES)
+    t0 = time.perf_counter()
+    feeds = calibration_inputs(graph, batch_size, samples)
+    note = {"samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    cache = open_cache(cache_dir, "torch-int8", torch.__version__)
+    path = None
+    if cache is not None:
+        h = hashlib.sha1(module.code.encode())
+        for name, t in sorted(module.state_dict().items()):
+            h.update(name.encode())
+            h.update(t.detach().contiguous().numpy().tobytes())
+        h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}|{TORCH_BACKEND}".encode())
+        path = cache.dir / f"{h.hexdigest()[:24]}.pt"
+    if path is not None and path.is_file():
+        observers = torch.load(path, weights_only=True)
+        out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers)
+        state = "warm"
+    else:
+        out, calib, observers = torch_quantize(module, [[x] for x in feeds])
+        state = None
+        if path is not None:
+            torch.save(observers, path)
+            cache.seal()
+            state = "cold"
+    calib = {**calib, **note, "seconds": round(time.perf_counter() - t0, 3)}
+    if state is not None:
+        calib["cache"] = state
+    return out, calib
+
+
+def int8_info(module, calibration: dict) -> dict:
+    """What a converted module's record says: its calibration, its integer kernels
+    (``ios_core.quantize.torch_integer_ops``) and the precision read back from them: int8 only where
+    its convolutions are quantized kernels, else fp32 with the reason (the cell then fails on
+    precision, never a silent fallback)."""
+    from ios_core.quantize import torch_integer_ops
+
+    kernels = torch_integer_ops(module)
+    info = {"calibration": calibration, "integer_kernels": kernels, "quantized_engine": torch.backends.quantized.engine,
+            "precision": "int8" if kernels["conv"] else "fp32"}
+    if not kernels["conv"]:
+        info["precision_note"] = (f"no convolution of the converted module is a quantized kernel "
+                                  f"({kernels['float_conv']} left in float)")
+    return info
+
+
 def _triton_version() -> str:
     try:
         from importlib.metadata import version
@@ -589,6 +674,15 @@ def _trust_vec_isa(cache) -> str | None:
 
 
 BF16_CPU = "model and input in torch.bfloat16 (module.to(torch.bfloat16)): oneDNN's bf16 kernels on AVX512_BF16"
+INT8_CPU = ("post-training static quantization in FX graph mode (torch.ao.quantization.quantize_fx prepare_fx/"
+            "convert_fx, get_default_qconfig_mapping('x86'): u8 activations, s8 weights per channel, fbgemm/oneDNN "
+            "kernels), calibrated on 16 seeded inputs; int8 where the converted module's convolutions are quantized")
+# torch.compile over that converted module, tried (torch 2.13.0+cpu): dynamo cannot trace quantized tensors (fake
+# tensor propagation: "quantized nyi in meta tensors"; the packed weights, a ScriptObject, cannot be proxied), so it
+# breaks the graph at every quantized op and runs them eagerly: the torch adapter's int8 under another label.
+COMPILE_INT8_NO = ("no: torch.compile cannot trace FX-quantized modules (quantized tensors are not implemented for "
+                   "its fake tensors: every quantized op is a graph break, run eagerly); inductor's int8 is PT2E "
+                   "quantization (prepare_pt2e/convert_pt2e), which lives in torchao, not installed")
 GPU_HALF = "model and input in torch.{} on the GPU (written for it, not yet run on a GPU in this project)"
 HALF_TABLE = {"cpu": {"bf16": BF16_CPU},
               "cuda": {"fp16": GPU_HALF.format("float16"), "bf16": GPU_HALF.format("bfloat16")}}
@@ -600,7 +694,7 @@ EAGER = TorchEager(
     devices=("cpu", "cuda"),
     tolerance=1e-4,
     mode="eager (inference_mode)",
-    precision_table=HALF_TABLE,
+    precision_table={"cpu": {**HALF_TABLE["cpu"], "int8": INT8_CPU}, "cuda": HALF_TABLE["cuda"]},
 )
 
 COMPILE = TorchCompile(
@@ -610,7 +704,7 @@ COMPILE = TorchCompile(
     devices=("cpu", "cuda"),
     tolerance=1e-3,
     mode="torch.compile (inductor)",
-    precision_table=HALF_TABLE,
+    precision_table={"cpu": {**HALF_TABLE["cpu"], "int8": COMPILE_INT8_NO}, "cuda": HALF_TABLE["cuda"]},
 )
 
 COMPILE_CUDAGRAPHS = TorchCompile(

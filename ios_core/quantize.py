@@ -10,6 +10,9 @@ what the engine computes in with them (docs/precision.md).
   graph back (its integer convolutions).
 - :func:`nncf_quantize`: NNCF's ``nncf.quantize`` (OpenVINO's post-training quantization) over given
   feeds; :func:`runtime_precisions` reads the CPU plugin's runtime model back.
+- :func:`torch_quantize`: PyTorch's post-training static quantization in FX graph mode
+  (``prepare_fx``/``convert_fx``, ``get_default_qconfig_mapping("x86")``) over given feeds;
+  :func:`torch_integer_ops` reads the converted module back (its quantized convolutions).
 
 The feeds are per calibration batch, one array per model input: the network's seeded inputs for a
 whole model, and for a piece of a schedule the activations those same inputs produce at the
@@ -160,5 +163,97 @@ def integer_convolutions(compiled_model) -> int:
                if kind == "Convolution" and prec in ("u8", "i8"))
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "calibration_inputs", "integer_convolutions",
-           "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key"]
+TORCH_BACKEND = "x86"  # torch.backends.quantized.engine and its default qconfig: fbgemm/oneDNN (VNNI) kernels
+TORCH_FORMAT = "FX graph mode, activations u8 per tensor (reduce_range), weights s8 per channel"
+TORCH_METHOD = "HistogramObserver (activations), per-channel MinMax (weights): qconfig x86's defaults"
+OBSERVER_PREFIX = "activation_post_process_"  # prepare_fx's names for the observers it inserts
+
+
+def torch_qconfig_mapping(backend: str = TORCH_BACKEND):
+    """The qconfig mapping a PyTorch user quantizes with for ``backend`` (its default)."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+
+    return get_default_qconfig_mapping(backend)
+
+
+def torch_quantize(module, feeds: list[list[np.ndarray]], observers: dict | None = None,
+                   backend: str = TORCH_BACKEND):
+    """``module`` (an fp32 ``torch.fx.GraphModule`` in eval mode) quantized by PyTorch's post-training
+    static quantization in FX graph mode: ``prepare_fx`` with :func:`torch_qconfig_mapping` (observers
+    inserted, conv+relu fused), calibration (every batch of ``feeds``, per calibration batch one array
+    per model input, run through the observed module), ``convert_fx`` (quantized modules:
+    ``quantized::conv2d`` on ``backend``'s kernels). With ``observers`` (the state an earlier calibration
+    of the same module and feeds returned) the calibration pass is not run: the observers are loaded
+    and the conversion gives the same module. Returns (converted GraphModule, the calibration as the
+    record keeps it: tool, method, format, backend; the observers' state, ``{name: tensor}``)."""
+    import warnings
+    from importlib.metadata import version
+
+    import torch
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    if not feeds:
+        raise ValueError("no calibration feeds")
+    if backend not in torch.backends.quantized.supported_engines:
+        raise ValueError(f"torch {torch.__version__} has no quantized engine {backend!r} "
+                         f"(it has {', '.join(torch.backends.quantized.supported_engines)})")
+    torch.backends.quantized.engine = backend
+    first = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feeds[0])
+    with warnings.catch_warnings():
+        # torch.ao.quantization's notice that it moves to torchao (not installed), and HistogramObserver's
+        # reduce_range notice: once per build, nothing a run can act on
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*reduce_range will be deprecated.*")
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+        prepared = prepare_fx(module, torch_qconfig_mapping(backend), first)
+        if observers is None:
+            with torch.no_grad():
+                for arrays in feeds:
+                    prepared(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays))
+            observers = {k: v.detach().clone() for k, v in prepared.state_dict().items()
+                         if k.startswith(OBSERVER_PREFIX)}
+        else:
+            want = {k for k in prepared.state_dict() if k.startswith(OBSERVER_PREFIX)}
+            if set(observers) != want:
+                raise ValueError(f"the stored observers are not this module's ({len(set(observers) ^ want)} "
+                                 "names differ)")
+            prepared.load_state_dict(observers, strict=False)
+        converted = convert_fx(prepared)
+    converted.eval()
+    return converted, {"tool": f"torch.ao.quantization.quantize_fx prepare_fx/convert_fx {version('torch')}",
+                       "method": TORCH_METHOD, "format": TORCH_FORMAT, "backend": backend}, observers
+
+
+def torch_integer_ops(module) -> dict:
+    """What a converted FX module computes in integers: ``conv``, its quantized convolutions (modules
+    of ``torch.ao.nn.quantized``, fused conv+relu included, and ``quantized::conv*`` calls in its
+    graph); ``other``, its other quantized modules and ``quantized::`` calls; ``float_conv``, the
+    convolutions left in float (``nn.Conv*``, reference modules included)."""
+    import torch.nn as nn
+    from torch.ao.nn.quantized.modules.conv import _ConvNd as QuantizedConv
+
+    conv = other = float_conv = 0
+    for m in module.modules():
+        kind = type(m).__module__
+        if isinstance(m, QuantizedConv):
+            conv += 1
+        elif isinstance(m, nn.modules.conv._ConvNd):
+            float_conv += 1
+        elif (kind.startswith(("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized"))
+              and not type(m).__name__.endswith("PackedParams")):  # a quantized Linear's weights, not a kernel
+            other += 1
+    import torch.fx
+
+    for n in module.graph.nodes if isinstance(module, torch.fx.GraphModule) else ():
+        name = str(n.target) if n.op == "call_function" else ""
+        if name.startswith("quantized."):
+            if name.startswith("quantized.conv"):
+                conv += 1
+            else:
+                other += 1
+    return {"conv": conv, "other": other, "float_conv": float_conv}
+
+
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "calibration_inputs",
+           "integer_convolutions", "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize",
+           "runtime_precisions", "stored_key", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -1,0 +1,115 @@
+"""int8 on the ``torch`` adapter: post-training static quantization in FX graph mode (prepare_fx /
+convert_fx, the x86 backend's default qconfig mapping), calibrated on the harness's seeded inputs,
+read back from the converted module and checked against the fp32 oracle at int8's bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adapters
+from ios_core.check import check_precision, tolerance_for
+from ios_core.inputs import random_input
+from ios_core.quantize import CALIBRATION_SAMPLES, calibration_inputs, inputs_note
+from tests.adapter_graphs import mini_inception
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # quantized cat's note on mixed input scales
+
+
+def _case(batch=8):
+    from ios_core import reference
+
+    g = mini_inception()
+    g.init_weights(0)
+    x = random_input(g, batch, seed=0)
+    return g, x, reference.run(g, x)
+
+
+def _convs(graph) -> int:
+    from ios_core.ir import Conv
+
+    return sum(isinstance(op, Conv) for op in graph.operators())
+
+
+def test_a_torch_int8_cell_is_calibrated_read_back_checked_and_kept_by_the_build_cache(tmp_path):
+    import torch
+
+    from adapters.pytorch import to_module
+    from ios_bench.running.task_cell import precision_problem
+    from ios_core.quantize import torch_quantize
+
+    torch_ = adapters.get("torch")
+    g, x, ref = _case(8)
+    c = torch_.build(g, 8, threads=1, precision="int8", cache_dir=str(tmp_path))
+    assert c.info["precision"] == "int8" and precision_problem(torch_, c.info, "int8") is None
+    kernels = c.info["integer_kernels"]
+    assert kernels["conv"] == _convs(g) and kernels["float_conv"] == 0 and kernels["other"] > 0
+    calib = c.info["calibration"]
+    assert "prepare_fx" in calib["tool"] and calib["backend"] == "x86" and "HistogramObserver" in calib["method"]
+    # the one calibration source every int8 model uses: 16 seeded inputs in batches of the cell's size
+    assert calib["samples"] == CALIBRATION_SAMPLES
+    assert calib["inputs"] == inputs_note(len(calibration_inputs(g, 8))) and calib["cache"] == "cold"
+    out = c.run(x)
+    # calibrated on exactly those inputs: the quantizer over calibration_inputs gives the same module
+    direct, _, _ = torch_quantize(to_module(g), [[f] for f in calibration_inputs(g, 8)])
+    with torch.inference_mode():
+        assert np.array_equal(direct(torch.from_numpy(x)).numpy(), out)
+    res = check_precision(out, ref, "int8")
+    assert res.passed, res.reason
+    assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
+    # a later round: the calibration's observers come from the cache, the same module bit for bit
+    warm = torch_.build(g, 8, threads=1, precision="int8", cache_dir=str(tmp_path))
+    assert warm.info["calibration"]["cache"] == "warm" and warm.info["integer_kernels"] == kernels
+    assert np.array_equal(warm.run(x), out)
+
+
+def test_a_torch_int8_model_with_one_conv_scale_corrupted_fails_its_check():
+    import torch
+    from torch.ao.nn.quantized.modules.conv import _ConvNd
+
+    g, x, ref = _case(8)
+    c = adapters.get("torch").build(g, 8, threads=1, precision="int8", cache_dir="off")
+    assert check_precision(c.run(x), ref, "int8").passed
+    name, conv = next((n, m) for n, m in c.fn.named_modules() if isinstance(m, _ConvNd))
+    w = conv.weight()
+    bad = torch._make_per_channel_quantized_tensor(w.int_repr(), w.q_per_channel_scales() * 10,
+                                                   w.q_per_channel_zero_points(), w.q_per_channel_axis())
+    conv.set_weight_bias(bad, conv.bias())  # one layer's weight scale 10x off, repacked as convert_fx packs it
+    res = check_precision(c.run(x), ref, "int8")
+    assert not res.passed, f"{name}: a weight scale 10x off passed the int8 check"
+
+
+def test_a_torch_model_whose_quantization_left_no_integer_convolution_is_not_recorded_int8(monkeypatch):
+    from torch.ao.quantization import QConfigMapping
+
+    import ios_core.quantize as quantize
+    from ios_bench.running.task_cell import precision_problem
+
+    default = quantize.torch_qconfig_mapping
+
+    def linear_only(backend="x86"):  # a mapping that quantizes the linear layers (and their relu), no convolution
+        return QConfigMapping().set_module_name_regex(r".*\.(linear|act)$", default(backend).global_qconfig)
+
+    monkeypatch.setattr(quantize, "torch_qconfig_mapping", linear_only)
+    torch_ = adapters.get("torch")
+    g, x, ref = _case(4)
+    c = torch_.build(g, 4, threads=1, precision="int8", cache_dir="off")
+    kernels = c.info["integer_kernels"]
+    assert kernels["conv"] == 0 and kernels["float_conv"] == _convs(g) and kernels["other"] > 0
+    assert c.info["precision"] == "fp32"  # integer linears do not make it int8
+    assert check_precision(c.run(x), ref, "int8").passed  # the check alone would not see it: the read-back does
+    reason = precision_problem(torch_, c.info, "int8")
+    assert reason.startswith("precision: asked for int8, torch computes in fp32") and "no convolution" in reason
+
+
+def test_torch_compile_int8_is_refused_with_its_reason_and_list_shows_how_torch_gets_int8():
+    from ios_bench.commands.list import framework_rows
+
+    tc = adapters.get("torch-compile")
+    reason = tc.precision_reason("int8", "cpu")
+    assert reason.startswith("torch-compile int8 on cpu: no:") and "torchao" in reason
+    with pytest.raises(ValueError, match="torchao"):
+        tc.build(_case(1)[0], 1, threads=1, precision="int8")
+    rows = {r["name"]: r for r in framework_rows()}
+    assert "prepare_fx" in rows["torch"]["precisions"]["cpu"]["int8"]
+    assert adapters.get("torch").precision_reason("int8", "cuda") is not None  # CPU only
