@@ -65,6 +65,22 @@ def test_half_precision_cuda_graph_replays(precision):
         assert check_precision(rt.run(x), ref, precision).passed
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_the_memory_figures_are_the_devices_bytes_at_its_precision(precision):
+    """The plan counts 4-byte elements; the runtime's stats report the bytes its device buffers hold:
+    at fp16/bf16 half the fp32 figures (the arena as allocated, the activations), the plan's offsets
+    unchanged."""
+    graph = GRAPHS["mixed"]().init_weights(0)
+    rt = _runtime(graph, 2, precision)
+    arena = rt.program.arena
+    st, plan = rt.stats, rt.plan.stats()
+    assert st["arena_bytes"] == arena.numel() * arena.element_size() == rt.program.stats["arena_bytes"]
+    assert st["peak_activation_bytes"] == st["arena_bytes"]
+    share = {"fp32": 1, "fp16": 2, "bf16": 2}[precision]
+    assert st["arena_bytes"] * share == plan["arena_bytes"] and st["naive_activation_bytes"] * share == \
+        plan["naive_activation_bytes"]
+
+
 def test_fp32_declares_cudnns_float_configuration():
     graph = GRAPHS["mixed"]().init_weights(0)
     rt = _runtime(graph, 1, "fp32")

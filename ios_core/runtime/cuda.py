@@ -136,7 +136,8 @@ class CudaProgram:
         device.sync_device()  # weight uploads (legacy stream) complete before any kernel on our non-blocking streams
         self.marks = device.task_marks(len(sp.tasks), self.stream_objs) if task_marks else None
         self.calls = bind(sp, self.stream_objs, self.events, self._launch)
-        self.stats = {**sp.stats, **device.stats(), "arena_bytes": plan.arena_bytes, "cuda_graph": bool(cuda_graph),
+        self.stats = {**sp.stats, **device.stats(), "arena_bytes": self.device_bytes(plan.arena_bytes),
+                      "cuda_graph": bool(cuda_graph),
                       "scratch_bytes": sum(need) * self.itemsize, "aligned_copies": self.aligned_copies}
         self.graph = None
         if cuda_graph:
@@ -185,6 +186,11 @@ class CudaProgram:
         return self.marks.read()
 
     # ---- memory ---------------------------------------------------------------------------------
+    def device_bytes(self, plan_bytes: int) -> int:
+        """A size the plan gives in bytes of fp32 elements (its offsets and sizes count 4 bytes an
+        element) as bytes of the device's buffers (fp16/bf16: 2 an element)."""
+        return int(plan_bytes) // F32 * self.itemsize
+
     def _region(self, ref: ValueRef) -> Region:
         b = self.plan.buffers[ref.buffer]
         storage, start = (INPUT + 1000 * ref.buffer, 0) if b.kind == "input" else (ARENA, b.offset // F32)
@@ -410,7 +416,10 @@ class CudaRuntime:
 
     @property
     def stats(self) -> dict:
-        return {**self.plan.stats(), **self.program.stats, "peak_activation_bytes": self.plan.arena_bytes}
+        # the plan's byte figures count fp32 elements; at fp16/bf16 the device's buffers are half that
+        plan = self.plan.stats()
+        sized = {k: self.program.device_bytes(plan[k]) for k in ("arena_bytes", "naive_activation_bytes")}
+        return {**plan, **sized, **self.program.stats, "peak_activation_bytes": self.program.stats["arena_bytes"]}
 
     def prepare(self, x: np.ndarray):
         x = check_input(x, self._shape)
