@@ -26,6 +26,20 @@ assumed (:func:`computes_in`): the ``T`` of the traced graph's convolutions and 
 where none is registered, never a quiet f32) or, with XLA, the element type of the compiled HLO's
 (``adapters.jax.hlo_compute_precision``). XLA's CPU backend computes bf16 convolutions in f32, so
 ``tensorflow-xla`` declares bf16 "no" on the CPU.
+
+``precision="int8"`` (``tensorflow`` on the CPU): what TensorFlow users deploy for int8, TensorFlow
+Lite's post-training full-integer quantization of the same ``tf.function``
+(``ios_core.quantize.tflite_quantize``: ``TFLiteConverter.from_concrete_functions``,
+``Optimize.DEFAULT``, ``TFLITE_BUILTINS_INT8``, calibrated on the harness's seeded calibration inputs,
+float input and output kept) run by the TFLite interpreter bundled with TensorFlow
+(``tf.lite.Interpreter(num_threads=<the cell's threads>)``, its default XNNPACK delegate, builtin int8
+kernels where XNNPACK does not take a node): :class:`TFLiteCompiled`, one interpreter per program (an
+interpreter is not thread-safe; the harness builds one program per request in flight). Max pools pad
+by mirroring the border (``tf.pad(mode="SYMMETRIC")``, exact while a side's padding is at most half the
+window) instead of with -inf, which has no int8 value (the converter calibrates the padded tensor's
+range to infinity and XNNPACK refuses it). The flatbuffer is a build, kept in the build cache
+(``tensorflow-int8``); the precision is read back from the interpreter's ops
+(``ios_core.quantize.tflite_integer_kernels``): int8 only where its convolutions take int8 tensors.
 """
 
 from __future__ import annotations
@@ -86,6 +100,19 @@ def _pads_nhwc(node) -> list[list[int]]:
     return [[0, 0], [top, bottom], [left, right], [0, 0]]
 
 
+def _mirror_pads(node) -> list[list[int]]:
+    """A max pool's padding done by mirroring the border (``SYMMETRIC``: the padded row -j copies row
+    j-1): every window that holds a mirrored value also holds the value it copies, so the maximum is
+    the one padding with -inf gives, while a side pads at most half the window (PyTorch's own limit).
+    Beyond that, one line."""
+    top, left, bottom, right = node.pads
+    kh, kw = node.kernel
+    if 2 * max(top, bottom) > kh or 2 * max(left, right) > kw:
+        raise ValueError(f"max pool {node.name}: padding {tuple(node.pads)} is more than half its {kh}x{kw} window; "
+                         "the int8 build pads a max pool by mirroring (int8 has no -inf), exact only up to half")
+    return _pads_nhwc(node)
+
+
 def _flatten_nchw(tf, x, shape):
     """Flatten an NHWC tensor in the IR's (C, H, W) order (what ``torch.flatten`` on NCHW gives)."""
     c, h, w = shape
@@ -100,9 +127,10 @@ class _Emitter(OpVisitor):
 
     ACTIVATIONS = TF_ACTIVATIONS
 
-    def __init__(self, tf, graph: Graph, dtype=None):
+    def __init__(self, tf, graph: Graph, dtype=None, finite_pads: bool = False):
         self.tf = tf
         self.dtype = dtype or tf.float32  # every weight and constant (bf16 for a bf16 build)
+        self.finite_pads = finite_pads  # max pools pad by mirroring, not with -inf (an int8 build)
         self.params: dict[str, tuple] = {}
         for op in graph.operators():
             make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
@@ -177,7 +205,9 @@ class _Emitter(OpVisitor):
             return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
         if op.pool_type == "global_max":
             return tf.reduce_max(x, axis=[1, 2], keepdims=True)
-        if any(op.pads):
+        if any(op.pads) and op.pool_type == "max" and self.finite_pads:
+            x = tf.pad(x, _mirror_pads(op), mode="SYMMETRIC")
+        elif any(op.pads):
             fill = -np.inf if op.pool_type == "max" else 0.0
             x = tf.pad(x, _pads_nhwc(op), constant_values=fill)
         pool = tf.nn.max_pool2d if op.pool_type == "max" else tf.nn.avg_pool2d
@@ -231,9 +261,10 @@ class _Emitter(OpVisitor):
 
 
 def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False,
-                dtype=None):
+                dtype=None, finite_pads: bool = False):
     """The graph as a ``tf.function`` on NHWC input of ``dtype`` (float32 unless given; bf16: weights
-    and every op in bf16), batch ``None`` = any batch. ``scopes``:
+    and every op in bf16), batch ``None`` = any batch. ``finite_pads``: max pools pad by mirroring the
+    border, not with -inf (:func:`_mirror_pads`; what the int8 converter can quantize). ``scopes``:
     each IR operator's ops (its input composition included) under a name scope ``ios_op<i>``
     (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names."""
     tf = _tf()
@@ -245,7 +276,7 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
         concat=lambda ts: tf.concat(ts, axis=3),
     )
     dtype = dtype or tf.float32
-    emit = _Emitter(tf, graph, dtype)
+    emit = _Emitter(tf, graph, dtype, finite_pads)
     if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
         names = list(operator_scopes(graph))
         at = {"i": 0}
@@ -389,6 +420,77 @@ class TFCompiled(Compiled):
         return xplane_rows(data, self.scopes), m
 
 
+class TFLiteCompiled(Compiled):
+    """An int8 flatbuffer in its own ``tf.lite.Interpreter`` (``num_threads`` = the cell's threads; its
+    default XNNPACK delegate). ``prepare`` transposes the NCHW input to NHWC outside the timed call;
+    ``execute`` is a TFLite user's inference call: ``set_tensor``, ``invoke``, ``get_tensor`` (the
+    float input quantized and the output dequantized inside the model). Not thread-safe: one per
+    program, one program per request in flight."""
+
+    def __init__(self, flatbuffer: bytes, threads: int, info: dict | None = None):
+        import warnings
+
+        super().__init__(info)
+        tf = _tf()
+        self.flatbuffer = flatbuffer  # the model it runs (what a test corrupts)
+        with warnings.catch_warnings():  # its notice that LiteRT (ai_edge_litert) succeeds it
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
+            self.interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=int(threads))
+        self.interpreter.allocate_tensors()
+        inputs, outputs = self.interpreter.get_input_details(), self.interpreter.get_output_details()
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise ValueError(f"the TFLite model has {len(inputs)} inputs and {len(outputs)} outputs, expected 1 and 1")
+        if inputs[0]["dtype"] != np.float32 or outputs[0]["dtype"] != np.float32:
+            raise ValueError(f"the TFLite model takes {np.dtype(inputs[0]['dtype'])} and gives "
+                             f"{np.dtype(outputs[0]['dtype'])}, expected float32 in and out")
+        self.input_index, self.output_index = inputs[0]["index"], outputs[0]["index"]
+
+    def prepare(self, x: np.ndarray):
+        return np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))
+
+    def execute(self, prepared):
+        self.interpreter.set_tensor(self.input_index, prepared)
+        self.interpreter.invoke()
+        return self.interpreter.get_tensor(self.output_index)
+
+    def finish(self, out) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(out, np.float32).transpose(0, 3, 1, 2))
+
+
+def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=None) -> tuple[bytes, dict]:
+    """``fn`` (the fp32 ``tf.function``, NHWC) quantized by TensorFlow Lite's full-integer
+    post-training quantization (``ios_core.quantize.tflite_quantize``) on the harness's seeded
+    calibration inputs (``ios_core.quantize.calibration_inputs``, NHWC), kept in the build cache
+    (``tensorflow-int8``) under a key of the traced function (its graph and every captured weight),
+    the calibration and the converter's version: a later round loads the same flatbuffer. Returns
+    (flatbuffer bytes, the calibration as the record keeps it)."""
+    import hashlib
+    import json
+
+    from ios_core.quantize import CALIBRATION_SEED, calibration_inputs, inputs_note, tflite_quantize
+
+    tf = _tf()
+    feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in calibration_inputs(graph, batch_size, samples)]
+    concrete = fn.get_concrete_function()
+    h = hashlib.sha1(concrete.graph.as_graph_def().SerializeToString(deterministic=True))
+    for t in concrete.captured_inputs:
+        h.update(np.ascontiguousarray(t.numpy()).tobytes())
+    h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}".encode())
+    cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
+    path = cache.dir / f"{h.hexdigest()[:24]}.tflite" if cache is not None else None
+    if path is not None and path.is_file():
+        meta = json.loads(path.with_suffix(".json").read_text())
+        return path.read_bytes(), {**meta, "cache": "warm"}
+    blob, calib = tflite_quantize(concrete, fn, feeds)
+    calib = {**calib, "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    if path is not None:
+        path.write_bytes(blob)
+        path.with_suffix(".json").write_text(json.dumps(calib))
+        cache.seal()
+        calib["cache"] = "cold"
+    return blob, calib
+
+
 CALL = "ios-bench:call"
 _EXECUTOR = ("ThreadpoolListener", "ExecutorState", "ExecutorDoneCallback")  # scheduling, not ops
 
@@ -469,13 +571,20 @@ class TensorFlow(Adapter):
         return {"scopes": True}
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
-               scopes=False, precision="fp32"):
+               scopes=False, precision="fp32", calibration_samples=None):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
         compilation. ``precision`` bf16: weights, input and every op in ``tf.bfloat16``;
-        ``info["precision"]`` is read back (:func:`computes_in`)."""
+        ``info["precision"]`` is read back (:func:`computes_in`). int8: :meth:`_build_int8`."""
         tf = _tf()
+        if precision == "int8":
+            if jit_compile or device.startswith("cuda"):
+                raise ValueError(f"precision 'int8': {self.name} on {device} does not build it (the TFLite "
+                                 "converter's int8 runs on the CPU, without XLA)")
+            return self._build_int8(graph, batch_size, threads, cache_dir, calibration_samples)
+        if calibration_samples is not None:
+            raise ValueError("calibration_samples: only an int8 build is calibrated")
         if precision not in DTYPES:
             raise ValueError(f"precision {precision!r}: {self.name} builds {', '.join(DTYPES)}")
         dtype = getattr(tf, DTYPES[precision])
@@ -514,10 +623,49 @@ class TensorFlow(Adapter):
                           None if precision == "fp32" else dtype)
 
 
+    def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None):
+        """The graph's ``tf.function`` (max pools padded by mirroring) quantized by TensorFlow Lite's
+        full-integer post-training quantization (:func:`tflite_quantized`, kept in the build cache)
+        and run by a ``tf.lite.Interpreter`` with the cell's threads (:class:`TFLiteCompiled`). The
+        precision recorded is read back from the interpreter (``ios_core.quantize.tflite_integer_kernels``):
+        int8 only where its convolutions take int8 tensors, never assumed."""
+        from ios_core.quantize import CALIBRATION_SAMPLES, tflite_integer_kernels
+
+        tf = _tf()
+        n = resolve_threads(threads)
+        samples = int(calibration_samples or CALIBRATION_SAMPLES)
+        t0 = time.perf_counter()
+        for op in graph.operators():  # one line before tracing (an error raised inside a trace grows TF's context)
+            if getattr(op, "pool_type", None) == "max" and any(op.pads):
+                _mirror_pads(op)
+        fn = to_function(graph, batch_size, finite_pads=True)
+        blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir)
+        calibration["seconds"] = round(time.perf_counter() - t0, 3)
+        t1 = time.perf_counter()
+        compiled = TFLiteCompiled(blob, n)
+        kernels = tflite_integer_kernels(compiled.interpreter)
+        compiled.info.update({
+            "threads": n, "num_threads": n, "framework_version": tf.__version__, "layout": "NHWC",
+            "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
+            "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
+            "calibration": calibration, "integer_kernels": kernels,
+            "precision": "int8" if kernels["conv"] else "fp32",
+        })
+        if not kernels["conv"]:
+            compiled.info["precision_note"] = (f"no convolution of the TFLite model takes int8 tensors "
+                                               f"({kernels['float_conv']} float)")
+        return compiled
+
+
 BF16_CPU = ("weights, input and every op in tf.bfloat16 (what Keras's mixed_bfloat16 policy computes): oneDNN's "
             "bf16 kernels on AVX512_BF16, read back from the graph's Conv2D/MatMul T")
 XLA_BF16_CPU = ("no: XLA's CPU backend computes bf16 convolutions and dot products in f32 (read back from the "
                 "compiled HLO), so bf16 there is storage only")
+INT8_CPU = ("TensorFlow Lite converter, full-integer PTQ (TFLiteConverter, Optimize.DEFAULT, TFLITE_BUILTINS_INT8; "
+            "float input/output) calibrated on 16 seeded inputs, run by the TFLite interpreter (XNNPACK/builtin int8 "
+            "kernels) with the cell's threads; int8 where its convolutions take int8 tensors")
+XLA_INT8_CPU = ("no: XLA compiles no int8 convolutions from a tf.function; TensorFlow's int8 deployment is the TFLite "
+                "converter (the tensorflow row)")
 GPU_NOT_YET = {p: f"not yet: {p} weights and activations are not built for cuda" for p in ("fp16", "bf16")}
 
 PLAIN = TensorFlow(
@@ -528,7 +676,7 @@ PLAIN = TensorFlow(
     tolerance=1e-3,
     options={},
     mode="tf.function graph",
-    precision_table={"cpu": {"bf16": BF16_CPU}, "cuda": GPU_NOT_YET},
+    precision_table={"cpu": {"bf16": BF16_CPU, "int8": INT8_CPU}, "cuda": GPU_NOT_YET},
 )
 
 XLA = TensorFlow(
@@ -539,7 +687,7 @@ XLA = TensorFlow(
     tolerance=1e-3,
     options={"jit_compile": True},
     mode="tf.function + XLA (jit_compile)",
-    precision_table={"cpu": {"bf16": XLA_BF16_CPU}, "cuda": GPU_NOT_YET},
+    precision_table={"cpu": {"bf16": XLA_BF16_CPU, "int8": XLA_INT8_CPU}, "cuda": GPU_NOT_YET},
 )
 
 

@@ -13,6 +13,9 @@ what the engine computes in with them (docs/precision.md).
 - :func:`torch_quantize`: PyTorch's post-training static quantization in FX graph mode
   (``prepare_fx``/``convert_fx``, ``get_default_qconfig_mapping("x86")``) over given feeds;
   :func:`torch_integer_ops` reads the converted module back (its quantized convolutions).
+- :func:`tflite_quantize`: TensorFlow Lite's full-integer post-training quantization of a
+  ``tf.function`` (``TFLiteConverter``, ``TFLITE_BUILTINS_INT8``) over given feeds;
+  :func:`tflite_integer_kernels` reads the TFLite interpreter's nodes back (its int8 convolutions).
 
 The feeds are per calibration batch, one array per model input: the network's seeded inputs for a
 whole model, and for a piece of a schedule the activations those same inputs produce at the
@@ -254,6 +257,66 @@ def torch_integer_ops(module) -> dict:
     return {"conv": conv, "other": other, "float_conv": float_conv}
 
 
+TFLITE_FORMAT = "TFLite full integer: activations s8 per tensor, weights s8 per channel, float input and output"
+TFLITE_METHOD = "min-max ranges over the representative dataset (the TFLite converter's calibration)"
+TFLITE_CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D")
+
+
+def tflite_quantize(concrete_function, trackable, feeds: list[list[np.ndarray]]) -> tuple[bytes, dict]:
+    """A TensorFlow ``concrete_function`` (fp32, of the ``tf.function`` ``trackable``) quantized by
+    TensorFlow Lite's full-integer post-training quantization, as TensorFlow users deploy int8:
+    ``TFLiteConverter.from_concrete_functions``, ``optimizations=[Optimize.DEFAULT]``,
+    ``representative_dataset`` = ``feeds`` (per calibration batch, one array per input, in the
+    function's layout), ``supported_ops=[TFLITE_BUILTINS_INT8]`` (an op with no int8 kernel fails the
+    conversion rather than staying float), float input and output kept. TensorFlow must be imported
+    already (``adapters.tensorflow``, which keeps JAX out of its import). Returns (the flatbuffer, the
+    calibration as the record keeps it: tool, method, format)."""
+    import warnings
+
+    import tensorflow as tf
+
+    if not feeds:
+        raise ValueError("no calibration feeds")
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([np.ascontiguousarray(a, np.float32) for a in arrays]
+                                                for arrays in feeds)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.float32
+    converter.inference_output_type = tf.float32
+    with warnings.catch_warnings():  # its note that a float input has no statistics: the model quantizes it
+        warnings.filterwarnings("ignore", message=".*Statistics for quantized inputs.*")
+        flatbuffer = converter.convert()
+    return bytes(flatbuffer), {
+        "tool": f"tf.lite.TFLiteConverter (Optimize.DEFAULT, TFLITE_BUILTINS_INT8) {tf.__version__}",
+        "method": TFLITE_METHOD, "format": TFLITE_FORMAT}
+
+
+def tflite_integer_kernels(interpreter) -> dict:
+    """What a ``tf.lite.Interpreter`` (tensors allocated) computes in integers, read from its nodes:
+    ``conv``, the convolutions (``CONV_2D``, ``DEPTHWISE_CONV_2D``, ...) whose input and filter are int8;
+    ``float_conv``, the others; ``other``, the other nodes with an int8 input; ``nodes``; ``delegated``,
+    the partitions a delegate (XNNPACK) took (its ``DELEGATE`` nodes; the nodes it replaced are still
+    listed with their tensors)."""
+    dtypes = {t["index"]: np.dtype(t["dtype"]) for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()  # the interpreter's node list (no public accessor in tf.lite)
+    conv = float_conv = other = delegated = 0
+    for op in ops:
+        types = [dtypes.get(i) for i in op["inputs"] if i >= 0]
+        if op["op_name"] == "DELEGATE":
+            delegated += 1
+        elif op["op_name"] in TFLITE_CONVS:
+            if len(types) >= 2 and types[0] == np.int8 and types[1] == np.int8:
+                conv += 1
+            else:
+                float_conv += 1
+        elif np.dtype(np.int8) in types:
+            other += 1
+    return {"conv": conv, "float_conv": float_conv, "other": other, "nodes": len(ops) - delegated,
+            "delegated": delegated}
+
+
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "calibration_inputs",
            "integer_convolutions", "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize",
-           "runtime_precisions", "stored_key", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]
+           "runtime_precisions", "stored_key", "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops",
+           "torch_qconfig_mapping", "torch_quantize"]
