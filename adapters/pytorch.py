@@ -6,6 +6,11 @@ with ``torch.fx`` into straight-line code (no interpretation overhead per call, 
 object of its own, so ``torch.compile`` never shares its recompile budget between graphs).
 Runs under ``torch.inference_mode``; input and output are NCHW float32 like the oracle.
 
+int8 (``torch``, CPU): post-training static quantization in FX graph mode (``prepare_fx``/``convert_fx``
+with the x86 backend's default qconfig mapping, ``ios_core.quantize.torch_quantize``), calibrated on
+the harness's seeded calibration inputs; the precision recorded is read back from the converted
+module (its quantized convolutions). ``torch-compile`` refuses int8 (``COMPILE_INT8_NO``).
+
 ``torch.compile`` machinery (dynamo, inductor) is imported only when a ``torch-compile``
 program is built; compilation happens inside ``build`` (the first calls), so the recorded
 ``compile_seconds`` is separate from the measured latency.
