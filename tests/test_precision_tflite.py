@@ -156,3 +156,21 @@ def test_a_max_pool_padded_past_half_its_window_is_one_line_for_int8():
     with pytest.raises(ValueError, match=refusal) as e:
         TF.build(g, 1, threads=1, precision="int8", cache_dir="off")
     assert "\n" not in str(e.value)
+
+
+def test_requests_in_flight_get_one_interpreter_each(tmp_path):
+    """A TFLite interpreter is not thread-safe: N requests in flight (a LoadGen cell) are N programs,
+    each its own interpreter with its share of the threads, the flatbuffer quantized once (the build
+    cache) and every program computing the same int8 output."""
+    _need_tf()
+    from adapters.tensorflow import TFLiteCompiled
+    from ios_bench.scenarios.concurrency import build_engine
+
+    g = mini_inception().init_weights(0)
+    engine, info = build_engine(TF, g, 1, "cpu", 2, 2, {"precision": "int8", "cache_dir": str(tmp_path)})
+    a, b = engine.programs
+    assert info["kind"] == "instances" and info["threads_per_instance"] == 1
+    assert isinstance(a, TFLiteCompiled) and a.interpreter is not b.interpreter and a.info["num_threads"] == 1
+    assert [p.info["calibration"]["cache"] for p in (a, b)] == ["cold", "warm"]
+    x = random_input(g, 1, seed=0)
+    assert np.array_equal(a.run(x), b.run(x))
