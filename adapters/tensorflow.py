@@ -37,8 +37,9 @@ kernels where XNNPACK does not take a node): :class:`TFLiteCompiled`, one interp
 interpreter is not thread-safe; the harness builds one program per request in flight). Max pools pad
 by mirroring the border (``tf.pad(mode="SYMMETRIC")``, exact while a side's padding is at most half the
 window) instead of with -inf, which has no int8 value (the converter calibrates the padded tensor's
-range to infinity and XNNPACK refuses it). The flatbuffer is a build, kept in the build cache
-(``tensorflow-int8``); the precision is read back from the interpreter's ops
+range to infinity and XNNPACK refuses it), and sums are chains of ``tf.add`` (Keras's ``Add``), not
+``tf.add_n``, which the converter leaves in float (``to_function(tflite=True)``). The flatbuffer is a
+build, kept in the build cache (``tensorflow-int8``); the precision is read back from the interpreter's ops
 (``ios_core.quantize.tflite_integer_kernels``): int8 only where its convolutions take int8 tensors.
 """
 
@@ -127,10 +128,10 @@ class _Emitter(OpVisitor):
 
     ACTIVATIONS = TF_ACTIVATIONS
 
-    def __init__(self, tf, graph: Graph, dtype=None, finite_pads: bool = False):
+    def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False):
         self.tf = tf
         self.dtype = dtype or tf.float32  # every weight and constant (bf16 for a bf16 build)
-        self.finite_pads = finite_pads  # max pools pad by mirroring, not with -inf (an int8 build)
+        self.tflite = tflite  # max pools pad by mirroring, not with -inf (the int8 build: to_function)
         self.params: dict[str, tuple] = {}
         for op in graph.operators():
             make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
@@ -205,7 +206,7 @@ class _Emitter(OpVisitor):
             return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
         if op.pool_type == "global_max":
             return tf.reduce_max(x, axis=[1, 2], keepdims=True)
-        if any(op.pads) and op.pool_type == "max" and self.finite_pads:
+        if any(op.pads) and op.pool_type == "max" and self.tflite:
             x = tf.pad(x, _mirror_pads(op), mode="SYMMETRIC")
         elif any(op.pads):
             fill = -np.inf if op.pool_type == "max" else 0.0
@@ -261,22 +262,25 @@ class _Emitter(OpVisitor):
 
 
 def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False,
-                dtype=None, finite_pads: bool = False):
+                dtype=None, tflite: bool = False):
     """The graph as a ``tf.function`` on NHWC input of ``dtype`` (float32 unless given; bf16: weights
-    and every op in bf16), batch ``None`` = any batch. ``finite_pads``: max pools pad by mirroring the
-    border, not with -inf (:func:`_mirror_pads`; what the int8 converter can quantize). ``scopes``:
+    and every op in bf16), batch ``None`` = any batch. ``tflite``: written for the TFLite int8
+    converter, so that it quantizes every op: max pools pad by mirroring the border, not with -inf
+    (:func:`_mirror_pads`), and a sum of several terms is a chain of ``tf.add`` (what Keras's ``Add``
+    layer gives), not ``tf.add_n``, which the converter leaves in float between a dequantize and a
+    quantize (and outside XNNPACK: resnet50 ran as 34 partitions, 2.7x slower). ``scopes``:
     each IR operator's ops (its input composition included) under a name scope ``ios_op<i>``
     (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names."""
     tf = _tf()
     prims = Primitives(
         slice_channels=lambda t, b, e: t[:, :, :, b:e],
-        add=lambda ts: tf.add_n(ts) if len({tuple(t.shape[1:]) for t in ts}) == 1
-        else functools.reduce(tf.add, ts),  # a 1x1 value broadcast over a feature map
+        add=lambda ts: tf.add_n(ts) if len({tuple(t.shape[1:]) for t in ts}) == 1 and not tflite
+        else functools.reduce(tf.add, ts),  # a 1x1 value broadcast over a feature map, or for TFLite
         mul=lambda ts: functools.reduce(tf.multiply, ts),
         concat=lambda ts: tf.concat(ts, axis=3),
     )
     dtype = dtype or tf.float32
-    emit = _Emitter(tf, graph, dtype, finite_pads)
+    emit = _Emitter(tf, graph, dtype, tflite)
     if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
         names = list(operator_scopes(graph))
         at = {"i": 0}
@@ -624,8 +628,8 @@ class TensorFlow(Adapter):
 
 
     def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None):
-        """The graph's ``tf.function`` (max pools padded by mirroring) quantized by TensorFlow Lite's
-        full-integer post-training quantization (:func:`tflite_quantized`, kept in the build cache)
+        """The graph's ``tf.function`` written for TFLite (``to_function(tflite=True)``) quantized by
+        TensorFlow Lite's full-integer post-training quantization (:func:`tflite_quantized`, kept in the build cache)
         and run by a ``tf.lite.Interpreter`` with the cell's threads (:class:`TFLiteCompiled`). The
         precision recorded is read back from the interpreter (``ios_core.quantize.tflite_integer_kernels``):
         int8 only where its convolutions take int8 tensors, never assumed."""
@@ -638,7 +642,7 @@ class TensorFlow(Adapter):
         for op in graph.operators():  # one line before tracing (an error raised inside a trace grows TF's context)
             if getattr(op, "pool_type", None) == "max" and any(op.pads):
                 _mirror_pads(op)
-        fn = to_function(graph, batch_size, finite_pads=True)
+        fn = to_function(graph, batch_size, tflite=True)
         blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir)
         calibration["seconds"] = round(time.perf_counter() - t0, 3)
         t1 = time.perf_counter()

@@ -295,12 +295,13 @@ def tflite_quantize(concrete_function, trackable, feeds: list[list[np.ndarray]])
 def tflite_integer_kernels(interpreter) -> dict:
     """What a ``tf.lite.Interpreter`` (tensors allocated) computes in integers, read from its nodes:
     ``conv``, the convolutions (``CONV_2D``, ``DEPTHWISE_CONV_2D``, ...) whose input and filter are int8;
-    ``float_conv``, the others; ``other``, the other nodes with an int8 input; ``nodes``; ``delegated``,
-    the partitions a delegate (XNNPACK) took (its ``DELEGATE`` nodes; the nodes it replaced are still
-    listed with their tensors)."""
+    ``float_conv``, the others; ``other``, the other nodes with an int8 input; ``float_other``, the
+    other nodes that compute on a float input (a (de)quantize excepted: the model's float input and
+    output pass through one); ``nodes``; ``delegated``, the partitions a delegate (XNNPACK) took (its
+    ``DELEGATE`` nodes; the nodes it replaced are still listed with their tensors)."""
     dtypes = {t["index"]: np.dtype(t["dtype"]) for t in interpreter.get_tensor_details()}
     ops = interpreter._get_ops_details()  # the interpreter's node list (no public accessor in tf.lite)
-    conv = float_conv = other = delegated = 0
+    conv = float_conv = other = float_other = delegated = 0
     for op in ops:
         types = [dtypes.get(i) for i in op["inputs"] if i >= 0]
         if op["op_name"] == "DELEGATE":
@@ -312,8 +313,10 @@ def tflite_integer_kernels(interpreter) -> dict:
                 float_conv += 1
         elif np.dtype(np.int8) in types:
             other += 1
-    return {"conv": conv, "float_conv": float_conv, "other": other, "nodes": len(ops) - delegated,
-            "delegated": delegated}
+        elif np.dtype(np.float32) in types and op["op_name"] not in ("QUANTIZE", "DEQUANTIZE"):
+            float_other += 1
+    return {"conv": conv, "float_conv": float_conv, "other": other, "float_other": float_other,
+            "nodes": len(ops) - delegated, "delegated": delegated}
 
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "calibration_inputs",

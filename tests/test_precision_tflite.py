@@ -60,7 +60,8 @@ def test_a_tensorflow_int8_cell_passes_its_check_and_records_calibration_and_int
     assert result["precision"] == "int8" and result["check"]["tolerance"] == tolerance_for("int8")
     info = result["info"]
     convs = sum(op.TYPE == "conv" for op in mini_inception().operators())
-    assert info["integer_kernels"]["conv"] >= convs and info["integer_kernels"]["float_conv"] == 0
+    kernels = info["integer_kernels"]
+    assert kernels["conv"] >= convs and kernels["float_conv"] == 0 and kernels["float_other"] == 0
     calib = info["calibration"]
     assert "TFLiteConverter" in calib["tool"] and calib["samples"] == CALIBRATION_SAMPLES
     assert calib["inputs"].startswith("ios_core.inputs.random_input seeds 1000..") and calib["cache"] == "cold"
@@ -69,6 +70,25 @@ def test_a_tensorflow_int8_cell_passes_its_check_and_records_calibration_and_int
     again = task_cell(spec, {})
     assert again["status"] == "ok" and again["info"]["calibration"]["cache"] == "warm"
     assert again["check"]["max_abs_err"] == result["check"]["max_abs_err"]
+
+
+def test_sums_are_quantized_too_so_no_node_computes_in_float():
+    """A residual sum (two and three terms) is a chain of int8 ``ADD`` nodes: ``tf.add_n`` would stay
+    float between a dequantize and a quantize (and outside XNNPACK)."""
+    _need_tf()
+    from ios_core.ir import GraphBuilder
+
+    b = GraphBuilder("residual", (8, 6, 6))
+    x = b.conv(b.input, 8, 3, padding=1)
+    y = b.conv(x, 8, 3, padding=1, act="identity")
+    z = b.relu(b.add([x, y]))
+    g = b.finish(b.relu(b.add([z, b.conv(z, 8, 1, act="identity"), x]))).init_weights(0)
+    c = TF.build(g, 2, threads=1, precision="int8", cache_dir="off")
+    assert c.info["precision"] == "int8" and c.info["integer_kernels"]["float_other"] == 0
+    names = [op["op_name"] for op in c.interpreter._get_ops_details()]
+    assert "ADD_N" not in names and names.count("ADD") == 3
+    x0 = random_input(g, 2, seed=0)
+    assert check_precision(c.run(x0), reference.run(g, x0), "int8").passed
 
 
 def test_a_tflite_model_with_one_corrupted_weight_scale_fails_its_check():
@@ -119,7 +139,8 @@ def test_a_model_whose_convolutions_stayed_float_is_refused_with_its_reason(tmp_
     monkeypatch.setenv("IOS_BENCH_BUILD_CACHE", "off")
     result = task_cell(_cell_spec(tmp_path), {})
     assert result["status"] == "failed" and result["precision"] == "fp32"
-    assert result["info"]["integer_kernels"]["conv"] == 0 and result["info"]["integer_kernels"]["float_conv"] > 0
+    kernels = result["info"]["integer_kernels"]
+    assert kernels["conv"] == 0 and kernels["float_conv"] > 0 and kernels["float_other"] > 0
     assert result["reason"].startswith("precision: asked for int8, tensorflow computes in fp32 (no convolution of "
                                        "the TFLite model takes int8 tensors")
 
@@ -142,7 +163,7 @@ def test_max_pools_padded_by_mirroring_give_the_oracles_fp32_output(kernel, stri
     tf = _tf()
     g = _max_pools(kernel, stride, padding, padding_end)
     x = random_input(g, 2, seed=3)
-    fn = to_function(g, 2, finite_pads=True)
+    fn = to_function(g, 2, tflite=True)
     out = fn(tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))).numpy().transpose(0, 3, 1, 2)
     res = check_precision(out, reference.run(g, x), "fp32")
     assert res.passed, res.reason
