@@ -40,6 +40,7 @@ from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
 from ios_core.measurement.threads import resolve_threads
+from ios_core.runtime.cuda_kernels import arch_problem
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
@@ -257,8 +258,14 @@ def _cuda_reason() -> str | None:
     return f"torch {torch.__version__} ({build}) sees no CUDA GPU"
 
 
-def _cuda_setup() -> dict:
-    """fp32 strict on the GPU: no TF32 in matrix products or cuDNN convolutions."""
+def _cuda_setup(precision: str = "fp32", device: str = "cuda") -> dict:
+    """fp32 strict on the GPU: no TF32 in matrix products or cuDNN convolutions. A precision the GPU
+    has no kernels for (bf16 before compute capability 8.0, where PyTorch falls back to slow
+    convolutions outside cuDNN: pytorch/pytorch#81139) is refused with one line, never run."""
+    problem = arch_problem(precision, "".join(map(str, torch.cuda.get_device_capability(device))),
+                           who="PyTorch's cuDNN bf16 convolutions")
+    if problem:
+        raise RuntimeError(f"torch: {problem}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
@@ -463,7 +470,7 @@ class TorchEager(Adapter):
             module = with_ranges(module, graph)
             info["profiling"] = "one record_function range per IR operator"
         if device.startswith("cuda"):
-            info.update(_cuda_setup())
+            info.update(_cuda_setup(precision, device))
             module = module.to(device)
         dtype = _dtype(precision)
         module = module.to(dtype)
@@ -516,7 +523,7 @@ class TorchCompile(Adapter):
         t0 = time.perf_counter()
         module = to_module(graph)
         if device.startswith("cuda"):
-            info.update(_cuda_setup())
+            info.update(_cuda_setup(precision, device))
             module = module.to(device)
         dtype = _dtype(precision)  # bf16/fp16: the model and its input in that dtype
         module = module.to(dtype)

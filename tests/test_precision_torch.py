@@ -114,3 +114,30 @@ def test_torch_compile_int8_is_refused_with_its_reason_and_list_shows_how_torch_
     rows = {r["name"]: r for r in framework_rows()}
     assert "prepare_fx" in rows["torch"]["precisions"]["cpu"]["int8"]
     assert adapters.get("torch").precision_reason("int8", "cuda") is not None  # CPU only
+
+
+@pytest.mark.parametrize("capability, refused", [((7, 5), True), ((8, 0), False), ((9, 0), False)])
+def test_torch_bf16_on_a_gpu_before_ampere_is_refused_in_one_line(monkeypatch, capability, refused):
+    """bf16 below compute capability 8.0 has no cuDNN kernels: PyTorch would fall back to slow
+    convolutions outside cuDNN (pytorch/pytorch#81139); the cell is refused, never run so. fp16 runs there."""
+    import torch
+
+    from adapters import pytorch
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a GPU")
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91900)
+    flags = [(torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32"),
+             (torch.backends.cudnn, "benchmark")]
+    before = [getattr(module, name) for module, name in flags]
+    try:
+        assert pytorch._cuda_setup("fp16")["tf32"] is False
+        if refused:
+            wanted = r"^torch: bf16 needs a GPU of compute capability 8\.0 .* this one is 7\.5$"
+            with pytest.raises(RuntimeError, match=wanted):
+                pytorch._cuda_setup("bf16")
+        else:
+            assert pytorch._cuda_setup("bf16")["cudnn_benchmark"] is True
+    finally:  # the process's flags as they were
+        for (module, name), value in zip(flags, before):
+            setattr(module, name, value)
