@@ -1,7 +1,11 @@
 """adapters/tvm.py's check of TVM's CUDA runtime library (issue 45, item 1b): where it does not
-load, the tvm peer's reason is the loader's own error, not TVM's "no CUDA runtime"."""
+load, the tvm peer's reason is the loader's own error, not TVM's "no CUDA runtime"; and of what TVM's
+CUDA compile needs on the GPU machine (cuda-bindings for NVRTC, a CUDA folder with the runtime headers
+and CCCL, nvcc where asked for), each missing piece named in one line."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -30,3 +34,135 @@ def test_the_tvm_peers_cuda_reason_is_the_loaders_when_its_runtime_does_not_load
         pytest.skip("TVM's CUDA runtime loads here")
     reason = adapters.get("tvm").available("cuda")
     assert reason == problem and "no CUDA runtime" not in reason
+
+
+# ---- what TVM's CUDA compile needs (issue 45): TVM 0.27 compiles its kernels with NVRTC when the
+# module is loaded on the GPU, with -I for the CUDA folder its find_cuda_path picks -----------------
+def _headers(include, runtime=True, cccl=True):
+    """A CUDA include folder with (empty) header files where TVM's compile looks for them."""
+    include.mkdir(parents=True, exist_ok=True)
+    if runtime:
+        for h in ("cuda_runtime.h", "cuda_fp16.h"):
+            (include / h).write_text("")
+    if cccl:
+        std = include / "cccl" / "cuda" / "std"
+        std.mkdir(parents=True, exist_ok=True)
+        for h in ("cstdint", "type_traits", "limits"):
+            (std / h).write_text("")
+    return include
+
+
+def _toolkit(root, **kw):
+    """A CUDA 13 toolkit's layout: include/ a link to targets/<triple>/include, CCCL in its cccl/."""
+    inc = _headers(root / "targets" / tvm_adapter._target_triples()[0] / "include", **kw)
+    (root / "include").symlink_to(inc, target_is_directory=True)
+    return root
+
+
+def test_the_cuda_folder_is_the_one_tvm_picks(tmp_path, monkeypatch):
+    """CUDA_PATH, else nvcc on PATH (its ../.., after links: a wrapper script outside the CUDA folder
+    sends TVM elsewhere), as tvm.support.nvcc.find_cuda_path reads them; CUDA_HOME is not read."""
+    nvcc = pytest.importorskip("tvm.support.nvcc")
+    bin_ = tmp_path / "wrap" / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "nvcc").write_text("#!/bin/sh\nexec /opt/cuda-13.0/bin/nvcc \"$@\"\n")
+    (bin_ / "nvcc").chmod(0o755)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", f"{bin_}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    folder, how = tvm_adapter.cuda_folder()
+    assert folder == tmp_path / "wrap" == __import__("pathlib").Path(nvcc.find_cuda_path())
+    assert how == f"nvcc on PATH ({bin_ / 'nvcc'})"
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "cp"))
+    assert tvm_adapter.cuda_folder() == (tmp_path / "cp", "CUDA_PATH") and nvcc.find_cuda_path() == str(tmp_path / "cp")
+    monkeypatch.delenv("CUDA_PATH")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    folder, how = tvm_adapter.cuda_folder()
+    assert folder is None and how == (f"CUDA_PATH unset, no nvcc on PATH, no {tmp_path / 'no-cuda' / 'bin' / 'nvcc'}; "
+                                      f"CUDA_HOME={tmp_path / 'home'} is not read by TVM")
+
+
+def test_the_compile_check_names_the_missing_piece_and_passes_with_the_headers(tmp_path, monkeypatch):
+    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)  # NVRTC there: the headers are checked
+    monkeypatch.delenv("TVM_CUDA_COMPILE_MODE", raising=False)
+    env = {"PATH": str(tmp_path / "empty")}
+    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    why = tvm_adapter.cuda_compile_problem(env=env)
+    assert why.startswith("TVM's CUDA compile (NVRTC) finds no CUDA folder for its headers (CUDA_PATH unset")
+    assert "\n" not in why
+    # a CUDA folder with the runtime headers but no CCCL (cuda/std/...): CCCL's headers named
+    _headers(tmp_path / "rt" / "include", cccl=False)
+    why = tvm_adapter.cuda_compile_problem(env={**env, "CUDA_PATH": str(tmp_path / "rt")}, compile_check=False)
+    assert why.startswith(f"TVM's CUDA compile (NVRTC) lacks cuda/std/cstdint, cuda/std/type_traits, "
+                          f"cuda/std/limits in the CUDA folder {tmp_path / 'rt'} (from CUDA_PATH; searched ")
+    # CCCL but no runtime headers: fp32 lacks cuda_runtime.h (TVM refuses such a folder), fp16 cuda_fp16.h too
+    _toolkit(tmp_path / "cccl-only", runtime=False)
+    env2 = {**env, "CUDA_PATH": str(tmp_path / "cccl-only")}
+    assert " lacks cuda_runtime.h in " in tvm_adapter.cuda_compile_problem(env=env2, compile_check=False)
+    assert " lacks cuda_runtime.h, cuda_fp16.h in " in tvm_adapter.cuda_compile_problem("fp16", False, env2)
+    # a CUDA 13 toolkit's layout: every header found, nothing to say
+    _toolkit(tmp_path / "cuda")
+    env3 = {**env, "CUDA_PATH": str(tmp_path / "cuda")}
+    assert tvm_adapter.cuda_include_dirs(tmp_path / "cuda")[-1].name == "cccl"
+    assert tvm_adapter.cuda_compile_problem("fp16", compile_check=False, env=env3) is None
+    # nvcc asked for (TVM_CUDA_COMPILE_MODE=nvcc) and none on PATH: nvcc named
+    why = tvm_adapter.cuda_compile_problem(env={**env3, "TVM_CUDA_COMPILE_MODE": "nvcc"}, compile_check=False)
+    assert why == "TVM_CUDA_COMPILE_MODE=nvcc, and no nvcc on PATH: TVM runs the nvcc binary from PATH"
+
+
+def test_a_missing_cuda_bindings_is_named_with_the_missing_headers(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # import cuda.bindings raises, as where not installed
+    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    why = tvm_adapter.cuda_compile_problem(env={"PATH": str(tmp_path)})
+    first, second = why.split(" | ")
+    assert first.startswith("TVM compiles its CUDA kernels with NVRTC through cuda-bindings (cuda.bindings.nvrtc), "
+                            "which does not import here (")
+    assert "install cuda-bindings" in first and "finds no CUDA folder" in second
+
+
+def test_a_compile_that_fails_is_the_nvrtc_logs_telling_line(tmp_path, monkeypatch):
+    nvcc = pytest.importorskip("tvm.support.nvcc")
+    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)
+    seen = {}
+
+    def compile_cuda(code, target_format=None, arch=None, options=None, path_target=None, compiler="nvrtc"):
+        seen.update(code=code, target_format=target_format, arch=arch, compiler=compiler)
+        raise RuntimeError('NVRTC compilation failed:\ntvm_kernels.cu(3): catastrophic error: could not open source '
+                           'file "cuda_fp16.h"\n  #include <cuda_fp16.h>\n')
+
+    monkeypatch.setattr(nvcc, "compile_cuda", compile_cuda)
+    why = tvm_adapter.cuda_compile_problem("fp16", env={"CUDA_PATH": str(_toolkit(tmp_path / "cuda"))})
+    assert why == ("TVM's CUDA compile (nvrtc) of a small kernel fails: tvm_kernels.cu(3): catastrophic error: could "
+                   'not open source file "cuda_fp16.h"')
+    assert "#include <cuda_fp16.h>" in seen["code"] and "#include <cuda/std/cstdint>" in seen["code"]
+    assert (seen["target_format"], seen["arch"], seen["compiler"]) == ("ptx", "sm_80", "nvrtc")
+
+
+def test_a_folder_made_of_the_cuda_13_wheels_include_is_one_tvm_compiles_with(tmp_path):
+    """nvidia-cuda-runtime and nvidia-cuda-cccl install into nvidia/cu13/include (CCCL under cccl/):
+    linked as include/ and targets/<triple>/include, TVM's -I list covers both."""
+    include = _headers(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    made = tvm_adapter.cuda_folder_from(include, tmp_path / "cuda")
+    assert tvm_adapter.missing_headers(made, "fp16") == []
+    assert len(tvm_adapter.cuda_include_dirs(made)) == 3
+    assert tvm_adapter.missing_headers(tvm_adapter.cuda_folder_from(include, tmp_path / "cuda"), "fp16") == []  # again
+
+
+def test_the_tvm_peers_cuda_reason_is_the_compiles_missing_piece(tmp_path, monkeypatch):
+    """A GPU and TVM's CUDA runtime there, but no CUDA headers: the cells' skip reason says so (not a
+    failure at the first cell's module load)."""
+    tvm = pytest.importorskip("tvm")
+    import adapters
+
+    monkeypatch.setattr(tvm.runtime, "enabled", lambda kind: True)
+
+    class _Dev:
+        exist = True
+
+    monkeypatch.setattr(tvm, "cuda", lambda i=0: _Dev())
+    monkeypatch.setattr(tvm_adapter, "cuda_runtime_problem", lambda: None)
+    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "empty"))
+    reason = adapters.get("tvm").available("cuda")
+    assert reason.startswith("TVM's CUDA compile (NVRTC) lacks cuda_runtime.h, ") and "no CUDA runtime" not in reason
