@@ -38,6 +38,16 @@ the same warm machine and are put together there, checked against the manifest. 
 damaged wheel or one built for another Python or platform is one line naming it; the window goes
 on without that framework (its cells are skipped with their reason).
 
+**TVM's CUDA compile** (adapters/tvm.py, read in TVM 0.27's own source): TVM compiles its kernels
+with NVRTC when they are loaded on the GPU, through cuda-bindings (carried where it does not import),
+with ``-I`` for the CUDA folder it picks (CUDA_PATH, else nvcc on PATH, else /usr/local/cuda; never
+CUDA_HOME), which must hold the CUDA runtime headers and CCCL. Before the steps, where TVM's pick lacks
+them, the steps get ``CUDA_PATH``: CUDA_HOME or /usr/local/cuda where they hold them, else a folder
+made of the machine's CUDA 13 wheels' ``nvidia/cu13/include`` or of the carried nvidia-cuda-runtime and
+nvidia-cuda-cccl wheels (installed apart, never on PYTHONPATH); then the toolchain's facts are printed
+(``toolchain: ...`` lines: nvcc, CUDA_PATH, CUDA_HOME, /usr/local/cuda/include, where cuda_fp16.h and
+CCCL are, cuda-bindings, NVRTC, TVM's verdict at fp32 and fp16).
+
 **Bad input** (each one line, and the window goes on with what it can): a GPU that vanishes
 mid-window (the GPU steps left are not started), a wheel that did not travel, a plan cache from
 another cuDNN (its plans are rebuilt). The GPU's clocks and settings are never locked, reset or
@@ -92,11 +102,45 @@ NEEDS = (
     ("pynvml", "nvidia-ml-py", "utilization, memory, clocks"), ("jax", "jax", "the jax-xla peer"),
     ("tvm", "apache-tvm", "the tvm peer on cuda (Relax, DLight, NVRTC)"),
     ("tvm_ffi", "apache-tvm-ffi", "the tvm peer"),
+    ("cuda.bindings", "cuda-bindings", "the tvm peer's CUDA compile (TVM 0.27: NVRTC through cuda.bindings.nvrtc)"),
 )
 # What --fetch-wheels downloads (the H200 of 2026-11-26 lacked the first two; pinned as it ran there,
 # TVM as pyproject.toml pins it)
 FETCH = ("nvidia-cudnn-frontend==1.28.0", "platformdirs", "nvidia-ml-py", "apache-tvm==0.27.0.post1",
-         "apache-tvm-ffi==0.1.14.post0")
+         "apache-tvm-ffi==0.1.14.post0", "cuda-bindings==13.0.3", "nvidia-cuda-runtime==13.0.96",
+         "nvidia-cuda-cccl==13.0.85")
+# What the tvm peer's CUDA compile needs beyond libcudart (read in apache-tvm 0.27's tvm/support/nvcc.py;
+# adapters/tvm.py, "what TVM's CUDA compile needs"): cuda-bindings for NVRTC (above: installed where it
+# does not import; 13.0.x for torch's CUDA 13.0 NVRTC, and it asks only cuda-pathfinder ~= 1.1, which
+# CuPy 14 brings), NVRTC itself (torch's nvidia-cuda-nvrtc: 86 MiB, too large to carry beside TVM's
+# parts) and a CUDA folder with the runtime headers and CCCL. These two header-only wheels make one
+# where the machine has none: installed into a folder of their own (never on PYTHONPATH), their
+# nvidia/cu13/include is what TVM is pointed at (CUDA_PATH). Checked here: TVM 0.27 compiles the tvm
+# peer's fp32 and fp16 kernels for sm_90 with NVRTC 13.0.88 and exactly these headers.
+HEADER_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-cccl")
+# the wheels added for the tvm peer's CUDA compile: their size as downloaded on 2026-11-27 (cp312,
+# manylinux x86_64), for the dry run before they are fetched, and what each is for
+FETCH_MIB = {"cuda-bindings==13.0.3": (11.6, "NVRTC for TVM's CUDA compile (cuda.bindings.nvrtc)"),
+             "nvidia-cuda-runtime==13.0.96": (2.1, "CUDA runtime headers (cuda_runtime.h, cuda_fp16.h) for it, used "
+                                                   "where the machine has no CUDA folder"),
+             "nvidia-cuda-cccl==13.0.85": (3.0, "CCCL headers (cuda/std/...) for it, likewise")}
+
+
+def tvm_compile_wheels(folder: Path) -> list[str]:
+    """One line per wheel carried for the tvm peer's CUDA compile (:data:`FETCH_MIB`) with its size:
+    in ``folder`` already, or to fetch (its size as downloaded), and whether they fit one transfer."""
+    lines, total = [], 0.0
+    for spec, (mib, why) in FETCH_MIB.items():
+        found = wheels_for(spec.split("==")[0], folder)
+        if found:
+            mib = found[-1].stat().st_size / 2**20
+            lines.append(f"for tvm on cuda: {found[-1].name}, {mib:.1f} MiB, carried: {why}")
+        else:
+            lines.append(f"for tvm on cuda: {spec}, {mib:.1f} MiB (as downloaded 2026-11-27), not fetched yet "
+                         f"(--fetch-wheels): {why}")
+        total += mib
+    lines.append(f"for tvm on cuda: {total:.1f} MiB in all (a transfer has {CARRY_LIMIT_MIB:g} MiB less the tree)")
+    return lines
 PART = re.compile(r"^(?P<wheel>.+\.whl)\.part(?P<i>\d+)of(?P<n>\d+)$")
 
 
@@ -606,19 +650,94 @@ def save(state: dict, work: Path, out: Path, say) -> None:
 
 
 # ---- running it -----------------------------------------------------------------------------------
-def install_wheels(wheels: list[Path], site: Path) -> list[str]:
+def install_wheels(wheels: list[Path], site: Path, together: bool = False) -> list[str]:
     """Each wheel installed on its own (one that fails does not stop the others), over any older
     version of it there (``--upgrade``: without it pip keeps an older wheel's files); one line per
-    failure."""
+    failure. ``together``: in one pip call, for wheels that share a top-level folder (the CUDA 13
+    wheels' ``nvidia/``): ``--target --upgrade`` replaces a top-level folder whole, so the second of
+    two calls would remove the first's files."""
     problems = []
     site.mkdir(parents=True, exist_ok=True)
-    for w in wheels:
+    for group in ([wheels] if together and wheels else [[w] for w in wheels]):
         res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--upgrade",
-                              "--no-compile", "--target", str(site), str(w)], capture_output=True, text=True)
+                              "--no-compile", "--target", str(site), *map(str, group)], capture_output=True, text=True)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["?"])[-1][:200]
-            problems.append(f"{w.name}: pip could not install it ({last}): the window goes on without it")
+            problems.append(f"{', '.join(w.name for w in group)}: pip could not install it ({last}): the window goes "
+                            "on without it")
     return problems
+
+
+def install_header_wheels(folder: Path, dest: Path) -> tuple[Path | None, list[str]]:
+    """The carried header-only wheels (:data:`HEADER_WHEELS`) installed into ``dest`` (a folder of
+    their own, never on PYTHONPATH): (their include folder, where it has the CUDA runtime headers,
+    else None; one line per wheel that could not be installed)."""
+    wheels = [w for dist in HEADER_WHEELS for w in wheels_for(dist, folder)[-1:] if wheel_problem(w) is None]
+    problems = install_wheels(wheels, dest, together=True) if wheels else []
+    include = dest / "nvidia" / "cu13" / "include"
+    return (include if (include / "cuda_runtime.h").is_file() else None), problems
+
+
+def tvm_cuda_path(env: dict, carried: Path | None, dest: Path) -> tuple[str | None, str]:
+    """Where TVM's CUDA compile finds its headers for the steps (``env``): (a CUDA_PATH to set, or None
+    to leave TVM's own choice; one line saying which and why). TVM reads CUDA_PATH, else nvcc on
+    PATH, else /usr/local/cuda, and never CUDA_HOME (adapters/tvm.py); a wrapper script ``nvcc`` outside
+    the CUDA folder (``/usr/local/bin/nvcc`` running ``/usr/local/cuda-13.0/bin/nvcc``, as on the
+    development machines) sends it to the wrong folder. Tried in turn where TVM's pick lacks a header:
+    CUDA_HOME, /usr/local/cuda, the machine's CUDA 13 wheels' include folder, the carried header wheels'."""
+    import site
+
+    from adapters.tvm import DEFAULT_CUDA, cuda_folder, cuda_folder_from, missing_headers
+
+    if "CUDA_PATH" in env:
+        return None, f"CUDA_PATH={env['CUDA_PATH']} is set here: TVM uses it, left as it is"
+    folder, how = cuda_folder(env)
+    if folder is not None and not missing_headers(folder, "fp16"):
+        return None, f"TVM finds its CUDA headers in {folder} ({how})"
+    pick = (f"TVM's own pick, {folder} ({how}), lacks {', '.join(missing_headers(folder, 'fp16'))}"
+            if folder is not None else f"TVM finds no CUDA folder ({how})")
+    homes = [(Path(env["CUDA_HOME"]), "CUDA_HOME")] if env.get("CUDA_HOME") else []
+    homes.append((DEFAULT_CUDA, str(DEFAULT_CUDA)))
+    for path, name in homes:
+        if path.is_dir() and not missing_headers(path, "fp16"):
+            return str(path), f"{pick}: CUDA_PATH={path} for the steps ({name} has them)"
+    includes = [(Path(sp) / "nvidia" / "cu13" / "include", f"this machine's CUDA 13 wheels ({sp})")
+                for sp in site.getsitepackages()]
+    if carried is not None:
+        includes.append((carried, "the carried " + " and ".join(HEADER_WHEELS) + " wheels"))
+    for i, (include, name) in enumerate(includes):
+        if (include / "cuda_runtime.h").is_file():
+            made = cuda_folder_from(include, dest / f"cuda-{i}")
+            if not missing_headers(made, "fp16"):
+                return str(made), f"{pick}: CUDA_PATH={made} for the steps (made of {include}: {name})"
+    return None, (f"{pick}, and no CUDA folder here or carried has them (carry {' and '.join(HEADER_WHEELS)}: "
+                  "--fetch-wheels): the tvm cells are skipped with that reason")
+
+
+TOOLCHAIN_PROBE = """
+import json
+from adapters.imports import absent
+with absent("torch", unless="tvm"):  # as a tvm worker imports it: torch (which loads NVRTC's builtins) hidden
+    try:
+        import tvm  # noqa: F401
+    except Exception:
+        pass
+from adapters.tvm import cuda_toolchain_facts
+print(json.dumps(cuda_toolchain_facts()))
+"""
+
+
+def toolchain_facts(env: dict) -> list[str]:
+    """This machine's CUDA toolchain as the steps see it (``env``), asked in a fresh process as a tvm
+    worker imports TVM: nvcc, CUDA_PATH, CUDA_HOME, /usr/local/cuda/include, where cuda_fp16.h and CCCL
+    are, cuda-bindings, NVRTC, TVM's CUDA folder and its compile at fp32 and fp16."""
+    try:
+        p = subprocess.run([sys.executable, "-c", TOOLCHAIN_PROBE], capture_output=True, text=True, timeout=120,
+                           cwd=ROOT, env=env)
+        return [str(x) for x in json.loads(p.stdout.strip().splitlines()[-1])]
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1][:200] if "p" in locals() else ""
+        return [f"the toolchain could not be asked ({type(e).__name__}{': ' + tail if tail else ''})"]
 
 
 def _child_setup() -> None:  # pragma: no cover - runs in the child, between fork and exec
@@ -715,6 +834,15 @@ def run_window(args, extra: list[str]) -> int:
     if install and str(Path(args.site)) not in sys.path:
         sys.path.insert(0, str(Path(args.site)))  # this script's own imports (the estimates) see them too
     env = window_env(work, Path(args.site))
+    include, problems = install_header_wheels(Path(args.wheels), Path(args.site).parent / "cuda-headers")
+    for problem in problems:
+        say(problem)
+    cuda_path, why = tvm_cuda_path(env, include, Path(args.site).parent)
+    if cuda_path:
+        env["CUDA_PATH"] = cuda_path
+    say(f"tvm's CUDA compile: {why}")
+    for fact in toolchain_facts(env):  # what the next session needs to know about this machine's toolchain
+        say(f"toolchain: {fact}")
     gpu = probe_gpu(fake, env)
     call["device"] = gpu.get("name")
     call["clocks_start"] = gpu.get("clocks")
@@ -808,6 +936,7 @@ def run_window(args, extra: list[str]) -> int:
 def dry_run(args, extra: list[str]) -> int:
     lines, _, _ = wheel_report(Path(args.wheels), join=False)
     print("\n".join(lines) or "nothing missing here")
+    print("\n".join(tvm_compile_wheels(Path(args.wheels))))
     tree = tree_mib()
     print(transfers(Path(args.wheels), tree), flush=True)
     gpu = args.gpu or "h200"
@@ -865,6 +994,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         lines, _, _ = wheel_report(Path(args.wheels), join=False)
         print("\n".join(lines) or "nothing missing here")
+        print("\n".join(tvm_compile_wheels(Path(args.wheels))))
         print(transfers(Path(args.wheels)), flush=True)
         return 0
     if not args.out:

@@ -173,6 +173,8 @@ def _stub_steps(monkeypatch, tmp_path, codes: dict, rooms: dict | None = None):
         return [sys.executable, "-c", src]
 
     monkeypatch.setattr(gh, "step_command", command)
+    # the toolchain's facts (a process importing TVM, a few seconds) are asked for real in the end-to-end test
+    monkeypatch.setattr(gh, "toolchain_facts", lambda env: ["stubbed"])
     return ran
 
 
@@ -383,6 +385,10 @@ def test_the_dry_run_prints_the_steps_in_order_with_estimates_and_the_call_to_ma
     assert [s[1] for s in steps] == ["doctor", "fidelity", "search", "headline"] and all(s[2] > 0 for s in steps)
     text = p.stdout
     assert "measured (H200 2026-11-26" in text and "assumed" in text and "no wheels" in text
+    # the wheels the tvm peer's CUDA compile needs, each with its size, before they are fetched
+    for spec, mib in (("cuda-bindings==13.0.3", 11.6), ("nvidia-cuda-runtime==13.0.96", 2.1),
+                      ("nvidia-cuda-cccl==13.0.85", 3.0)):
+        assert f"for tvm on cuda: {spec}, {mib} MiB (as downloaded 2026-11-27), not fetched yet" in text
     assert re.search(r"doctor +22 s", text)  # the committed window's doctor step
     # the headline's batch-1 part includes its fp16 step (issue 46), costed as fp32's figures
     assert "fp16 step (b1-fp16-graph-full, b1-fp16-graph-r1s3) costed as fp32's figures, assumed" in text
@@ -404,6 +410,11 @@ def test_the_whole_window_on_the_cpu_end_to_end(tmp_path):
                         "--work", str(work), "--deadline", "60", "--wheels", str(tmp_path / "none")],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode in (0, 3), p.stdout[-3000:] + p.stderr[-3000:]
+    # before the steps: where TVM's CUDA compile finds its headers, and the toolchain's facts
+    assert re.search(r"^tvm's CUDA compile: ", p.stdout, re.M)
+    for fact in ("nvcc on PATH: ", "CUDA_PATH: ", "CUDA_HOME: ", "/usr/local/cuda/include: ", "cuda_fp16.h found in: ",
+                 "cuda-bindings: ", "TVM's CUDA compile at fp32: ", "TVM's CUDA compile at fp16: "):
+        assert re.search("^toolchain: " + re.escape(fact), p.stdout, re.M), fact
     state = json.loads((out / "window.json").read_text())
     for name in ("doctor", "fidelity", "search"):
         assert state["steps"][name]["status"] == "done", (name, p.stdout[-3000:])
@@ -415,3 +426,110 @@ def test_the_whole_window_on_the_cpu_end_to_end(tmp_path):
     with tarfile.open(out / "window.tar.gz") as tar:
         assert {"logs/doctor.txt", "logs/fidelity.txt", "logs/search.txt", "window.md"} <= set(tar.getnames())
     assert {f.name for f in out.iterdir()} <= {"headline-report.md", "window.json", "window.md", "window.tar.gz"}
+
+
+# ---- the tvm peer's CUDA compile on the GPU machine (adapters/tvm.py: what TVM 0.27 needs) ----------
+def _cuda_headers(include, runtime=True, cccl=True):
+    include.mkdir(parents=True, exist_ok=True)
+    if runtime:
+        for h in ("cuda_runtime.h", "cuda_fp16.h"):
+            (include / h).write_text("")
+    if cccl:
+        (include / "cccl" / "cuda" / "std").mkdir(parents=True, exist_ok=True)
+        for h in ("cstdint", "type_traits", "limits"):
+            (include / "cccl" / "cuda" / "std" / h).write_text("")
+    return include
+
+
+def _cuda_toolkit(root):
+    """A CUDA 13 toolkit's layout: include/ a link to targets/<triple>/include, CCCL in its cccl/ (TVM
+    looks for cccl/ there only)."""
+    from adapters import tvm as tvm_adapter
+
+    inc = _cuda_headers(root / "targets" / tvm_adapter._target_triples()[0] / "include")
+    (root / "include").symlink_to(inc, target_is_directory=True)
+    return root
+
+
+def test_tvm_is_pointed_at_a_cuda_folder_with_its_headers(tmp_path, monkeypatch):
+    """TVM's own pick (here a wrapper nvcc outside the CUDA folder, as on the development machines)
+    lacks the headers: CUDA_HOME, /usr/local/cuda, the machine's CUDA 13 wheels, then the carried header
+    wheels are tried, and the steps get CUDA_PATH; a CUDA_PATH already set is left alone."""
+    import site
+
+    from adapters import tvm as tvm_adapter
+
+    wrap = tmp_path / "wrap" / "bin"
+    wrap.mkdir(parents=True)
+    (wrap / "nvcc").write_text("#!/bin/sh\nexec /opt/cuda/bin/nvcc \"$@\"\n")
+    (wrap / "nvcc").chmod(0o755)
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path / "site-packages")])
+    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "usr-local-cuda")
+    env = {"PATH": str(wrap)}
+    dest = tmp_path / "made"
+    assert gh.tvm_cuda_path({**env, "CUDA_PATH": "/x"}, None, dest) == (
+        None, "CUDA_PATH=/x is set here: TVM uses it, left as it is")
+    path, why = gh.tvm_cuda_path(env, None, dest)
+    assert path is None and why.startswith(f"TVM's own pick, {tmp_path / 'wrap'} (nvcc on PATH ({wrap / 'nvcc'})), "
+                                           "lacks cuda_runtime.h, ")
+    assert "no CUDA folder here or carried has them (carry nvidia-cuda-runtime and nvidia-cuda-cccl" in why
+    # the carried header wheels' include folder: a CUDA folder made of it
+    carried = _cuda_headers(tmp_path / "carried" / "nvidia" / "cu13" / "include")
+    path, why = gh.tvm_cuda_path(env, carried, dest)
+    assert path and tvm_adapter.missing_headers(gh.Path(path), "fp16") == [] and f"made of {carried}" in why
+    # the machine's own CUDA 13 wheels come before the carried ones, if they hold CCCL too
+    own = _cuda_headers(tmp_path / "site-packages" / "nvidia" / "cu13" / "include")
+    path, why = gh.tvm_cuda_path(env, carried, dest)
+    assert f"made of {own}: this machine's CUDA 13 wheels" in why
+    # a toolkit at /usr/local/cuda comes before those; CUDA_HOME before it
+    _cuda_headers(tmp_path / "usr-local-cuda" / "include")  # CCCL in include/cccl only: TVM does not look there
+    assert gh.tvm_cuda_path(env, carried, dest)[0] != str(tmp_path / "usr-local-cuda")
+    (tmp_path / "usr-local-cuda" / "include").rename(tmp_path / "old")
+    _cuda_toolkit(tmp_path / "usr-local-cuda")
+    assert gh.tvm_cuda_path(env, carried, dest)[0] == str(tmp_path / "usr-local-cuda")
+    _cuda_toolkit(tmp_path / "home")
+    path, why = gh.tvm_cuda_path({**env, "CUDA_HOME": str(tmp_path / "home")}, carried, dest)
+    assert path == str(tmp_path / "home") and why.endswith("(CUDA_HOME has them)")
+    # TVM's own pick holding them: nothing set
+    _cuda_toolkit(tmp_path / "wrap")
+    assert gh.tvm_cuda_path(env, carried, dest) == (None, f"TVM finds its CUDA headers in {tmp_path / 'wrap'} "
+                                                          f"(nvcc on PATH ({wrap / 'nvcc'}))")
+
+
+def _header_wheel(folder, dist, files):
+    folder.mkdir(parents=True, exist_ok=True)
+    name = dist.replace("-", "_")
+    path = folder / f"{name}-13.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for f in files:
+            z.writestr(f"nvidia/cu13/include/{f}", "")
+        z.writestr(f"{name}-13.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                    "Tag: py3-none-any\n")
+        z.writestr(f"{name}-13.0.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: 13.0.0\n")
+        z.writestr(f"{name}-13.0.0.dist-info/RECORD", "")
+    return path
+
+
+def test_the_carried_header_wheels_are_installed_apart_and_make_tvms_cuda_folder(tmp_path):
+    wheels = tmp_path / "whl"
+    assert gh.install_header_wheels(wheels, tmp_path / "h") == (None, [])  # none carried
+    _header_wheel(wheels, "nvidia-cuda-runtime", ["cuda_runtime.h", "cuda_fp16.h"])
+    assert gh.install_header_wheels(wheels, tmp_path / "h")[0] == tmp_path / "h" / "nvidia" / "cu13" / "include"
+    _header_wheel(wheels, "nvidia-cuda-cccl", [f"cccl/cuda/std/{h}" for h in ("cstdint", "type_traits", "limits")])
+    include, problems = gh.install_header_wheels(wheels, tmp_path / "h")
+    assert problems == [] and (include / "cccl" / "cuda" / "std" / "cstdint").is_file()
+    from adapters import tvm as tvm_adapter
+
+    made = tvm_adapter.cuda_folder_from(include, tmp_path / "cuda")
+    assert tvm_adapter.missing_headers(made, "fp16") == []
+
+
+def test_the_steps_get_the_cuda_path_made_for_tvm(tmp_path, monkeypatch, capsys):
+    seen = tmp_path / "cuda_path.txt"
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(gh, "tvm_cuda_path", lambda env, carried, dest: (str(tmp_path / "cuda"), "made for the test"))
+    doctor = f"import os\nopen({str(seen)!r}, 'w').write(os.environ['CUDA_PATH'])\n"
+    _stub_steps(monkeypatch, tmp_path, {"doctor": doctor})
+    _window(tmp_path)
+    assert seen.read_text() == str(tmp_path / "cuda")
+    assert "tvm's CUDA compile: made for the test" in capsys.readouterr().out.splitlines()
