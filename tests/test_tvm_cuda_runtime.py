@@ -166,3 +166,24 @@ def test_the_tvm_peers_cuda_reason_is_the_compiles_missing_piece(tmp_path, monke
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "empty"))
     reason = adapters.get("tvm").available("cuda")
     assert reason.startswith("TVM's CUDA compile (NVRTC) lacks cuda_runtime.h, ") and "no CUDA runtime" not in reason
+
+
+def test_an_fp16_build_on_a_gpu_names_what_its_compile_lacks(monkeypatch):
+    """available('cuda') checks fp32's needs; the fp16 build on a present GPU checks cuda_fp16.h too, and
+    fails in one line before compiling (where the GPU would fail at the module's load)."""
+    tvm = pytest.importorskip("tvm")
+    import adapters
+    from tests.runtime_helpers import mixed_graph
+
+    class _Dev:
+        exist = True
+
+    monkeypatch.setattr(tvm, "cuda", lambda i=0: _Dev())
+    asked = []
+    monkeypatch.setattr(tvm_adapter, "cuda_compile_problem",
+                        lambda precision="fp32", *a, **k: asked.append(precision) or "no cuda_fp16.h (test)")
+    monkeypatch.setattr(tvm_adapter, "_compile_cuda", lambda *a: pytest.fail("compiled despite the missing header"))
+    with pytest.raises(RuntimeError, match=r"^no cuda_fp16.h \(test\)$"):
+        adapters.get("tvm")._build(mixed_graph().init_weights(0), 1, "cuda", None, precision="fp16",
+                                   target={"kind": "cuda", "arch": "sm_90"})
+    assert asked == ["fp16"]
