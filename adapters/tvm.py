@@ -499,7 +499,15 @@ def cuda_compile_problem(precision: str = "fp32", compile_check: bool = True, en
     problems = [p for p in (nvrtc_problem(), _headers_problem(folder, how, precision)) if p]
     if problems:  # every missing piece at once, in one line: one window can then bring them all
         return " | ".join(problems)
-    return _probe_compile(precision, mode) if compile_check else None
+    if not compile_check:
+        return None
+    key = (precision, mode, str(folder))
+    if key not in _PROBED:  # once per process and folder (envinfo asks twice, a doctor once per variant)
+        _PROBED[key] = _probe_compile(precision, mode)
+    return _PROBED[key]
+
+
+_PROBED: dict = {}
 
 
 def _headers_problem(folder: Path | None, how: str, precision: str) -> str | None:
