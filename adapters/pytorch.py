@@ -447,12 +447,13 @@ class TorchEager(Adapter):
         return reason
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False, precision="fp32",
-               calibration_samples=None, cache_dir=None):
+               calibration_samples=None, cache_dir=None, quantized_engine=None):
         """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``);
         ``precision`` bf16/fp16: the model and its input in that dtype, as PyTorch users run it;
         int8 (CPU): post-training static quantization in FX graph mode (:func:`quantized_module`),
         calibrated on ``calibration_samples`` seeded inputs, recorded as int8 only where the
-        converted module's convolutions are quantized kernels."""
+        converted module's convolutions are quantized kernels; ``quantized_engine`` (int8): PyTorch's
+        quantized engine and its default qconfig, ``x86`` unless given (``onednn``, ``fbgemm``)."""
         import torch
 
         n = resolve_threads(threads)
@@ -460,7 +461,8 @@ class TorchEager(Adapter):
         t0 = time.perf_counter()
         module = to_module(graph)
         if precision == "int8":
-            module, calibration = quantized_module(module, graph, batch_size, calibration_samples, cache_dir)
+            module, calibration = quantized_module(module, graph, batch_size, calibration_samples, cache_dir,
+                                                   quantized_engine)
             info.update(int8_info(module, calibration))
             if ranges:  # convert_fx's nodes keep no nn_module_stack to place the ranges by
                 info["profiling"] = "torch.profiler, the converted module's ops (no per-operator ranges at int8)"
@@ -545,10 +547,13 @@ class TorchCompile(Adapter):
         return TorchCompiled(fn, info, device, None if precision == "fp32" else dtype)
 
 
-def quantized_module(module, graph, batch_size: int, samples: int | None = None, cache_dir=None):
+def quantized_module(module, graph, batch_size: int, samples: int | None = None, cache_dir=None,
+                     engine: str | None = None):
     """``module`` (:func:`to_module`'s fp32 GraphModule) quantized by PyTorch's post-training static
     quantization in FX graph mode (``ios_core.quantize.torch_quantize``: ``prepare_fx``/``convert_fx``
-    with the x86 backend's default qconfig mapping), calibrated on ``samples`` seeded inputs of the
+    with the default qconfig mapping of ``engine``, PyTorch's quantized engine: ``x86`` unless given,
+    the one PyTorch recommends on x86; ``onednn`` or ``fbgemm`` by the build option
+    ``quantized_engine``), calibrated on ``samples`` seeded inputs of the
     harness's generator, the same as every other int8 model's (``ios_core.quantize.calibration_inputs``);
     returns (converted GraphModule, calibration as the record keeps it).
 
@@ -575,6 +580,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     )
 
     samples = int(samples or CALIBRATION_SAMPLES)
+    engine = engine or TORCH_BACKEND
     t0 = time.perf_counter()
     feeds = calibration_inputs(graph, batch_size, samples)
     note = {"samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
@@ -585,14 +591,14 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
         for name, t in sorted(module.state_dict().items()):
             h.update(name.encode())
             h.update(t.detach().contiguous().numpy().tobytes())
-        h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}|{TORCH_BACKEND}".encode())
+        h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}|{engine}".encode())
         path = cache.dir / f"{h.hexdigest()[:24]}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)
-        out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers)
+        out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers, backend=engine)
         state = "warm"
     else:
-        out, calib, observers = torch_quantize(module, [[x] for x in feeds])
+        out, calib, observers = torch_quantize(module, [[x] for x in feeds], backend=engine)
         state = None
         if path is not None:
             torch.save(observers, path)

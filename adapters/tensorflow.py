@@ -587,8 +587,8 @@ class TensorFlow(Adapter):
                 raise ValueError(f"precision 'int8': {self.name} on {device} does not build it (the TFLite "
                                  "converter's int8 runs on the CPU, without XLA)")
             return self._build_int8(graph, batch_size, threads, cache_dir, calibration_samples)
-        if calibration_samples is not None:
-            raise ValueError("calibration_samples: only an int8 build is calibrated")
+        # calibration_samples: read by int8 builds only, as onnxruntime's and openvino's, so that one
+        # --adapter-option serves a sweep of several precisions
         if precision not in DTYPES:
             raise ValueError(f"precision {precision!r}: {self.name} builds {', '.join(DTYPES)}")
         dtype = getattr(tf, DTYPES[precision])

@@ -141,3 +141,27 @@ def test_torch_bf16_on_a_gpu_before_ampere_is_refused_in_one_line(monkeypatch, c
     finally:  # the process's flags as they were
         for (module, name), value in zip(flags, before):
             setattr(module, name, value)
+
+
+def test_the_quantized_engine_is_a_build_option_kept_apart_by_the_cache_and_ignored_at_other_precisions(tmp_path):
+    """``torch:quantized_engine=onednn``: the engine and its default qconfig (randwire's depthwise convolutions
+    ran 16x faster on onednn than on x86's choice, docs/precision.md), recorded, cached under its own key; an
+    fp32 cell of the same sweep takes the option and ignores it, as every int8-only option."""
+    import torch
+
+    torch_ = adapters.get("torch")
+    g, x, ref = _case(4)
+    engine = torch.backends.quantized.engine
+    try:
+        x86 = torch_.build(g, 4, threads=1, precision="int8", cache_dir=str(tmp_path))
+        c = torch_.build(g, 4, threads=1, precision="int8", cache_dir=str(tmp_path), quantized_engine="onednn")
+        assert x86.info["quantized_engine"] == "x86"
+        assert c.info["quantized_engine"] == "onednn" and c.info["calibration"]["backend"] == "onednn"
+        assert c.info["calibration"]["cache"] == "cold"  # not x86's observers: its own key
+        assert c.info["precision"] == "int8" and check_precision(c.run(x), ref, "int8").passed
+        with pytest.raises(ValueError, match="no quantized engine 'qnnpackx'"):
+            torch_.build(g, 4, threads=1, precision="int8", cache_dir="off", quantized_engine="qnnpackx")
+    finally:
+        torch.backends.quantized.engine = engine
+    fp32 = torch_.build(g, 4, threads=1, cache_dir="off", quantized_engine="onednn", calibration_samples=8)
+    assert fp32.info["precision"] == "fp32" and check_precision(fp32.run(x), ref, "fp32").passed
