@@ -65,4 +65,6 @@ TORCH = TorchProvider(
     description="torch CPU kernels (oneDNN convolutions), the runtime's planned closures",
     precision_table={"bf16": "not yet: the torch provider's planned closures, arena and zero-copy concatenation are "
                              "float32 (bf16 weights and buffers are not planned)",
-                     "int8": "no: the torch provider has no quantized kernels (torch.ao quantization is not wired)"})
+                     "int8": "no: the torch provider's planned closures and arena are float32 (the torch adapter's "
+                             "FX int8 quantizes a whole module, not a provider's pieces); IOS int8 runs on the "
+                             "onnxruntime and openvino providers"})
