@@ -422,3 +422,17 @@ def test_html_report_shows_the_same_in_the_same_order_and_parses_strictly(wide_r
                             paths["html"].as_uri()], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr[-2000:]
         assert "IOS at its best against the best peer" in p.stdout and "id=\"unstable-cells\"" in p.stdout
+
+
+def test_the_headline_says_whether_ios_was_not_run_or_not_correct(tmp_path):
+    """A model whose IOS cell computed a wrong output has 'no IOS cell with a correct output'; a model the
+    run measured no IOS cell of (run --schedules none) says so, not that IOS was wrong."""
+    run = tmp_path / "runs" / "noios"
+    store = Store(run)
+    for model in ("m1", "m2"):
+        store.append(_cell(model, "p01", 10.0))
+    store.append(_cell("m1", "ios-both", 8.0, "wrong"))
+    md = write_report(run, tmp_path / "rep")["md"].read_text()
+    first = _md_tables(md.split("## At a glance")[1])[0]
+    verdicts = {r[2]: r[8] for r in first[2:]}
+    assert verdicts == {"m1": "no IOS cell with a correct output", "m2": "no IOS cell in this run"}

@@ -424,7 +424,10 @@ def headline_table(df) -> Table | None:
                     row += ["-", "-"] if r is None else [_label(r["framework"]), _figure_ci(r)]
                 if best is None or top is None:
                     missing = "IOS cell" if best is None else "peer"
-                    row += ["-", f"no {missing} with a correct output"]
+                    side = here[(here["model"] == m) & (here["framework"].str.startswith("ios-") == (best is None))]
+                    # a side the run measured, none correct; or a side it never ran (run --schedules none)
+                    why = "with a correct output" if not side.empty else "in this run"
+                    row += ["-", f"no {missing} {why}"]
                 else:
                     v = against(best, top, PEER_WORDS)  # change = peer / IOS - 1
                     if v["verdict"] is None:
