@@ -7,6 +7,7 @@ import pytest
 
 from ios_bench.planning import estimate
 from ios_bench.planning.cells import Cell
+from ios_bench.results import cell_key
 from tests.harness_helpers import rec
 
 
@@ -22,7 +23,10 @@ def test_the_stated_model_is_used_where_no_earlier_run_measured():
     assert m.latency_s("m", 4, "torch") == pytest.approx(lat)
     assert m.sources == {"stated model": 1}
     fixed = estimate.STATED["fixed_s"]["default"]
-    assert m.round_s("m", 4, "torch") == pytest.approx(fixed + 3 * lat + 10 * max(lat, 0.01)
+    # the build: the model's fp32 latencies at batch 1, a share of them at its 40 operators
+    share = (40 - estimate.BUILD_BASE_OPS) / (estimate.BUILD_FULL_OPS - estimate.BUILD_BASE_OPS)
+    build = estimate.STATED["build_latencies"]["torch"] * 2e9 / rate * share
+    assert m.round_s("m", 4, "torch") == pytest.approx(fixed + build + 3 * lat + 10 * max(lat, 0.01)
                                                        + 2 * estimate.STATED["canary_s"])
     assert m.fixed_s("tensorflow") == estimate.STATED["fixed_s"]["tensorflow"]
 
@@ -277,3 +281,157 @@ def test_a_fake_probe_scales_what_was_not_measured_now_within_its_bounds():
     assert m.latency_s("m", 1, "torch") == pytest.approx(0.040 * 1.5)
     assert m.latency_s("n", 1, "openvino") == pytest.approx(1e9 / (60e9) * 2.0)  # a stated figure: 3x, bounded
     assert "1.50 for earlier runs' figures" in m.speed_note()
+
+
+# ---- precision and kernel provider in the estimate (issue 46 item 1) ---------------------------------
+
+# runs/prec-a (2026-11-27 12:36-13:10 UTC, this 2-core VM, nothing else running): its plan and what it took
+PREC_A_MEASURED_S = 2013.5  # env.json duration_s; the estimator then said 395 s ("about 7 min")
+PREC_A_STARTS = {"onnxruntime": 0.183, "openvino": 0.241, "torch": 1.359, "tensorflow": 2.26, "ios-both": 1.359,
+                 "ios-both[onnxruntime]": 0.215, "ios-both[openvino]": 0.241}  # its workers' starts, measured then
+PREC_A_CELLS = {"fp32": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both", "ios-both[onnxruntime]",
+                         "ios-both[openvino]"],
+                "bf16": ["openvino", "torch", "tensorflow", "ios-both[openvino]"],
+                "int8": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both[onnxruntime]",
+                         "ios-both[openvino]"]}
+
+
+def _prec_a_plan():
+    from ios_bench.planning.loading import load_graph
+
+    graphs = {n: load_graph(n) for n in ("inception_v3", "randwire")}
+    m = estimate.Model(estimate.History(), {n: g.macs() for n, g in graphs.items()},
+                       {n: g.num_operators() for n, g in graphs.items()},
+                       {n: estimate.search_states(g) for n, g in graphs.items()}, warmup=3, repeat=10, min_sample_ms=10)
+    m.calibrated, m.probe_ms = dict(PREC_A_STARTS), 3.8812
+    cells, searches = [], {}
+    for name in graphs:
+        for precision, fws in PREC_A_CELLS.items():
+            for fw in fws:
+                provider = (fw.partition("[")[2].rstrip("]") or "torch") if fw.startswith("ios-") else None
+                cells.append(Cell(name, name, 1, fw, "cpu", "both" if provider else None, fw, 1.0,
+                                  provider=provider, precision=precision))
+                if provider:
+                    searches[(name, 1, provider, precision)] = 1
+    return m, cells, searches
+
+
+def test_the_stated_model_estimates_the_precision_sweep_within_20_percent_of_what_it_took():
+    """runs/prec-a's plan (2 nets x fp32/bf16/int8 x 4 peers and IOS on 3 kernel providers, 3 rounds, 12
+    schedule searches: one per model, provider and precision) from the stated model only, with the
+    workers' starts and the canary its sweep measured: within 20% of its 2013.5 s (it said 395 s then:
+    searches keyed without precision, costed alike on every provider, no int8 calibration)."""
+    m, cells, searches = _prec_a_plan()
+    assert len(cells) == 34 and len(searches) == 12
+    est = estimate.sweep_seconds(m, cells, {c.key: 3 for c in cells}, {("inception_v3", 1), ("randwire", 1)},
+                                 searches)
+    assert abs(est["seconds"] / PREC_A_MEASURED_S - 1) < 0.2, est["seconds"]
+    assert est["from"] == {"stated model": 34}
+
+
+def test_a_search_costs_by_provider_and_precision_and_learns_by_them():
+    """A search at int8 on openvino (each candidate stage compiled by OpenVINO, each piece calibrated)
+    costs more than at fp32 on torch; an earlier run's search is used for its own precision only."""
+    m = _model()
+    m.states = {"m": 1000}
+    fp32_torch, int8_ov = m.optimize_s("m", 1, "torch"), m.optimize_s("m", 1, "openvino", 1, "int8")
+    assert int8_ov > 5 * fp32_torch
+    assert m.optimize_s("m", 1, "onnxruntime", 1, "int8") > m.optimize_s("m", 1, "onnxruntime")
+    # each state of the DP costs: a graph with more states searches longer at the same operator count
+    more = _model()
+    more.states = {"m": 40_000}
+    per_state = estimate.STATED["optimize_s_per_state"]
+    assert more.optimize_s("m", 1, "torch") - fp32_torch == pytest.approx(39_000 * per_state)
+    h = estimate.History()
+    for precision, seconds in (("fp32", 20.0), ("int8", 300.0)):
+        r = rec("m", 1, "ios-both[openvino]", median=10.0)
+        r.update(precision=precision, provider="openvino", optimize_seconds=seconds)
+        h.add(r)
+    learnt = _model(h)
+    learnt.calibrated = {"ios-sequential[openvino]": 0.5}
+    assert learnt.optimize_s("m", 1, "openvino", 1, "int8") == pytest.approx(0.5 + 300.0)
+    assert learnt.optimize_s("m", 1, "openvino") == pytest.approx(0.5 + 20.0)
+    both = estimate.sweep_seconds(learnt, [], {}, set(),
+                                  {("m", 1, "openvino", "fp32"): 1, ("m", 1, "openvino", "int8"): 1})
+    assert both["seconds"] == pytest.approx(0.5 + 20.0 + 0.5 + 300.0)
+
+
+def _rounds(walls):
+    return [{"round": i, "status": "ok", "wall_seconds": w, "repeat": 10, "warmup": 3, "number": 1}
+            for i, w in enumerate(walls)]
+
+
+def test_rounds_and_first_builds_are_learnt_per_precision_and_the_int8_calibration_is_stated():
+    """An int8 cell's first round calibrates and quantizes (a cold build the build cache keeps for the
+    later rounds): stated where no run measured it, learnt per worker kind and precision where one did
+    (its first round's wall less its later rounds'), and never taken for fp32's."""
+    m = _model()
+    ov8 = Cell("m", "m", 1, "openvino", "cpu", None, "openvino", 1.0, precision="int8")
+    ov = Cell("m", "m", 1, "openvino", "cpu", None, "openvino", 1.0)
+    cold = m.first_build_s("openvino@int8", "m")
+    stated = estimate.STATED["first_build_latencies"]["openvino@int8"]
+    assert cold == pytest.approx(stated * m.latency_s("m", 1, "openvino"))
+    assert m.first_build_s("openvino", "m") == 0.0
+    assert m.first_build_s("ios-both[openvino]@int8", "m") > m.first_build_s("ios-both[onnxruntime]@int8", "m") > 0
+    fresh = estimate.sweep_seconds(m, [ov8, ov], {ov8.key: 3, ov.key: 3}, set(), {})
+    assert fresh["per_cell"][ov8.key] == pytest.approx(3 * m.cell_s(ov8) + cold)
+    assert fresh["per_cell"][ov.key] == pytest.approx(3 * m.cell_s(ov))
+    h = estimate.History()
+    for precision, walls in (("fp32", [2.5, 2.5, 2.5]), ("int8", [12.3, 3.3, 3.3])):
+        r = rec("m", 1, "openvino", median=10.0)
+        r.update(precision=precision, rounds=_rounds(walls))
+        h.add(r)
+    learnt = _model(h)
+    assert learnt.first_build_s("openvino@int8", "m") == pytest.approx(9.0)
+    assert learnt.first_build_s("openvino", "m") == pytest.approx(0.0)
+    assert learnt.fixed_s("openvino@int8", "m") == pytest.approx(3.3 - 13 * 0.010)
+    assert learnt.fixed_s("openvino", "m") == pytest.approx(2.5 - 13 * 0.010)
+    # another model: the cold build in its fp32 latencies (n: half m's work at the framework's rate)
+    assert learnt.first_build_s("openvino@int8", "n") == pytest.approx(9.0 / 2)
+
+
+def test_a_replay_of_a_run_folder_estimates_from_its_records(tmp_path):
+    """``replay`` rebuilds a finished sweep's estimate from its folder (plan, records, env) without running
+    anything; learning from the folder itself (a rerun of it) takes its own searches and first builds."""
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps({"rounds": 3, "warmup": 3, "repeat": 10, "number": 1,
+                                               "min_sample_ms": 0.0}))
+    cpu = {"model": "CPU X", "usable_cores": 2}
+    (run / "env.json").write_text(json.dumps({"cpu": cpu, "duration_s": 400.0, "captured": "2026-11-27T12:00:00",
+                                              "estimate": {"seconds": 50.0, "workers_start_s": {}, "canary_ms": None}}))
+    recs = []
+    for precision, walls, search in (("fp32", [2.0, 2.0, 2.0], 30.0), ("int8", [20.0, 3.0, 3.0], 300.0)):
+        r = rec("m", 1, "ios-both[openvino]", median=10.0)
+        r.update(schema=3, precision=precision, provider="openvino", schedule="both", optimize_seconds=search,
+                 rounds=_rounds(walls), cell=cell_key("m", 1, "ios-both[openvino]", "cpu", precision=precision))
+        recs.append(r)
+    skipped = {**rec("m", 1, "onnxruntime", status="skipped"), "schema": 3}
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*recs, skipped]))
+    graphs = {"m": (2_000_000_000, 40, 100)}
+    stated = estimate.replay(run, [], graphs)
+    assert stated["measured_s"] == 400.0 and stated["recorded_s"] == 50.0
+    assert stated["measured_parts"] == {"rounds": pytest.approx(32.0), "searches": pytest.approx(330.0)}
+    assert sum(stated["parts"].values()) == pytest.approx(stated["estimated_s"])
+    again = estimate.replay(run, [run], graphs)
+    start = estimate.STATED["fixed_s"]["default"]  # the search worker's start: not calibrated in this folder
+    assert again["parts"]["searches"] == pytest.approx(2 * start + 330.0)
+    assert again["parts"]["first_builds"] == pytest.approx(17.0)
+    lines = estimate.replay_lines(run, graphs)
+    assert lines[0] == "a: took 7 min; its sweep estimated 50 s" and len(lines) == 4
+
+
+def test_a_build_grows_with_the_model_beyond_the_quick_sweeps_networks():
+    """The stated build part (``build_s``) was measured on the quick sweep's small networks and holds
+    their builds; the model-sized part (``build_latencies``) is added in full from ``BUILD_FULL_OPS``
+    operators on (where it was measured), not at all up to ``BUILD_BASE_OPS``, and an earlier run's
+    fixed part of the kind at its precision replaces both."""
+    small = estimate.Model(estimate.History(), {"m": 2_000_000_000}, {"m": estimate.BUILD_BASE_OPS})
+    big = estimate.Model(estimate.History(), {"m": 2_000_000_000}, {"m": estimate.BUILD_FULL_OPS + 20})
+    assert small.build_s("m", 1, "ios-both[openvino]") == 0.0
+    full = big.build_s("m", 1, "ios-both[openvino]")
+    assert full == pytest.approx(estimate.STATED["build_latencies"]["ios[openvino]"] * big.latency_s("m", 1, "x"))
+    assert big.build_s("m", 1, "ios-both[openvino]@int8") > full  # a warm int8 build loads its quantized pieces
+    h = estimate.History()
+    h.fixed_s["ios[openvino]"] = [2.0]
+    assert estimate.Model(h, {"m": 2_000_000_000}, {"m": 120}).build_s("m", 1, "ios-both[openvino]") == 0.0

@@ -10,9 +10,12 @@ on this machine measured wherever such runs exist (:func:`learn`):
   ``latency`` comes, in this order, from an earlier record of the same model, batch and framework;
   from one at another batch size, scaled by the batch; from the framework's rate (multiply-
   accumulates per second) over its earlier records; from the stated rate.
+  The build part grows with the model (``STATED["build_latencies"]``: the model's fp32 latencies),
+  and a first round adds its cold build (int8: the calibration); both per worker kind (IOS: per
+  kernel provider) and precision, learnt so where earlier runs measured them.
 * **A cell** is ``rounds`` rounds (``auto``: its minimum, so the estimate is a lower bound then).
-  Each (model, batch, device, provider) adds one schedule search, each (model, batch) one
-  reference output.
+  Each (model, batch, provider, precision) adds one schedule search (per operator by provider and
+  precision, per state of the DP: :func:`search_states`), each (model, batch) one reference output.
 * **A cell's memory** is ``base + copies * weights + activation_factor * activations * batch``:
   ``activations`` is the per-image activation footprint the oracle's plan computes
   (:func:`ios_core.reference.activation_bytes`), ``base`` a process with its framework loaded,
@@ -56,13 +59,21 @@ from ios_core.measurement.stats import median
 # of a 2-core machine; memory in MiB.
 STATED = {
     "fixed_s": {"tensorflow": 8.0, "tvm": 6.0, "tvm-tuned": 6.0, "openvino": 3.0, "default": 3.0},
-    "gmacs_per_s": {"default": 60.0},
+    # at bf16 and int8: fp32's times the median speedup over its own fp32 the frameworks had on this 2-core
+    # VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire b1: bf16 1.6-1.9x, int8 0.3-5.9x, median 2.6x)
+    "gmacs_per_s": {"default": 60.0, "default@bf16": 105.0, "default@int8": 156.0},
     # a schedule search: a worker's start, then per schedule searched about this much, per operator
-    # of the model, plus about this many sequential latencies of stage timing (a fresh profile
-    # database; measured on the quick sweep's networks on a 2-core machine: 1-2 s per schedule)
+    # of the model by kernel provider and precision (each stage timed, the candidates compiled by the
+    # provider's engine end to end; at int8 each piece quantized and calibrated first), plus per state
+    # of the DP (:func:`search_states`). Measured on this 2-core VM on 2026-11-27 (runs/prec-a: 12
+    # searches, inception_v3 and randwire b1, 12.7-317 s, a fresh profile database): the states
+    # explain randwire's searches (46,223 states against inception_v3's 1,207, both ~120 operators):
+    # 2.4-3.0 ms each over the six provider/precision pairs; the rest per operator, below
     "optimize_schedule_s": 0.3,
-    "optimize_s_per_op": 0.025,
-    "optimize_latencies": 20,
+    "optimize_s_per_state": 0.0026,
+    "optimize_s_per_op": {"ios[torch]": 0.04, "ios[onnxruntime]": 0.085, "ios[openvino]": 0.14,
+                          "ios[openvino]@bf16": 0.10, "ios[onnxruntime]@int8": 0.35, "ios[openvino]@int8": 1.63,
+                          "default": 0.085},
     "reference_fixed_s": 1.2,
     "base_mib": {"tensorflow": 900.0, "tvm": 600.0, "tvm-tuned": 600.0, "default": 450.0},
     "weight_copies": 2.0,  # the loaded weights and the framework's own copy
@@ -75,12 +86,33 @@ STATED = {
     # cache after the first round: ``adapters.build_cache``) ...
     "build_s": {"torch-compile": 3.5, "tensorflow-xla": 0.9, "tensorflow": 0.8, "tvm": 4.0, "tvm-tuned": 4.0,
                 "jax-xla": 0.4, "default": 0.2},
-    # ... and what the first round's cold build adds (measured on the quick sweep's networks)
+    # ... plus this many of the model's fp32 latencies (with the framework's own: a build grows with the
+    # model's work, the pieces an IOS provider compiles one per stage; a warm int8 build loads its
+    # quantized model). Measured on this 2-core VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire
+    # b1: later rounds' wall less their timed loop, worker start and the parts above; the mean of the two
+    # networks, each within about 1.5x of it)
+    "build_latencies": {"onnxruntime": 13, "openvino": 24, "torch": 2, "tensorflow": 16, "ios[torch]": 18,
+                        "ios[onnxruntime]": 37, "ios[openvino]": 52, "ios[openvino]@bf16": 42,
+                        "onnxruntime@int8": 17, "openvino@int8": 40, "torch@int8": 28, "tensorflow@int8": 18,
+                        "ios[onnxruntime]@int8": 34, "ios[openvino]@int8": 73, "default": 0},
+    # ... and what the first round's cold build adds (torch-compile: measured on the quick sweep's networks)
     "first_build_s": {"torch-compile": 9.5, "default": 0.0},
+    # ... in the model's fp32 latencies: int8's post-training quantization (calibration on seeded inputs,
+    # per piece for IOS: docs/precision.md), kept by the build cache for the later rounds. Measured on
+    # this 2-core VM on 2026-11-27 (runs/prec-a: first round's wall less the later rounds' median; 3.4-9.3 s
+    # on inception_v3, 8.6-31 s on randwire; the mean of the two networks' multiples)
+    "first_build_latencies": {"onnxruntime@int8": 90, "openvino@int8": 165, "torch@int8": 36,
+                              "tensorflow@int8": 200, "ios[onnxruntime]@int8": 105, "ios[openvino]@int8": 165,
+                              "default": 0},
     # the canary's time (speed_probe) on the 2-core VM the figures above were measured on, at its
     # usual speed (2026-11-27 09:40 UTC: 3.86-3.90 ms whenever a core was free; docs/harness.md)
     "canary_ms": 3.9,
 }
+# a build's stated growth (build_latencies) is full from BUILD_FULL_OPS operators on (inception_v3 and
+# randwire, ~120, where it was measured), none up to BUILD_BASE_OPS and a share between: the stated build_s
+# was measured on the quick sweep's networks (sample: 5 operators, squeezenet: 38), whose builds it holds
+# already (the quick sweep of 2026-11-27 10:04 UTC: ONNX Runtime's and OpenVINO's rounds 0.6-1.0 s in all)
+BUILD_BASE_OPS, BUILD_FULL_OPS = 38, 100
 PROBE_BATCHES, PROBE_PAUSE_S = 3, 0.05  # the canary at plan time: three of its medians, this far apart
 SPEED_BOUNDS = (0.5, 2.0)  # the scale a probe may put on the model: past these a probe is not believed further
 WORKER_START_S = 1.0  # the least a round's fixed part takes (a fresh process, imports): --time-budget's check
@@ -117,8 +149,31 @@ def speed_factor(now_ms: float | None, then_ms: float | None) -> float:
 
 
 def _stated(name: str, framework: str) -> float:
+    """``STATED[name]``'s figure for ``framework`` (a series: ``openvino@int8``, ``ios-both[openvino]@int8``):
+    its kind at its precision (``ios[openvino]@int8``), its kind, its name at its precision, its name
+    (``ios`` for every IOS cell), the table's default at its precision, else its default."""
     table = STATED[name]
-    return table.get(_base_name(framework), table["default"])
+    plain, _, precision = framework.partition(PRECISION_SEP)
+    kind, base = _base_kind(plain), _base_name(plain)
+    for key in (series(kind, precision), kind, series(base, precision), base, series("default", precision)):
+        if key in table:
+            return table[key]
+    return table["default"]
+
+
+def _fixed_key(framework: str) -> str:
+    """What a round's fixed part is learned and looked up by: the worker's kind at its precision
+    (``ios[openvino]@int8``, ``torch``): a build differs by kernel provider and precision."""
+    plain, _, precision = framework.partition(PRECISION_SEP)
+    return series(_base_kind(plain), precision)
+
+
+def search_states(graph) -> int:
+    """The states the IOS DP solves on ``graph`` (the optimizer's own count, for its progress bar;
+    cheap next to the search): what a search's cost grows with besides its operators."""
+    from ios_core.optimizer.optimize import DEFAULT_MAX_PART_SIZE, _block_states
+
+    return sum(_block_states(block, DEFAULT_MAX_PART_SIZE) for block in graph.blocks)
 
 
 # the build cache each framework's builds keep (adapters.build_cache): its directory's name
@@ -162,14 +217,18 @@ def _base_name(framework: str) -> str:
 
 @dataclass
 class History:
-    """What earlier runs on this machine measured: latencies per (model, batch, framework), round
-    overheads and peak memory per framework, schedule searches per (model, batch, provider)."""
+    """What earlier runs on this machine measured: latencies per (model, batch, framework series),
+    round overheads and first rounds' cold builds per worker kind and precision (:func:`_fixed_key`),
+    peak memory per framework, schedule searches per (model, batch, provider, precision)."""
 
     latency_ms: dict[tuple[str, int, str], float] = field(default_factory=dict)
     fixed_s: dict[str, list[float]] = field(default_factory=dict)
     peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # (framework, model, batch, MiB)
     gpu_peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # the same on the GPU (gpu_memory)
-    optimize_s: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    optimize_s: dict[tuple[str, int, str, str], float] = field(default_factory=dict)
+    # a first round's wall less the later ones' median: (model, seconds) per worker kind and precision
+    first_build_s: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    fixed_by_model: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (kind, model): fixed_s's
     runs: list[str] = field(default_factory=list)
     canary_ms: list[float] = field(default_factory=list)  # each learnt round's canary (its machine's speed then)
 
@@ -183,17 +242,26 @@ class History:
         lat = rec["median_ms"] / 1000
         from ios_core.measurement.interference import canary_ms
 
+        fixed_key = _fixed_key(series(rec["framework"], rec.get("precision")))
+        walls = {r.get("round"): r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
+                 for r in rec.get("rounds") or []}
+        later = [w for k, w in walls.items() if k != 0 and isinstance(w, (int, float))]
+        if isinstance(walls.get(0), (int, float)) and later:
+            self.first_build_s.setdefault(fixed_key, []).append((rec["model"], max(0.0, walls[0] - median(later))))
         for r in rec.get("rounds") or [rec]:
             c = canary_ms(r.get("interference") or {})
             if c:
                 self.canary_ms.append(float(c))
+            if later and r.get("round") == 0:  # its cold build is learnt apart (first_build_s)
+                continue
             wall = r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
             reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
             number = r.get("number") or rec.get("number") or 1
             if isinstance(wall, (int, float)) and isinstance(reps, int):
                 fixed = wall - warm * lat - reps * number * lat
                 if fixed > 0:
-                    self.fixed_s.setdefault(_base_name(rec["framework"]), []).append(fixed)
+                    self.fixed_s.setdefault(fixed_key, []).append(fixed)
+                    self.fixed_by_model.setdefault((fixed_key, rec["model"]), []).append(fixed)
         if isinstance(rec.get("peak_rss_mib"), (int, float)):
             self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
         gpu = rec.get("gpu_memory") if isinstance(rec.get("gpu_memory"), dict) else {}
@@ -201,8 +269,8 @@ class History:
         if isinstance(seen, (int, float)):
             self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
         if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
-            self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch")] = \
-                float(rec["optimize_seconds"])
+            self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch",
+                             rec.get("precision") or "fp32")] = float(rec["optimize_seconds"])
         if run and run not in self.runs:
             self.runs.append(run)
 
@@ -239,6 +307,23 @@ def learn(folders: list[Path], cpu: dict) -> History:
     return hist
 
 
+def history_macs(history: History, known: dict[str, int]) -> dict[str, int]:
+    """Multiply-accumulates per image of the zoo models earlier runs measured that ``known`` lacks
+    (what :meth:`Model.rate` needs to learn a framework's rate from them); a model the zoo does not
+    name is left out."""
+    from ios_bench.planning.loading import load_graph
+
+    out = {}
+    for name in dict.fromkeys(m for m, _, _ in history.latency_ms):
+        if name in known:
+            continue
+        try:
+            out[name] = int(load_graph(name).macs())
+        except Exception:  # noqa: BLE001 - a JSON model of another run, not here: no rate from it
+            continue
+    return out
+
+
 def earlier_runs(folder: Path) -> list[Path]:
     """The run folders beside ``folder`` (and ``folder`` itself), newest last."""
     parent = Path(folder).resolve().parent
@@ -256,6 +341,7 @@ class Model:
     history: History
     macs: dict[str, int]  # graph name -> multiply-accumulates per image
     ops: dict[str, int]  # graph name -> operators
+    states: dict[str, int] = field(default_factory=dict)  # graph name -> the IOS DP's states (search_states)
     warmup: int = 3
     repeat: int = 10
     min_sample_ms: float = 0.0
@@ -299,48 +385,90 @@ class Model:
             self.sources[src] = self.sources.get(src, 0) + 1
         return value * self.speed(learnt)
 
-    def fixed_s(self, framework: str) -> float:
-        """A round's fixed part: earlier runs' where they measured it, else the calibrated start
-        of a worker plus the stated build part, else the stated figure."""
-        got = self.history.fixed_s.get(_base_name(framework))
+    def fixed_s(self, framework: str, model: str | None = None) -> float:
+        """A round's fixed part (``framework``: a series, ``openvino@int8``): earlier runs' where they
+        measured its worker kind at its precision (:func:`_fixed_key`; their rounds of ``model`` where
+        there are any, a build grows with the model), else the calibrated start of a worker plus the
+        stated build part, else the stated figure."""
+        key = _fixed_key(framework)
+        got = self.history.fixed_by_model.get((key, model))
         if got:
             return median(got) * self.speed(True)
-        framework = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
-        if framework in self.calibrated:  # measured now: only the stated part is scaled
-            return self.calibrated[framework] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
+        if self.history.fixed_s.get(key):  # other models': their build part moved to this model's size
+            k = _stated("build_latencies", framework)
+            lat = {m: self._fp32_latency_s(m, framework) for (kk, m) in self.history.fixed_by_model if kk == key}
+            rest = [f - k * lat[m] for (kk, m), fs in self.history.fixed_by_model.items() if kk == key for f in fs]
+            if rest and model is not None:
+                return max(WORKER_START_S, median(rest) * self.speed(True) + k * self._fp32_latency_s(model, framework))
+            return median(self.history.fixed_s[key]) * self.speed(True)
+        plain = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
+        if plain in self.calibrated:  # measured now: only the stated part is scaled
+            return self.calibrated[plain] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
         return _stated("fixed_s", framework) * self.speed(False)
 
-    def first_build_s(self, framework: str) -> float:
-        """What a cell's first round adds to its fixed part (a cold build, where no earlier run
-        measured the framework's rounds: theirs include it, and where the build cache the rounds
-        will use holds no sealed build of the framework: :func:`warm_build_cache`)."""
-        if self.history.fixed_s.get(_base_name(framework)) or warm_build_cache(framework):
+    def _fp32_latency_s(self, model: str | None, framework: str) -> float:
+        """The model's fp32 latency at batch 1 on ``framework``'s engine: what a build's size is counted
+        in (a build does not grow with the batch: resnet50's at 1 and 16 alike, runs/prec-b)."""
+        if model is None:
             return 0.0
-        return _stated("first_build_s", framework) * self.speed(False)
+        return self.latency_s(model, 1, framework.split(PRECISION_SEP, 1)[0], count=False)
+
+    def build_s(self, model: str, batch: int, framework: str) -> float:
+        """What a round's build adds with the model's size (:data:`STATED` ``build_latencies``, in full
+        from :data:`BUILD_FULL_OPS` operators on, none up to :data:`BUILD_BASE_OPS`, a share between),
+        where no earlier run measured the fixed part of ``framework``'s kind at its precision (theirs
+        holds it)."""
+        if self.history.fixed_s.get(_fixed_key(framework)):
+            return 0.0
+        ops = self.ops.get(model, BUILD_FULL_OPS)
+        share = min(1.0, max(0.0, (ops - BUILD_BASE_OPS) / (BUILD_FULL_OPS - BUILD_BASE_OPS)))
+        return _stated("build_latencies", framework) * self._fp32_latency_s(model, framework) * share
+
+    def first_build_s(self, framework: str, model: str | None = None, batch: int = 1) -> float:
+        """What a cell's first round adds to its fixed part (``framework``: a series): its cold build,
+        int8's calibration included. Earlier runs' (their first rounds' wall less their later ones', per
+        worker kind and precision: of ``model`` where they ran it, else in its fp32 latencies), else none
+        where they measured the kind's rounds but not a first one apart, or where the build cache the
+        rounds will use holds a sealed fp32 build of the framework (:func:`warm_build_cache`), else the
+        stated figure (seconds, plus the model's fp32 latencies where ``model`` is given)."""
+        key, precision = _fixed_key(framework), framework.partition(PRECISION_SEP)[2] or "fp32"
+        learnt = self.history.first_build_s.get(key)
+        if learnt:
+            same = [x for m, x in learnt if m == model]
+            if same or model is None:
+                return median(same or [x for _, x in learnt]) * self.speed(True)
+            times = [x / lat for m, x in learnt if (lat := self._fp32_latency_s(m, framework)) > 0]
+            return median(times) * self._fp32_latency_s(model, framework) if times else 0.0
+        if self.history.fixed_s.get(key) or (precision == "fp32" and warm_build_cache(framework)):
+            return 0.0
+        return (_stated("first_build_s", framework) * self.speed(False)
+                + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
 
     def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
         lat = self.latency_s(model, batch, framework, count)
         sample = max(lat, self.min_sample_ms / 1000)
-        return self.fixed_s(framework) + self.warmup * lat + self.repeat * sample + 2 * STATED["canary_s"]
+        return (self.fixed_s(framework, model) + self.build_s(model, batch, framework) + self.warmup * lat
+                + self.repeat * sample + 2 * STATED["canary_s"])
 
     def cell_s(self, cell, count: bool = False) -> float:
         """One round of ``cell`` (a sweep's ``Cell``)."""
         return self.round_s(cell.model, cell.batch_size, series(cell.framework, getattr(cell, "precision", None)),
                             count)
 
-    def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1) -> float:
-        """One search worker of (model, batch, provider) searching ``schedules`` schedules: its start
-        (calibrated as that provider's IOS cells), then each schedule's search (an earlier run's,
-        else the stated model)."""
+    def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1, precision: str = "fp32") -> float:
+        """One search worker of (model, batch, provider, precision) searching ``schedules`` schedules:
+        its start (calibrated as that provider's IOS cells), then each schedule's search (an earlier
+        run's at that provider and precision, else the stated model: per operator by provider and
+        precision, per DP state)."""
         framework = "ios-sequential" + ("" if provider == "torch" else f"[{provider}]")
         start = self.calibrated.get(framework, STATED["fixed_s"]["default"] * self.speed(False))
-        got = self.history.optimize_s.get((model, batch, provider))
+        got = self.history.optimize_s.get((model, batch, provider, precision or "fp32"))
         if got is not None:
             got *= self.speed(True)
         else:
-            seq = self.latency_s(model, batch, framework, count=False)  # scaled already
-            got = ((STATED["optimize_schedule_s"] + STATED["optimize_s_per_op"] * self.ops.get(model, 0))
-                   * self.speed(False) + STATED["optimize_latencies"] * seq)
+            per_op = _stated("optimize_s_per_op", series(f"ios[{provider}]", precision))
+            got = (STATED["optimize_schedule_s"] + per_op * self.ops.get(model, 0)
+                   + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
         return start + max(1, schedules) * got
 
     def reference_s(self, model: str, batch: int) -> float:
@@ -432,9 +560,10 @@ def calibrate(frameworks, history: History, probe=start_probe, clock=None, budge
     clock = clock or time.perf_counter
     t0 = clock()
     kinds: dict[str, list[str]] = {}
-    for fw in dict.fromkeys(frameworks):
-        if not history.fixed_s.get(_base_name(fw)):
-            kinds.setdefault(_base_kind(fw), []).append(fw)
+    for fw in dict.fromkeys(frameworks):  # a series (openvino@int8): its kind at its precision learnt?
+        plain = fw.split(PRECISION_SEP, 1)[0]
+        if not history.fixed_s.get(_fixed_key(fw)) and plain not in kinds.get(_base_kind(plain), []):
+            kinds.setdefault(_base_kind(plain), []).append(plain)
     out: dict[str, float] = {}
     for kind, fws in kinds.items():
         if clock() - t0 > budget_s:
@@ -498,17 +627,19 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
     """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each; a cell
     in ``fresh``, none of whose rounds ran yet (None: every cell), pays its first round's cold build,
     :meth:`Model.first_build_s`), plus the reference outputs and schedule searches still to make
-    (``todo_searches``: {(model, batch, provider): schedules to search}, or a set of those keys: one
-    each). Returns {"seconds", "cells", "per_cell", "from"}."""
+    (``todo_searches``: {(model, batch, provider[, precision]): schedules to search}, or a set of those
+    keys: one each; without a precision, fp32). Returns {"seconds", "cells", "per_cell", "from"}."""
     per_cell = {}
     for c in cells:
         left = rounds[c.key]
         cold = left > 0 and (fresh is None or c.key in fresh)
-        per_cell[c.key] = left * model.cell_s(c, count=True) + (model.first_build_s(c.framework) if cold else 0.0)
+        cold_s = model.first_build_s(series(c.framework, getattr(c, "precision", None)), c.model, c.batch_size) \
+            if cold else 0.0
+        per_cell[c.key] = left * model.cell_s(c, count=True) + cold_s
     total = sum(per_cell.values())
     total += sum(model.reference_s(m, b) for m, b in todo_refs)
     searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)
-    total += sum(model.optimize_s(m, b, p, n) for (m, b, p), n in searches.items())
+    total += sum(model.optimize_s(*key[:3], n, *key[3:]) for key, n in searches.items())
     return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
 
 
@@ -617,3 +748,101 @@ def human(seconds: float) -> str:
     if minutes < 90:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+# ---- replay: what the estimate says of a finished run folder --------------------------------
+
+def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | None = None) -> dict:
+    """The estimate a run folder's sweep gets from this module now, from its own records only (no
+    process started, nothing measured): its plan (``plan.json``), the cells it measured
+    (``results.jsonl``, skipped ones left out, as the sweep leaves them out), the schedule searches
+    they needed, the workers' starts and the canary its sweep measured (``env.json``'s
+    ``estimate``), earlier runs' figures from ``learn_from`` (none: the stated model only). Returns
+    {"estimated_s", "measured_s" (the sweep's ``duration_s``), "parts": {"rounds", "first_builds",
+    "searches", "references"}, "measured_parts": {"rounds", "searches"}, "recorded_s" (what its sweep
+    printed), "graphs" (what it used of the models)}. ``graphs``: {model: (macs, operators, DP states)}, loaded
+    from the zoo when not given."""
+    from types import SimpleNamespace
+
+    from ios_bench.results import read_records
+
+    folder = Path(folder)
+    plan = json.loads((folder / "plan.json").read_bytes())
+    env = json.loads((folder / "env.json").read_bytes())
+    recs = [r for r in read_records(folder / "results.jsonl", on_problem=lambda m: None)
+            if r.get("status") != "skipped"]
+    if graphs is None:
+        from ios_bench.planning.loading import load_graph
+
+        graphs = {}
+        for name in dict.fromkeys(r["model"] for r in recs):
+            g = load_graph(name)
+            graphs[name] = (g.macs(), g.num_operators(), search_states(g))
+    recorded = env.get("estimate") or {}
+    hist = learn(list(learn_from or []), env.get("cpu") or {})
+    macs = {m: v[0] for m, v in graphs.items()}
+    model = Model(hist, {**history_macs(hist, macs), **macs}, {m: v[1] for m, v in graphs.items()},
+                  {m: v[2] for m, v in graphs.items() if len(v) > 2},
+                  warmup=plan.get("warmup", 3), repeat=plan.get("repeat", 10) * plan.get("number", 1),
+                  min_sample_ms=plan.get("min_sample_ms") or 0.0)
+    model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
+    model.probe_ms = recorded.get("canary_ms")
+    rounds = int(plan["rounds"]) if str(plan.get("rounds")).isdigit() else 1
+    cells = [SimpleNamespace(key=r["cell"], model=r["model"], batch_size=int(r["batch_size"]),
+                             framework=r["framework"], precision=r.get("precision") or "fp32") for r in recs]
+    searches: dict[tuple, int] = {}
+    for r in recs:
+        if r.get("schedule"):
+            key = (r["model"], int(r["batch_size"]), r.get("provider") or "torch", r.get("precision") or "fp32")
+            searches[key] = 1
+    refs = {(r["model"], int(r["batch_size"])) for r in recs}
+    est = sweep_seconds(model, cells, {c.key: rounds for c in cells}, refs, searches)
+    first = sum(model.first_build_s(series(c.framework, c.precision), c.model, c.batch_size) for c in cells)
+    search_s = sum(model.optimize_s(m, b, p, n, precision=q) for (m, b, p, q), n in searches.items())
+    ref_s = sum(model.reference_s(m, b) for m, b in refs)
+    walls = [x.get("wall_seconds") or _span(x.get("started"), x.get("finished")) or 0.0
+             for r in recs for x in (r.get("rounds") or [])]
+    measured_search = sum(float(r["optimize_seconds"]) for r in recs
+                          if isinstance(r.get("optimize_seconds"), (int, float)) and not r.get("schedule_reused"))
+    return {"estimated_s": est["seconds"], "measured_s": env.get("duration_s"), "recorded_s": recorded.get("seconds"),
+            "graphs": graphs,
+            "parts": {"rounds": est["seconds"] - first - search_s - ref_s, "first_builds": first, "searches": search_s,
+                      "references": ref_s},
+            "measured_parts": {"rounds": sum(walls), "searches": measured_search}}
+
+
+def replay_lines(folder: Path, graphs: dict | None = None) -> list[str]:
+    """What :func:`replay` says of a run folder, as lines to print: its measured duration, what its
+    sweep estimated then, and what the estimate says now from the stated model only, learning from
+    the runs beside it that started before it, and as a rerun of it (learning from it too); ``graphs``
+    as :func:`replay`'s."""
+    folder = Path(folder)
+    env = json.loads((folder / "env.json").read_bytes())
+    if not isinstance(env.get("duration_s"), (int, float)):
+        return [f"{folder.name}: no measured duration (env.json has no duration_s: the sweep did not finish)"]
+    started = env.get("captured") or ""
+    before = []
+    for p in earlier_runs(folder):
+        if p.resolve() == folder.resolve():
+            continue
+        try:
+            if (json.loads((p / "env.json").read_bytes()).get("captured") or "") < started:
+                before.append(p)
+        except (OSError, ValueError):
+            continue
+
+    def pct(est: float) -> str:
+        return f"{human(est)} ({est / env['duration_s'] - 1:+.0%})"
+
+    out = [f"{folder.name}: took {human(env['duration_s'])}; its sweep estimated "
+           f"{human(env['estimate']['seconds']) if (env.get('estimate') or {}).get('seconds') else '-'}"]
+    for what, learn_from in (("the stated model only", []),
+                             (f"earlier runs beside it ({', '.join(p.name for p in before) or 'none'})", before),
+                             ("a rerun of it (its own records too)", [*before, folder])):
+        got = replay(folder, learn_from, graphs)
+        graphs = graphs or got["graphs"]
+        parts, measured = got["parts"], got["measured_parts"]
+        out.append(f"  estimate now from {what}: {pct(got['estimated_s'])}; searches {human(parts['searches'])} "
+                   f"(measured {human(measured['searches'])}), rounds {human(parts['rounds'] + parts['first_builds'])} "
+                   f"with {human(parts['first_builds'])} of first builds (measured {human(measured['rounds'])})")
+    return out

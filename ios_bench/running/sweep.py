@@ -219,11 +219,16 @@ class Sweep:
         plan = self.plan
         hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
         named = {g.name: g for g in graphs.values()}
-        model = estimate.Model(hist, {n: g.macs() for n, g in named.items()},
-                               {n: g.num_operators() for n, g in named.items()}, warmup=plan.warmup,
-                               repeat=plan.repeat * plan.number, min_sample_ms=plan.min_sample_ms or 0.0)
-        # a fresh worker's start, measured now for the frameworks no earlier run measured
-        model.calibrated = estimate.calibrate([c.framework for c in cells if not c.skip_reason], hist,
+        macs = {n: g.macs() for n, g in named.items()}
+        searched = {c.model for c in cells if c.schedule and not c.skip_reason}  # the DP's states cost its searches
+        model = estimate.Model(hist, {**estimate.history_macs(hist, macs), **macs},
+                               {n: g.num_operators() for n, g in named.items()},
+                               {n: estimate.search_states(g) for n, g in named.items() if n in searched},
+                               warmup=plan.warmup, repeat=plan.repeat * plan.number,
+                               min_sample_ms=plan.min_sample_ms or 0.0)
+        # a fresh worker's start, measured now for the frameworks (at their precision) no earlier run measured
+        model.calibrated = estimate.calibrate([estimate.series(c.framework, c.precision) for c in cells
+                                               if not c.skip_reason], hist,
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
         model.probe_ms = estimate.speed_probe() if cells else None
@@ -231,10 +236,12 @@ class Sweep:
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
-        to_search: dict[tuple, set] = {}  # (model, batch, provider) -> the schedule files its worker searches
+        # (model, batch, provider, precision) -> the schedule files its worker searches (one worker each:
+        # ios_bench.running.schedules.optimize_schedules)
+        to_search: dict[tuple, set] = {}
         for c in cells:
             if c.schedule and not (self.folder / schedule_path(plan, c)).exists():
-                key = (c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER)
+                key = (c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER, c.precision or "fp32")
                 to_search.setdefault(key, set()).add(schedule_path(plan, c))
         searches = {k: len(v) for k, v in to_search.items()}
         done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
