@@ -103,6 +103,11 @@ def print_tables(folder: Path, label: str = "") -> int:
                     ["device", "model", "batch", "precision", "fastest at it (ms)", "fastest fp32 (ms)",
                      "fp32 / it"], rows,
                     "two cells that may be different frameworks: a plain ratio of figures, no paired interval").md())
+    if (folder / "env.json").is_file():  # the sweep's duration against its estimate, replayed from the records
+        from ios_bench.planning.estimate import replay_lines
+
+        print("\n".join(["", "Duration against the estimate (replayed from the run's records; nothing measured)",
+                          *replay_lines(folder)]))
     return 0
 
 
