@@ -20,6 +20,7 @@ import zipfile
 import pytest
 
 from tests.conftest import ROOT
+from tests.cuda_folders import cuda_headers, cuda_toolkit
 
 _spec = importlib.util.spec_from_file_location("gpu_headline", ROOT / "benchmarks" / "gpu_headline.py")
 gh = importlib.util.module_from_spec(_spec)
@@ -359,7 +360,6 @@ def test_bad_arguments_are_one_line(capsys, argv, message):
     assert message in err and len(err.splitlines()) == 1
 
 
-
 def test_a_step_that_runs_past_the_window_is_interrupted_then_killed(monkeypatch):
     import time
 
@@ -429,26 +429,6 @@ def test_the_whole_window_on_the_cpu_end_to_end(tmp_path):
 
 
 # ---- the tvm peer's CUDA compile on the GPU machine (adapters/tvm.py: what TVM 0.27 needs) ----------
-def _cuda_headers(include, runtime=True, cccl=True):
-    include.mkdir(parents=True, exist_ok=True)
-    if runtime:
-        for h in ("cuda_runtime.h", "cuda_fp16.h"):
-            (include / h).write_text("")
-    if cccl:
-        (include / "cccl" / "cuda" / "std").mkdir(parents=True, exist_ok=True)
-        for h in ("cstdint", "type_traits", "limits"):
-            (include / "cccl" / "cuda" / "std" / h).write_text("")
-    return include
-
-
-def _cuda_toolkit(root):
-    """A CUDA 13 toolkit's layout: include/ a link to targets/<triple>/include, CCCL in its cccl/ (TVM
-    looks for cccl/ there only)."""
-    from adapters import tvm as tvm_adapter
-
-    inc = _cuda_headers(root / "targets" / tvm_adapter._target_triples()[0] / "include")
-    (root / "include").symlink_to(inc, target_is_directory=True)
-    return root
 
 
 def test_tvm_is_pointed_at_a_cuda_folder_with_its_headers(tmp_path, monkeypatch):
@@ -474,24 +454,24 @@ def test_tvm_is_pointed_at_a_cuda_folder_with_its_headers(tmp_path, monkeypatch)
                                            "lacks cuda_runtime.h, ")
     assert "no CUDA folder here or carried has them (carry nvidia-cuda-runtime and nvidia-cuda-cccl" in why
     # the carried header wheels' include folder: a CUDA folder made of it
-    carried = _cuda_headers(tmp_path / "carried" / "nvidia" / "cu13" / "include")
+    carried = cuda_headers(tmp_path / "carried" / "nvidia" / "cu13" / "include")
     path, why = gh.tvm_cuda_path(env, carried, dest)
     assert path and tvm_adapter.missing_headers(gh.Path(path), "fp16") == [] and f"made of {carried}" in why
     # the machine's own CUDA 13 wheels come before the carried ones, if they hold CCCL too
-    own = _cuda_headers(tmp_path / "site-packages" / "nvidia" / "cu13" / "include")
+    own = cuda_headers(tmp_path / "site-packages" / "nvidia" / "cu13" / "include")
     path, why = gh.tvm_cuda_path(env, carried, dest)
     assert f"made of {own}: this machine's CUDA 13 wheels" in why
     # a toolkit at /usr/local/cuda comes before those; CUDA_HOME before it
-    _cuda_headers(tmp_path / "usr-local-cuda" / "include")  # CCCL in include/cccl only: TVM does not look there
+    cuda_headers(tmp_path / "usr-local-cuda" / "include")  # CCCL in include/cccl only: TVM does not look there
     assert gh.tvm_cuda_path(env, carried, dest)[0] != str(tmp_path / "usr-local-cuda")
     (tmp_path / "usr-local-cuda" / "include").rename(tmp_path / "old")
-    _cuda_toolkit(tmp_path / "usr-local-cuda")
+    cuda_toolkit(tmp_path / "usr-local-cuda")
     assert gh.tvm_cuda_path(env, carried, dest)[0] == str(tmp_path / "usr-local-cuda")
-    _cuda_toolkit(tmp_path / "home")
+    cuda_toolkit(tmp_path / "home")
     path, why = gh.tvm_cuda_path({**env, "CUDA_HOME": str(tmp_path / "home")}, carried, dest)
     assert path == str(tmp_path / "home") and why.endswith("(CUDA_HOME has them)")
     # TVM's own pick holding them: nothing set
-    _cuda_toolkit(tmp_path / "wrap")
+    cuda_toolkit(tmp_path / "wrap")
     assert gh.tvm_cuda_path(env, carried, dest) == (None, f"TVM finds its CUDA headers in {tmp_path / 'wrap'} "
                                                           f"(nvcc on PATH ({wrap / 'nvcc'}))")
 

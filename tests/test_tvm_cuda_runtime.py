@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from adapters import tvm as tvm_adapter
+from tests.cuda_folders import cuda_headers, cuda_toolkit
 
 
 def test_a_cuda_runtime_that_does_not_load_is_the_loaders_own_error(tmp_path):
@@ -38,25 +39,6 @@ def test_the_tvm_peers_cuda_reason_is_the_loaders_when_its_runtime_does_not_load
 
 # ---- what TVM's CUDA compile needs (issue 45): TVM 0.27 compiles its kernels with NVRTC when the
 # module is loaded on the GPU, with -I for the CUDA folder its find_cuda_path picks -----------------
-def _headers(include, runtime=True, cccl=True):
-    """A CUDA include folder with (empty) header files where TVM's compile looks for them."""
-    include.mkdir(parents=True, exist_ok=True)
-    if runtime:
-        for h in ("cuda_runtime.h", "cuda_fp16.h"):
-            (include / h).write_text("")
-    if cccl:
-        std = include / "cccl" / "cuda" / "std"
-        std.mkdir(parents=True, exist_ok=True)
-        for h in ("cstdint", "type_traits", "limits"):
-            (std / h).write_text("")
-    return include
-
-
-def _toolkit(root, **kw):
-    """A CUDA 13 toolkit's layout: include/ a link to targets/<triple>/include, CCCL in its cccl/."""
-    inc = _headers(root / "targets" / tvm_adapter._target_triples()[0] / "include", **kw)
-    (root / "include").symlink_to(inc, target_is_directory=True)
-    return root
 
 
 def test_the_cuda_folder_is_the_one_tvm_picks(tmp_path, monkeypatch):
@@ -92,17 +74,17 @@ def test_the_compile_check_names_the_missing_piece_and_passes_with_the_headers(t
     assert why.startswith("TVM's CUDA compile (NVRTC) finds no CUDA folder for its headers (CUDA_PATH unset")
     assert "\n" not in why
     # a CUDA folder with the runtime headers but no CCCL (cuda/std/...): CCCL's headers named
-    _headers(tmp_path / "rt" / "include", cccl=False)
+    cuda_headers(tmp_path / "rt" / "include", cccl=False)
     why = tvm_adapter.cuda_compile_problem(env={**env, "CUDA_PATH": str(tmp_path / "rt")}, compile_check=False)
     assert why.startswith(f"TVM's CUDA compile (NVRTC) lacks cuda/std/cstdint, cuda/std/type_traits, "
                           f"cuda/std/limits in the CUDA folder {tmp_path / 'rt'} (from CUDA_PATH; searched ")
     # CCCL but no runtime headers: fp32 lacks cuda_runtime.h (TVM refuses such a folder), fp16 cuda_fp16.h too
-    _toolkit(tmp_path / "cccl-only", runtime=False)
+    cuda_toolkit(tmp_path / "cccl-only", runtime=False)
     env2 = {**env, "CUDA_PATH": str(tmp_path / "cccl-only")}
     assert " lacks cuda_runtime.h in " in tvm_adapter.cuda_compile_problem(env=env2, compile_check=False)
     assert " lacks cuda_runtime.h, cuda_fp16.h in " in tvm_adapter.cuda_compile_problem("fp16", False, env2)
     # a CUDA 13 toolkit's layout: every header found, nothing to say
-    _toolkit(tmp_path / "cuda")
+    cuda_toolkit(tmp_path / "cuda")
     env3 = {**env, "CUDA_PATH": str(tmp_path / "cuda")}
     assert tvm_adapter.cuda_include_dirs(tmp_path / "cuda")[-1].name == "cccl"
     assert tvm_adapter.cuda_compile_problem("fp16", compile_check=False, env=env3) is None
@@ -132,7 +114,7 @@ def test_a_compile_that_fails_is_the_nvrtc_logs_telling_line(tmp_path, monkeypat
                            'file "cuda_fp16.h"\n  #include <cuda_fp16.h>\n')
 
     monkeypatch.setattr(nvcc, "compile_cuda", compile_cuda)
-    why = tvm_adapter.cuda_compile_problem("fp16", env={"CUDA_PATH": str(_toolkit(tmp_path / "cuda"))})
+    why = tvm_adapter.cuda_compile_problem("fp16", env={"CUDA_PATH": str(cuda_toolkit(tmp_path / "cuda"))})
     assert why == ("TVM's CUDA compile (nvrtc) of a small kernel fails: tvm_kernels.cu(3): catastrophic error: could "
                    'not open source file "cuda_fp16.h"')
     assert "#include <cuda_fp16.h>" in seen["code"] and "#include <cuda/std/cstdint>" in seen["code"]
@@ -142,7 +124,7 @@ def test_a_compile_that_fails_is_the_nvrtc_logs_telling_line(tmp_path, monkeypat
 def test_a_folder_made_of_the_cuda_13_wheels_include_is_one_tvm_compiles_with(tmp_path):
     """nvidia-cuda-runtime and nvidia-cuda-cccl install into nvidia/cu13/include (CCCL under cccl/):
     linked as include/ and targets/<triple>/include, TVM's -I list covers both."""
-    include = _headers(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    include = cuda_headers(tmp_path / "site" / "nvidia" / "cu13" / "include")
     made = tvm_adapter.cuda_folder_from(include, tmp_path / "cuda")
     assert tvm_adapter.missing_headers(made, "fp16") == []
     assert len(tvm_adapter.cuda_include_dirs(made)) == 3
