@@ -33,6 +33,7 @@ from ios_core.measurement.threads import ort_session_config, policy_name, resolv
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
     CALIBRATION_SEED,
+    build_key,
     calibration_inputs,
     inputs_note,
     integer_kernels,
@@ -234,16 +235,14 @@ def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, 
 def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None):
     """:func:`quantize`, kept in the build cache (``adapters.build_cache``, ``onnxruntime-int8``) under
     a key of the fp32 model and the calibration: a later round loads the same quantized model."""
-    import hashlib
-
     import onnx
     import onnxruntime as ort
 
     from .build_cache import open_cache
 
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
-    key = hashlib.sha1(model.SerializeToString() + f"|{samples}|{method}|{CALIBRATION_SEED}".encode()).hexdigest()
-    path = cache.dir / f"{key[:24]}.onnx" if cache is not None else None
+    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_SEED)
+    path = cache.dir / f"{key}.onnx" if cache is not None else None
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return onnx.load(str(path)), {**meta, "cache": "warm"}

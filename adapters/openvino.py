@@ -21,6 +21,7 @@ from ios_core.measurement.threads import resolve_threads
 from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
     CALIBRATION_SAMPLES,
     CALIBRATION_SEED,
+    build_key,
     calibration_inputs,
     inputs_note,
     nncf_quantize,
@@ -198,7 +199,6 @@ def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | 
     mixed preset, calibration over ``samples`` seeded inputs of the harness's generator, the same
     as onnxruntime's: ``ios_core.quantize.calibration_inputs``), kept in the build cache
     (``openvino-int8``) under a key of the model and the calibration; returns (model, calibration)."""
-    import hashlib
     from importlib.metadata import version
 
     import openvino as ov
@@ -208,7 +208,7 @@ def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | 
     calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
              "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
-    key = hashlib.sha1(onnx_model.SerializeToString() + f"|{samples}|{CALIBRATION_SEED}".encode()).hexdigest()[:24]
+    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_SEED)
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}

@@ -566,14 +566,13 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     The converted module itself is not stored: its pickle (``torch.save`` of the module) could only
     be read back with ``weights_only=False``, which runs code from the cache folder, and TorchScript
     (``torch.jit``) would run another program than the one built here."""
-    import hashlib
-
     import torch
 
     from ios_core.quantize import (
         CALIBRATION_SAMPLES,
         CALIBRATION_SEED,
         TORCH_BACKEND,
+        build_key,
         calibration_inputs,
         inputs_note,
         torch_quantize,
@@ -587,12 +586,9 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     cache = open_cache(cache_dir, "torch-int8", torch.__version__)
     path = None
     if cache is not None:
-        h = hashlib.sha1(module.code.encode())
-        for name, t in sorted(module.state_dict().items()):
-            h.update(name.encode())
-            h.update(t.detach().contiguous().numpy().tobytes())
-        h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}|{engine}".encode())
-        path = cache.dir / f"{h.hexdigest()[:24]}.pt"
+        weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
+        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_SEED, engine)
+        path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)
         out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers, backend=engine)

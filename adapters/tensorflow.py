@@ -468,20 +468,17 @@ def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=
     (``tensorflow-int8``) under a key of the traced function (its graph and every captured weight),
     the calibration and the converter's version: a later round loads the same flatbuffer. Returns
     (flatbuffer bytes, the calibration as the record keeps it)."""
-    import hashlib
     import json
 
-    from ios_core.quantize import CALIBRATION_SEED, calibration_inputs, inputs_note, tflite_quantize
+    from ios_core.quantize import CALIBRATION_SEED, build_key, calibration_inputs, inputs_note, tflite_quantize
 
     tf = _tf()
     feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in calibration_inputs(graph, batch_size, samples)]
     concrete = fn.get_concrete_function()
-    h = hashlib.sha1(concrete.graph.as_graph_def().SerializeToString(deterministic=True))
-    for t in concrete.captured_inputs:
-        h.update(np.ascontiguousarray(t.numpy()).tobytes())
-    h.update(f"|{batch_size}|{samples}|{CALIBRATION_SEED}".encode())
+    key = build_key(concrete.graph.as_graph_def().SerializeToString(deterministic=True),
+                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_SEED)
     cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
-    path = cache.dir / f"{h.hexdigest()[:24]}.tflite" if cache is not None else None
+    path = cache.dir / f"{key}.tflite" if cache is not None else None
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return path.read_bytes(), {**meta, "cache": "warm"}

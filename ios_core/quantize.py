@@ -101,17 +101,28 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
                  "format": ORT_FORMAT}
 
 
-def stored_key(model, feeds: list[list[np.ndarray]], *parts) -> str:
-    """The key a quantized piece is kept under in a build cache (``store``): its fp32 ONNX model
-    (operators and weights), its calibration feeds' bytes and the quantizer's settings."""
+def build_key(*parts) -> str:
+    """The key a quantized model is kept under in a build cache, the one rule for every quantizer: a
+    SHA-1 over ``parts`` in order (bytes as they are, numpy arrays by their bytes, anything else by
+    ``|`` and its text), 24 hex digits. The parts: the fp32 model and its weights, the calibration,
+    the quantizer's settings."""
     import hashlib
 
-    h = hashlib.sha1(model.SerializeToString())
-    for arrays in feeds:
-        for a in arrays:
-            h.update(np.ascontiguousarray(a).tobytes())
-    h.update("|".join(map(str, parts)).encode())
+    h = hashlib.sha1()
+    for p in parts:
+        if isinstance(p, (bytes, bytearray)):
+            h.update(p)
+        elif isinstance(p, np.ndarray):
+            h.update(np.ascontiguousarray(p).tobytes())
+        else:
+            h.update(f"|{p}".encode())
     return h.hexdigest()[:24]
+
+
+def stored_key(model, feeds: list[list[np.ndarray]], *parts) -> str:
+    """The key a quantized piece is kept under in a build cache (``store``): its fp32 ONNX model
+    (operators and weights), its calibration feeds' bytes and the quantizer's settings (:func:`build_key`)."""
+    return build_key(model.SerializeToString(), *(np.asarray(a) for arrays in feeds for a in arrays), *parts)
 
 
 def integer_kernels(optimized_path) -> dict:
@@ -128,7 +139,7 @@ def integer_kernels(optimized_path) -> dict:
         try:
             path.parent.rmdir()
         except OSError:
-            pass
+            h.update(f"|{p}".encode())
     conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
     other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
     return {"conv": conv, "other": other, "nodes": len(ops)}
@@ -319,7 +330,7 @@ def tflite_integer_kernels(interpreter) -> dict:
             "nodes": len(ops) - delegated, "delegated": delegated}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "calibration_inputs",
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "build_key", "calibration_inputs",
            "integer_convolutions", "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize",
            "runtime_precisions", "stored_key", "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops",
            "torch_qconfig_mapping", "torch_quantize"]
