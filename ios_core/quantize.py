@@ -139,7 +139,7 @@ def integer_kernels(optimized_path) -> dict:
         try:
             path.parent.rmdir()
         except OSError:
-            h.update(f"|{p}".encode())
+            pass
     conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
     other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
     return {"conv": conv, "other": other, "nodes": len(ops)}
