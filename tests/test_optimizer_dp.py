@@ -20,7 +20,7 @@ from ios_core import reference
 from ios_core.check import compare
 from ios_core.cost import SyntheticCostModel
 from ios_core.ir import Conv, GraphBuilder, whole
-from ios_core.optimizer import Stage, can_merge, optimize, schedule, schedule_cost
+from ios_core.optimizer import Stage, can_merge, graph_states, optimize, schedule, schedule_cost
 
 
 # ---- random graphs -------------------------------------------------------------------------------------
@@ -266,6 +266,10 @@ def test_state_count_is_the_number_of_down_sets(seed, capsys):
                           for u in range(n)))
         assert count_states((1 << n) - 1, desc) == here
         expected += here
+    assert graph_states(graph) == expected  # the public count (the estimate's) without a search
+    for part in (3, 5):  # cut in parts: each part's states, as the DP solves them
+        assert graph_states(graph, part) == schedule(graph, "both", SyntheticCostModel(),
+                                                     max_part_size=part).stats.states
     for strategy in ("merge", "parallel", "both"):
         res = schedule(graph, strategy, SyntheticCostModel(), progress=True)
         assert res.stats.states == expected

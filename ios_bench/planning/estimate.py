@@ -171,9 +171,9 @@ def _fixed_key(framework: str) -> str:
 def search_states(graph) -> int:
     """The states the IOS DP solves on ``graph`` (the optimizer's own count, for its progress bar;
     cheap next to the search): what a search's cost grows with besides its operators."""
-    from ios_core.optimizer.optimize import DEFAULT_MAX_PART_SIZE, _block_states
+    from ios_core.optimizer.optimize import graph_states
 
-    return sum(_block_states(block, DEFAULT_MAX_PART_SIZE) for block in graph.blocks)
+    return graph_states(graph)
 
 
 # the build cache each framework's builds keep (adapters.build_cache): its directory's name

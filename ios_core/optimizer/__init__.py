@@ -16,6 +16,7 @@ from ios_core.optimizer.optimize import (
     OptimizeStats,
     StageCoster,
     copy_graph,
+    graph_states,
     optimize,
     schedule,
     schedule_cost,
@@ -23,5 +24,5 @@ from ios_core.optimizer.optimize import (
 from ios_core.optimizer.stage import Schedule, Stage
 
 __all__ = ["DEFAULT_MAX_PART_SIZE", "STRATEGIES", "OptimizeResult", "OptimizeStats", "Schedule", "Stage",
-           "StageCoster", "can_merge", "copy_graph", "merge_convs", "merge_offsets", "optimize", "schedule",
-           "schedule_cost"]
+           "StageCoster", "can_merge", "copy_graph", "graph_states", "merge_convs", "merge_offsets", "optimize",
+           "schedule", "schedule_cost"]

@@ -607,14 +607,21 @@ def _block_states(block: Block, part_size: int) -> int:
     return sum(count_states(sum(1 << u for u in range(b, min(n, b + part_size))), desc) for b in range(0, n, part_size))
 
 
+def graph_states(graph: Graph, max_part_size: int = DEFAULT_MAX_PART_SIZE) -> int:
+    """The states the DP of a ``merge``/``parallel``/``both`` search solves on ``graph`` (its blocks
+    cut in parts of ``max_part_size`` operators), counted without searching: what its progress bar
+    counts to and what a search's cost grows with besides its operators (the estimate of a sweep)."""
+    return sum(_block_states(block, max_part_size) for block in graph.blocks)
+
+
 def _progress_bar(graph: Graph, strategy: str, part_size: int):
     """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
     if strategy in ("sequential", "greedy"):
         return None
     from tqdm import tqdm
 
-    total = sum(_block_states(block, part_size) for block in graph.blocks)
-    return tqdm(total=total, desc=f"IOS {strategy} {graph.name}", unit="state", leave=False, mininterval=0.25)
+    return tqdm(total=graph_states(graph, part_size), desc=f"IOS {strategy} {graph.name}", unit="state",
+                leave=False, mininterval=0.25)
 
 
 def schedule_cost(graph: Graph, cost_model, batch_size: int = 1) -> float:
