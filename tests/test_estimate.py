@@ -435,3 +435,37 @@ def test_a_build_grows_with_the_model_beyond_the_quick_sweeps_networks():
     h = estimate.History()
     h.fixed_s["ios[openvino]"] = [2.0]
     assert estimate.Model(h, {"m": 2_000_000_000}, {"m": 120}).build_s("m", 1, "ios-both[openvino]") == 0.0
+
+
+def test_the_sweeps_estimate_counts_one_search_worker_per_device_as_the_searches_start_them(tmp_path, monkeypatch):
+    """The sweep's estimate counts its schedule searches by the searches' own key (search_key: the device
+    included), so the same network, batch, provider and precision on the CPU and on a GPU are two
+    workers, as optimize_schedules starts them; a schedule file already in the run folder is not searched."""
+    import io
+
+    from rich.console import Console
+
+    from ios_bench.planning.loading import load_graph
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.schedules import schedule_path, search_key, search_workers
+    from ios_bench.running.sweep import Sweep
+
+    monkeypatch.setattr(estimate, "calibrate", lambda *a, **k: {})
+    monkeypatch.setattr(estimate, "speed_probe", lambda *a, **k: estimate.STATED["canary_ms"])
+    out = io.StringIO()
+    plan = Plan(models=["sample"], rounds=1)
+    sweep = Sweep(plan, tmp_path / "run", console=Console(file=out, width=400), progress=False)
+    cells = [Cell("sample", "sample", 1, f"ios-{s}", dev, s, "ios", 1.0) for dev in ("cpu", "cuda")
+             for s in ("sequential", "both")]
+    workers = search_workers(plan, sweep.folder, cells)
+    assert sorted(workers) == [("sample", 1, "torch", "fp32", "cpu"), ("sample", 1, "torch", "fp32", "cuda")]
+    assert [len(items) for items in workers.values()] == [2, 2] and search_key(cells[2]) == sorted(workers)[1]
+    graphs = {"sample": load_graph("sample")}
+    est = sweep._estimate(cells, graphs, {})
+    assert "2 schedule searches" in out.getvalue()
+    done = sweep.folder / schedule_path(plan, cells[2])  # cuda's sequential schedule: searched already
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    fewer = sweep._estimate(cells, graphs, {})
+    assert [len(items) for items in search_workers(plan, sweep.folder, cells).values()] == [2, 1]
+    assert fewer["seconds"] < est["seconds"]

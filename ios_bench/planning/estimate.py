@@ -627,8 +627,9 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
     """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each; a cell
     in ``fresh``, none of whose rounds ran yet (None: every cell), pays its first round's cold build,
     :meth:`Model.first_build_s`), plus the reference outputs and schedule searches still to make
-    (``todo_searches``: {(model, batch, provider[, precision]): schedules to search}, or a set of those
-    keys: one each; without a precision, fp32). Returns {"seconds", "cells", "per_cell", "from"}."""
+    (``todo_searches``: {(model, batch, provider[, precision[, device]]): schedules to search}, or a set of
+    those keys: one each; without a precision, fp32; the device tells workers apart, it does not cost).
+    Returns {"seconds", "cells", "per_cell", "from"}."""
     per_cell = {}
     for c in cells:
         left = rounds[c.key]
@@ -639,7 +640,7 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
     total = sum(per_cell.values())
     total += sum(model.reference_s(m, b) for m, b in todo_refs)
     searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)
-    total += sum(model.optimize_s(*key[:3], n, *key[3:]) for key, n in searches.items())
+    total += sum(model.optimize_s(*key[:3], n, *key[3:4]) for key, n in searches.items())
     return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
 
 

@@ -42,24 +42,40 @@ def schedule_path(plan: Plan, cell: Cell) -> str:
     return "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}") + ".json"
 
 
+def search_key(cell) -> tuple:
+    """The search worker an IOS cell's schedule is searched in: (model spec, batch, kernel provider,
+    precision, device), one worker each (:func:`optimize_schedules`; the sweep's estimate counts its
+    searches by the same key, :func:`search_workers`)."""
+    return (cell.model_spec, cell.batch_size, cell.provider or DEFAULT_IOS_PROVIDER,
+            getattr(cell, "precision", None) or "fp32", cell.device)
+
+
+def search_workers(plan: Plan, folder: Path, cells: list) -> dict[tuple, list[tuple]]:
+    """The schedule searches still to make for ``cells`` (IOS cells whose schedule file the run folder
+    lacks): {:func:`search_key`: [(the first cell of each schedule file, its path), ...]}."""
+    wanted: dict[tuple, list[tuple]] = {}
+    for cell in cells:
+        if not cell.schedule:
+            continue
+        path = schedule_path(plan, cell)
+        if not (Path(folder) / path).exists():
+            key = search_key(cell)
+            if path not in [p for _, p in wanted.get(key, [])]:
+                wanted.setdefault(key, []).append((cell, path))
+    return wanted
+
+
 def optimize_schedules(ctx: SweepContext, cells: list[Cell]) -> dict[str, dict]:
     """Each IOS cell's schedule, optimized where the run has none yet: one worker per (model,
-    batch, device, provider, precision) searches its schedules with one cost model (its stages timed at
-    that precision), and never times them.
+    batch, provider, precision, device) searches its schedules with one cost model (its stages timed at
+    that precision), and never times them (:func:`search_workers`).
     Returns {cell key: {"path", "hash", "figures", "optimize_seconds", "reused"} or {"failed":
     reason, ...}}."""
     plan, folder = ctx.plan, ctx.folder
     out: dict[str, dict] = {}
-    wanted: dict[tuple, list[tuple[Cell, str]]] = {}
-    for cell in cells:
-        path = schedule_path(plan, cell)
-        if not (folder / path).exists():
-            key = (cell.model_spec, cell.batch_size, cell.device, cell.provider or DEFAULT_IOS_PROVIDER,
-                   getattr(cell, "precision", None) or "fp32")
-            if path not in [p for _, p in wanted.get(key, [])]:
-                wanted.setdefault(key, []).append((cell, path))
+    wanted = search_workers(plan, folder, cells)
     tasks = []
-    for (model_spec, bs, device, provider, precision), items in wanted.items():
+    for (model_spec, bs, provider, precision, device), items in wanted.items():
         first = items[0][0]
         stem = safe_name(f"{first.model}-b{bs}-{device}-{provider}" + ("" if precision == "fp32" else f"-{precision}"))
         spec = {"task": "optimize", "spin_policy": plan.spin_policy, "model_spec": model_spec, "batch_size": bs,

@@ -34,7 +34,6 @@ from ios_bench.machine.clocks import ClockLock
 from ios_bench.planning import estimate, probing
 from ios_bench.planning.cells import Cell, describe, label, node_env_path, ref_file, schedule_key
 from ios_bench.planning.plan import (
-    DEFAULT_IOS_PROVIDER,
     DEFAULT_SCHEDULES,
     IOS_ADAPTER,
     SLOW_FRAMEWORKS,
@@ -53,7 +52,11 @@ from ios_bench.running.locks import FileLock
 from ios_bench.running.references import references
 from ios_bench.running.round_runner import RoundRunner
 from ios_bench.running.rounds import AUTO, planned_rounds
-from ios_bench.running.schedules import schedule_hash, schedule_path  # noqa: F401 - schedule_hash re-exported
+from ios_bench.running.schedules import (  # noqa: F401 - schedule_hash, schedule_path re-exported
+    schedule_hash,
+    schedule_path,
+    search_workers,
+)
 from ios_bench.scenarios import LATENCY
 from ios_bench.scenarios import cells as scenario_cells
 from ios_core.atomic import atomic_write_json
@@ -236,14 +239,10 @@ class Sweep:
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
-        # (model, batch, provider, precision) -> the schedule files its worker searches (one worker each:
-        # ios_bench.running.schedules.optimize_schedules)
-        to_search: dict[tuple, set] = {}
-        for c in cells:
-            if c.schedule and not (self.folder / schedule_path(plan, c)).exists():
-                key = (c.model, c.batch_size, c.provider or DEFAULT_IOS_PROVIDER, c.precision or "fp32")
-                to_search.setdefault(key, set()).add(schedule_path(plan, c))
-        searches = {k: len(v) for k, v in to_search.items()}
+        # one search worker per search_key (model, batch, provider, precision, device), as optimize_schedules
+        # starts them: (graph name, batch, provider, precision, device) -> the schedule files it searches
+        searches = {(items[0][0].model, *key[1:]): len(items)
+                    for key, items in search_workers(plan, self.folder, cells).items()}
         done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
         left = {c.key: max(0, rounds - sum(1 for r in done[c.key]
                                             if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
