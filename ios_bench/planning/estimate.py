@@ -62,10 +62,12 @@ STATED = {
     # at bf16 and int8: fp32's times the median speedup over its own fp32 the frameworks had on this 2-core
     # VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire b1: bf16 1.6-1.9x, int8 0.3-5.9x, median 2.6x)
     "gmacs_per_s": {"default": 60.0, "default@bf16": 105.0, "default@int8": 156.0},
-    # a schedule search: a worker's start, then per schedule searched about this much, per operator
-    # of the model by kernel provider and precision (each stage timed, the candidates compiled by the
-    # provider's engine end to end; at int8 each piece quantized and calibrated first), plus per state
-    # of the DP (:func:`search_states`). Measured on this 2-core VM on 2026-11-27 (runs/prec-a: 12
+    # a search worker: its start, then per operator of the model by kernel provider and precision (each
+    # stage timed, the candidates compiled by the provider's engine end to end; at int8 each piece quantized
+    # and calibrated first), plus per state of the DP (:func:`search_states`), once for all the schedules it
+    # searches (one cost model: the stages timed for the first are reused by the next; the quick sweep of
+    # 10:04, /tmp/estrun2: sequential 0-1.3 s, greedy 0.9-1.6, both 1.0-2.8 after it), plus per schedule
+    # optimize_schedule_s. Measured on this 2-core VM on 2026-11-27 (runs/prec-a: 12
     # searches, inception_v3 and randwire b1, 12.7-317 s, a fresh profile database): the states
     # explain randwire's searches (46,223 states against inception_v3's 1,207, both ~120 operators):
     # 2.4-3.0 ms each over the six provider/precision pairs; the rest per operator, below
@@ -79,13 +81,17 @@ STATED = {
     "weight_copies": 2.0,  # the loaded weights and the framework's own copy
     "activation_factor": 2.0,  # a framework's arena may hold about twice the oracle's live activations
     "canary_s": 0.05,
-    # a round's own work besides its worker's start, build and timed runs: the canaries, loading the
-    # input and the oracle's output, the output checks, writing the result
-    "round_s": 0.3,
-    # the part of a round's fixed cost a calibration does not time: the build (from the run's build
-    # cache after the first round: ``adapters.build_cache``) ...
-    "build_s": {"torch-compile": 3.5, "tensorflow-xla": 0.9, "tensorflow": 0.8, "tvm": 4.0, "tvm-tuned": 4.0,
-                "jax-xla": 0.4, "default": 0.2},
+    # a round's own work besides its worker's start, build, canaries (canary_s) and timed runs: loading the
+    # input and the oracle's output, the output checks, writing the result ...
+    "round_s": 0.1,
+    # ... and the part of a round's fixed cost a calibration does not time: the build (from the build cache
+    # after the first round: ``adapters.build_cache``). With round_s: the quick sweep of 2026-11-27 10:04 UTC
+    # (/tmp/estrun2/runs/r1, quiet; sample and squeezenet): its later rounds' wall less their timed loop and
+    # the worker's start its sweep measured, the median per framework: 0.35-0.52 s (ONNX Runtime, OpenVINO,
+    # torch, JAX, IOS on every provider), TensorFlow 1.26, TensorFlow-XLA 1.36, torch-compile 3.35; each
+    # less the canaries and round_s. Checked on the quick sweeps of 09:58 (under load) and 15:32 (quiet)
+    "build_s": {"torch-compile": 3.1, "tensorflow-xla": 1.1, "tensorflow": 1.0, "tvm": 4.0, "tvm-tuned": 4.0,
+                "default": 0.2},
     # ... plus this many of the model's fp32 latencies (with the framework's own: a build grows with the
     # model's work, the pieces an IOS provider compiles one per stage; a warm int8 build loads its
     # quantized model). Measured on this 2-core VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire
@@ -225,7 +231,8 @@ class History:
     fixed_s: dict[str, list[float]] = field(default_factory=dict)
     peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # (framework, model, batch, MiB)
     gpu_peak: list[tuple[str, str, int, float]] = field(default_factory=list)  # the same on the GPU (gpu_memory)
-    optimize_s: dict[tuple[str, int, str, str], float] = field(default_factory=dict)
+    # a search worker's schedules: (model, batch, provider, precision) -> {schedule: optimize_seconds}
+    optimize_s: dict[tuple[str, int, str, str], dict[str, float]] = field(default_factory=dict)
     # a first round's wall less the later ones' median: (model, seconds) per worker kind and precision
     first_build_s: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     fixed_by_model: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (kind, model): fixed_s's
@@ -269,8 +276,9 @@ class History:
         if isinstance(seen, (int, float)):
             self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
         if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
-            self.optimize_s[(rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch",
-                             rec.get("precision") or "fp32")] = float(rec["optimize_seconds"])
+            self.optimize_s.setdefault((rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch",
+                                        rec.get("precision") or "fp32"), {})[rec.get("schedule") or ""] = \
+                float(rec["optimize_seconds"])
         if run and run not in self.runs:
             self.runs.append(run)
 
@@ -348,6 +356,8 @@ class Model:
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
     calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
     probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
+    # whether the build cache the rounds will use holds a framework's build (a replay: what its records say)
+    warm_cache: object = field(default=None, repr=False)
 
     def speed(self, learnt: bool) -> float:
         """The scale on a figure not measured now: the canary now against the earlier runs' rounds'
@@ -439,7 +449,8 @@ class Model:
                 return median(same or [x for _, x in learnt]) * self.speed(True)
             times = [x / lat for m, x in learnt if (lat := self._fp32_latency_s(m, framework)) > 0]
             return median(times) * self._fp32_latency_s(model, framework) if times else 0.0
-        if self.history.fixed_s.get(key) or (precision == "fp32" and warm_build_cache(framework)):
+        warm = self.warm_cache or warm_build_cache
+        if self.history.fixed_s.get(key) or (precision == "fp32" and warm(framework)):
             return 0.0
         return (_stated("first_build_s", framework) * self.speed(False)
                 + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
@@ -457,19 +468,18 @@ class Model:
 
     def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1, precision: str = "fp32") -> float:
         """One search worker of (model, batch, provider, precision) searching ``schedules`` schedules:
-        its start (calibrated as that provider's IOS cells), then each schedule's search (an earlier
-        run's at that provider and precision, else the stated model: per operator by provider and
-        precision, per DP state)."""
+        its start (calibrated as that provider's IOS cells), then its search: an earlier run's worker of
+        that key (the sum of its schedules' ``optimize_seconds``), else the stated model: per operator by
+        provider and precision and per DP state once (its schedules share one cost model: the stages timed
+        for the first are not timed again), plus ``optimize_schedule_s`` per schedule."""
         framework = "ios-sequential" + ("" if provider == "torch" else f"[{provider}]")
         start = self.calibrated.get(framework, STATED["fixed_s"]["default"] * self.speed(False))
         got = self.history.optimize_s.get((model, batch, provider, precision or "fp32"))
-        if got is not None:
-            got *= self.speed(True)
-        else:
-            per_op = _stated("optimize_s_per_op", series(f"ios[{provider}]", precision))
-            got = (STATED["optimize_schedule_s"] + per_op * self.ops.get(model, 0)
-                   + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
-        return start + max(1, schedules) * got
+        if got:
+            return start + sum(got.values()) * self.speed(True)
+        per_op = _stated("optimize_s_per_op", series(f"ios[{provider}]", precision))
+        return start + (STATED["optimize_schedule_s"] * max(1, schedules) + per_op * self.ops.get(model, 0)
+                        + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
 
     def reference_s(self, model: str, batch: int) -> float:
         return STATED["reference_fixed_s"] * self.speed(False) + 2 * self.latency_s(model, batch, "torch", count=False)
@@ -788,21 +798,37 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
                   min_sample_ms=plan.get("min_sample_ms") or 0.0)
     model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
     model.probe_ms = recorded.get("canary_ms")
+    # the build cache as its sweep found it: a framework whose first round reused a build it did not make
+    warm = {series(r["framework"], r.get("precision")) for r in recs for x in (r.get("rounds") or [])[:1]
+            if ((x.get("info") or {}).get("build_cache") or {}).get("state") == "warm"}
+    model.warm_cache = warm.__contains__
     rounds = int(plan["rounds"]) if str(plan.get("rounds")).isdigit() else 1
-    cells = [SimpleNamespace(key=r["cell"], model=r["model"], batch_size=int(r["batch_size"]),
-                             framework=r["framework"], precision=r.get("precision") or "fp32") for r in recs]
-    searches: dict[tuple, int] = {}
-    for r in recs:
-        if r.get("schedule"):
-            key = (r["model"], int(r["batch_size"]), r.get("provider") or "torch", r.get("precision") or "fp32")
-            searches[key] = 1
+    cells = [SimpleNamespace(key=r["cell"], model=r["model"], model_spec=r["model"], batch_size=int(r["batch_size"]),
+                             framework=r["framework"], precision=r.get("precision") or "fp32",
+                             provider=r.get("provider"), device=r.get("device") or "cpu") for r in recs]
+    # one search worker per search key (as the sweep counts them), each searching the schedule files its
+    # cells were measured with, less those the folder held already (schedule_reused)
+    from ios_bench.running.schedules import search_key
+
+    files: dict[tuple, set] = {}
+    for c, r in zip(cells, recs):
+        if r.get("schedule") and not r.get("schedule_reused"):
+            files.setdefault(search_key(c), set()).add(r.get("schedule_file") or r["schedule"])
+    searches = {key: len(v) for key, v in files.items()}  # its model spec is the record's model name
     refs = {(r["model"], int(r["batch_size"])) for r in recs}
     est = sweep_seconds(model, cells, {c.key: rounds for c in cells}, refs, searches)
     first = sum(model.first_build_s(series(c.framework, c.precision), c.model, c.batch_size) for c in cells)
-    search_s = sum(model.optimize_s(m, b, p, n, precision=q) for (m, b, p, q), n in searches.items())
+    search_s = sum(model.optimize_s(m, b, p, n, precision=q) for (m, b, p, q, _), n in searches.items())
     ref_s = sum(model.reference_s(m, b) for m, b in refs)
-    walls = [x.get("wall_seconds") or _span(x.get("started"), x.get("finished")) or 0.0
-             for r in recs for x in (r.get("rounds") or [])]
+    # a round measured once for several cells (their schedules identical: ios_bench.running.schedules.
+    # same_schedules) is in each of their records: counted once (by its worker's process and start)
+    walls, seen = [], set()
+    for r in recs:
+        for x in r.get("rounds") or []:
+            once = (x.get("pid"), x.get("started")) if x.get("pid") else None
+            if once is None or once not in seen:
+                seen.add(once)
+                walls.append(x.get("wall_seconds") or _span(x.get("started"), x.get("finished")) or 0.0)
     measured_search = sum(float(r["optimize_seconds"]) for r in recs
                           if isinstance(r.get("optimize_seconds"), (int, float)) and not r.get("schedule_reused"))
     return {"estimated_s": est["seconds"], "measured_s": env.get("duration_s"), "recorded_s": recorded.get("seconds"),
