@@ -22,7 +22,7 @@ def _refused(args: list[str], tmp_path) -> str:
 
 def test_an_ab_with_no_pair_at_the_precision_is_one_line_and_writes_nothing(tmp_path):
     line = _refused(["--frameworks", "none", "--a-option", "schedule=sequential", "--b-option", "schedule=greedy",
-                     "--ios-providers", "torch", "--precision", "bf16"], tmp_path)
+                     "--ios-providers", "onnxruntime", "--precision", "bf16"], tmp_path)
     assert "--precision bf16" in line
     assert "cannot run here" not in line  # (was: "ios-sequential cannot run here: ...", one per cell)
 
@@ -52,11 +52,12 @@ def test_only_the_cells_whose_precision_is_not_offered_are_left_out():
 def test_an_ab_at_a_precision_runs_the_pairs_that_offer_it_and_says_which_were_left_out(tmp_path):
     out = tmp_path / "runs" / "ab"
     p = cli(["ab", "tiny_a", "--frameworks", "torch", "--a-option", "torch:inter_op_threads=1", "--b-option",
-             "torch:inter_op_threads=2", "--schedules", "sequential", "--ios-providers", "torch", "--precision",
+             "torch:inter_op_threads=2", "--schedules", "sequential", "--ios-providers", "onnxruntime", "--precision",
              "bf16", "--out", str(out), "--format", "json", *FAST], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "pairs left out, their precision not offered: IOS on torch kernels bf16 on cpu" in " ".join(p.stderr.split())
-    (cell,) = json.loads(p.stdout)["cells"]  # torch's pair only: IOS on torch kernels has no bf16
+    assert ("pairs left out, their precision not offered: IOS on onnxruntime kernels bf16 on cpu"
+            in " ".join(p.stderr.split()))
+    (cell,) = json.loads(p.stdout)["cells"]  # torch's pair only: IOS on onnxruntime kernels has no bf16
     assert cell["framework"] == "torch" and cell["precision"] == "bf16"
     recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["variant"] for r in recs) == ["A", "B"]

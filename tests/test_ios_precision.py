@@ -50,7 +50,7 @@ def test_ios_declares_each_precision_per_kernel_provider():
     assert IOS.precision_reason("int8", "cpu", provider="onnxruntime") is None
     assert IOS.precision_reason("bf16", "cpu", provider="openvino") is None
     assert "no:" in IOS.precision_reason("bf16", "cpu", provider="onnxruntime")
-    assert "not yet:" in IOS.precision_reason("bf16", "cpu", provider="torch")
+    assert IOS.precision_reason("bf16", "cpu", provider="torch") is None  # tests/test_precision_ios_torch.py
     assert IOS.precision_reason("int8", "cpu", provider="torch") is not None
 
 

@@ -7,7 +7,14 @@ storage, the stage functions, the worker pool and profiling).
   convolution's fused activation writes there; element-wise sums use ``out=``), so the
   concatenation itself does nothing at run time; reads of arena buffers are views made once;
 * other activations are the kernels' own outputs (torch's CPU convolution has no native
-  ``out=`` path: ``aten::convolution.out`` computes and copies).
+  ``out=`` path: ``aten::convolution.out`` computes and copies);
+* one element type for the whole program (``precision``, :mod:`.tensors`): fp32, or bf16 as a
+  PyTorch user gets it on the CPU (``module.to(torch.bfloat16)`` with a bf16 input: oneDNN's bf16
+  kernels): every weight cast to ``torch.bfloat16`` once at build, the arena and every activation in
+  bf16 (a producer writing into its concatenation slice included), the input converted on entry
+  (``Tensors.from_numpy``) and the output back to float32 on exit (``Tensors.to_numpy``). What the
+  program computes in is read back from what it was built with (:func:`computes_in`:
+  ``stats["precision"]``), never taken from the request.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ios_core.lowering import Primitives, evaluate
 from ios_core.runtime.passes import make_plan
 from ios_core.runtime.plan import ALIAS, CONCAT, INTO, RuntimePlan, Step
 from ios_core.runtime.program import GroupTask, Program, Storage, assemble, seq
+from ios_core.runtime.tensors import TorchTensors, for_provider
 
 # A fused activation (ios_core.ir.activations, the fusable kinds) as the convolution and linear
 # fast paths apply it: (in place, or None for identity; writing into ``out``, or None for
@@ -91,21 +99,27 @@ def _weight(node: Node, attr: str, shape, random_weights: bool, rng: np.random.G
 
 
 class TorchEmitter(Storage, OpVisitor):
-    """Torch closures for the steps of one plan over one :class:`~.program.Storage`."""
+    """Torch closures for the steps of one plan over one :class:`~.program.Storage` of ``tensors``
+    (float32, or bfloat16: every weight cast to it once, here)."""
 
     ACTIVATIONS = kernels.TORCH_ACTIVATIONS  # activation nodes; fused ones: FUSED_ACTS
 
-    def __init__(self, plan: RuntimePlan, random_weights: bool, seed: int):
-        super().__init__(plan)
+    def __init__(self, plan: RuntimePlan, random_weights: bool, seed: int, tensors: TorchTensors | None = None):
+        super().__init__(plan, tensors or for_provider("torch"))
         self.random_weights = random_weights
         self.rng = np.random.default_rng(seed)
+        self.weights: list[torch.Tensor] = []  # every weight the closures hold (what computes_in reads)
 
     def composed(self, step: Step) -> Callable[[], torch.Tensor]:
         """A function returning the step's composed input (the one evaluator, with closures)."""
         return evaluate(step.inputs, self.read, CLOSURE_PRIMS)
 
     def weight(self, node: Node, attr: str, shape) -> torch.Tensor:
-        return _weight(node, attr, shape, self.random_weights, self.rng)
+        w = _weight(node, attr, shape, self.random_weights, self.rng)
+        if self.tensors.precision != "fp32":
+            w = w.to(self.tensors.dtype)  # cast once, at build
+        self.weights.append(w)
+        return w
 
     # ---- operators --------------------------------------------------------------------------------
     def op(self, step: Step) -> Callable[[], None] | None:
@@ -143,19 +157,33 @@ class TorchEmitter(Storage, OpVisitor):
     # ---- one visit per operator type: the closure of a computing step --------------------------------
     def oracle(self, leaf: Node, step: Step) -> Callable[[], None]:
         """No fast path: the oracle's kernel (operator types added through the walk run here, and
-        convolutions and pools with asymmetric padding or averages excluding padding)."""
+        pools with asymmetric padding or averages excluding padding). Only for operators without
+        weights: the oracle reads a node's float32 arrays, the program its own weights."""
         return self.closure(step, lambda x: kernels.apply(leaf, x))
 
-    visit_affine = visit_shuffle = visit_resize = oracle
+    visit_shuffle = visit_resize = oracle
+
+    def visit_affine(self, leaf: Node, step: Step) -> Callable[[], None]:
+        """The oracle's affine (``x * weight + bias``, then the activation) on the program's weights."""
+        c = leaf.channels
+        w = self.weight(leaf, "weight", (c,)).view(1, c, 1, 1)
+        b = self.weight(leaf, "bias", (c,)).view(1, c, 1, 1)
+        act = kernels.act_fn(leaf.act)
+        return self.closure(step, lambda x: act(x * w + b))
 
     def visit_conv(self, leaf: Node, step: Step) -> Callable[[], None]:
-        if not leaf.symmetric:
-            return self.oracle(leaf, step)
         env, o, get = self.env, step.out.buffer, self.composed(step)
         w = self.weight(leaf, "weight", leaf.weight_shape)
         bias = self.weight(leaf, "bias", (leaf.out_channels,))
         st, pd, dl, gr = leaf.stride, leaf.padding, leaf.dilation, leaf.groups
         conv = torch.conv2d
+        if not leaf.symmetric:  # the oracle's convolution (padded first, kernels.pad_input) on the program's weights
+            pad, act_fn = kernels.pad_input, kernels.act_fn(leaf.act)
+
+            def padded(x):
+                xp, padding = pad(x, leaf)
+                return act_fn(conv(xp, w, bias, st, padding, dl, gr))
+            return self.closure(step, padded)
         if step.mode == INTO:
             out_view = self.view(step.out)
             act = _act_out(leaf.act)
@@ -218,13 +246,30 @@ class TorchEmitter(Storage, OpVisitor):
         return self.closure(step, fn)
 
 
+def computes_in(em: TorchEmitter) -> tuple[str, str | None]:
+    """What the emitted program computes in, read back from what it holds: the dtypes of the weights its
+    closures were built with and of its arena (``fp32``, ``bf16``; ``mixed`` with a note naming them).
+    A program with nothing to read it from (no weight, no arena) says fp32, as the torch adapter does
+    for a module without parameters, so a reduced-precision cell fails its check, never mislabelled."""
+    names = {v: k for k, v in TorchTensors.DTYPES.items()}
+    held = [w.dtype for w in em.weights] + [t.dtype for t in (em.env[k] for k in em.fixed) if t is not None]
+    got = sorted({names.get(str(d).replace("torch.", ""), str(d)) for d in held})
+    if not got:
+        return "fp32", None
+    if len(got) == 1:
+        return got[0], None
+    return "mixed", f"the program holds {', '.join(got)} tensors"
+
+
 def emit(plan: RuntimePlan, threads: int, random_weights: bool = False, max_workers: int | None = None, seed: int = 0,
-         trace: list | None = None) -> Program:
+         trace: list | None = None, precision: str = "fp32") -> Program:
     """The torch CPU program of ``plan`` with ``threads`` intra-op threads in all. ``trace``, a
     list, receives one record per concurrent task run (stage, task, thread id, intra-op
     threads, start and end ns): the evidence that groups overlap. ``random_weights`` draws
-    weights from ``seed`` (the measured cost model times stages without the graph's weights)."""
-    em = TorchEmitter(plan, random_weights, seed)
+    weights from ``seed`` (the measured cost model times stages without the graph's weights).
+    ``precision`` (fp32, bf16): the program's element type (weights, arena, activations; the module
+    docstring); ``stats["precision"]`` is what it was built with (:func:`computes_in`)."""
+    em = TorchEmitter(plan, random_weights, seed, for_provider("torch", precision))
     stage_tasks: list[list[GroupTask]] = []
     for st in plan.stages:
         tasks = []
@@ -234,18 +279,24 @@ def emit(plan: RuntimePlan, threads: int, random_weights: bool = False, max_work
             if fns:
                 tasks.append(([name for name, f in pairs if f is not None], fns, g.cost))
         stage_tasks.append(tasks)
-    return assemble(plan, em, stage_tasks, threads, max_workers, trace)
+    program = assemble(plan, em, stage_tasks, threads, max_workers, trace)
+    got, note = computes_in(em)
+    program.stats["precision"] = got
+    if note:
+        program.stats["precision_note"] = note
+    return program
 
 
 def build_torch_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequence[Node],
                         outputs: Sequence[Node], batch_size: int, threads: int, random_weights: bool = False,
-                        max_workers: int | None = None, seed: int = 0, trace: list | None = None) -> Program:
+                        max_workers: int | None = None, seed: int = 0, trace: list | None = None,
+                        precision: str = "fp32") -> Program:
     """Plan ``stages`` (stage -> groups -> schedulable nodes) whose inputs are ``externals``
-    (filled by the caller through ``input_slots``) and emit the torch CPU program; ``outputs``
-    keep their values after the run (``Program.output(name)``). Any provider:
-    :func:`ios_core.runtime.factory.build_program`."""
+    (filled by the caller through ``input_slots``, as ``program.tensors.from_numpy`` makes them) and
+    emit the torch CPU program at ``precision``; ``outputs`` keep their values after the run
+    (``Program.output(name)``). Any provider: :func:`ios_core.runtime.factory.build_program`."""
     return emit(make_plan(stages, externals, outputs, batch_size), threads, random_weights=random_weights,
-                max_workers=max_workers, seed=seed, trace=trace)
+                max_workers=max_workers, seed=seed, trace=trace, precision=precision)
 
 
 def _term_into(dst, getters, mul):

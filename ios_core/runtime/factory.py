@@ -47,7 +47,8 @@ def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequenc
     that library (:func:`~.emit_provider.build_provider_program`); ``outputs`` keep their
     values after the run (``Program.output(name)``). ``precision``: each piece compiled at it (the
     provider's ``precisions``; int8 calibrated on ``calibration``, or with random weights on seeded
-    random inputs)."""
+    random inputs; torch at bf16: the whole program in bfloat16, its inputs made by
+    ``program.tensors.from_numpy``)."""
     if provider == "torch":
         from ios_core.runtime import providers
 
@@ -57,7 +58,7 @@ def build_program(stages: Sequence[Sequence[Sequence[Node]]], externals: Sequenc
         from ios_core.runtime.emit_torch import build_torch_program  # torch only for torch kernels
 
         return build_torch_program(stages, externals, outputs, batch_size, threads, random_weights=random_weights,
-                                   max_workers=max_workers, seed=seed, trace=trace)
+                                   max_workers=max_workers, seed=seed, trace=trace, precision=precision)
     return build_provider_program(stages, externals, outputs, batch_size, threads, provider,
                                   random_weights=random_weights, max_workers=max_workers, seed=seed, trace=trace,
                                   precision=precision, calibration=calibration)

@@ -7,7 +7,9 @@ functions (plan once, run many).
   from slots and writes its output to a slot, so running the program is a tight loop;
 * the arena is one preallocated tensor; the plan's fixed buffers are views of it made once (torch
   tensors for torch kernels, numpy arrays for a provider's: :mod:`.tensors`, so that a program on
-  ONNX Runtime or OpenVINO kernels never imports torch);
+  ONNX Runtime or OpenVINO kernels never imports torch). The plan places buffers in elements (its
+  byte offsets count :data:`~.plan.F32` an element); the tensors' dtype sets their size in memory
+  (a torch program at bf16: ``torch.bfloat16``, half the bytes, :func:`storage_bytes`);
 * other activations are the kernels' own outputs; their slots are cleared after the stage of
   their last reader (``StagePlan.release``) so the allocator reuses that memory;
 * a parallel stage's groups are assigned to workers of the shared pool (longest processing
@@ -240,8 +242,19 @@ def assemble(plan: RuntimePlan, em: Storage, stage_tasks: list[list[GroupTask]],
         input_slots={x.name: plan.value(x).buffer for x in plan.externals},
         output_getters={o.name: em.getter(plan.value(o)) for o in plan.outputs}, threads=threads,
         tensors=em.tensors)
-    program.stats = {**plan.stats(), "max_workers": workers_used, "threads": threads}
+    program.stats = {**storage_bytes(plan.stats(), em.tensors), "max_workers": workers_used, "threads": threads}
     return program
+
+
+BYTE_FIGURES = ("arena_bytes", "peak_activation_bytes", "naive_activation_bytes")
+
+
+def storage_bytes(figures: dict, tensors: Tensors) -> dict:
+    """The plan's figures with its byte counts as bytes of ``tensors``' elements: the plan counts
+    :data:`~.plan.F32` bytes an element (its offsets are elements), a bf16 program's take 2."""
+    if tensors.itemsize == F32:
+        return figures
+    return {k: (v // F32 * tensors.itemsize if k in BYTE_FIGURES else v) for k, v in figures.items()}
 
 
 def _with_release(fn, env, release):

@@ -36,7 +36,11 @@ class Runtime:
     offers, ``providers.get(provider).precisions()``): each piece compiled at it, int8 calibrated on
     the seeded calibration inputs (``ios_core.quantize``) as they reach each piece;
     ``stats["precision"]`` is what the libraries report back (``emit_provider.engine_precision``);
-    ``store``: a directory where int8 pieces' quantized models are kept and reused (a build cache's).
+    on torch kernels at bf16 the closures' weights, the arena and every activation are bfloat16, the
+    input converted on entry (``prepare``) and the output back to float32 (``finish``), and
+    ``stats["precision"]`` is read back from the program's weights and arena
+    (``emit_torch.computes_in``); ``store``: a directory where int8 pieces' quantized models are kept
+    and reused (a build cache's).
 
     Values are torch tensors on torch kernels and numpy arrays on any other provider's
     (``self.tensors``, :mod:`.tensors`): a runtime on ONNX Runtime or OpenVINO kernels never
@@ -69,13 +73,14 @@ class Runtime:
         self.provider = provider
         self.precision = precision
         self.stages = graph_stages(graph)
-        self.tensors = for_provider(provider)
+        self.tensors = for_provider(provider, precision)
         self._thread_control = self.tensors.threads() is not None
         if provider == "torch":
             from ios_core.runtime.emit_torch import emit
 
             self.plan: RuntimePlan = make_plan(self.stages, [graph.input], [graph.exit_node], batch_size)
-            self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace)
+            self.program: Program = emit(self.plan, self.threads, max_workers=max_workers, trace=trace,
+                                         precision=precision)
         else:
             self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
             calibration = None
