@@ -75,7 +75,7 @@ def fastest_ratio_rows(df) -> list[list[str]]:
     return rows
 
 
-def print_tables(folder: Path, label: str = "") -> int:
+def print_tables(folder: Path, label: str = "", per_cell: bool = False) -> int:
     from ios_bench.reporting.precision_tables import sections
     from ios_bench.reporting.report_tables import Table
     from ios_bench.results import load_run
@@ -107,7 +107,7 @@ def print_tables(folder: Path, label: str = "") -> int:
         from ios_bench.planning.estimate import replay_lines
 
         print("\n".join(["", "Duration against the estimate (replayed from the run's records; nothing measured)",
-                          *replay_lines(folder)]))
+                          *replay_lines(folder, per_cell=per_cell)]))
     return 0
 
 
@@ -122,13 +122,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="run folder [default: runs/bench-precision]")
     p.add_argument("--smoke", action="store_true", help="squeezenet, batch 1, one round: a smoke run, said so")
     p.add_argument("--from", dest="from_", default=None, metavar="RUN", help="print the tables of a measured run")
+    p.add_argument("--estimate-per-cell", action="store_true",
+                   help="with --from: each cell's round and first build, estimated against measured")
     p.add_argument("--dry-run", action="store_true", help="print the sweep's command and stop")
     args = p.parse_args(argv)
     if args.from_:
         folder = Path(args.from_)
         if not (folder / "results.jsonl").is_file():
             p.error(f"--from {args.from_}: not a run folder (no results.jsonl)")
-        return print_tables(folder)
+        return print_tables(folder, per_cell=args.estimate_per_cell)
     if "fp32" not in [s.strip() for s in args.precisions.split(",")]:
         p.error("--precisions must include fp32 (every ratio is to a framework's own fp32)")
     if args.smoke:

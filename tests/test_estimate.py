@@ -428,6 +428,14 @@ def test_a_replay_of_a_run_folder_estimates_from_its_records(tmp_path):
     assert again["parts"]["first_builds"] == pytest.approx(17.0)
     lines = estimate.replay_lines(run, graphs)
     assert lines[0] == "a: took 7 min; its sweep estimated 50 s" and len(lines) == 4
+    # per cell: a round and its first build, estimated against measured (later rounds' median; the first less it)
+    int8 = next(c for c in again["cells"] if c["series"] == "ios-both[openvino]@int8")
+    assert (int8["measured_round_s"], int8["measured_first_build_s"], int8["first_build_s"]) == (3.0, 17.0, 17.0)
+    assert int8["round_s"] == pytest.approx(again["parts"]["rounds"] / 3 - next(
+        c["round_s"] for c in again["cells"] if c["series"] == "ios-both[openvino]"))
+    detail = estimate.replay_lines(run, graphs, per_cell=True)
+    assert len(detail) == 4 + 3 * 2 and "ios-both[openvino]@int8 m b1: a round" in detail[-1]
+    assert "(measured 3.00 s), its first build 17.00 s (measured 17.00 s)" in detail[-1]
 
 
 def test_a_build_grows_with_the_model_beyond_the_quick_sweeps_networks():

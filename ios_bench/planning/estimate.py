@@ -831,18 +831,32 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
                 walls.append(x.get("wall_seconds") or _span(x.get("started"), x.get("finished")) or 0.0)
     measured_search = sum(float(r["optimize_seconds"]) for r in recs
                           if isinstance(r.get("optimize_seconds"), (int, float)) and not r.get("schedule_reused"))
+    # per cell: a round and its first build, estimated against measured (the median of its later rounds;
+    # its first round less that)
+    per_cell = []
+    for c, r in zip(cells, recs):
+        got = {x.get("round"): x.get("wall_seconds") or _span(x.get("started"), x.get("finished"))
+               for x in r.get("rounds") or []}
+        later = [w for k, w in got.items() if k != 0 and isinstance(w, (int, float))]
+        first_wall = got.get(0) if isinstance(got.get(0), (int, float)) else None
+        per_cell.append({"series": series(c.framework, c.precision), "model": c.model, "batch": c.batch_size,
+                         "round_s": model.cell_s(c), "measured_round_s": median(later) if later else None,
+                         "first_build_s": model.first_build_s(series(c.framework, c.precision), c.model, c.batch_size),
+                         "measured_first_build_s": first_wall - median(later) if later and first_wall is not None
+                         else None})
     return {"estimated_s": est["seconds"], "measured_s": env.get("duration_s"), "recorded_s": recorded.get("seconds"),
-            "graphs": graphs,
+            "graphs": graphs, "cells": per_cell,
             "parts": {"rounds": est["seconds"] - first - search_s - ref_s, "first_builds": first, "searches": search_s,
                       "references": ref_s},
             "measured_parts": {"rounds": sum(walls), "searches": measured_search}}
 
 
-def replay_lines(folder: Path, graphs: dict | None = None) -> list[str]:
+def replay_lines(folder: Path, graphs: dict | None = None, per_cell: bool = False) -> list[str]:
     """What :func:`replay` says of a run folder, as lines to print: its measured duration, what its
     sweep estimated then, and what the estimate says now from the stated model only, learning from
     the runs beside it that started before it, and as a rerun of it (learning from it too); ``graphs``
-    as :func:`replay`'s."""
+    as :func:`replay`'s. ``per_cell``: after each, a line per cell: a round and its first build,
+    estimated against measured."""
     folder = Path(folder)
     env = json.loads((folder / "env.json").read_bytes())
     if not isinstance(env.get("duration_s"), (int, float)):
@@ -861,6 +875,9 @@ def replay_lines(folder: Path, graphs: dict | None = None) -> list[str]:
     def pct(est: float) -> str:
         return f"{human(est)} ({est / env['duration_s'] - 1:+.0%})"
 
+    def sec(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f} s"
+
     out = [f"{folder.name}: took {human(env['duration_s'])}; its sweep estimated "
            f"{human(env['estimate']['seconds']) if (env.get('estimate') or {}).get('seconds') else '-'}"]
     for what, learn_from in (("the stated model only", []),
@@ -872,4 +889,8 @@ def replay_lines(folder: Path, graphs: dict | None = None) -> list[str]:
         out.append(f"  estimate now from {what}: {pct(got['estimated_s'])}; searches {human(parts['searches'])} "
                    f"(measured {human(measured['searches'])}), rounds {human(parts['rounds'] + parts['first_builds'])} "
                    f"with {human(parts['first_builds'])} of first builds (measured {human(measured['rounds'])})")
+        for c in got["cells"] if per_cell else []:
+            out.append(f"    {c['series']} {c['model']} b{c['batch']}: a round {sec(c['round_s'])} (measured "
+                       f"{sec(c['measured_round_s'])}), its first build {sec(c['first_build_s'])} (measured "
+                       f"{sec(c['measured_first_build_s'])})")
     return out
