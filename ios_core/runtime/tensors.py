@@ -163,7 +163,7 @@ class TorchTensors(Tensors):
 
     def to_numpy(self, t):
         if self.precision != "fp32":
-            return t.float().contiguous().numpy()  # .float() is a fresh float32 tensor
+            return t.to(self.torch.float32, copy=True).contiguous().numpy()  # a fresh float32 copy
         return t.contiguous().numpy().copy()
 
     def threads(self) -> int:
