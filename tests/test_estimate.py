@@ -559,3 +559,20 @@ def test_a_replay_counts_the_workers_schedules_a_shared_round_once_and_the_build
     m = estimate.Model(estimate.History(), {"m": 2_000_000_000}, {"m": 40}, {"m": 100})
     assert got["parts"]["searches"] == pytest.approx(m.optimize_s("m", 1, "torch", 2))
     assert got["parts"]["searches"] > m.optimize_s("m", 1, "torch", 1)
+
+
+def test_a_search_at_a_larger_batch_times_its_stages_at_that_batch():
+    """The per-operator search figures are batch 1's; at batch 16 a search adds ``optimize_batch_latencies``
+    of what the batch adds to the model's latency on the provider's engine at its precision (its stages are
+    timed at the cell's batch), learnt latencies included; batch 1 is unchanged."""
+    m = _model()
+    m.states = {"m": 100}
+    k = estimate.STATED["optimize_batch_latencies"]
+    one, sixteen = m.optimize_s("m", 1, "openvino", 1, "int8"), m.optimize_s("m", 16, "openvino", 1, "int8")
+    lat = m.latency_s("m", 1, "openvino@int8", count=False)
+    assert sixteen - one == pytest.approx(k * 15 * lat)
+    h = estimate.History()
+    for batch, ms in ((1, 10.0), (16, 200.0)):
+        h.add(rec("m", batch, "torch", median=ms))
+    learnt = _model(h)
+    assert learnt.optimize_s("m", 16, "torch") - learnt.optimize_s("m", 1, "torch") == pytest.approx(k * 0.190)

@@ -72,6 +72,11 @@ STATED = {
     # explain randwire's searches (46,223 states against inception_v3's 1,207, both ~120 operators):
     # 2.4-3.0 ms each over the six provider/precision pairs; the rest per operator, below
     "optimize_schedule_s": 0.3,
+    # ... and at a batch above 1, this many of what the batch adds to the model's latency on the provider's
+    # engine at its precision (the stages are timed at the cell's batch; the figures above are batch 1's):
+    # docs/results/batchsize (2026-11-22, this VM's CPU, 2 cores): inception_v3's IOS-Both search on torch
+    # took 3.1, 9.6 and 37.9 s at batch 1, 4 and 16, 25, 25 and 24 of torch's latency at that batch
+    "optimize_batch_latencies": 24,
     "optimize_s_per_state": 0.0026,
     "optimize_s_per_op": {"ios[torch]": 0.04, "ios[onnxruntime]": 0.085, "ios[openvino]": 0.14,
                           "ios[openvino]@bf16": 0.10, "ios[onnxruntime]@int8": 0.35, "ios[openvino]@int8": 1.63,
@@ -478,8 +483,11 @@ class Model:
         if got:
             return start + sum(got.values()) * self.speed(True)
         per_op = _stated("optimize_s_per_op", series(f"ios[{provider}]", precision))
-        return start + (STATED["optimize_schedule_s"] * max(1, schedules) + per_op * self.ops.get(model, 0)
-                        + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
+        engine = series(provider, precision)  # the stages' kernels: the provider's own engine at the precision
+        more = 0.0 if batch <= 1 or model not in self.macs else STATED["optimize_batch_latencies"] * max(
+            0.0, self.latency_s(model, batch, engine, count=False) - self.latency_s(model, 1, engine, count=False))
+        return start + more + (STATED["optimize_schedule_s"] * max(1, schedules) + per_op * self.ops.get(model, 0)
+                               + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
 
     def reference_s(self, model: str, batch: int) -> float:
         return STATED["reference_fixed_s"] * self.speed(False) + 2 * self.latency_s(model, batch, "torch", count=False)
