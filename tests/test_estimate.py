@@ -488,6 +488,24 @@ def test_the_sweeps_estimate_counts_one_search_worker_per_device_as_the_searches
     assert fewer["seconds"] < est["seconds"]
 
 
+def test_a_search_at_the_optimize_batch_is_one_worker_for_every_batch_that_executes_its_schedules(tmp_path):
+    """With the IOS option optimize_batch every cell executes the schedule searched at that batch: the
+    search key follows the schedule file (its batch is the searched one), so cells at batch 1 and 4 are
+    one search worker that writes each schedule file once, and the estimate counts one search at batch 2."""
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.schedules import schedule_path, search_key, search_workers
+
+    plan = Plan(models=["sample"], rounds=1, ios_options={"optimize_batch": 2})
+    cells = [Cell("sample", "sample", b, f"ios-{s}", "cpu", s, "ios", 1.0) for b in (1, 4)
+             for s in ("sequential", "both")]
+    workers = search_workers(plan, tmp_path, cells)
+    assert list(workers) == [("sample", 2, "torch", "fp32", "cpu")]
+    assert [p for _, p in workers[("sample", 2, "torch", "fp32", "cpu")]] == [schedule_path(plan, c) for c in cells[:2]]
+    assert schedule_path(plan, cells[0]) == schedule_path(plan, cells[2])
+    assert {search_key(c, plan.ios_options) for c in cells} == set(workers)
+    assert search_key(cells[2]) == ("sample", 4, "torch", "fp32", "cpu")  # without the option: the cell's own
+
+
 # the quick sweep `make run` of 2026-11-27 15:32 UTC (/tmp/estrun4/runs/r1, this 2-core VM, nothing else running):
 # sample and squeezenet at batch 1, 17 variants, 3 rounds; its workers' starts and canary as its sweep measured
 # them; its build caches (user scope) warm. None of the stated figures was chosen from it (docs/results/estimate/

@@ -821,7 +821,7 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     files: dict[tuple, set] = {}
     for c, r in zip(cells, recs):
         if r.get("schedule") and not r.get("schedule_reused"):
-            files.setdefault(search_key(c), set()).add(r.get("schedule_file") or r["schedule"])
+            files.setdefault(search_key(c, plan.get("ios_options")), set()).add(r.get("schedule_file") or r["schedule"])
     searches = {key: len(v) for key, v in files.items()}  # its model spec is the record's model name
     refs = {(r["model"], int(r["batch_size"])) for r in recs}
     est = sweep_seconds(model, cells, {c.key: rounds for c in cells}, refs, searches)

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ios_bench.planning.cells import Cell, safe_name
-from ios_bench.planning.plan import DEFAULT_IOS_PROVIDER, PRIVATE_PROFILE_DB, Plan, ios_options_tag
+from ios_bench.planning.plan import DEFAULT_IOS_PROVIDER, PRIVATE_PROFILE_DB, Plan, ios_options_tag, optimized_for
 from ios_bench.records.runfolder import read_json
 from ios_bench.running.context import SweepContext
 from ios_bench.running.executors import Task, device_kind
@@ -36,17 +36,21 @@ def schedule_path(plan: Plan, cell: Cell) -> str:
     # schedule is never assumed best at int8; an fp32 cell keeps the path it always had
     precision = getattr(cell, "precision", None) or "fp32"
     suffix += "" if precision == "fp32" else f"-{precision}"
-    # one schedule per batch size it is optimized for: with optimize_batch, every cell of the run
-    # executes the same schedule (optimized by the first, reused by the others)
-    opt_bs = opts.get("optimize_batch", cell.batch_size)
+    # one schedule per batch size it is optimized for (search_key's): with optimize_batch, every cell of
+    # the run executes the same schedule (optimized by the first, reused by the others)
+    opt_bs = search_key(cell, opts)[1]
     return "schedules/" + safe_name(f"{cell.model}-b{opt_bs}-{cell.device}-{cell.schedule}{suffix}") + ".json"
 
 
-def search_key(cell) -> tuple:
-    """The search worker an IOS cell's schedule is searched in: (model spec, batch, kernel provider,
-    precision, device), one worker each (:func:`optimize_schedules`; the sweep's estimate counts its
-    searches by the same key, :func:`search_workers`)."""
-    return (cell.model_spec, cell.batch_size, cell.provider or DEFAULT_IOS_PROVIDER,
+def search_key(cell, ios_options: dict | None = None) -> tuple:
+    """The search worker an IOS cell's schedule is searched in: (model spec, the batch it is searched
+    at, kernel provider, precision, device), one worker each (:func:`optimize_schedules`; the sweep's
+    estimate counts its searches by the same key, :func:`search_workers`). The batch is the one the
+    schedule is optimized for (``ios_options``, the plan's: ``optimize_batch`` where given, else the
+    cell's own; ``ios_bench.planning.plan.optimized_for``), as in :func:`schedule_path`, which takes
+    its batch from here: cells of two batch sizes that share one schedule file share one worker."""
+    batch = optimized_for(ios_options or {}, cell.batch_size, None)["batch_size"]
+    return (cell.model_spec, batch, cell.provider or DEFAULT_IOS_PROVIDER,
             getattr(cell, "precision", None) or "fp32", cell.device)
 
 
@@ -59,7 +63,7 @@ def search_workers(plan: Plan, folder: Path, cells: list) -> dict[tuple, list[tu
             continue
         path = schedule_path(plan, cell)
         if not (Path(folder) / path).exists():
-            key = search_key(cell)
+            key = search_key(cell, plan.ios_options)
             if path not in [p for _, p in wanted.get(key, [])]:
                 wanted.setdefault(key, []).append((cell, path))
     return wanted
