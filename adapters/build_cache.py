@@ -38,9 +38,14 @@ CPU, ``<root>/<framework>@<device>/`` on a GPU (its name, e.g. ``torch-inductor@
 with the versions (e.g. torch and Triton for inductor on cuda), the machine and the device; a
 cache that another version wrote is refused (a one-line note) and rebuilt. torch-compile and
 torch-compile-cudagraphs share one inductor cache (``torch-inductor``): inductor keys its entries by
-graph and options itself. The record's ``build_cache`` says where the build looked (``dir``,
-``scope``), whether it found a cache to reuse (``state`` cold, warm or rejected; ``reused``), and a
-run's first build is still recorded apart (``first_build_seconds``), warm or cold.
+graph and options itself. The manifest also names the builds sealed into it (``builds``: the
+model, batch and precision of each, :func:`build_name`; the round's worker names the one it makes in
+:data:`BUILD_ENV`, and a warm cache's names are kept), since a framework's own entries (inductor's, XLA's
+and OpenVINO's hashed files) do not say which model they hold: what lets the sweep's estimate tell a
+cell's own build from another model's (:func:`sealed_builds`). The record's ``build_cache`` says where
+the build looked (``dir``, ``scope``), whether it found a cache to reuse (``state`` cold, warm or
+rejected; ``reused``), and a run's first build is still recorded apart (``first_build_seconds``), warm
+or cold.
 """
 
 from __future__ import annotations
@@ -66,6 +71,25 @@ OFF = ("off", "none", "")
 SCOPES = ("off", "run", "user")
 SCOPE_ENV = "IOS_BENCH_BUILD_CACHE_SCOPE"
 HOME_ENV = "IOS_BENCH_BUILD_CACHE_HOME"  # the user scope's root instead of the user's cache folder
+# the build a round's worker makes (build_name), set by the worker before the adapter builds
+# (ios_bench.running.task_cell); seal() adds it to the manifest's builds
+BUILD_ENV = "IOS_BENCH_BUILD"
+
+
+def build_name(model: str, batch_size: int, precision: str | None) -> str:
+    """How a manifest names a build sealed into the cache: ``model|bBATCH|precision``."""
+    return f"{model}|b{int(batch_size)}|{precision or 'fp32'}"
+
+
+def sealed_builds(folder) -> list[str] | None:
+    """The builds (:func:`build_name`) the manifest in ``folder`` names, or None where it cannot say:
+    no readable manifest, or one sealed before builds were named (or by a build no worker named)."""
+    try:
+        m = json.loads((Path(str(folder)) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    builds = m.get("builds") if isinstance(m, dict) else None
+    return [b for b in builds if isinstance(b, str)] if isinstance(builds, list) and builds else None
 
 
 def user_root() -> Path:
@@ -208,6 +232,7 @@ class BuildCache:
         self.state: str | None = None
         self.note: str | None = None
         self._known: tuple[dict, dict] = ({}, {})  # the files open() found intact: seal() reads only changes
+        self._builds: list[str] = []  # the builds a warm cache's manifest named (kept by seal())
 
     def _foreign(self) -> str | None:
         """Why the cache in ``self.dir`` cannot be reused (one line), or None."""
@@ -238,6 +263,7 @@ class BuildCache:
             if got[1] != want[1]:
                 return f"file {rel} changed since it was built"
         self._known = (now, now_times)
+        self._builds = [b for b in m.get("builds") or [] if isinstance(b, str)]
         return None
 
     def open(self) -> BuildCache:
@@ -255,7 +281,7 @@ class BuildCache:
         if why is None:
             self.state = "warm"
             return self
-        self._known = ({}, {})
+        self._known, self._builds = ({}, {}), []
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state = "rejected"
@@ -265,10 +291,13 @@ class BuildCache:
 
     def seal(self) -> None:
         """After a build that finished: the manifest of what the cache holds now (written last,
-        atomically: a build killed before it leaves files that the next round rejects)."""
+        atomically: a build killed before it leaves files that the next round rejects), and the builds
+        sealed into it: a warm cache's, and this one where the worker named it (:data:`BUILD_ENV`)."""
         files, mtimes = _files(self.dir, *self._known)
+        this = os.environ.get(BUILD_ENV)
+        self._builds += [this] if this and this not in self._builds else []
         manifest = {"format": FORMAT, "framework": self.framework, "version": self.version, "machine": machine(),
-                    "device": self.device, "files": files, "mtimes": mtimes}
+                    "device": self.device, "files": files, "mtimes": mtimes, "builds": self._builds}
         atomic_write_text(str(self.dir / MANIFEST), json.dumps(manifest, indent=1))
 
     def info(self) -> dict:

@@ -222,23 +222,28 @@ def test_work_that_will_not_run_leaves_the_eta():
 
 def test_a_first_round_is_not_cold_where_the_user_build_cache_holds_the_build(tmp_path, monkeypatch):
     """``--build-cache user``: a second run's first torch-compile round reuses the sealed inductor
-    cache an earlier run left, so the estimate adds no cold build for it (nor on a GPU's cache)."""
+    cache an earlier run left with the cell's own build named in it, so the estimate adds no cold build
+    for it (nor on a GPU's cache); a manifest that names no builds cannot say, and is cold."""
     from adapters.build_cache import ENV, MANIFEST
 
     m = _model()
-    cold = estimate.STATED["first_build_s"]["torch-compile"]
+    cold = m.first_build_s("torch-compile", "sample", 1)
+    assert cold > 0
     monkeypatch.setenv(ENV, str(tmp_path))
-    assert m.first_build_s("torch-compile") == cold  # nothing there yet
+    assert m.first_build_s("torch-compile", "sample", 1) == cold  # nothing there yet
     (tmp_path / "torch-inductor").mkdir()
-    assert m.first_build_s("torch-compile") == cold  # files without a manifest: a build that did not finish
+    assert m.first_build_s("torch-compile", "sample", 1) == cold  # files without a manifest: an unfinished build
     (tmp_path / "torch-inductor" / MANIFEST).write_text("{}")
-    assert m.first_build_s("torch-compile") == 0.0 and m.first_build_s("torch-compile-cudagraphs") == 0.0
+    assert m.first_build_s("torch-compile", "sample", 1) == cold  # sealed before builds were named: cannot say
+    (tmp_path / "torch-inductor" / MANIFEST).write_text(json.dumps({"builds": ["sample|b1|fp32"]}))
+    assert m.first_build_s("torch-compile", "sample", 1) == 0.0
+    assert m.first_build_s("torch-compile-cudagraphs", "sample", 1) == 0.0
     (tmp_path / "torch-inductor" / MANIFEST).unlink()
     (tmp_path / "torch-inductor@nvidia-h200").mkdir()
-    (tmp_path / "torch-inductor@nvidia-h200" / MANIFEST).write_text("{}")
-    assert m.first_build_s("torch-compile") == 0.0
+    (tmp_path / "torch-inductor@nvidia-h200" / MANIFEST).write_text(json.dumps({"builds": ["sample|b1|fp32"]}))
+    assert m.first_build_s("torch-compile", "sample", 1) == 0.0
     monkeypatch.setenv(ENV, "off")
-    assert m.first_build_s("torch-compile") == cold
+    assert m.first_build_s("torch-compile", "sample", 1) == cold
 
 
 # ---- this machine's speed now (issue 46 item 1) -----------------------------------------------------
@@ -531,7 +536,7 @@ def test_the_stated_model_estimates_the_quick_sweep_within_20_percent_of_what_it
                        {n: g.num_operators() for n, g in graphs.items()},
                        {n: estimate.search_states(g) for n, g in graphs.items()}, warmup=3, repeat=10, min_sample_ms=10)
     m.calibrated, m.probe_ms = dict(QUICK_STARTS), 3.8961
-    m.warm_cache = lambda framework: True  # the user-scope build caches held every fp32 build (its records)
+    m.warm_cache = lambda framework, model, batch: True  # the user-scope caches held every build (its records)
     cells, searches = [], {}
     for name in graphs:
         for fw in QUICK_STARTS:
@@ -594,3 +599,72 @@ def test_a_search_at_a_larger_batch_times_its_stages_at_that_batch():
         h.add(rec("m", batch, "torch", median=ms))
     learnt = _model(h)
     assert learnt.optimize_s("m", 16, "torch") - learnt.optimize_s("m", 1, "torch") == pytest.approx(k * 0.190)
+
+
+def _seal(root, framework: str, build: str | None, monkeypatch) -> None:
+    """A build sealed into ``root``'s cache of ``framework``, named ``build`` (as a round's worker names it)."""
+    from adapters.build_cache import BUILD_ENV, BuildCache
+
+    if build:
+        monkeypatch.setenv(BUILD_ENV, build)
+    else:
+        monkeypatch.delenv(BUILD_ENV, raising=False)
+    cache = BuildCache(root, framework, "1.0").open()
+    (cache.dir / f"entry-{len(list(cache.dir.iterdir()))}.bin").write_bytes(b"compiled")
+    cache.seal()
+
+
+def test_a_first_build_is_warm_only_where_the_build_cache_holds_the_cells_own_build(tmp_path, monkeypatch):
+    """The estimate's warm-cache rule is per (framework, model, batch, precision): a cache holding
+    another model's build (or another batch's, or another precision's) leaves the cell's first build cold;
+    its own makes it warm; a later build into the warm cache keeps the names found there; a manifest that
+    names no builds (sealed before builds were named) cannot say, and is counted cold."""
+    from adapters.build_cache import ENV, MANIFEST, build_name, sealed_builds
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    _seal(tmp_path, "torch-inductor", build_name("squeezenet", 1, "fp32"), monkeypatch)
+    assert not estimate.warm_build_cache("torch-compile", "sample", 1)  # another model's build
+    assert not estimate.warm_build_cache("torch-compile", "squeezenet", 4)  # another batch's
+    assert not estimate.warm_build_cache("torch-compile@bf16", "squeezenet", 1)  # another precision's
+    assert not estimate.warm_build_cache("jax-xla", "squeezenet", 1)  # another framework's cache
+    assert estimate.warm_build_cache("torch-compile", "squeezenet", 1)
+    m = _model()
+    assert m.first_build_s("torch-compile", "sample", 1) > 0
+    assert m.first_build_s("torch-compile", "squeezenet", 1) == 0.0
+    _seal(tmp_path, "torch-inductor", build_name("sample", 1, "fp32"), monkeypatch)  # opened warm, then sealed
+    assert sealed_builds(tmp_path / "torch-inductor") == ["squeezenet|b1|fp32", "sample|b1|fp32"]
+    assert estimate.warm_build_cache("torch-compile", "sample", 1)
+    manifest = tmp_path / "torch-inductor" / MANIFEST
+    old = json.loads(manifest.read_text())
+    del old["builds"]
+    manifest.write_text(json.dumps(old))
+    assert not estimate.warm_build_cache("torch-compile", "squeezenet", 1)
+
+
+def test_a_rounds_worker_names_its_build_in_the_build_cache_it_seals(tmp_path, monkeypatch):
+    """A cell's round (task_cell, here on OpenVINO, which keeps a build cache) names the build it makes
+    in the manifest of the cache it seals: the estimate then finds that cell's build warm, and not
+    another model's or batch's."""
+    pytest.importorskip("openvino")
+    import numpy as np
+
+    from adapters.build_cache import BUILD_ENV, ENV, sealed_builds
+    from ios_bench.running import task_cell
+    from ios_core import models, reference
+
+    monkeypatch.setenv(ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(BUILD_ENV, "")  # none named yet (and restored after task_cell names its build)
+    g = models.get("sample", input_shape=(4, 7, 7)).init_weights(0)
+    g.save(tmp_path / "g.json")
+    x = reference.random_input(g, 1, seed=0)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "ref.npy", reference.run(g, x))
+    spec = {"task": "cell", "model_spec": str(tmp_path / "g.json"), "batch_size": 1, "device": "cpu",
+            "adapter": "openvino", "threads": 1, "seed": 0, "input_seed": 0, "ref_path": str(tmp_path / "ref.npy"),
+            "input_path": str(tmp_path / "x.npy"), "result_path": str(tmp_path / "out.json"), "warmup": 0,
+            "number": 1, "repeat": 2, "min_sample_ms": None}
+    result = task_cell.task_cell(spec, {})
+    assert result["status"] == "ok", result.get("reason")
+    assert sealed_builds(tmp_path / "cache" / "openvino") == [f"{g.name}|b1|fp32"]
+    assert estimate.warm_build_cache("openvino", g.name, 1)
+    assert not estimate.warm_build_cache("openvino", g.name, 2) and not estimate.warm_build_cache("openvino", "x", 1)

@@ -192,22 +192,31 @@ BUILD_CACHES = {"torch-compile": "torch-inductor", "torch-compile-cudagraphs": "
                 "openvino": "openvino", "tensorflow-xla": "tensorflow-xla"}
 
 
-def warm_build_cache(framework: str) -> bool:
+def warm_build_cache(framework: str, model: str | None = None, batch: int = 1) -> bool:
     """Whether the build cache this sweep's rounds will use (``IOS_BENCH_BUILD_CACHE``: the user
-    scope of ``--build-cache user``, or a directory named there) already holds a sealed build of
-    ``framework`` (any device), so that its first round is not cold. The run scope (each run
-    folder's own ``cache/``) starts empty. The manifest's versions are not checked here: a cache an
-    older version sealed is rebuilt, and the estimate is short by that build."""
-    from adapters.build_cache import MANIFEST, resolve
+    scope of ``--build-cache user``, or a directory named there) already holds the cell's own build:
+    ``model`` at ``batch`` by ``framework`` (a series: its precision, ``openvino@bf16``), as a manifest
+    there names it (``adapters.build_cache.sealed_builds``), so that its first round is not cold. Another
+    model's, batch's or precision's build in the same cache is not this cell's. The run scope (each run
+    folder's own ``cache/``) starts empty.
+
+    What it cannot tell: a manifest sealed before builds were named (or by a build no round's worker
+    named) holds builds it does not list, so it is counted cold (the estimate then errs long by a
+    first build); the device (a cache on any device, ``<name>`` or ``<name>@<gpu>``, counts: the GPU a
+    cuda cell will get is not known here); and the versions (a cache an older version sealed is rebuilt,
+    and the estimate is short by that build). A framework without a cache of its own (``BUILD_CACHES``)
+    or a cell without a model is cold."""
+    from adapters.build_cache import build_name, resolve, sealed_builds
 
     name = BUILD_CACHES.get(_base_name(framework))
     where = resolve(None)
-    if name is None or where is None:
+    if name is None or where is None or model is None:
         return False
+    want = build_name(model, batch, framework.partition(PRECISION_SEP)[2] or "fp32")
     root = Path(where).expanduser()
     try:
-        return any((d / MANIFEST).is_file() for d in root.glob(f"{name}*") if d.name == name
-                   or d.name.startswith(f"{name}@"))
+        return any(want in (sealed_builds(d) or []) for d in root.glob(f"{name}*")
+                   if d.name == name or d.name.startswith(f"{name}@"))
     except OSError:
         return False
 
@@ -361,7 +370,8 @@ class Model:
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
     calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
     probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
-    # whether the build cache the rounds will use holds a framework's build (a replay: what its records say)
+    # (series, model, batch) -> whether the build cache the rounds will use holds that cell's own build
+    # (warm_build_cache; a replay: what its records say)
     warm_cache: object = field(default=None, repr=False)
 
     def speed(self, learnt: bool) -> float:
@@ -444,9 +454,10 @@ class Model:
         int8's calibration included. Earlier runs' (their first rounds' wall less their later ones', per
         worker kind and precision: of ``model`` where they ran it, else in its fp32 latencies), else none
         where they measured the kind's rounds but not a first one apart, or where the build cache the
-        rounds will use holds a sealed fp32 build of the framework (:func:`warm_build_cache`), else the
-        stated figure (seconds, plus the model's fp32 latencies where ``model`` is given)."""
-        key, precision = _fixed_key(framework), framework.partition(PRECISION_SEP)[2] or "fp32"
+        rounds will use holds the cell's own build (this model, batch and precision:
+        :func:`warm_build_cache`), else the stated figure (seconds, plus the model's fp32 latencies where
+        ``model`` is given)."""
+        key = _fixed_key(framework)
         learnt = self.history.first_build_s.get(key)
         if learnt:
             same = [x for m, x in learnt if m == model]
@@ -455,7 +466,7 @@ class Model:
             times = [x / lat for m, x in learnt if (lat := self._fp32_latency_s(m, framework)) > 0]
             return median(times) * self._fp32_latency_s(model, framework) if times else 0.0
         warm = self.warm_cache or warm_build_cache
-        if self.history.fixed_s.get(key) or (precision == "fp32" and warm(framework)):
+        if self.history.fixed_s.get(key) or warm(framework, model, batch):
             return 0.0
         return (_stated("first_build_s", framework) * self.speed(False)
                 + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
@@ -806,10 +817,12 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
                   min_sample_ms=plan.get("min_sample_ms") or 0.0)
     model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
     model.probe_ms = recorded.get("canary_ms")
-    # the build cache as its sweep found it: a framework whose first round reused a build it did not make
-    warm = {series(r["framework"], r.get("precision")) for r in recs for x in (r.get("rounds") or [])[:1]
+    # the build cache as its sweep found it: a cell whose first round reused a build it did not make (fp32
+    # cells only, as before: a reduced-precision record's state is not taken to say its calibration was reused)
+    warm = {(series(r["framework"], r.get("precision")), r["model"], int(r["batch_size"])) for r in recs
+            if (r.get("precision") or "fp32") == "fp32" for x in (r.get("rounds") or [])[:1]
             if ((x.get("info") or {}).get("build_cache") or {}).get("state") == "warm"}
-    model.warm_cache = warm.__contains__
+    model.warm_cache = lambda framework, m, b: (framework, m, b) in warm
     rounds = int(plan["rounds"]) if str(plan.get("rounds")).isdigit() else 1
     cells = [SimpleNamespace(key=r["cell"], model=r["model"], model_spec=r["model"], batch_size=int(r["batch_size"]),
                              framework=r["framework"], precision=r.get("precision") or "fp32",

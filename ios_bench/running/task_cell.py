@@ -5,7 +5,9 @@ baseline and independent check."""
 from __future__ import annotations
 
 import contextlib
+import os
 
+from adapters.build_cache import BUILD_ENV, build_name
 from ios_bench.records.record import RoundResult, jsonable
 from ios_bench.running.task_optimize import _schedule
 from ios_bench.running.task_setup import _load_graph, _source_path
@@ -67,6 +69,9 @@ def task_cell(spec: dict, result: dict) -> dict:
         return result
     if requested != "fp32":
         options["precision"] = requested
+    # the build this worker makes, named in the build caches it seals (adapters.build_cache: the sweep's
+    # estimate tells a cell's own build from another model's by it)
+    os.environ[BUILD_ENV] = build_name(original.name, spec["batch_size"], requested)
     if spec.get("scenario"):  # a LoadGen scenario: its own round (ios_bench.scenarios.round)
         from ios_bench.scenarios.round import run_round
 
