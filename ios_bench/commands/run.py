@@ -193,12 +193,15 @@ def parse_precisions(text: str) -> list[str]:
 
 
 def precision_offer_problem(precisions: list[str], frameworks: list[str] | None, schedules: list[str] | None,
-                            devices: list[str], ios_providers: list[str] | None = None) -> str | None:
+                            devices: list[str], ios_providers: list[str] | None = None,
+                            cost_model: str = "measured") -> str | None:
     """Why the request as a whole cannot be met (one line): a precision that no framework of the
     sweep (nor IOS, where it has schedules: on the CPU on one of ``ios_providers``, every provider when
-    None) offers on any of its devices, by the adapters' own tables (``Adapter.precisions``); None
-    when each is offered by one at least (the others' cells are skipped with their reason)."""
+    None, and only where ``cost_model`` can search at it) offers on any of its devices, by the adapters'
+    own tables (``Adapter.precisions``); None when each is offered by one at least (the others' cells
+    are skipped with their reason)."""
     import adapters
+    from ios_bench.planning.probing import search_precision_reason
 
     names = list(frameworks) if frameworks is not None else [n for n in adapters.names() if n != IOS_ADAPTER]
     if schedules is None or schedules:
@@ -207,6 +210,7 @@ def precision_offer_problem(precisions: list[str], frameworks: list[str] | None,
         if p == "fp32":
             continue
         offered = False
+        unsearched = None  # why IOS, which offers it, cannot be searched at it
         for n in names:
             try:
                 a = adapters.get(n)
@@ -217,10 +221,15 @@ def precision_offer_problem(precisions: list[str], frameworks: list[str] | None,
                          else a.precision_reason(p, d) is None for d in devices for prov in ios_providers)
             else:
                 ok = any(a.precision_reason(p, d) is None for d in devices)
+            if ok and n == IOS_ADAPTER:
+                unsearched = search_precision_reason(cost_model, p)
+                ok = unsearched is None
             if ok:
                 offered = True
                 break
         if not offered:
+            if unsearched:
+                return f"--precision {p}: only IOS offers it in this sweep, and --cost-model {cost_model}: {unsearched}"
             return (f"--precision {p}: no framework of this sweep offers it on {', '.join(devices)} "
                     "(`ios-bench list frameworks` shows who offers which precision)")
     return None
@@ -435,7 +444,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
               "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
     problem = precision_offer_problem(values["precision"], values["frameworks"], values["schedules"],
-                                      values["device"], values["ios_providers"])
+                                      values["device"], values["ios_providers"], cost_model)
     if problem:
         raise InputError(problem)
     if scenario == LATENCY and (quick or instances is not None):

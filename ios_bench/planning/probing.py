@@ -131,6 +131,17 @@ def precision_reason(avail: dict, name: str, precision: str, device: str) -> str
     return rule(name, entry.get("precisions") or {}, precision, device)
 
 
+def search_precision_reason(cost_model: str, precision: str) -> str | None:
+    """Why an IOS cell's schedule cannot be searched at ``precision`` with the sweep's cost model, or
+    None: the learned one is fitted at fp32 (``ios_core.cost.learned.precision_reason``); the measured
+    one times each stage at the cell's precision."""
+    if cost_model != "learned":
+        return None
+    from ios_core.cost.learned import precision_reason
+
+    return precision_reason(precision)
+
+
 def provider_precision_reason(probe: dict, provider: str, precision: str, device: str) -> str | None:
     """Why an IOS cell on ``provider``'s kernels cannot give ``precision`` on a CPU ``device`` by its
     probe's table (each provider's ``precisions()``, ``ios_core.runtime.providers``), or None; a probe

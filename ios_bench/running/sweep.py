@@ -192,7 +192,8 @@ class Sweep:
                         for s, reason in sched_cells:
                             for prov in probing.ios_providers(plan, probe, device, self.notes):
                                 why = (reason or probing.precision_reason(avail, IOS_ADAPTER, p, device)
-                                       or probing.provider_precision_reason(probe, prov, p, device))
+                                       or probing.provider_precision_reason(probe, prov, p, device)
+                                       or probing.search_precision_reason(plan.cost_model, p))
                                 cells.append(Cell(g.name, spec, bs, schedule_key(s, prov), device, s, IOS_ADAPTER,
                                                   1.0, why, ios_nodes, provider=prov, precision=p))
         if plan.scenario != LATENCY:  # one cell per instance/thread configuration (ios_bench.scenarios)

@@ -36,6 +36,22 @@ from ios_core.measurement.threads import resolve_threads
 
 FORMAT = "ios-bench-learned-cost/2"
 TARGET = "log(latency_ms) - log_roof_ms"
+# What the dataset's latencies are measured at: ``ios-bench ops collect`` times every stage at fp32
+# (its rows have no precision), so the model predicts fp32 costs and nothing else.
+FITTED_PRECISION = "fp32"
+
+
+def precision_reason(precision: str | None) -> str | None:
+    """Why the learned cost model cannot rank a search at ``precision`` (one line), or None (fp32).
+
+    Its predictor is fitted on fp32 operator timings: a bf16 or int8 search would rank stages by
+    what they cost at fp32, and its refinement would measure them at another precision than the
+    ones it predicts. A sweep skips such an IOS cell with this reason; the model refuses it."""
+    if precision in (None, FITTED_PRECISION):
+        return None
+    return (f"the learned cost model is fitted on {FITTED_PRECISION} operator timings (ios-bench ops collect "
+            f"measures at {FITTED_PRECISION}): it cannot rank a {precision} search; search it with the measured "
+            f"cost model, which times stages at {precision}")
 
 
 def peak_key(provider: str, threads: int) -> str:
@@ -75,10 +91,15 @@ class LearnedCostModel:
 
     ``model`` is a path to a file written by ``ios-bench ops fit`` (or its loaded dict).
     ``measured_options`` go to the measured cost model used for refinement (warmup, repeat, cache...).
+    ``precision``: the search's; only the one the model is fitted at (fp32, :func:`precision_reason`).
     """
 
     def __init__(self, model, threads: int | None = None, provider: str = "torch", refine: bool = True,
-                 device: str = "cpu", refine_tolerance: float = 0.01, **measured_options):
+                 device: str = "cpu", refine_tolerance: float = 0.01, precision: str = FITTED_PRECISION,
+                 **measured_options):
+        why = precision_reason(precision)
+        if why:  # never fp32 predictions under another precision's label
+            raise ValueError(why)
         import lightgbm as lgb
 
         doc = model if isinstance(model, dict) else load_model_file(model)
@@ -229,6 +250,9 @@ def _klass(stage) -> str:
 
 def make_learned_cost_model(model=None, **options) -> LearnedCostModel:
     """Factory for ``make_cost_model("learned", model=PATH, ...)``."""
+    why = precision_reason(options.get("precision"))
+    if why:  # said before looking for a model file: no file would change it
+        raise ValueError(why)
     if model is None:
         model = default_model_path()
         if not model.is_file():
@@ -237,5 +261,5 @@ def make_learned_cost_model(model=None, **options) -> LearnedCostModel:
     return LearnedCostModel(model, **options)
 
 
-__all__ = ["FORMAT", "TARGET", "LearnedCostModel", "default_model_path", "load_model_file", "make_learned_cost_model",
-           "peak_key", "provider_features"]
+__all__ = ["FITTED_PRECISION", "FORMAT", "TARGET", "LearnedCostModel", "default_model_path", "load_model_file",
+           "make_learned_cost_model", "peak_key", "precision_reason", "provider_features"]
