@@ -668,3 +668,28 @@ def test_a_rounds_worker_names_its_build_in_the_build_cache_it_seals(tmp_path, m
     assert sealed_builds(tmp_path / "cache" / "openvino") == [f"{g.name}|b1|fp32"]
     assert estimate.warm_build_cache("openvino", g.name, 1)
     assert not estimate.warm_build_cache("openvino", g.name, 2) and not estimate.warm_build_cache("openvino", "x", 1)
+
+
+def test_a_replay_counts_one_search_at_the_optimize_batch_for_every_batch_that_executed_it(tmp_path):
+    """A run with the IOS option optimize_batch searched each schedule once, at that batch, for the cells
+    of every batch size: its replay counts one search worker at the optimize batch (search_key with the
+    plan's options), not one per cell batch."""
+    run = tmp_path / "runs" / "ob"
+    run.mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps({"rounds": 1, "warmup": 3, "repeat": 10, "number": 1,
+                                               "min_sample_ms": 0.0, "ios_options": {"optimize_batch": 1}}))
+    (run / "env.json").write_text(json.dumps({"cpu": {"model": "CPU X", "usable_cores": 2}, "duration_s": 60.0,
+                                              "captured": "2026-11-27T12:00:00",
+                                              "estimate": {"seconds": 50.0, "workers_start_s": {}}}))
+    recs = []
+    for batch in (1, 4):
+        r = rec("m", batch, "ios-sequential", median=10.0)
+        r.update(schema=3, provider="torch", schedule="sequential", optimize_seconds=1.0,
+                 rounds=[{"round": 0, "status": "ok", "wall_seconds": 2.0}],
+                 schedule_file="schedules/m-b1-cpu-sequential.json",
+                 cell=cell_key("m", batch, "ios-sequential", "cpu"))
+        recs.append(r)
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = estimate.replay(run, [], {"m": (2_000_000_000, 40, 100)})
+    m = estimate.Model(estimate.History(), {"m": 2_000_000_000}, {"m": 40}, {"m": 100})
+    assert got["parts"]["searches"] == pytest.approx(m.optimize_s("m", 1, "torch", 1))
