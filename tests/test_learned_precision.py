@@ -81,3 +81,33 @@ def test_a_sweep_skips_the_ios_cell_with_the_reason_and_a_request_only_ios_could
 def test_optimize_with_the_learned_model_at_bf16_is_one_line(run_cli):
     code, out, err = run_cli(["optimize", "--model", "sample", "--cost", "learned", "--cost-option", "precision=bf16"])
     assert code == 2 and REASON in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_sweeps_learned_search_predicts_for_the_cells_provider_threads_and_device(tmp_path, monkeypatch):
+    """The search worker's learned model is the cell's: its provider's and thread budget's predictions
+    (a model fitted without them refuses), refined on its device with the sweep's profile database;
+    never torch's figures at the default thread count under an openvino cell's label."""
+    import numpy as np
+
+    from ios_bench.running.task_optimize import _cost_model_for, optimize_target
+    from ios_core.cost.features import ROOF_NAMES, feature_names
+    from ios_core.cost.learned import FORMAT, TARGET
+
+    lgb = pytest.importorskip("lightgbm")
+    monkeypatch.setenv("IOS_BENCH_CACHE", str(tmp_path / "cache"))
+    names = feature_names() + ROOF_NAMES
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, len(names) + 1)), rng.random(40)  # + one provider column (torch)
+    booster = lgb.train({"verbose": -1, "min_data_in_leaf": 5}, lgb.Dataset(x, y), num_boost_round=2)
+    doc = {"format": FORMAT, "features": names, "target": TARGET, "providers": ["torch"],
+           "peaks": {"torch/1": [1e6, 1e6], "torch/2": [2e6, 2e6]}, "booster": booster.model_to_string()}
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache/learned_cost.json").write_text(json.dumps(doc))
+    spec = {"cost_model": "learned", "device": "cuda:0", "provider": "torch", "batch_size": 1, "threads": 1,
+            "precision": "fp32", "profile_db_path": str(tmp_path / "p.sqlite"),
+            "ios_options": {"cost_cache": "run"}}
+    cm = _cost_model_for(spec, optimize_target(spec))
+    assert (cm.provider, cm.threads, cm.device) == ("torch", 1, "cuda:0")
+    assert cm._measured_options["cache"] == str(tmp_path / "p.sqlite")
+    with pytest.raises(ValueError, match="not 'openvino'"):
+        _cost_model_for({**spec, "provider": "openvino"}, optimize_target(spec))

@@ -17,16 +17,18 @@ def _make_cost_model(kind: str, device: str, threads: int | None, provider: str 
     cell's thread budget and kernel provider (and its persistent profile cache - ``cache``: True
     for the shared one, False for none, or a database file; its default mode, ``calibrated``);
     the synthetic one needs nothing. ``precision``: the cell's; the measured model times each stage
-    compiled at it (its own database key: fp32 figures are never reused for int8); the learned one is
-    fitted at fp32 and refuses another (``ios_core.cost.learned.precision_reason``: the schedule fails
-    with it, where the sweep has not already skipped the cell)."""
+    compiled at it (its own database key: fp32 figures are never reused for int8); the learned one
+    predicts for the cell's provider and thread budget (a model fitted without them refuses, one line)
+    and refines its picks on the cell's device, and it is fitted at fp32 and refuses another
+    (``ios_core.cost.learned.precision_reason``: the schedule fails with it, where the sweep has not
+    already skipped the cell)."""
     from ios_core.cost import make_cost_model
 
     extra = {"precision": precision} if precision != "fp32" else {}
     if kind == "measured":
         return make_cost_model("measured", device=device, threads=threads, provider=provider, cache=cache, **extra)
     if kind == "learned":
-        return make_cost_model(kind, **extra)
+        return make_cost_model(kind, device=device, threads=threads, provider=provider, cache=cache, **extra)
     return make_cost_model(kind)
 
 
