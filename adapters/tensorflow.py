@@ -27,6 +27,20 @@ where none is registered, never a quiet f32) or, with XLA, the element type of t
 (``adapters.jax.hlo_compute_precision``). XLA's CPU backend computes bf16 convolutions in f32, so
 ``tensorflow-xla`` declares bf16 "no" on the CPU.
 
+**Frozen weights** (``frozen``, the ``tensorflow`` adapter's CPU builds without XLA, on by default): the graph
+is a frozen one, as TensorFlow users deploy a graph for inference (what ``convert_variables_to_constants_v2``
+or TF 1's ``freeze_graph`` give): every weight a ``Const`` node of the traced graph (``to_function(frozen=True)``
+writes them there while tracing, which costs less than converting a traced function afterwards) instead of a
+tensor the function captures (a placeholder fed at each call, as a Keras model's or SavedModel's variables
+are). TensorFlow's oneDNN kernels
+keep a reordered copy of a filter only when it is a constant (the ``is_filter_const`` attribute of its
+``_MklNative*Conv2D``); a captured filter is reordered into oneDNN's blocked layout at every call. At bf16
+every 1x1 convolution's filter needs that reorder (the VNNI pair-interleaved layout), at fp32 the depthwise
+ones (randwire, where this made bf16 slower than fp32:
+docs/results/precision/tensorflow-bf16-randwire-2026-11-27.md). ``frozen=false`` keeps the captured
+weights (what a Keras model or SavedModel with variables runs); cuda builds keep them unless asked; int8
+builds (the TFLite converter, which freezes the function itself) ignore it.
+
 ``precision="int8"`` (``tensorflow`` on the CPU): what TensorFlow users deploy for int8, TensorFlow
 Lite's post-training full-integer quantization of the same ``tf.function``
 (``ios_core.quantize.tflite_quantize``: ``TFLiteConverter.from_concrete_functions``,
@@ -128,10 +142,11 @@ class _Emitter(OpVisitor):
 
     ACTIVATIONS = TF_ACTIVATIONS
 
-    def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False):
+    def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False, frozen: bool = False):
         self.tf = tf
         self.dtype = dtype or tf.float32  # every weight and constant (bf16 for a bf16 build)
         self.tflite = tflite  # max pools pad by mirroring, not with -inf (the int8 build: to_function)
+        self.frozen = frozen  # weights as numpy arrays of dtype: Const nodes of the graph traced with them
         self.params: dict[str, tuple] = {}
         for op in graph.operators():
             make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
@@ -140,7 +155,9 @@ class _Emitter(OpVisitor):
                 self.params[op.name] = params
 
     def _const(self, array):
-        return self.tf.constant(np.asarray(array, np.float32), dtype=self.dtype)
+        if self.frozen:  # an op given a numpy array adds it to the graph being traced as a Const
+            return np.ascontiguousarray(np.asarray(array, np.float32).astype(self.dtype.as_numpy_dtype))
+        return self.tf.constant(np.asarray(array, np.float32), dtype=self.dtype)  # captured by the function
 
     def _params_linear(self, op):
         return self._const(np.ascontiguousarray(op.weight.T)), self._const(op.bias)
@@ -262,7 +279,7 @@ class _Emitter(OpVisitor):
 
 
 def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False,
-                dtype=None, tflite: bool = False):
+                dtype=None, tflite: bool = False, frozen: bool = False):
     """The graph as a ``tf.function`` on NHWC input of ``dtype`` (float32 unless given; bf16: weights
     and every op in bf16), batch ``None`` = any batch. ``tflite``: written for the TFLite int8
     converter, so that it quantizes every op: max pools pad by mirroring the border, not with -inf
@@ -270,7 +287,9 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
     layer gives), not ``tf.add_n``, which the converter leaves in float between a dequantize and a
     quantize (and outside XNNPACK: resnet50 ran as 34 partitions, 2.7x slower). ``scopes``:
     each IR operator's ops (its input composition included) under a name scope ``ios_op<i>``
-    (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names."""
+    (:func:`operator_scopes`), which TensorFlow's profiler reports in its op names. ``frozen``: the
+    weights are ``Const`` nodes of the traced graph (a frozen graph; oneDNN reorders a constant filter
+    once), not eager tensors the function captures."""
     tf = _tf()
     prims = Primitives(
         slice_channels=lambda t, b, e: t[:, :, :, b:e],
@@ -280,7 +299,7 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
         concat=lambda ts: tf.concat(ts, axis=3),
     )
     dtype = dtype or tf.float32
-    emit = _Emitter(tf, graph, dtype, tflite)
+    emit = _Emitter(tf, graph, dtype, tflite, frozen)
     if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
         names = list(operator_scopes(graph))
         at = {"i": 0}
@@ -572,12 +591,19 @@ class TensorFlow(Adapter):
         return {"scopes": True}
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
-               scopes=False, precision="fp32", calibration_samples=None):
+               scopes=False, precision="fp32", calibration_samples=None, frozen=None):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
         compilation. ``precision`` bf16: weights, input and every op in ``tf.bfloat16``;
-        ``info["precision"]`` is read back (:func:`computes_in`). int8: :meth:`_build_int8`."""
+        ``info["precision"]`` is read back (:func:`computes_in`). int8: :meth:`_build_int8`. ``frozen``
+        (default: on the CPU without XLA): the function's weights are ``Const`` nodes of its graph
+        (``to_function(frozen=True)``), not tensors it captures."""
+        if frozen is not None and not isinstance(frozen, bool):
+            raise ValueError(f"frozen={frozen!r}: {self.name} takes true or false")
+        if frozen and jit_compile:
+            raise ValueError(f"frozen=true: {self.name} compiles with XLA, which takes the function's weights as "
+                             "they are (freezing is for TensorFlow's own oneDNN kernels)")
         tf = _tf()
         if precision == "int8":
             if jit_compile or device.startswith("cuda"):
@@ -595,14 +621,15 @@ class TensorFlow(Adapter):
         if cache is not None:
             flags = os.environ.get("TF_XLA_FLAGS", "")
             os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={cache.dir}".strip()
+        freeze = (not jit and not device.startswith("cuda")) if frozen is None else frozen
         info = {"threads": n, **_set_threads(tf, n, inter_op_threads), "framework_version": tf.__version__,
-                "layout": "NHWC", "jit_compile": jit}
+                "layout": "NHWC", "jit_compile": jit, "frozen": freeze}
         if device.startswith("cuda"):
             tf.config.experimental.enable_tensor_float_32_execution(False)  # fp32 strict
             info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         t0 = time.perf_counter()
         with tf.device(_tf_device(device)):
-            fn = to_function(graph, batch_size, jit_compile=jit, scopes=bool(scopes), dtype=dtype)
+            fn = to_function(graph, batch_size, jit_compile=jit, scopes=bool(scopes), dtype=dtype, frozen=freeze)
             x = tf.zeros((batch_size, graph.input_shape[1], graph.input_shape[2], graph.input_shape[0]), dtype)
             fn(x).numpy()  # traces (and, with XLA, compiles)
             t1 = time.perf_counter()
