@@ -28,8 +28,16 @@ def cli(args, cwd, extra=None, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
+# The CLI as a terminal's ^C finds it: SIGINT raising KeyboardInterrupt. A test process started in the
+# background of a non-interactive shell (`make test &`) ignores SIGINT, an ignored signal stays ignored
+# across exec, and Python then installs no handler: a test sending SIGINT would see the run finish.
+_WITH_SIGINT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv[0] = 'ios-bench'; runpy.run_module('ios_bench', run_name='__main__', alter_sys=True)")
+
+
 def start(args, cwd, extra=None):
-    return subprocess.Popen([sys.executable, "-m", "ios_bench", *args], cwd=cwd, env=env_for(extra),
+    """The CLI in a subprocess, SIGINT at Python's default handler whatever this process inherited."""
+    return subprocess.Popen([sys.executable, "-c", _WITH_SIGINT, *args], cwd=cwd, env=env_for(extra),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
