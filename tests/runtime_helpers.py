@@ -79,3 +79,20 @@ def _copy_weights(src: Graph, dst: Graph) -> None:
     if src.has_weights:
         for a, b in zip(src.weighted_nodes(), dst.weighted_nodes()):
             b.set_weights(a.weights())
+
+
+def fan_stage_timed_at_fp32(db_path, provider: str):
+    """A two-branch parallel stage of :func:`fan_graph`, its fp32 figure measured into a profile database at
+    ``db_path`` on ``provider``: what a search at another precision must not reuse. Returns (the stage, the
+    database, the fp32 cost model, the fast measuring settings a test builds its other model with)."""
+    from ios_core.cost.cache import ProfileCache
+    from ios_core.cost.measured import MeasuredCostModel
+    from ios_core.optimizer.stage import Stage
+
+    _, nodes = fan_graph()
+    stage = Stage("parallel", [[nodes[0]], [nodes[1]]])
+    fast = dict(warmup=1, number=1, repeat=2, min_sample_ms=None, mode="stage", provider=provider, threads=2)
+    db = ProfileCache(db_path)
+    fp32 = MeasuredCostModel(cache=db, **fast)
+    fp32.stage_latency(stage, 1)
+    return stage, db, fp32, fast

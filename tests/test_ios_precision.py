@@ -233,17 +233,10 @@ def test_an_ios_int8_cell_with_one_stages_scale_corrupted_fails_its_check(case, 
 
 def test_the_cost_model_times_stages_at_the_cells_precision_and_never_reuses_fp32_figures(tmp_path, monkeypatch):
     _need("onnxruntime")
-    from ios_core.cost.cache import ProfileCache
     from ios_core.cost.measured import MeasuredCostModel
-    from ios_core.optimizer.stage import Stage
-    from tests.runtime_helpers import fan_graph
+    from tests.runtime_helpers import fan_stage_timed_at_fp32
 
-    _, nodes = fan_graph()
-    stage = Stage("parallel", [[nodes[0]], [nodes[1]]])
-    fast = dict(warmup=1, number=1, repeat=2, min_sample_ms=None, mode="stage", provider="onnxruntime", threads=2)
-    db = ProfileCache(tmp_path / "p.sqlite")
-    fp32 = MeasuredCostModel(cache=db, **fast)
-    fp32.stage_latency(stage, 1)
+    stage, db, fp32, fast = fan_stage_timed_at_fp32(tmp_path / "p.sqlite", "onnxruntime")
     assert fp32.measured == 1
     asked = []
     prov = providers.get("onnxruntime")

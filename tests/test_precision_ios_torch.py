@@ -167,18 +167,11 @@ def test_a_piece_compiled_by_the_torch_provider_at_bf16_takes_and_gives_float32(
 
 
 def test_the_search_times_torch_stages_at_bf16_and_never_reuses_fp32_figures(tmp_path, monkeypatch):
-    from ios_core.cost.cache import ProfileCache
     from ios_core.cost.measured import MeasuredCostModel
-    from ios_core.optimizer.stage import Stage
     from ios_core.runtime import emit_torch
-    from tests.runtime_helpers import fan_graph
+    from tests.runtime_helpers import fan_stage_timed_at_fp32
 
-    _, nodes = fan_graph()
-    stage = Stage("parallel", [[nodes[0]], [nodes[1]]])
-    fast = dict(warmup=1, number=1, repeat=2, min_sample_ms=None, mode="stage", provider="torch", threads=2)
-    db = ProfileCache(tmp_path / "p.sqlite")
-    fp32 = MeasuredCostModel(cache=db, **fast)
-    fp32.stage_latency(stage, 1)
+    stage, db, fp32, fast = fan_stage_timed_at_fp32(tmp_path / "p.sqlite", "torch")
     built = []
     real = emit_torch.emit
 
