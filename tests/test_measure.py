@@ -133,3 +133,65 @@ def test_measure_calibrates_number_with_the_device_timer():
 def test_host_clock_is_labelled():
     m = measure(lambda: None, warmup=0, repeat=2)
     assert m.meta["clock"] == "host"
+
+
+# Time-bounded rounds (sample_s): warmup by time, the last warmup call as the calibration, the sample
+# count chosen before the first timed sample. Expected counts are worked out by hand in each comment.
+
+def test_a_long_call_takes_one_warmup_call_and_the_fewest_samples(clock):
+    c = clock([12_700.0])  # nasnet at batch 32 on this machine: 12.7 s a call
+    m = measure(c.fn, warmup=3, repeat=10, min_sample_ms=10.0, warmup_s=0.5, sample_s=1.0, min_repeat=3)
+    # 1 warmup call (12.7 s > 0.5 s), no calibration call (12.7 s > 10 ms), 3 samples (the minimum)
+    assert c.calls == 1 + 3
+    assert m.warmup == 1 and m.number == 1 and m.repeat == 3
+    p = m.meta["protocol"]
+    assert (p["mode"], p["warmup_calls"], p["calibration_calls"], p["samples"]) == ("time", 1, 0, 3)
+    assert "fewest" in p["why"]
+
+
+def test_a_middle_call_fills_the_sample_budget(clock):
+    c = clock([300.0])
+    m = measure(c.fn, warmup=3, repeat=10, min_sample_ms=10.0, warmup_s=0.5, sample_s=1.0, min_repeat=3)
+    # warmup: 300 ms, then 600 ms >= 500 ms: 2 calls; samples: ceil(1000 / 300) = 4
+    assert c.calls == 2 + 4
+    assert m.meta["protocol"]["warmup_calls"] == 2 and m.repeat == 4
+    assert m.meta["protocol"]["warmup_ms"] == 600.0
+
+
+def test_a_short_call_is_calibrated_and_takes_the_most_samples(clock):
+    c = clock([1.0])
+    m = measure(c.fn, warmup=3, repeat=10, min_sample_ms=10.0, warmup_s=0.5, sample_s=1.0, min_repeat=3)
+    # warmup: 3 calls (3 ms < 500 ms: the most); 1 ms < 10 ms: calibration 1+2+4+8+16 calls -> 16 per
+    # sample; ceil(1000 / 16) = 63 samples wanted, 10 at most
+    assert m.number == 16 and m.repeat == 10
+    assert c.calls == 3 + 31 + 10 * 16
+    assert m.meta["protocol"]["calibration_calls"] == 31 and "most" in m.meta["protocol"]["why"]
+
+
+def test_the_sample_count_is_fixed_before_the_timed_samples(clock):
+    # the warmup calls take 250 ms, every timed one 2 s: the count comes from the warmup (ceil(1000/250)
+    # = 4), not from the slow samples (which would have stopped a budget rule after the minimum)
+    c = clock([250.0, 250.0] + [2000.0] * 20)
+    m = measure(c.fn, warmup=3, repeat=10, min_sample_ms=10.0, warmup_s=0.5, sample_s=1.0, min_repeat=3)
+    assert m.meta["protocol"]["warmup_calls"] == 2
+    assert m.repeat == 4 and m.samples_ms == [2000.0] * 4
+
+
+def test_no_warmup_asked_means_none_in_the_time_bounded_protocol_too(clock):
+    c = clock([300.0])
+    m = measure(c.fn, warmup=0, repeat=10, min_sample_ms=10.0, warmup_s=0.5, sample_s=1.0, min_repeat=3)
+    # no warmup call, so one calibration call (300 ms >= 10 ms at once), then ceil(1000/300) = 4 samples
+    assert c.calls == 1 + 4 and m.meta["protocol"]["calibration_calls"] == 1
+
+
+def test_the_fixed_protocol_is_what_it_was(clock):
+    c = clock([300.0])
+    m = measure(c.fn, warmup=3, repeat=10, min_sample_ms=10.0)
+    assert c.calls == 3 + 1 + 10  # 3 warmup, 1 calibration, 10 samples, whatever a call costs
+    assert m.meta["protocol"]["mode"] == "fixed" and m.repeat == 10 and m.warmup == 3
+
+
+@pytest.mark.parametrize("kw", [{"sample_s": -1.0}, {"warmup_s": float("nan")}, {"min_repeat": 0}])
+def test_bad_time_bounds(kw):
+    with pytest.raises(ValueError):
+        measure(lambda: None, **kw)

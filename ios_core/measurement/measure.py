@@ -17,10 +17,21 @@ On a GPU the samples are taken on the device's own clock: pass ``timer`` (e.g.
 waits for it and returns the milliseconds between the two (per-call times are then not
 available: statistics are over samples). Without a timer the host clock is read after
 ``sync()``. ``Measurement.meta["clock"]`` says which clock was used.
+
+**Time-bounded rounds** (``sample_s``; docs/harness.md "The round protocol"): instead of a fixed
+count, warmup runs until ``warmup_s`` seconds of calls are spent (at least one call, at most
+``warmup``), the last warmup call serves as the calibration where it already lasts
+``min_sample_ms``, and the number of samples is chosen *before* the first timed sample, from the
+time one sample is expected to take: enough to spend ``sample_s`` seconds, between ``min_repeat``
+and ``repeat``. The count never depends on the timed samples' own values (a rule that stopped
+when a budget ran out would stop early on slow samples and bias the figure). What was done and
+why is ``Measurement.meta["protocol"]``; :func:`warmup_done` and :func:`sample_count` are the
+rule, which the sweep's estimate applies too.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from array import array
 from collections.abc import Callable
@@ -119,10 +130,41 @@ class HostTimer:
         return (self.now() - self._t0) / 1e6
 
 
+def warmup_done(calls: int, spent_ms: float, warmup: int, warmup_s: float | None) -> bool:
+    """Whether warmup is over after ``calls`` warmup calls that took ``spent_ms`` in all: the fixed
+    protocol (``warmup_s`` None) makes exactly ``warmup`` calls; the time-bounded one at least one
+    (where ``warmup`` >= 1), at most ``warmup``, and stops once ``warmup_s`` seconds are spent."""
+    if calls >= warmup:
+        return True
+    if warmup_s is None:
+        return False
+    return calls >= 1 and spent_ms >= warmup_s * 1000.0
+
+
+def sample_count(sample_ms: float | None, repeat: int, sample_s: float | None = None,
+                 min_repeat: int = 1) -> tuple[int, str]:
+    """How many timed samples a round takes, and why: ``repeat`` in the fixed protocol (``sample_s``
+    None); else enough samples of ``sample_ms`` (the expected time of one, from the warmup or the
+    calibration) to spend ``sample_s`` seconds, at least ``min_repeat``, at most ``repeat``."""
+    if sample_s is None:
+        return repeat, "fixed count"
+    lo = min(min_repeat, repeat)
+    if not sample_ms or sample_ms <= 0:
+        return repeat, "no time for a sample known: the most samples"
+    want = math.ceil(sample_s * 1000.0 / sample_ms)
+    if want <= lo:
+        return lo, (f"the fewest samples ({lo}): one sample takes {sample_ms:.4g} ms, "
+                    f"{lo} exceed the {sample_s:g} s budget")
+    if want >= repeat:
+        return repeat, f"the most samples ({repeat}): {sample_s:g} s would hold {want} of {sample_ms:.4g} ms"
+    return want, f"{sample_s:g} s of samples of {sample_ms:.4g} ms"
+
+
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
             sync: Callable[[], None] | None = None, timer=None, clock: str = "host",
-            now: Callable[[], int] | None = None) -> Measurement:
+            now: Callable[[], int] | None = None, warmup_s: float | None = None,
+            sample_s: float | None = None, min_repeat: int = 1) -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
@@ -133,25 +175,53 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     clock, e.g. with CUDA events; samples are then timed as a whole. ``clock`` labels the host
     clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU); ``now``
     replaces the host clock itself (nanoseconds; the tests' fake GPU passes its simulated one).
+    ``sample_s`` (with ``warmup_s`` and ``min_repeat``) makes the round time-bounded (module doc):
+    ``warmup`` and ``repeat`` are then the most warmup calls and samples.
     """
-    if warmup < 0 or number < 1 or repeat < 1:
-        raise ValueError("need warmup >= 0, number >= 1, repeat >= 1")
+    if warmup < 0 or number < 1 or repeat < 1 or min_repeat < 1:
+        raise ValueError("need warmup >= 0, number >= 1, repeat >= 1, min_repeat >= 1")
+    for name, v in (("warmup_s", warmup_s), ("sample_s", sample_s)):
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, not {v!r}")
     label, clock = clock, now or time.perf_counter_ns
-    for _ in range(warmup):
-        fn()
+    # calibrate (and, time-bounded, warm up) on the clock the samples are taken with: the device
+    # timer when one is given (the host clock would see only the asynchronous launches), else the
+    # host clock after sync()
+    calibration = timer if timer is not None else HostTimer(sync, now)
+    timed_warmup = warmup_s is not None
+    warm_calls, warm_ms, last_ms = 0, 0.0, None
+    while not warmup_done(warm_calls, warm_ms, warmup, warmup_s):
+        if timed_warmup:
+            calibration.start()
+            fn()
+            last_ms = calibration.stop()
+            warm_ms += last_ms
+        else:
+            fn()
+        warm_calls += 1
     if sync is not None:
         sync()
-    if min_sample_ms:
-        # calibrate on the clock the samples are taken with: the device timer when one is given
-        # (the host clock would see only the asynchronous launches), else the host clock after sync()
-        calibration = timer if timer is not None else HostTimer(sync, now)
+    calibration_calls, sample_ms = 0, (last_ms * number if last_ms is not None else None)
+    if min_sample_ms and not (sample_ms is not None and sample_ms >= min_sample_ms):
+        # the last warmup call, where there was a timed one, already says whether one call is long
+        # enough; else double the calls per sample until a sample lasts min_sample_ms
         while True:
             calibration.start()
             for _ in range(number):
                 fn()
-            if calibration.stop() >= min_sample_ms or number >= 1 << 20:
+            sample_ms = calibration.stop()
+            calibration_calls += number
+            if sample_ms >= min_sample_ms or number >= 1 << 20:
                 break
             number *= 2
+    repeat, why = sample_count(sample_ms, repeat, sample_s, min_repeat)
+    protocol = {"mode": "fixed" if sample_s is None else "time", "warmup_calls": warm_calls,
+                "calibration_calls": calibration_calls, "samples": repeat, "number": number, "why": why}
+    if timed_warmup:
+        protocol["warmup_ms"] = round(warm_ms, 6)
+    if sample_s is not None:
+        protocol.update(sample_s=sample_s, warmup_s=warmup_s, min_repeat=min_repeat,
+                        expected_sample_ms=None if sample_ms is None else round(sample_ms, 6))
     if stage_times is not None:
         stage_times()  # discard what warmup and calibration accumulated
     samples: list[float] = []
@@ -168,8 +238,8 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
                 stages.append([t / number for t in stage_times()])
         if sync is not None:
             sync()
-        return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, last=last,
-                           meta={"clock": getattr(timer, "clock", type(timer).__name__)})
+        return Measurement(samples_ms=samples, number=number, warmup=warm_calls, stage_ms=stages, last=last,
+                           meta={"clock": getattr(timer, "clock", type(timer).__name__), "protocol": protocol})
     for _ in range(repeat):
         start = prev = clock()
         if sync is None:
@@ -189,5 +259,5 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
         if stages is not None:
             stages.append([t / number for t in stage_times()])
     call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
-    return Measurement(samples_ms=samples, number=number, warmup=warmup, stage_ms=stages, call_ms=call_ms,
-                       last=last, meta={"clock": label})
+    return Measurement(samples_ms=samples, number=number, warmup=warm_calls, stage_ms=stages, call_ms=call_ms,
+                       last=last, meta={"clock": label, "protocol": protocol})
