@@ -13,13 +13,18 @@ from ios_bench.errors import InputError
 from ios_bench.planning.loading import parse_int_list, parse_list
 from ios_bench.planning.options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
 from ios_bench.planning.plan import (
+    DEFAULT_MIN_REPEAT,
     DEFAULT_MODELS,
     DEFAULT_REPEAT,
     DEFAULT_ROUNDS,
+    DEFAULT_SAMPLE_S,
+    DEFAULT_WARMUP_S,
     IOS_ADAPTER,
+    MAX_PROTOCOL_S,
     SCHEDULES,
     Plan,
     absolute_model_spec,
+    protocol_problem,
 )
 from ios_bench.planning.plan import ios_providers as ios_providers_registry
 from ios_bench.records.runfolder import PLAN_FILE, default_run_name, latest_run
@@ -36,6 +41,7 @@ from ios_core.cost import COST_KINDS
 _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "frameworks", "schedules": "schedules",
                  "ios_providers": "ios_providers",
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
+                 "warmup_time": "warmup_s", "sample_time": "sample_s", "min_repeat": "min_repeat",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
@@ -262,10 +268,23 @@ def parse_schedules(text: str) -> list[str]:
                    "adapter cannot give is a skipped cell with its reason (docs/precision.md).")
 @click.option("--device", default="cpu", show_default=True,
               help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
-@click.option("--warmup", default=3, show_default=True, type=click.IntRange(0), help="Untimed runs first.")
+@click.option("--warmup", default=3, show_default=True, type=click.IntRange(0),
+              help="The most untimed calls a round makes first (with --fixed-counts: exactly this many).")
+@click.option("--warmup-time", "warmup_time", default=DEFAULT_WARMUP_S, show_default=True,
+              type=FiniteFloat(0, MAX_PROTOCOL_S), metavar="SECONDS",
+              help="Warm up until this many seconds of calls are spent: at least 1 call, at most --warmup.")
 @click.option("--number", default=1, show_default=True, type=click.IntRange(1), help="Runs per timing sample.")
 @click.option("--repeat", default=DEFAULT_REPEAT, show_default=True, type=click.IntRange(1),
-              help="Timing samples per round.")
+              help="The most timing samples per round (with --fixed-counts: exactly this many).")
+@click.option("--sample-time", "sample_time", default=DEFAULT_SAMPLE_S, show_default=True,
+              type=FiniteFloat(0, MAX_PROTOCOL_S), metavar="SECONDS",
+              help="Seconds of timed samples a round aims for: the count is chosen before the first sample, "
+                   "from the last warmup call, between --min-repeat and --repeat (docs/harness.md).")
+@click.option("--min-repeat", "min_repeat", default=DEFAULT_MIN_REPEAT, show_default=True, type=click.IntRange(1),
+              help="The fewest timing samples per round, however long a call is.")
+@click.option("--fixed-counts", "fixed_counts", is_flag=True,
+              help="The fixed protocol instead of time-bounded rounds: exactly --warmup calls and --repeat samples "
+                   "per round, whatever a call costs.")
 @click.option("--rounds", "rounds", default=str(DEFAULT_ROUNDS), show_default=True, metavar="N|auto",
               help="Rounds per cell, each in a fresh worker process, interleaved with the other cells of its "
                    "(model, batch, device) group; 'auto': at least 3, more until --target-ci is met or "
@@ -435,6 +454,9 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "round_seed": round_seed,
               "device": parse_devices(device), "warmup": warmup, "number": number,
               "repeat": repeat, "min_sample_ms": min_sample_ms or None, "timeout": timeout,
+              "warmup_time": None if kw.get("fixed_counts") else kw.get("warmup_time", DEFAULT_WARMUP_S),
+              "sample_time": None if kw.get("fixed_counts") else kw.get("sample_time", DEFAULT_SAMPLE_S),
+              "min_repeat": kw.get("min_repeat", DEFAULT_MIN_REPEAT),
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address,
@@ -481,6 +503,8 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
             raise InputError(f"{folder / PLAN_FILE}: corrupt plan ({str(e)[:200]})") from None
         given = {k for k in _PLAN_OPTIONS if ctx.get_parameter_source(k if k != "models" else "models_")
                  == ParameterSource.COMMANDLINE}
+        if ctx.get_parameter_source("fixed_counts") == ParameterSource.COMMANDLINE:
+            given |= {"warmup_time", "sample_time"}
     elif resume and not folder.is_dir():
         raise InputError(f"--resume: {folder} is not a run folder")
     else:
@@ -491,6 +515,12 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
             continue
         setattr(plan, _PLAN_OPTIONS[opt], value)
     plan.input_seed = plan.seed
+    problem = protocol_problem(plan)
+    if problem:
+        raise InputError(problem)
+    if ctx.get_parameter_source("min_repeat") == ParameterSource.COMMANDLINE and plan.min_repeat > plan.repeat:
+        raise InputError(f"--min-repeat {plan.min_repeat} is more than --repeat {plan.repeat} (the most samples a "
+                         "round takes)")
     if plan.scenario != LATENCY and plan.instances and plan.threads:
         over = [n for n in plan.instances if n > plan.threads]
         if over:

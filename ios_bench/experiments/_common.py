@@ -26,7 +26,8 @@ LEGEND = ("Measured figures: median ±standard deviation of the timing samples, 
           "comparison). `failed`/`skipped` cells say why in the run's report and results.jsonl.")
 OK_MARK, WRONG_MARK = "✓", "✗"
 
-# the measurement protocol of each form (Plan fields); full = ios-bench run's defaults
+# the measurement protocol of each form (Plan fields); full = ios-bench run's defaults. Every form's rounds
+# are time-bounded (Plan.warmup_s, sample_s, min_repeat at their defaults): warmup and repeat are the most calls
 PROTOCOLS = {
     "full": {"warmup": 3, "number": 1, "repeat": 10, "min_sample_ms": 10.0, "rounds": 3},
     # reference: fewer samples so that every experiment fits this machine's budget (see docs/experiments.md)
@@ -34,11 +35,11 @@ PROTOCOLS = {
     "quick": {"warmup": 1, "number": 1, "repeat": 3, "min_sample_ms": None, "rounds": 1},
 }
 PROTOCOL_NOTES = {
-    "reference": "protocol: 3 rounds per cell (each a fresh process), each warmup 2 and 7 timing samples of at least "
-                 "10 ms (the full form: warmup 3, 10 samples per round), to fit every experiment into this 2-core "
-                 "machine's budget",
-    "quick": "quick form: one round, warmup 1, 3 timing samples, small inputs; a smoke test of the recipe, not a "
-             "result",
+    "reference": "protocol: 3 rounds per cell (each a fresh process), each at most 2 warmup calls and 3 to 7 timing "
+                 "samples of at least 10 ms, as many as about 1 s holds (the full form: at most 3 and 10), to fit "
+                 "every experiment into this 2-core machine's budget",
+    "quick": "quick form: one round, one warmup call, 3 timing samples, small inputs; a smoke test of the recipe, not "
+             "a result",
 }
 QUICK_COST_NOTE = ("quick form: IOS schedules are searched with the synthetic (analytical) cost model, so no stage "
                    "is timed during the search; every latency shown is still measured")

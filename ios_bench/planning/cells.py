@@ -121,6 +121,10 @@ class CellSpec:
     number: int
     repeat: int
     min_sample_ms: float | None
+    # the time-bounded round (ios_core.measurement.measure): None for the fixed protocol
+    warmup_s: float | None = None
+    sample_s: float | None = None
+    min_repeat: int = 1
     precision: str = "fp32"
     spin_policy: str | None = None
     input_sha1: str | None = None

@@ -22,7 +22,14 @@ SCHEDULES = STRATEGIES  # the IOS schedules a sweep can ask for: the optimizer's
 DEFAULT_SCHEDULES = ("sequential", "greedy", "both")
 DEFAULT_MODELS = ("sample", "squeezenet")
 DEFAULT_ROUNDS = 3  # rounds per cell (docs/harness.md)
-DEFAULT_REPEAT = 10  # timing samples per round
+DEFAULT_REPEAT = 10  # the most timing samples per round (fixed protocol: exactly this many)
+# the time-bounded round (ios_core.measurement.measure; docs/harness.md "Rounds"): warmup until
+# DEFAULT_WARMUP_S seconds of calls (1 to `warmup` calls), then samples for about DEFAULT_SAMPLE_S
+# seconds, at least DEFAULT_MIN_REPEAT and at most `repeat`. A call of 100 ms or less keeps today's
+# 3 warmup calls and 10 samples; a 12.7 s call (nasnet at batch 32 here) takes 1 and 3 instead of 3 and 10.
+DEFAULT_WARMUP_S = 0.5
+DEFAULT_SAMPLE_S = 1.0
+DEFAULT_MIN_REPEAT = 3
 # Left out of the default sweep's "every available framework"; named explicitly or with
 # --frameworks all they run. Untuned TVM is a strawman here (hundreds of ms to seconds per run on
 # these CPUs, far from what a TVM user would deploy); tuning takes far more than minutes.
@@ -69,6 +76,11 @@ class Plan:
     number: int = 1
     repeat: int = DEFAULT_REPEAT
     min_sample_ms: float | None = 10.0
+    # the time-bounded round (None: the fixed protocol, exactly `warmup` calls and `repeat` samples, which
+    # is what every plan written before these fields means: Plan.from_dict)
+    warmup_s: float | None = DEFAULT_WARMUP_S
+    sample_s: float | None = DEFAULT_SAMPLE_S
+    min_repeat: int = DEFAULT_MIN_REPEAT
     timeout: float = 600.0
     optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
     threads: int | None = field(default_factory=usable_cores)  # the CPU affinity mask, not os.cpu_count()
@@ -139,7 +151,12 @@ class Plan:
                     raise InputError(f"field 'ios_options': {ios_options_problem(value)}")
                 raise InputError(f"field {name!r} is {str(value)[:40]!r}, expected {what}")
             kwargs[name] = value
+        if "sample_s" not in d:  # a plan from before time-bounded rounds: its protocol stays the fixed one
+            kwargs.update(sample_s=None, warmup_s=None)
         plan = cls(**kwargs)
+        problem = protocol_problem(plan)
+        if problem:
+            raise InputError(f"plan.json: {problem}")
         from ios_bench.scenarios.settings import settings_problem
 
         problem = settings_problem(plan.scenario, plan.scenario_settings)
@@ -163,6 +180,15 @@ def _str_list(v) -> bool:
 
 
 MAX_ROUNDS = 100
+MAX_PROTOCOL_S = 3600.0
+
+
+def protocol_problem(plan: Plan) -> str | None:
+    """Why the plan's round protocol makes no sense (one line), or None. (A ``min_repeat`` above ``repeat``
+    is not one: ``repeat`` is the most, so such rounds take exactly ``repeat`` samples.)"""
+    if (plan.sample_s is None) != (plan.warmup_s is None):
+        return "warmup_s and sample_s are both set (time-bounded rounds) or both null (fixed counts)"
+    return None
 
 _PLAN_TYPES = {
     "models": (lambda v: _str_list(v) and bool(v), "a list of model names or files"),
@@ -175,6 +201,9 @@ _PLAN_TYPES = {
     "number": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "repeat": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "min_sample_ms": (lambda v: v is None or _is_num(v), "null or a number >= 0"),
+    "warmup_s": (lambda v: v is None or _is_num(v) and v <= MAX_PROTOCOL_S, "null or seconds from 0 to 3600"),
+    "sample_s": (lambda v: v is None or _is_num(v) and v <= MAX_PROTOCOL_S, "null or seconds from 0 to 3600"),
+    "min_repeat": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "optimize_timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "threads": (lambda v: v is None or _is_int(v, 1), "null or an integer >= 1"),

@@ -67,6 +67,10 @@ FIELDS: tuple[Field, ...] = (
     Field("repeat", "int"),
     Field("number", "int"),
     Field("warmup", "int"),
+    Field("protocol", "object", column=False,
+          doc="how the rounds were timed: 'time' (samples until a time budget, between a least and a most count, "
+              "chosen before the first sample) or 'fixed' (counts); each round's warmup, calibration and sample "
+              "counts and why (ios_core.measurement.measure)"),
     Field("check", "object", flatten=(("passed", "check_passed"), ("max_rel_err", "check_max_rel_err"),
                                       ("max_abs_err", "check_max_abs_err"), ("tolerance", "check_tolerance"),
                                       ("reason", "check_reason"), ("argmax_agreement", "check_argmax_agreement"))),
@@ -135,7 +139,7 @@ _ROUND_KEYS = ("reason", "stderr_tail", "samples_ms", "median_ms", "std_ms", "p1
                "precision", "precision_requested", "framework_version", "clock", "stages", "torch_threads",
                "frameworks_imported", "peak_rss_mib", "worker_seconds", "wall_seconds", "node", "node_id", "threads",
                "clocks", "utilization", "affinity", "returncode", "pid", "independent_check",
-               "loadgen", "server", "concurrency", "estimate_ms", "first_try", "gpu_memory")
+               "loadgen", "server", "concurrency", "estimate_ms", "first_try", "gpu_memory", "protocol")
 
 
 def round_fields() -> tuple[str, ...]:
@@ -275,6 +279,8 @@ class RoundResult:
         out = {**measurement.summary(), "samples_ms": [float(v) for v in measurement.samples_ms], "check": check}
         if measurement.meta.get("clock") is not None:
             out["clock"] = measurement.meta["clock"]
+        if measurement.meta.get("protocol") is not None:
+            out["protocol"] = measurement.meta["protocol"]
         if window is not None:
             out["interference"] = window
         return out
@@ -295,6 +301,24 @@ class RoundResult:
         if isinstance(rnd.get("utilization"), dict) and util_trace:
             rnd["utilization"]["trace"] = util_trace
         return rnd
+
+
+def protocol_summary(rounds: list[dict]) -> dict | None:
+    """The cell's ``protocol``: the timing protocol its measured rounds ran under (a sweep resumed
+    under another protocol says so: ``mode`` 'mixed') and, per round, the calls each kind took and why
+    its sample count was chosen; None where no round recorded one (records written before rounds were
+    time-bounded)."""
+    per = [r["protocol"] for r in rounds if isinstance(r.get("protocol"), dict)]
+    if not per:
+        return None
+    modes = sorted({p.get("mode") for p in per})
+    out = {"mode": modes[0] if len(modes) == 1 else "mixed",
+           "rounds": [{k: p.get(k) for k in ("warmup_calls", "calibration_calls", "samples", "number", "why")}
+                      for p in per]}
+    for key in ("sample_s", "warmup_s", "min_repeat"):
+        if per[-1].get(key) is not None:
+            out[key] = per[-1][key]
+    return out
 
 
 class CellResult:
@@ -381,6 +405,9 @@ class CellResult:
         record.update(summary)
         record.update(repeat=last.get("repeat"), number=last.get("number"), warmup=last.get("warmup"),
                       percentiles_over="samples")
+        protocol = protocol_summary(measured)
+        if protocol:
+            record["protocol"] = protocol
         checks = [r.get("check") or {} for r in measured]
         bad = next((c for c in checks if not c.get("passed")), None)
         record["check"] = bad or last.get("check") or {}

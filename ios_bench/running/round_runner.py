@@ -221,7 +221,8 @@ class RoundRunner:
                         ref_path=ref_file(cell.model, cell.batch_size),
                         input_path=ref_file(cell.model, cell.batch_size, "input.npy"),
                         result_path=f"work/{stem}.r{index}.result.json", warmup=plan.warmup, number=plan.number,
-                        repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, precision=cell.precision,
+                        repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, warmup_s=plan.warmup_s,
+                        sample_s=plan.sample_s, min_repeat=plan.min_repeat, precision=cell.precision,
                         spin_policy=plan.spin_policy, input_sha1=ref.get("input_sha1"), round=index,
                         options=build_options(plan, cell))
         spec = spec.to_dict()

@@ -110,8 +110,7 @@ def task_cell(spec: dict, result: dict) -> dict:
     result["phase"] = "measure"
     # on a GPU, other processes' use of it too (the worker sees its GPU as index 0)
     with _utilization(spec, result), Window(gpu=0 if spec["device"] == "cuda" else None) as window:
-        m = time_compiled(compiled, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
-                          repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+        m = time_compiled(compiled, prepared, spec["device"], **round_protocol(spec))
     window.samples(m.samples_ms)
     if str(spec["device"]).startswith("cuda"):  # peak device memory, two views (ios_bench.machine.device_memory)
         from ios_bench.machine.device_memory import gpu_memory
@@ -169,8 +168,7 @@ def _sequential_baseline(spec: dict, result: dict, adapter, original, options: d
     result["phase"] = "sequential baseline"
     seq = adapter.build(original, spec["batch_size"], spec["device"], spec["threads"], **options)
     prepared = seq.prepare(x)
-    m = time_compiled(seq, prepared, spec["device"], warmup=spec["warmup"], number=spec["number"],
-                      repeat=spec["repeat"], min_sample_ms=spec.get("min_sample_ms") or None)
+    m = time_compiled(seq, prepared, spec["device"], **round_protocol(spec))
     if result.get("clock") is not None and m.meta.get("clock") != result["clock"]:
         raise RuntimeError(f"the sequential baseline was timed on {m.meta.get('clock')}, the schedule on "
                            f"{result['clock']}: not comparable")
@@ -178,6 +176,16 @@ def _sequential_baseline(spec: dict, result: dict, adapter, original, options: d
 
     result["sequential_ms"] = round_median(m.samples_ms)  # the same statistic as the cell's figure
     result["sequential_clock"] = m.meta.get("clock")
+
+
+def round_protocol(spec: dict) -> dict:
+    """The timing protocol of a round, from its cell spec: the arguments of
+    ``ios_core.measurement.measure.measure`` (fixed counts, or time-bounded where ``sample_s`` is set)."""
+    out = {"warmup": spec["warmup"], "number": spec["number"], "repeat": spec["repeat"],
+           "min_sample_ms": spec.get("min_sample_ms") or None}
+    if spec.get("sample_s") is not None:
+        out.update(sample_s=spec["sample_s"], warmup_s=spec.get("warmup_s"), min_repeat=spec.get("min_repeat") or 1)
+    return out
 
 
 def time_compiled(compiled, prepared, device: str, **protocol):
