@@ -13,6 +13,7 @@ from ios_bench.errors import InputError
 from ios_bench.planning.loading import parse_int_list, parse_list
 from ios_bench.planning.options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
 from ios_bench.planning.plan import (
+    DEFAULT_CAP_FACTOR,
     DEFAULT_MIN_REPEAT,
     DEFAULT_MODELS,
     DEFAULT_REPEAT,
@@ -20,6 +21,7 @@ from ios_bench.planning.plan import (
     DEFAULT_SAMPLE_S,
     DEFAULT_WARMUP_S,
     IOS_ADAPTER,
+    MAX_CAP_FACTOR,
     MAX_PROTOCOL_S,
     SCHEDULES,
     Plan,
@@ -42,6 +44,7 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "ios_providers": "ios_providers",
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
                  "warmup_time": "warmup_s", "sample_time": "sample_s", "min_repeat": "min_repeat",
+                 "cap_factor": "cap_factor",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
@@ -282,6 +285,12 @@ def parse_schedules(text: str) -> list[str]:
                    "from the last warmup call, between --min-repeat and --repeat (docs/harness.md).")
 @click.option("--min-repeat", "min_repeat", default=DEFAULT_MIN_REPEAT, show_default=True, type=click.IntRange(1),
               help="The fewest timing samples per round, however long a call is.")
+@click.option("--cap-factor", "cap_factor", default=DEFAULT_CAP_FACTOR, show_default=True,
+              type=FiniteFloat(1, MAX_CAP_FACTOR), metavar="F",
+              help="A framework cell more than F times slower than its group's best correct peer after its first "
+                   "round gets no more rounds: shown as capped, with that round's figure and no interval, in no "
+                   "verdict or GeoMean (IOS cells and the best peer never are).")
+@click.option("--no-cap", "no_cap", is_flag=True, help="Measure every cell in every round (no capping).")
 @click.option("--fixed-counts", "fixed_counts", is_flag=True,
               help="The fixed protocol instead of time-bounded rounds: exactly --warmup calls and --repeat samples "
                    "per round, whatever a call costs.")
@@ -457,6 +466,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "warmup_time": None if kw.get("fixed_counts") else kw.get("warmup_time", DEFAULT_WARMUP_S),
               "sample_time": None if kw.get("fixed_counts") else kw.get("sample_time", DEFAULT_SAMPLE_S),
               "min_repeat": kw.get("min_repeat", DEFAULT_MIN_REPEAT),
+              "cap_factor": None if kw.get("no_cap") else kw.get("cap_factor", DEFAULT_CAP_FACTOR),
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address,
@@ -505,6 +515,8 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
                  == ParameterSource.COMMANDLINE}
         if ctx.get_parameter_source("fixed_counts") == ParameterSource.COMMANDLINE:
             given |= {"warmup_time", "sample_time"}
+        if ctx.get_parameter_source("no_cap") == ParameterSource.COMMANDLINE:
+            given.add("cap_factor")
     elif resume and not folder.is_dir():
         raise InputError(f"--resume: {folder} is not a run folder")
     else:
@@ -543,7 +555,8 @@ def finish(sweep: Sweep, setup: Setup, paths_to_stderr: bool = False, profile: b
 
     stats = sweep.run()
     sweep.say(f"{stats['ran']} cells run: {stats['ok']} ok, {stats['wrong']} with a wrong output, "
-              f"{stats['failed']} failed, {stats['skipped']} skipped; "
+              f"{stats['failed']} failed, {stats['skipped']} skipped"
+              + (f", {stats['capped']} capped after one round" if stats.get("capped") else "") + "; "
               f"results in {term(setup.folder)}")
     if profile:  # `run --profile`: separate profiled runs, after every cell (ios_bench.profiling.profile_run)
         from ios_bench.profiling import profile_run

@@ -215,5 +215,5 @@ def describe(record: dict) -> str:
         if record.get("unstable"):
             text += f" [yellow]UNSTABLE[/] ({term(record['unstable'], False)})"
         return text
-    color = "yellow" if record["status"] == "skipped" else "red"
+    color = "yellow" if record["status"] in ("skipped", "capped") else "red"
     return f"{head}: [{color}]{term(record['status'])}[/]: {term(record.get('reason', ''), False)}"

@@ -30,6 +30,7 @@ DEFAULT_REPEAT = 10  # the most timing samples per round (fixed protocol: exactl
 DEFAULT_WARMUP_S = 0.5
 DEFAULT_SAMPLE_S = 1.0
 DEFAULT_MIN_REPEAT = 3
+DEFAULT_CAP_FACTOR = 3.0
 # Left out of the default sweep's "every available framework"; named explicitly or with
 # --frameworks all they run. Untuned TVM is a strawman here (hundreds of ms to seconds per run on
 # these CPUs, far from what a TVM user would deploy); tuning takes far more than minutes.
@@ -81,6 +82,9 @@ class Plan:
     warmup_s: float | None = DEFAULT_WARMUP_S
     sample_s: float | None = DEFAULT_SAMPLE_S
     min_repeat: int = DEFAULT_MIN_REPEAT
+    # a framework cell more than this many times slower than its group's best correct peer after its
+    # first round gets no more rounds (status "capped"; docs/harness.md); None: never (plans from before)
+    cap_factor: float | None = DEFAULT_CAP_FACTOR
     timeout: float = 600.0
     optimize_timeout: float = 3600.0  # added to an IOS cell's timeout while its schedule is searched
     threads: int | None = field(default_factory=usable_cores)  # the CPU affinity mask, not os.cpu_count()
@@ -153,6 +157,8 @@ class Plan:
             kwargs[name] = value
         if "sample_s" not in d:  # a plan from before time-bounded rounds: its protocol stays the fixed one
             kwargs.update(sample_s=None, warmup_s=None)
+        if "cap_factor" not in d:  # ... and it never capped a cell
+            kwargs["cap_factor"] = None
         plan = cls(**kwargs)
         problem = protocol_problem(plan)
         if problem:
@@ -181,6 +187,7 @@ def _str_list(v) -> bool:
 
 MAX_ROUNDS = 100
 MAX_PROTOCOL_S = 3600.0
+MAX_CAP_FACTOR = 1000.0
 
 
 def protocol_problem(plan: Plan) -> str | None:
@@ -204,6 +211,7 @@ _PLAN_TYPES = {
     "warmup_s": (lambda v: v is None or _is_num(v) and v <= MAX_PROTOCOL_S, "null or seconds from 0 to 3600"),
     "sample_s": (lambda v: v is None or _is_num(v) and v <= MAX_PROTOCOL_S, "null or seconds from 0 to 3600"),
     "min_repeat": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "cap_factor": (lambda v: v is None or _is_num(v, 1.0) and v <= MAX_CAP_FACTOR, "null or a number from 1 to 1000"),
     "timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "optimize_timeout": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "threads": (lambda v: v is None or _is_int(v, 1), "null or an integer >= 1"),

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 SCHEMA = 3
 SCHEMAS = (1, 2, 3)  # what read_records reads (older ones migrated)
-STATUSES = ("ok", "wrong", "failed", "skipped")
+# capped: timed in one round and measured no further, too slow to change the answer (its figure, with no
+# interval, in no verdict, GeoMean, speedup or plot: docs/harness.md "Capped cells")
+STATUSES = ("ok", "wrong", "failed", "skipped", "capped")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,10 @@ FIELDS: tuple[Field, ...] = (
     Field("schedule", "text"),
     Field("provider", "text", doc="IOS cells: the runtime's kernel provider"),
     Field("device", "text", True),
-    Field("status", "text", True, doc="ok, wrong (timed, output check failed), failed, skipped"),
+    Field("status", "text", True, doc="ok, wrong (timed, output check failed), failed, skipped, capped (one round: "
+                                      "too slow against the best peer to change the answer)"),
+    Field("capped", "object", column=False, doc="capped cells: the factor, its one round's figure, the best peer "
+                                                "and its figure, their ratio"),
     Field("median_ms", "number", timed=True, doc="the median of the undisturbed rounds' medians"),
     Field("ci_low_ms", "number", doc="hierarchical bootstrap interval of the figure (rounds, then samples)"),
     Field("ci_high_ms", "number"),
@@ -344,6 +349,17 @@ class CellResult:
         return out
 
     @staticmethod
+    def capped(record: dict, why: dict) -> dict:
+        """A cell measured no further after its first round (``ios_bench.running.round_runner.cap_decisions``):
+        its one round's figure stays, its interval and spread go (one round cannot give them), and its
+        status keeps it out of every comparison."""
+        out = {k: v for k, v in record.items() if k not in ("ci_low_ms", "ci_high_ms", "between_round_cv", "unstable")}
+        out.update(status="capped", capped=dict(why),
+                   reason=(f"capped after one round: {why['ms']:.4g} ms, {why['ratio']:.1f}x the best peer "
+                           f"({why['best']}, {why['best_ms']:.4g} ms; cap factor {why['factor']:g})"))
+        return out
+
+    @staticmethod
     def same_as(base: dict, canonical: dict, schedule: dict) -> dict:
         """A cell whose schedule is the same as another's: that cell's measurement, said so."""
         record = dict(base)
@@ -482,6 +498,10 @@ class CellResult:
         from ios_bench.reporting.numbers import fmt_pm
 
         r = self.record
+        if r.get("status") == "capped" and _number(r.get("median_ms")) and isinstance(r.get("capped"), dict):
+            from ios_bench.reporting.numbers import fmt
+
+            return f"{fmt(float(r['median_ms']))} capped ({r['capped'].get('ratio', 0):.1f}x the best)"
         if r.get("status") not in ("ok", "wrong") or not _number(r.get("median_ms")):
             return str(r.get("status") or "?")
         text = fmt_pm(float(r["median_ms"]), self.spread_ms()) + (f" {unit}" if unit else "")

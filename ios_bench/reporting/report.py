@@ -175,6 +175,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
                              (f"{counts['unstable']} unstable", "unstable-cells" if counts["unstable"] else None),
                              (f", {counts['skipped']} skipped, ", None),
                              (f"{counts['failed']} failed", "failures" if counts["failed"] else None),
+                             ((f", {counts['capped']} capped after one round (too slow against the best peer "
+                               "to change the answer; shown, in no GeoMean or verdict)") if counts["capped"] else "",
+                              None),
                              (f". Run folder: {run_folder}." + (f" {len(problems)} problem(s) reading it: see "
                                                                 "Run notes." if problems else ""), None)]))
     loaded = load_note(df)

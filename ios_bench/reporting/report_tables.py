@@ -105,6 +105,8 @@ def _plain(r) -> dict:
 
 
 def _status_text(row) -> str:
+    if row["status"] == "capped":  # its one round's figure, said to be capped (CellResult.figure_text)
+        return _spread(row)
     return "failed" if row["status"] == "failed" else "skipped"
 
 
@@ -168,7 +170,8 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
         note = ("median of the undisturbed rounds' medians ± the between-round spread (coefficient of variation "
                 "of the round medians; each round a fresh process); (unstable): the rounds disagree, read the "
                 "'Rounds' table; (= X): the same schedule as X, one measurement; GeoMean over models, only where "
-                "every model ran with a correct output")
+                "every model ran with a correct output; capped (Nx the best): one round only, too slow against the "
+                "best peer to change the answer (docs/harness.md), in no GeoMean")
     else:
         title = f"Throughput (images/s), batch {bs}, {device}"
         note = "median [p10-p90] of the timing samples; GeoMean over models where every model ran correctly"
@@ -450,14 +453,14 @@ def headline_table(df) -> Table | None:
 def cell_counts(df) -> dict[str, int]:
     """The cells by what a reader must know of them: ok (a correct output, stable rounds), wrong
     (a wrong output), unstable (correct, but its rounds disagree or were too few), skipped, failed."""
-    out = {"ok": 0, "wrong": 0, "unstable": 0, "skipped": 0, "failed": 0}
+    out = {"ok": 0, "wrong": 0, "unstable": 0, "skipped": 0, "failed": 0, "capped": 0}
     for _, r in df.iterrows():
         if r["status"] == "wrong" or (r["status"] == "ok" and r.get("check_passed") is False):
             out["wrong"] += 1
         elif r["status"] == "ok":
             out["unstable" if _unstable(r) else "ok"] += 1
-        elif r["status"] == "skipped":
-            out["skipped"] += 1
+        elif r["status"] in ("skipped", "capped"):
+            out[r["status"]] += 1
         else:
             out["failed"] += 1
     return out

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ios_bench.planning.cells import Cell, CellSpec, build_options, label, ref_file, schedule_key, util_file
 from ios_bench.planning.plan import DEFAULT_IOS_PROVIDER
 from ios_bench.records.cell_records import CellRecords, now, round_record, sequential_figures
+from ios_bench.records.record import CellResult
 from ios_bench.reporting.escape import term
 from ios_bench.running.context import SweepContext
 from ios_bench.running.executors import Task, device_kind
@@ -32,7 +33,43 @@ from ios_bench.running.rounds import (
 )
 from ios_bench.running.schedules import optimize_schedules, same_schedules
 from ios_bench.scenarios import cells as scenario_cells
+from ios_core.measurement import stats
 from ios_core.measurement.interference import load_label
+
+
+def _good(rs: list[dict]) -> list[dict]:
+    return [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")
+            and isinstance(r.get("median_ms"), (int, float))]
+
+
+def cap_decisions(cells: list[Cell], rounds: dict[str, list[dict]], factor: float | None,
+                  decided: set[str]) -> dict[str, dict]:
+    """The framework cells to measure no further (docs/harness.md "Capped cells"): a cell whose first
+    undisturbed round's median is more than ``factor`` x the best correct peer's (the median of that
+    peer's undisturbed rounds so far) among the framework cells of its group at its precision. Judged once
+    per cell, right after its first undisturbed round (``decided`` holds the cells already judged and is
+    updated); IOS schedule cells and scenario cells are never capped, nor is the best peer. Returns
+    ``{cell key: {"factor", "ms", "best", "best_ms", "ratio"}}`` for the cells capped now."""
+    if factor is None:
+        return {}
+    peers = [c for c in cells if not c.schedule and not c.scenario]
+    out = {}
+    for cell in peers:
+        good = _good(rounds.get(cell.key, []))
+        if cell.key in decided or len(good) != 1:
+            continue
+        decided.add(cell.key)
+        figures = {c.key: stats.median([r["median_ms"] for r in _good(rounds.get(c.key, []))]) for c in peers
+                   if c.precision == cell.precision and c.key != cell.key and _good(rounds.get(c.key, []))}
+        if not figures:
+            continue
+        best = min(figures, key=figures.get)
+        ms = good[0]["median_ms"]
+        if ms > factor * figures[best]:
+            name = next(c.framework for c in peers if c.key == best)
+            out[cell.key] = {"factor": factor, "ms": ms, "best": name, "best_ms": figures[best],
+                             "ratio": ms / figures[best]}
+    return out
 
 
 class RoundRunner:
@@ -63,6 +100,8 @@ class RoundRunner:
         self.cell_rounds: dict[str, list[dict]] = {}  # the same rounds by cell (the steady load is judged per cell)
         self.load: list[dict] = []  # the steady co-tenants of the session's rounds so far (rounds.run_load)
         self.missing: list[Cell] = []
+        self.capped: dict[str, dict] = {}  # cells measured no further (cap_decisions), by key
+        self.cap_judged: set[str] = set()
         self.t_measure = time.monotonic()  # --time-budget counts from here
 
     def phases(self, wave: dict[str, list[Cell]]) -> list[dict[str, list[Cell]]]:
@@ -86,7 +125,7 @@ class RoundRunner:
         """Whether ``cell`` gets a round in this pass (``rounds``: each measured cell's rounds so
         far; ``stopped``: the cells a failed round ended)."""
         plan = self.ctx.plan
-        if cell.key in stopped:
+        if cell.key in stopped or cell.key in self.capped:
             return False
         rs = rounds[cell.key]
         good = [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")]
@@ -179,6 +218,7 @@ class RoundRunner:
                         ctx.say(f"[dim]{term(label(by_key[key].framework))} round {r['round'] + 1} "
                                 f"({term(by_key[key].model, False)} b{by_key[key].batch_size}) disturbed: "
                                 f"{term(r['disturbed'], False)}[/]")
+            self.cap(groups, rounds, by_key)
         ref_canary = usual_canary(self.all_rounds)
         self.update_load()
         records = {}
@@ -189,6 +229,8 @@ class RoundRunner:
             judge_rounds(rounds[cell.key], ref_canary, self.load, cell.key)
             records[cell.key] = self.records.from_rounds(cell, rounds[cell.key], scheds.get(cell.key),
                                                          stopped.get(cell.key))
+            if cell.key in self.capped and records[cell.key]["status"] == "ok":
+                records[cell.key] = CellResult.capped(records[cell.key], self.capped[cell.key])
         for key, canonical in same.items():
             cell = next(c for c in cells if c.key == key)
             if canonical in records:
@@ -196,6 +238,24 @@ class RoundRunner:
         sequential_figures(records)
         done += [(c, records[c.key]) for c in cells if c.key in records]
         return done
+
+    def cap(self, groups: dict[str, list[Cell]], rounds: dict[str, list[dict]], by_key: dict[str, Cell]) -> None:
+        """After a pass: the framework cells that can no longer change the answer get no more rounds
+        (:func:`cap_decisions`; ``plan.cap_factor``, None: never). Not in an ``ab`` sweep (its two sides
+        are the answer) nor with one round per cell (nothing to save)."""
+        plan = self.ctx.plan
+        if plan.cap_factor is None or plan.ab or plan.rounds == 1:
+            return
+        for cells in groups.values():
+            now = cap_decisions([c for c in cells if c.key in by_key], rounds, plan.cap_factor, self.cap_judged)
+            for key, why in now.items():
+                self.capped[key] = why
+                cell = by_key[key]
+                left = max(0, planned_rounds(plan.rounds) - len(_good(rounds[key])))
+                self.drop(cell.weight * left)
+                self.ctx.say(f"[dim]{term(label(cell.framework))} ({term(cell.model, False)} b{cell.batch_size}) "
+                             f"capped: {why['ms']:.3f} ms is {why['ratio']:.1f}x {term(label(why['best']), False)}'s "
+                             f"{why['best_ms']:.3f} ms (over --cap-factor {why['factor']:g}): no more rounds[/]")
 
     def update_load(self) -> None:
         """The steady load over every round of the session so far (:func:`run_load`), said when it
