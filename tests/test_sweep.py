@@ -565,8 +565,9 @@ def test_a_cell_that_cannot_fit_is_skipped_before_it_starts(tmp_path):
 
 def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
     args = ["run", "--models", "tiny_a,tiny_b", "--batch", "1", "--frameworks", "test-ref,test-ref2",
-            "--schedules", "none", "--out", "runs/r", "--no-report", *FAST, "--rounds", "2"]
-    # each round sleeps 2 x 2 s in its timed calls: the budget is spent within the first rounds
+            "--schedules", "none", "--out", "runs/r", "--no-report", *FAST, "--rounds", "2", "--no-cap"]
+    # each round sleeps 2 x 2 s in its timed calls: the budget is spent within the first rounds (the resumed
+    # sweep's calls do not sleep: --no-cap, or a cell whose first round slept would be capped against them)
     p = cli([*args, "--max-time", "6"], tmp_path, {"TEST_SLOW_EXECUTE_S": "2"})
     assert p.returncode == 3, p.stderr[-3000:]
     assert "--max-time 6 s spent before" in p.stderr and "ios-bench run --resume --out runs/r" in p.stderr
@@ -595,3 +596,25 @@ def test_provider_labels_and_keys():
     assert split_framework("ios-both[openvino]") == ("ios-both", "openvino")
     assert split_framework("ios-greedy") == ("ios-greedy", "torch")
     assert split_framework("onnxruntime") == ("onnxruntime", None)
+
+
+def test_a_step_that_cannot_finish_before_max_time_is_not_started(monkeypatch):
+    """check_time: a step estimated to need more than what is left of --max-time is not started (in a lent
+    GPU window it would be killed at the window's end and lost); one that fits, or that could never fit
+    the whole limit, starts while time is left."""
+    from types import SimpleNamespace
+
+    from ios_bench.running import sweep as sweep_mod
+
+    now = [100.0]
+    monkeypatch.setattr(sweep_mod.time, "monotonic", lambda: now[0])
+    s = SimpleNamespace(max_time=60.0, _t_start=50.0)  # 50 s spent, 10 s left
+    check = sweep_mod.Sweep.check_time
+    check(s, "a round", 9.0)  # fits
+    check(s, "a search longer than the whole limit", 120.0)  # could never fit: not held back
+    with pytest.raises(sweep_mod.MaxTimeReached, match="needs about 15 s"):
+        check(s, "a search", 15.0)
+    check(SimpleNamespace(max_time=None, _t_start=0.0), "anything", 1e9)
+    now[0] = 110.0  # all spent: nothing starts, however short
+    with pytest.raises(sweep_mod.MaxTimeReached, match="spent before a round"):
+        check(s, "a round", 0.0)

@@ -84,7 +84,7 @@ class RoundRunner:
     is their median), ``missing`` the cells whose nodes were lost."""
 
     def __init__(self, ctx: SweepContext, records: CellRecords, cell_keys: set[str],
-                 check_time: Callable[[str], None], advance: Callable[[float], None],
+                 check_time: Callable[..., None], advance: Callable[[float], None],
                  show: Callable[[str], None], bounds: dict, first_pass: int = 0,
                  drop: Callable[[float], None] | None = None):
         self.ctx = ctx
@@ -199,7 +199,8 @@ class RoundRunner:
 
             def starting(task: Task) -> None:
                 cell, index, _ = task.payload
-                self.check_time(f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}")
+                self.check_time(f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}",
+                                cell.weight)
                 started[task.key] = now()
                 self.show(term(f"{cell.model} b{cell.batch_size} {label(cell.framework)} round {index + 1}",
                                newlines=False))

@@ -242,8 +242,16 @@ class Sweep:
         refs = {(c.model, c.batch_size) for c in cells if not npy_ok(self.folder / ref_file(c.model, c.batch_size))}
         # one search worker per search_key (model, batch, provider, precision, device), as optimize_schedules
         # starts them: (graph name, batch, provider, precision, device) -> the schedule files it searches
-        searches = {(items[0][0].model, *key[1:]): len(items)
-                    for key, items in search_workers(plan, self.folder, cells).items()}
+        workers = search_workers(plan, self.folder, cells)
+        searches = {(items[0][0].model, *key[1:]): len(items) for key, items in workers.items()}
+        # what each step needs before it starts (check_time: a step that cannot finish before --max-time
+        # is not started): the reference outputs, and each group's schedule searches
+        self._need_refs = sum(model.reference_s(m, b) for m, b in refs)
+        self._need_search = {}
+        for key, items in workers.items():  # each search costed as the estimate costs it (one rule)
+            one = estimate.sweep_seconds(model, [], {}, set(), {(items[0][0].model, *key[1:]): len(items)})
+            group = items[0][0].group
+            self._need_search[group] = self._need_search.get(group, 0.0) + one["seconds"]
         done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
         left = {c.key: max(0, rounds - sum(1 for r in done[c.key]
                                             if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
@@ -274,10 +282,19 @@ class Sweep:
                 "canary_ms": round(model.probe_ms, 4) if model.probe_ms else None,
                 "speed_factor": {"stated": round(model.speed(False), 3), "earlier_runs": round(model.speed(True), 3)}}
 
-    def check_time(self, what: str) -> None:
-        """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts)."""
-        if self.max_time is not None and time.monotonic() - self._t_start >= self.max_time:
+    def check_time(self, what: str, need_s: float = 0.0) -> None:
+        """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts), or when
+        ``what`` (estimated to take ``need_s`` seconds) would not finish before it: started, it would
+        run past the limit and be lost (a lent GPU's window). A step estimated longer than the whole
+        limit still starts while time is left (it could never fit: refusing it would stall the sweep)."""
+        if self.max_time is None:
+            return
+        spent = time.monotonic() - self._t_start
+        if spent >= self.max_time:
             raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)} spent before {what}")
+        if 0 < need_s <= self.max_time and spent + need_s > self.max_time:
+            raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)}: {estimate.human(self.max_time - spent)} "
+                                 f"left, {what} needs about {estimate.human(need_s)} (an estimate)")
 
     def _memory_skips(self, cells: list[Cell], refs: dict) -> dict[str, str]:
         """{cell key: why it cannot start} for the cells whose estimated memory exceeds what is
@@ -496,7 +513,7 @@ class Sweep:
             refs = {}
             if runnable:
                 progress.update(bar, description="reference outputs")
-                self.check_time("the reference outputs")
+                self.check_time("the reference outputs", getattr(self, "_need_refs", 0.0))
                 refs = references(self.ctx, {(c.model, c.batch_size): c.model_spec for c in runnable})
             eta[0] = estimate.Eta(rounds_s)
             groups: dict[str, list[Cell]] = {}
@@ -522,7 +539,10 @@ class Sweep:
             try:
                 for i in range(0, len(names), width):
                     wave = {g: groups[g] for g in names[i:i + width]}
-                    self.check_time(f"{', '.join(wave)}".replace("|", " "))
+                    # its searches and the quickest of its cells' first rounds must fit in what is left
+                    need = sum(getattr(self, "_need_search", {}).get(g, 0.0) for g in wave) + min(
+                        (c.weight for cs in wave.values() for c in cs), default=0.0)
+                    self.check_time(f"{', '.join(wave)}".replace("|", " "), need)
                     too_big = self._memory_skips([c for cs in wave.values() for c in cs], refs)
                     for cell in [c for cs in wave.values() for c in cs if c.key in too_big]:
                         unmeasured(cell, "skipped", too_big[cell.key])
