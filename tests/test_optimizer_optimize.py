@@ -322,3 +322,50 @@ def test_a_strategy_ends_with_the_candidates_of_its_own_space(strategy, names):
     g = get("sample", input_shape=(8, 12, 12)).init_weights(0)
     res = schedule(g, strategy, _Device(), batch_size=1)
     assert [c["name"] for c in res.stats.validation["candidates"]] == names
+
+
+def _blocks_graph():
+    from ios_core import models
+
+    g = models.get("inception_v3", image_size=75)  # many blocks, each with parallel branches
+    assert len(g.blocks) > 3
+    return g
+
+
+class _TickingCost:
+    """A cost model whose every stage costing advances the optimizer's clock by one second (the
+    search's time is then exact): the synthetic model's figures."""
+
+    def __init__(self, clock):
+        from ios_core.cost.synthetic import SyntheticCostModel
+
+        self.base, self.clock = SyntheticCostModel(), clock
+
+    def stage_latency(self, stage, batch_size):
+        self.clock[0] += 1.0
+        return self.base.stage_latency(stage, batch_size)
+
+
+def test_a_search_budget_schedules_the_blocks_left_greedily(monkeypatch):
+    import importlib
+
+    opt = importlib.import_module("ios_core.optimizer.optimize")  # the module (the package exports a function)
+    g = _blocks_graph()
+    clock = [0.0]
+    monkeypatch.setattr(opt.time, "perf_counter", lambda: clock[0])
+    full = schedule(g, "both", _TickingCost(clock), validate=False)
+    first = full.stats.per_block[0]["stages_costed"]
+    assert full.stats.budget_greedy_blocks == 0 and full.stats.search_budget_s is None
+    # a budget the first block's search spends: every later block greedily, said so
+    clock[0] = 0.0
+    cut = schedule(g, "both", _TickingCost(clock), validate=False, search_seconds=first)
+    n = len(g.blocks)
+    assert cut.stats.budget_greedy_blocks == n - 1 and cut.stats.search_budget_s == first
+    assert [b.get("greedy") is not None for b in cut.stats.per_block] == [False] + [True] * (n - 1)
+    greedy = schedule(g, "greedy", _TickingCost(clock), validate=False)
+    # the blocks after the first are exactly greedy's; the first is the full search's
+    assert [len(b.stages) for b in cut.graph.blocks[1:]] == [len(b.stages) for b in greedy.graph.blocks[1:]]
+    assert len(cut.graph.blocks[0].stages) == len(full.graph.blocks[0].stages)
+    assert "blocks scheduled greedily" in cut.stats.summary()
+    with pytest.raises(ValueError):
+        schedule(g, "both", _TickingCost(clock), validate=False, search_seconds=0)

@@ -44,3 +44,15 @@ def test_every_candidate_reaches_the_saved_figures_and_the_result(tmp_path, monk
     saved = json.loads((tmp_path / "both.stats").read_text())
     assert saved["validation"]["candidates"] == cands  # a cell reusing the schedule reports them too
     assert "validation" not in seq  # sequential: nothing to choose
+
+
+def test_a_search_budget_is_an_ios_option_with_its_own_schedule_files():
+    from ios_bench.planning.plan import ios_options_problem, ios_options_tag
+    from ios_bench.running.task_optimize import optimize_target
+
+    assert ios_options_problem({"search_seconds": 60}) is None
+    assert ios_options_problem({"search_seconds": 0}) is not None
+    assert ios_options_problem({"search_seconds": 1.5}) is not None
+    assert ios_options_tag({"search_seconds": 60}) == "-b60"  # never the full search's file
+    assert optimize_target({"batch_size": 16, "ios_options": {"search_seconds": 60}})["search_seconds"] == 60
+    assert "search_seconds" not in optimize_target({"batch_size": 16})

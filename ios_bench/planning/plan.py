@@ -257,13 +257,16 @@ def _scenarios() -> tuple[str, ...]:
 #                     cell's own): a schedule specialized for another "device"
 #   max_group_size    pruning r: most operators in one group of a parallel stage (default 3)
 #   max_num_groups    pruning s: most groups in one parallel stage (default 8)
+#   search_seconds    a time budget per search (each schedule file's): blocks are searched in order and,
+#                     once it is spent, the rest are scheduled greedily; the schedule's record says how
+#                     many (ios_core.optimizer.schedule; not set: the full search)
 #   cost_cache        the measured cost model's profile database: "default" (the shared one, whose
 #                     stage costs and block schedules are reused across runs), "off" (none: every
 #                     stage timed again in each cell), "private" (a fresh one in the run folder, so
 #                     search times are those of a cold search, yet shared by the run's cells)
 IOS_OPTIONS = {"optimize_batch": "a positive integer", "optimize_threads": "a positive integer",
                "max_group_size": "a positive integer", "max_num_groups": "a positive integer",
-               "cost_cache": "one of default, off, private"}
+               "search_seconds": "a positive integer", "cost_cache": "one of default, off, private"}
 COST_CACHES = ("default", "off", "private")
 PRIVATE_PROFILE_DB = "profiles.sqlite"  # cost_cache=private: in the run folder
 
@@ -289,6 +292,7 @@ def ios_options_tag(options: dict) -> str:
     parts = [f"t{options['optimize_threads']}" if "optimize_threads" in options else "",
              f"r{options['max_group_size']}" if "max_group_size" in options else "",
              f"s{options['max_num_groups']}" if "max_num_groups" in options else "",
+             f"b{options['search_seconds']}" if "search_seconds" in options else "",
              f"c{options['cost_cache']}" if options.get("cost_cache", "default") != "default" else ""]
     return "".join(f"-{p}" for p in parts if p)
 
@@ -298,7 +302,8 @@ def optimized_for(options: dict, batch_size: int, threads: int | None) -> dict:
     return {"batch_size": options.get("optimize_batch", batch_size),
             "threads": options.get("optimize_threads", threads),
             "max_group_size": options.get("max_group_size", 3), "max_num_groups": options.get("max_num_groups", 8),
-            "cost_cache": options.get("cost_cache", "default")}
+            "cost_cache": options.get("cost_cache", "default"),
+            **({"search_seconds": options["search_seconds"]} if "search_seconds" in options else {})}
 
 
 def _options_map(v) -> bool:

@@ -39,7 +39,7 @@ _SAVED_KEYS = ("predicted_ms", "cost_model", "optimize_stats", "validation", "op
 
 # the search's figures kept in the record (OptimizeStats fields)
 _SEARCH_FIGURES = ("states", "transitions", "stages_costed", "search_seconds", "num_stages", "merged",
-                   "blocks_reused", "rounds")
+                   "blocks_reused", "rounds", "search_budget_s", "budget_greedy_blocks")
 
 
 def optimize_target(spec: dict) -> dict:
@@ -51,7 +51,8 @@ def optimize_target(spec: dict) -> dict:
             "threads": opts.get("optimize_threads", spec.get("threads")),
             "max_group_size": int(opts.get("max_group_size", 3)),
             "max_num_groups": int(opts.get("max_num_groups", 8)),
-            "cost_cache": opts.get("cost_cache", "default")}
+            "cost_cache": opts.get("cost_cache", "default"),
+            **({"search_seconds": int(opts["search_seconds"])} if "search_seconds" in opts else {})}
 
 
 def _schedule(graph, spec: dict, result: dict, cost=None):
@@ -86,7 +87,8 @@ def _schedule(graph, spec: dict, result: dict, cost=None):
         cost = _cost_model_for(spec, target)
     t0 = time.perf_counter()
     optimized = schedule(graph, spec["schedule"], cost, batch_size=target["batch_size"],
-                         max_group_size=target["max_group_size"], max_num_groups=target["max_num_groups"])
+                         max_group_size=target["max_group_size"], max_num_groups=target["max_num_groups"],
+                         search_seconds=target.get("search_seconds"))
     sched = optimized.graph
     result["optimize_seconds"] = time.perf_counter() - t0
     result["schedule_search_seconds"] = result["optimize_seconds"]  # kept with the schedule (.stats)

@@ -55,6 +55,10 @@ class OptimizeStats:
     # the end-of-search check against the sequential schedule (cost models that can run schedules:
     # ``cost_model.validate_schedule``); None when not done
     validation: dict | None = None
+    # a search bounded in time (``search_seconds``): the budget, and the blocks scheduled greedily because
+    # it was spent before their turn (the schedule is then the best found within the budget, said so)
+    search_budget_s: float | None = None
+    budget_greedy_blocks: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,6 +69,8 @@ class OptimizeStats:
                 f"{self.search_seconds:.3f} s search; {self.num_stages} stages ({self.merged} merges), "
                 f"cost {self.cost_ms:.4f} ms"
                 + (f"; {self.blocks_reused} block schedules reused (no search)" if self.blocks_reused else "")
+                + (f"; search budget {self.search_budget_s:g} s spent: {self.budget_greedy_blocks} of {self.blocks} "
+                   "blocks scheduled greedily" if self.budget_greedy_blocks else "")
                 + (f"; {validation_text(self.validation)}" if self.validation else ""))
 
 
@@ -138,30 +144,39 @@ class OptimizeResult:
 
 def optimize(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
              max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE, progress: bool = False,
-             validate: bool = True) -> Graph:
+             validate: bool = True, search_seconds: float | None = None) -> Graph:
     """Schedule ``graph``; returns a new graph carrying its stages (see :func:`schedule` for
     the search figures and ``validate``)."""
     return schedule(graph, strategy, cost_model, batch_size=batch_size, max_group_size=max_group_size,
                     max_num_groups=max_num_groups, max_part_size=max_part_size, progress=progress,
-                    validate=validate).graph
+                    validate=validate, search_seconds=search_seconds).graph
 
 
 def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_group_size: int = 3,
              max_num_groups: int = 8, max_part_size: int = DEFAULT_MAX_PART_SIZE,
-             progress: bool = False, validate: bool = True) -> OptimizeResult:
+             progress: bool = False, validate: bool = True, search_seconds: float | None = None) -> OptimizeResult:
     """Schedule ``graph`` with ``strategy`` (one of :data:`STRATEGIES`) under ``cost_model``;
     returns the scheduled graph with its statistics. The input graph is never modified.
 
     ``validate``: when the cost model can run schedules (``validate_schedule``, the measured
     cost model), a schedule other than sequential is timed against the sequential one with the
     real runtime at the end; if it is not faster, the sequential schedule is returned instead,
-    and ``stats.validation`` says so (``kept``, both times)."""
+    and ``stats.validation`` says so (``kept``, both times).
+
+    ``search_seconds``: a time budget for the search. Blocks are searched in order; once the budget
+    is spent, the blocks left are scheduled greedily (each ready set in one parallel stage, costed
+    but not searched), and ``stats.budget_greedy_blocks`` says how many: the schedule is the best
+    found within the budget, never presented as the full search's. (Blocks whose schedule the
+    cost model's plan store holds are reused whatever the budget.)"""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for label, v in (("batch_size", batch_size), ("max_group_size", max_group_size),
                      ("max_num_groups", max_num_groups), ("max_part_size", max_part_size)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{label} must be a positive integer, not {v!r}")
+    if search_seconds is not None and not (isinstance(search_seconds, (int, float)) and search_seconds > 0):
+        raise ValueError(f"search_seconds must be a positive number of seconds, not {search_seconds!r}")
+    deadline = None if search_seconds is None else time.perf_counter() + float(search_seconds)
     if not hasattr(cost_model, "stage_latency"):
         raise TypeError("cost_model must have stage_latency(stage, batch_size) -> ms")
     graph.validate()
@@ -178,7 +193,8 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     while True:
         rounds += 1
         result, picked = _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups,
-                                 max_part_size, progress and rounds == 1)
+                                 max_part_size, progress and rounds == 1, deadline)
+        result.stats.search_budget_s = None if search_seconds is None else float(search_seconds)
         if refine is None or strategy in ("sequential", "greedy"):  # their stages do not depend on costs
             break
         if best is not None and result.stats.cost_ms >= best[0] * (1.0 - tolerance):
@@ -380,8 +396,10 @@ def _keep_fastest(graph, strategy, cost_model, batch_size, result, opts) -> Opti
     return result
 
 
-def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups, max_part_size, progress):
-    """One search: (result, the picked stages as (kind, groups of the copy's nodes) before merging)."""
+def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_groups, max_part_size, progress,
+            deadline: float | None = None):
+    """One search: (result, the picked stages as (kind, groups of the copy's nodes) before merging); past
+    ``deadline`` (``time.perf_counter``) the blocks left are scheduled greedily (:func:`schedule`)."""
     new = copy_graph(graph)
     stats = OptimizeStats(strategy, batch_size, max_group_size, max_num_groups, max_part_size,
                           blocks=len(new.blocks), cost_model=type(cost_model).__name__)
@@ -401,7 +419,13 @@ def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_gro
             key = None if store is None else _plan_key(store[1], new, bi, strategy, batch_size, max_group_size,
                                                         max_num_groups, max_part_size)
             saved = store[0].get_plan(key) if key else None
-            if saved is not None:
+            over = (deadline is not None and saved is None and strategy not in ("sequential", "greedy")
+                    and time.perf_counter() >= deadline)
+            if over:  # the budget is spent: this block greedily, never stored as the strategy's plan
+                plan = _schedule_block(bi, block, "greedy", coster, max_group_size, max_num_groups, max_part_size,
+                                       stats, bar)
+                stats.budget_greedy_blocks += 1
+            elif saved is not None:
                 plan = [(kind, groups, cost) for kind, groups, cost in saved]
                 stats.blocks_reused += 1
                 if bar is not None:
@@ -418,7 +442,8 @@ def _search(graph, strategy, cost_model, batch_size, max_group_size, max_num_gro
             stats.per_block.append({"block": bi, "operators": len(block.nodes), "states": stats.states - states0,
                                     "transitions": stats.transitions - trans0,
                                     "stages_costed": coster.count - costed0, "stages": len(plan),
-                                    "cost_ms": block_cost, "seconds": search_time})
+                                    "cost_ms": block_cost, "seconds": search_time,
+                                    **({"greedy": "the search budget was spent"} if over else {})})
             stats.num_stages += len(plan)
             for kind, groups, _ in plan:
                 kind = "merge" if kind == "merge" and len(groups) > 1 else "parallel"
