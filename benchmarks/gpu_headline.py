@@ -396,24 +396,32 @@ def _now() -> str:
 
 
 def step_estimates(gpu: str = "h200") -> dict[str, tuple[float, str]]:
-    """Each step's estimated seconds and where the figure comes from: the committed H200 records
-    (docs/results/gpu-h200-2026-11-26-headline) where they have it, :data:`ASSUMED_S` where not."""
+    """Each step's estimated seconds and where the figure comes from: the committed H200 windows'
+    records (``ios_bench.experiments.headline.MEASURED_RUNS``, the newest's step first) where they have
+    it, :data:`ASSUMED_S` where not."""
     from ios_bench.experiments import headline as hl
     from ios_bench.experiments.base import Context
 
     costs = hl.measured_costs()
     out = {}
+    steps = costs.get("steps") or {}  # {step: (seconds, the committed window's folder)}, the newest window's
     if costs.get("doctor"):
-        out["doctor"] = (costs["doctor"], "measured (H200 2026-11-26: window.json's doctor step)")
+        where = steps["doctor"][1] if "doctor" in steps else "the committed window"
+        out["doctor"] = (costs["doctor"], f"measured ({where}: window.json's doctor step)")
     else:
         out["doctor"] = (ASSUMED_S["doctor"][0], "assumed: " + ASSUMED_S["doctor"][1])
-    out["fidelity"] = (ASSUMED_S["fidelity"][0], "assumed: " + ASSUMED_S["fidelity"][1])
+    if "fidelity" in steps:
+        out["fidelity"] = (steps["fidelity"][0], f"measured ({steps['fidelity'][1]}: window.json's fidelity step)")
+    else:
+        out["fidelity"] = (ASSUMED_S["fidelity"][0], "assumed: " + ASSUMED_S["fidelity"][1])
     try:
         m = re.search(r"inception_v3 IOS-Both r=3 s=8: search ([\d.]+) s", BENCH_RECORD.read_text())
     except OSError:
         m = None
     extra = ASSUMED_S["search_extra"]
-    if m:
+    if "search" in steps:
+        out["search"] = (steps["search"][0], f"measured ({steps['search'][1]}: window.json's search step)")
+    elif m:
         cold = float(m.group(1))
         out["search"] = (3 * cold + extra[0], f"3 inception_v3 searches at {cold:.1f} s each, measured (H200 "
                                                f"2026-11-26: bench_gpu_search.txt, cold; the plan-cache-warm one "

@@ -384,12 +384,14 @@ def test_the_dry_run_prints_the_steps_in_order_with_estimates_and_the_call_to_ma
     steps = [(int(m.group(1)), m.group(2), int(m.group(3))) for m in steps if m]
     assert [s[1] for s in steps] == ["doctor", "fidelity", "search", "headline"] and all(s[2] > 0 for s in steps)
     text = p.stdout
-    assert "measured (H200 2026-11-26" in text and "assumed" in text and "no wheels" in text
+    assert "measured (gpu-h200-2026-11-28: window.json's doctor step)" in text and "assumed" in text
+    assert "no wheels" in text
     # the wheels the tvm peer's CUDA compile needs, each with its size, before they are fetched
     for spec, mib in (("cuda-bindings==13.0.3", 11.6), ("nvidia-cuda-runtime==13.0.96", 2.1),
                       ("nvidia-cuda-cccl==13.0.85", 3.0)):
         assert f"for tvm on cuda: {spec}, {mib} MiB (as downloaded 2026-11-27), not fetched yet" in text
-    assert re.search(r"doctor +22 s", text)  # the committed window's doctor step
+    assert re.search(r"doctor +36 s", text)  # the newest committed window's doctor step (35.8 s)
+    assert re.search(r"fidelity +46 s .*measured", text) and re.search(r"search +118 s .*measured", text)
     # the headline's batch-1 part includes its fp16 step (issue 46), costed as fp32's figures
     assert "fp16 step (b1-fp16-graph-full, b1-fp16-graph-r1s3) costed as fp32's figures, assumed" in text
     call = next(x for x in lines if x.strip().startswith("run("))

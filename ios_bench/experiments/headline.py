@@ -25,10 +25,11 @@ rarely reaches batches 16 and 32. Its rows are a table of their own, never in fp
 there are no CUDA graphs and no fp16 peer: one form, fp32. The fp16 paths are written, not yet run
 on a GPU.
 
-``--dry-run`` (:func:`estimate`) costs each step from the committed H200 run of 2026-11-26
-(``docs/results/gpu-h200-2026-11-26-headline``: its builds, searches, worker starts, reference
-outputs, probe and doctor) and says, figure by figure, which were measured there and which are
-assumed; it ends with ``estimated duration N s on <GPU>``.
+``--dry-run`` (:func:`estimate`) costs each step from the committed H200 runs (:data:`MEASURED_RUNS`:
+``docs/results/gpu-h200-2026-11-26-headline`` and ``gpu-h200-2026-11-28``, the later one's figures
+first: their builds, first and later, searches, worker starts, reference outputs, probe and doctor)
+and says, figure by figure, which were measured there and which are assumed; it ends with
+``estimated duration N s on <GPU>``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ SCHEDULES = ["sequential", "both"]
 DOCTOR_FRAMEWORKS = "ios,torch,jax-xla,tvm"
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED_RUN = ROOT / "docs" / "results" / "gpu-h200-2026-11-26-headline"
+# the peers whose framework travels to the GPU machine as wheels (benchmarks/gpu_headline.py: apache-tvm); a
+# committed window where they were skipped as not importable did not carry them, and is not the one planned
+CARRIED = ("tvm", "tvm-cudnn")
+# every committed GPU window whose records cost the dry run, oldest first: a later one's figures replace
+# an earlier one's (2026-11-28: 3-4 rounds per cell, so its later rounds measure the warm builds)
+MEASURED_RUNS = (MEASURED_RUN, ROOT / "docs" / "results" / "gpu-h200-2026-11-28")
 GPUS = {"h100": "NVIDIA H100", "h200": "NVIDIA H200"}
 FORMS = {"graph": "IOS replayed as a CUDA graph, every peer",
          "nograph": "IOS launching each kernel (no graph), IOS cells only"}
@@ -278,8 +285,9 @@ def headline_rows(recs: list[dict]) -> list[dict]:
 # What no GPU run has measured yet, stated (seconds). Each is named "assumed" where it is used.
 ASSUMED = {
     "warm_build": ({"torch-compile": 6.0, "torch-compile-cudagraphs": 6.0, "jax-xla": 3.0},
-                   "a later round's build from the shared cache (the issue's goals; never measured on a GPU yet); "
-                   "tvm keeps no build cache (adapters.tvm): each of its rounds is costed as its first build"),
+                   "a later round's build from the shared cache, where no committed window measured one (2026-11-28 "
+                   "did for torch-compile, torch-compile-cudagraphs and jax-xla); tvm keeps no build cache "
+                   "(adapters.tvm): each of its rounds is costed as its first build"),
     "cold_build": ({"tvm": 60.0, "default": 20.0}, "a first build no GPU run has measured (tvm on cuda never ran)"),
     "nasnet_search": (240.0, "nasnet's pruned search (r=1 s=3): it ran about 220 s over two windows and finished "
                              "unrecorded"),
@@ -299,19 +307,46 @@ def _no_build_cache() -> frozenset:
 NO_BUILD_CACHE = _no_build_cache()
 
 
-def measured_costs(folder: Path = MEASURED_RUN) -> dict:
-    """Per-step costs read from a committed GPU run's records: {what: value} (seconds), each a
-    figure measured there. Missing files give an empty dict (everything is then assumed)."""
-    out: dict = {"build": {}, "overhead": {}, "search": {}, "reference": {}, "sweep_fixed": [], "doctor": None,
-                 "absent": set(), "ran": set()}
+def measured_costs(folder: Path | tuple | list = MEASURED_RUNS) -> dict:
+    """Per-step costs read from committed GPU runs' records (one folder, or several oldest first: a
+    later folder's figure replaces an earlier one's): {what: value} (seconds), each a figure measured
+    there. Missing files give an empty dict (everything is then assumed)."""
+    folders = [Path(folder)] if isinstance(folder, (str, Path)) else [Path(f) for f in folder]
+    out: dict = {"build": {}, "warm": {}, "overhead": {}, "search": {}, "reference": {}, "sweep_fixed": [],
+                 "doctor": None, "absent": set(), "ran": set(), "folders": []}
+    for f in folders:
+        one = _measured_costs(f)
+        if not one["ran"] and one["doctor"] is None:
+            continue
+        out["folders"].append(f)
+        for key in ("build", "warm", "overhead", "search", "reference"):
+            for k, v in one[key].items():
+                out[key][k] = {**out[key].get(k, {}), **v} if isinstance(v, dict) else v
+        out["sweep_fixed"] = one["sweep_fixed"] or out["sweep_fixed"]
+        out["doctor"] = one["doctor"] if one["doctor"] is not None else out["doctor"]
+        out["steps"] = {**out.get("steps", {}), **{k: (v, f.name) for k, v in one["steps"].items()}}
+        out["ran"] |= one["ran"]
+        out["absent"] = (out["absent"] | one["absent"]) - out["ran"]
+    return out
+
+
+def _measured_costs(folder: Path) -> dict:
+    """:func:`measured_costs` of one committed window folder."""
+    out: dict = {"build": {}, "warm": {}, "overhead": {}, "search": {}, "reference": {}, "sweep_fixed": [],
+                 "doctor": None, "absent": set(), "ran": set(), "steps": {}}
     try:
         window = json.loads((folder / "window.json").read_text())
-        for w in window.get("windows") or []:
-            for s in w.get("steps") or []:
-                if s.get("step") == "doctor" and s.get("seconds"):
-                    out["doctor"] = float(s["seconds"])
-    except (OSError, ValueError):
+        steps = [s for w in window.get("windows") or [] for s in w.get("steps") or []]  # the first window's form
+        steps += [{"step": k, **v} for k, v in (window.get("steps") or {}).items()] \
+            if isinstance(window.get("steps"), dict) else []  # benchmarks/gpu_headline.py's journal since
+        for s in steps:
+            if s.get("step") == "doctor" and s.get("seconds"):
+                out["doctor"] = float(s["seconds"])
+            if s.get("status") == "done" and s.get("seconds"):  # a window step that ran to its end
+                out["steps"][s["step"]] = float(s["seconds"])
+    except (OSError, ValueError, AttributeError):
         pass
+    warm: dict = {}
     for run in sorted((folder / "runs").glob("*")) if (folder / "runs").is_dir() else []:
         try:
             env = json.loads((run / "env.json").read_text())
@@ -322,10 +357,14 @@ def measured_costs(folder: Path = MEASURED_RUN) -> dict:
         for line in lines:
             r = json.loads(line)
             fw = r.get("schedule") and "ios" or r.get("framework")
+            if r.get("status") == "skipped" and fw in CARRIED and "not importable" in str(r.get("reason")):
+                continue  # its wheels were not carried that time: the window this dry run plans carries them
             (out["absent"] if r.get("status") == "skipped" else out["ran"]).add(fw)
             rounds = [x for x in r.get("rounds") or [] if x.get("status") == "ok"]
             if rounds and rounds[0].get("build_seconds") is not None:
                 out["build"].setdefault(fw, {})[r["model"]] = float(rounds[0]["build_seconds"])
+            warm.setdefault(fw, []).extend(float(x["build_seconds"]) for x in rounds[1:]
+                                           if x.get("build_seconds") is not None)
             for x in rounds:
                 if x.get("wall_seconds") is not None:
                     walls += float(x["wall_seconds"])
@@ -345,6 +384,7 @@ def measured_costs(folder: Path = MEASURED_RUN) -> dict:
         if env.get("duration_s") and not env.get("stopped") and not env.get("interrupted"):
             out["sweep_fixed"].append(max(0.0, float(env["duration_s"]) - walls - searches))
     out["overhead"] = {k: median(v) for k, v in out["overhead"].items() if v}
+    out["warm"] = {k: median(v) for k, v in warm.items() if v}  # later rounds' builds (from the build cache)
     out["absent"] -= out["ran"]  # skipped there (not installed): a skipped cell costs nothing
     return out
 
@@ -361,7 +401,7 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
     if m.get("doctor") is not None:
         total += m["doctor"]
         first_part += m["doctor"]
-        lines.append(f"  {'preflight (doctor)':<22}{m['doctor']:7.1f} s  measured (H200 2026-11-26)")
+        lines.append(f"  {'preflight (doctor)':<22}{m['doctor']:7.1f} s  measured (H200)")
         n_meas += 1
     for run in runs:
         plan = run.plan
@@ -404,7 +444,9 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
                         cold_how = "assumed"
                     # a framework without a build cache (tvm: adapters.build_cache is not used) recompiles
                     # every round: its later rounds cost its first build
-                    warm = cold if fw in NO_BUILD_CACHE else min(cold, ASSUMED["warm_build"][0].get(fw, cold))
+                    warm_measured = fw in m.get("warm", {}) and fw not in NO_BUILD_CACHE
+                    warm = cold if fw in NO_BUILD_CACHE else m["warm"][fw] if warm_measured else \
+                        min(cold, ASSUMED["warm_build"][0].get(fw, cold))
                     ov = m["overhead"].get(fw, overhead_any if overhead_any is not None else 3.0)
                     s += cold + (rounds - 1) * warm + rounds * ov * factor
                     if cold_how == "measured":
@@ -412,7 +454,7 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
                     else:
                         n_ass += 1
                     if fw in ASSUMED["warm_build"][0] and fw not in NO_BUILD_CACHE and rounds > 1:
-                        n_ass += 1
+                        n_meas, n_ass = (n_meas + 1, n_ass) if warm_measured else (n_meas, n_ass + 1)
         absent = sorted(f for f in set(cells) if f in m["absent"])
         if absent:
             parts.append(f"0 s for {', '.join(absent)} (not installed on the measured H200: skipped cells)")
@@ -427,8 +469,10 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
         if not later:
             first_part += s
         lines.append(f"  {run.name:<22}{s:7.1f} s  " + "; ".join(parts))
-    lines.append(f"  figures: {n_meas} measured on the H200 of 2026-11-26 ({MEASURED_RUN.relative_to(ROOT)}: "
-                 f"builds, searches, worker starts, reference outputs, probe, doctor), {n_ass} assumed:")
+    where = ", ".join(str(Path(f).relative_to(ROOT)) if Path(f).is_relative_to(ROOT) else str(f)
+                      for f in m.get("folders") or []) or "none"
+    lines.append(f"  figures: {n_meas} measured on the H200 ({where}, the later one's first: builds, first and "
+                 f"later, searches, worker starts, reference outputs, probe, doctor), {n_ass} assumed:")
     for key, (value, why) in ASSUMED.items():
         lines.append(f"    assumed {key} = {value}: {why}")
     if gpu != "h200":
