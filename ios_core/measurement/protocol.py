@@ -1,0 +1,90 @@
+"""How many calls one round of a cell makes, by kind, under a plan's measurement protocol: the one
+count the duration estimate (``ios_bench.planning.estimate``) and the worker's record can share.
+
+Two protocols (the plan's fields; a plan written before ``sample_s`` existed is the fixed one):
+
+* **fixed** (``sample_s`` None or absent): 1 output-check call (untimed), ``warmup`` warmup calls,
+  the calibration of ``min_sample_ms`` (the calls per sample double from ``number`` until a sample
+  lasts ``min_sample_ms``: ``number + 2*number + ... + N`` calls, at least one sample of ``number``;
+  none without ``min_sample_ms``), then ``repeat`` samples of ``N`` calls.
+* **time-bounded** (``sample_s`` seconds): 1 check call; ``w = min(warmup, max(1, ceil(warmup_s / L)))``
+  warmup calls (0 when ``warmup`` is 0; ``warmup_s`` None: ``warmup`` calls); no calibration where one
+  call of ``number`` lasts ``min_sample_ms`` (the last warmup call serves), else the same doubling;
+  then ``n = clamp(ceil(sample_s / (N * L)), min_repeat, repeat)`` samples of ``N`` calls.
+
+``L`` is the latency of one call. Only counts: what a call costs is the caller's figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FIXED, TIME_BOUNDED = "fixed", "time-bounded"
+# the protocol's fields and their defaults where a plan does not say (None: the fixed protocol's)
+DEFAULTS = {"warmup": 3, "warmup_s": 0.5, "repeat": 10, "min_repeat": 3, "sample_s": None, "number": 1,
+            "min_sample_ms": 10.0, "cap_factor": 3.0}
+MAX_NUMBER = 1 << 20  # the calibration's own bound (ios_core.measurement.measure)
+
+
+@dataclass(frozen=True)
+class RoundCalls:
+    """The calls of one round by kind; ``number``: calls per timed sample (after calibration)."""
+
+    check: int
+    warmup: int
+    calibration: int
+    samples: int
+    number: int
+    mode: str = FIXED
+
+    @property
+    def timed(self) -> int:
+        return self.samples * self.number
+
+    @property
+    def total(self) -> int:
+        return self.check + self.warmup + self.calibration + self.timed
+
+
+def protocol_fields(plan) -> dict:
+    """The protocol's fields of ``plan`` (a ``Plan``, a ``plan.json`` dict or any object with such
+    attributes), each missing one at :data:`DEFAULTS`; ``sample_s`` missing stays None (an older plan:
+    the fixed protocol)."""
+    get = plan.get if isinstance(plan, dict) else (lambda name, default: getattr(plan, name, default))
+    return {name: get(name, default) for name, default in DEFAULTS.items()}
+
+
+def calls_per_sample(latency_ms: float, number: int, min_sample_ms: float | None) -> tuple[int, int]:
+    """(N, the calibration's calls): ``N`` doubles from ``number`` until ``N`` calls last ``min_sample_ms``;
+    the calibration times ``number + 2*number + ... + N`` calls (one sample of ``number`` at least)."""
+    n, spent = number, number
+    while min_sample_ms and n * latency_ms < min_sample_ms and n < MAX_NUMBER:
+        n *= 2
+        spent += n
+    return n, spent
+
+
+def round_calls(latency_ms: float, plan) -> RoundCalls:
+    """The calls one round of a cell whose call takes ``latency_ms`` makes under ``plan``'s protocol
+    (:func:`protocol_fields`; the module's docstring states both protocols)."""
+    p = protocol_fields(plan)
+    warmup, repeat, number = int(p["warmup"]), int(p["repeat"]), int(p["number"] or 1)
+    min_sample = p["min_sample_ms"] or 0.0
+    lat = max(0.0, float(latency_ms))
+    if p["sample_s"] is None:
+        n, calibration = calls_per_sample(lat, number, min_sample) if min_sample else (number, 0)
+        return RoundCalls(1, warmup, calibration, repeat, n, FIXED)
+    if warmup == 0:
+        w = 0
+    elif p["warmup_s"] is None or lat <= 0:
+        w = warmup
+    else:
+        w = min(warmup, max(1, math.ceil(p["warmup_s"] * 1000 / lat)))
+    if not min_sample or lat * number >= min_sample:
+        n, calibration = number, 0
+    else:
+        n, calibration = calls_per_sample(lat, number, min_sample)
+    low = min(int(p["min_repeat"]), repeat)
+    samples = repeat if lat <= 0 else min(repeat, max(low, math.ceil(p["sample_s"] * 1000 / (n * lat))))
+    return RoundCalls(1, w, calibration, samples, n, TIME_BOUNDED)
