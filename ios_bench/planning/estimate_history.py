@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ios_bench.planning.estimate_stated import _fixed_key, series
+from ios_core.measurement.protocol import calibration_calls
 from ios_core.measurement.stats import median
 
 
@@ -56,7 +57,11 @@ class History:
             reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
             number = r.get("number") or rec.get("number") or 1
             if isinstance(wall, (int, float)) and isinstance(reps, int):
-                fixed = wall - warm * lat - reps * number * lat
+                # every call the round made: its output check, warmup, calibration (from 1 call per sample,
+                # the default, to its number) and samples; what a round's record counts itself where it does
+                calls = r.get("calls") if isinstance(r.get("calls"), int) else \
+                    1 + warm + calibration_calls(1, number) + reps * number
+                fixed = wall - calls * lat
                 if fixed > 0:
                     self.fixed_s.setdefault(fixed_key, []).append(fixed)
                     self.fixed_by_model.setdefault((fixed_key, rec["model"]), []).append(fixed)

@@ -21,8 +21,15 @@ from ios_bench.planning.estimate_stated import (
     _stated,
     series,
     speed_factor,
+    stated_rate,
 )
+from ios_core.measurement.protocol import round_calls
 from ios_core.measurement.stats import median
+
+# a round's kinds of cost (Model.round_parts), as the dry run names them
+ROUND_PARTS = {"timed": "timed samples", "warmup": "warmup calls",
+               "check_calibration": "output check and calibration calls",
+               "start": "worker starts, canaries, the round's own work", "build": "builds (warm, each round)"}
 
 
 def search_states(graph) -> int:
@@ -78,6 +85,9 @@ class Model:
     warmup: int = 3
     repeat: int = 10
     min_sample_ms: float = 0.0
+    # the plan's protocol fields (ios_core.measurement.protocol.protocol_fields); None: the fixed protocol of
+    # warmup, repeat (timed samples) and min_sample_ms above
+    protocol: dict | None = None
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
     calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
     probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
@@ -97,7 +107,15 @@ class Model:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
         got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
                if fw == framework and m in self.macs and ms > 0]
-        return median(got) if got else _stated("gmacs_per_s", framework) * 1e9
+        return median(got) if got else stated_rate(framework)[0] * 1e9
+
+    def rate_source(self, framework: str) -> tuple[float, str]:
+        """(GMAC/s, where it comes from) of ``framework`` (a series) as :meth:`rate` uses it: its earlier
+        records on this machine, else its stated rate (:func:`stated_rate`: measured or assumed)."""
+        n = sum(1 for (m, _, fw) in self.history.latency_ms if fw == framework and m in self.macs)
+        if n:
+            return self.rate(framework) / 1e9, f"measured: earlier runs on this machine ({n} cells)"
+        return stated_rate(framework)
 
     def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
         h = self.history.latency_ms
@@ -114,7 +132,8 @@ class Model:
                 src, value = "earlier runs (another batch size)", others[0][1] / 1000 * batch / others[0][0]
             else:
                 from_runs = any(fw == framework for (_, _, fw) in h)
-                src = "earlier runs (the framework's rate)" if from_runs else "stated model"
+                src = ("earlier runs (the framework's rate)" if from_runs else
+                       f"stated rate ({stated_rate(framework)[1].split(':', 1)[0]})")
                 learnt = from_runs
                 value = self.macs.get(model, 0) * batch / self.rate(framework)
         if count:
@@ -182,11 +201,26 @@ class Model:
         return (_stated("first_build_s", framework) * self.speed(False)
                 + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
 
-    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
+    def protocol_fields(self) -> dict:
+        """The measurement protocol its rounds follow (``ios_core.measurement.protocol``): the plan's
+        (``protocol``), else the fixed one of ``warmup``, ``repeat`` and ``min_sample_ms``."""
+        if self.protocol is not None:
+            return self.protocol
+        return {"warmup": self.warmup, "repeat": self.repeat, "number": 1, "min_sample_ms": self.min_sample_ms or None}
+
+    def round_parts(self, model: str, batch: int, framework: str, count: bool = False) -> dict[str, float]:
+        """One round's seconds by kind of cost (:data:`ROUND_PARTS`): every call it makes
+        (``round_calls``: the timed samples, the warmup, the output check and calibration) at the
+        cell's latency, its worker's start with the round's own work and canaries, and its build."""
         lat = self.latency_s(model, batch, framework, count)
-        sample = max(lat, self.min_sample_ms / 1000)
-        return (self.fixed_s(framework, model) + self.build_s(model, batch, framework) + self.warmup * lat
-                + self.repeat * sample + 2 * STATED["canary_s"])
+        calls = round_calls(lat * 1000, self.protocol_fields())
+        return {"timed": calls.timed * lat, "warmup": calls.warmup * lat,
+                "check_calibration": (calls.check + calls.calibration) * lat,
+                "start": self.fixed_s(framework, model) + 2 * STATED["canary_s"],
+                "build": self.build_s(model, batch, framework)}
+
+    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
+        return sum(self.round_parts(model, batch, framework, count).values())
 
     def cell_s(self, cell, count: bool = False) -> float:
         """One round of ``cell`` (a sweep's ``Cell``)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from ios_bench.planning.estimate_history import _span, earlier_runs, history_macs, learn
 from ios_bench.planning.estimate_model import Model, human, search_states, sweep_seconds
 from ios_bench.planning.estimate_stated import series
+from ios_core.measurement.protocol import protocol_fields
 from ios_core.measurement.stats import median
 
 
@@ -44,7 +45,7 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     model = Model(hist, {**history_macs(hist, macs), **macs}, {m: v[1] for m, v in graphs.items()},
                   {m: v[2] for m, v in graphs.items() if len(v) > 2},
                   warmup=plan.get("warmup", 3), repeat=plan.get("repeat", 10) * plan.get("number", 1),
-                  min_sample_ms=plan.get("min_sample_ms") or 0.0)
+                  min_sample_ms=plan.get("min_sample_ms") or 0.0, protocol=protocol_fields(plan))
     model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
     model.probe_ms = recorded.get("canary_ms")
     # the build cache as its sweep found it: a cell whose first round reused a build it did not make (fp32

@@ -9,9 +9,21 @@ from __future__ import annotations
 # of a 2-core machine; memory in MiB.
 STATED = {
     "fixed_s": {"tensorflow": 8.0, "tvm": 6.0, "tvm-tuned": 6.0, "openvino": 3.0, "default": 3.0},
-    # at bf16 and int8: fp32's times the median speedup over its own fp32 the frameworks had on this 2-core
-    # VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire b1: bf16 1.6-1.9x, int8 0.3-5.9x, median 2.6x)
-    "gmacs_per_s": {"default": 60.0, "default@bf16": 105.0, "default@int8": 156.0},
+    # each framework's own speed, GMAC/s (multiply-accumulates per second at its batch, both cores): where
+    # each figure comes from is RATE_SOURCES' entry of the same key (stated_rate reads both); "default"
+    # is assumed for a framework this machine's committed results never measured
+    "gmacs_per_s": {"default": 60.0,
+                    "torch": 54.6, "onnxruntime": 94.9, "onnxruntime-parallel": 50.8, "openvino": 97.4,
+                    "tensorflow": 72.7, "tensorflow-xla": 62.0, "torch-compile": 55.5,
+                    "ios[torch]": 57.9, "ios[onnxruntime]": 97.8, "ios[openvino]": 101.3,
+                    # at bf16 and int8: fp32's rate times that framework's own speedup over its fp32
+                    "openvino@bf16": 184.1, "torch@bf16": 95.5, "tensorflow@bf16": 78.9, "ios[openvino]@bf16": 192.5,
+                    "onnxruntime@int8": 244.9, "openvino@int8": 269.8, "torch@int8": 266.4, "tensorflow@int8": 221.0,
+                    "ios[onnxruntime]@int8": 230.8, "ios[openvino]@int8": 313.0},
+    # where a framework has no figure at bf16 or int8: its fp32 rate times the median speedup over its own
+    # fp32 the frameworks had on this 2-core VM on 2026-11-27 (runs/prec-a, inception_v3 and randwire b1:
+    # bf16 1.6-1.9x, int8 0.3-5.9x, median 2.6x; the 60 GMAC/s once stated for all became 105 and 156)
+    "precision_speedup": {"bf16": 1.75, "int8": 2.6},
     # a search worker: its start, then per operator of the model by kernel provider and precision (each
     # stage timed, the candidates compiled by the provider's engine end to end; at int8 each piece quantized
     # and calibrated first), plus per state of the DP (:func:`search_states`), once for all the schedules it
@@ -69,6 +81,52 @@ STATED = {
     # usual speed (2026-11-27 09:40 UTC: 3.86-3.90 ms whenever a core was free; docs/harness.md)
     "canary_ms": 3.9,
 }
+_FW = "docs/results/frameworks (2026-11-22, 2 cores, inception_v3 and squeezenet b1)"
+_BS = "docs/results/batchsize (2026-11-22, inception_v3 b1, 4, 16)"
+_PA = "docs/results/precision/2026-11-27-inception-randwire.md (inception_v3 and randwire b1)"
+_PB = "squeezenet and resnet50 b1, sweep B of the same page"
+# where each stated rate (STATED["gmacs_per_s"]) was measured: the median over the cells named of
+# macs x batch / median latency (fp32), and at bf16 and int8 the fp32 rate times the framework's median
+# speedup over its own fp32 in the page named (its tables "Speedup over its own fp32")
+RATE_SOURCES = {
+    "torch": f"measured: {_FW} and {_BS}, median of 5 cells",
+    "onnxruntime": f"measured: {_FW} and {_BS}, median of 5 cells",
+    "openvino": f"measured: {_FW} and {_BS}, median of 5 cells",
+    "onnxruntime-parallel": f"measured: {_FW}", "tensorflow": f"measured: {_FW}",
+    "tensorflow-xla": f"measured: {_FW}", "torch-compile": f"measured: {_FW}",
+    "ios[torch]": f"measured: IOS-Both in {_FW} and {_BS}, median of 5 cells",
+    "ios[onnxruntime]": f"measured: IOS-Both[onnxruntime] in {_FW}",
+    "ios[openvino]": f"measured: IOS-Both[openvino] in {_FW}",
+    "openvino@bf16": f"measured: fp32 x 1.89 ({_PA})", "torch@bf16": f"measured: fp32 x 1.75 ({_PA})",
+    "tensorflow@bf16": f"measured: fp32 x 1.085 ({_PA}: 1.49 and 0.68)",
+    "ios[openvino]@bf16": f"measured: fp32 x 1.9 ({_PA})",
+    "onnxruntime@int8": f"measured: fp32 x 2.58 ({_PA})", "openvino@int8": f"measured: fp32 x 2.77 ({_PA})",
+    "torch@int8": f"measured: fp32 x 4.88 ({_PA} and {_PB}: 5.90, 0.31, 6.74, 3.86)",
+    "tensorflow@int8": f"measured: fp32 x 3.04 ({_PA} and {_PB})",
+    "ios[onnxruntime]@int8": f"measured: fp32 x 2.36 ({_PA})",
+    "ios[openvino]@int8": f"measured: fp32 x 3.09 ({_PA})",
+}
+
+
+def stated_rate(framework: str) -> tuple[float, str]:
+    """(GMAC/s, where it comes from) of ``framework`` (a series: ``openvino@int8``,
+    ``ios-both[openvino]@bf16``) in :data:`STATED` ``gmacs_per_s``: its worker's kind, else its name, at
+    its precision; else at fp32 times ``precision_speedup`` (assumed); else the default (assumed)."""
+    table = STATED["gmacs_per_s"]
+    plain, _, precision = framework.partition(PRECISION_SEP)
+    keys = list(dict.fromkeys((_base_kind(plain), _base_name(plain))))
+    for key in (series(k, precision) for k in keys):
+        if key in table:
+            return table[key], RATE_SOURCES.get(key, "assumed")
+    speedup = STATED["precision_speedup"].get(precision, 1.0)  # fp32 (no precision): none
+    for key in keys:
+        if key in table:
+            if not precision or precision == "fp32":
+                return table[key], RATE_SOURCES.get(key, "assumed")
+            return table[key] * speedup, f"assumed: {key}'s fp32 rate x {speedup} (the median speedup at {precision})"
+    return table["default"] * speedup, "assumed: no committed figure for it on this machine"
+
+
 # a build's stated growth (build_latencies) is full from BUILD_FULL_OPS operators on (inception_v3 and
 # randwire, ~120, where it was measured), none up to BUILD_BASE_OPS and a share between: the stated build_s
 # was measured on the quick sweep's networks (sample: 5 operators, squeezenet: 38), whose builds it holds

@@ -60,6 +60,7 @@ from ios_bench.running.schedules import (  # noqa: F401 - schedule_hash, schedul
 from ios_bench.scenarios import LATENCY
 from ios_bench.scenarios import cells as scenario_cells
 from ios_core.atomic import atomic_write_json
+from ios_core.measurement.protocol import protocol_fields
 from ios_core.measurement.threads import ENV_VARS, spin_env, spin_policy, thread_env, usable_cores
 
 
@@ -229,7 +230,7 @@ class Sweep:
                                {n: g.num_operators() for n, g in named.items()},
                                {n: estimate.search_states(g) for n, g in named.items() if n in searched},
                                warmup=plan.warmup, repeat=plan.repeat * plan.number,
-                               min_sample_ms=plan.min_sample_ms or 0.0)
+                               min_sample_ms=plan.min_sample_ms or 0.0, protocol=protocol_fields(plan))
         # a fresh worker's start, measured now for the frameworks (at their precision) no earlier run measured
         model.calibrated = estimate.calibrate([estimate.series(c.framework, c.precision) for c in cells
                                                if not c.skip_reason], hist,

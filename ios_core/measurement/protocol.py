@@ -55,14 +55,23 @@ def protocol_fields(plan) -> dict:
     return {name: get(name, default) for name, default in DEFAULTS.items()}
 
 
+def calibration_calls(number: int, n: int) -> int:
+    """The calls a calibration makes that doubles the calls per sample from ``number`` to ``n``:
+    ``number + 2*number + ... + n`` (one sample of ``number`` at least)."""
+    spent, k = number, number
+    while k < n:
+        k *= 2
+        spent += k
+    return spent
+
+
 def calls_per_sample(latency_ms: float, number: int, min_sample_ms: float | None) -> tuple[int, int]:
-    """(N, the calibration's calls): ``N`` doubles from ``number`` until ``N`` calls last ``min_sample_ms``;
-    the calibration times ``number + 2*number + ... + N`` calls (one sample of ``number`` at least)."""
-    n, spent = number, number
+    """(N, the calibration's calls, :func:`calibration_calls`): ``N`` doubles from ``number`` until ``N``
+    calls last ``min_sample_ms``."""
+    n = number
     while min_sample_ms and n * latency_ms < min_sample_ms and n < MAX_NUMBER:
         n *= 2
-        spent += n
-    return n, spent
+    return n, calibration_calls(number, n)
 
 
 def round_calls(latency_ms: float, plan) -> RoundCalls:
