@@ -52,5 +52,6 @@ def test_a_plan_object_is_read_by_its_attributes_with_defaults():
     fields = protocol_fields(_Plan())
     assert (fields["warmup"], fields["repeat"], fields["sample_s"], fields["min_repeat"]) == (2, 4, 0.1, 3)
     assert protocol_fields(object())["sample_s"] is None  # no such field: the fixed protocol
+    assert protocol_fields({})["cap_factor"] is None  # a plan written before capping caps nothing
     got = round_calls(50.0, _Plan())  # ceil(100/50) = 2 samples, below min_repeat 3
     assert (got.warmup, got.samples) == (2, 3)

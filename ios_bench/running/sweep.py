@@ -33,6 +33,7 @@ from ios_bench.machine.clocks import STATE_FILE as CLOCK_STATE_FILE
 from ios_bench.machine.clocks import ClockLock
 from ios_bench.planning import estimate, probing
 from ios_bench.planning.cells import Cell, describe, label, node_env_path, ref_file, schedule_key
+from ios_bench.planning.estimate_breakdown import capped_rounds, predicted_caps
 from ios_bench.planning.plan import (
     DEFAULT_SCHEDULES,
     IOS_ADAPTER,
@@ -218,9 +219,10 @@ class Sweep:
             for n, why in self.placement.get(device, {}).get("not", {}).items():
                 self.say(f"[dim]{term(f'      not on {n}: {why}')}[/]")
 
-    def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
-        """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.planning.estimate``):
-        earlier runs on this machine where they measured a cell, else the stated model."""
+    def costs(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
+        """What the estimate of measuring ``cells`` rests on (nothing written): {"model" (its cost model),
+        "history", "rounds" (planned per cell), "left" (rounds left per cell, a cell predicted capped one at
+        most), "caps" (``estimate_breakdown.predicted_caps``), "refs", "searches", "fresh"}."""
         plan = self.plan
         hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
         named = {g.name: g for g in graphs.values()}
@@ -246,9 +248,21 @@ class Sweep:
         searches = {(items[0][0].model, *key[1:]): len(items)
                     for key, items in search_workers(plan, self.folder, cells).items()}
         done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
-        left = {c.key: max(0, rounds - sum(1 for r in done[c.key]
-                                            if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
-        est = estimate.sweep_seconds(model, cells, left, refs, searches, fresh={k for k, rs in done.items() if not rs})
+        # capping (a latency sweep's peers: estimate_breakdown.predicted_caps), predicted from the estimate's latencies
+        caps = predicted_caps(model, cells, protocol_fields(plan)["cap_factor"]) if plan.scenario == LATENCY else {}
+        left = capped_rounds({c.key: max(0, rounds - sum(1 for r in done[c.key]
+                                                          if r.get("status") == "ok" and not r.get("disturbed")))
+                              for c in cells}, caps, rounds)
+        return {"model": model, "history": hist, "rounds": rounds, "left": left, "caps": caps, "refs": refs,
+                "searches": searches, "fresh": {k for k, rs in done.items() if not rs}}
+
+    def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
+        """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.planning.estimate``):
+        earlier runs on this machine where they measured a cell, else the stated model."""
+        plan = self.plan
+        got = self.costs(cells, graphs, cpu)
+        model, hist, rounds, refs, searches = got["model"], got["history"], got["rounds"], got["refs"], got["searches"]
+        est = estimate.sweep_seconds(model, cells, got["left"], refs, searches, fresh=got["fresh"])
         for c in cells:  # the progress bar's ETA follows the same model
             c.weight = model.cell_s(c)
         if not cells:
@@ -261,6 +275,8 @@ class Sweep:
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
         if plan.scenario == "server":
             more += " (at most for Server: its search counted as halving its load after every try)"
+        if got["caps"]:
+            more += f" ({len(got['caps'])} cells predicted capped at one round)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
                  f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
                  f"(an estimate: latencies from {where}; docs/harness.md)")

@@ -21,9 +21,11 @@ import math
 from dataclasses import dataclass
 
 FIXED, TIME_BOUNDED = "fixed", "time-bounded"
-# the protocol's fields and their defaults where a plan does not say (None: the fixed protocol's)
+# the protocol's fields and their values where a plan does not have them: a plan written before the
+# time-bounded protocol and capping (no ``sample_s``, no ``cap_factor``) is the fixed protocol and caps
+# nothing; a new plan has its own (the Plan's defaults: sample_s 1.0, cap_factor 3.0)
 DEFAULTS = {"warmup": 3, "warmup_s": 0.5, "repeat": 10, "min_repeat": 3, "sample_s": None, "number": 1,
-            "min_sample_ms": 10.0, "cap_factor": 3.0}
+            "min_sample_ms": 10.0, "cap_factor": None}
 MAX_NUMBER = 1 << 20  # the calibration's own bound (ios_core.measurement.measure)
 
 
@@ -49,8 +51,8 @@ class RoundCalls:
 
 def protocol_fields(plan) -> dict:
     """The protocol's fields of ``plan`` (a ``Plan``, a ``plan.json`` dict or any object with such
-    attributes), each missing one at :data:`DEFAULTS`; ``sample_s`` missing stays None (an older plan:
-    the fixed protocol)."""
+    attributes), each missing one at :data:`DEFAULTS`: ``sample_s`` and ``cap_factor`` missing stay None
+    (an older plan: the fixed protocol, no capping)."""
     get = plan.get if isinstance(plan, dict) else (lambda name, default: getattr(plan, name, default))
     return {name: get(name, default) for name, default in DEFAULTS.items()}
 
