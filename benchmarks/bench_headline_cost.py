@@ -71,6 +71,9 @@ def main(argv=None) -> int:
                         help="a sweep's batch sizes (repeatable) [default: 1,16,32 and 1]")
     parser.add_argument("--runs", default="runs", help="where earlier run folders are learnt from [default: runs]")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
+    parser.add_argument("--stated-speed", action="store_true",
+                        help="no speed probe: every figure at the speed it was measured at (the stated figures: this "
+                             "2-core VM's usual speed, STATED['canary_ms'])")
     args = parser.parse_args(argv)
     from ios_bench.commands.run import parse_models
     from ios_bench.errors import InputError
@@ -87,9 +90,11 @@ def main(argv=None) -> int:
         got = {}
         for name, protocol in PROTOCOLS.items():  # the folder is only read (earlier runs beside it): not made
             got[name] = plan_and_estimate(headline_plan(models, batches, protocol),
-                                          Path(args.runs) / "headline-cost-dry-run", quiet=True, probes=probes)
+                                          Path(args.runs) / "headline-cost-dry-run", quiet=True, probes=probes,
+                                          probe_speed=not args.stated_speed)
             probes = got[name]["probes"]
-        title = f"run --models {args.models} --batch {','.join(map(str, batches))}"
+        speed = got[next(iter(got))]["speed"] or "not scaled: every figure at the speed it was measured at"
+        title = f"run --models {args.models} --batch {','.join(map(str, batches))} ({speed})"
         if args.json:
             results[title] = {n: {k: v for k, v in g.items() if k not in ("probes", "rows")} for n, g in got.items()}
         else:

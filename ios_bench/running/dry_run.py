@@ -30,9 +30,10 @@ PROBE_NOTE = ("the probe worker ran (in a temporary folder, removed) to say whic
 
 
 def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=None, quiet: bool = False,
-                      probes: dict | None = None) -> dict:
+                      probes: dict | None = None, probe_speed: bool = True) -> dict:
     """The dry run's figures (what :func:`lines` prints; ``--format json`` prints them as they are, less
-    ``probes``: what the probe worker said, for another dry run of the same frameworks to reuse)."""
+    ``probes``: what the probe worker said, for another dry run of the same frameworks to reuse).
+    ``probe_speed`` False: the figures at the speed they were measured at (``Sweep.costs``)."""
     from rich.console import Console
 
     from ios_bench.machine.envinfo import cpu_info
@@ -57,7 +58,7 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
     latest = sweep.store.latest(on_problem=lambda m: None) if resume else {}
     todo = [c for c in cells if c.key not in latest]
     runnable = [c for c in todo if not c.skip_reason]
-    got = sweep.costs(runnable, graphs, cpu_info())
+    got = sweep.costs(runnable, graphs, cpu_info(), probe_speed)
     model = got["model"]
     est = estimate.sweep_seconds(model, runnable, got["left"], got["refs"], got["searches"], fresh=got["fresh"])
     rows = breakdown(model, runnable, got["left"], got["refs"], got["searches"], fresh=got["fresh"])

@@ -219,10 +219,11 @@ class Sweep:
             for n, why in self.placement.get(device, {}).get("not", {}).items():
                 self.say(f"[dim]{term(f'      not on {n}: {why}')}[/]")
 
-    def costs(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
+    def costs(self, cells: list[Cell], graphs: dict, cpu: dict, probe_speed: bool = True) -> dict:
         """What the estimate of measuring ``cells`` rests on (nothing written): {"model" (its cost model),
         "history", "rounds" (planned per cell), "left" (rounds left per cell, a cell predicted capped one at
-        most), "caps" (``estimate_breakdown.predicted_caps``), "refs", "searches", "fresh"}."""
+        most), "caps" (``estimate_breakdown.predicted_caps``), "refs", "searches", "fresh"}. ``probe_speed``
+        False: the figures at the speed they were measured at (no speed probe)."""
         plan = self.plan
         hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
         named = {g.name: g for g in graphs.values()}
@@ -238,7 +239,7 @@ class Sweep:
                                                if not c.skip_reason], hist,
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
-        model.probe_ms = estimate.speed_probe() if cells else None
+        model.probe_ms = estimate.speed_probe() if cells and probe_speed else None
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
