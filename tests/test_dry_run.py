@@ -52,3 +52,20 @@ def test_the_text_names_predicted_caps_and_the_protocol():
     assert "time-bounded: warmup up to 3 calls or 0.5 s, samples for 1.0 s (3 to 10)" in text
     assert "predicted capped (a prediction" in text and "torch m b32: 4.2x openvino" in text
     assert "batch 32" in text and "2.00   100%" in text and "1.50    75%" in text
+
+
+def test_a_resumed_dry_run_reuses_what_the_run_folder_holds_and_leaves_it_as_it_was(tmp_path):
+    from tests.harness_helpers import FAST
+
+    first = cli(["run", "--models", "tiny_a", "--batch", "1", "--frameworks", "test-ref", "--schedules", "none",
+                 "--out", "runs/r", "--no-report", *FAST], tmp_path, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder = tmp_path / "runs" / "r"
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    p = cli(["run", "--resume", "--out", "runs/r", "--batch", "1,2", "--dry-run"], tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    # batch 1's cell and reference output are the folder's already: only batch 2's are counted
+    assert "plan: 2 cells (1 to measure, 1 finished, 0 skipped)" in p.stdout
+    assert "1 cells finished, 1 reference outputs in the run folder" in p.stdout
+    assert "batch 2" in p.stdout and "batch 1 " not in p.stdout
+    assert {q: q.stat().st_mtime_ns for q in folder.rglob("*")} == before  # nothing written, nothing touched

@@ -16,9 +16,10 @@ import tempfile
 from pathlib import Path
 
 from ios_bench.planning import estimate, probing
+from ios_bench.planning.cells import ref_file
 from ios_bench.planning.estimate_breakdown import KINDS, breakdown, rates, totals
 from ios_bench.planning.plan import Plan
-from ios_bench.records.runfolder import RunFolder
+from ios_bench.records.runfolder import RunFolder, npy_ok
 from ios_bench.running.context import SweepContext
 from ios_bench.running.rounds import AUTO
 from ios_bench.running.schedules import schedule_path
@@ -64,8 +65,9 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
     rows = breakdown(model, runnable, got["left"], got["refs"], got["searches"], fresh=got["fresh"])
     warm = [c for c in runnable if estimate.warm_build_cache(estimate.series(c.framework, c.precision), c.model,
                                                              c.batch_size)]
-    wanted_refs = {(c.model, c.batch_size) for c in runnable}
-    ios = [c for c in runnable if c.schedule]
+    here = Path(folder)  # what the run folder holds already (--resume), only read
+    refs_here = {(c.model, c.batch_size) for c in cells if npy_ok(here / ref_file(c.model, c.batch_size))}
+    schedules_here = {path for c in cells if c.schedule and (here / (path := schedule_path(plan, c))).exists()}
     byname = {c.key: c for c in runnable}
     return {
         "dry_run": True, "note": PROBE_NOTE, "seconds": est["seconds"], "human": estimate.human(est["seconds"]),
@@ -77,9 +79,8 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
                     "batch": byname[k].batch_size, "ratio": round(v["ratio"], 2), "best": v["best"]}
                    for k, v in got["caps"].items()],
         "reused": {"cells finished": len(cells) - len(todo),
-                   "reference outputs in the run folder": len(wanted_refs - got["refs"]),
-                   "schedules in the run folder": len({path for c in ios if (Path(folder) / (
-                       path := schedule_path(plan, c))).exists()}),
+                   "reference outputs in the run folder": len(refs_here),
+                   "schedules in the run folder": len(schedules_here),
                    "builds warm in the build cache": len(warm)},
         "by_batch": totals(rows, "batch"), "by_model": totals(rows, "model"),
         "by_framework": totals(rows, "framework"), "by_kind": totals(rows, "kind"),
