@@ -44,6 +44,10 @@ def test_earlier_records_replace_the_stated_figures():
     assert m.latency_s("m", 8, "torch") == pytest.approx(0.320)  # another batch size: scaled
     assert m.latency_s("n", 1, "torch") == pytest.approx(0.020)  # another model: the framework's rate
     assert m.fixed_s("torch") == pytest.approx(2.52 - 15 * 0.040)  # 1 check, 3 warmup, 1 calibration, 10 timed
+    counted = estimate.History()  # a round that records its calls: those, not the plan's
+    r["rounds"][0]["calls"] = 9
+    counted.add(r)
+    assert counted.fixed_s["torch"] == pytest.approx([2.52 - 9 * 0.040])
     assert set(m.sources) == {"earlier runs", "earlier runs (another batch size)",
                               "earlier runs (the framework's rate)"}
     assert h.runs == ["run1"]

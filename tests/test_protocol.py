@@ -1,9 +1,11 @@
 """ios_core.measurement.protocol: the calls one round makes, by kind, under both protocols (expected counts
 worked out by hand from the protocol's statement, not from the function)."""
 
+from dataclasses import asdict
+
 import pytest
 
-from ios_core.measurement.protocol import FIXED, TIME_BOUNDED, protocol_fields, round_calls
+from ios_core.measurement.protocol import FIXED, TIME_BOUNDED, protocol_fields, recorded_total, round_calls
 
 NEW = {"warmup": 3, "warmup_s": 0.5, "repeat": 10, "min_repeat": 3, "sample_s": 1.0, "number": 1,
        "min_sample_ms": 10.0}
@@ -55,3 +57,9 @@ def test_a_plan_object_is_read_by_its_attributes_with_defaults():
     assert protocol_fields({})["cap_factor"] is None  # a plan written before capping caps nothing
     got = round_calls(50.0, _Plan())  # ceil(100/50) = 2 samples, below min_repeat 3
     assert (got.warmup, got.samples) == (2, 3)
+
+
+def test_a_rounds_record_of_its_calls_is_read_as_a_count_or_as_its_kinds():
+    assert recorded_total(7) == 7
+    assert recorded_total(asdict(round_calls(5.0, {}))) == 27  # 1 check, 3 warmup, 3 calibration, 10 x 2
+    assert recorded_total({"check": 1}) is None and recorded_total(None) is None and recorded_total(True) is None

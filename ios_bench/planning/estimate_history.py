@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ios_bench.planning.estimate_stated import _fixed_key, series
-from ios_core.measurement.protocol import calibration_calls
+from ios_core.measurement.protocol import calibration_calls, recorded_total
 from ios_core.measurement.stats import median
 
 
@@ -59,8 +59,9 @@ class History:
             if isinstance(wall, (int, float)) and isinstance(reps, int):
                 # every call the round made: its output check, warmup, calibration (from 1 call per sample,
                 # the default, to its number) and samples; what a round's record counts itself where it does
-                calls = r.get("calls") if isinstance(r.get("calls"), int) else \
-                    1 + warm + calibration_calls(1, number) + reps * number
+                calls = recorded_total(r.get("calls"))
+                if calls is None:
+                    calls = 1 + warm + calibration_calls(1, number) + reps * number
                 fixed = wall - calls * lat
                 if fixed > 0:
                     self.fixed_s.setdefault(fixed_key, []).append(fixed)

@@ -49,6 +49,19 @@ class RoundCalls:
         return self.check + self.warmup + self.calibration + self.timed
 
 
+def recorded_total(calls) -> int | None:
+    """The calls a round's record says it made: a count, or a :class:`RoundCalls` as a dict
+    (``dataclasses.asdict``); None where it says neither."""
+    if isinstance(calls, int) and not isinstance(calls, bool):
+        return calls
+    if isinstance(calls, dict):
+        try:
+            return RoundCalls(**{k: calls[k] for k in ("check", "warmup", "calibration", "samples", "number")}).total
+        except (KeyError, TypeError):
+            return None
+    return None
+
+
 def protocol_fields(plan) -> dict:
     """The protocol's fields of ``plan`` (a ``Plan``, a ``plan.json`` dict or any object with such
     attributes), each missing one at :data:`DEFAULTS`: ``sample_s`` and ``cap_factor`` missing stay None
