@@ -534,7 +534,7 @@ def test_the_plan_line_is_followed_by_an_estimated_duration(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stderr.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("1 cells to run"))
-    assert lines[at + 1].startswith("estimated duration: about ") and "stated model" in lines[at + 1]
+    assert lines[at + 1].startswith("estimated duration: about ") and "stated rate (assumed)" in lines[at + 1]
     env = json.loads((tmp_path / "runs" / "r" / "env.json").read_text())
     assert env["estimate"]["seconds"] > 0 and env["estimate"]["cells"] == 1 and env["duration_s"] > 0
     # no earlier run: a fresh worker's start was measured in the first seconds (estimate.calibrate)

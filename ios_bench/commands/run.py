@@ -364,6 +364,12 @@ def parse_schedules(text: str) -> list[str]:
                    "report's 'Where the time goes' section (separate runs)")
 @click.option("--instances", "instances", default=None, metavar="N,N|auto",
               help="With a LoadGen scenario: the requests-in-flight counts to try [default: auto, 1 to --threads].")
+@click.option("--dry-run", "dry_run", is_flag=True,
+              help="Plan and estimate only: print the cells, rounds, searches, references, cells predicted capped, "
+                   "what is reused, and the estimate by batch, model, framework and kind of cost (a probe worker "
+                   "says which frameworks are available); nothing is measured or written.")
+@click.option("--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="With --dry-run: text, or one JSON object for scripts.")
 @click.pass_context
 def command(ctx, **kw):
     """Run a sweep: each cell (model, batch size, framework or IOS schedule, device) in its own
@@ -375,8 +381,18 @@ def command(ctx, **kw):
     """
     scope = kw.pop("build_cache")
     profile = kw.pop("profile")
+    dry_run, fmt = kw.pop("dry_run"), kw.pop("format_")
+    if fmt != "text" and not dry_run:
+        raise InputError("--format json needs --dry-run (a sweep's results are in its run folder and report)")
     setup = prepare(ctx, kw)
     with use_build_cache(scope, explicit=ctx.get_parameter_source("build_cache") == ParameterSource.COMMANDLINE):
+        if dry_run:  # plan and estimate only (ios_bench.running.dry_run): nothing measured or written
+            from ios_bench.running.dry_run import plan_and_estimate, show
+
+            got = plan_and_estimate(setup.plan, setup.folder, setup.resume,
+                                    make_executor(setup.plan.executor, setup.plan.ray_address), quiet=fmt == "json")
+            show(got, fmt, click.echo)
+            return
         sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
                       retry_failed=setup.retry_failed,
                       executor=make_executor(setup.plan.executor, setup.plan.ray_address), max_time=kw["max_time"])

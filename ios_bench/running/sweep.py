@@ -33,6 +33,7 @@ from ios_bench.machine.clocks import STATE_FILE as CLOCK_STATE_FILE
 from ios_bench.machine.clocks import ClockLock
 from ios_bench.planning import estimate, probing
 from ios_bench.planning.cells import Cell, describe, label, node_env_path, ref_file, schedule_key
+from ios_bench.planning.estimate_breakdown import capped_rounds, predicted_caps
 from ios_bench.planning.plan import (
     DEFAULT_SCHEDULES,
     IOS_ADAPTER,
@@ -60,6 +61,7 @@ from ios_bench.running.schedules import (  # noqa: F401 - schedule_hash, schedul
 from ios_bench.scenarios import LATENCY
 from ios_bench.scenarios import cells as scenario_cells
 from ios_core.atomic import atomic_write_json
+from ios_core.measurement.protocol import protocol_fields
 from ios_core.measurement.threads import ENV_VARS, spin_env, spin_policy, thread_env, usable_cores
 
 
@@ -217,9 +219,11 @@ class Sweep:
             for n, why in self.placement.get(device, {}).get("not", {}).items():
                 self.say(f"[dim]{term(f'      not on {n}: {why}')}[/]")
 
-    def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
-        """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.planning.estimate``):
-        earlier runs on this machine where they measured a cell, else the stated model."""
+    def costs(self, cells: list[Cell], graphs: dict, cpu: dict, probe_speed: bool = True) -> dict:
+        """What the estimate of measuring ``cells`` rests on (nothing written): {"model" (its cost model),
+        "history", "rounds" (planned per cell), "left" (rounds left per cell, a cell predicted capped one at
+        most), "caps" (``estimate_breakdown.predicted_caps``), "refs", "searches", "fresh"}. ``probe_speed``
+        False: the figures at the speed they were measured at (no speed probe)."""
         plan = self.plan
         hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
         named = {g.name: g for g in graphs.values()}
@@ -229,13 +233,13 @@ class Sweep:
                                {n: g.num_operators() for n, g in named.items()},
                                {n: estimate.search_states(g) for n, g in named.items() if n in searched},
                                warmup=plan.warmup, repeat=plan.repeat * plan.number,
-                               min_sample_ms=plan.min_sample_ms or 0.0)
+                               min_sample_ms=plan.min_sample_ms or 0.0, protocol=protocol_fields(plan))
         # a fresh worker's start, measured now for the frameworks (at their precision) no earlier run measured
         model.calibrated = estimate.calibrate([estimate.series(c.framework, c.precision) for c in cells
                                                if not c.skip_reason], hist,
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
-        model.probe_ms = estimate.speed_probe() if cells else None
+        model.probe_ms = estimate.speed_probe() if cells and probe_speed else None
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
@@ -253,9 +257,21 @@ class Sweep:
             group = items[0][0].group
             self._need_search[group] = self._need_search.get(group, 0.0) + one["seconds"]
         done = {c.key: list(self.run_folder.rounds(c.key)) for c in cells}
-        left = {c.key: max(0, rounds - sum(1 for r in done[c.key]
-                                            if r.get("status") == "ok" and not r.get("disturbed"))) for c in cells}
-        est = estimate.sweep_seconds(model, cells, left, refs, searches, fresh={k for k, rs in done.items() if not rs})
+        # capping (a latency sweep's peers: estimate_breakdown.predicted_caps), predicted from the estimate's latencies
+        caps = predicted_caps(model, cells, protocol_fields(plan)["cap_factor"]) if plan.scenario == LATENCY else {}
+        left = capped_rounds({c.key: max(0, rounds - sum(1 for r in done[c.key]
+                                                          if r.get("status") == "ok" and not r.get("disturbed")))
+                              for c in cells}, caps, rounds)
+        return {"model": model, "history": hist, "rounds": rounds, "left": left, "caps": caps, "refs": refs,
+                "searches": searches, "fresh": {k for k, rs in done.items() if not rs}}
+
+    def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
+        """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.planning.estimate``):
+        earlier runs on this machine where they measured a cell, else the stated model."""
+        plan = self.plan
+        got = self.costs(cells, graphs, cpu)
+        model, hist, rounds, refs, searches = got["model"], got["history"], got["rounds"], got["refs"], got["searches"]
+        est = estimate.sweep_seconds(model, cells, got["left"], refs, searches, fresh=got["fresh"])
         for c in cells:  # the progress bar's ETA follows the same model
             c.weight = model.cell_s(c)
         if not cells:
@@ -268,6 +284,8 @@ class Sweep:
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
         if plan.scenario == "server":
             more += " (at most for Server: its search counted as halving its load after every try)"
+        if got["caps"]:
+            more += f" ({len(got['caps'])} cells predicted capped at one round)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
                  f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
                  f"(an estimate: latencies from {where}; docs/harness.md)")

@@ -1,0 +1,296 @@
+"""The estimate's cost model of one sweep (``ios_bench.planning.estimate``): the stated figures
+(:mod:`ios_bench.planning.estimate_stated`), replaced by earlier runs' (:mod:`ios_bench.planning.estimate_history`),
+turned into a round's, a search's and a reference output's seconds, and a sweep's."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ios_bench.planning.estimate_history import History
+from ios_bench.planning.estimate_stated import (
+    BUILD_BASE_OPS,
+    BUILD_FULL_OPS,
+    PRECISION_SEP,
+    SPEED_BOUNDS,
+    STATED,
+    WORKER_START_S,
+    _base_name,
+    _fixed_key,
+    _stated,
+    series,
+    speed_factor,
+    stated_rate,
+)
+from ios_core.measurement.protocol import round_calls
+from ios_core.measurement.stats import median
+
+# a round's kinds of cost (Model.round_parts), as the dry run names them
+ROUND_PARTS = {"timed": "timed samples", "warmup": "warmup calls",
+               "check_calibration": "output check and calibration calls",
+               "start": "worker starts, canaries, the round's own work", "build": "builds (warm, each round)"}
+
+
+def search_states(graph) -> int:
+    """The states the IOS DP solves on ``graph`` (the optimizer's own count, for its progress bar;
+    cheap next to the search): what a search's cost grows with besides its operators."""
+    from ios_core.optimizer.optimize import graph_states
+
+    return graph_states(graph)
+
+
+# the build cache each framework's builds keep (adapters.build_cache): its directory's name
+BUILD_CACHES = {"torch-compile": "torch-inductor", "torch-compile-cudagraphs": "torch-inductor", "jax-xla": "jax",
+                "openvino": "openvino", "tensorflow-xla": "tensorflow-xla"}
+
+
+def warm_build_cache(framework: str, model: str | None = None, batch: int = 1) -> bool:
+    """Whether the build cache this sweep's rounds will use (``IOS_BENCH_BUILD_CACHE``: the user
+    scope of ``--build-cache user``, or a directory named there) already holds the cell's own build:
+    ``model`` at ``batch`` by ``framework`` (a series: its precision, ``openvino@bf16``), as a manifest
+    there names it (``adapters.build_cache.sealed_builds``), so that its first round is not cold. Another
+    model's, batch's or precision's build in the same cache is not this cell's. The run scope (each run
+    folder's own ``cache/``) starts empty.
+
+    What it cannot tell: a manifest sealed before builds were named (or by a build no round's worker
+    named) holds builds it does not list, so it is counted cold (the estimate then errs long by a
+    first build); the device (a cache on any device, ``<name>`` or ``<name>@<gpu>``, counts: the GPU a
+    cuda cell will get is not known here); and the versions (a cache an older version sealed is rebuilt,
+    and the estimate is short by that build). A framework without a cache of its own (``BUILD_CACHES``)
+    or a cell without a model is cold."""
+    from adapters.build_cache import build_name, resolve, sealed_builds
+
+    name = BUILD_CACHES.get(_base_name(framework))
+    where = resolve(None)
+    if name is None or where is None or model is None:
+        return False
+    want = build_name(model, batch, framework.partition(PRECISION_SEP)[2] or "fp32")
+    root = Path(where).expanduser()
+    try:
+        return any(want in (sealed_builds(d) or []) for d in root.glob(f"{name}*")
+                   if d.name == name or d.name.startswith(f"{name}@"))
+    except OSError:
+        return False
+
+
+@dataclass
+class Model:
+    """The cost model of one sweep: the stated constants, overridden by an earlier run's figures."""
+
+    history: History
+    macs: dict[str, int]  # graph name -> multiply-accumulates per image
+    ops: dict[str, int]  # graph name -> operators
+    states: dict[str, int] = field(default_factory=dict)  # graph name -> the IOS DP's states (search_states)
+    warmup: int = 3
+    repeat: int = 10
+    min_sample_ms: float = 0.0
+    # the plan's protocol fields (ios_core.measurement.protocol.protocol_fields); None: the fixed protocol of
+    # warmup, repeat (timed samples) and min_sample_ms above
+    protocol: dict | None = None
+    sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
+    calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
+    probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
+    # (series, model, batch) -> whether the build cache the rounds will use holds that cell's own build
+    # (warm_build_cache; a replay: what its records say)
+    warm_cache: object = field(default=None, repr=False)
+
+    def speed(self, learnt: bool) -> float:
+        """The scale on a figure not measured now: the canary now against the earlier runs' rounds'
+        canaries (``learnt``: a figure they taught; without any, the stated speed) or against the
+        stated figures' canary."""
+        stated = STATED["canary_ms"]
+        then = median(self.history.canary_ms) if learnt and self.history.canary_ms else stated
+        return speed_factor(self.probe_ms, then)
+
+    def rate(self, framework: str) -> float:
+        """Multiply-accumulates per second of ``framework`` over its earlier records."""
+        got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
+               if fw == framework and m in self.macs and ms > 0]
+        return median(got) if got else stated_rate(framework)[0] * 1e9
+
+    def rate_source(self, framework: str) -> tuple[float, str]:
+        """(GMAC/s, where it comes from) of ``framework`` (a series) as :meth:`rate` uses it: its earlier
+        records on this machine, else its stated rate (:func:`stated_rate`: measured or assumed)."""
+        n = sum(1 for (m, _, fw) in self.history.latency_ms if fw == framework and m in self.macs)
+        if n:
+            return self.rate(framework) / 1e9, f"measured: earlier runs on this machine ({n} cells)"
+        return stated_rate(framework)
+
+    def latency_s(self, model: str, batch: int, framework: str, count: bool = True) -> float:
+        h = self.history.latency_ms
+        fp32 = framework.split(PRECISION_SEP, 1)[0]
+        learnt = True
+        if (model, batch, framework) in h:
+            src, value = "earlier runs", h[(model, batch, framework)] / 1000
+        elif fp32 != framework and (model, batch, fp32) in h:  # another precision: its fp32 figure, an upper bound
+            src, value = "earlier runs (its fp32 figure)", h[(model, batch, fp32)] / 1000
+        else:
+            others = sorted(((b, ms) for (m, b, fw), ms in h.items() if m == model and fw == framework),
+                            key=lambda x: abs(x[0] - batch))
+            if others:
+                src, value = "earlier runs (another batch size)", others[0][1] / 1000 * batch / others[0][0]
+            else:
+                from_runs = any(fw == framework for (_, _, fw) in h)
+                src = ("earlier runs (the framework's rate)" if from_runs else
+                       f"stated rate ({stated_rate(framework)[1].split(':', 1)[0]})")
+                learnt = from_runs
+                value = self.macs.get(model, 0) * batch / self.rate(framework)
+        if count:
+            self.sources[src] = self.sources.get(src, 0) + 1
+        return value * self.speed(learnt)
+
+    def fixed_s(self, framework: str, model: str | None = None) -> float:
+        """A round's fixed part (``framework``: a series, ``openvino@int8``): earlier runs' where they
+        measured its worker kind at its precision (:func:`_fixed_key`; their rounds of ``model`` where
+        there are any, a build grows with the model), else the calibrated start of a worker plus the
+        stated build part, else the stated figure."""
+        key = _fixed_key(framework)
+        got = self.history.fixed_by_model.get((key, model))
+        if got:
+            return median(got) * self.speed(True)
+        if self.history.fixed_s.get(key):  # other models': their build part moved to this model's size
+            k = _stated("build_latencies", framework)
+            lat = {m: self._fp32_latency_s(m, framework) for (kk, m) in self.history.fixed_by_model if kk == key}
+            rest = [f - k * lat[m] for (kk, m), fs in self.history.fixed_by_model.items() if kk == key for f in fs]
+            if rest and model is not None:
+                return max(WORKER_START_S, median(rest) * self.speed(True) + k * self._fp32_latency_s(model, framework))
+            return median(self.history.fixed_s[key]) * self.speed(True)
+        plain = framework.split(PRECISION_SEP, 1)[0]  # a worker's start does not depend on the precision
+        if plain in self.calibrated:  # measured now: only the stated part is scaled
+            return self.calibrated[plain] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
+        return _stated("fixed_s", framework) * self.speed(False)
+
+    def _fp32_latency_s(self, model: str | None, framework: str) -> float:
+        """The model's fp32 latency at batch 1 on ``framework``'s engine: what a build's size is counted
+        in (a build does not grow with the batch: resnet50's at 1 and 16 alike, runs/prec-b)."""
+        if model is None:
+            return 0.0
+        return self.latency_s(model, 1, framework.split(PRECISION_SEP, 1)[0], count=False)
+
+    def build_s(self, model: str, batch: int, framework: str) -> float:
+        """What a round's build adds with the model's size (:data:`STATED` ``build_latencies``, in full
+        from :data:`BUILD_FULL_OPS` operators on, none up to :data:`BUILD_BASE_OPS`, a share between),
+        where no earlier run measured the fixed part of ``framework``'s kind at its precision (theirs
+        holds it)."""
+        if self.history.fixed_s.get(_fixed_key(framework)):
+            return 0.0
+        ops = self.ops.get(model, BUILD_FULL_OPS)
+        share = min(1.0, max(0.0, (ops - BUILD_BASE_OPS) / (BUILD_FULL_OPS - BUILD_BASE_OPS)))
+        return _stated("build_latencies", framework) * self._fp32_latency_s(model, framework) * share
+
+    def first_build_s(self, framework: str, model: str | None = None, batch: int = 1) -> float:
+        """What a cell's first round adds to its fixed part (``framework``: a series): its cold build,
+        int8's calibration included. Earlier runs' (their first rounds' wall less their later ones', per
+        worker kind and precision: of ``model`` where they ran it, else in its fp32 latencies), else none
+        where they measured the kind's rounds but not a first one apart, or where the build cache the
+        rounds will use holds the cell's own build (this model, batch and precision:
+        :func:`warm_build_cache`), else the stated figure (seconds, plus the model's fp32 latencies where
+        ``model`` is given)."""
+        key = _fixed_key(framework)
+        learnt = self.history.first_build_s.get(key)
+        if learnt:
+            same = [x for m, x in learnt if m == model]
+            if same or model is None:
+                return median(same or [x for _, x in learnt]) * self.speed(True)
+            times = [x / lat for m, x in learnt if (lat := self._fp32_latency_s(m, framework)) > 0]
+            return median(times) * self._fp32_latency_s(model, framework) if times else 0.0
+        warm = self.warm_cache or warm_build_cache
+        if self.history.fixed_s.get(key) or warm(framework, model, batch):
+            return 0.0
+        return (_stated("first_build_s", framework) * self.speed(False)
+                + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
+
+    def protocol_fields(self) -> dict:
+        """The measurement protocol its rounds follow (``ios_core.measurement.protocol``): the plan's
+        (``protocol``), else the fixed one of ``warmup``, ``repeat`` and ``min_sample_ms``."""
+        if self.protocol is not None:
+            return self.protocol
+        return {"warmup": self.warmup, "repeat": self.repeat, "number": 1, "min_sample_ms": self.min_sample_ms or None}
+
+    def round_parts(self, model: str, batch: int, framework: str, count: bool = False) -> dict[str, float]:
+        """One round's seconds by kind of cost (:data:`ROUND_PARTS`): every call it makes
+        (``round_calls``: the timed samples, the warmup, the output check and calibration) at the
+        cell's latency, its worker's start with the round's own work and canaries, and its build."""
+        lat = self.latency_s(model, batch, framework, count)
+        calls = round_calls(lat * 1000, self.protocol_fields())
+        return {"timed": calls.timed * lat, "warmup": calls.warmup * lat,
+                "check_calibration": (calls.check + calls.calibration) * lat,
+                "start": self.fixed_s(framework, model) + 2 * STATED["canary_s"],
+                "build": self.build_s(model, batch, framework)}
+
+    def round_s(self, model: str, batch: int, framework: str, count: bool = False) -> float:
+        return sum(self.round_parts(model, batch, framework, count).values())
+
+    def cell_s(self, cell, count: bool = False) -> float:
+        """One round of ``cell`` (a sweep's ``Cell``)."""
+        return self.round_s(cell.model, cell.batch_size, series(cell.framework, getattr(cell, "precision", None)),
+                            count)
+
+    def optimize_s(self, model: str, batch: int, provider: str, schedules: int = 1, precision: str = "fp32") -> float:
+        """One search worker of (model, batch, provider, precision) searching ``schedules`` schedules:
+        its start (calibrated as that provider's IOS cells), then its search: an earlier run's worker of
+        that key (the sum of its schedules' ``optimize_seconds``), else the stated model: per operator by
+        provider and precision and per DP state once (its schedules share one cost model: the stages timed
+        for the first are not timed again), plus ``optimize_schedule_s`` per schedule."""
+        framework = "ios-sequential" + ("" if provider == "torch" else f"[{provider}]")
+        start = self.calibrated.get(framework, STATED["fixed_s"]["default"] * self.speed(False))
+        got = self.history.optimize_s.get((model, batch, provider, precision or "fp32"))
+        if got:
+            return start + sum(got.values()) * self.speed(True)
+        per_op = _stated("optimize_s_per_op", series(f"ios[{provider}]", precision))
+        engine = series(provider, precision)  # the stages' kernels: the provider's own engine at the precision
+        more = 0.0 if batch <= 1 or model not in self.macs else STATED["optimize_batch_latencies"] * max(
+            0.0, self.latency_s(model, batch, engine, count=False) - self.latency_s(model, 1, engine, count=False))
+        return start + more + (STATED["optimize_schedule_s"] * max(1, schedules) + per_op * self.ops.get(model, 0)
+                               + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
+
+    def reference_s(self, model: str, batch: int) -> float:
+        return STATED["reference_fixed_s"] * self.speed(False) + 2 * self.latency_s(model, batch, "torch", count=False)
+
+    def speed_note(self) -> str:
+        """What the estimate was scaled by, for its printed line (empty without a probe)."""
+        if self.probe_ms is None:
+            return ""
+        note = (f"scaled by {self.speed(False):.2f} for this machine's speed now (canary {self.probe_ms:.2f} ms "
+                f"against {STATED['canary_ms']:.2f} ms stated")
+        if self.history.canary_ms:
+            note += f", {self.speed(True):.2f} for earlier runs' figures (their rounds' canaries)"
+        low, high = SPEED_BOUNDS
+        return note + f"; bounded to {low}-{high})"
+
+
+
+def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: set, todo_searches,
+                  fresh: set | None = None) -> dict:
+    """The estimated duration of measuring ``cells`` (``rounds[cell.key]`` rounds left each; a cell
+    in ``fresh``, none of whose rounds ran yet (None: every cell), pays its first round's cold build,
+    :meth:`Model.first_build_s`), plus the reference outputs and schedule searches still to make
+    (``todo_searches``: {(model, batch, provider[, precision[, device]]): schedules to search}, or a set of
+    those keys: one each; without a precision, fp32; the device tells workers apart, it does not cost).
+    Returns {"seconds", "cells", "per_cell", "from"}."""
+    per_cell = {}
+    for c in cells:
+        left = rounds[c.key]
+        cold = left > 0 and (fresh is None or c.key in fresh)
+        cold_s = model.first_build_s(series(c.framework, getattr(c, "precision", None)), c.model, c.batch_size) \
+            if cold else 0.0
+        per_cell[c.key] = left * model.cell_s(c, count=True) + cold_s
+    total = sum(per_cell.values())
+    total += sum(model.reference_s(m, b) for m, b in todo_refs)
+    searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)
+    total += sum(model.optimize_s(*key[:3], n, *key[3:4]) for key, n in searches.items())
+    return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
+
+
+
+def human(seconds: float) -> str:
+    """``3 h 05 min``, ``12 min``, ``40 s``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+

@@ -1,0 +1,65 @@
+"""ios_core.measurement.protocol: the calls one round makes, by kind, under both protocols (expected counts
+worked out by hand from the protocol's statement, not from the function)."""
+
+from dataclasses import asdict
+
+import pytest
+
+from ios_core.measurement.protocol import FIXED, TIME_BOUNDED, protocol_fields, recorded_total, round_calls
+
+NEW = {"warmup": 3, "warmup_s": 0.5, "repeat": 10, "min_repeat": 3, "sample_s": 1.0, "number": 1,
+       "min_sample_ms": 10.0}
+
+
+@pytest.mark.parametrize("latency_ms, want", [
+    # (check, warmup, calibration, samples, calls per sample, total)
+    (12_700.0, (1, 3, 1, 10, 1, 15)),  # nasnet at batch 32: the issue's 15 calls
+    (5.0, (1, 3, 3, 10, 2, 27)),  # 1 + 2 calls to reach 10 ms, then 10 samples of 2
+    (0.5, (1, 3, 63, 10, 32, 387)),  # 1+2+4+8+16+32 calls to reach 10 ms
+])
+def test_an_older_plan_is_the_fixed_protocol_and_counts_every_call(latency_ms, want):
+    for plan in ({}, {"warmup": 3, "repeat": 10, "number": 1, "min_sample_ms": 10.0}):
+        got = round_calls(latency_ms, plan)
+        assert got.mode == FIXED
+        assert (got.check, got.warmup, got.calibration, got.samples, got.number, got.total) == want
+
+
+@pytest.mark.parametrize("latency_ms, want", [
+    (12_700.0, (1, 1, 0, 3, 1, 5)),  # one warmup call outlasts 0.5 s; the minimum 3 samples
+    (300.0, (1, 2, 0, 4, 1, 7)),  # ceil(500/300) = 2 warmup calls, ceil(1000/300) = 4 samples
+    (200.0, (1, 3, 0, 5, 1, 9)),
+    (40.0, (1, 3, 0, 10, 1, 14)),  # 25 samples would fill 1 s: the most, 10
+    (0.5, (1, 3, 63, 10, 32, 387)),  # calibrated to 32 calls (16 ms), ceil(1000/16) = 63 samples: 10
+])
+def test_a_time_bounded_round_takes_what_its_budgets_buy_between_its_counts(latency_ms, want):
+    got = round_calls(latency_ms, NEW)
+    assert got.mode == TIME_BOUNDED
+    assert (got.check, got.warmup, got.calibration, got.samples, got.number, got.total) == want
+
+
+def test_calls_per_sample_double_from_number_and_warmup_can_be_off_or_fixed():
+    got = round_calls(3.0, {**NEW, "number": 2})  # 2 calls: 6 ms, 4: 12 ms; calibration 2 + 4
+    assert (got.calibration, got.number, got.timed) == (6, 4, 40)
+    assert round_calls(3.0, {**NEW, "warmup": 0}).warmup == 0
+    assert round_calls(12_700.0, {**NEW, "warmup_s": None}).warmup == 3  # the old fixed count of warmup calls
+    assert round_calls(12_700.0, {**NEW, "min_sample_ms": None}).calibration == 0
+    assert round_calls(1.0, {**NEW, "min_repeat": 20, "repeat": 5}).samples == 5  # repeat is the most
+
+
+class _Plan:  # a Plan-like object: its attributes, a missing one at its default
+    warmup, repeat, sample_s = 2, 4, 0.1
+
+
+def test_a_plan_object_is_read_by_its_attributes_with_defaults():
+    fields = protocol_fields(_Plan())
+    assert (fields["warmup"], fields["repeat"], fields["sample_s"], fields["min_repeat"]) == (2, 4, 0.1, 3)
+    assert protocol_fields(object())["sample_s"] is None  # no such field: the fixed protocol
+    assert protocol_fields({})["cap_factor"] is None  # a plan written before capping caps nothing
+    got = round_calls(50.0, _Plan())  # ceil(100/50) = 2 samples, below min_repeat 3
+    assert (got.warmup, got.samples) == (2, 3)
+
+
+def test_a_rounds_record_of_its_calls_is_read_as_a_count_or_as_its_kinds():
+    assert recorded_total(7) == 7
+    assert recorded_total(asdict(round_calls(5.0, {}))) == 27  # 1 check, 3 warmup, 3 calibration, 10 x 2
+    assert recorded_total({"check": 1}) is None and recorded_total(None) is None and recorded_total(True) is None
