@@ -145,7 +145,7 @@ def test_a_long_call_takes_one_warmup_call_and_the_fewest_samples(clock):
     assert c.calls == 1 + 3
     assert m.warmup == 1 and m.number == 1 and m.repeat == 3
     p = m.meta["protocol"]
-    assert (p["mode"], p["warmup_calls"], p["calibration_calls"], p["samples"]) == ("time", 1, 0, 3)
+    assert (p["mode"], p["warmup_calls"], p["calibration_calls"], p["samples"]) == ("time-bounded", 1, 0, 3)
     assert "fewest" in p["why"]
 
 

@@ -29,7 +29,7 @@ def test_a_sweep_times_each_cell_by_its_own_cost(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     recs = _records(tmp_path / "runs/t")
     slow, fast = recs["test-delay"], recs["test-ref"]
-    assert slow["protocol"]["mode"] == "time" and slow["protocol"]["sample_s"] == 1.0
+    assert slow["protocol"]["mode"] == "time-bounded" and slow["protocol"]["sample_s"] == 1.0
     # (a round disturbed on a busy machine is measured again: every round ran the same protocol)
     assert {(r["warmup_calls"], r["calibration_calls"], r["samples"], r["number"])
             for r in slow["protocol"]["rounds"]} == {(2, 0, 3, 1)}

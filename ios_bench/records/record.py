@@ -73,7 +73,7 @@ FIELDS: tuple[Field, ...] = (
     Field("number", "int"),
     Field("warmup", "int"),
     Field("protocol", "object", column=False,
-          doc="how the rounds were timed: 'time' (samples until a time budget, between a least and a most count, "
+          doc="how the rounds were timed: 'time-bounded' (samples for a time budget, between a least and a most count, "
               "chosen before the first sample) or 'fixed' (counts); each round's warmup, calibration and sample "
               "counts and why (ios_core.measurement.measure)"),
     Field("check", "object", flatten=(("passed", "check_passed"), ("max_rel_err", "check_max_rel_err"),

@@ -81,10 +81,11 @@ class Sweep:
         if problem:
             raise InputError(problem)
         if plan.rounds != AUTO and plan.time_budget is not None:
-            need = estimate.min_round_seconds(plan.repeat, plan.min_sample_ms)
+            fewest = plan.repeat if plan.sample_s is None else min(plan.min_repeat, plan.repeat)  # the least samples
+            need = estimate.min_round_seconds(fewest, plan.min_sample_ms)
             if plan.time_budget < need:
                 raise InputError(f"--time-budget {plan.time_budget:g} s cannot fit one round of one cell "
-                                 f"(at least {need:.1f} s: a worker's start and {plan.repeat} samples of "
+                                 f"(at least {need:.1f} s: a worker's start and {fewest} samples of "
                                  f"{plan.min_sample_ms or 0:g} ms)")
         self.plan = plan
         self.folder = Path(folder)

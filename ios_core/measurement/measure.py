@@ -25,8 +25,8 @@ count, warmup runs until ``warmup_s`` seconds of calls are spent (at least one c
 time one sample is expected to take: enough to spend ``sample_s`` seconds, between ``min_repeat``
 and ``repeat``. The count never depends on the timed samples' own values (a rule that stopped
 when a budget ran out would stop early on slow samples and bias the figure). What was done and
-why is ``Measurement.meta["protocol"]``; :func:`warmup_done` and :func:`sample_count` are the
-rule, which the sweep's estimate applies too.
+why is ``Measurement.meta["protocol"]``; ``ios_core.measurement.protocol`` holds the rule
+(``warmup_done``, ``sample_count``), which the sweep's estimate applies too (``round_calls``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ios_core.measurement import stats
+from ios_core.measurement.protocol import FIXED, TIME_BOUNDED, sample_count, warmup_done
 
 
 @dataclass
@@ -130,36 +131,6 @@ class HostTimer:
         return (self.now() - self._t0) / 1e6
 
 
-def warmup_done(calls: int, spent_ms: float, warmup: int, warmup_s: float | None) -> bool:
-    """Whether warmup is over after ``calls`` warmup calls that took ``spent_ms`` in all: the fixed
-    protocol (``warmup_s`` None) makes exactly ``warmup`` calls; the time-bounded one at least one
-    (where ``warmup`` >= 1), at most ``warmup``, and stops once ``warmup_s`` seconds are spent."""
-    if calls >= warmup:
-        return True
-    if warmup_s is None:
-        return False
-    return calls >= 1 and spent_ms >= warmup_s * 1000.0
-
-
-def sample_count(sample_ms: float | None, repeat: int, sample_s: float | None = None,
-                 min_repeat: int = 1) -> tuple[int, str]:
-    """How many timed samples a round takes, and why: ``repeat`` in the fixed protocol (``sample_s``
-    None); else enough samples of ``sample_ms`` (the expected time of one, from the warmup or the
-    calibration) to spend ``sample_s`` seconds, at least ``min_repeat``, at most ``repeat``."""
-    if sample_s is None:
-        return repeat, "fixed count"
-    lo = min(min_repeat, repeat)
-    if not sample_ms or sample_ms <= 0:
-        return repeat, "no time for a sample known: the most samples"
-    want = math.ceil(sample_s * 1000.0 / sample_ms)
-    if want <= lo:
-        return lo, (f"the fewest samples ({lo}): one sample takes {sample_ms:.4g} ms, "
-                    f"{lo} exceed the {sample_s:g} s budget")
-    if want >= repeat:
-        return repeat, f"the most samples ({repeat}): {sample_s:g} s would hold {want} of {sample_ms:.4g} ms"
-    return want, f"{sample_s:g} s of samples of {sample_ms:.4g} ms"
-
-
 def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repeat: int = 10,
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
             sync: Callable[[], None] | None = None, timer=None, clock: str = "host",
@@ -215,7 +186,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
                 break
             number *= 2
     repeat, why = sample_count(sample_ms, repeat, sample_s, min_repeat)
-    protocol = {"mode": "fixed" if sample_s is None else "time", "warmup_calls": warm_calls,
+    protocol = {"mode": FIXED if sample_s is None else TIME_BOUNDED, "warmup_calls": warm_calls,
                 "calibration_calls": calibration_calls, "samples": repeat, "number": number, "why": why}
     if timed_warmup:
         protocol["warmup_ms"] = round(warm_ms, 6)

@@ -9,8 +9,12 @@ Two protocols (the plan's fields; a plan written before ``sample_s`` existed is 
   none without ``min_sample_ms``), then ``repeat`` samples of ``N`` calls.
 * **time-bounded** (``sample_s`` seconds): 1 check call; ``w = min(warmup, max(1, ceil(warmup_s / L)))``
   warmup calls (0 when ``warmup`` is 0; ``warmup_s`` None: ``warmup`` calls); no calibration where one
-  call of ``number`` lasts ``min_sample_ms`` (the last warmup call serves), else the same doubling;
-  then ``n = clamp(ceil(sample_s / (N * L)), min_repeat, repeat)`` samples of ``N`` calls.
+  call of ``number`` lasts ``min_sample_ms`` (the last warmup call serves; with no warmup call, one
+  calibration sample), else the same doubling; then ``n = clamp(ceil(sample_s / (N * L)), min_repeat,
+  repeat)`` samples of ``N`` calls.
+
+:func:`warmup_done` and :func:`sample_count` are the rule itself: ``ios_core.measurement.measure`` applies
+them to the calls it times, :func:`round_calls` to a latency the estimate assumes.
 
 ``L`` is the latency of one call. Only counts: what a call costs is the caller's figure.
 """
@@ -70,6 +74,36 @@ def protocol_fields(plan) -> dict:
     return {name: get(name, default) for name, default in DEFAULTS.items()}
 
 
+def warmup_done(calls: int, spent_ms: float, warmup: int, warmup_s: float | None) -> bool:
+    """Whether warmup is over after ``calls`` warmup calls that took ``spent_ms`` in all: the fixed
+    protocol (``warmup_s`` None) makes exactly ``warmup`` calls; the time-bounded one at least one
+    (where ``warmup`` >= 1), at most ``warmup``, and stops once ``warmup_s`` seconds are spent."""
+    if calls >= warmup:
+        return True
+    if warmup_s is None:
+        return False
+    return calls >= 1 and spent_ms >= warmup_s * 1000.0
+
+
+def sample_count(sample_ms: float | None, repeat: int, sample_s: float | None = None,
+                 min_repeat: int = 1) -> tuple[int, str]:
+    """How many timed samples a round takes, and why: ``repeat`` in the fixed protocol (``sample_s``
+    None); else enough samples of ``sample_ms`` (the expected time of one, from the warmup or the
+    calibration) to spend ``sample_s`` seconds, at least ``min_repeat``, at most ``repeat``."""
+    if sample_s is None:
+        return repeat, "fixed count"
+    lo = min(min_repeat, repeat)
+    if not sample_ms or sample_ms <= 0:
+        return repeat, "no time for a sample known: the most samples"
+    want = math.ceil(sample_s * 1000.0 / sample_ms)
+    if want <= lo:
+        return lo, (f"the fewest samples ({lo}): one sample takes {sample_ms:.4g} ms, "
+                    f"{lo} exceed the {sample_s:g} s budget")
+    if want >= repeat:
+        return repeat, f"the most samples ({repeat}): {sample_s:g} s would hold {want} of {sample_ms:.4g} ms"
+    return want, f"{sample_s:g} s of samples of {sample_ms:.4g} ms"
+
+
 def calibration_calls(number: int, n: int) -> int:
     """The calls a calibration makes that doubles the calls per sample from ``number`` to ``n``:
     ``number + 2*number + ... + n`` (one sample of ``number`` at least)."""
@@ -99,16 +133,12 @@ def round_calls(latency_ms: float, plan) -> RoundCalls:
     if p["sample_s"] is None:
         n, calibration = calls_per_sample(lat, number, min_sample) if min_sample else (number, 0)
         return RoundCalls(1, warmup, calibration, repeat, n, FIXED)
-    if warmup == 0:
-        w = 0
-    elif p["warmup_s"] is None or lat <= 0:
-        w = warmup
-    else:
-        w = min(warmup, max(1, math.ceil(p["warmup_s"] * 1000 / lat)))
-    if not min_sample or lat * number >= min_sample:
-        n, calibration = number, 0
-    else:
+    w = 0  # the warmup rule measure() applies, each call lasting ``lat``
+    while not warmup_done(w, w * lat, warmup, p["warmup_s"] if lat > 0 else None):
+        w += 1
+    if min_sample and not (w and lat * number >= min_sample):  # the last warmup call serves where it can
         n, calibration = calls_per_sample(lat, number, min_sample)
-    low = min(int(p["min_repeat"]), repeat)
-    samples = repeat if lat <= 0 else min(repeat, max(low, math.ceil(p["sample_s"] * 1000 / (n * lat))))
+    else:
+        n, calibration = number, 0
+    samples, _ = sample_count(n * lat, repeat, p["sample_s"], int(p["min_repeat"]))
     return RoundCalls(1, w, calibration, samples, n, TIME_BOUNDED)
