@@ -257,8 +257,10 @@ def test_schedule_hash_is_the_stages_identity(tmp_path):
                                   ["--rounds", "101"], ["--rounds", "three"], ["--target-ci", "0"],
                                   ["--target-ci", "100"], ["--target-ci", "-5"], ["--target-ci", "nan"],
                                   ["--time-budget", "nan"], ["--time-budget", "0"], ["--round-seed", "-1"],
-                                  ["--time-budget", "1.5", "--min-sample-ms", "100", "--repeat", "20", "--min-repeat", "20"],
-                                  ["--time-budget", "1.5", "--min-sample-ms", "100", "--repeat", "20", "--fixed-counts"]])
+                                  ["--time-budget", "1.5", "--min-sample-ms", "100", "--repeat", "20",
+                                   "--min-repeat", "20"],
+                                  ["--time-budget", "1.5", "--min-sample-ms", "100", "--repeat", "20",
+                                   "--fixed-counts"]])
 def test_bad_round_options_are_one_line_and_write_nothing(tmp_path, run_cli, monkeypatch, args):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(["run", "--models", "sample", "--out", "runs/x", "--no-progress", *args])
