@@ -91,7 +91,7 @@ def test_the_round_runner_caps_the_slow_framework_after_one_round(tmp_path):
         ctx, said = context(tmp_path / str(cap), FakeExecutor(answer=answer), rounds=3, cap_factor=cap)
         fast, slow = (Cell("m", "m", 1, fw, "cpu", adapter=fw) for fw in ("fast", "slow"))
         dropped = []
-        runner = RoundRunner(ctx, CellRecords(ctx.plan, True), {fast.key, slow.key}, lambda what: None,
+        runner = RoundRunner(ctx, CellRecords(ctx.plan, True), {fast.key, slow.key}, lambda *what: None,
                              lambda w: None, lambda t: None, {}, drop=dropped.append)
         done = {c.framework: r for c, r in runner.measure({fast.group: [fast, slow]}, {("m", 1): {}}, None)}
         assert len(done["slow"]["rounds"]) == rounds_of_slow and len(done["fast"]["rounds"]) == 3

@@ -9,7 +9,7 @@ from tests.round_fakes import context
 
 def _runner(tmp_path, **plan):
     ctx, _ = context(tmp_path, **plan)
-    return RoundRunner(ctx, CellRecords(ctx.plan, True), set(), lambda what: None, lambda w: None,
+    return RoundRunner(ctx, CellRecords(ctx.plan, True), set(), lambda *what: None, lambda w: None,
                        lambda t: None, {})
 
 
@@ -80,7 +80,7 @@ def test_cells_sharing_a_schedule_are_taken_off_the_progress_once_known(tmp_path
                         lambda ctx, cells: {c.key: {"path": f"schedules/{c.schedule}.json", "hash": "same"}
                                             for c in cells})
     dropped, advanced = [], []
-    runner = RoundRunner(ctx, CellRecords(ctx.plan, True), {seq.key, greedy.key}, lambda what: None,
+    runner = RoundRunner(ctx, CellRecords(ctx.plan, True), {seq.key, greedy.key}, lambda *what: None,
                          advanced.append, lambda t: None, {}, drop=dropped.append)
     done = runner.measure({seq.group: [seq, greedy]}, {("m", 1): {"status": "ok"}}, None)
     assert dropped == [2.5 * ctx.plan.rounds]  # the greedy cell's rounds, never run

@@ -12,9 +12,10 @@ from ios_bench.running.ab import MAX_AUTO_PAIRS, MIN_CHANGE
 from ios_bench.running.rounds import AUTO
 
 # run's options that ab does not take: the models are its arguments; a run folder of ab is one
-# fresh sweep (no --resume); LoadGen scenarios are not paired here
+# fresh sweep (no --resume); LoadGen scenarios are not paired here; its two sides are the answer, so no
+# cell is capped; run's --dry-run (and its --format) is run's own (ab's --format prints its verdicts)
 _NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario_setting", "instances",
-             "profile"}
+             "profile", "dry_run", "format_", "cap_factor", "no_cap"}
 
 
 def parse_side(items: tuple[str, ...], flag: str) -> dict:

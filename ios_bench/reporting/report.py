@@ -56,6 +56,7 @@ from ios_bench.reporting.report_tables import (  # noqa: F401 - the tables, re-e
     memory_table,
     metric_table,
     outside_writes_table,
+    protocol_note,
     rounds_table,
     slower_than_sequential,
     speedup_table,
@@ -189,6 +190,9 @@ def write_report(run_folder: str | os.PathLike, out: str | os.PathLike) -> dict:
         notes.append(("text", f"Clocks: {env['clocks']}."))
     notes.append(("text", f"Threads per cell: {_plan_threads(env)}; spin/wait policy "
                           f"for every cell: {_policy_text(env)}."))
+    timing = protocol_note(df)
+    if timing:
+        notes.append(("text", timing))
     for note in env.get("notes") if isinstance(env.get("notes"), list) else []:
         notes.append(("text", f"Note: {note}."))
     for w in env.get("warnings") if isinstance(env.get("warnings"), list) else []:

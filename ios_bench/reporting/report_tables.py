@@ -726,3 +726,30 @@ def _correct(df):
     """Cells that ran and computed the right output (the only ones plotted)."""
     ok = _ok(df)
     return ok[ok["check_passed"] == True]  # noqa: E712 - pandas
+
+
+def protocol_note(df) -> str | None:
+    """One sentence on how the run's rounds were timed (each record's ``protocol``): time-bounded or fixed
+    counts, the budget, and the samples and warmup calls the rounds really took; None where no record
+    says (records from before the field)."""
+    per = [p for p in (df["protocol"] if "protocol" in df.columns else []) if isinstance(p, dict)]
+    rounds = [r for p in per for r in p.get("rounds") or [] if isinstance(r, dict)]
+    if not rounds:
+        return None
+    modes = sorted({p.get("mode") for p in per if p.get("mode")})
+    samples = [r["samples"] for r in rounds if isinstance(r.get("samples"), int)]
+    warm = [r["warmup_calls"] for r in rounds if isinstance(r.get("warmup_calls"), int)]
+    text = f"Rounds timed with {' and '.join(modes)} counts" if modes == ["fixed"] else \
+        f"Rounds timed {' / '.join(modes)}"
+    budget = next((p for p in per if p.get("sample_s") is not None), None)
+    if budget:
+        text += (f" (samples for about {budget['sample_s']:g} s, at least {budget.get('min_repeat')}, the count "
+                 f"chosen before the first timed sample; warmup until {budget.get('warmup_s'):g} s of calls)")
+    if samples:
+        text += f": {len(rounds)} rounds took {min(samples)} to {max(samples)} samples"
+    if warm:
+        text += f" after {min(warm)} to {max(warm)} warmup calls"
+    few = sum(1 for p in per if any((r.get("samples") or 0) < max(samples or [0]) for r in p.get("rounds") or []))
+    if few and budget:
+        text += f"; {few} cell(s) took fewer than the most, their calls being long (each round's record says why)"
+    return text + "."
