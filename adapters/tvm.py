@@ -34,7 +34,6 @@ database, best latency in ms, tuned now?) like the task-scheduler table of TVM's
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import time
@@ -48,6 +47,7 @@ from ios_core.lowering import Primitives, lower
 
 from .base import Adapter, Compiled
 from .imports import absent
+from .tvm_target import host_target, target_key  # noqa: F401 - the host's targets (tvm_target.py), re-exported
 
 # A small default for a CPU sweep: about 1 s per trial here, so inception_v3 (63 tasks) tunes
 # in about 8 minutes the first time and never again for the same target.
@@ -262,25 +262,6 @@ def configure_threads(threads: int | None) -> int:
         if actual != threads:
             log.warning("TVM runtime pool already started with %d threads; asked for %d", actual, threads)
     return actual
-
-
-def host_target(threads: int | None = None, spec=None):
-    """The compilation target: ``spec`` (a target string or dict) if given, else the host CPU
-    (``llvm -mcpu=<LLVM's name for this CPU> -num-cores <threads>``)."""
-    import tvm
-    from tvm.target import codegen
-
-    if spec is not None:
-        return tvm.target.Target(spec)
-    config: dict = {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
-    if threads:
-        config["num-cores"] = int(threads)
-    return tvm.target.Target(config)
-
-
-def target_key(target) -> str:
-    """A short stable hash naming a target's tuning database folder."""
-    return hashlib.sha1(str(target).encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------------------------------
