@@ -16,6 +16,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from ios_core.ir import Graph
+from ios_core.measurement.threads import pool_record
 from ios_core.runtime import Runtime, make_runtime
 
 from .base import REFUSED, Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, precision_reason
@@ -154,6 +155,10 @@ class IOSAdapter(Adapter):
         if cache is not None:
             info.update(cache.info())
         info["threads"] = rt.threads
+        info["thread_pools"] = pool_record(
+            workers=(rt.stats.get("max_workers"), "a parallel stage's concurrent groups, at most the budget"),
+            intra_op=(rt.threads, "the budget, divided among a stage's groups (ios_core.runtime.program."
+                                  "group_threads)"))
         return IOSCompiled(rt, info)
 
 

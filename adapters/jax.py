@@ -46,7 +46,7 @@ import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
@@ -529,6 +529,9 @@ class JaxXLA(Adapter):
             info["intra_op_threads"] = n
             info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
             info["xla_pool_threads"] = _pool_threads()
+            info["thread_pools"] = pool_record(xla_cpu=(info["xla_pool_threads"], "XLA_FLAGS "
+                                               "intra_op_parallelism_threads and the affinity mask's first cores; "
+                                               "threads named tf_XLAEigen, counted"))
         if on_gpu:
             info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
         t0 = time.perf_counter()

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.measurement.threads import ort_session_config, policy_name, resolve_threads
+from ios_core.measurement.threads import ort_session_config, policy_name, pool_record, resolve_threads, split_budget
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
     CALIBRATION_SEED,
@@ -167,13 +167,9 @@ class OnnxRuntime(Adapter):
                                            cache_dir)
             calibration["seconds"] = round(time.perf_counter() - t_q, 3)
         so = ort.SessionOptions()
-        if execution_mode == "parallel":
-            inter = min(n, int(inter_op_threads)) if inter_op_threads is not None else n
-            if inter < 1:
-                raise ValueError(f"inter_op_threads must be >= 1, got {inter_op_threads}")
-            intra = max(1, n // inter)
-        else:
-            inter, intra = 1, n
+        # parallel mode: inter-op threads run independent nodes (default: one per thread of the budget)
+        _, inter, intra = split_budget(n, inter_op_threads if execution_mode == "parallel" else 1,
+                                       default_inter=n)
         so.intra_op_num_threads = intra
         so.inter_op_num_threads = inter
         spin = ort_session_config()  # the run's one spin/wait policy (ios_core.measurement.threads)
@@ -204,6 +200,9 @@ class OnnxRuntime(Adapter):
             raise RuntimeError(f"ONNX Runtime did not enable {CUDA_PROVIDER} (providers: {session.get_providers()})")
         info = {
             "threads": n, "intra_op_threads": intra, "inter_op_threads": inter,
+            "thread_pools": pool_record(intra_op=(intra, "SessionOptions.intra_op_num_threads"),
+                                        inter_op=(inter if execution_mode == "parallel" else "unused",
+                                                  "SessionOptions.inter_op_num_threads, ORT_PARALLEL only")),
             "execution_mode": f"ORT_{execution_mode.upper()}", "graph_optimization": optimization,
             "spin_policy": policy_name(), "spin_config": spin or "library default",
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,

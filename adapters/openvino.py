@@ -5,7 +5,8 @@ or AMX the CPU plugin otherwise silently computes in bf16. The precision the com
 reports is read back and recorded (``info["inference_precision"]``) so a result never
 claims f32 it did not get; the harness checks every output at the tolerance of the precision
 it asked for (``ios_core.check.tolerance_for``), so an engine that ignores the request fails.
-Threads: ``INFERENCE_NUM_THREADS`` = the thread budget.
+Threads: ``INFERENCE_NUM_THREADS`` = the thread budget (the CPU plugin's one pool, shared by its streams;
+``info["thread_pools"]`` reads both back).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads
 from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
     CALIBRATION_SAMPLES,
     CALIBRATION_SEED,
@@ -171,6 +172,10 @@ class OpenVINO(Adapter):
         got = _prop(compiled_model, "INFERENCE_PRECISION_HINT")
         info = {
             "threads": n, "intra_op_threads": _prop(compiled_model, "INFERENCE_NUM_THREADS"),
+            "thread_pools": pool_record(
+                threads=(_prop(compiled_model, "INFERENCE_NUM_THREADS"), "INFERENCE_NUM_THREADS = the budget, all "
+                                                                         "streams together, read back"),
+                streams=(_prop(compiled_model, "NUM_STREAMS"), "NUM_STREAMS (the hint's, or as asked), read back")),
             "performance_hint": _prop(compiled_model, "PERFORMANCE_HINT"),
             "num_streams": _prop(compiled_model, "NUM_STREAMS"),
             "inference_precision": got, "precision": _LABELS.get(got, str(got)),

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 from ios_core.runtime.cuda_kernels import arch_problem
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
@@ -239,15 +239,21 @@ def to_module(graph: Graph) -> torch.fx.GraphModule:
 
 
 def _set_threads(threads: int, inter_op: int | None) -> dict:
-
+    """torch's two pools within the cell's budget (``ios_core.measurement.threads.split_budget``): the
+    intra-op pool (OpenMP) the budget, the inter-op pool (``torch.jit.fork``, async work; its default is
+    the machine's cores) 1 thread unless asked. The inter-op pool can be sized once per process, before
+    any inter-op work: a size it did not take is said in ``inter_op_threads_note``."""
+    _, inter, _ = split_budget(threads, inter_op)
     torch.set_num_threads(threads)
     info = {}
-    if inter_op is not None:
+    if torch.get_num_interop_threads() != inter:
         try:
-            torch.set_num_interop_threads(int(inter_op))
+            torch.set_num_interop_threads(inter)
         except RuntimeError as e:  # may only be set once, before any inter-op work
             info["inter_op_threads_note"] = str(e).splitlines()[0]
     info.update(intra_op_threads=torch.get_num_threads(), inter_op_threads=torch.get_num_interop_threads())
+    info["thread_pools"] = pool_record(intra_op=(info["intra_op_threads"], "torch.set_num_threads"),
+                                       inter_op=(info["inter_op_threads"], "torch.set_num_interop_threads"))
     return info
 
 

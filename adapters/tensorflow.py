@@ -68,7 +68,7 @@ import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
@@ -334,16 +334,25 @@ def operator_scopes(graph: Graph) -> dict[str, str]:
     return {f"ios_op{i}": op.name for i, op in enumerate(graph.operators())}
 
 
-def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
+def _set_threads(tf, threads: int | None, inter_op: int | None) -> dict:
+    """Both of TensorFlow's pools within the cell's budget (``ios_core.measurement.threads.split_budget``):
+    the inter-op pool (which runs a graph's ready operators concurrently; TensorFlow's default sizes it
+    from the machine's cores) gets 1 thread unless several requests are in flight (then one per
+    request), the intra-op pool the budget. Both are process-wide and settable only before TensorFlow's
+    runtime starts: a value it did not take is said in ``threads_note``; ``thread_pools`` records what
+    each pool holds, read back."""
+    # several requests in flight (in_flight_options): one inter-op thread per request, each graph on the
+    # shared intra-op pool of the per-request share, as TensorFlow's users serve concurrent calls
+    inter = int(inter_op) if inter_op is not None else split_budget(threads)[1]
     info: dict = {}
     notes = []
     for what, value, setter, getter in (
-        ("intra_op_threads", threads, tf.config.threading.set_intra_op_parallelism_threads,
+        ("intra_op_threads", resolve_threads(threads), tf.config.threading.set_intra_op_parallelism_threads,
          tf.config.threading.get_intra_op_parallelism_threads),
-        ("inter_op_threads", inter_op, tf.config.threading.set_inter_op_parallelism_threads,
+        ("inter_op_threads", inter, tf.config.threading.set_inter_op_parallelism_threads,
          tf.config.threading.get_inter_op_parallelism_threads),
     ):
-        if value is not None and getter() != value:
+        if getter() != value:
             try:
                 setter(int(value))
             except RuntimeError as e:  # only settable before TensorFlow's runtime starts
@@ -351,6 +360,9 @@ def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
         info[what] = getter() or "default"
     if notes:
         info["threads_note"] = "; ".join(notes)
+    info["thread_pools"] = pool_record(
+        intra_op=(info["intra_op_threads"], "tf.config.threading.set_intra_op_parallelism_threads"),
+        inter_op=(info["inter_op_threads"], "tf.config.threading.set_inter_op_parallelism_threads"))
     return info
 
 
@@ -674,6 +686,8 @@ class TensorFlow(Adapter):
         kernels = tflite_integer_kernels(compiled.interpreter)
         compiled.info.update({
             "threads": n, "num_threads": n, "framework_version": tf.__version__, "layout": "NHWC",
+            "thread_pools": pool_record(interpreter=(n, "tf.lite.Interpreter(num_threads=), its one pool, XNNPACK's "
+                                                        "too")),
             "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
             "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
             "calibration": calibration, "integer_kernels": kernels,

@@ -45,6 +45,7 @@ import numpy as np
 from ios_core.atomic import atomic_write_json
 from ios_core.ir import ActivationMap, Graph, OpVisitor
 from ios_core.lowering import Primitives, lower
+from ios_core.measurement.threads import pool_record, resolve_threads
 
 from .base import Adapter, Compiled
 from .imports import absent
@@ -710,11 +711,14 @@ class TVMAdapter(Adapter):
         return v
 
     def _prepare(self, graph: Graph, batch_size: int, threads: int | None, options: dict):
-        threads_effective = configure_threads(threads)
-        target = host_target(threads or threads_effective, options.get("target"))
+        n = resolve_threads(threads)  # never TVM's own default (half the logical CPUs)
+        threads_effective = configure_threads(n)
+        target = host_target(n, options.get("target"))
         t0 = time.perf_counter()
         mod, _ = to_relax(graph, batch_size)
         info = _base_info(target, threads_effective)
+        info["thread_pools"] = pool_record(runtime=(threads_effective, "TVM_NUM_THREADS before the pool starts, "
+                                                    "runtime.config_threadpool after; tvm.runtime.num_threads"))
         info["convert_seconds"] = time.perf_counter() - t0
         return mod, target, info
 
