@@ -40,7 +40,7 @@ from ios_core.quantize import (  # noqa: F401  (their home before the IOS provid
     ort_quantize,
 )
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
 
 
 class ORTCompiled(Compiled):
@@ -80,18 +80,16 @@ def ort_rows(events: list[dict], runs: int) -> list[OpTime]:
                      if e.get("cat") == "Session" and e.get("name") == "model_run")[-runs:]
     if not windows:
         raise ProfilerMissing("ONNX Runtime's profile holds no model_run")
-    calls: list[dict[str, float]] = [{} for _ in windows]
     kinds: dict[str, str] = {}
     suffix = "_kernel_time"
+    spans = []
     for e in events:
         if e.get("cat") != "Node" or not e.get("name", "").endswith(suffix):
             continue
-        i = next((i for i, (lo, hi) in enumerate(windows) if lo <= e["ts"] <= hi), None)
-        if i is None:
-            continue
         name = e["name"][:-len(suffix)]
-        calls[i][name] = calls[i].get(name, 0.0) + float(e["dur"]) / 1000
+        spans.append((name, e["ts"], e["ts"] + e["dur"]))
         kinds[name] = (e.get("args") or {}).get("op_name", "")
+    calls = per_call_ms(windows, spans, 1e3)  # a node's time counted once (us)
     return [OpTime(name, ms, (name,), kinds[name]) for name, ms in median_per_name(calls).items()]
 
 

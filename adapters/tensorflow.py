@@ -70,7 +70,7 @@ from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
 from .build_cache import open_cache
 from .imports import absent
 
@@ -546,26 +546,24 @@ def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
     windows = sorted((s, t) for line in host.lines for name, s, t in events(line) if name == CALL)
     if not windows:
         raise ProfilerMissing(f"TensorFlow's trace has no '{CALL}' range")
-    calls: list[dict[str, float]] = [{} for _ in windows]
-    compiled: list[dict[str, float]] = [{} for _ in windows]  # XLA: the compiled function, per call
+    ops, functions = [], []  # XLA: the compiled function, all there is
     kinds: dict[str, str] = {}
     for line in host.lines:  # the caller's thread too: with few threads TensorFlow runs ops inline there
         for name, s, t in events(line):
             if name == CALL:
                 continue
-            i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
-            if i is None:
-                continue
-            if name.startswith("__inference"):  # the function itself (XLA: all there is)
-                compiled[i][name] = compiled[i].get(name, 0.0) + (t - s) / 1e9
+            if name.startswith("__inference"):  # the function itself
+                functions.append((name, s, t))
                 continue
             op, _, kind = name.rpartition(":")
             # an op event is "<name>:<type>"; runtime events are C++ methods ("KernelAndDeviceFunc::Run")
             # or have a sentence after the colon ("EagerLocalExecute: __inference_forward_28")
             if "::" in name or not op or not kind or kind.startswith(" ") or op.startswith(_EXECUTOR):
                 continue
-            calls[i][op] = calls[i].get(op, 0.0) + (t - s) / 1e9
+            ops.append((op, s, t))
             kinds[op] = kind
+    # an op's events on every host thread, its wall time counted once (ps)
+    calls, compiled = per_call_ms(windows, ops, 1e9), per_call_ms(windows, functions, 1e9)
     if not any(calls):  # an XLA cluster: no op events, its function's time as one unmapped row
         return [OpTime(name, ms, (), "compiled function") for name, ms in median_per_name(compiled).items()]
     rows = []
