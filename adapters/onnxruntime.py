@@ -32,7 +32,7 @@ from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import ort_session_config, policy_name, pool_record, resolve_threads, split_budget
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
-    CALIBRATION_SEED,
+    CALIBRATION_STREAM,
     build_key,
     calibration_inputs,
     inputs_note,
@@ -238,7 +238,7 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
     from .build_cache import open_cache
 
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
-    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_SEED)
+    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_STREAM)
     path = cache.dir / f"{key}.onnx" if cache is not None else None
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())

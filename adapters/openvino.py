@@ -21,7 +21,7 @@ from ios_core.lowering.onnx import DEFAULT_OPSET, export
 from ios_core.measurement.threads import pool_record, resolve_threads
 from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
     CALIBRATION_SAMPLES,
-    CALIBRATION_SEED,
+    CALIBRATION_STREAM,
     build_key,
     calibration_inputs,
     inputs_note,
@@ -213,7 +213,7 @@ def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | 
     calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
              "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
-    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_SEED)
+    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_STREAM)
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}

@@ -576,7 +576,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
 
     from ios_core.quantize import (
         CALIBRATION_SAMPLES,
-        CALIBRATION_SEED,
+        CALIBRATION_STREAM,
         TORCH_BACKEND,
         build_key,
         calibration_inputs,
@@ -593,7 +593,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     path = None
     if cache is not None:
         weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
-        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_SEED, engine)
+        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_STREAM, engine)
         path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)

@@ -501,13 +501,13 @@ def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=
     (flatbuffer bytes, the calibration as the record keeps it)."""
     import json
 
-    from ios_core.quantize import CALIBRATION_SEED, build_key, calibration_inputs, inputs_note, tflite_quantize
+    from ios_core.quantize import CALIBRATION_STREAM, build_key, calibration_inputs, inputs_note, tflite_quantize
 
     tf = _tf()
     feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in calibration_inputs(graph, batch_size, samples)]
     concrete = fn.get_concrete_function()
     key = build_key(concrete.graph.as_graph_def().SerializeToString(deterministic=True),
-                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_SEED)
+                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_STREAM)
     cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
     path = cache.dir / f"{key}.tflite" if cache is not None else None
     if path is not None and path.is_file():

@@ -3,8 +3,9 @@ ONNX Runtime and OpenVINO adapters (whole models) and the IOS runtime's kernel p
 piece of a schedule, ``ios_core.runtime.providers``) quantize with these functions and read back
 what the engine computes in with them (docs/precision.md).
 
-- :func:`calibration_inputs`: the harness's seeded inputs (``ios_core.inputs.random_input``, seeds
-  :data:`CALIBRATION_SEED`..) every quantized model is calibrated on, never the measured input.
+- :func:`calibration_inputs`: the harness's seeded inputs (``ios_core.inputs.random_input``, drawn
+  from the calibration stream :data:`CALIBRATION_STREAM`) every quantized model is calibrated on,
+  never the measured input, whatever ``--seed`` is (disjoint by construction: see the function).
 - :func:`ort_quantize`: ``onnxruntime.quantization.quantize_static`` to QDQ (u8 activations, s8
   weights per channel) over given feeds; :func:`integer_kernels` reads ONNX Runtime's optimized
   graph back (its integer convolutions).
@@ -31,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 CALIBRATION_SAMPLES = 16  # seeded inputs an int8 model is calibrated on
-CALIBRATION_SEED = 1000  # their seeds: CALIBRATION_SEED + i, never the measured input's (input_seed)
+CALIBRATION_SEED = 1000  # the root of their stream: batch i from SeedSequence(CALIBRATION_SEED, spawn_key=(i,))
+# how the calibration inputs are drawn, as build caches key it (a quantized model is kept per calibration)
+CALIBRATION_STREAM = f"numpy SeedSequence({CALIBRATION_SEED}, spawn_key=(i,))"
 METHODS = ("minmax", "entropy", "percentile")
 ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
 
@@ -39,18 +42,32 @@ ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
 def calibration_inputs(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES,
                        seed: int = CALIBRATION_SEED) -> list[np.ndarray]:
     """The harness's seeded inputs (``ios_core.inputs.random_input``) a quantized model is calibrated
-    on: ``samples`` images in batches of the cell's size."""
+    on: ``samples`` images in batches of the cell's size, batch ``i`` drawn from
+    ``SeedSequence(seed, spawn_key=(i,))`` (:func:`calibration_seed`).
+
+    Disjoint from every measured input by construction: a measured input is drawn from an integer
+    seed (``random_input(graph, bs, seed=input_seed + k)``), whose generator is seeded with the seed's
+    32-bit words alone (at most four below 2**128; the CLI's seeds are below 2**32), while a spawned
+    sequence's are its root's words padded to four, then the spawn key: five words that no integer
+    seed below 2**128 gives. (Integer seeds ``1000 + i``, as before, were the measured input itself
+    under ``--seed 1000``.)"""
     from ios_core.inputs import random_input
 
     if samples < 1:
         raise ValueError(f"calibration_samples must be >= 1, got {samples}")
     batches = max(1, -(-samples // batch_size))
-    return [random_input(graph, batch_size, seed=seed + i) for i in range(batches)]
+    return [random_input(graph, batch_size, seed=calibration_seed(i, seed)) for i in range(batches)]
+
+
+def calibration_seed(i: int, seed: int = CALIBRATION_SEED) -> np.random.SeedSequence:
+    """The seed of calibration batch ``i``: the ``i``-th child of the calibration stream's root."""
+    return np.random.SeedSequence(seed, spawn_key=(i,))
 
 
 def inputs_note(batches: int, seed: int = CALIBRATION_SEED) -> str:
     """How the record names the calibration inputs."""
-    return f"ios_core.inputs.random_input seeds {seed}..{seed + batches - 1}"
+    return (f"ios_core.inputs.random_input from numpy SeedSequence({seed}, spawn_key=(i,)), i = 0..{batches - 1} "
+            "(never a measured input)")
 
 
 def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
@@ -330,7 +347,7 @@ def tflite_integer_kernels(interpreter) -> dict:
             "nodes": len(ops) - delegated, "delegated": delegated}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "build_key", "calibration_inputs",
-           "integer_convolutions", "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize",
-           "runtime_precisions", "stored_key", "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops",
-           "torch_qconfig_mapping", "torch_quantize"]
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "TORCH_BACKEND", "build_key",
+           "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels", "inputs_note",
+           "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key", "tflite_integer_kernels",
+           "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -1,0 +1,29 @@
+"""ios_core.quantize's calibration inputs: reproducible, distinct batches, and never a measured input."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ios_bench.planning.options import MAX_SEED
+from ios_core.inputs import random_input
+from ios_core.quantize import CALIBRATION_SEED, calibration_inputs
+from tests.adapter_graphs import mini_inception
+
+
+def test_calibration_inputs_are_never_a_measured_input():
+    g = mini_inception()
+    calib = calibration_inputs(g, 1, 16)
+    assert len(calib) == 16 and all(c.shape == (1, *g.input_shape) and c.dtype == np.float32 for c in calib)
+    # every measured seed near the calibration root (the integers 1000..1015 were the calibration seeds
+    # themselves), the ends of the CLI's range, and the sample inputs a scenario draws (input_seed + k)
+    seeds = [*range(CALIBRATION_SEED - 4, CALIBRATION_SEED + 40), 0, 1, MAX_SEED, MAX_SEED + 1, MAX_SEED + 15]
+    for seed in seeds:
+        x = random_input(g, 1, seed)
+        assert not any(np.array_equal(x, c) for c in calib), seed
+
+
+def test_the_calibration_stream_is_reproducible_and_its_batches_differ():
+    g = mini_inception()
+    a, b = calibration_inputs(g, 2, 6), calibration_inputs(g, 2, 6)
+    assert len(a) == 3 and all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a[0], a[1]) and not np.array_equal(a[1], a[2])
