@@ -22,9 +22,11 @@ from ios_core.measurement.threads import pool_record, resolve_threads
 from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
     CALIBRATION_SAMPLES,
     CALIBRATION_STREAM,
+    NNCF_SETTINGS,
     build_key,
     calibration_inputs,
     inputs_note,
+    nncf_method,
     nncf_quantize,
     runtime_precisions,
 )
@@ -200,24 +202,26 @@ class OpenVINO(Adapter):
 
 
 def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None):
-    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
-    mixed preset, calibration over ``samples`` seeded inputs of the harness's generator, the same
-    as onnxruntime's: ``ios_core.quantize.calibration_inputs``), kept in the build cache
-    (``openvino-int8``) under a key of the model and the calibration; returns (model, calibration)."""
+    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize`` with
+    ``ios_core.quantize.NNCF_SETTINGS``, recorded from them), calibrated over ``samples`` seeded
+    inputs of the harness's generator, the same as onnxruntime's (``ios_core.quantize.calibration_inputs``),
+    kept in the build cache (``openvino-int8``) under a key of the model, the calibration and the
+    settings; returns (model, calibration)."""
     from importlib.metadata import version
 
     import openvino as ov
 
     samples = int(samples or CALIBRATION_SAMPLES)
     feeds = calibration_inputs(graph, batch_size, samples)
-    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
-             "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(NNCF_SETTINGS),
+             "settings": dict(NNCF_SETTINGS), "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
-    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_STREAM)
+    # the quantizer's settings are in the key: a changed setting never reuses a model quantized otherwise
+    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_STREAM, sorted(NNCF_SETTINGS.items()))
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}
-    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds])
+    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds], NNCF_SETTINGS)
     if path is not None:
         ov.save_model(quantized, str(path))
         cache.seal()

@@ -162,10 +162,23 @@ def integer_kernels(optimized_path) -> dict:
     return {"conv": conv, "other": other, "nodes": len(ops)}
 
 
-def nncf_quantize(ov_model, feeds: list[list[np.ndarray]]):
-    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
-    mixed preset) over ``feeds`` (per calibration batch, one array per model input); returns
-    (model, the calibration as the record keeps it: tool, method)."""
+# The settings nncf.quantize is called with, passed explicitly (its defaults for a CNN: the preset None
+# means PERFORMANCE for every model type but transformers), and recorded from this one dict.
+NNCF_SETTINGS = {"preset": "performance", "fast_bias_correction": True, "target_device": "ANY"}
+
+
+def nncf_method(settings: dict = NNCF_SETTINGS) -> str:
+    """How the record names an NNCF run with ``settings`` (what :func:`nncf_quantize` passes)."""
+    modes = {"performance": "symmetric weights and activations", "mixed": "symmetric weights, asymmetric activations"}
+    return (f"nncf.quantize post-training: preset {settings['preset']} ({modes[settings['preset']]}), "
+            f"fast bias correction {'on' if settings['fast_bias_correction'] else 'off'}, target device "
+            f"{settings['target_device']}, NNCF's default range estimators")
+
+
+def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF_SETTINGS):
+    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize`` with ``settings``,
+    passed explicitly: :data:`NNCF_SETTINGS`) over ``feeds`` (per calibration batch, one array per model
+    input); returns (model, the calibration as the record keeps it: tool, method, settings)."""
     from importlib.metadata import version
 
     import nncf
@@ -173,9 +186,12 @@ def nncf_quantize(ov_model, feeds: list[list[np.ndarray]]):
     if not feeds:
         raise ValueError("no calibration feeds")
     items = [arrays[0] if len(arrays) == 1 else list(arrays) for arrays in feeds]
-    quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items))
-    return quantized, {"tool": f"nncf.quantize {version('nncf')}",
-                       "method": "nncf default (min-max ranges, mixed preset)"}
+    quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items),
+                              preset=nncf.QuantizationPreset(settings["preset"]),
+                              fast_bias_correction=bool(settings["fast_bias_correction"]),
+                              target_device=nncf.TargetDevice[settings["target_device"]])
+    return quantized, {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(settings),
+                       "settings": dict(settings)}
 
 
 def runtime_precisions(compiled_model) -> dict:
@@ -347,7 +363,7 @@ def tflite_integer_kernels(interpreter) -> dict:
             "nodes": len(ops) - delegated, "delegated": delegated}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "TORCH_BACKEND", "build_key",
-           "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels", "inputs_note",
-           "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key", "tflite_integer_kernels",
-           "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "TORCH_BACKEND",
+           "build_key", "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels",
+           "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key",
+           "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -27,3 +27,30 @@ def test_the_calibration_stream_is_reproducible_and_its_batches_differ():
     a, b = calibration_inputs(g, 2, 6), calibration_inputs(g, 2, 6)
     assert len(a) == 3 and all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not np.array_equal(a[0], a[1]) and not np.array_equal(a[1], a[2])
+
+
+def test_the_nncf_record_names_what_nncf_quantize_was_called_with(monkeypatch):
+    """The OpenVINO int8 record is made from the settings the call is given (NNCF's default for a CNN
+    is the performance preset with fast bias correction, not the 'mixed preset' once recorded)."""
+    import pytest
+
+    nncf = pytest.importorskip("nncf")
+    from ios_core import quantize
+
+    called = {}
+
+    def spy(model, dataset, **kwargs):
+        called.update(kwargs)
+        return model
+
+    monkeypatch.setattr(nncf, "quantize", spy)
+    _, record = quantize.nncf_quantize("model", [[np.zeros((1, 3, 4, 4), np.float32)]])
+    assert called["preset"] == nncf.QuantizationPreset.PERFORMANCE and called["fast_bias_correction"] is True
+    assert called["target_device"] == nncf.TargetDevice.ANY and called["subset_size"] == 1
+    assert "preset performance" in record["method"] and "fast bias correction on" in record["method"]
+    assert "mixed" not in record["method"]
+    other = {**quantize.NNCF_SETTINGS, "preset": "mixed", "fast_bias_correction": False}
+    _, record = quantize.nncf_quantize("model", [[np.zeros((1, 3, 4, 4), np.float32)]], other)
+    assert called["preset"] == nncf.QuantizationPreset.MIXED and called["fast_bias_correction"] is False
+    assert "preset mixed (symmetric weights, asymmetric activations)" in record["method"]
+    assert "fast bias correction off" in record["method"]
