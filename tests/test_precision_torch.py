@@ -53,8 +53,15 @@ def test_a_torch_int8_cell_is_calibrated_read_back_checked_and_kept_by_the_build
     out = c.run(x)
     # calibrated on exactly those inputs: the quantizer over calibration_inputs gives the same module
     direct, _, _ = torch_quantize(to_module(g), [[f] for f in calibration_inputs(g, 8)])
+    # ... and the comparison tells calibrations apart: the same quantizer over other inputs (the
+    # measured one, or the calibration inputs scaled) gives another module, so a quantizer that ignored
+    # its feeds, or an adapter that calibrated on anything else, fails here
+    measured, _, _ = torch_quantize(to_module(g), [[x]])
+    scaled, _, _ = torch_quantize(to_module(g), [[3 * f] for f in calibration_inputs(g, 8)])
     with torch.inference_mode():
         assert np.array_equal(direct(torch.from_numpy(x)).numpy(), out)
+        for other in (measured, scaled):
+            assert not np.array_equal(other(torch.from_numpy(x)).numpy(), out)
     res = check_precision(out, ref, "int8")
     assert res.passed, res.reason
     assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
