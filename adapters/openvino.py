@@ -28,6 +28,7 @@ from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home bef
     inputs_note,
     nncf_method,
     nncf_quantize,
+    runtime_float_precision,
     runtime_precisions,
 )
 
@@ -180,7 +181,10 @@ class OpenVINO(Adapter):
                 streams=(_prop(compiled_model, "NUM_STREAMS"), "NUM_STREAMS (the hint's, or as asked), read back")),
             "performance_hint": _prop(compiled_model, "PERFORMANCE_HINT"),
             "num_streams": _prop(compiled_model, "NUM_STREAMS"),
-            "inference_precision": got, "precision": _LABELS.get(got, str(got)),
+            # the hint, as reported; the precision: what the runtime model's heavy layers run in
+            "inference_precision": got, "precision": runtime_float_precision(runtime_precisions(compiled_model)),
+            "precision_source": "read back: the runtime precision of the CPU plugin's runtime model's convolutions "
+                                "and matrix products (get_runtime_model)",
             "execution_mode": f"{_prop(compiled_model, 'PERFORMANCE_HINT') or performance_hint} hint, "
                               f"{_prop(compiled_model, 'NUM_STREAMS') or '?'} stream(s)",
             "opset": opset, "framework_version": ov.get_version(),
@@ -190,12 +194,15 @@ class OpenVINO(Adapter):
             info["profiling"] = "PERF_COUNT (per-layer counters)"
         if cache is not None:
             info.update(cache.info())
-        if got != precision:
-            info["precision_note"] = f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}"
+        if got != precision or info["precision"] != _LABELS.get(precision, precision):
+            info["precision_note"] = (f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}; "
+                                      "its runtime model's convolutions and matrix products run in "
+                                      f"{info['precision']}")
         if calibration is not None:
             kinds = runtime_precisions(compiled_model)
             convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
-            info.update(calibration=calibration, integer_convolutions=convs, precision="int8" if convs else got)
+            info.update(calibration=calibration, integer_convolutions=convs,
+                        precision="int8" if convs else runtime_float_precision(kinds))
             if not convs:
                 info["precision_note"] = "no convolution of the CPU plugin's runtime model runs in u8/i8"
         return OVCompiled(compiled_model, info)

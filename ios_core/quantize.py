@@ -204,6 +204,21 @@ def runtime_precisions(compiled_model) -> dict:
     return out
 
 
+OV_HEAVY_LAYERS = ("Convolution", "FullyConnected", "MatMul")  # the runtime model's layers that say the precision
+_OV_LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+
+
+def runtime_float_precision(kinds: dict) -> str:
+    """What the CPU plugin's runtime model (``kinds``: :func:`runtime_precisions`) runs its convolutions
+    and matrix products in: ``fp32``, ``bf16``, ``fp16``, ``mixed (...)`` when they differ, or ``fp32``
+    when it has none. The runtime model, not the ``INFERENCE_PRECISION_HINT`` asked for or reported."""
+    got = sorted({prec for (kind, prec), n in kinds.items() if kind in OV_HEAVY_LAYERS and n})
+    labels = [_OV_LABELS.get(p, p) for p in got]
+    if not labels:
+        return "fp32"
+    return labels[0] if len(labels) == 1 else f"mixed ({', '.join(labels)})"
+
+
 def integer_convolutions(compiled_model) -> int:
     """How many ``Convolution`` layers of the CPU plugin's runtime model run in u8/i8."""
     return sum(n for (kind, prec), n in runtime_precisions(compiled_model).items()
@@ -365,5 +380,6 @@ def tflite_integer_kernels(interpreter) -> dict:
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "TORCH_BACKEND",
            "build_key", "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels",
-           "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_precisions", "stored_key",
+           "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_float_precision",
+           "runtime_precisions", "stored_key",
            "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -54,3 +54,37 @@ def test_the_nncf_record_names_what_nncf_quantize_was_called_with(monkeypatch):
     assert called["preset"] == nncf.QuantizationPreset.MIXED and called["fast_bias_correction"] is False
     assert "preset mixed (symmetric weights, asymmetric activations)" in record["method"]
     assert "fast bias correction off" in record["method"]
+
+
+def test_openvinos_float_precision_is_read_from_its_runtime_model_not_its_hint():
+    """The runtime model's convolutions and matrix products decide (a plugin that reports the bf16 hint
+    but runs f32 layers is fp32); layers that are neither (reorders, constants) do not count."""
+    from ios_core.quantize import runtime_float_precision
+
+    layers = {("Input", "f32"): 1, ("Reorder", "bf16"): 4, ("Const", "i32"): 9}
+    assert runtime_float_precision({**layers, ("Convolution", "f32"): 10, ("FullyConnected", "f32"): 2}) == "fp32"
+    assert runtime_float_precision({**layers, ("Convolution", "bf16"): 10, ("FullyConnected", "bf16"): 2}) == "bf16"
+    assert runtime_float_precision({**layers, ("Convolution", "bf16"): 9, ("Convolution", "f32"): 1}) == \
+        "mixed (bf16, fp32)"
+    assert runtime_float_precision(layers) == "fp32"
+
+
+def test_the_openvino_cell_reads_its_precision_from_the_runtime_model(monkeypatch):
+    import pytest
+
+    import adapters
+    import adapters.openvino as ov_adapter
+
+    ov = adapters.get("openvino")
+    if ov.available("cpu"):
+        pytest.skip(ov.available("cpu"))
+    g = mini_inception().init_weights(0)
+    info = ov.build(g, 1, "cpu", 1).info
+    assert info["precision"] == "fp32" and info["precision_source"].startswith("read back")
+    # a runtime model whose convolutions run in bf16 under an f32 hint: the cell says what runs
+    real = ov_adapter.runtime_precisions
+    monkeypatch.setattr(ov_adapter, "runtime_precisions", lambda cm: {
+        (k, "bf16" if k == "Convolution" else p): n for (k, p), n in real(cm).items()})
+    info = ov.build(g, 1, "cpu", 1).info
+    assert info["inference_precision"] == "f32" and info["precision"] == "mixed (bf16, fp32)"
+    assert "run in mixed (bf16, fp32)" in info["precision_note"]
