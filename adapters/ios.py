@@ -128,6 +128,9 @@ class IOSAdapter(Adapter):
             # fp16/bf16: every buffer at that precision, cuDNN with float compute (ios_core.runtime.cuda_device)
             rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph, precision=precision)
             info = {**rt.stats, "scheduled": graph.has_stages, "precision": rt.program.stats.get("precision", "fp32"),
+                    "precision_source": "requested, not read back: the device's buffers are allocated at it and "
+                                        "cuDNN's plans asked for its data type (ios_core.runtime.cuda_device); the "
+                                        "engines cuDNN chose are not read",
                     "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}",
                     "execution": EXECUTION[cuda_graph]}
             return IOSCompiled(rt, info)
