@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 EXTRAS ?= dev,onnx,openvino,tf,tvm,ray,learned,gpu-api,loadgen,jax
 
-.PHONY: setup run test slow lint test-gpu
+.PHONY: setup run test slow lint test-gpu mutate
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,28 @@ slow: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# Mutation testing (cosmic-ray, in the dev extra), scoped to the modules a change touched and the tests
+# that cover them, e.g. `make mutate MODULES="ios_core/quantize.py" TESTS="tests/test_quantize.py"`.
+# Each module is mutated in place, one mutant at a time, the tests run, the file restored: run it on a
+# committed tree (`git status` clean after). Per module, .mutate/<module>.txt lists every mutant that
+# survived (cr-report --surviving-only, with its diff) and the score: read each survivor before calling
+# the work done, and kill it with a test or say why it is equivalent. docs/architecture.md, "Tests".
+MUTATE_DIR ?= .mutate
+MUTATE_TIMEOUT ?= 120.0
+COSMIC_RAY ?= $(VENV)/bin/cosmic-ray
+CR_REPORT ?= $(VENV)/bin/cr-report
+
+mutate: $(STAMP)
+	@test -n "$(MODULES)" && test -n "$(TESTS)" || { echo "make mutate: give MODULES='pkg/mod.py ...' and TESTS='tests/test_x.py ...'" >&2; exit 2; }
+	@mkdir -p $(MUTATE_DIR)
+	@set -e; for m in $(MODULES); do \
+	  n=$(MUTATE_DIR)/$$(echo $$m | tr '/.' '__'); \
+	  printf '[cosmic-ray]\nmodule-path = "%s"\ntimeout = %s\nexcluded-modules = []\ntest-command = "%s -m pytest -x -q -p no:cacheprovider %s"\n\n[cosmic-ray.distributor]\nname = "local"\n' \
+	    "$$m" "$(MUTATE_TIMEOUT)" "$(abspath $(VENV))/bin/python" "$(TESTS)" > $$n.toml; \
+	  rm -f $$n.sqlite; \
+	  $(COSMIC_RAY) init $$n.toml $$n.sqlite; \
+	  $(COSMIC_RAY) exec $$n.toml $$n.sqlite; \
+	  $(CR_REPORT) --surviving-only --show-diff $$n.sqlite > $$n.txt; \
+	  echo "$$m: $$(grep -E 'total jobs|surviving mutants' $$n.txt | tr '\n' ' ') (survivors: $$n.txt)"; \
+	done

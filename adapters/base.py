@@ -58,6 +58,38 @@ def median_per_name(calls: list[dict[str, float]]) -> dict[str, float]:
     return {n: median([call.get(n, 0.0) for call in calls]) for n in names}
 
 
+def per_call_ms(windows: list[tuple[float, float]], events, units_per_ms: float) -> list[dict[str, float]]:
+    """Per profiled call (``windows``: its ``(start, end)`` on the profiler's clock, sorted), per name,
+    the wall time that name's events cover, **counted once**: an event ``(name, start, end)`` belongs
+    to the call whose window holds its start and is clipped to that window, and one name's intervals
+    are merged before they are added (the same operator's events on several threads or planes at
+    once overlap; adding them would count the overlap twice, and a name could then take longer than
+    its call). ``units_per_ms``: clock units per millisecond (ps: 1e9, ns: 1e6, us: 1e3)."""
+    import bisect
+
+    starts = [lo for lo, _ in windows]
+    spans: list[dict[str, list[tuple[float, float]]]] = [{} for _ in windows]
+    for name, s, t in events:
+        i = bisect.bisect_right(starts, s) - 1
+        if i < 0 or s > windows[i][1]:
+            continue
+        spans[i].setdefault(name, []).append((s, min(t, windows[i][1])))
+    return [{name: union_length(iv) / units_per_ms for name, iv in call.items()} for call in spans]
+
+
+def union_length(intervals) -> float:
+    """The length of the union of ``(start, end)`` intervals (overlaps counted once)."""
+    total, end = 0.0, None
+    for s, t in sorted(intervals):
+        if end is None or s > end:
+            total += t - s
+            end = t
+        elif t > end:
+            total += t - end
+            end = t
+    return total
+
+
 REFUSED = ("not yet:", "no:")  # how a precision table declares one it cannot give
 
 

@@ -16,6 +16,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from ios_core.ir import Graph
+from ios_core.measurement.threads import pool_record
 from ios_core.runtime import Runtime, make_runtime
 
 from .base import REFUSED, Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, precision_reason
@@ -127,6 +128,9 @@ class IOSAdapter(Adapter):
             # fp16/bf16: every buffer at that precision, cuDNN with float compute (ios_core.runtime.cuda_device)
             rt = make_runtime(graph, batch_size, device=device, cuda_graph=cuda_graph, precision=precision)
             info = {**rt.stats, "scheduled": graph.has_stages, "precision": rt.program.stats.get("precision", "fp32"),
+                    "precision_source": "requested, not read back: the device's buffers are allocated at it and "
+                                        "cuDNN's plans asked for its data type (ios_core.runtime.cuda_device); the "
+                                        "engines cuDNN chose are not read",
                     "kernels": "cuDNN Frontend convolutions + CuPy kernels", "variant": f"cuda_graph={cuda_graph}",
                     "execution": EXECUTION[cuda_graph]}
             return IOSCompiled(rt, info)
@@ -154,6 +158,10 @@ class IOSAdapter(Adapter):
         if cache is not None:
             info.update(cache.info())
         info["threads"] = rt.threads
+        info["thread_pools"] = pool_record(
+            workers=(rt.stats.get("max_workers"), "a parallel stage's concurrent groups, at most the budget"),
+            intra_op=(rt.threads, "the budget, divided among a stage's groups (ios_core.runtime.program."
+                                  "group_threads)"))
         return IOSCompiled(rt, info)
 
 

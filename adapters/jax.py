@@ -46,9 +46,9 @@ import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
 from .build_cache import open_cache
 
 # Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
@@ -378,13 +378,8 @@ def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str]) -> l
     windows = sorted((s, t) for name, s, t, _ in events if name == CALL)
     if not windows:
         raise ProfilerMissing(f"JAX's trace has no '{CALL}' annotation")
-    calls: list[dict[str, float]] = [{} for _ in windows]
-    for _, s, t, op in events:
-        if op is None:
-            continue
-        i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
-        if i is not None:
-            calls[i][str(op)] = calls[i].get(str(op), 0.0) + (t - s) / 1e6
+    # an instruction's thunk events on every plane and thread, its wall time counted once (ns)
+    calls = per_call_ms(windows, [(str(op), s, t) for _, s, t, op in events if op is not None], 1e6)
     if not any(calls):  # no per-thunk events: the compiled program as one unmapped row
         whole = [{"jit(forward)": (t - s) / 1e6} for s, t in windows]
         return [OpTime(n, ms, (), "compiled function") for n, ms in median_per_name(whole).items()]
@@ -529,6 +524,9 @@ class JaxXLA(Adapter):
             info["intra_op_threads"] = n
             info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
             info["xla_pool_threads"] = _pool_threads()
+            info["thread_pools"] = pool_record(xla_cpu=(info["xla_pool_threads"], "XLA_FLAGS "
+                                               "intra_op_parallelism_threads and the affinity mask's first cores; "
+                                               "threads named tf_XLAEigen, counted"))
         if on_gpu:
             info[PREALLOCATE_ENV.lower()] = os.environ.get(PREALLOCATE_ENV, "default")
         t0 = time.perf_counter()

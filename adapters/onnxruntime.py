@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.measurement.threads import ort_session_config, policy_name, resolve_threads
+from ios_core.measurement.threads import ort_session_config, policy_name, pool_record, resolve_threads, split_budget
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
-    CALIBRATION_SEED,
+    CALIBRATION_STREAM,
     build_key,
     calibration_inputs,
     inputs_note,
@@ -40,7 +40,7 @@ from ios_core.quantize import (  # noqa: F401  (their home before the IOS provid
     ort_quantize,
 )
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
 
 
 class ORTCompiled(Compiled):
@@ -80,18 +80,16 @@ def ort_rows(events: list[dict], runs: int) -> list[OpTime]:
                      if e.get("cat") == "Session" and e.get("name") == "model_run")[-runs:]
     if not windows:
         raise ProfilerMissing("ONNX Runtime's profile holds no model_run")
-    calls: list[dict[str, float]] = [{} for _ in windows]
     kinds: dict[str, str] = {}
     suffix = "_kernel_time"
+    spans = []
     for e in events:
         if e.get("cat") != "Node" or not e.get("name", "").endswith(suffix):
             continue
-        i = next((i for i, (lo, hi) in enumerate(windows) if lo <= e["ts"] <= hi), None)
-        if i is None:
-            continue
         name = e["name"][:-len(suffix)]
-        calls[i][name] = calls[i].get(name, 0.0) + float(e["dur"]) / 1000
+        spans.append((name, e["ts"], e["ts"] + e["dur"]))
         kinds[name] = (e.get("args") or {}).get("op_name", "")
+    calls = per_call_ms(windows, spans, 1e3)  # a node's time counted once (us)
     return [OpTime(name, ms, (name,), kinds[name]) for name, ms in median_per_name(calls).items()]
 
 
@@ -167,13 +165,9 @@ class OnnxRuntime(Adapter):
                                            cache_dir)
             calibration["seconds"] = round(time.perf_counter() - t_q, 3)
         so = ort.SessionOptions()
-        if execution_mode == "parallel":
-            inter = min(n, int(inter_op_threads)) if inter_op_threads is not None else n
-            if inter < 1:
-                raise ValueError(f"inter_op_threads must be >= 1, got {inter_op_threads}")
-            intra = max(1, n // inter)
-        else:
-            inter, intra = 1, n
+        # parallel mode: inter-op threads run independent nodes (default: one per thread of the budget)
+        _, inter, intra = split_budget(n, inter_op_threads if execution_mode == "parallel" else 1,
+                                       default_inter=n)
         so.intra_op_num_threads = intra
         so.inter_op_num_threads = inter
         spin = ort_session_config()  # the run's one spin/wait policy (ios_core.measurement.threads)
@@ -204,6 +198,9 @@ class OnnxRuntime(Adapter):
             raise RuntimeError(f"ONNX Runtime did not enable {CUDA_PROVIDER} (providers: {session.get_providers()})")
         info = {
             "threads": n, "intra_op_threads": intra, "inter_op_threads": inter,
+            "thread_pools": pool_record(intra_op=(intra, "SessionOptions.intra_op_num_threads"),
+                                        inter_op=(inter if execution_mode == "parallel" else "unused",
+                                                  "SessionOptions.inter_op_num_threads, ORT_PARALLEL only")),
             "execution_mode": f"ORT_{execution_mode.upper()}", "graph_optimization": optimization,
             "spin_policy": policy_name(), "spin_config": spin or "library default",
             "providers": session.get_providers(), "opset": opset, "framework_version": ort.__version__,
@@ -241,7 +238,7 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
     from .build_cache import open_cache
 
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
-    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_SEED)
+    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_STREAM)
     path = cache.dir / f"{key}.onnx" if cache is not None else None
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())

@@ -5,7 +5,8 @@ or AMX the CPU plugin otherwise silently computes in bf16. The precision the com
 reports is read back and recorded (``info["inference_precision"]``) so a result never
 claims f32 it did not get; the harness checks every output at the tolerance of the precision
 it asked for (``ios_core.check.tolerance_for``), so an engine that ignores the request fails.
-Threads: ``INFERENCE_NUM_THREADS`` = the thread budget.
+Threads: ``INFERENCE_NUM_THREADS`` = the thread budget (the CPU plugin's one pool, shared by its streams;
+``info["thread_pools"]`` reads both back).
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from pathlib import Path
 import numpy as np
 
 from ios_core.lowering.onnx import DEFAULT_OPSET, export
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads
 from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home before the IOS providers read it too)
     CALIBRATION_SAMPLES,
-    CALIBRATION_SEED,
+    CALIBRATION_STREAM,
+    NNCF_SETTINGS,
     build_key,
     calibration_inputs,
     inputs_note,
+    nncf_method,
     nncf_quantize,
+    runtime_float_precision,
     runtime_precisions,
 )
 
@@ -171,9 +175,16 @@ class OpenVINO(Adapter):
         got = _prop(compiled_model, "INFERENCE_PRECISION_HINT")
         info = {
             "threads": n, "intra_op_threads": _prop(compiled_model, "INFERENCE_NUM_THREADS"),
+            "thread_pools": pool_record(
+                threads=(_prop(compiled_model, "INFERENCE_NUM_THREADS"), "INFERENCE_NUM_THREADS = the budget, all "
+                                                                         "streams together, read back"),
+                streams=(_prop(compiled_model, "NUM_STREAMS"), "NUM_STREAMS (the hint's, or as asked), read back")),
             "performance_hint": _prop(compiled_model, "PERFORMANCE_HINT"),
             "num_streams": _prop(compiled_model, "NUM_STREAMS"),
-            "inference_precision": got, "precision": _LABELS.get(got, str(got)),
+            # the hint, as reported; the precision: what the runtime model's heavy layers run in
+            "inference_precision": got, "precision": runtime_float_precision(runtime_precisions(compiled_model)),
+            "precision_source": "read back: the runtime precision of the CPU plugin's runtime model's convolutions "
+                                "and matrix products (get_runtime_model)",
             "execution_mode": f"{_prop(compiled_model, 'PERFORMANCE_HINT') or performance_hint} hint, "
                               f"{_prop(compiled_model, 'NUM_STREAMS') or '?'} stream(s)",
             "opset": opset, "framework_version": ov.get_version(),
@@ -183,36 +194,41 @@ class OpenVINO(Adapter):
             info["profiling"] = "PERF_COUNT (per-layer counters)"
         if cache is not None:
             info.update(cache.info())
-        if got != precision:
-            info["precision_note"] = f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}"
+        if got != precision or info["precision"] != _LABELS.get(precision, precision):
+            info["precision_note"] = (f"asked INFERENCE_PRECISION_HINT={precision}, the CPU plugin reports {got}; "
+                                      "its runtime model's convolutions and matrix products run in "
+                                      f"{info['precision']}")
         if calibration is not None:
             kinds = runtime_precisions(compiled_model)
             convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
-            info.update(calibration=calibration, integer_convolutions=convs, precision="int8" if convs else got)
+            info.update(calibration=calibration, integer_convolutions=convs,
+                        precision="int8" if convs else runtime_float_precision(kinds))
             if not convs:
                 info["precision_note"] = "no convolution of the CPU plugin's runtime model runs in u8/i8"
         return OVCompiled(compiled_model, info)
 
 
 def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None):
-    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
-    mixed preset, calibration over ``samples`` seeded inputs of the harness's generator, the same
-    as onnxruntime's: ``ios_core.quantize.calibration_inputs``), kept in the build cache
-    (``openvino-int8``) under a key of the model and the calibration; returns (model, calibration)."""
+    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize`` with
+    ``ios_core.quantize.NNCF_SETTINGS``, recorded from them), calibrated over ``samples`` seeded
+    inputs of the harness's generator, the same as onnxruntime's (``ios_core.quantize.calibration_inputs``),
+    kept in the build cache (``openvino-int8``) under a key of the model, the calibration and the
+    settings; returns (model, calibration)."""
     from importlib.metadata import version
 
     import openvino as ov
 
     samples = int(samples or CALIBRATION_SAMPLES)
     feeds = calibration_inputs(graph, batch_size, samples)
-    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": "nncf default (min-max ranges, mixed preset)",
-             "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(NNCF_SETTINGS),
+             "settings": dict(NNCF_SETTINGS), "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
-    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_SEED)
+    # the quantizer's settings are in the key: a changed setting never reuses a model quantized otherwise
+    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_STREAM, sorted(NNCF_SETTINGS.items()))
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}
-    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds])
+    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds], NNCF_SETTINGS)
     if path is not None:
         ov.save_model(quantized, str(path))
         cache.seal()

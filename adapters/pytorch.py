@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.kernels import TORCH_PRIMS
 from ios_core.lowering import lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 from ios_core.runtime.cuda_kernels import arch_problem
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
@@ -239,15 +239,21 @@ def to_module(graph: Graph) -> torch.fx.GraphModule:
 
 
 def _set_threads(threads: int, inter_op: int | None) -> dict:
-
+    """torch's two pools within the cell's budget (``ios_core.measurement.threads.split_budget``): the
+    intra-op pool (OpenMP) the budget, the inter-op pool (``torch.jit.fork``, async work; its default is
+    the machine's cores) 1 thread unless asked. The inter-op pool can be sized once per process, before
+    any inter-op work: a size it did not take is said in ``inter_op_threads_note``."""
+    _, inter, _ = split_budget(threads, inter_op)
     torch.set_num_threads(threads)
     info = {}
-    if inter_op is not None:
+    if torch.get_num_interop_threads() != inter:
         try:
-            torch.set_num_interop_threads(int(inter_op))
+            torch.set_num_interop_threads(inter)
         except RuntimeError as e:  # may only be set once, before any inter-op work
             info["inter_op_threads_note"] = str(e).splitlines()[0]
     info.update(intra_op_threads=torch.get_num_threads(), inter_op_threads=torch.get_num_interop_threads())
+    info["thread_pools"] = pool_record(intra_op=(info["intra_op_threads"], "torch.set_num_threads"),
+                                       inter_op=(info["inter_op_threads"], "torch.set_num_interop_threads"))
     return info
 
 
@@ -304,12 +310,54 @@ def _dtype(precision: str):
 
 
 def _computes_in(module) -> str:
-    """What the module computes in, read from its parameters (the engine's own view)."""
-    names = {v: k for k, v in DTYPES.items()}
+    """What the module holds its weights in, read from its parameters (torch-compile's record: the
+    kernels inductor generates are not inspected; ``precision_source`` says so)."""
     dtypes = {str(p.dtype).replace("torch.", "") for p in module.parameters()}
     if not dtypes:
         return "fp32"  # no parameter to read it from: said to be fp32, so a reduced-precision cell fails
-    return names.get(dtypes.pop(), "mixed") if len(dtypes) == 1 else "mixed"
+    return _precision_of(dtypes)
+
+
+def _precision_of(dtypes: set[str]) -> str:
+    names = {v: k for k, v in DTYPES.items()}
+    return names.get(next(iter(dtypes)), "mixed") if len(dtypes) == 1 else "mixed"
+
+
+# the heavy operators whose operands say what a call computes in, and where their operands are
+# (as dispatched: under inference_mode conv2d and linear arrive whole, else decomposed; one level is seen)
+HEAVY_OPERANDS = {"conv2d": (0, 1), "convolution": (0, 1), "linear": (0, 1), "addmm": (1, 2), "mm": (0, 1),
+                  "bmm": (0, 1), "matmul": (0, 1)}
+
+
+def dispatched_dtypes(module, x) -> dict[str, int]:
+    """One call of ``module(x)`` with every ATen operator it dispatches watched
+    (``TorchDispatchMode``): per operand dtype (``"bfloat16"``, or ``"mixed"`` for a call whose two
+    operands differ), how many convolutions and matrix products ran on it. What the kernels were
+    given, not what the parameters were cast to: a module that casts back to float32 inside reads fp32."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict[str, int] = {}
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            where = HEAVY_OPERANDS.get(func.overloadpacket.__name__)
+            if where is not None:
+                dtypes = {str(args[i].dtype).replace("torch.", "") for i in where}
+                key = dtypes.pop() if len(dtypes) == 1 else "mixed"
+                seen[key] = seen.get(key, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with torch.inference_mode(), Watch():
+        module(x)
+    return seen
+
+
+def computes_in_dispatched(module, x) -> tuple[str, dict[str, int]]:
+    """(the precision one call computed its convolutions and matrix products in, the counts of
+    :func:`dispatched_dtypes`): fp32 when it ran none."""
+    seen = dispatched_dtypes(module, x)
+    return (_precision_of(set(seen)) if seen else "fp32"), seen
 
 
 class TorchCompiled(Compiled):
@@ -476,7 +524,10 @@ class TorchEager(Adapter):
             module = module.to(device)
         dtype = _dtype(precision)
         module = module.to(dtype)
-        info["precision"] = _computes_in(module)
+        x = torch.zeros((batch_size, *graph.input_shape), dtype=dtype, device=device)
+        info["precision"], info["heavy_op_dtypes"] = computes_in_dispatched(module, x)
+        info["precision_source"] = ("read back: the operand dtypes of the convolutions and matrix products one "
+                                    "call dispatched (TorchDispatchMode)")
         info["convert_seconds"] = time.perf_counter() - t0
         return TorchCompiled(module, info, device, None if precision == "fp32" else dtype)
 
@@ -530,6 +581,7 @@ class TorchCompile(Adapter):
         dtype = _dtype(precision)  # bf16/fp16: the model and its input in that dtype
         module = module.to(dtype)
         info["precision"] = _computes_in(module)
+        info["precision_source"] = "the module's parameters after .to(dtype); inductor's generated kernels not read"
         isa = _trust_vec_isa(cache) if not device.startswith("cuda") else None
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
         x = torch.zeros((batch_size, *graph.input_shape), dtype=dtype, device=device)
@@ -570,7 +622,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
 
     from ios_core.quantize import (
         CALIBRATION_SAMPLES,
-        CALIBRATION_SEED,
+        CALIBRATION_STREAM,
         TORCH_BACKEND,
         build_key,
         calibration_inputs,
@@ -587,7 +639,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     path = None
     if cache is not None:
         weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
-        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_SEED, engine)
+        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_STREAM, engine)
         path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)

@@ -68,9 +68,9 @@ import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
-from ios_core.measurement.threads import resolve_threads
+from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
 from .build_cache import open_cache
 from .imports import absent
 
@@ -334,16 +334,25 @@ def operator_scopes(graph: Graph) -> dict[str, str]:
     return {f"ios_op{i}": op.name for i, op in enumerate(graph.operators())}
 
 
-def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
+def _set_threads(tf, threads: int | None, inter_op: int | None) -> dict:
+    """Both of TensorFlow's pools within the cell's budget (``ios_core.measurement.threads.split_budget``):
+    the inter-op pool (which runs a graph's ready operators concurrently; TensorFlow's default sizes it
+    from the machine's cores) gets 1 thread unless several requests are in flight (then one per
+    request), the intra-op pool the budget. Both are process-wide and settable only before TensorFlow's
+    runtime starts: a value it did not take is said in ``threads_note``; ``thread_pools`` records what
+    each pool holds, read back."""
+    # several requests in flight (in_flight_options): one inter-op thread per request, each graph on the
+    # shared intra-op pool of the per-request share, as TensorFlow's users serve concurrent calls
+    inter = int(inter_op) if inter_op is not None else split_budget(threads)[1]
     info: dict = {}
     notes = []
     for what, value, setter, getter in (
-        ("intra_op_threads", threads, tf.config.threading.set_intra_op_parallelism_threads,
+        ("intra_op_threads", resolve_threads(threads), tf.config.threading.set_intra_op_parallelism_threads,
          tf.config.threading.get_intra_op_parallelism_threads),
-        ("inter_op_threads", inter_op, tf.config.threading.set_inter_op_parallelism_threads,
+        ("inter_op_threads", inter, tf.config.threading.set_inter_op_parallelism_threads,
          tf.config.threading.get_inter_op_parallelism_threads),
     ):
-        if value is not None and getter() != value:
+        if getter() != value:
             try:
                 setter(int(value))
             except RuntimeError as e:  # only settable before TensorFlow's runtime starts
@@ -351,6 +360,9 @@ def _set_threads(tf, threads: int, inter_op: int | None) -> dict:
         info[what] = getter() or "default"
     if notes:
         info["threads_note"] = "; ".join(notes)
+    info["thread_pools"] = pool_record(
+        intra_op=(info["intra_op_threads"], "tf.config.threading.set_intra_op_parallelism_threads"),
+        inter_op=(info["inter_op_threads"], "tf.config.threading.set_inter_op_parallelism_threads"))
     return info
 
 
@@ -489,13 +501,13 @@ def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=
     (flatbuffer bytes, the calibration as the record keeps it)."""
     import json
 
-    from ios_core.quantize import CALIBRATION_SEED, build_key, calibration_inputs, inputs_note, tflite_quantize
+    from ios_core.quantize import CALIBRATION_STREAM, build_key, calibration_inputs, inputs_note, tflite_quantize
 
     tf = _tf()
     feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in calibration_inputs(graph, batch_size, samples)]
     concrete = fn.get_concrete_function()
     key = build_key(concrete.graph.as_graph_def().SerializeToString(deterministic=True),
-                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_SEED)
+                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_STREAM)
     cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
     path = cache.dir / f"{key}.tflite" if cache is not None else None
     if path is not None and path.is_file():
@@ -534,26 +546,24 @@ def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
     windows = sorted((s, t) for line in host.lines for name, s, t in events(line) if name == CALL)
     if not windows:
         raise ProfilerMissing(f"TensorFlow's trace has no '{CALL}' range")
-    calls: list[dict[str, float]] = [{} for _ in windows]
-    compiled: list[dict[str, float]] = [{} for _ in windows]  # XLA: the compiled function, per call
+    ops, functions = [], []  # XLA: the compiled function, all there is
     kinds: dict[str, str] = {}
     for line in host.lines:  # the caller's thread too: with few threads TensorFlow runs ops inline there
         for name, s, t in events(line):
             if name == CALL:
                 continue
-            i = next((i for i, (lo, hi) in enumerate(windows) if lo <= s <= hi), None)
-            if i is None:
-                continue
-            if name.startswith("__inference"):  # the function itself (XLA: all there is)
-                compiled[i][name] = compiled[i].get(name, 0.0) + (t - s) / 1e9
+            if name.startswith("__inference"):  # the function itself
+                functions.append((name, s, t))
                 continue
             op, _, kind = name.rpartition(":")
             # an op event is "<name>:<type>"; runtime events are C++ methods ("KernelAndDeviceFunc::Run")
             # or have a sentence after the colon ("EagerLocalExecute: __inference_forward_28")
             if "::" in name or not op or not kind or kind.startswith(" ") or op.startswith(_EXECUTOR):
                 continue
-            calls[i][op] = calls[i].get(op, 0.0) + (t - s) / 1e9
+            ops.append((op, s, t))
             kinds[op] = kind
+    # an op's events on every host thread, its wall time counted once (ps)
+    calls, compiled = per_call_ms(windows, ops, 1e9), per_call_ms(windows, functions, 1e9)
     if not any(calls):  # an XLA cluster: no op events, its function's time as one unmapped row
         return [OpTime(name, ms, (), "compiled function") for name, ms in median_per_name(compiled).items()]
     rows = []
@@ -674,6 +684,8 @@ class TensorFlow(Adapter):
         kernels = tflite_integer_kernels(compiled.interpreter)
         compiled.info.update({
             "threads": n, "num_threads": n, "framework_version": tf.__version__, "layout": "NHWC",
+            "thread_pools": pool_record(interpreter=(n, "tf.lite.Interpreter(num_threads=), its one pool, XNNPACK's "
+                                                        "too")),
             "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
             "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
             "calibration": calibration, "integer_kernels": kernels,

@@ -302,6 +302,10 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
                            "refusing the engine")
     # what the engine was built to compute in: the flag read back (TensorRT may keep a layer in fp32)
     info["precision"] = precision
+    info["precision_source"] = (
+        "read back: no reduced-precision builder flag is set, so every layer is fp32" if precision == "fp32" else
+        f"requested, not read back: BuilderFlag.{PRECISION_FLAGS[precision]} read back from the builder config "
+        "allows, never forces, it per layer; the engine's layers are not inspected")
     if precision != "fp32":
         info["precision_note"] = (f"BuilderFlag.{PRECISION_FLAGS[precision]}: TensorRT runs each layer at "
                                   f"{precision} where it has a faster kernel for it, else fp32 (trtexec --{precision})")

@@ -44,6 +44,7 @@ import numpy as np
 from ios_core.atomic import atomic_write_json
 from ios_core.ir import ActivationMap, Graph, OpVisitor
 from ios_core.lowering import Primitives, lower
+from ios_core.measurement.threads import pool_record, resolve_threads
 
 from .base import Adapter, Compiled
 from .imports import absent
@@ -637,6 +638,17 @@ def fp16_ops(mod) -> dict:
     return {"fp16": n, "total": total}
 
 
+def computes_in(ops: dict) -> str:
+    """The precision a Relax module computes in, from :func:`fp16_ops` read on it: fp16 when every
+    convolution and matrix product reads fp16 operands, fp32 when none does; a mix is refused."""
+    if ops["total"] and ops["fp16"] == ops["total"]:
+        return "fp16"
+    if ops["fp16"] == 0:
+        return "fp32"
+    raise RuntimeError(f"{ops['fp16']} of {ops['total']} convolutions and matrix products on fp16 operands: "
+                       "a mixed module, neither fp16 nor fp32")
+
+
 def _base_info(target, threads_effective: int) -> dict:
     import tvm
 
@@ -691,11 +703,15 @@ class TVMAdapter(Adapter):
         return v
 
     def _prepare(self, graph: Graph, batch_size: int, threads: int | None, options: dict):
-        threads_effective = configure_threads(threads)
-        target = host_target(threads or threads_effective, options.get("target"))
+        n = resolve_threads(threads)  # never TVM's own default (half the logical CPUs)
+        threads_effective = configure_threads(n)
+        target = host_target(n, options.get("target"))
         t0 = time.perf_counter()
         mod, _ = to_relax(graph, batch_size)
         info = _base_info(target, threads_effective)
+        info["precision"] = computes_in(fp16_ops(mod))  # read back (the CPU builds have no fp16 transform)
+        info["thread_pools"] = pool_record(runtime=(threads_effective, "TVM_NUM_THREADS before the pool starts, "
+                                                    "runtime.config_threadpool after; tvm.runtime.num_threads"))
         info["convert_seconds"] = time.perf_counter() - t0
         return mod, target, info
 
@@ -723,12 +739,16 @@ class TVMAdapter(Adapter):
             mod, _ = to_relax(graph, batch_size)
             mixed = None
             if precision == "fp16":
-                mod, mixed = to_fp16(mod)
+                mod, _ = to_fp16(mod)
+                mixed = fp16_ops(mod)  # read back from the module compiled below, not taken from the transform's word
                 if __import__("tvm").cuda(_device_id(device)).exist:  # its kernels compile when loaded there
                     problem = cuda_compile_problem("fp16")  # (available() checked fp32's needs)
                     if problem:
                         raise RuntimeError(problem)
-            info = {"tvm_version": __import__("tvm").__version__, "target": str(target), "precision": precision,
+            info = {"tvm_version": __import__("tvm").__version__, "target": str(target),
+                    "precision": computes_in(fp16_ops(mod) if mixed is None else mixed),
+                    "precision_source": "read back: the operand dtypes of the compiled Relax module's convolutions "
+                                        "and matrix products (before TVM's lowering to kernels)",
                     "convert_seconds": time.perf_counter() - t0, "cudnn": cudnn,
                     # TVM's own kernels compute in fp32; its cuDNN offload leaves cuDNN's math mode at its
                     # default, which NVIDIA_TF32_OVERRIDE=0 (set by every GPU worker) forces to fp32

@@ -13,7 +13,15 @@ its nodes after the operator they compute. A profiled item whose names map to se
 is a fused group (one row for the group); one whose names map to none (a layout reorder, a
 compiled region, the aten ops between ranges) is "fused, unmapped", never dropped. Then
 ``latency = attributed + unmapped + overhead``: "gaps and overhead" is the unprofiled latency
-minus everything the profiler timed (negative where the profiler's own cost exceeds the gaps).
+minus everything the profiler timed. Each operator's wall time is counted once per call (its events
+on several threads or planes merged: ``adapters.base.per_call_ms``), but different operators that ran
+at the same time (an inter-op pool, concurrent planes, IOS's parallel stages) each keep their own
+time: the rows can then add up to more than the call took. "gaps and overhead" is negative when
+everything timed adds up to more than the unprofiled latency: such overlapping operators, or a
+profiler that made each operator slower (the profiler's cost). ``attributed_over_profiled`` (the
+attributed time over the profiled call's, on the same calls' clock) stands beside
+``attributed_share`` (over the unprofiled latency), and ``overlap`` says why, when the rows add up
+to more than the profiled call (:func:`overlap_reason`).
 A framework whose profiler is missing or fails gives ``{"framework", "error"}`` and the others
 still run. On cuda the unprofiled window also gives joules per inference and average watts
 (``ios_core.measurement.energy``); elsewhere ``energy`` says why it is not available.
@@ -102,12 +110,27 @@ def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> d
                      "operators": list(ops), "framework_ops": g["framework_ops"]})
     attributed = sum(r["ms"] for r in rows)
     unmapped_ms = sum(unmapped.values())
-    return {"latency_ms": latency_ms, "profiled_ms": profiled_ms, "attributed_ms": attributed,
-            "unmapped_ms": unmapped_ms, "overhead_ms": latency_ms - attributed - unmapped_ms,
-            "attributed_share": attributed / latency_ms if latency_ms > 0 else None,
-            "profiler_cost": profiled_ms / latency_ms - 1 if latency_ms > 0 else None,
-            "rows": rows, "unmapped_rows": [{"name": n, "ms": ms} for n, ms in
+    out = {"latency_ms": latency_ms, "profiled_ms": profiled_ms, "attributed_ms": attributed,
+           "unmapped_ms": unmapped_ms, "overhead_ms": latency_ms - attributed - unmapped_ms,
+           "attributed_share": attributed / latency_ms if latency_ms > 0 else None,
+           "attributed_over_profiled": attributed / profiled_ms if profiled_ms > 0 else None,
+           "profiler_cost": profiled_ms / latency_ms - 1 if latency_ms > 0 else None}
+    reason = overlap_reason(attributed + unmapped_ms, profiled_ms)
+    if reason:
+        out["overlap"] = reason
+    return {**out, "rows": rows, "unmapped_rows": [{"name": n, "ms": ms} for n, ms in
                                             sorted(unmapped.items(), key=lambda kv: -kv[1])]}
+
+
+def overlap_reason(timed_ms: float, profiled_ms: float) -> str | None:
+    """Why a framework's profile rows (``timed_ms``: attributed + unmapped) add up to more than its
+    profiled call (``profiled_ms``), or None when they do not."""
+    if profiled_ms <= 0 or timed_ms <= profiled_ms:
+        return None
+    return (f"its rows add up to {timed_ms:.3g} ms, {100 * timed_ms / profiled_ms:.0f}% of the profiled call's "
+            f"{profiled_ms:.3g} ms: operators that ran at the same time (on an inter-op pool's threads or "
+            "concurrent planes) each count their own wall time, and each row is its own median over the calls; "
+            "the shares count the overlapping time more than once")
 
 
 def _fused_conv(graph: Graph, t, resolve) -> set[str]:

@@ -3,8 +3,9 @@ ONNX Runtime and OpenVINO adapters (whole models) and the IOS runtime's kernel p
 piece of a schedule, ``ios_core.runtime.providers``) quantize with these functions and read back
 what the engine computes in with them (docs/precision.md).
 
-- :func:`calibration_inputs`: the harness's seeded inputs (``ios_core.inputs.random_input``, seeds
-  :data:`CALIBRATION_SEED`..) every quantized model is calibrated on, never the measured input.
+- :func:`calibration_inputs`: the harness's seeded inputs (``ios_core.inputs.random_input``, drawn
+  from the calibration stream :data:`CALIBRATION_STREAM`) every quantized model is calibrated on,
+  never the measured input, whatever ``--seed`` is (disjoint by construction: see the function).
 - :func:`ort_quantize`: ``onnxruntime.quantization.quantize_static`` to QDQ (u8 activations, s8
   weights per channel) over given feeds; :func:`integer_kernels` reads ONNX Runtime's optimized
   graph back (its integer convolutions).
@@ -31,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 CALIBRATION_SAMPLES = 16  # seeded inputs an int8 model is calibrated on
-CALIBRATION_SEED = 1000  # their seeds: CALIBRATION_SEED + i, never the measured input's (input_seed)
+CALIBRATION_SEED = 1000  # the root of their stream: batch i from SeedSequence(CALIBRATION_SEED, spawn_key=(i,))
+# how the calibration inputs are drawn, as build caches key it (a quantized model is kept per calibration)
+CALIBRATION_STREAM = f"numpy SeedSequence({CALIBRATION_SEED}, spawn_key=(i,))"
 METHODS = ("minmax", "entropy", "percentile")
 ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
 
@@ -39,18 +42,32 @@ ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
 def calibration_inputs(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES,
                        seed: int = CALIBRATION_SEED) -> list[np.ndarray]:
     """The harness's seeded inputs (``ios_core.inputs.random_input``) a quantized model is calibrated
-    on: ``samples`` images in batches of the cell's size."""
+    on: ``samples`` images in batches of the cell's size, batch ``i`` drawn from
+    ``SeedSequence(seed, spawn_key=(i,))`` (:func:`calibration_seed`).
+
+    Disjoint from every measured input by construction: a measured input is drawn from an integer
+    seed (``random_input(graph, bs, seed=input_seed + k)``), whose generator is seeded with the seed's
+    32-bit words alone (at most four below 2**128; the CLI's seeds are below 2**32), while a spawned
+    sequence's are its root's words padded to four, then the spawn key: five words that no integer
+    seed below 2**128 gives. (Integer seeds ``1000 + i``, as before, were the measured input itself
+    under ``--seed 1000``.)"""
     from ios_core.inputs import random_input
 
     if samples < 1:
         raise ValueError(f"calibration_samples must be >= 1, got {samples}")
     batches = max(1, -(-samples // batch_size))
-    return [random_input(graph, batch_size, seed=seed + i) for i in range(batches)]
+    return [random_input(graph, batch_size, seed=calibration_seed(i, seed)) for i in range(batches)]
+
+
+def calibration_seed(i: int, seed: int = CALIBRATION_SEED) -> np.random.SeedSequence:
+    """The seed of calibration batch ``i``: the ``i``-th child of the calibration stream's root."""
+    return np.random.SeedSequence(seed, spawn_key=(i,))
 
 
 def inputs_note(batches: int, seed: int = CALIBRATION_SEED) -> str:
     """How the record names the calibration inputs."""
-    return f"ios_core.inputs.random_input seeds {seed}..{seed + batches - 1}"
+    return (f"ios_core.inputs.random_input from numpy SeedSequence({seed}, spawn_key=(i,)), i = 0..{batches - 1} "
+            "(never a measured input)")
 
 
 def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
@@ -145,10 +162,23 @@ def integer_kernels(optimized_path) -> dict:
     return {"conv": conv, "other": other, "nodes": len(ops)}
 
 
-def nncf_quantize(ov_model, feeds: list[list[np.ndarray]]):
-    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize``, its default
-    mixed preset) over ``feeds`` (per calibration batch, one array per model input); returns
-    (model, the calibration as the record keeps it: tool, method)."""
+# The settings nncf.quantize is called with, passed explicitly (its defaults for a CNN: the preset None
+# means PERFORMANCE for every model type but transformers), and recorded from this one dict.
+NNCF_SETTINGS = {"preset": "performance", "fast_bias_correction": True, "target_device": "ANY"}
+
+
+def nncf_method(settings: dict = NNCF_SETTINGS) -> str:
+    """How the record names an NNCF run with ``settings`` (what :func:`nncf_quantize` passes)."""
+    modes = {"performance": "symmetric weights and activations", "mixed": "symmetric weights, asymmetric activations"}
+    return (f"nncf.quantize post-training: preset {settings['preset']} ({modes[settings['preset']]}), "
+            f"fast bias correction {'on' if settings['fast_bias_correction'] else 'off'}, target device "
+            f"{settings['target_device']}, NNCF's default range estimators")
+
+
+def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF_SETTINGS):
+    """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize`` with ``settings``,
+    passed explicitly: :data:`NNCF_SETTINGS`) over ``feeds`` (per calibration batch, one array per model
+    input); returns (model, the calibration as the record keeps it: tool, method, settings)."""
     from importlib.metadata import version
 
     import nncf
@@ -156,9 +186,12 @@ def nncf_quantize(ov_model, feeds: list[list[np.ndarray]]):
     if not feeds:
         raise ValueError("no calibration feeds")
     items = [arrays[0] if len(arrays) == 1 else list(arrays) for arrays in feeds]
-    quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items))
-    return quantized, {"tool": f"nncf.quantize {version('nncf')}",
-                       "method": "nncf default (min-max ranges, mixed preset)"}
+    quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items),
+                              preset=nncf.QuantizationPreset(settings["preset"]),
+                              fast_bias_correction=bool(settings["fast_bias_correction"]),
+                              target_device=nncf.TargetDevice[settings["target_device"]])
+    return quantized, {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(settings),
+                       "settings": dict(settings)}
 
 
 def runtime_precisions(compiled_model) -> dict:
@@ -169,6 +202,21 @@ def runtime_precisions(compiled_model) -> dict:
         key = (rt["layerType"].astype(str), rt["runtimePrecision"].astype(str))
         out[key] = out.get(key, 0) + 1
     return out
+
+
+OV_HEAVY_LAYERS = ("Convolution", "FullyConnected", "MatMul")  # the runtime model's layers that say the precision
+_OV_LABELS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+
+
+def runtime_float_precision(kinds: dict) -> str:
+    """What the CPU plugin's runtime model (``kinds``: :func:`runtime_precisions`) runs its convolutions
+    and matrix products in: ``fp32``, ``bf16``, ``fp16``, ``mixed (...)`` when they differ, or ``fp32``
+    when it has none. The runtime model, not the ``INFERENCE_PRECISION_HINT`` asked for or reported."""
+    got = sorted({prec for (kind, prec), n in kinds.items() if kind in OV_HEAVY_LAYERS and n})
+    labels = [_OV_LABELS.get(p, p) for p in got]
+    if not labels:
+        return "fp32"
+    return labels[0] if len(labels) == 1 else f"mixed ({', '.join(labels)})"
 
 
 def integer_convolutions(compiled_model) -> int:
@@ -330,7 +378,8 @@ def tflite_integer_kernels(interpreter) -> dict:
             "nodes": len(ops) - delegated, "delegated": delegated}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "METHODS", "TORCH_BACKEND", "build_key", "calibration_inputs",
-           "integer_convolutions", "integer_kernels", "inputs_note", "nncf_quantize", "ort_quantize",
-           "runtime_precisions", "stored_key", "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops",
-           "torch_qconfig_mapping", "torch_quantize"]
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "TORCH_BACKEND",
+           "build_key", "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels",
+           "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_float_precision",
+           "runtime_precisions", "stored_key",
+           "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -99,6 +99,9 @@ def test_adapter_records_its_build(built, name):
     compiled = built(name, "sample", 1)
     info = compiled.info
     assert info["threads"] == 2
+    # how each pool was set, its size read back: within the budget (ios_core.measurement.threads.split_budget)
+    sizes = [int(v.split(" ", 1)[0]) for v in info["thread_pools"].values() if v.split(" ", 1)[0].isdigit()]
+    assert sizes and max(sizes) <= 2
     assert info["precision"] == "fp32"
     assert info["framework_version"]
     assert info["build_seconds"] > 0

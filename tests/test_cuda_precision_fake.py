@@ -182,6 +182,8 @@ def test_the_ios_adapter_builds_a_cuda_cell_at_its_precision(monkeypatch, precis
     graph = GRAPHS["mixed"]().init_weights(0)
     compiled = IOS.build(graph, 1, "cuda", precision=precision)
     assert compiled.info["precision"] == precision and precision_problem(IOS, compiled.info, precision) is None
+    # the device's own precision, never read back from cuDNN's engines on the fake: the record says so
+    assert compiled.info["precision_source"].startswith("requested, not read back")
     x = random_input(graph, 1, seed=3)
     out = compiled.finish(compiled.execute(compiled.prepare(x)))
     assert check_precision(out, reference.run(graph, x), precision).passed

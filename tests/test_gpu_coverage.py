@@ -160,6 +160,8 @@ def test_tensorrt_reduced_precision_is_its_builder_flag(graph, trt, monkeypatch,
                      "TF32": False}
     info = compiled.info
     assert info["precision"] == precision and info["reduced_precision_flags"][precision] is True
+    # the flag allows the precision per layer and the engine's layers are not read: the record says so
+    assert info["precision_source"].startswith("requested, not read back")
     assert f"BuilderFlag.{precision.upper()}" in info["precision_note"]
     assert len(list(tmp_path.glob("*.engine"))) == 2  # its own engine beside the fp32 one
     again = adapter.build(graph, 1, "cuda", cache=tmp_path, precision=precision)
@@ -167,6 +169,7 @@ def test_tensorrt_reduced_precision_is_its_builder_flag(graph, trt, monkeypatch,
     assert compare(again.run(x), reference.run(graph, x), 1e-4).passed
     fp32 = adapter.build(graph, 1, "cuda", cache=tmp_path)
     assert fp32.info["precision"] == "fp32" and fp32.info["engine_cached"] is True
+    assert fp32.info["precision_source"].startswith("read back")
 
 
 @pytest.mark.parametrize("cc,refused", [("7.5", True), ("8.0", False)])

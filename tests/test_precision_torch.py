@@ -53,8 +53,15 @@ def test_a_torch_int8_cell_is_calibrated_read_back_checked_and_kept_by_the_build
     out = c.run(x)
     # calibrated on exactly those inputs: the quantizer over calibration_inputs gives the same module
     direct, _, _ = torch_quantize(to_module(g), [[f] for f in calibration_inputs(g, 8)])
+    # ... and the comparison tells calibrations apart: the same quantizer over other inputs (the
+    # measured one, or the calibration inputs scaled) gives another module, so a quantizer that ignored
+    # its feeds, or an adapter that calibrated on anything else, fails here
+    measured, _, _ = torch_quantize(to_module(g), [[x]])
+    scaled, _, _ = torch_quantize(to_module(g), [[3 * f] for f in calibration_inputs(g, 8)])
     with torch.inference_mode():
         assert np.array_equal(direct(torch.from_numpy(x)).numpy(), out)
+        for other in (measured, scaled):
+            assert not np.array_equal(other(torch.from_numpy(x)).numpy(), out)
     res = check_precision(out, ref, "int8")
     assert res.passed, res.reason
     assert res.max_rel_err > tolerance_for("fp32")  # it really computed in int8: fp32's bound would fail it
@@ -165,3 +172,37 @@ def test_the_quantized_engine_is_a_build_option_kept_apart_by_the_cache_and_igno
         torch.backends.quantized.engine = engine
     fp32 = torch_.build(g, 4, threads=1, cache_dir="off", quantized_engine="onednn", calibration_samples=8)
     assert fp32.info["precision"] == "fp32" and check_precision(fp32.run(x), ref, "fp32").passed
+
+
+def test_torch_bf16_is_read_back_from_the_kernels_one_call_dispatched():
+    """The eager cell's precision is what its convolutions and matrix products were given in a call,
+    counted: every one of the graph's (counted from the IR, not from the module) on bfloat16."""
+    g, _, _ = _case(batch=1)
+    info = adapters.get("torch").build(g, 1, "cpu", 1, precision="bf16").info
+    heavy = _convs(g) + sum(1 for op in g.operators() if op.TYPE == "linear")
+    assert info["precision"] == "bf16" and info["heavy_op_dtypes"] == {"bfloat16": heavy}
+    assert info["precision_source"].startswith("read back")
+    fp32 = adapters.get("torch").build(g, 1, "cpu", 1).info
+    assert fp32["precision"] == "fp32" and fp32["heavy_op_dtypes"] == {"float32": heavy}
+
+
+def test_a_module_holding_bf16_weights_that_computes_in_fp32_reads_fp32():
+    """Parameters cast to bfloat16 say nothing of what runs: a forward that casts back to float32
+    before its convolution is read as fp32 (the parameters alone would have said bf16)."""
+    import torch
+
+    from adapters.pytorch import _computes_in, computes_in_dispatched
+
+    class CastsBack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.nn.functional.conv2d(x.float(), self.conv.weight.float(), self.conv.bias.float())
+
+    m = CastsBack().to(torch.bfloat16)
+    x = torch.zeros((1, 3, 8, 8), dtype=torch.bfloat16)
+    assert _computes_in(m) == "bf16"  # what the parameters say
+    assert computes_in_dispatched(m, x) == ("fp32", {"float32": 1})
+    assert computes_in_dispatched(m.conv, x) == ("bf16", {"bfloat16": 1})

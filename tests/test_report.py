@@ -436,3 +436,23 @@ def test_the_headline_says_whether_ios_was_not_run_or_not_correct(tmp_path):
     first = _md_tables(md.split("## At a glance")[1])[0]
     verdicts = {r[2]: r[8] for r in first[2:]}
     assert verdicts == {"m1": "no IOS cell with a correct output", "m2": "no IOS cell in this run"}
+
+
+def test_a_run_without_ios_cells_leads_with_the_fastest_framework_per_model(tmp_path):
+    """run --schedules none: no table of '-' rows saying 'no IOS cell'; per model the fastest correct
+    framework, the next, the margin with its paired interval and the verdict, and once that no IOS cell ran."""
+    run = tmp_path / "runs" / "peers"
+    store = Store(run)
+    for model, (a, b) in (("m1", (10.0, 12.0)), ("m2", (9.0, 5.0))):
+        store.append(_cell(model, "p01", a))
+        store.append(_cell(model, "p02", b))
+        store.append(_cell(model, "p03", 4.0, "wrong"))  # fastest, but wrong: never the fastest
+    md = write_report(run, tmp_path / "rep")["md"].read_text()
+    glance = md.split("## At a glance")[1].split("\n## ")[0]
+    assert "no IOS cell ran in this run" in glance and "no IOS cell in this run" not in glance
+    first = _md_tables(glance)[0]
+    assert first[0][3:6] == ["fastest", "ms [95% CI]", "next fastest"]
+    rows = {r[2]: r for r in first[2:]}
+    assert (rows["m1"][3], rows["m1"][5]) == ("p01", "p02") and (rows["m2"][3], rows["m2"][5]) == ("p02", "p01")
+    assert rows["m1"][7].startswith("1.20x [") and rows["m1"][8] == "faster (5 pairs)"
+    assert rows["m2"][7].startswith("1.80x [") and rows["m2"][8] == "faster (5 pairs)"

@@ -489,7 +489,8 @@ def test_resume_from_another_folder_and_retry_failed(tmp_path):
     recs = results.read_records(run)
     assert [(r["framework"], r["status"], r.get("attempt")) for r in recs] == [
         ("test-ref", "ok", None), ("test-raise", "failed", None), ("test-raise", "ok", 2)]
-    md = (elsewhere / "reports" / "r" / "report.md").read_text()
+    md = (a / "reports" / "r" / "report.md").read_text()  # beside the run, not under the current folder
+    assert not (elsewhere / "reports").exists()
     assert "| mine | 1 | test-raise | cpu | ok |" in md
 
 

@@ -68,3 +68,66 @@ def test_bad_spin_policy_is_a_one_line_error(run_cli, monkeypatch):
     monkeypatch.setenv(threads.POLICY_VAR, "hot")
     code, out, err = run_cli(["list", "models"])
     assert code == 2 and "unknown spin policy 'hot'" in err
+
+
+# Every CPU adapter at a budget of 1 thread, each in a fresh process without the harness's thread
+# variables: the adapter alone must keep the budget, all its pools together. (tvm: a generic llvm
+# target, since LLVM names this host's CPU znver4 while the VM hides AVX-512: the default target's
+# code stops on an illegal instruction here.)
+BUDGET_CASES = {"ios": {}, "torch": {}, "tensorflow": {}, "tensorflow-xla": {}, "jax-xla": {}, "onnxruntime": {},
+                "onnxruntime-parallel": {}, "openvino": {}, "tvm": {"target": {"kind": "llvm", "num-cores": 1}}}
+# CPU time over wall time of one thread's work: 1, plus a margin for the engines' own bookkeeping threads
+MAX_CPU_OVER_WALL = 1.15
+
+
+@pytest.mark.parametrize("name", list(BUDGET_CASES))
+def test_every_adapter_keeps_a_budget_of_one_thread(name):
+    import json
+    import subprocess
+    import sys
+
+    import adapters
+    from tests.thread_probe import clean_env
+
+    if name not in adapters.names() or adapters.get(name).available("cpu") is not None:
+        pytest.skip(f"{name} is not available here")
+    p = subprocess.run([sys.executable, "-m", "tests.thread_probe", name, "1", json.dumps(BUDGET_CASES[name])],
+                       capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    # measured (a machine busy with other work can hide a second busy thread, never invent one) ...
+    assert got["cpu_over_wall"] <= MAX_CPU_OVER_WALL, (
+        f"{name} kept {got['cpu_over_wall']:.2f} cores busy at a budget of 1 thread ({got['ms']:.0f} ms a call; "
+        f"pools {got['thread_pools']})")
+    # ... and recorded: every pool's size as the engine reports it back, within the budget whatever the load
+    assert got["thread_pools"], f"{name}: the build does not record how its thread pools were set"
+    assert all(v.split(" ", 1)[0] in ("1", "unused") for v in got["thread_pools"].values()), got["thread_pools"]
+
+
+def test_split_budget_keeps_every_pool_within_the_budget():
+    assert threads.split_budget(4, None) == (4, 1, 4)  # one operator at a time unless asked
+    assert threads.split_budget(4, None, default_inter=4) == (4, 4, 1)
+    assert threads.split_budget(4, 3) == (4, 3, 1)
+    assert threads.split_budget(2, 8) == (2, 2, 1)  # never more inter-op threads than the budget
+    for n in range(1, 9):
+        for inter in range(1, 10):
+            budget, i, j = threads.split_budget(n, inter)
+            assert budget == n and i * j <= n and i >= 1 and j >= 1
+    with pytest.raises(ValueError, match="inter_op_threads must be >= 1"):
+        threads.split_budget(2, 0)
+
+
+def test_cpu_over_wall_is_cpu_time_over_wall_time_of_the_calls(monkeypatch):
+    import time
+
+    clock = {"wall": 100.0, "cpu": 7.0}
+
+    def two_threads_busy():  # 10 ms of wall time, 20 ms of CPU time
+        clock["wall"] += 0.010
+        clock["cpu"] += 0.020
+
+    monkeypatch.setattr(time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(time, "process_time", lambda: clock["cpu"])
+    assert threads.cpu_over_wall(two_threads_busy, 3) == pytest.approx(2.0)
+    monkeypatch.undo()
+    assert threads.cpu_over_wall(lambda: time.sleep(0.02), 3) < 0.3  # sleeping: no CPU, whatever the load

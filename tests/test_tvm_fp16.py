@@ -83,3 +83,25 @@ def test_the_tvm_adapter_builds_its_fp16_cuda_cell(monkeypatch):
     assert info32["precision"] == "fp32" and "fp16_ops" not in info32
     with pytest.raises(ValueError, match="cuda only, fp16"):
         tvm_ad._build(graph, 1, "cpu", None, precision="fp16")
+
+
+def test_the_cells_precision_is_read_back_from_the_module_it_compiles(monkeypatch):
+    """The fp16 cell's precision comes from the module the adapter compiles, not from the request or
+    the transform's own account: a transform that says it made 7 of 7 operations fp16 and changed
+    nothing gives an fp32 cell (which the harness then refuses as not the precision asked for)."""
+    import adapters
+    import adapters.tvm as tvm_adapter
+    from ios_bench.running.task_cell import precision_problem
+
+    tvm_ad = adapters.get("tvm")
+    monkeypatch.setattr(tvm_adapter, "TVMCompiled", lambda ex, info, device=None: info)
+    monkeypatch.setattr(tvm_adapter, "_compile_cuda", lambda mod, target, cudnn: None)
+    monkeypatch.setattr(tvm_adapter, "to_fp16", lambda mod: (mod, {"fp16": 7, "total": 7}))  # says so, does nothing
+    graph = mixed_graph().init_weights(0)
+    info = tvm_ad._build(graph, 1, "cuda", None, precision="fp16", target=CUDA_TARGET)
+    assert info["precision"] == "fp32" and info["fp16_ops"] == {"fp16": 0, "total": 7}
+    assert info["precision_source"].startswith("read back")
+    assert "fp32" in precision_problem(tvm_ad, info, "fp16")
+    assert tvm_adapter.computes_in({"fp16": 7, "total": 7}) == "fp16"
+    with pytest.raises(RuntimeError, match="a mixed module"):
+        tvm_adapter.computes_in({"fp16": 3, "total": 7})

@@ -327,7 +327,7 @@ def parse_schedules(text: str) -> list[str]:
 @click.option("--retry-failed", is_flag=True,
               help="With --resume (implied): run the cells whose last record failed again (skipped and "
                    "finished cells stay).")
-@click.option("--report-out", default=None, help="Report folder [default: reports/<run name>].")
+@click.option("--report-out", default=None, help="Report folder [default: reports/<run name> beside the run].")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (one line per cell only).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -513,7 +513,9 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
         folder = found
     else:
         folder = Path(out) if out else Path("runs") / default_run_name()
-    target = Path(report_out) if report_out else Path("reports") / folder.name
+    from ios_bench.reporting.paths import default_report_folder
+
+    target = Path(report_out) if report_out else default_report_folder(folder)
     check_run_folder(folder)
     if not no_report:
         check_report_folder(target)

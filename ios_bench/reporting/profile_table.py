@@ -70,11 +70,16 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     footer(OVERHEAD, lambda r: _share(r["overhead_ms"], r["latency_ms"]))
     footer("end-to-end (unprofiled)", lambda r: f"{fmt(r['latency_ms'])} 100%")
     footer("attributed share", lambda r: f"{fmt(100 * r['attributed_share'], 1)}%")
+    footer("attributed / profiled", lambda r: f"{fmt(100 * r['attributed_over_profiled'], 1)}%"
+           + (" (!)" if r.get("overlap") else "") if r.get("attributed_over_profiled") is not None else "-")
     footer("profiled run", lambda r: fmt(r["profiled_ms"]))
     footer("profiler's cost", lambda r: f"{100 * r['profiler_cost']:+.1f}%")
     footer("energy / inference", lambda r: f"{fmt(1000 * r['joules_per_inference'])} mJ, {fmt(r['average_watts'])} W"
            if "joules_per_inference" in r else "-")
     return header, rows
+
+
+FOOTERS = 8  # the footer rows table_rows adds after the operators' (a rule is drawn above them)
 
 
 def render(graph, results: list[dict], by: str = "op") -> str:
@@ -84,14 +89,18 @@ def render(graph, results: list[dict], by: str = "op") -> str:
     out = []
     for j, line in enumerate((header, *rows)):
         out.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)))
-        if j == 0 or j == len(rows) - 7:
+        if j == 0 or j == len(rows) - FOOTERS:
             out.append("  ".join("-" * w for w in widths))
     out.append(f"ms per inference and share of the unprofiled end-to-end latency; {UNMAPPED}: what the profiler "
-               f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: the "
-               "profiler's own cost exceeds the gaps)")
+               f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: what the "
+               "profiler timed adds up to more than the unprofiled call, because operators ran at the same time "
+               "and each counts its own time, or because the profiler slowed each operator: see the profiler's "
+               "cost); attributed / profiled: the attributed time over the profiled call's")
     for r in results:
         if "error" in r:
             out.append(f"{r['framework']}: {r['error']}")
+        elif r.get("overlap"):
+            out.append(f"(!) {r['framework']}: {r['overlap']}")
     for note in dict.fromkeys(r["energy"] for r in results if "energy" in r):
         out.append(f"energy: {note}")
     return "\n".join(out)
@@ -199,7 +208,9 @@ def report_sections(run_folder, out, table_cls) -> list[tuple[str, list]]:
     for model, bs, device, results in entries:
         header, rows = table_rows(None, results, "kind")
         items.append(table_cls(f"{model}, batch {bs}, {device}: ms per inference by op kind (share)", header, rows,
-                               note="; ".join(f"{r['framework']}: {r['error']}" for r in results if "error" in r)))
+                               note="; ".join([f"{r['framework']}: {r['error']}" for r in results if "error" in r]
+                                              + [f"(!) {r['framework']}: {r['overlap']}" for r in results
+                                                 if r.get("overlap") and "error" not in r])))
         if any("error" not in r for r in results):
             png = Path(out) / f"where_time_goes_{file_part(model)}_{file_part(device)}_b{bs}.png"
             plot(results, png, f"{model}, batch {bs}, {device}: where the time goes")

@@ -411,6 +411,8 @@ def headline_table(df) -> Table | None:
     timed = df[df["status"].isin(TIMED)]
     if timed.empty:
         return None
+    if not df["framework"].str.startswith("ios-").any():  # run --schedules none: what the run can answer
+        return fastest_table(df)
     rows = []
     for device in dict.fromkeys(df["device"]):
         at = df[df["device"] == device]
@@ -432,13 +434,7 @@ def headline_table(df) -> Table | None:
                     why = "with a correct output" if not side.empty else "in this run"
                     row += ["-", f"no {missing} {why}"]
                 else:
-                    v = against(best, top, PEER_WORDS)  # change = peer / IOS - 1
-                    if v["verdict"] is None:
-                        ratio = f"{top['median_ms'] / best['median_ms']:.2f}x"
-                        row += [ratio, f"no verdict ({v['why'].split(':')[0]})"]
-                    else:
-                        row += [f"{1 + v['change']:.2f}x [{1 + v['low']:.2f}-{1 + v['high']:.2f}]",
-                                f"{v['verdict']} ({v['n']} pairs)"]
+                    row += _ratio_cells(against(best, top, PEER_WORDS), best, top)  # change = peer / IOS - 1
                 rows.append(row)
     return Table("IOS at its best against the best peer",
                  ["device", "batch", "model", "IOS at its best", "ms [95% CI]", "best peer", "ms [95% CI]",
@@ -448,6 +444,51 @@ def headline_table(df) -> Table | None:
                  "medians [hierarchical bootstrap interval]; peer / IOS > 1: IOS is faster, its interval from the "
                  "two cells' rounds of the same interleaved passes (paired); a verdict only where that interval "
                  "excludes 1 and the change is at least 2%, never on a raw difference", keep=3)
+
+
+def _ratio_cells(v: dict, base, other) -> list[str]:
+    """The ratio ``other / base`` with its paired interval and the verdict (``v``: :func:`against`'s),
+    or the plain ratio and why there is no verdict."""
+    if v["verdict"] is None:
+        return [f"{other['median_ms'] / base['median_ms']:.2f}x", f"no verdict ({v['why'].split(':')[0]})"]
+    return [f"{1 + v['change']:.2f}x [{1 + v['low']:.2f}-{1 + v['high']:.2f}]", f"{v['verdict']} ({v['n']} pairs)"]
+
+
+# the runner-up against the fastest: change = runner-up / fastest - 1 (> 0: the fastest is faster)
+FASTEST_WORDS = ("faster", "slower", "no clear difference")
+
+
+def fastest_table(df) -> Table:
+    """A run without IOS cells (``--schedules none``): per device, batch and model, the fastest correct
+    framework, its margin over the next fastest with the paired interval from the rounds the two ran
+    in the same interleaved passes (:func:`against`), and the verdict; said once, in the title, that
+    no IOS cell ran."""
+    rows = []
+    for device in dict.fromkeys(df["device"]):
+        at = df[df["device"] == device]
+        for bs in sorted(set(at["batch_size"])):
+            sub = _correct(at[at["batch_size"] == bs])
+            for m in dict.fromkeys(at[at["batch_size"] == bs]["model"]):
+                ranked = sub[sub["model"] == m].sort_values("median_ms")
+                row = [device, str(bs), m]
+                if ranked.empty:
+                    rows.append(row + ["-", "-", "-", "-", "-", "no framework with a correct output"])
+                    continue
+                first = ranked.iloc[0]
+                row += [_label(first["framework"]), _figure_ci(first)]
+                if len(ranked) < 2:
+                    rows.append(row + ["-", "-", "-", "one framework with a correct output"])
+                    continue
+                second = ranked.iloc[1]
+                row += [_label(second["framework"]), _figure_ci(second)]
+                rows.append(row + _ratio_cells(against(first, second, FASTEST_WORDS), first, second))
+    return Table("The fastest framework per model (no IOS cell ran in this run)",
+                 ["device", "batch", "model", "fastest", "ms [95% CI]", "next fastest", "ms [95% CI]",
+                  "next / fastest [95% CI]", "verdict"], rows,
+                 "fastest: the correct framework with the lowest median; ms: the median of the undisturbed rounds' "
+                 "medians [hierarchical bootstrap interval]; next / fastest: its margin over the next fastest, the "
+                 "interval from the two cells' rounds of the same interleaved passes (paired); 'faster' only where "
+                 "that interval excludes 1 and the margin is at least 2%", keep=3)
 
 
 def cell_counts(df) -> dict[str, int]:

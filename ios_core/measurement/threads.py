@@ -3,8 +3,11 @@ harness's cell workers.
 
 Two things are defined here, once:
 
-* the **thread budget** (:func:`resolve_threads`) and the environment variables that carry it to
-  every library (:data:`THREAD_VARS`, :func:`thread_env`);
+* the **thread budget** (:func:`resolve_threads`), how an engine with an inter-op pool beside its
+  intra-op pool divides it (:func:`split_budget`: all its pools together stay within the budget),
+  the record of how each pool was set (:func:`pool_record`), the environment variables that carry it
+  to every library (:data:`THREAD_VARS`, :func:`thread_env`) and the check that a call kept it
+  (:func:`cpu_over_wall`);
 * the **spin/wait policy** (:data:`SPIN_POLICIES`, :func:`spin_policy`): how long an idle
   intra-op thread busy-waits for more work before it sleeps. It matters for concurrency on
   few cores: after a 2-thread parallel region, libgomp's idle team thread spins (300,000
@@ -76,6 +79,43 @@ def resolve_threads(threads: int | None) -> int:
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     return int(threads)
+
+
+def split_budget(threads: int | None, inter_op_threads: int | None = None, default_inter: int = 1
+                 ) -> tuple[int, int, int]:
+    """The one rule for an engine with an inter-op pool (concurrent operators) beside its intra-op pool
+    (one operator's threads): ``(budget, inter, intra)`` with ``inter * intra <= budget``.
+
+    ``inter`` is ``inter_op_threads`` (default ``default_inter``: 1, one operator at a time, unless the
+    engine's mode is to run operators concurrently), capped at the budget; ``intra`` is the budget
+    divided among them. An engine left at its own default would size its inter-op pool from the
+    machine's cores (TensorFlow, ONNX Runtime's parallel mode, torch), on top of the intra-op budget."""
+    n = resolve_threads(threads)
+    inter = default_inter if inter_op_threads is None else int(inter_op_threads)
+    if inter < 1:
+        raise ValueError(f"inter_op_threads must be >= 1, got {inter_op_threads}")
+    inter = min(n, inter)
+    return n, inter, max(1, n // inter)
+
+
+def pool_record(**pools: tuple[object, str]) -> dict[str, str]:
+    """``info["thread_pools"]`` of a build: each pool's size as the engine reports it back and how it was
+    set (``pool_record(intra_op=(1, "set_intra_op_parallelism_threads"))`` -> ``{"intra_op": "1
+    (set_intra_op_parallelism_threads)"}``); a size the engine cannot report is ``"?"``."""
+    return {name: f"{'?' if value is None else value} ({how})" for name, (value, how) in pools.items()}
+
+
+def cpu_over_wall(call, calls: int = 5) -> float:
+    """This process's CPU time over the wall time of ``calls`` calls of ``call``: about 1 when the calls
+    kept one core busy, above 1 when more threads computed at once. A budget of 1 thread kept means at
+    most about 1 (less when the machine's other work took the core part of the time)."""
+    import time
+
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call()
+    wall = time.perf_counter() - w0
+    return (time.process_time() - c0) / wall if wall > 0 else 0.0
 
 
 def thread_env(threads: int) -> dict[str, str]:

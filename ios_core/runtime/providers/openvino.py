@@ -90,7 +90,8 @@ def quantized_piece(ov_model, onnx_model, feeds, store=None):
     if store is not None:
         import openvino as ov
 
-        path = Path(store) / f"{quantize.stored_key(onnx_model, feeds, 'nncf', ov.get_version())}.xml"
+        settings = sorted(quantize.NNCF_SETTINGS.items())  # a changed setting never reuses a piece quantized otherwise
+        path = Path(store) / f"{quantize.stored_key(onnx_model, feeds, 'nncf', ov.get_version(), settings)}.xml"
         if path.is_file():
             return core().read_model(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
     out, calib = quantize.nncf_quantize(ov_model, feeds)
