@@ -54,6 +54,8 @@ ACTIVATION_MODULES: ActivationMap = ActivationMap("pytorch", {
     "relu6": lambda a, b: nn.ReLU6(),
     "hardswish": lambda a, b: nn.Hardswish(),
     "silu": lambda a, b: nn.SiLU(),
+    "gelu": lambda a, b: nn.GELU(),
+    "gelu_tanh": lambda a, b: nn.GELU(approximate="tanh"),
     "leaky_relu": lambda a, b: nn.LeakyReLU(a),
     "hardsigmoid": lambda a, b: _Clamped(a, b, 0.0, 1.0),
     "clip": lambda a, b: _Clamped(1.0, 0.0, a, b),
@@ -80,13 +82,65 @@ class _Clamped(nn.Module):
 class _Affine(nn.Module):
     def __init__(self, node: Node):
         super().__init__()
-        c = node.channels
-        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(1, c, 1, 1))
-        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(1, c, 1, 1))
+        view = (1, *node.channel_shape)
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(view))
+        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(view))
         self.act = _act_module(node.act)
 
     def forward(self, x):
         return self.act(torch.addcmul(self.bias, x, self.weight))
+
+
+class _MatMul(nn.Module):
+    def forward(self, x):
+        return torch.matmul(x[0], x[1])
+
+
+class _Softmax(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.dim = node.dim + 1
+
+    def forward(self, x):
+        return torch.softmax(x, self.dim)
+
+
+class _Reshape(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.shape = tuple(node.shape)
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], *self.shape)
+
+
+class _Transpose(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.perm = (0, *(p + 1 for p in node.perm))
+
+    def forward(self, x):
+        return x.permute(self.perm)
+
+
+class _Constant(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy()))
+        self.mul = node.op_type == "mul"
+
+    def forward(self, x):
+        return x * self.weight if self.mul else x + self.weight
+
+
+class _Prepend(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy())[None])
+        self.rows = tuple(node.weight_shape)  # a plain tuple: torch.fx traces the buffer's shape as a proxy
+
+    def forward(self, x):
+        return torch.cat([self.weight.expand((x.shape[0], *self.rows)), x], 1)
 
 
 class _Shuffle(nn.Module):
@@ -208,6 +262,39 @@ class ModuleEmitter(OpVisitor):
             lin.weight.copy_(torch.from_numpy(node.weight))
             lin.bias.copy_(torch.from_numpy(node.bias))
         return _Linear(lin, _act_module(node.act))
+
+    # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
+    def visit_matmul(self, node: Node) -> nn.Module:
+        return _MatMul()
+
+    def visit_softmax(self, node: Node) -> nn.Module:
+        return _Softmax(node)
+
+    def visit_layernorm(self, node: Node) -> nn.Module:
+        norm = nn.LayerNorm(node.weight_shape, eps=node.eps)
+        with torch.no_grad():
+            norm.weight.copy_(torch.from_numpy(node.weight))
+            norm.bias.copy_(torch.from_numpy(node.bias))
+        return norm
+
+    def visit_dense(self, node: Node) -> nn.Module:
+        lin = nn.Linear(node.in_features, node.out_features, bias=True)
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(node.weight))
+            lin.bias.copy_(torch.from_numpy(node.bias))
+        return nn.Sequential(lin, _act_module(node.act)) if node.act != "identity" else lin
+
+    def visit_reshape(self, node: Node) -> nn.Module:
+        return _Reshape(node)
+
+    def visit_transpose(self, node: Node) -> nn.Module:
+        return _Transpose(node)
+
+    def visit_constant(self, node: Node) -> nn.Module:
+        return _Constant(node)
+
+    def visit_prepend(self, node: Node) -> nn.Module:
+        return _Prepend(node)
 
 
 def _op_module(node: Node) -> nn.Module:

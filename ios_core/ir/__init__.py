@@ -24,6 +24,7 @@ from ios_core.ir.nodes import (
                     Shuffle,
                     leaf_nodes,
 )
+from ios_core.ir.tensor_nodes import Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose
 from ios_core.ir.value import ChannelRange, Inputs, Value
 from ios_core.ir.visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
 
@@ -34,5 +35,5 @@ __all__ = [
     "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
     "OpVisitor", "Placeholder",
     "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",
-    "leaf_nodes", "whole",
+    "leaf_nodes", "whole", "Constant", "Dense", "LayerNorm", "MatMul", "Prepend", "Reshape", "Softmax", "Transpose",
 ]
