@@ -41,6 +41,7 @@ import numpy as np
 from ios_core.frontend.errors import UnsupportedModel
 from ios_core.frontend.onnx_file import _first_line, _load_external_data, _read, _validate
 from ios_core.frontend.onnx_ops import _FLOAT, OnnxOps, _Act, _Grouped
+from ios_core.frontend.onnx_tensor_ops import TensorOps
 from ios_core.ir import (
     Activation,
     Affine,
@@ -61,12 +62,14 @@ MAPPED = frozenset({
     "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "Concat",
     "Split", "Slice", "Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose",
     "Gemm", "MatMul", "Resize", "Pad", "Identity", "Dropout", "Cast", "Shape",
+    # general tensors (onnx_tensor_ops)
+    "LayerNormalization", "Softmax", "Erf", "Gather",
 })
 # Operator types accepted only where every input is a constant (evaluated at import time):
 # the shape arithmetic exporters emit around Reshape/Resize.
 FOLDED = frozenset({
-    "Constant", "ConstantOfShape", "Gather", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
-    "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod",
+    "Constant", "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
+    "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod", "Pow",
 })
 # Rewrites of the mapped IR, in order (ios_core.ir.rewrite): affine folding, SiLU, activation
 # fusion; then dead-code elimination and block discovery.
@@ -139,7 +142,7 @@ def _label(node, index: int | None = None) -> str:
     return f"#{index}" if index is not None else "(nameless, no outputs)"
 
 
-class _Importer(OnnxOps):
+class _Importer(OnnxOps, TensorOps):
     def __init__(self, model, name: str, inferred: bool = False):
         import onnx
 
@@ -163,6 +166,8 @@ class _Importer(OnnxOps):
         for init in self.g.initializer:
             self.values[init.name] = self._weight(init)
         self.ops: list[Node] = []
+        self.skip: set[int] = set()  # indices of ONNX nodes an earlier mapping consumed
+        self._producers = None  # tensor name -> (index, node), and the consumers: onnx_tensor_ops
         self._used: set[str] | None = None  # every tensor name some node or the output reads
 
     def _weight(self, init) -> np.ndarray:
@@ -198,6 +203,8 @@ class _Importer(OnnxOps):
             self.refuse(f"the model has {len(self.g.output)} outputs; the IR has one (export the classifier "
                         f"output only)")
         for i, node in enumerate(self.g.node):
+            if i in self.skip:  # folded into an earlier node's mapping (the GELU pattern)
+                continue
             self.node, self.node_index = node, i
             self._convert(node)
         self.node = self.node_index = None

@@ -28,27 +28,35 @@ _FLOAT = 1  # onnx.TensorProto.FLOAT
 @dataclass
 class _Act:
     """An activation tensor: channel slices concatenated (the IR's native form, no node needed),
-    of per-sample rank 3 (``rank`` 4: N, C, H, W) or flattened (``rank`` 2: N, C, stored 1x1),
-    with a pending zero ``pad`` (top, left, bottom, right) a following conv or pool absorbs."""
+    of per-sample rank 3 (``rank`` 4: N, C, H, W), flattened (``rank`` 2: N, C, stored 1x1), or a
+    general tensor whose IR shape is its per-sample dims (``rank`` = their number + 1: tokens x
+    features, ...; the batch is always the first axis), with a pending zero ``pad`` (top, left,
+    bottom, right) a following conv or pool absorbs."""
 
     values: list[Value]
     rank: int = 4
     pad: tuple[int, int, int, int] | None = None
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        _, h, w = self.values[0].node.output_shape
-        return (sum(v.length for v in self.values), h, w)
+    def shape(self) -> tuple[int, ...]:
+        """The IR shape of the concatenated values."""
+        return (sum(v.length for v in self.values), *self.values[0].node.output_shape[1:])
+
+    @property
+    def flat(self) -> bool:
+        """A flattened (N, C) tensor stored as (C, 1, 1) (a classifier's)."""
+        return self.rank == 2 and len(self.values[0].node.output_shape) == 3
 
     def dims(self) -> tuple[int, ...]:
         """Per-sample dims as ONNX sees them (padding included)."""
-        c, h, w = self.shape
-        if self.rank == 2:
-            return (c,)
+        shape = self.shape
+        if self.flat:
+            return (shape[0],)
         if self.pad:
+            c, h, w = shape
             t, left, b, r = self.pad
             return (c, h + t + b, w + left + r)
-        return (c, h, w)
+        return shape
 
 
 @dataclass
@@ -222,6 +230,8 @@ class OnnxOps:
         return self._reduce(ins, attrs, "global_max")
 
     def _op_Concat(self, ins, attrs):
+        if any(isinstance(v, np.ndarray) for v in ins):  # learned rows put first (a class token)
+            return self._prepend(ins, attrs)
         acts = [self._act(v) for v in ins if v is not None]
         ranks = {a.rank for a in acts}
         if len(ranks) != 1:
@@ -286,9 +296,9 @@ class OnnxOps:
             act, const = (b, a) if isinstance(a, np.ndarray) else (a, b)
             act = self._act(act)
             k = self._per_channel(const, act)
-            if k is None:
-                self.refuse(f"a constant of shape {const.shape} that is not one number per channel")
             first = isinstance(a, np.ndarray)
+            if k is None:  # a constant over the other axes too: position embeddings, biases of tokens
+                return self._constant(act, const, op, first)
             if op == "Add":
                 return self._affine(act, 1.0, k)
             if op == "Mul":
@@ -304,12 +314,13 @@ class OnnxOps:
         if a.rank != b.rank or a.shape[0] != b.shape[0]:
             self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
                         f"per-channel tensor over a feature map of the same channels")
-        if a.shape[1:] != b.shape[1:] and (1, 1) not in (a.shape[1:], b.shape[1:]):
+        ones = (1,) * (len(a.shape) - 1)  # (1, 1) for a feature map
+        if a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:]):
             self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
         if op == "Sub":
             b = self._affine(b, -1.0, 0.0)
         va, vb = self._single(a), self._single(b)
-        if b.shape[1:] != (1, 1) and a.shape[1:] == (1, 1):
+        if b.shape[1:] != ones and a.shape[1:] == ones:
             va, vb = vb, va  # the full-size value first
         node = self._add(Element, [[va, vb]], self._hint(), op_type="mul" if op == "Mul" else "add")
         return _Act([whole(node)], a.rank)
@@ -342,20 +353,14 @@ class OnnxOps:
         x = ins[0]
         target = [int(d) for d in self._const(ins[1], "shape").tolist()]
         src = x.act if isinstance(x, _Grouped) else self._act(x)
+        if not isinstance(x, _Grouped) and len(src.shape) != 3:  # a general tensor
+            return self._reshape(src, self._reshape_target(target, [self.batch, *src.dims()], attrs))
         c, h, w = src.shape
         dims = [self.batch, *src.dims()] if not isinstance(x, _Grouped) else \
             [self.batch, x.groups, c // x.groups, h, w]
         if isinstance(x, _Grouped) and x.transposed:
             dims = [self.batch, c // x.groups, x.groups, h, w]
-        total = int(np.prod(dims))
-        if not attrs.get("allowzero", 0):
-            target = [dims[i] if d == 0 and i < len(dims) else d for i, d in enumerate(target)]
-        if target.count(-1) == 1:
-            known = int(np.prod([d for d in target if d != -1]))
-            target[target.index(-1)] = total // known if known else 0
-        if int(np.prod(target)) != total or target[0] != self.batch:
-            self.refuse(f"reshape to {target} moves data across the batch dimension")
-        per = target[1:]
+        per = self._reshape_target(target, dims, attrs)
         if isinstance(x, _Grouped):
             if per == [c, h, w]:
                 if not x.transposed:
@@ -372,17 +377,28 @@ class OnnxOps:
                 return _Act(self._flatten(src).values, 4)
             if len(per) == 4 and per[2:] == [h, w] and per[0] * per[1] == c and per[0] > 1:
                 return _Grouped(src, per[0])
-        elif per == [c] or per == [c, 1, 1]:
+        elif src.flat and (per == [c] or per == [c, 1, 1]):
             return _Act(src.values, 2 if len(per) == 1 else 4)
-        self.refuse(f"a reshape of {tuple(src.dims())} to {tuple(per)}; the IR reshapes only to flatten before "
-                    f"the classifier, or as part of a channel shuffle")
+        return self._reshape(src, per)
+
+    def _reshape_target(self, target: list[int], dims: list[int], attrs) -> list[int]:
+        """A Reshape's per-sample target shape (its 0s and -1 resolved) from the input's ``dims``
+        (batch included); refused when it moves data across the batch dimension."""
+        total = int(np.prod(dims))
+        if not attrs.get("allowzero", 0):
+            target = [dims[i] if d == 0 and i < len(dims) else d for i, d in enumerate(target)]
+        if target.count(-1) == 1:
+            known = int(np.prod([d for d in target if d != -1]))
+            target[target.index(-1)] = total // known if known else 0
+        if int(np.prod(target)) != total or target[0] != self.batch:
+            self.refuse(f"reshape to {target} moves data across the batch dimension")
+        return target[1:]
 
     def _op_Transpose(self, ins, attrs):
         x = ins[0]
         if isinstance(x, _Grouped) and not x.transposed and list(attrs.get("perm", [])) == [0, 2, 1, 3, 4]:
             return _Grouped(x.act, x.groups, True)
-        self.refuse("a transpose that is not part of a channel shuffle (Reshape -> Transpose(0,2,1,3,4) -> "
-                    "Reshape)")
+        return self._transpose(self._act(x), attrs)
 
     def _axes(self, ins, attrs) -> list[int]:
         axes = attrs.get("axes")
@@ -426,11 +442,17 @@ class OnnxOps:
             np.asarray(c, np.float32) * np.float32(attrs.get("beta", 1.0))
         if bias.size not in (1, weight.shape[0]):
             self.refuse(f"bias C of shape {bias.shape}")
+        if x.rank == 2 and not x.flat:  # a general (N, F) tensor: its features
+            return self._dense(x, weight, bias)
         return self._linear(x, weight, bias)
 
     def _op_MatMul(self, ins, attrs):
+        if isinstance(ins[1], _Act):
+            return self._matmul(ins)
         x = self._act(ins[0])
         b = self._const(ins[1], "B")
+        if x.rank != 2 and b.ndim == 2:  # a linear layer along the last axis (of each token)
+            return self._dense(x, b.T, np.zeros(b.shape[1], np.float32))
         if b.ndim != 2:
             self.refuse(f"a matrix product with a {b.ndim}-D weight")
         return self._linear(x, b.T, np.zeros(b.shape[1], np.float32))

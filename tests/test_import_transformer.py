@@ -1,0 +1,111 @@
+"""The ONNX importer's general-tensor mappings (ios_core/frontend/onnx_tensor_ops.py) on small
+modules exported by torch (opset 17, the TorchScript exporter, dynamic batch): torchvision's
+ConvNeXt (two stages of one block), a batch-first transformer encoder (class token, position
+embeddings, multi-head attention, layer norms, the erf GELU), and what is still refused, in one
+line naming the operator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tests.torchvision_models as tv
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+from ios_core import reference  # noqa: E402
+from ios_core.frontend import UnsupportedModel  # noqa: E402
+from ios_core.frontend import onnx as frontend  # noqa: E402
+
+nn = torch.nn
+
+
+class Encoder(nn.Module):
+    """A ViT in miniature, batch first throughout (as the IR keeps it): patches, a class token,
+    position embeddings, one pre-norm layer (multi-head attention written out, GELU MLP), the head."""
+
+    def __init__(self, dim=8, heads=2, image=8, patch=4, classes=5):
+        super().__init__()
+        self.heads, self.tokens = heads, (image // patch) ** 2
+        self.patch = nn.Conv2d(3, dim, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, self.tokens + 1, dim))
+        self.ln1, self.ln2, self.ln = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # N, tokens, dim
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        n, t, d = x.shape
+        h = self.ln1(x)
+
+        def split(y):
+            return y.reshape(n, t, self.heads, d // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(n, t, d))
+        x = x + self.mlp(self.ln2(x))
+        return self.head(self.ln(x)[:, 0])
+
+
+def _export(net, image: int) -> bytes:
+    return tv.export(net.eval(), image)
+
+
+def _check(net, image: int, name: str):
+    graph = frontend.load(_export(net, image), name=name)
+    x = np.random.default_rng(0).standard_normal((2, 3, image, image), dtype=np.float32)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    got = reference.run(graph, x).reshape(want.shape)
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    assert err <= 1e-5, f"{name}: max relative error {err:.2e}"
+    return graph
+
+
+def test_torchvision_convnext_imports_and_matches_torch():
+    models = tv.models()
+    from torchvision.models.convnext import CNBlockConfig
+
+    torch.manual_seed(0)
+    net = models.convnext.ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=5)
+    graph = _check(net, 32, "convnext_small")
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"layernorm", "transpose", "dense"} <= kinds
+    assert "activation" not in kinds  # the erf GELU became one activation, fused into its dense
+    assert {op.act for op in graph.operators() if op.TYPE == "dense"} == {"gelu", "identity"}
+    assert "constant" not in kinds  # each MatMul's bias Add folded into its dense
+
+
+def test_a_batch_first_transformer_encoder_imports_and_matches_torch():
+    torch.manual_seed(0)
+    graph = _check(Encoder(), 8, "encoder")
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"matmul", "softmax", "layernorm", "dense", "reshape", "transpose", "prepend", "constant"} <= kinds
+    prepend = next(op for op in graph.operators() if op.TYPE == "prepend")
+    assert prepend.output_shape == (5, 8)  # the class token before 4 patch tokens
+
+
+def test_torchvisions_vision_transformer_is_refused_naming_the_transpose_of_its_attention():
+    models = tv.models()
+    torch.manual_seed(0)
+    net = models.vision_transformer.VisionTransformer(image_size=16, patch_size=8, num_layers=1, num_heads=2,
+                                                      hidden_dim=8, mlp_dim=16, num_classes=5)
+    with pytest.raises(UnsupportedModel) as e:
+        frontend.load(_export(net, 16), name="vit")
+    message = str(e.value)
+    assert "\n" not in message and "Transpose node" in message and "moves the batch axis" in message
+
+
+class _Erf(nn.Module):
+    def forward(self, x):
+        return torch.erf(x)
+
+
+def test_an_erf_outside_the_gelu_is_refused_in_one_line():
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'erf': Erf node .*outside the GELU pattern"):
+        frontend.load(_export(_Erf(), 4), name="erf")
