@@ -260,7 +260,7 @@ def test_refusal_names_op_node_and_every_other_unsupported_type():
 @pytest.mark.parametrize("build,needle", [
     # a 3-D kernel on a 4-D input is not valid ONNX: the checker's reason names the node
     (lambda n: n.op("Conv", [n.input, n.w((4, 4, 3, 3, 3))]), "spatial dimensions"),
-    (lambda n: n.op("Transpose", [n.input], perm=[1, 0, 2, 3]), "moves the batch axis"),
+    (lambda n: n.op("Transpose", [n.input], perm=[1, 0, 2, 3]), "batch axis moved from the front"),
     (lambda n: n.op("MaxPool", [n.op("Pad", [n.input, n.c([0, 0, 1, 1, 0, 0, 1, 1])])], kernel_shape=[2, 2]),
      "before MaxPool"),
     (lambda n: n.op("Add", [n.input, n.w((2, 1, 8, 8))]), "along the batch axis"),

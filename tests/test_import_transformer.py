@@ -56,8 +56,8 @@ def _export(net, image: int) -> bytes:
     return tv.export(net.eval(), image)
 
 
-def _check(net, image: int, name: str):
-    graph = frontend.load(_export(net, image), name=name)
+def _check(net, image: int, name: str, batch: int | None = None):
+    graph = frontend.load(tv.export(net.eval(), image, batch=batch), name=name)
     x = np.random.default_rng(0).standard_normal((2, 3, image, image), dtype=np.float32)
     with torch.no_grad():
         want = net(torch.from_numpy(x)).numpy()
@@ -90,15 +90,34 @@ def test_a_batch_first_transformer_encoder_imports_and_matches_torch():
     assert prepend.output_shape == (5, 8)  # the class token before 4 patch tokens
 
 
-def test_torchvisions_vision_transformer_is_refused_naming_the_transpose_of_its_attention():
+def _torchvision_vit():
     models = tv.models()
     torch.manual_seed(0)
-    net = models.vision_transformer.VisionTransformer(image_size=16, patch_size=8, num_layers=1, num_heads=2,
+    net = models.vision_transformer.VisionTransformer(image_size=16, patch_size=8, num_layers=2, num_heads=2,
                                                       hidden_dim=8, mlp_dim=16, num_classes=5)
+    with torch.no_grad():  # torchvision zeroes the head: random, so that the output says something
+        net.heads.head.weight.normal_()
+        net.heads.head.bias.normal_()
+    return net
+
+
+def test_torchvisions_vision_transformer_imports_and_matches_torch():
+    # nn.MultiheadAttention works sequence-first: its Transposes and Reshapes move the batch axis (and
+    # merge it with the heads); in a file exported at batch 1 the importer follows it. (Exported with a
+    # dynamic batch from a dummy batch of 2, the file bakes batch * heads into its reshapes: the importer,
+    # reading it at batch 1, finds the shapes disagree with ONNX's and refuses.)
+    graph = _check(_torchvision_vit(), 16, "vit", batch=1)
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"matmul", "softmax", "layernorm", "dense", "prepend", "constant"} <= kinds
+    assert graph.output_shape == (5,)
+
+
+def test_a_model_moving_the_batch_axis_at_a_fixed_batch_above_1_is_refused():
+    data = tv.export(_torchvision_vit().eval(), 16, batch=2)
     with pytest.raises(UnsupportedModel) as e:
-        frontend.load(_export(net, 16), name="vit")
+        frontend.load(data, name="vit2")
     message = str(e.value)
-    assert "\n" not in message and "Transpose node" in message and "moves the batch axis" in message
+    assert "\n" not in message and "moves the batch axis" in message and "batch 2" in message
 
 
 class _Erf(nn.Module):

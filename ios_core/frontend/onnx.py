@@ -210,6 +210,10 @@ class _Importer(OnnxOps, TensorOps):
         self.node = self.node_index = None
         out_name = self.g.output[0].name
         out = self.values.get(out_name)
+        if isinstance(out, _Act) and out.bpos != 0:
+            made = self._producer(out_name)
+            self.refuse(f"the output {out_name!r} (of node {_label(made[1], made[0]) if made else '?'!r}) has its "
+                        f"batch axis moved from the front (to {out.bpos}); the IR's output is batch first")
         if not isinstance(out, _Act) or out.pad:
             self.refuse(f"the output {out_name!r} is not a computed activation")
         result = self._single(out, "output")
@@ -308,7 +312,15 @@ class _Importer(OnnxOps, TensorOps):
 
     def _check_shape(self, name: str, act: _Act) -> None:
         expected = self.shapes.get(name)
-        if expected is None or len(expected) < 2 or not all(isinstance(d, int) for d in expected[1:]):
+        if expected is None or len(expected) < 2:
+            return
+        if act.bpos == 0 and not all(isinstance(d, int) for d in expected[1:]):
+            return
+        if act.bpos != 0:  # the batch elsewhere: compare every axis but the symbolic ones
+            full = act.full(self.batch)
+            if len(expected) != len(full) or any(isinstance(e, int) and e != f for e, f in zip(expected, full)):
+                self.refuse(f"the IR computes shape {full} (batch at axis {act.bpos}) where ONNX infers "
+                            f"{tuple(expected)}")
             return
         if len(expected) != act.rank or tuple(expected[1:]) != act.dims():
             self.refuse(f"the IR computes per-sample shape {act.dims()} (rank {act.rank}) where ONNX infers "
@@ -337,7 +349,9 @@ class _Importer(OnnxOps, TensorOps):
         return full[start:end]
 
     # ---- helpers -----------------------------------------------------------------------------------------
-    def _act(self, value, what: str = "input", padded: bool = False) -> _Act:
+    def _act(self, value, what: str = "input", padded: bool = False, moved: bool = False) -> _Act:
+        """``value`` as an activation; ``moved``: one whose batch axis is not first is welcome (the
+        general-tensor mappings, which track it: ``_Act.bpos``)."""
         if isinstance(value, _Grouped):
             self.refuse("reads a half-done channel shuffle (Reshape to 5-D); only Reshape -> Transpose(0,2,1,3,4) "
                         "-> Reshape back is supported")
@@ -345,6 +359,9 @@ class _Importer(OnnxOps, TensorOps):
             self.refuse(f"its {what} must be an activation, not a constant")
         if value.pad and not padded:
             self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+        if value.bpos != 0 and not moved:
+            self.refuse("reads a tensor whose batch axis a Transpose or Reshape moved from the front; only "
+                        "element-wise and general-tensor operators take one")
         return value
 
     def _const(self, value, what: str, optional: bool = False):
@@ -405,10 +422,10 @@ class _Importer(OnnxOps, TensorOps):
         return _Act([whole(node)], act.rank)
 
     def _activation(self, ins, act_type: str, alpha: float = 0.0, beta: float = 0.0) -> _Act:
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         node = self._add(Activation, [[v] for v in x.values], self._hint(), act_type=act_type, alpha=alpha,
                          beta=beta)
-        return _Act([whole(node)], x.rank)
+        return _Act([whole(node)], x.rank, bpos=x.bpos)
 
     def _channel_axis(self, axis: int, rank: int) -> None:
         if (axis % rank) != 1:

@@ -36,6 +36,9 @@ class _Act:
     values: list[Value]
     rank: int = 4
     pad: tuple[int, int, int, int] | None = None
+    # the ONNX axis of the batch: 0, or (a general tensor of a model exported at batch 1, whose
+    # sequence-first layout moved it) another axis of size 1, or None (merged into another axis)
+    bpos: int | None = 0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -47,8 +50,14 @@ class _Act:
         """A flattened (N, C) tensor stored as (C, 1, 1) (a classifier's)."""
         return self.rank == 2 and len(self.values[0].node.output_shape) == 3
 
+    def full(self, batch: int = 1) -> tuple[int, ...]:
+        """The dims ONNX sees at ``batch``, the batch axis included (where ``bpos`` says)."""
+        dims = self.dims()
+        return dims if self.bpos is None else (*dims[:self.bpos], batch, *dims[self.bpos:])
+
     def dims(self) -> tuple[int, ...]:
-        """Per-sample dims as ONNX sees them (padding included)."""
+        """Per-sample dims as ONNX sees them (padding included; the IR shape of a tensor whose
+        batch axis is not first)."""
         shape = self.shape
         if self.flat:
             return (shape[0],)
@@ -294,8 +303,8 @@ class OnnxOps:
         a, b = ins
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
             act, const = (b, a) if isinstance(a, np.ndarray) else (a, b)
-            act = self._act(act)
-            k = self._per_channel(const, act)
+            act = self._act(act, moved=True)
+            k = self._per_channel(const, act) if act.bpos == 0 else None
             first = isinstance(a, np.ndarray)
             if k is None:  # a constant over the other axes too: position embeddings, biases of tokens
                 return self._constant(act, const, op, first)
@@ -308,9 +317,11 @@ class OnnxOps:
             if first:
                 self.refuse("divides a constant by an activation")
             return self._affine(act, 1.0 / k, 0.0)
-        a, b = self._act(a), self._act(b)
+        a, b = self._act(a, moved=True), self._act(b, moved=True)
         if op == "Div":
             self.refuse("divides two activations")
+        if a.bpos != b.bpos:
+            self.refuse(f"combines tensors whose batch axes differ ({a.bpos}, {b.bpos})")
         if a.rank != b.rank or a.shape[0] != b.shape[0]:
             self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
                         f"per-channel tensor over a feature map of the same channels")
@@ -323,7 +334,7 @@ class OnnxOps:
         if b.shape[1:] != ones and a.shape[1:] == ones:
             va, vb = vb, va  # the full-size value first
         node = self._add(Element, [[va, vb]], self._hint(), op_type="mul" if op == "Mul" else "add")
-        return _Act([whole(node)], a.rank)
+        return _Act([whole(node)], a.rank, bpos=a.bpos)
 
     def _op_Add(self, ins, attrs):
         return self._binary(ins, "Add")
@@ -352,9 +363,11 @@ class OnnxOps:
     def _op_Reshape(self, ins, attrs):
         x = ins[0]
         target = [int(d) for d in self._const(ins[1], "shape").tolist()]
-        src = x.act if isinstance(x, _Grouped) else self._act(x)
-        if not isinstance(x, _Grouped) and len(src.shape) != 3:  # a general tensor
-            return self._reshape(src, self._reshape_target(target, [self.batch, *src.dims()], attrs))
+        src = x.act if isinstance(x, _Grouped) else self._act(x, moved=True)
+        if not isinstance(x, _Grouped):
+            full = self._resolve_shape(target, list(src.full(self.batch)), attrs)
+            if src.bpos != 0 or len(src.shape) != 3 or full[0] != self.batch:  # a general tensor
+                return self._reshape_any(src, full)
         c, h, w = src.shape
         dims = [self.batch, *src.dims()] if not isinstance(x, _Grouped) else \
             [self.batch, x.groups, c // x.groups, h, w]
@@ -381,16 +394,23 @@ class OnnxOps:
             return _Act(src.values, 2 if len(per) == 1 else 4)
         return self._reshape(src, per)
 
-    def _reshape_target(self, target: list[int], dims: list[int], attrs) -> list[int]:
-        """A Reshape's per-sample target shape (its 0s and -1 resolved) from the input's ``dims``
-        (batch included); refused when it moves data across the batch dimension."""
+    def _resolve_shape(self, target: list[int], dims: list[int], attrs) -> list[int]:
+        """A Reshape's target shape with its 0s and -1 resolved against the input's ``dims``."""
         total = int(np.prod(dims))
         if not attrs.get("allowzero", 0):
             target = [dims[i] if d == 0 and i < len(dims) else d for i, d in enumerate(target)]
         if target.count(-1) == 1:
             known = int(np.prod([d for d in target if d != -1]))
             target[target.index(-1)] = total // known if known else 0
-        if int(np.prod(target)) != total or target[0] != self.batch:
+        if int(np.prod(target)) != total:
+            self.refuse(f"reshape to {target} moves data across the batch dimension")
+        return target
+
+    def _reshape_target(self, target: list[int], dims: list[int], attrs) -> list[int]:
+        """A Reshape's per-sample target shape (its 0s and -1 resolved) from the input's ``dims``
+        (batch included); refused when it moves data across the batch dimension."""
+        target = self._resolve_shape(target, dims, attrs)
+        if target[0] != self.batch:
             self.refuse(f"reshape to {target} moves data across the batch dimension")
         return target[1:]
 
@@ -398,7 +418,7 @@ class OnnxOps:
         x = ins[0]
         if isinstance(x, _Grouped) and not x.transposed and list(attrs.get("perm", [])) == [0, 2, 1, 3, 4]:
             return _Grouped(x.act, x.groups, True)
-        return self._transpose(self._act(x), attrs)
+        return self._transpose(self._act(x, moved=True), attrs)
 
     def _axes(self, ins, attrs) -> list[int]:
         axes = attrs.get("axes")
@@ -407,18 +427,25 @@ class OnnxOps:
         return list(axes or [])
 
     def _op_Squeeze(self, ins, attrs):
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         axes = sorted(a % x.rank for a in self._axes(ins, attrs))
-        if x.rank == 4 and axes == [2, 3] and x.shape[1:] == (1, 1):
+        if x.rank == 4 and x.bpos == 0 and axes == [2, 3] and x.shape[1:] == (1, 1):
             return _Act(x.values, 2)
-        self.refuse(f"a squeeze of axes {axes}; only the 1x1 spatial axes (2, 3)")
+        full = list(x.full(self.batch))
+        if not axes or any(full[a] != 1 for a in axes):
+            self.refuse(f"a squeeze of axes {axes} of a tensor of shape {tuple(full)}")
+        return self._reshape_any(x, [d for i, d in enumerate(full) if i not in axes])
 
     def _op_Unsqueeze(self, ins, attrs):
-        x = self._act(ins[0])
-        axes = sorted(a % (x.rank + 2) for a in self._axes(ins, attrs))
-        if x.rank == 2 and axes == [2, 3]:
+        x = self._act(ins[0], moved=True)
+        n = len(self._axes(ins, attrs))
+        axes = sorted(a % (x.rank + n) for a in self._axes(ins, attrs))
+        if x.rank == 2 and x.flat and axes == [2, 3]:
             return _Act(x.values, 4)
-        self.refuse(f"an unsqueeze of axes {axes}; only a 2-D (N, C) tensor to (N, C, 1, 1)")
+        full = list(x.full(self.batch))
+        for a in axes:
+            full.insert(a, 1)
+        return self._reshape_any(x, full)
 
     def _linear(self, x: _Act, weight: np.ndarray, bias: np.ndarray) -> _Act:
         if x.rank != 2:
@@ -432,7 +459,7 @@ class OnnxOps:
         return _Act([whole(node)], 2)
 
     def _op_Gemm(self, ins, attrs):
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         b = self._const(ins[1], "B")
         c = self._const(ins[2] if len(ins) > 2 else None, "C", optional=True)
         if attrs.get("transA", 0):
@@ -449,9 +476,9 @@ class OnnxOps:
     def _op_MatMul(self, ins, attrs):
         if isinstance(ins[1], _Act):
             return self._matmul(ins)
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         b = self._const(ins[1], "B")
-        if x.rank != 2 and b.ndim == 2:  # a linear layer along the last axis (of each token)
+        if not x.flat and b.ndim == 2:  # a linear layer along the last axis (of each token)
             return self._dense(x, b.T, np.zeros(b.shape[1], np.float32))
         if b.ndim != 2:
             self.refuse(f"a matrix product with a {b.ndim}-D weight")

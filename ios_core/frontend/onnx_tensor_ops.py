@@ -1,8 +1,12 @@
 """The ONNX importer's mappings onto the IR's general-tensor operators (issue 56: vision
 transformers, ConvNeXt): a mixin of ``ios_core.frontend.onnx._Importer`` beside
 :class:`~ios_core.frontend.onnx_ops.OnnxOps`, which hands a tensor that is not a feature map to
-these. The batch stays the first axis: a transpose or reshape that moves it is refused (torch's
-``nn.MultiheadAttention`` exports one), as is an operation along it.
+these. The IR's batch is always first. torch's ``nn.MultiheadAttention`` works sequence-first:
+its Transposes and Reshapes move the batch axis, and merge it with the heads. In a file of batch
+1 (or a dynamic batch, read at 1) the importer follows it: ``_Act.bpos`` is the axis of size 1
+that is the batch (None: merged into another), the IR shape the other axes; each image is
+computed as the file computes its one. With a fixed batch above 1 such a file is refused, and so
+is an operation along the batch axis or an output whose batch is not first.
 
 * ``Transpose`` -> ``transpose``; ``Reshape`` (other than a flatten or a channel shuffle) ->
   ``reshape``; ``LayerNormalization`` -> ``layernorm``; ``Softmax`` -> ``softmax``;
@@ -32,8 +36,11 @@ class TensorOps:
 
     # ---- helpers -----------------------------------------------------------------------------------------
     def _node_on(self, cls, x: _Act, **attrs) -> _Act:
-        """One IR node reading ``x`` (its values concatenated), its output as a batch-first tensor."""
+        """One IR node reading ``x`` (its values concatenated), its output of the same rank and batch
+        axis as ``x`` when its IR rank is ``x``'s, else a batch-first tensor."""
         node = self._add(cls, [[v] for v in x.values], self._hint(), **attrs)
+        if len(node.output_shape) == len(x.shape):
+            return _Act([whole(node)], x.rank, bpos=x.bpos)
         return _Act([whole(node)], len(node.output_shape) + 1)
 
     def _unflat(self, x: _Act) -> _Act:
@@ -43,14 +50,23 @@ class TensorOps:
         return self._node_on(Reshape, x, shape=(x.shape[0],)) if x.flat else x
 
     def _ir_axis(self, axis: int, x: _Act) -> int:
-        """An ONNX axis of ``x`` as an axis of its IR shape (the batch is ONNX axis 0)."""
+        """An ONNX axis of ``x`` as an axis of its IR shape (the batch is ONNX axis ``x.bpos``)."""
         a = int(axis)
         if not -x.rank <= a < x.rank:
             self.refuse(f"axis {axis} of a tensor of rank {x.rank}")
         a %= x.rank
-        if a == 0:
+        if x.bpos is None:
+            return a
+        if a == x.bpos:
             self.refuse("an operation along the batch axis")
-        return a - 1
+        return a - (a > x.bpos)
+
+    def _moving_batch(self, what: str) -> None:
+        """A model whose tensors move the batch axis is read at batch 1 (every image is computed
+        alike): its batch must be 1 or dynamic."""
+        if self.batch != 1:
+            self.refuse(f"{what} moves the batch axis; that needs a model exported at batch 1 or with a dynamic "
+                        f"batch (this one has batch {self.batch})")
 
     # ---- mappings called by OnnxOps -----------------------------------------------------------------------
     def _transpose(self, x: _Act, attrs) -> _Act:
@@ -58,23 +74,47 @@ class TensorOps:
         perm = [int(p) for p in attrs.get("perm", range(x.rank - 1, -1, -1))]
         if sorted(perm) != list(range(x.rank)):
             self.refuse(f"perm {perm} for a tensor of rank {x.rank}")
-        if perm[0] != 0:
-            self.refuse(f"a transpose (perm {perm}) that moves the batch axis; the IR keeps the batch first "
-                        f"(torch's nn.MultiheadAttention exports one: its sequence-first layout)")
-        if perm == sorted(perm):
-            return x
-        return self._node_on(Transpose, x, perm=tuple(p - 1 for p in perm[1:]))
+        if x.bpos is None:
+            bpos, ir_perm = None, perm
+        else:
+            bpos = perm.index(x.bpos)
+            ir_perm = [p - (p > x.bpos) for p in perm if p != x.bpos]
+        if bpos != 0:
+            self._moving_batch(f"a transpose (perm {perm})")
+        if ir_perm == sorted(ir_perm):
+            return _Act(x.values, x.rank, bpos=bpos)
+        out = self._node_on(Transpose, x, perm=tuple(ir_perm))
+        return _Act(out.values, x.rank, bpos=bpos)
 
     def _reshape(self, x: _Act, per: list[int]) -> _Act:
-        if not 1 <= len(per) <= MAX_RANK:
-            self.refuse(f"a reshape to {len(per)} per-sample axes; the IR holds 1 to {MAX_RANK}")
+        """``x`` (batch first) reshaped to ``per`` per sample, the batch first."""
+        return self._reshape_to(x, list(per), 0, len(per) + 1)
+
+    def _reshape_to(self, x: _Act, ir_shape: list[int], bpos: int | None, rank: int) -> _Act:
+        if not 1 <= len(ir_shape) <= MAX_RANK:
+            self.refuse(f"a reshape to {len(ir_shape)} per-sample axes; the IR holds 1 to {MAX_RANK}")
         x = self._unflat(x)
-        if list(x.shape) == per:
-            return x
-        return self._node_on(Reshape, x, shape=tuple(per))
+        if list(x.shape) != list(ir_shape):
+            x = _Act(self._node_on(Reshape, x, shape=tuple(ir_shape)).values, rank)
+        return _Act(x.values, rank, bpos=bpos)
+
+    def _reshape_any(self, x: _Act, full: list[int]) -> _Act:
+        """``x`` reshaped to the ONNX dims ``full`` (batch included, 0s and -1 resolved). At batch 1 the
+        batch may be any axis of size 1 (every image is computed alike): the one after as many
+        elements as before it in ``x``, else the first, else none (merged into another axis)."""
+        if x.bpos == 0 and full[0] == self.batch:
+            return self._reshape(x, full[1:])
+        self._moving_batch(f"a reshape to {full}")
+        before = None if x.bpos is None else int(np.prod(x.full(1)[:x.bpos]))
+        ones = [j for j, d in enumerate(full) if d == 1]
+        bpos = next((j for j in ones if int(np.prod(full[:j])) == before), ones[0] if ones else None)
+        ir_shape = full if bpos is None else full[:bpos] + full[bpos + 1:]
+        return self._reshape_to(x, ir_shape, bpos, len(full))
 
     def _dense(self, x: _Act, weight: np.ndarray, bias: np.ndarray) -> _Act:
         x = self._unflat(x)
+        if x.bpos == x.rank - 1:
+            self.refuse("a matrix product along the batch axis")
         if weight.ndim != 2 or weight.shape[1] != x.shape[-1]:
             self.refuse(f"weight {weight.shape} does not fit {x.shape[-1]} input features")
         out = self._node_on(Dense, x, out_features=int(weight.shape[0]))
@@ -85,21 +125,24 @@ class TensorOps:
         return out
 
     def _matmul(self, ins) -> _Act:
-        a, b = (self._unflat(self._act(v)) for v in ins)
-        if a.rank != b.rank or a.rank < 3:
-            self.refuse(f"a matrix product of activations of shapes {a.dims()} and {b.dims()}; the IR multiplies "
-                        "two of the same rank, 3 or more with the batch")
+        a, b = (self._unflat(self._act(v, moved=True)) for v in ins)
+        if a.rank != b.rank or a.bpos != b.bpos or len(a.shape) < 2 or (a.bpos or 0) >= a.rank - 2:
+            self.refuse(f"a matrix product of activations of shapes {a.full()} and {b.full()}; the IR multiplies "
+                        "two of the same rank, the batch among their leading axes")
         node = self._add(MatMul, [[self._single(a)], [self._single(b)]], self._hint())
-        return _Act([whole(node)], a.rank)
+        return _Act([whole(node)], a.rank, bpos=a.bpos)
 
     def _constant(self, x: _Act, const: np.ndarray, op: str, first: bool) -> _Act:
         """``x`` (op) a constant broadcast over it: a ``constant`` node."""
         x = self._unflat(x)
         c = np.asarray(const, np.float64)
-        if c.ndim == x.rank:  # its batch axis must be 1
-            if c.shape[0] != 1:
+        if c.ndim > x.rank:
+            self.refuse(f"a constant of shape {c.shape} for a tensor of rank {x.rank}")
+        if x.bpos is not None and x.bpos >= x.rank - c.ndim:  # it reaches the batch axis: of size 1 there
+            axis = x.bpos - (x.rank - c.ndim)
+            if c.shape[axis] != 1:
                 self.refuse(f"a constant of shape {c.shape} along the batch axis")
-            c = c[0]
+            c = np.squeeze(c, axis=axis)
         if c.ndim == 0:
             c = c.reshape(1)
         if op == "Sub":
@@ -120,7 +163,9 @@ class TensorOps:
         acts = [i for i, v in enumerate(items) if not isinstance(v, np.ndarray)]
         if len(acts) != 1 or acts[0] == 0:
             self.refuse("concatenates constants other than before one activation (a class token)")
-        x = self._unflat(self._act(items[acts[0]]))
+        x = self._unflat(self._act(items[acts[0]], moved=True))
+        if x.bpos != 0:
+            self.refuse("concatenates constants to a tensor whose batch axis is not first")
         if acts[0] != len(items) - 1 or self._ir_axis(int(attrs.get("axis", 1)), x) != 0:
             self.refuse("concatenates constants other than before an activation along its first axis")
         rows = []
@@ -137,9 +182,9 @@ class TensorOps:
 
     # ---- operators -----------------------------------------------------------------------------------------
     def _op_LayerNormalization(self, ins, attrs):
-        x = self._unflat(self._act(ins[0]))
+        x = self._unflat(self._act(ins[0], moved=True))
         axis = int(attrs.get("axis", -1)) % x.rank
-        if axis == 0:
+        if x.bpos is None or x.bpos >= axis:
             self.refuse("a layer normalization over the batch axis")
         scale = self._const(ins[1], "scale")
         bias = self._const(ins[2] if len(ins) > 2 else None, "B", optional=True)
@@ -154,25 +199,27 @@ class TensorOps:
         return [out, None, None]
 
     def _op_Softmax(self, ins, attrs):
-        x = self._unflat(self._act(ins[0]))
+        x = self._unflat(self._act(ins[0], moved=True))
         axis = int(attrs.get("axis", -1 if self.opset >= 13 else 1))
         if self.opset < 13 and axis % x.rank != x.rank - 1:
             self.refuse(f"Softmax before opset 13 with axis {axis} (it flattens the axes from it on)")
         return self._node_on(Softmax, x, axis=self._ir_axis(axis, x))
 
     def _op_Gather(self, ins, attrs):
-        x = self._unflat(self._act(ins[0]))
+        x = self._unflat(self._act(ins[0], moved=True))
         index = np.asarray(self._const(ins[1], "indices"))
-        if index.size != 1 or self._ir_axis(int(attrs.get("axis", 0)), x) != 0:
+        axis = int(attrs.get("axis", 0)) % x.rank
+        if index.size != 1 or self._ir_axis(axis, x) != 0:
             self.refuse("a Gather other than of one index along the first per-sample axis (a class token)")
         i = int(index.reshape(-1)[0]) % x.shape[0]
-        part = _Act(self._slice(x.values, i, i + 1), x.rank)
+        part = _Act(self._slice(x.values, i, i + 1), x.rank, bpos=x.bpos)
         if index.ndim == 1:
             return part
         rest = list(x.shape[1:])
         if not rest:
             self.refuse("a Gather that leaves no per-sample axis")
-        return self._reshape(part, rest)
+        bpos = None if x.bpos is None else x.bpos - (x.bpos > axis)
+        return self._reshape_to(part, rest, bpos, x.rank - 1)
 
     def _op_Erf(self, ins, attrs):
         """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
@@ -185,7 +232,7 @@ class TensorOps:
         if isinstance(scaled, _Act) and len(scaled.values) == 1 and scaled.values[0].node in self.ops:
             self.ops.remove(scaled.values[0].node)  # x / sqrt(2), read by the Erf alone: not computed
         del self.values[node_input]
-        act = self._unflat(self._act(self.values[x_name]))
+        act = self._unflat(self._act(self.values[x_name], moved=True))
         node = self._add(Activation, [[v] for v in act.values], self._hint(), act_type="gelu")
         out = _Act([whole(node)], act.rank)
         self.values[last] = out
