@@ -4,10 +4,10 @@ from ios_core.ir.activations import ACTIVATION_KINDS, PARAM_ACTIVATIONS, Activat
 from ios_core.ir.builder import GraphBuilder, as_inputs, whole
 from ios_core.ir.errors import GraphError
 from ios_core.ir.graph import Block, Graph, Stages, atomic_write_text
+from ios_core.ir.node_types import NODE_TYPES
 from ios_core.ir.nodes import (
                     ACTIVATIONS,
                     FUSED_ACTIVATIONS,
-                    NODE_TYPES,
                     Activation,
                     Affine,
                     Conv,

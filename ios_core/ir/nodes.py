@@ -773,14 +773,10 @@ class Sequential(Node):
         return lines
 
 
-from ios_core.ir.tensor_nodes import TENSOR_NODES  # noqa: E402  (they derive from the classes above)
-
-# The order is the IR's: Sequential last (a walk's types end with it).
-NODE_TYPES: dict[str, type[Node]] = {
-    cls.TYPE: cls
-    for cls in (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten, Linear, Affine, Shuffle,
-                Resize, *TENSOR_NODES, Sequential)
-}
+# The feature-map node classes in the IR's order; ios_core.ir.node_types.NODE_TYPES registers them
+# with the general-tensor ones (tensor_nodes), Sequential last.
+FEATURE_MAP_NODES: tuple[type[Node], ...] = (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten,
+                                             Linear, Affine, Shuffle, Resize)
 
 
 def leaf_nodes(node: Node) -> list[Node]:

@@ -314,7 +314,7 @@ class Prepend(_Constant, Node):
         return [f"[{self.hint_name}]Prepend{self.rows}({self.input_str()})"]
 
 
-# Registered in nodes.NODE_TYPES, in this order.
+# Registered in node_types.NODE_TYPES, in this order.
 TENSOR_NODES: tuple[type[Node], ...] = (MatMul, Softmax, LayerNorm, Dense, Reshape, Transpose, Constant, Prepend)
 TENSOR_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in TENSOR_NODES)
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ios_core.ir.nodes import NODE_TYPES, Node
+from ios_core.ir.node_types import NODE_TYPES
+from ios_core.ir.nodes import Node
 
 # The types a visitor handles: every node type except the input placeholder and the Sequential
 # container (a walk expands Sequential nodes into their operators, ``leaf_nodes``).
