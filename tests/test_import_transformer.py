@@ -128,3 +128,31 @@ class _Erf(nn.Module):
 def test_an_erf_outside_the_gelu_is_refused_in_one_line():
     with pytest.raises(UnsupportedModel, match=r"^cannot import 'erf': Erf node .*outside the GELU pattern"):
         frontend.load(_export(_Erf(), 4), name="erf")
+
+
+class _Einsums(nn.Module):
+    """MaxViT's attention products, written as Einsums (batch, heads, tokens, features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Conv2d(3, 4, 1)
+        self.q, self.k, self.v = (nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        t = self.embed(x).flatten(2).transpose(1, 2).reshape(x.shape[0], 2, 8, 4)  # N, 2 heads, 8 tokens, 4
+        q, k, v = self.q(t), self.k(t), self.v(t)
+        att = torch.softmax(torch.einsum("b h i d, b h j d -> b h i j", q, k), dim=-1)
+        return torch.einsum("bhij,bhjd->bhid", att, v).reshape(x.shape[0], 8, 4, 2)
+
+
+def test_an_einsum_that_is_a_batched_matmul_imports_and_one_that_is_not_is_refused():
+    torch.manual_seed(0)
+    graph = _check(_Einsums(), 4, "einsums")
+    assert sum(op.TYPE == "matmul" for op in graph.operators()) == 2
+
+    class Trace(nn.Module):
+        def forward(self, x):
+            return torch.einsum("bcij->bcj", x)[:, :, None, :]
+
+    with pytest.raises(UnsupportedModel, match=r"Einsum 'bcij->bcj': only a batched matrix product"):
+        frontend.load(_export(Trace(), 4), name="trace")

@@ -63,7 +63,7 @@ MAPPED = frozenset({
     "Split", "Slice", "Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose",
     "Gemm", "MatMul", "Resize", "Pad", "Identity", "Dropout", "Cast", "Shape",
     # general tensors (onnx_tensor_ops)
-    "LayerNormalization", "Softmax", "Erf", "Gather",
+    "LayerNormalization", "Softmax", "Erf", "Gather", "Einsum",
 })
 # Operator types accepted only where every input is a constant (evaluated at import time):
 # the shape arithmetic exporters emit around Reshape/Resize.

@@ -10,7 +10,8 @@ is an operation along the batch axis or an output whose batch is not first.
 
 * ``Transpose`` -> ``transpose``; ``Reshape`` (other than a flatten or a channel shuffle) ->
   ``reshape``; ``LayerNormalization`` -> ``layernorm``; ``Softmax`` -> ``softmax``;
-* ``MatMul`` of two activations -> ``matmul``; of an activation of rank 3 or more (or a
+* ``MatMul`` of two activations, or an ``Einsum`` that is one (``...ik,...kj->...ij`` or
+  ``...ik,...jk->...ij``) -> ``matmul``; of an activation of rank 3 or more (or a
   ``Gemm`` of a 2-D one) by a constant -> ``dense`` (a following constant ``Add`` becomes its bias:
   ``ios_core.ir.rewrite.fold_constant_bias``);
 * ``Add``/``Sub``/``Mul``/``Div`` by a constant that is not one number per channel -> ``constant``
@@ -220,6 +221,27 @@ class TensorOps:
             self.refuse("a Gather that leaves no per-sample axis")
         bpos = None if x.bpos is None else x.bpos - (x.bpos > axis)
         return self._reshape_to(part, rest, bpos, x.rank - 1)
+
+    def _op_Einsum(self, ins, attrs):
+        """An Einsum that is a batched matrix product: ``...ik,...kj->...ij``, or with the second
+        operand transposed, ``...ik,...jk->...ij`` (MaxViT's attention)."""
+        eq = str(attrs.get("equation", "")).replace(" ", "")
+        lhs, _, out = eq.partition("->")
+        parts = lhs.split(",")
+        if len(ins) != 2 or len(parts) != 2 or "." in eq or not out:
+            self.refuse(f"Einsum {eq!r}: only a batched matrix product of two operands")
+        a, b = parts
+        lead, (i, k), j = a[:-2], a[-2:], out[-1:]
+        plain = b == lead + k + j
+        if not (len(a) == len(b) == len(out) and out == lead + i + j and len(set(a + j)) == len(a) + 1
+                and (plain or b == lead + j + k)):
+            self.refuse(f"Einsum {eq!r}: only a batched matrix product of two operands")
+        x, y = (self._act(v, moved=True) for v in ins)
+        if not plain:
+            perm = list(range(y.rank))
+            perm[-2], perm[-1] = perm[-1], perm[-2]
+            y = self._transpose(y, {"perm": perm})
+        return self._matmul([x, y])
 
     def _op_Erf(self, ins, attrs):
         """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
