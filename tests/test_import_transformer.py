@@ -156,3 +156,18 @@ def test_an_einsum_that_is_a_batched_matmul_imports_and_one_that_is_not_is_refus
 
     with pytest.raises(UnsupportedModel, match=r"Einsum 'bcij->bcj': only a batched matrix product"):
         frontend.load(_export(Trace(), 4), name="trace")
+
+
+class _SequenceFirst(nn.Module):
+    """Tokens moved before the batch, reshaped with their own shape read at run time (Shape of a
+    tensor whose batch axis is not first), then the batch first again."""
+
+    def forward(self, x):
+        y = x.flatten(2).permute(2, 0, 1)  # tokens, N, C
+        z = torch.relu(y.reshape(y.shape[0], -1))  # tokens, N * C: the shape read from y (Shape in ONNX)
+        return z.reshape(y.shape[0], y.shape[1], -1).permute(1, 0, 2) * 2.0
+
+
+def test_the_shape_of_a_tensor_whose_batch_moved_is_read_where_its_batch_is():
+    graph = _check(_SequenceFirst(), 4, "sequence_first")  # a dynamic batch: Shape ops, read at batch 1
+    assert graph.output_shape == (16, 3)

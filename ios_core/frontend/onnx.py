@@ -70,6 +70,7 @@ MAPPED = frozenset({
 FOLDED = frozenset({
     "Constant", "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
     "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod", "Pow",
+    "ScatterND",
 })
 # Rewrites of the mapped IR, in order (ios_core.ir.rewrite): affine folding, SiLU, activation
 # fusion; then dead-code elimination and block discovery.
@@ -230,7 +231,7 @@ class _Importer(OnnxOps, TensorOps):
         except GraphError as e:
             raise UnsupportedModel(f"cannot import {self.name!r}: the mapped graph is invalid: {e}") from None
         expected = self.shapes.get(out_name)
-        got = graph.output_shape if out.rank == 4 else (graph.output_shape[0],)
+        got = (graph.output_shape[0],) if out.flat else graph.output_shape
         if expected is not None and all(isinstance(d, int) for d in expected[1:]) and tuple(expected[1:]) != got:
             raise UnsupportedModel(f"cannot import {self.name!r}: output shape {got} != the file's {expected[1:]}")
         return graph
@@ -344,7 +345,7 @@ class _Importer(OnnxOps, TensorOps):
         return [next(res) if o else None for o in node.output]
 
     def _shape_of(self, act: _Act, attrs: dict) -> np.ndarray:
-        full = np.array([self.batch, *act.dims()], dtype=np.int64)
+        full = np.array(act.full(self.batch), dtype=np.int64)  # the batch where it is (_Act.bpos)
         start, end = attrs.get("start", 0), attrs.get("end", None)
         return full[start:end]
 

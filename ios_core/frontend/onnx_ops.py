@@ -485,13 +485,17 @@ class OnnxOps:
         return self._linear(x, b.T, np.zeros(b.shape[1], np.float32))
 
     def _op_Pad(self, ins, attrs):
-        x = self._act(ins[0], padded=True)
+        x = self._act(ins[0], padded=True, moved=True)
         if attrs.get("mode", "constant") != "constant":
             self.refuse(f"mode={attrs.get('mode')!r}; only zero (constant) padding")
         if self.opset < 11:
             pads, value = attrs.get("pads"), float(attrs.get("value", 0.0))
         else:
             pads = self._const(ins[1], "pads").tolist()
+            if not any(pads):  # pads nothing (Swin pads its token map to a multiple of its window)
+                return x
+            if x.bpos != 0:
+                self.refuse("a Pad of a tensor whose batch axis a Transpose or Reshape moved")
             value = float(self._const(ins[2], "constant_value")) if len(ins) > 2 and ins[2] is not None else 0.0
             if len(ins) > 3 and ins[3] is not None:
                 axes = [a % 4 for a in self._const(ins[3], "axes").tolist()]
