@@ -171,3 +171,13 @@ class _SequenceFirst(nn.Module):
 def test_the_shape_of_a_tensor_whose_batch_moved_is_read_where_its_batch_is():
     graph = _check(_SequenceFirst(), 4, "sequence_first")  # a dynamic batch: Shape ops, read at batch 1
     assert graph.output_shape == (16, 3)
+
+
+def test_a_pad_that_pads_nothing_is_nothing_on_a_token_map():
+    from tests.test_frontend_onnx import Net, check
+
+    n = Net()
+    y = n.op("Transpose", [n.input], perm=[0, 2, 3, 1])  # N, H, W, C (Swin's layout)
+    y = n.op("Pad", [y, n.c([0] * 8)])  # Swin pads H, W to its window: nothing at these sizes
+    graph = check(n.model(n.op("Relu", [y])))
+    assert [op.TYPE for op in graph.operators()] == ["transpose", "activation"]
