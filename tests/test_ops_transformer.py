@@ -1,8 +1,9 @@
 """The general-tensor operators (issue 56) through every backend that lowers them, against the
 oracle: a one-block vision transformer (4 tokens and a class token x 8 features x 2 heads) and a
 tiny ConvNeXt (one block per stage, a downsampling between): the ONNX exporter (onnxruntime,
-OpenVINO), the PyTorch and JAX adapters, and IOS (the DP scheduler, the CPU runtime on its kernel
-providers). The backends that do not lower them yet refuse in one line naming the operator."""
+OpenVINO), the PyTorch adapter (eager and torch.compile) and JAX, and IOS (the DP scheduler,
+the CPU runtime on its kernel providers). The backends that do not lower them yet refuse in one
+line naming the operator."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def test_the_small_graphs_hold_the_new_operators(cases):
     assert g.blocks[0].exit_node.output_shape == (5, 8) and ref.shape == (BATCH, 5, 1, 1)
 
 
-@pytest.mark.parametrize("framework", ["torch", "onnxruntime", "onnxruntime-parallel", "openvino", "jax-xla"])
+@pytest.mark.parametrize("framework", ["torch", "torch-compile", "onnxruntime", "onnxruntime-parallel", "openvino",
+                                       "jax-xla"])
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_each_adapter_that_lowers_them_matches_the_oracle(cases, framework, graph):
     adapter = adapters.get(framework)
