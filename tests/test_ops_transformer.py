@@ -84,3 +84,14 @@ def test_ios_both_schedules_them_and_the_runtime_computes_the_oracles_output(cas
         out = Runtime(scheduled, BATCH, provider=provider).run(x)
         result = compare(out, ref, 1e-3)
         assert result.passed, f"IOS on {provider}, {graph}: {result.reason}"
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_the_torch_runtime_at_bf16_holds_the_bf16_bound(cases, graph):
+    from ios_core.check import tolerance_for
+
+    g, x, ref = cases[graph]
+    runtime = Runtime(optimize(g, "both", SyntheticCostModel(), batch_size=BATCH), BATCH, provider="torch",
+                      precision="bf16")
+    result = compare(runtime.run(x), ref, tolerance_for("bf16"))
+    assert result.passed, f"IOS at bf16 on {graph}: {result.reason}"
