@@ -42,6 +42,7 @@ from ios_core.lowering import lower
 from ios_core.measurement.threads import resolve_threads
 from ios_core.runtime.cuda_kernels import arch_problem
 
+from . import pytorch_tensors as tensors
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 
@@ -89,58 +90,6 @@ class _Affine(nn.Module):
 
     def forward(self, x):
         return self.act(torch.addcmul(self.bias, x, self.weight))
-
-
-class _MatMul(nn.Module):
-    def forward(self, x):
-        return torch.matmul(x[0], x[1])
-
-
-class _Softmax(nn.Module):
-    def __init__(self, node: Node):
-        super().__init__()
-        self.dim = node.dim + 1
-
-    def forward(self, x):
-        return torch.softmax(x, self.dim)
-
-
-class _Reshape(nn.Module):
-    def __init__(self, node: Node):
-        super().__init__()
-        self.shape = tuple(node.shape)
-
-    def forward(self, x):
-        return x.reshape(x.shape[0], *self.shape)
-
-
-class _Transpose(nn.Module):
-    def __init__(self, node: Node):
-        super().__init__()
-        self.perm = (0, *(p + 1 for p in node.perm))
-
-    def forward(self, x):
-        return x.permute(self.perm)
-
-
-class _Constant(nn.Module):
-    def __init__(self, node: Node):
-        super().__init__()
-        self.register_buffer("weight", torch.from_numpy(node.weight.copy()))
-        self.mul = node.op_type == "mul"
-
-    def forward(self, x):
-        return x * self.weight if self.mul else x + self.weight
-
-
-class _Prepend(nn.Module):
-    def __init__(self, node: Node):
-        super().__init__()
-        self.register_buffer("weight", torch.from_numpy(node.weight.copy())[None])
-        self.rows = tuple(node.weight_shape)  # a plain tuple: torch.fx traces the buffer's shape as a proxy
-
-    def forward(self, x):
-        return torch.cat([self.weight.expand((x.shape[0], *self.rows)), x], 1)
 
 
 class _Shuffle(nn.Module):
@@ -265,10 +214,10 @@ class ModuleEmitter(OpVisitor):
 
     # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
     def visit_matmul(self, node: Node) -> nn.Module:
-        return _MatMul()
+        return tensors.MatMul()
 
     def visit_softmax(self, node: Node) -> nn.Module:
-        return _Softmax(node)
+        return tensors.Softmax(node)
 
     def visit_layernorm(self, node: Node) -> nn.Module:
         norm = nn.LayerNorm(node.weight_shape, eps=node.eps)
@@ -285,16 +234,16 @@ class ModuleEmitter(OpVisitor):
         return nn.Sequential(lin, _act_module(node.act)) if node.act != "identity" else lin
 
     def visit_reshape(self, node: Node) -> nn.Module:
-        return _Reshape(node)
+        return tensors.Reshape(node)
 
     def visit_transpose(self, node: Node) -> nn.Module:
-        return _Transpose(node)
+        return tensors.Transpose(node)
 
     def visit_constant(self, node: Node) -> nn.Module:
-        return _Constant(node)
+        return tensors.Constant(node)
 
     def visit_prepend(self, node: Node) -> nn.Module:
-        return _Prepend(node)
+        return tensors.Prepend(node)
 
 
 def _op_module(node: Node) -> nn.Module:
