@@ -61,6 +61,8 @@ ACTIVATIONS: ActivationMap = ActivationMap("jax", {
     "relu6": lambda j, x, a, b: j.numpy.clip(x, 0.0, 6.0),
     "hardswish": lambda j, x, a, b: x * j.numpy.clip(x + 3.0, 0.0, 6.0) * (1.0 / 6.0),
     "silu": lambda j, x, a, b: j.nn.silu(x),
+    "gelu": lambda j, x, a, b: j.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda j, x, a, b: j.nn.gelu(x, approximate=True),
     "leaky_relu": lambda j, x, a, b: j.numpy.where(x >= 0, x, x * a),
     "hardsigmoid": lambda j, x, a, b: j.numpy.clip(x * a + b, 0.0, 1.0),
     "clip": lambda j, x, a, b: j.numpy.clip(x, a, b),
@@ -161,8 +163,24 @@ class JaxEmitter(OpVisitor):
 
     @staticmethod
     def arrays_affine(op: Node):
-        c = op.channels
-        return op.weight.reshape(1, c, 1, 1), op.bias.reshape(1, c, 1, 1)
+        view = (1, *op.channel_shape)
+        return op.weight.reshape(view), op.bias.reshape(view)
+
+    @staticmethod
+    def arrays_layernorm(op: Node):
+        return op.weight, op.bias
+
+    @staticmethod
+    def arrays_dense(op: Node):
+        return np.ascontiguousarray(op.weight.T), op.bias
+
+    @staticmethod
+    def arrays_constant(op: Node):
+        return (op.weight,)
+
+    @staticmethod
+    def arrays_prepend(op: Node):
+        return (op.weight[None],)
 
     @staticmethod
     def arrays_resize(op: Node):
@@ -237,6 +255,40 @@ class JaxEmitter(OpVisitor):
         w_t, b = params[op.name]
         y = self.jnp.matmul(x.reshape(x.shape[0], -1), w_t, precision=self.hi) + b
         return self._act(op.act, y).reshape(x.shape[0], -1, 1, 1)
+
+    # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
+    def visit_matmul(self, op: Node, x, params):
+        return self.jnp.matmul(x[0], x[1], precision=self.hi)
+
+    def visit_softmax(self, op: Node, x, params):
+        return self.jax.nn.softmax(x, axis=op.dim + 1)
+
+    def visit_layernorm(self, op: Node, x, params):
+        jnp = self.jnp
+        w, b = params[op.name]
+        axes = tuple(range(x.ndim - op.axes, x.ndim))
+        mean = jnp.mean(x, axis=axes, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+        return (x - mean) * self.lax.rsqrt(var + op.eps) * w + b
+
+    def visit_dense(self, op: Node, x, params):
+        w_t, b = params[op.name]
+        return self._act(op.act, self.jnp.matmul(x, w_t, precision=self.hi) + b)
+
+    def visit_reshape(self, op: Node, x, params):
+        return x.reshape(x.shape[0], *op.shape)
+
+    def visit_transpose(self, op: Node, x, params):
+        return self.jnp.transpose(x, (0, *(p + 1 for p in op.perm)))
+
+    def visit_constant(self, op: Node, x, params):
+        (c,) = params[op.name]
+        return x * c if op.op_type == "mul" else x + c
+
+    def visit_prepend(self, op: Node, x, params):
+        (rows,) = params[op.name]
+        rows = self.jnp.broadcast_to(rows, (x.shape[0], *rows.shape[1:])).astype(x.dtype)
+        return self.jnp.concatenate([rows, x], axis=1)
 
 
 def to_function(graph: Graph, scopes: bool = False, precision: str = "fp32"):

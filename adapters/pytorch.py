@@ -42,6 +42,7 @@ from ios_core.lowering import lower
 from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 from ios_core.runtime.cuda_kernels import arch_problem
 
+from . import pytorch_tensors as tensors
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name
 from .build_cache import open_cache
 
@@ -54,6 +55,8 @@ ACTIVATION_MODULES: ActivationMap = ActivationMap("pytorch", {
     "relu6": lambda a, b: nn.ReLU6(),
     "hardswish": lambda a, b: nn.Hardswish(),
     "silu": lambda a, b: nn.SiLU(),
+    "gelu": lambda a, b: nn.GELU(),
+    "gelu_tanh": lambda a, b: nn.GELU(approximate="tanh"),
     "leaky_relu": lambda a, b: nn.LeakyReLU(a),
     "hardsigmoid": lambda a, b: _Clamped(a, b, 0.0, 1.0),
     "clip": lambda a, b: _Clamped(1.0, 0.0, a, b),
@@ -80,9 +83,9 @@ class _Clamped(nn.Module):
 class _Affine(nn.Module):
     def __init__(self, node: Node):
         super().__init__()
-        c = node.channels
-        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(1, c, 1, 1))
-        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(1, c, 1, 1))
+        view = (1, *node.channel_shape)
+        self.register_buffer("weight", torch.from_numpy(node.weight.copy()).view(view))
+        self.register_buffer("bias", torch.from_numpy(node.bias.copy()).view(view))
         self.act = _act_module(node.act)
 
     def forward(self, x):
@@ -208,6 +211,39 @@ class ModuleEmitter(OpVisitor):
             lin.weight.copy_(torch.from_numpy(node.weight))
             lin.bias.copy_(torch.from_numpy(node.bias))
         return _Linear(lin, _act_module(node.act))
+
+    # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
+    def visit_matmul(self, node: Node) -> nn.Module:
+        return tensors.MatMul()
+
+    def visit_softmax(self, node: Node) -> nn.Module:
+        return tensors.Softmax(node)
+
+    def visit_layernorm(self, node: Node) -> nn.Module:
+        norm = nn.LayerNorm(node.weight_shape, eps=node.eps)
+        with torch.no_grad():
+            norm.weight.copy_(torch.from_numpy(node.weight))
+            norm.bias.copy_(torch.from_numpy(node.bias))
+        return norm
+
+    def visit_dense(self, node: Node) -> nn.Module:
+        lin = nn.Linear(node.in_features, node.out_features, bias=True)
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(node.weight))
+            lin.bias.copy_(torch.from_numpy(node.bias))
+        return nn.Sequential(lin, _act_module(node.act)) if node.act != "identity" else lin
+
+    def visit_reshape(self, node: Node) -> nn.Module:
+        return tensors.Reshape(node)
+
+    def visit_transpose(self, node: Node) -> nn.Module:
+        return tensors.Transpose(node)
+
+    def visit_constant(self, node: Node) -> nn.Module:
+        return tensors.Constant(node)
+
+    def visit_prepend(self, node: Node) -> nn.Module:
+        return tensors.Prepend(node)
 
 
 def _op_module(node: Node) -> nn.Module:

@@ -67,6 +67,7 @@ import time
 import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
+from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
@@ -100,6 +101,8 @@ TF_ACTIVATIONS: ActivationMap = ActivationMap("tensorflow", {
     "relu6": lambda tf, a, b: tf.nn.relu6,
     "hardswish": lambda tf, a, b: lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0),
     "silu": lambda tf, a, b: tf.nn.silu,
+    "gelu": lambda tf, a, b: lambda x: tf.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda tf, a, b: lambda x: tf.nn.gelu(x, approximate=True),
     "leaky_relu": lambda tf, a, b: lambda x: tf.nn.leaky_relu(x, a),
     "hardsigmoid": lambda tf, a, b: lambda x: tf.clip_by_value(x * a + b, 0.0, 1.0),
     "clip": lambda tf, a, b: lambda x: tf.clip_by_value(x, a, b),
@@ -141,6 +144,8 @@ class _Emitter(OpVisitor):
     once, at construction."""
 
     ACTIVATIONS = TF_ACTIVATIONS
+    REFUSES = refusing_tensor_types("not lowered to TensorFlow yet: this emitter works in NHWC, which it derives "
+                                    "from (C, H, W) feature maps, and has no layout rule for other tensors")
 
     def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False, frozen: bool = False):
         self.tf = tf
@@ -148,6 +153,7 @@ class _Emitter(OpVisitor):
         self.tflite = tflite  # max pools pad by mirroring, not with -inf (the int8 build: to_function)
         self.frozen = frozen  # weights as numpy arrays of dtype: Const nodes of the graph traced with them
         self.params: dict[str, tuple] = {}
+        self.check_handles(graph.operators())
         for op in graph.operators():
             make = getattr(self, f"_params_{op.TYPE}", None)  # the types with constants of their own
             params = make(op) if make is not None else None

@@ -56,6 +56,7 @@ import numpy as np
 
 from ios_core.atomic import atomic_write_bytes
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
+from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.runtime.cuda_kernels import arch_problem
 
@@ -89,6 +90,8 @@ TRT_ACTIVATIONS: ActivationMap = ActivationMap("tensorrt", {
     # x * relu6(x + 3) / 6 = x * hard_sigmoid(x; 1/6, 1/2)
     "hardswish": lambda nb, t, a, b: nb._gated(t, "HARD_SIGMOID", 1.0 / 6.0, 0.5),
     "silu": lambda nb, t, a, b: nb._gated(t, "SIGMOID"),  # x * sigmoid(x)
+    "gelu": lambda nb, t, a, b: nb._activation(t, "GELU_ERF"),
+    "gelu_tanh": lambda nb, t, a, b: nb._activation(t, "GELU_TANH"),
     "leaky_relu": lambda nb, t, a, b: nb._activation(t, "LEAKY_RELU", a),
     "hardsigmoid": lambda nb, t, a, b: nb._activation(t, "HARD_SIGMOID", a, b),
     "clip": lambda nb, t, a, b: nb._activation(t, "CLIP", a, b),
@@ -102,6 +105,9 @@ class NetworkBuilder(OpVisitor):
     oracle on a stand-in held to TensorRT 10's and 11's API)."""
 
     ACTIVATIONS = TRT_ACTIVATIONS
+    REFUSES = refusing_tensor_types("not lowered to TensorRT layers yet (the API manifest has add_matrix_multiply, "
+                                    "add_softmax, add_normalization and add_shuffle; not written nor checked on the "
+                                    "stand-in)")
 
     def __init__(self, trt, network, batch_size: int):
         self.trt, self.network, self.n = trt, network, batch_size
@@ -284,6 +290,7 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
     if max_aux_streams is not None:
         config.max_aux_streams = int(max_aux_streams)
     emit = NetworkBuilder(trt, network, batch_size)
+    emit.check_handles(graph.operators())
     x = network.add_input("input", trt.float32, (batch_size, *graph.input_shape))
     y = lower(graph, x, emit.prims(), emit)
     y.name = "output"

@@ -43,6 +43,7 @@ import numpy as np
 
 from ios_core.atomic import atomic_write_json
 from ios_core.ir import ActivationMap, Graph, OpVisitor
+from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads
 
@@ -83,6 +84,8 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
         weight_vars.append(v)
         params[name] = np.ascontiguousarray(array, dtype=np.float32)
         return v
+
+    RelaxEmitter.check_handles(graph.operators())
 
     # The function's parameter list must be known up front: collect the weights first.
     def collect():
@@ -134,6 +137,8 @@ RELAX_ACTIVATIONS: ActivationMap = ActivationMap("tvm", {
     "relu6": lambda em, y, a, b: em.bb.emit(em.R.clip(y, 0.0, 6.0)),
     "hardswish": lambda em, y, a, b: _hardswish(em, y),
     "silu": lambda em, y, a, b: em.bb.emit(em.R.nn.silu(y)),
+    "gelu": lambda em, y, a, b: em.bb.emit(em.R.nn.gelu(y)),
+    "gelu_tanh": lambda em, y, a, b: em.bb.emit(em.R.nn.gelu_tanh(y)),
     "leaky_relu": lambda em, y, a, b: em.bb.emit(em.R.nn.leakyrelu(y, float(a))),
     "hardsigmoid": lambda em, y, a, b: _hardsigmoid(em, y, a, b),
     "clip": lambda em, y, a, b: em.bb.emit(em.R.clip(y, float(a), float(b))),
@@ -146,6 +151,7 @@ class RelaxEmitter(OpVisitor):
     function's weight parameters; ``act(y, kind, alpha, beta)`` emits an activation."""
 
     ACTIVATIONS = RELAX_ACTIVATIONS
+    REFUSES = refusing_tensor_types("not lowered to Relax yet")
 
     def __init__(self, bb, wv, batch_size: int):
         from tvm import relax

@@ -27,6 +27,8 @@ TORCH_ACTIVATIONS: ActivationMap = ActivationMap("torch (oracle)", {
     "relu6": lambda a, b: lambda t: torch.clamp(t, 0.0, 6.0),
     "hardswish": lambda a, b: F.hardswish,  # x * relu6(x + 3) / 6
     "silu": lambda a, b: F.silu,  # x * sigmoid(x)
+    "gelu": lambda a, b: F.gelu,  # x * (1 + erf(x / sqrt(2))) / 2
+    "gelu_tanh": lambda a, b: lambda t: F.gelu(t, approximate="tanh"),
     "leaky_relu": lambda a, b: lambda t: F.leaky_relu(t, a),
     "hardsigmoid": lambda a, b: lambda t: torch.clamp(t * a + b, 0.0, 1.0),
     "clip": lambda a, b: lambda t: torch.clamp(t, a, b),
@@ -128,8 +130,8 @@ class OracleKernels(OpVisitor):
         return activation(x, node.act_type, node.alpha, node.beta)
 
     def visit_affine(self, node: Node, x: torch.Tensor) -> torch.Tensor:
-        c = node.channels
-        y = x * torch.from_numpy(node.weight).view(1, c, 1, 1) + torch.from_numpy(node.bias).view(1, c, 1, 1)
+        shape = (1, *node.channel_shape)
+        y = x * torch.from_numpy(node.weight).view(shape) + torch.from_numpy(node.bias).view(shape)
         return act_fn(node.act)(y)
 
     def visit_shuffle(self, node: Node, x: torch.Tensor) -> torch.Tensor:
@@ -144,6 +146,34 @@ class OracleKernels(OpVisitor):
     def visit_linear(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x.reshape(x.shape[0], -1), torch.from_numpy(node.weight), torch.from_numpy(node.bias))
         return act_fn(node.act)(y).reshape(x.shape[0], -1, 1, 1)
+
+    # ---- general tensors (ios_core.ir.tensor_nodes): x is (N, *shape) ------------------------------
+    def visit_matmul(self, node: Node, x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return torch.matmul(*x)
+
+    def visit_softmax(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, node.dim + 1)
+
+    def visit_layernorm(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, node.weight_shape, torch.from_numpy(node.weight), torch.from_numpy(node.bias),
+                            node.eps)
+
+    def visit_dense(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return act_fn(node.act)(F.linear(x, torch.from_numpy(node.weight), torch.from_numpy(node.bias)))
+
+    def visit_reshape(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], *node.shape)
+
+    def visit_transpose(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(0, *(p + 1 for p in node.perm))
+
+    def visit_constant(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        c = torch.from_numpy(node.weight)
+        return x * c if node.op_type == "mul" else x + c
+
+    def visit_prepend(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        w = torch.from_numpy(node.weight).to(x.dtype)
+        return torch.cat([w.expand(x.shape[0], *w.shape), x], 1)
 
 
 ORACLE_KERNELS = OracleKernels()

@@ -193,7 +193,9 @@ def _activation(kind: str, alpha: float, beta: float):
     return {"RELU": torch.relu, "SIGMOID": torch.sigmoid, "TANH": torch.tanh,
             "CLIP": lambda t: t.clamp(alpha, beta),
             "LEAKY_RELU": lambda t: torch.where(t >= 0, t, t * alpha),
-            "HARD_SIGMOID": lambda t: (t * alpha + beta).clamp(0.0, 1.0)}[kind]
+            "HARD_SIGMOID": lambda t: (t * alpha + beta).clamp(0.0, 1.0),
+            "GELU_ERF": torch.nn.functional.gelu,
+            "GELU_TANH": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[kind]
 
 
 def _resize_source(out_size: int, in_size: int, transform: str) -> torch.Tensor:

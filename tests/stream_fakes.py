@@ -589,6 +589,8 @@ def _act(kind: str, alpha: float = 0.0, beta: float = 0.0):
     return {"identity": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
             "relu6": lambda t: t.clamp(0.0, 6.0), "hardswish": lambda t: t * (t + 3.0).clamp(0.0, 6.0) / 6.0,
             "silu": lambda t: t * torch.sigmoid(t),
+            "gelu": lambda t: 0.5 * t * (1.0 + torch.erf(t * 0.7071067811865476)),
+            "gelu_tanh": lambda t: 0.5 * t * (1.0 + torch.tanh(0.7978845608028654 * (t + 0.044715 * t ** 3))),
             "leaky_relu": lambda t: torch.where(t > 0, t, t * alpha),
             "hardsigmoid": lambda t: (t * alpha + beta).clamp(0.0, 1.0),
             "clip": lambda t: t.clamp(alpha, beta)}[kind]

@@ -28,7 +28,8 @@ def zoo():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", [m for m in models.names() if m not in ("vgg13", "vgg16", "vgg19", "resnet34")])
+@pytest.mark.parametrize("model", [m for m in models.default_names()
+                                   if m not in ("vgg13", "vgg16", "vgg19", "resnet34")])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_zoo_model_matches_oracle(zoo, model, framework):
     adapter = adapters.get(framework)

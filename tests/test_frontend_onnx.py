@@ -252,18 +252,18 @@ def test_refusal_names_op_node_and_every_other_unsupported_type():
     y = n.op("LRN", [n.input], size=3)
     y = n.op("InstanceNormalization", [y, n.w((4,)), n.w((4,))])
     y = n.op("LRN", [y], size=3)
-    msg = _refusal(n.model(n.op("Softmax", [y], axis=1)))
+    msg = _refusal(n.model(n.op("Hardmax", [y], axis=1)))
     assert "unsupported ONNX operator LRN (node 'LRN_0')" in msg
-    assert "other unsupported operator types: InstanceNormalization, Softmax" in msg
+    assert "other unsupported operator types: InstanceNormalization, Hardmax" in msg
 
 
 @pytest.mark.parametrize("build,needle", [
     # a 3-D kernel on a 4-D input is not valid ONNX: the checker's reason names the node
     (lambda n: n.op("Conv", [n.input, n.w((4, 4, 3, 3, 3))]), "spatial dimensions"),
-    (lambda n: n.op("Transpose", [n.input], perm=[0, 2, 3, 1]), "not part of a channel shuffle"),
+    (lambda n: n.op("Transpose", [n.input], perm=[1, 0, 2, 3]), "batch axis moved from the front"),
     (lambda n: n.op("MaxPool", [n.op("Pad", [n.input, n.c([0, 0, 1, 1, 0, 0, 1, 1])])], kernel_shape=[2, 2]),
      "before MaxPool"),
-    (lambda n: n.op("Add", [n.input, n.w((1, 1, 8, 8))]), "not one number per channel"),
+    (lambda n: n.op("Add", [n.input, n.w((2, 1, 8, 8))]), "along the batch axis"),
     (lambda n: n.op("Concat", [n.input, n.input], axis=2), "not the channel axis"),
     (lambda n: n.op("Resize", [n.input, "", n.c([1, 1, 2, 2], np.float32)], mode="cubic"), "mode='cubic'"),
     (lambda n: n.op("Reshape", [n.input, n.c([-1, 8, 8])]), "reshape"),
@@ -320,10 +320,10 @@ def test_cli_import_and_show(tmp_path, run_cli):
 
 def test_cli_refusal_is_one_line_exit_2(tmp_path, run_cli):
     n = Net()
-    onnx.save(n.model(n.op("Softmax", [n.op("LRN", [n.input], size=3)])), str(tmp_path / "bad.onnx"))
+    onnx.save(n.model(n.op("Hardmax", [n.op("LRN", [n.input], size=3)])), str(tmp_path / "bad.onnx"))
     code, out, err = run_cli(["import", str(tmp_path / "bad.onnx"), "-o", str(tmp_path / "bad.json")])
     assert code == 2
-    assert err.strip().count("\n") == 0 and "LRN" in err and "Softmax" in err
+    assert err.strip().count("\n") == 0 and "LRN" in err and "Hardmax" in err
     assert not (tmp_path / "bad.json").exists()
     code, _, err = run_cli(["import", str(tmp_path / "missing.onnx")])
     assert code == 2 and "no such file" in err

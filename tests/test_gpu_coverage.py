@@ -16,6 +16,7 @@ from ios_core import reference
 from ios_core.check import compare
 from ios_core.ir import ACTIVATIONS, FUSED_ACTIVATIONS
 from ios_core.ir.nodes import ELEMENT_OPS, POOL_TYPES, RESIZE_MODES
+from ios_core.ir.tensor_nodes import TENSOR_TYPES
 from ios_core.lowering.walk import SUPPORTED_TYPES
 from ios_core.models.coverage import coverage_graph, level_schedule
 from ios_core.reference import random_input
@@ -28,9 +29,21 @@ def graph():
     return coverage_graph().init_weights(4)
 
 
+def gpu_types() -> set[str]:
+    """The types the GPU backends lower: every type but those both the CUDA runtime and the TensorRT
+    builder refuse with a declared reason (the general tensors of issue 56, not lowered there yet)."""
+    from adapters.tensorrt import NetworkBuilder
+    from ios_core.runtime.cuda import CudaLaunchers
+
+    refused = {t for t in SUPPORTED_TYPES if not NetworkBuilder.handles(t) and NetworkBuilder.REFUSES.get(t)
+               and not CudaLaunchers.handles(t) and t in CudaLaunchers.REFUSES}
+    assert refused == set(TENSOR_TYPES)  # a type the GPU lowers must join the coverage graph
+    return set(SUPPORTED_TYPES) - refused
+
+
 def test_coverage_graph_has_every_op_type_and_attribute_value(graph):
     ops = list(graph.operators())
-    assert {n.TYPE for n in ops} | {"sequential"} >= set(SUPPORTED_TYPES)
+    assert {n.TYPE for n in ops} | {"sequential"} >= gpu_types()
     assert any(n.TYPE == "sequential" for b in graph.blocks for n in b.nodes)
     used_acts = {n.act for n in ops if hasattr(n, "act") and n.TYPE != "element"}
     used_acts |= {n.act_type for n in ops if n.TYPE in ("activation", "relu")}

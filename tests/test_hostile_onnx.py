@@ -207,7 +207,7 @@ def _hypothesis():
     return pytest.importorskip("hypothesis")
 
 
-OP_TYPES = sorted(frontend.MAPPED | frontend.FOLDED | {"Loop", "If", "Scan", "LRN", "Softmax", "Frob"})
+OP_TYPES = sorted(frontend.MAPPED | frontend.FOLDED | {"Loop", "If", "Scan", "LRN", "Hardmax", "Frob"})
 ATTR_NAMES = ["pads", "strides", "kernel_shape", "dilations", "group", "auto_pad", "axis", "axes", "perm", "mode",
               "alpha", "beta", "epsilon", "transA", "transB", "ceil_mode", "count_include_pad", "split", "to",
               "value", "body", "mystery"]

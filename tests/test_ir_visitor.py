@@ -69,5 +69,7 @@ def test_op_type_lists_derive_from_node_types():
     assert OP_TYPES == OPERATOR_TYPES
     assert SUPPORTED_TYPES == (*OPERATOR_TYPES, "sequential")
     # the learned cost model's feature order is unchanged by the derivation
+    # (the general-tensor types of issue 56 come after the feature-map types, which keep their places)
     assert OP_TYPES == ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "affine",
-                        "shuffle", "resize")
+                        "shuffle", "resize", "matmul", "softmax", "layernorm", "dense", "reshape", "transpose",
+                        "constant", "prepend")

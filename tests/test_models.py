@@ -17,8 +17,19 @@ ALL = ["sample", "squeezenet", "inception_v3", "randwire", "nasnet", "resnet18",
        "vgg11", "vgg13", "vgg16", "vgg19", "alexnet"]
 
 
+NAMED_ONLY = ["vit_tiny", "convnext_tiny"]  # built in, run only when named (not in --models all)
+
+
 def test_zoo_names():
-    assert sorted(models.names()) == sorted(ALL)
+    assert sorted(models.names()) == sorted(ALL + NAMED_ONLY)
+    assert sorted(models.default_names()) == sorted(ALL)
+
+
+def test_models_all_keeps_meaning_the_cnn_zoo():
+    from ios_bench.commands.run import parse_models
+
+    assert sorted(parse_models("all")) == sorted(ALL)
+    assert parse_models("vit_tiny,convnext_tiny") == NAMED_ONLY
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -275,3 +286,65 @@ def test_list_models_cli():
     assert result.exit_code == 0, result.output
     for name in ALL:
         assert name in result.output
+
+
+# ---- the CNN zoo is what it was before general tensors (issue 56) ------------------------------------
+# sha256 (first 16 hex digits) of each graph's JSON (json.dumps(..., sort_keys=True)), computed with the
+# code at commit 0053458, before the IR took general tensors; the schedules are IOS-Both with the
+# synthetic cost model at batch 1, the weights those of init_weights(0), the ONNX files the exporter's.
+UNCHANGED_JSON = {
+    "alexnet": "8fdfc75c3fa64c82", "inception_v3": "89136e63f38f5c46", "nasnet": "80fff0d5ea6ef935",
+    "randwire": "f8f979889131bbba", "resnet18": "0ab5a1494d139404", "resnet34": "cf633494f98ea996",
+    "resnet50": "b9a15a02c4fcd37a", "sample": "1a855b3222873223", "squeezenet": "54b93381e62d6af3",
+    "vgg11": "0b8d20c7b2fd03e4", "vgg13": "f157e238508e2433", "vgg16": "5b784a7d698cb2f7",
+    "vgg19": "dd62b07a4f125d81",
+}
+UNCHANGED_SCHEDULES = {"squeezenet": "89c1466d653cdfa1", "inception_v3": "2ba61d913d0900d8"}
+UNCHANGED_ONNX = {"squeezenet": "0264479dc7416a43", "inception_v3": "588ca816613b55a3"}
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _json_digest(obj) -> str:
+    return _digest(json.dumps(obj, sort_keys=True).encode())
+
+
+def test_the_cnn_zoo_graphs_are_unchanged():
+    assert sorted(UNCHANGED_JSON) == sorted(ALL)
+    assert {name: _json_digest(models.get(name).to_json()) for name in ALL} == UNCHANGED_JSON
+
+
+def test_the_cnn_schedules_weights_and_onnx_files_are_unchanged():
+    from ios_core import optimize
+    from ios_core.cost import SyntheticCostModel
+    from ios_core.lowering.onnx import export
+
+    got = {name: _json_digest(optimize(models.get(name), "both", SyntheticCostModel(), batch_size=1).to_json())
+           for name in UNCHANGED_SCHEDULES}
+    assert got == UNCHANGED_SCHEDULES
+    g = models.get("squeezenet").init_weights(0)
+    assert _digest(b"".join(a.tobytes() for n in g.operators() for _, a in sorted(n.weights().items()))) == \
+        "57cd291b324067b3"
+    got = {name: _digest(export(models.get(name).init_weights(0), batch_size=1).SerializeToString())
+           for name in UNCHANGED_ONNX}
+    assert got == UNCHANGED_ONNX
+
+
+def test_vit_tiny_and_convnext_tiny_match_their_published_sizes():
+    # timm's vit_tiny_patch16_224: 5,717,416 parameters (ours: + one learned attention scale per layer,
+    # 12); 1.26 GMACs. torchvision's convnext_tiny: 28,589,128 parameters, 4.46 GFLOPS (its MACs).
+    vit = models.get("vit_tiny")
+    assert vit.input_shape == (3, 224, 224) and vit.output_shape == (1000, 1, 1)
+    assert vit.params() == 5_717_416 + 12
+    assert vit.macs() / 1e9 == pytest.approx(1.26, abs=0.01)
+    assert len(vit.blocks) == 12 + 2  # the embedding, 12 encoder layers, the classifier
+    cnx = models.get("convnext_tiny")
+    assert cnx.params() == 28_589_128 and cnx.output_shape == (1000, 1, 1)
+    assert cnx.macs() / 1e9 == pytest.approx(4.46, abs=0.01)
+    for g in (vit, cnx):
+        again = Graph.from_json(json.loads(json.dumps(g.to_json())))
+        assert again.to_json() == g.to_json()

@@ -49,8 +49,8 @@ def test_the_kind_lists_derive_from_the_one_declaration():
     x = Placeholder("x", (2, 3, 3))
     for kind in ACTIVATIONS:  # every declared kind is a valid activation node
         Activation(f"a_{kind}", [[whole(x)]], act_type=kind, alpha=0.0, beta=1.0)
-    with pytest.raises(ValueError, match="act_type must be one of identity, relu, .*clip, got .gelu."):
-        Activation("bad", [[whole(x)]], act_type="gelu")
+    with pytest.raises(ValueError, match="act_type must be one of identity, relu, .*clip, got .swish2."):
+        Activation("bad", [[whole(x)]], act_type="swish2")
     b = GraphBuilder("g", (2, 3, 3))
     with pytest.raises(ValueError, match="fused activation"):  # a parametrized kind is never fused
         b.conv(b.input, 2, 1, act="leaky_relu")
@@ -136,9 +136,11 @@ def test_node_facts_are_declared_on_the_node_classes():
         return {t for t, c in NODE_TYPES.items() if getattr(c, fact)}
 
     assert having("COMPOSED") == {"identity", "element"}
-    assert having("VIEW") == {"identity", "element", "flatten"}
-    assert {t for t, c in NODE_TYPES.items() if not c.INTO_CONCAT} == {"identity", "flatten"}
+    assert having("VIEW") == {"identity", "element", "flatten", "reshape"}
+    assert {t for t, c in NODE_TYPES.items() if not c.INTO_CONCAT} == {"identity", "flatten", "reshape", "prepend"}
     assert having("WINDOWED") == {"conv", "pool"}
+    assert having("OPERANDS") == {"matmul"}
+    assert {t for t, c in NODE_TYPES.items() if c.RANKS == (3,)} == {"conv", "pool", "shuffle", "resize"}
     assert IR_ALIASES == {"element": "identity"}
 
 

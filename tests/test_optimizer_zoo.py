@@ -64,7 +64,7 @@ def test_fast_zoo_models(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in models.names() if n not in FAST])
+@pytest.mark.parametrize("name", [n for n in models.default_names() if n not in FAST])
 def test_every_zoo_model(name):
     _check_all_strategies(models.get(name))
 

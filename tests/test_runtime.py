@@ -200,7 +200,7 @@ def test_measured_cost_model_drives_the_optimizer(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("name", models.names())
+@pytest.mark.parametrize("name", models.default_names())
 def test_every_zoo_model_every_strategy(name, batch):
     g = models.get(name).init_weights(0)
     check_runtime(g, g, batch)

@@ -190,7 +190,7 @@ def _build_only(graph, batch=1):
     return NoWeights(plan, dev), dev
 
 
-ALIGNMENT_MODELS = [*models.names(), "coverage"]
+ALIGNMENT_MODELS = [*models.default_names(), "coverage"]
 
 
 @pytest.mark.parametrize("name", ALIGNMENT_MODELS)

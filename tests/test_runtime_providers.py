@@ -228,7 +228,7 @@ def test_ios_adapter_passes_the_provider(mixed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("name", models.names())
+@pytest.mark.parametrize("name", models.default_names())
 @pytest.mark.parametrize("provider", LIBRARIES)
 def test_every_zoo_model_every_strategy(provider, name, batch):
     from ios_core.cost import make_cost_model

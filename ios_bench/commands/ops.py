@@ -53,7 +53,7 @@ def collect_cmd(models_, providers, threads_, batches, folder, max_stages, r, s,
     from ios_core import models as zoo
     from ios_core.measurement.threads import usable_cores
 
-    names = zoo.names() if models_.strip() == "all" else parse_list(models_, "model")
+    names = zoo.default_names() if models_.strip() == "all" else parse_list(models_, "model")
     graphs = {}
     for name in names:
         g = load_graph(name)

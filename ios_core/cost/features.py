@@ -38,10 +38,20 @@ OP_TYPES = OPERATOR_TYPES
 CONV_KINDS = ("pointwise", "spatial", "depthwise", "grouped")
 
 
+def chw(shape) -> tuple[int, int, int]:
+    """A value's shape as the features' (channels, height, width): a feature map's own; a general
+    tensor's first axis, the product of its middle axes and its last axis ((F,) is (F, 1, 1))."""
+    if len(shape) == 3:
+        return tuple(shape)
+    if len(shape) == 1:
+        return (shape[0], 1, 1)
+    return (shape[0], math.prod(shape[1:-1]), shape[-1])
+
+
 def op_bytes(node: Node) -> int:
     """Bytes one image moves through ``node``: its input read, its output written, its weights read."""
-    c, h, w = node.input_shape
-    co, ho, wo = node.output_shape
+    c, h, w = chw(node.input_shape)
+    co, ho, wo = chw(node.output_shape)
     weights = sum(int(a.size) for a in node.weights().values()) if node.weights() else node.params()
     return F32 * (c * h * w + co * ho * wo + weights)
 
@@ -54,8 +64,8 @@ def conv_kind(node: Node) -> str:
 
 def op_features(node: Node, batch_size: int) -> dict[str, float]:
     """Features of one leaf operator at ``batch_size``."""
-    c, h, w = node.input_shape
-    co, ho, wo = node.output_shape
+    c, h, w = chw(node.input_shape)
+    co, ho, wo = chw(node.output_shape)
     f: dict[str, float] = {f"op_{t}": float(node.TYPE == t) for t in OP_TYPES}
     f.update(in_c=c, in_h=h, in_w=w, out_c=co, out_h=ho, out_w=wo,
              in_elems=batch_size * c * h * w, out_elems=batch_size * co * ho * wo,

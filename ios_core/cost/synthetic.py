@@ -62,9 +62,8 @@ class SyntheticCostModel:
         """(t_op including launch, busy time * units used) of a non-Sequential operator."""
         out_elems = int(np.prod(op.output_shape))
         in_elems = 0
-        if op.inputs:
-            first = op.inputs[0][0].node.output_shape
-            in_elems = sum(term[0].length * len(term) for term in op.inputs) * first[1] * first[2]
+        for term in op.inputs:  # each term's values: a slice of the first axis, the other axes whole
+            in_elems += term[0].length * len(term) * math.prod(term[0].node.output_shape[1:])
         macs = op.macs()
         flops = 2.0 * macs if macs else float(out_elems + in_elems)
         # weights are read once per batch; spread them over the images

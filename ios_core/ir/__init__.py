@@ -4,10 +4,10 @@ from ios_core.ir.activations import ACTIVATION_KINDS, PARAM_ACTIVATIONS, Activat
 from ios_core.ir.builder import GraphBuilder, as_inputs, whole
 from ios_core.ir.errors import GraphError
 from ios_core.ir.graph import Block, Graph, Stages, atomic_write_text
+from ios_core.ir.node_types import NODE_TYPES
 from ios_core.ir.nodes import (
                     ACTIVATIONS,
                     FUSED_ACTIVATIONS,
-                    NODE_TYPES,
                     Activation,
                     Affine,
                     Conv,
@@ -24,6 +24,7 @@ from ios_core.ir.nodes import (
                     Shuffle,
                     leaf_nodes,
 )
+from ios_core.ir.tensor_nodes import Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose
 from ios_core.ir.value import ChannelRange, Inputs, Value
 from ios_core.ir.visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
 
@@ -34,5 +35,5 @@ __all__ = [
     "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
     "OpVisitor", "Placeholder",
     "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",
-    "leaf_nodes", "whole",
+    "leaf_nodes", "whole", "Constant", "Dense", "LayerNorm", "MatMul", "Prepend", "Reshape", "Softmax", "Transpose",
 ]

@@ -30,7 +30,8 @@ class ActivationKind:
         return not self.params
 
 
-# The order is the IR's (and the fused kinds come first): keep it, append new kinds.
+# The order is the IR's (and the fused kinds come first): keep it, append new kinds (a fusable kind
+# after the last fusable one).
 ACTIVATION_KINDS: dict[str, ActivationKind] = {k.name: k for k in (
     ActivationKind("identity", "x"),
     ActivationKind("relu", "max(x, 0)"),
@@ -39,6 +40,8 @@ ACTIVATION_KINDS: dict[str, ActivationKind] = {k.name: k for k in (
     ActivationKind("relu6", "clip(x, 0, 6)"),
     ActivationKind("hardswish", "x * relu6(x + 3) / 6"),
     ActivationKind("silu", "x * sigmoid(x)"),
+    ActivationKind("gelu", "x * (1 + erf(x / sqrt(2))) / 2"),
+    ActivationKind("gelu_tanh", "x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) / 2"),
     ActivationKind("leaky_relu", "x if x > 0 else alpha * x", ("alpha",)),
     ActivationKind("hardsigmoid", "clip(alpha * x + beta, 0, 1)", ("alpha", "beta")),
     ActivationKind("clip", "clip(x, alpha, beta)", ("alpha", "beta")),

@@ -32,6 +32,7 @@ from ios_core.ir.nodes import (
     Sequential,
     Shuffle,
 )
+from ios_core.ir.tensor_nodes import Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose
 from ios_core.ir.value import Inputs, Value
 
 
@@ -134,6 +135,36 @@ class GraphBuilder:
 
     def linear(self, inputs, out_features: int, act="identity") -> Value:
         return self._add(Linear(self._new_name(), as_inputs(inputs), out_features=out_features, act=act))
+
+    # ---- general tensors (tensor_nodes) -----------------------------------------------------------
+    def matmul(self, a: Value, b: Value) -> Value:
+        """``a @ b`` of two activations (the last two axes; the leading ones equal)."""
+        return self._add(MatMul(self._new_name(), [[a], [b]]))
+
+    def softmax(self, inputs, axis: int = -1) -> Value:
+        return self._add(Softmax(self._new_name(), as_inputs(inputs), axis=axis))
+
+    def layernorm(self, inputs, axes: int = 1, eps: float = 1e-5) -> Value:
+        return self._add(LayerNorm(self._new_name(), as_inputs(inputs), axes=axes, eps=eps))
+
+    def dense(self, inputs, out_features: int, act="identity") -> Value:
+        """A linear layer along the last axis (each token)."""
+        return self._add(Dense(self._new_name(), as_inputs(inputs), out_features=out_features, act=act))
+
+    def reshape(self, inputs, shape) -> Value:
+        return self._add(Reshape(self._new_name(), as_inputs(inputs), shape=tuple(shape)))
+
+    def transpose(self, inputs, perm) -> Value:
+        return self._add(Transpose(self._new_name(), as_inputs(inputs), perm=tuple(perm)))
+
+    def constant(self, inputs, const_shape, op_type: str = "add") -> Value:
+        """``x + c`` (``x * c``) with a learned constant of ``const_shape`` (weights from ``init_weights``)."""
+        return self._add(Constant(self._new_name(), as_inputs(inputs), op_type=op_type,
+                                  const_shape=tuple(const_shape)))
+
+    def prepend(self, inputs, rows: int = 1) -> Value:
+        """``rows`` learned rows before the input along its first axis (a class token)."""
+        return self._add(Prepend(self._new_name(), as_inputs(inputs), rows=rows))
 
     # ---- structure ----------------------------------------------------------------------------
     @contextmanager

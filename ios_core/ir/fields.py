@@ -46,10 +46,17 @@ def as_pair(value, what: str, minimum: int) -> tuple[int, int]:
     return (v, v)
 
 
-def as_shape(value, what: str) -> tuple[int, int, int]:
-    """(channels, height, width), each a positive integer."""
-    if not isinstance(value, (list, tuple)) or len(value) != 3:
-        raise GraphError(f"{what} must be a list of 3 positive integers (C, H, W), got {shown(value)}")
+# The ranks a value's shape (one image's, without the batch) may have: (C, H, W) feature maps, and
+# general tensors (features; tokens x features; heads x tokens x features; windows ...).
+MIN_RANK, MAX_RANK = 1, 5
+
+
+def as_shape(value, what: str) -> tuple[int, ...]:
+    """A value's shape without the batch: (channels, height, width) for a feature map, or any
+    rank from MIN_RANK to MAX_RANK, each size a positive integer."""
+    if not isinstance(value, (list, tuple)) or not MIN_RANK <= len(value) <= MAX_RANK:
+        raise GraphError(f"{what} must be a list of {MIN_RANK} to {MAX_RANK} positive integers (e.g. C, H, W), "
+                         f"got {shown(value)}")
     return tuple(as_int(v, what, 1) for v in value)
 
 

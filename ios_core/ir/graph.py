@@ -13,7 +13,8 @@ import numpy as np
 from ios_core.atomic import atomic_write, atomic_write_text
 from ios_core.ir import fields
 from ios_core.ir.errors import GraphError
-from ios_core.ir.nodes import NODE_TYPES, Node, Placeholder, Sequential, leaf_nodes
+from ios_core.ir.node_types import NODE_TYPES
+from ios_core.ir.nodes import Node, Placeholder, Sequential, leaf_nodes
 from ios_core.ir.rewrite import consumers_of, live_nodes, rewrite_uses
 
 # A schedule of one block: stages run one after another; the groups of a stage run

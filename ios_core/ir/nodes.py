@@ -5,6 +5,11 @@ channels; each term is a list of :class:`Value` channel slices of equal shape th
 (``element`` with ``op_type='mul'`` multiplies them). Shapes are ``(channels, height, width)``
 without the batch dimension, as in the reference IOS implementation, whose JSON layout
 ``to_json``/``from_json`` read and write.
+
+A value may also be a general tensor (rank 1 to 5 without the batch: features; tokens x
+features; heads x tokens x features); its first axis plays the channel axis's part (slices and
+concatenations are along it). The operators for general tensors are in :mod:`.tensor_nodes`;
+the feature-map operators (``RANKS = (3,)``: conv, pool, shuffle, resize) refuse them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ RESIZE_MODES = ("nearest", "bilinear")
 POOL_TYPES = ("max", "avg", "global_max", "global_avg")
 ELEMENT_OPS = ("add", "mul")
 
-Shape = tuple[int, int, int]
+Shape = tuple[int, ...]
 Lookup = Callable[[str], "Node"]
 
 
@@ -37,6 +42,9 @@ _ATTR_RULES: dict[str, tuple[Callable, object]] = {
     "groups": (fields.as_int, 1), "act": (fields.as_choice, ACTIVATIONS), "act_type": (fields.as_choice, ACTIVATIONS),
     "pool_type": (fields.as_choice, POOL_TYPES), "op_type": (fields.as_choice, ELEMENT_OPS),
     "inplace": (fields.as_bool, None),
+    # general tensors (tensor_nodes)
+    "axis": (fields.as_int, None), "axes": (fields.as_int, 1), "rows": (fields.as_int, 1),
+    "shape": (fields.as_shape, None), "const_shape": (fields.as_shape, None),
 }
 
 
@@ -133,6 +141,11 @@ class Node:
     INTO_CONCAT: ClassVar[bool] = True
     # WINDOWED: slides a kernel window (``kernel``, ``stride``, ``padding``): conv and pool.
     WINDOWED: ClassVar[bool] = False
+    # OPERANDS: each input term is a separate operand (a matrix product's two), not a part of one
+    #   concatenation; the composed input is then the tuple of the terms' values.
+    OPERANDS: ClassVar[bool] = False
+    # RANKS: the ranks of input this operator takes (None: any); (3,): a feature map (C, H, W).
+    RANKS: ClassVar[tuple[int, ...] | None] = None
 
     def __init__(self, name: str, inputs: Inputs, hint_name: str | None = None, **attrs):
         self.name = str(name)
@@ -176,12 +189,14 @@ class Node:
 
     @property
     def input_shape(self) -> Shape:
+        """The composed input's shape: the terms' channels summed, the other axes the first value's."""
         first = self.inputs[0][0]
-        _, h, w = first.node.output_shape
-        return (sum(term[0].length for term in self.inputs), h, w)
+        return (sum(term[0].length for term in self.inputs), *first.node.output_shape[1:])
 
     # ---- shapes, cost ---------------------------------------------------------------
     def infer_shape(self) -> Shape:
+        if self.RANKS is not None and self.inputs:
+            self.check_rank()  # a feature-map operator's inference unpacks (C, H, W)
         self.output_shape = self._infer()
         return self.output_shape
 
@@ -207,11 +222,18 @@ class Node:
                     hw = shape[1:]
                 elif tuple(shape[1:]) != tuple(hw):
                     raise GraphError(
-                        f"node {self.name!r}: input {v.node.name!r} is {shape[1]}x{shape[2]}, "
-                        f"expected {hw[0]}x{hw[1]}"
+                        f"node {self.name!r}: input {v.node.name!r} is {_dims(shape[1:])}, expected {_dims(hw)}"
                     )
             if len({v.length for v in term}) != 1:
                 raise GraphError(f"node {self.name!r}: values summed in one term differ in channel count")
+        self.check_rank()
+
+    def check_rank(self) -> None:
+        """Refuse an input of a rank this operator does not take (``RANKS``)."""
+        rank = len(self.inputs[0][0].node.output_shape)
+        if self.RANKS is not None and rank not in self.RANKS:
+            raise GraphError(f"node {self.name!r} ({self.TYPE}) takes a feature map (C, H, W), not a tensor of "
+                             f"shape {tuple(self.inputs[0][0].node.output_shape)}")
 
     def macs(self) -> int:
         """Multiply-accumulate operations for one image (convolutions and linear layers)."""
@@ -276,6 +298,11 @@ class Node:
         return f"<{type(self).__name__} {self.name}>"
 
 
+def _dims(sizes) -> str:
+    """Sizes as ``HxW`` (error messages)."""
+    return "x".join(str(int(s)) for s in sizes)
+
+
 def _parse_inputs(raw, name: str, lookup: Lookup) -> Inputs:
     if raw is None:
         raise GraphError(f"node {name!r} has no inputs")
@@ -313,7 +340,7 @@ class Placeholder(Node):
         return self.output_shape
 
     def check(self) -> None:
-        if len(self.output_shape) != 3 or min(self.output_shape) <= 0:
+        if not fields.MIN_RANK <= len(self.output_shape) <= fields.MAX_RANK or min(self.output_shape) <= 0:
             raise GraphError(f"placeholder {self.name!r} has a bad shape {self.output_shape}")
 
     def to_json(self) -> dict:
@@ -336,6 +363,7 @@ class Conv(_Weighted, _Padded, Node):
     """2-D convolution with fused bias and activation (``padding_end`` for asymmetric padding)."""
 
     TYPE = "conv"
+    RANKS = (3,)
     ATTRS = (("out_channels", None), ("kernel", None), ("stride", (1, 1)), ("padding", (0, 0)),
              ("dilation", (1, 1)), ("groups", 1), ("act", "identity"), ("padding_end", ()))
     OPTIONAL = frozenset({"dilation", "padding_end"})
@@ -385,6 +413,7 @@ class Pool(_Padded, Node):
     ``count_include_pad`` is false; max pools pad with -inf. ``padding_end`` as in Conv."""
 
     TYPE = "pool"
+    RANKS = (3,)
     ATTRS = (("pool_type", None), ("kernel", (1, 1)), ("stride", (1, 1)), ("padding", (0, 0)),
              ("padding_end", ()), ("count_include_pad", True))
     OPTIONAL = frozenset({"padding_end", "count_include_pad"})
@@ -440,9 +469,9 @@ class Pool(_Padded, Node):
 class Element(Node):
     """Element-wise combination of the values of each term: ``add`` sums, ``mul`` multiplies.
 
-    With a single term, values of spatial size 1x1 broadcast over the others (the per-channel
-    scale of a squeeze-and-excitation block: ``x * sigmoid(fc(pool(x)))``); the node's size
-    is the largest of its values'."""
+    With a single term, values whose axes after the first are all of size 1 (1x1 for a feature
+    map) broadcast over the others (the per-channel scale of a squeeze-and-excitation block:
+    ``x * sigmoid(fc(pool(x)))``); the node's size is the largest of its values'."""
 
     TYPE = "element"
     ATTRS = (("op_type", "add"),)
@@ -461,9 +490,8 @@ class Element(Node):
         if len(self.inputs) != 1:
             return super().input_shape
         term = self.inputs[0]
-        h = max(v.node.output_shape[1] for v in term)
-        w = max(v.node.output_shape[2] for v in term)
-        return (term[0].length, h, w)
+        rest = max((tuple(v.node.output_shape[1:]) for v in term), key=math.prod)
+        return (term[0].length, *rest)
 
     def check(self) -> None:
         if len(self.inputs) != 1:
@@ -480,11 +508,12 @@ class Element(Node):
                                  f"which has {shape[0]} channels")
         if len({v.length for v in term}) != 1:
             raise GraphError(f"node {self.name!r}: values combined in one term differ in channel count")
-        _, h, w = self.input_shape
+        rest = tuple(self.input_shape[1:])
+        ones = (1,) * len(rest)
         for v in term:
-            if tuple(v.node.output_shape[1:]) not in ((h, w), (1, 1)):
-                raise GraphError(f"node {self.name!r}: input {v.node.name!r} is {v.node.output_shape[1]}x"
-                                 f"{v.node.output_shape[2]}, expected {h}x{w} (or 1x1, broadcast)")
+            if tuple(v.node.output_shape[1:]) not in (rest, ones):
+                raise GraphError(f"node {self.name!r}: input {v.node.name!r} is {_dims(v.node.output_shape[1:])}, "
+                                 f"expected {_dims(rest)} (or {_dims(ones)}, broadcast)")
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]{self.input_str('*' if self.op_type == 'mul' else '+')}"]
@@ -535,15 +564,14 @@ class Relu(Node):
 
 
 class Flatten(Node):
-    """Flattens (C, H, W) to (C*H*W, 1, 1): the classifier tail's reshape."""
+    """Flattens (C, H, W), or any shape, to (C*H*W, 1, 1): the classifier tail's reshape."""
 
     TYPE = "flatten"
     VIEW = True  # a reshape
     INTO_CONCAT = False  # it changes the layout
 
     def _infer(self) -> Shape:
-        c, h, w = self.input_shape
-        return (c * h * w, 1, 1)
+        return (math.prod(self.input_shape), 1, 1)
 
 
 class Linear(_Weighted, Node):
@@ -595,6 +623,12 @@ class Affine(_Weighted, Node):
         return self.input_shape[0]
 
     @property
+    def channel_shape(self) -> Shape:
+        """The shape (without the batch) the weight and bias take to broadcast over the input:
+        (C, 1, 1) for a feature map, (C, 1, ...) for any rank."""
+        return (self.channels, *(1,) * (len(self.input_shape) - 1))
+
+    @property
     def weight_shape(self) -> tuple[int]:
         return (self.channels,)
 
@@ -611,6 +645,7 @@ class Shuffle(Node):
     ``i * (C / groups) + j`` (``reshape(g, C/g) -> transpose -> reshape``)."""
 
     TYPE = "shuffle"
+    RANKS = (3,)
     ATTRS = (("groups", None),)
 
     def __init__(self, name, inputs, hint_name=None, **attrs):
@@ -634,6 +669,7 @@ class Resize(Node):
     aligned with ``align_corners``)."""
 
     TYPE = "resize"
+    RANKS = (3,)
     ATTRS = (("size", None), ("mode", "nearest"), ("align_corners", False))
     OPTIONAL = frozenset({"align_corners"})
 
@@ -737,11 +773,10 @@ class Sequential(Node):
         return lines
 
 
-NODE_TYPES: dict[str, type[Node]] = {
-    cls.TYPE: cls
-    for cls in (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten, Linear, Affine, Shuffle,
-                Resize, Sequential)
-}
+# The feature-map node classes in the IR's order; ios_core.ir.node_types.NODE_TYPES registers them
+# with the general-tensor ones (tensor_nodes), Sequential last.
+FEATURE_MAP_NODES: tuple[type[Node], ...] = (Placeholder, Conv, Pool, Element, Identity, Activation, Relu, Flatten,
+                                             Linear, Affine, Shuffle, Resize)
 
 
 def leaf_nodes(node: Node) -> list[Node]:

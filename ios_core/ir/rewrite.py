@@ -2,7 +2,7 @@
 built on them (the ONNX importer's, in the order it runs them).
 
     ops = NodeList(operators, output)          # topological order; consumers computed once
-    for rewrite in IMPORT_PASSES:              # fold_affine, fuse_silu, fuse_activations
+    for rewrite in IMPORT_PASSES:   # fold_affine, fold_constant_bias, fuse_silu, fuse_activations
         rewrite(ops)
     live = ops.eliminate_dead_code()           # what the output needs, in order
     blocks = cut_blocks(placeholder, live)     # the IOS optimizer schedules block by block
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ios_core.ir.nodes import FUSED_ACTIVATIONS, Activation, Affine, Conv, Element, Linear, Node, leaf_nodes
+from ios_core.ir.tensor_nodes import Constant, Dense
 from ios_core.ir.value import Value
 
 
@@ -186,21 +187,38 @@ def fuse_silu(ops: NodeList) -> None:
                 break
 
 
+def fold_constant_bias(ops: NodeList) -> None:
+    """A ``constant`` add of one number per output feature right after a ``dense`` node it alone
+    reads becomes that node's bias (ONNX writes a token-wise linear layer as MatMul, then Add)."""
+    for op in list(ops):
+        if not (isinstance(op, Constant) and op.op_type == "add") or ops.removed(op):
+            continue
+        prev = whole_input(op)
+        if not isinstance(prev, Dense) or prev.act != "identity" or not ops.sole_consumer(prev, op):
+            continue
+        c = op.weight.reshape(-1)
+        if tuple(op.weight_shape) not in ((prev.out_features,), (1,)):
+            continue
+        prev.bias = (prev.bias.astype(np.float64) + c).astype(np.float32)
+        ops.replace_all_uses_with(op, prev)
+
+
 def fuse_activations(ops: NodeList) -> None:
-    """A parameterless activation right after a convolution, linear or affine node it alone
-    reads is fused into that node."""
+    """A parameterless activation right after a convolution, linear, affine or dense node it
+    alone reads is fused into that node."""
     for op in list(ops):
         if not (isinstance(op, Activation) and op.act_type in FUSED_ACTIVATIONS) or ops.removed(op):
             continue
         prev = whole_input(op)
-        if not isinstance(prev, (Conv, Linear, Affine)) or prev.act != "identity" or not ops.sole_consumer(prev, op):
+        if not isinstance(prev, (Conv, Linear, Affine, Dense)) or prev.act != "identity" \
+                or not ops.sole_consumer(prev, op):
             continue
         prev.act = op.act_type
         ops.replace_all_uses_with(op, prev)
 
 
 Pass = Callable[[NodeList], None]
-IMPORT_PASSES: tuple[Pass, ...] = (fold_affine, fuse_silu, fuse_activations)
+IMPORT_PASSES: tuple[Pass, ...] = (fold_affine, fold_constant_bias, fuse_silu, fuse_activations)
 
 
 def run_passes(ops: Iterable[Node], output: Node, passes: Sequence[Pass] = IMPORT_PASSES) -> list[Node]:

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ios_core.ir.nodes import NODE_TYPES, Node
+from ios_core.ir.node_types import NODE_TYPES
+from ios_core.ir.nodes import Node
 
 # The types a visitor handles: every node type except the input placeholder and the Sequential
 # container (a walk expands Sequential nodes into their operators, ``leaf_nodes``).
@@ -72,9 +73,20 @@ class OpVisitor:
 
     def refuse(self, node: Node, *args: Any, **kwargs: Any) -> Any:
         """What a node type without a method does: raise, with the declared reason."""
-        why = self.REFUSES.get(node.TYPE, "no visit method for this type")
-        raise NotImplementedError(f"{type(self).__name__} cannot handle node {node.name!r} of type "
-                                  f"{node.TYPE!r}: {why}")
+        raise NotImplementedError(self.refusal(node))
+
+    @classmethod
+    def refusal(cls, node: Node) -> str:
+        why = cls.REFUSES.get(node.TYPE, "no visit method for this type")
+        return f"{cls.__name__} cannot handle node {node.name!r} of type {node.TYPE!r}: {why}"
+
+    @classmethod
+    def check_handles(cls, nodes) -> None:
+        """Raise NotImplementedError (the declared reason) for the first of ``nodes`` (operators)
+        this visitor does not handle: a converter calls it before doing any work."""
+        for node in nodes:
+            if not cls.handles(node.TYPE):
+                raise NotImplementedError(cls.refusal(node))
 
     @classmethod
     def handles(cls, kind: str) -> bool:

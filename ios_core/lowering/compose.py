@@ -10,6 +10,9 @@ of the IR uses these two: the oracle (torch tensors), the adapters' converters (
 TensorFlow ops, Relax expressions), the ONNX exporter (ONNX node names) and the runtime's
 planner (which reads the structure to decide which producers write straight into a
 concatenation, and evaluates the rest with closure-building primitives).
+
+An operator of two operands (``Node.OPERANDS``: a matrix product) has one term per operand; its
+composed input is the tuple of the terms' values, never their concatenation.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Composition:
     terms: tuple[Term, ...]
     op: str
     channels: int
+    operands: bool = False  # each term is a separate operand (Node.OPERANDS), not concatenated
 
     @property
     def slices(self) -> list[Slice]:
@@ -63,7 +67,7 @@ class Composition:
 
     @property
     def is_concat(self) -> bool:
-        return len(self.terms) > 1
+        return len(self.terms) > 1 and not self.operands
 
 
 def _combine_op(node: Node) -> str:
@@ -79,7 +83,7 @@ def composition(node: Node) -> Composition:
         width = slices[0].channels
         terms.append(Term(slices, offset, width))
         offset += width
-    return Composition(tuple(terms), _combine_op(node), offset)
+    return Composition(tuple(terms), _combine_op(node), offset, node.OPERANDS)
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,11 @@ def evaluate_term(term: Term, op: str, read: Callable[[Slice], Any], prims: Prim
 
 def evaluate(comp: Composition, read: Callable[[Slice], Any], prims: Primitives) -> Any:
     """The composed input: ``read(slice)`` gives each slice's value (already sliced), the
-    terms are combined and concatenated with ``prims``."""
+    terms are combined and concatenated with ``prims`` (for an operator of operands, the tuple
+    of the terms' values)."""
     terms = [evaluate_term(t, comp.op, read, prims) for t in comp.terms]
+    if comp.operands:
+        return tuple(terms)
     return terms[0] if len(terms) == 1 else prims.concat(terms)
 
 

@@ -43,6 +43,23 @@ def _clip(bld: _Builder, x: str, hint: str, lo: float, hi: float) -> str:
     return bld.op("Clip", [x, bld.const(lo, np.float32), bld.const(hi, np.float32)], hint)
 
 
+def _gelu(bld: _Builder, x: str, hint: str) -> str:
+    """x * (1 + erf(x / sqrt(2))) / 2 in opset 13-19 operators (Gelu is opset 20)."""
+    e = bld.op("Erf", [bld.op("Mul", [x, bld.const(np.sqrt(0.5), np.float32)], f"{hint}.scale")], f"{hint}.erf")
+    half = bld.op("Mul", [x, bld.const(0.5, np.float32)], f"{hint}.half")
+    return bld.op("Mul", [half, bld.op("Add", [e, bld.const(1.0, np.float32)], f"{hint}.one")], hint)
+
+
+def _gelu_tanh(bld: _Builder, x: str, hint: str) -> str:
+    """x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 in opset 13 operators."""
+    cube = bld.op("Mul", [bld.op("Mul", [x, x], f"{hint}.sq"), x], f"{hint}.cube")
+    inner = bld.op("Add", [x, bld.op("Mul", [cube, bld.const(0.044715, np.float32)], f"{hint}.c")], f"{hint}.inner")
+    t = bld.op("Tanh", [bld.op("Mul", [inner, bld.const(np.sqrt(2.0 / np.pi), np.float32)], f"{hint}.k")],
+               f"{hint}.tanh")
+    half = bld.op("Mul", [x, bld.const(0.5, np.float32)], f"{hint}.half")
+    return bld.op("Mul", [half, bld.op("Add", [t, bld.const(1.0, np.float32)], f"{hint}.one")], hint)
+
+
 # IR activation kind (ios_core.ir.activations) -> its ONNX nodes: (builder, x, hint, alpha, beta) -> output
 ONNX_ACTIVATIONS: ActivationMap = ActivationMap("onnx", {
     "identity": lambda bld, x, hint, a, b: x,
@@ -52,6 +69,8 @@ ONNX_ACTIVATIONS: ActivationMap = ActivationMap("onnx", {
     "relu6": lambda bld, x, hint, a, b: _clip(bld, x, hint, 0.0, 6.0),
     "hardswish": lambda bld, x, hint, a, b: bld.op("HardSwish", [x], hint),
     "silu": lambda bld, x, hint, a, b: bld.op("Mul", [x, bld.op("Sigmoid", [x], f"{hint}.sigmoid")], hint),
+    "gelu": lambda bld, x, hint, a, b: _gelu(bld, x, hint),
+    "gelu_tanh": lambda bld, x, hint, a, b: _gelu_tanh(bld, x, hint),
     "leaky_relu": lambda bld, x, hint, a, b: bld.op("LeakyRelu", [x], hint, alpha=float(a)),
     "hardsigmoid": lambda bld, x, hint, a, b: bld.op("HardSigmoid", [x], hint, alpha=float(a), beta=float(b)),
     "clip": lambda bld, x, hint, a, b: _clip(bld, x, hint, a, b),
@@ -142,6 +161,8 @@ class _Builder(OpVisitor):
             n.output[0] = new
             for i, t in enumerate(n.input):
                 n.input[i] = renames.get(t, t)
+        if isinstance(x, tuple):  # an operator of operands (a matrix product)
+            return tuple(renames.get(t, t) for t in x)
         return renames.get(x, x)
 
     def visit_conv(self, node: Node, x: str) -> str:
@@ -176,9 +197,9 @@ class _Builder(OpVisitor):
 
     def visit_affine(self, node: Node, x: str) -> str:
         name = node.name
-        c = node.channels
-        y = self.op("Mul", [x, self.weight(node, "weight", node.weight.reshape(1, c, 1, 1))], f"{name}.scale")
-        y = self.op("Add", [y, self.weight(node, "bias", node.bias.reshape(1, c, 1, 1))], f"{name}.shift")
+        view = (1, *node.channel_shape)
+        y = self.op("Mul", [x, self.weight(node, "weight", node.weight.reshape(view))], f"{name}.scale")
+        y = self.op("Add", [y, self.weight(node, "bias", node.bias.reshape(view))], f"{name}.shift")
         return self.act(y, node.act, f"{name}.act")
 
     def visit_shuffle(self, node: Node, x: str) -> str:
@@ -213,6 +234,43 @@ class _Builder(OpVisitor):
                     f"{name}.gemm", transB=1)
         y = self.act(y, node.act, f"{name}.act")
         return self.op("Reshape", [y, self.const([0, -1, 1, 1])], name)
+
+    # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
+    def visit_matmul(self, node: Node, x: tuple[str, str]) -> str:
+        return self.op("MatMul", list(x), node.name)
+
+    def visit_softmax(self, node: Node, x: str) -> str:
+        return self.op("Softmax", [x], node.name, axis=node.dim + 1)
+
+    def visit_layernorm(self, node: Node, x: str) -> str:
+        return self.op("LayerNormalization", [x, self.weight(node, "weight", node.weight),
+                                              self.weight(node, "bias", node.bias)],
+                       node.name, axis=-node.axes, epsilon=node.eps)
+
+    def visit_dense(self, node: Node, x: str) -> str:
+        name = node.name
+        wt = self.op("Transpose", [self.weight(node, "weight", node.weight)], f"{name}.wt", perm=[1, 0])
+        y = self.op("MatMul", [x, wt], f"{name}.matmul")
+        y = self.op("Add", [y, self.weight(node, "bias", node.bias)], f"{name}.bias")
+        return self.act(y, node.act, f"{name}.act")
+
+    def visit_reshape(self, node: Node, x: str) -> str:
+        return self.op("Reshape", [x, self.const([0, *node.shape])], node.name)
+
+    def visit_transpose(self, node: Node, x: str) -> str:
+        return self.op("Transpose", [x], node.name, perm=[0, *(p + 1 for p in node.perm)])
+
+    def visit_constant(self, node: Node, x: str) -> str:
+        return self.op("Mul" if node.op_type == "mul" else "Add", [x, self.weight(node, "weight", node.weight)],
+                       node.name)
+
+    def visit_prepend(self, node: Node, x: str) -> str:
+        name = node.name
+        rows = self.op("Unsqueeze", [self.weight(node, "weight", node.weight), self.const([0])], f"{name}.rows")
+        n = self.op("Slice", [self.op("Shape", [x], f"{name}.shape"), self.const([0]), self.const([1])], f"{name}.n")
+        shape = self.op("Concat", [n, self.const(list(node.weight_shape))], f"{name}.sizes", axis=0)
+        rows = self.op("Expand", [rows, shape], f"{name}.expand")
+        return self.op("Concat", [rows, x], name, axis=1)
 
 
 def _check_args(nodes, batch_size, opset, what: str) -> None:

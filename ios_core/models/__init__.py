@@ -2,6 +2,7 @@
 
 from ios_core.models import (  # noqa: F401  (registers the builders)
     alexnet,
+    convnext,
     inception_v3,
     nasnet,
     randwire,
@@ -9,7 +10,8 @@ from ios_core.models import (  # noqa: F401  (registers the builders)
     sample,
     squeezenet,
     vgg,
+    vit,
 )
-from ios_core.models.registry import UnknownModel, describe, get, names, register
+from ios_core.models.registry import UnknownModel, default_names, describe, get, names, register
 
-__all__ = ["UnknownModel", "describe", "get", "names", "register"]
+__all__ = ["UnknownModel", "default_names", "describe", "get", "names", "register"]

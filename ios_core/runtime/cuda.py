@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ios_core.ir import NODE_TYPES, OpVisitor
+from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.runtime.base import check_graph, check_input
 from ios_core.runtime.cuda_kernels import ACT_CODES
 from ios_core.runtime.passes import make_plan
@@ -311,8 +312,10 @@ class CudaLaunchers(OpVisitor):
     input is written straight into their output (``Node.COMPOSED``)."""
 
     ALIASES = {"relu": "activation"}
-    REFUSES = {t: "composed into its output by the program (CudaProgram._compose_into), never launched"
-               for t, cls in NODE_TYPES.items() if cls.COMPOSED}
+    REFUSES = {**{t: "composed into its output by the program (CudaProgram._compose_into), never launched"
+                  for t, cls in NODE_TYPES.items() if cls.COMPOSED},
+               **refusing_tensor_types("the CUDA runtime has no kernel for it yet: its kernels and strides assume "
+                                       "(N, C, H, W) feature maps")}
     ACTIVATIONS = ACT_CODES  # the device's kernels switch on these codes
 
     def __init__(self, device, weight):

@@ -41,6 +41,7 @@ from ios_core.ir import ActivationMap
 ACT_CODES: ActivationMap = ActivationMap("cuda", {
     "identity": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "relu6": 4, "hardswish": 5, "silu": 6,
     "leaky_relu": 7, "hardsigmoid": 8, "clip": 9,
+    "gelu": 10, "gelu_tanh": 11,
 })
 # the activations cuDNN's fused graph applies itself -> its pygraph method (None: nothing to
 # apply); the others go through ios_map
@@ -62,6 +63,8 @@ __device__ __forceinline__ float ios_act(float v, int act, float alpha, float be
     case 7: return v > 0.0f ? v : v * alpha;
     case 8: return fminf(fmaxf(v * alpha + beta, 0.0f), 1.0f);
     case 9: return fminf(fmaxf(v, alpha), beta);
+    case 10: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case 11: return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
     default: return v;
   }
 }

@@ -44,6 +44,8 @@ FUSED_ACTS: ActivationMap = ActivationMap("torch runtime (fused)", {
     "relu6": (lambda t: t.clamp_(0.0, 6.0), None),
     "hardswish": (lambda t: F.hardswish(t, inplace=True), None),
     "silu": (lambda t: F.silu(t, inplace=True), None),
+    "gelu": (lambda t: t.copy_(F.gelu(t)), None),  # torch has no in-place GELU
+    "gelu_tanh": (lambda t: t.copy_(F.gelu(t, approximate="tanh")), None),
 }, fused_only=True)
 
 
@@ -161,13 +163,55 @@ class TorchEmitter(Storage, OpVisitor):
         weights: the oracle reads a node's float32 arrays, the program its own weights."""
         return self.closure(step, lambda x: kernels.apply(leaf, x))
 
-    visit_shuffle = visit_resize = oracle
+    visit_shuffle = visit_resize = visit_softmax = visit_transpose = oracle
+
+    # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
+    def visit_matmul(self, leaf: Node, step: Step) -> Callable[[], None]:
+        fa, fb = self.composed(step)
+        if step.mode == INTO:
+            out_view = self.view(step.out)
+            return lambda: torch.matmul(fa(), fb(), out=out_view)
+        env, o = self.env, step.out.buffer
+
+        def op():
+            env[o] = torch.matmul(fa(), fb())
+        return op
+
+    def visit_reshape(self, leaf: Node, step: Step) -> Callable[[], None]:
+        n, shape = self.n, tuple(leaf.shape)
+        return self.closure(step, lambda x: x.reshape(n, *shape))
+
+    def visit_layernorm(self, leaf: Node, step: Step) -> Callable[[], None]:
+        shape = leaf.weight_shape
+        w, b = self.weight(leaf, "weight", shape), self.weight(leaf, "bias", shape)
+        eps = leaf.eps
+        return self.closure(step, lambda x: F.layer_norm(x, shape, w, b, eps))
+
+    def visit_dense(self, leaf: Node, step: Step) -> Callable[[], None]:
+        w = self.weight(leaf, "weight", leaf.weight_shape)
+        bias = self.weight(leaf, "bias", (leaf.out_features,))
+        act = _act_inplace(leaf.act)
+        if act is None:
+            return self.closure(step, lambda x: F.linear(x, w, bias))
+        return self.closure(step, lambda x: act(F.linear(x, w, bias)))
+
+    def visit_constant(self, leaf: Node, step: Step) -> Callable[[], None]:
+        c = self.weight(leaf, "weight", leaf.weight_shape)
+        if leaf.op_type == "mul":
+            return self.closure(step, lambda x: x * c)
+        return self.closure(step, lambda x: x + c)
+
+    def visit_prepend(self, leaf: Node, step: Step) -> Callable[[], None]:
+        w = self.weight(leaf, "weight", leaf.weight_shape)
+        n = self.n
+        rows = w.expand(n, *w.shape)
+        return self.closure(step, lambda x: torch.cat([rows, x], 1))
 
     def visit_affine(self, leaf: Node, step: Step) -> Callable[[], None]:
         """The oracle's affine (``x * weight + bias``, then the activation) on the program's weights."""
-        c = leaf.channels
-        w = self.weight(leaf, "weight", (c,)).view(1, c, 1, 1)
-        b = self.weight(leaf, "bias", (c,)).view(1, c, 1, 1)
+        c, shape = leaf.channels, (1, *leaf.channel_shape)
+        w = self.weight(leaf, "weight", (c,)).view(shape)
+        b = self.weight(leaf, "bias", (c,)).view(shape)
         act = kernels.act_fn(leaf.act)
         return self.closure(step, lambda x: act(x * w + b))
 

@@ -25,7 +25,7 @@ def export_piece(piece, batch_size: int, opset: int = DEFAULT_OPSET, random_weig
         rng = np.random.default_rng(seed)
 
         def weights(node: Node, key: str, arr):
-            shape = node.weight_shape if key == "weight" else (node.weight_shape[0],)
+            shape = node.weight_shape if key == "weight" else node.bias_shape
             return (rng.standard_normal(shape) * 0.05).astype(np.float32)
 
     return export_nodes(piece.nodes, piece.inputs, piece.outputs, batch_size, opset=opset, name=piece.name,

@@ -1,0 +1,335 @@
+"""The ONNX importer's mappings onto the IR's general-tensor operators (issue 56: vision
+transformers, ConvNeXt): a mixin of ``ios_core.frontend.onnx._Importer`` beside
+:class:`~ios_core.frontend.onnx_ops.OnnxOps`, which hands a tensor that is not a feature map to
+these. The IR's batch is always first. torch's ``nn.MultiheadAttention`` works sequence-first:
+its Transposes and Reshapes move the batch axis, and merge it with the heads. In a file of batch
+1 (or a dynamic batch, read at 1) the importer follows it: ``_Act.bpos`` is the axis of size 1
+that is the batch (None: merged into another), the IR shape the other axes; each image is
+computed as the file computes its one. With a fixed batch above 1 such a file is refused, and so
+is an operation along the batch axis or an output whose batch is not first.
+
+* ``Transpose`` -> ``transpose``; ``Reshape`` (other than a flatten or a channel shuffle) ->
+  ``reshape``; ``LayerNormalization`` -> ``layernorm``; ``Softmax`` -> ``softmax``;
+* ``MatMul`` of two activations, or an ``Einsum`` that is one (``...ik,...kj->...ij`` or
+  ``...ik,...jk->...ij``) -> ``matmul``; of an activation of rank 3 or more (or a
+  ``Gemm`` of a 2-D one) by a constant -> ``dense`` (a following constant ``Add`` becomes its bias:
+  ``ios_core.ir.rewrite.fold_constant_bias``);
+* ``Add``/``Sub``/``Mul``/``Div`` by a constant that is not one number per channel -> ``constant``
+  (position embeddings);
+* ``Concat`` of constants before an activation along its first axis -> ``prepend`` (a class token,
+  ``Expand`` of it folded at import); ``Gather`` of one index along the first axis -> that channel
+  slice (reshaped without the axis);
+* ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5`` (in either order of the last two) -> a
+  ``gelu`` activation, fused into the ``dense`` before it; any other ``Erf`` is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ios_core.frontend.onnx_ops import _Act
+from ios_core.ir import Activation, Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose, whole
+from ios_core.ir.fields import MAX_RANK
+
+
+class TensorOps:
+    """General-tensor mappings (methods of the importer: ``_act``, ``_const``, ``_add``, ``refuse``)."""
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+    def _node_on(self, cls, x: _Act, **attrs) -> _Act:
+        """One IR node reading ``x`` (its values concatenated), its output of the same rank and batch
+        axis as ``x`` when its IR rank is ``x``'s, else a batch-first tensor."""
+        node = self._add(cls, [[v] for v in x.values], self._hint(), **attrs)
+        if len(node.output_shape) == len(x.shape):
+            return _Act([whole(node)], x.rank, bpos=x.bpos)
+        return _Act([whole(node)], len(node.output_shape) + 1)
+
+    def _unflat(self, x: _Act) -> _Act:
+        """``x`` with its IR shape equal to its ONNX per-sample dims (a flattened (C, 1, 1) becomes (C,))."""
+        if x.pad:
+            self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+        return self._node_on(Reshape, x, shape=(x.shape[0],)) if x.flat else x
+
+    def _ir_axis(self, axis: int, x: _Act) -> int:
+        """An ONNX axis of ``x`` as an axis of its IR shape (the batch is ONNX axis ``x.bpos``)."""
+        a = int(axis)
+        if not -x.rank <= a < x.rank:
+            self.refuse(f"axis {axis} of a tensor of rank {x.rank}")
+        a %= x.rank
+        if x.bpos is None:
+            return a
+        if a == x.bpos:
+            self.refuse("an operation along the batch axis")
+        return a - (a > x.bpos)
+
+    def _moving_batch(self, what: str) -> None:
+        """A model whose tensors move the batch axis is read at batch 1 (every image is computed
+        alike): its batch must be 1 or dynamic."""
+        if self.batch != 1:
+            self.refuse(f"{what} moves the batch axis; that needs a model exported at batch 1 or with a dynamic "
+                        f"batch (this one has batch {self.batch})")
+
+    # ---- mappings called by OnnxOps -----------------------------------------------------------------------
+    def _transpose(self, x: _Act, attrs) -> _Act:
+        x = self._unflat(x)
+        perm = [int(p) for p in attrs.get("perm", range(x.rank - 1, -1, -1))]
+        if sorted(perm) != list(range(x.rank)):
+            self.refuse(f"perm {perm} for a tensor of rank {x.rank}")
+        if x.bpos is None:
+            bpos, ir_perm = None, perm
+        else:
+            bpos = perm.index(x.bpos)
+            ir_perm = [p - (p > x.bpos) for p in perm if p != x.bpos]
+        if bpos != 0:
+            self._moving_batch(f"a transpose (perm {perm})")
+        if ir_perm == sorted(ir_perm):
+            return _Act(x.values, x.rank, bpos=bpos)
+        out = self._node_on(Transpose, x, perm=tuple(ir_perm))
+        return _Act(out.values, x.rank, bpos=bpos)
+
+    def _reshape(self, x: _Act, per: list[int]) -> _Act:
+        """``x`` (batch first) reshaped to ``per`` per sample, the batch first."""
+        return self._reshape_to(x, list(per), 0, len(per) + 1)
+
+    def _reshape_to(self, x: _Act, ir_shape: list[int], bpos: int | None, rank: int) -> _Act:
+        if not 1 <= len(ir_shape) <= MAX_RANK:
+            self.refuse(f"a reshape to {len(ir_shape)} per-sample axes; the IR holds 1 to {MAX_RANK}")
+        x = self._unflat(x)
+        if list(x.shape) != list(ir_shape):
+            x = _Act(self._node_on(Reshape, x, shape=tuple(ir_shape)).values, rank)
+        return _Act(x.values, rank, bpos=bpos)
+
+    def _reshape_any(self, x: _Act, full: list[int]) -> _Act:
+        """``x`` reshaped to the ONNX dims ``full`` (batch included, 0s and -1 resolved). At batch 1 the
+        batch may be any axis of size 1 (every image is computed alike): the one after as many
+        elements as before it in ``x``, else the first, else none (merged into another axis)."""
+        if x.bpos == 0 and full[0] == self.batch:
+            return self._reshape(x, full[1:])
+        self._moving_batch(f"a reshape to {full}")
+        before = None if x.bpos is None else int(np.prod(x.full(1)[:x.bpos]))
+        ones = [j for j, d in enumerate(full) if d == 1]
+        bpos = next((j for j in ones if int(np.prod(full[:j])) == before), ones[0] if ones else None)
+        ir_shape = full if bpos is None else full[:bpos] + full[bpos + 1:]
+        return self._reshape_to(x, ir_shape, bpos, len(full))
+
+    def _dense(self, x: _Act, weight: np.ndarray, bias: np.ndarray) -> _Act:
+        x = self._unflat(x)
+        if x.bpos == x.rank - 1:
+            self.refuse("a matrix product along the batch axis")
+        if weight.ndim != 2 or weight.shape[1] != x.shape[-1]:
+            self.refuse(f"weight {weight.shape} does not fit {x.shape[-1]} input features")
+        out = self._node_on(Dense, x, out_features=int(weight.shape[0]))
+        node = out.values[0].node
+        node.weight = np.array(weight, dtype=np.float32)
+        node.bias = np.array(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (weight.shape[0],)),
+                             dtype=np.float32)
+        return out
+
+    def _matmul(self, ins) -> _Act:
+        a, b = (self._unflat(self._act(v, moved=True)) for v in ins)
+        if a.rank != b.rank or a.bpos != b.bpos or len(a.shape) < 2 or (a.bpos or 0) >= a.rank - 2:
+            self.refuse(f"a matrix product of activations of shapes {a.full()} and {b.full()}; the IR multiplies "
+                        "two of the same rank, the batch among their leading axes")
+        node = self._add(MatMul, [[self._single(a)], [self._single(b)]], self._hint())
+        return _Act([whole(node)], a.rank, bpos=a.bpos)
+
+    def _constant(self, x: _Act, const: np.ndarray, op: str, first: bool) -> _Act:
+        """``x`` (op) a constant broadcast over it: a ``constant`` node."""
+        x = self._unflat(x)
+        c = np.asarray(const, np.float64)
+        if c.ndim > x.rank:
+            self.refuse(f"a constant of shape {c.shape} for a tensor of rank {x.rank}")
+        if x.bpos is not None and x.bpos >= x.rank - c.ndim:  # it reaches the batch axis: of size 1 there
+            axis = x.bpos - (x.rank - c.ndim)
+            if c.shape[axis] != 1:
+                self.refuse(f"a constant of shape {c.shape} along the batch axis")
+            c = np.squeeze(c, axis=axis)
+        if c.ndim == 0:
+            c = c.reshape(1)
+        if op == "Sub":
+            if first:
+                self.refuse("subtracts an activation from a constant")
+            op, c = "Add", -c
+        elif op == "Div":
+            if first:
+                self.refuse("divides a constant by an activation")
+            op, c = "Mul", 1.0 / c
+        out = self._node_on(Constant, x, op_type="mul" if op == "Mul" else "add", const_shape=tuple(c.shape))
+        out.values[0].node.weight = np.ascontiguousarray(c, dtype=np.float32)
+        return out
+
+    def _prepend(self, ins, attrs) -> _Act:
+        """``Concat`` of constants before one activation, along its first per-sample axis."""
+        items = [v for v in ins if v is not None]
+        acts = [i for i, v in enumerate(items) if not isinstance(v, np.ndarray)]
+        if len(acts) != 1 or acts[0] == 0:
+            self.refuse("concatenates constants other than before one activation (a class token)")
+        x = self._unflat(self._act(items[acts[0]], moved=True))
+        if x.bpos != 0:
+            self.refuse("concatenates constants to a tensor whose batch axis is not first")
+        if acts[0] != len(items) - 1 or self._ir_axis(int(attrs.get("axis", 1)), x) != 0:
+            self.refuse("concatenates constants other than before an activation along its first axis")
+        rows = []
+        for c in items[:-1]:
+            c = np.asarray(c, np.float32)
+            if c.ndim != x.rank or c.shape[2:] != x.shape[1:] or np.any(c != c[:1]):
+                self.refuse(f"concatenates a constant of shape {c.shape} (not rows of the same features for every "
+                            f"image) to an activation of shape {x.dims()}")
+            rows.append(c[0])
+        weight = np.concatenate(rows, axis=0)
+        out = self._node_on(Prepend, x, rows=int(weight.shape[0]))
+        out.values[0].node.weight = np.ascontiguousarray(weight)
+        return out
+
+    # ---- operators -----------------------------------------------------------------------------------------
+    def _op_LayerNormalization(self, ins, attrs):
+        x = self._unflat(self._act(ins[0], moved=True))
+        axis = int(attrs.get("axis", -1)) % x.rank
+        if x.bpos is None or x.bpos >= axis:
+            self.refuse("a layer normalization over the batch axis")
+        scale = self._const(ins[1], "scale")
+        bias = self._const(ins[2] if len(ins) > 2 else None, "B", optional=True)
+        out = self._node_on(LayerNorm, x, axes=x.rank - axis, eps=float(attrs.get("epsilon", 1e-5)))
+        node = out.values[0].node
+        try:
+            node.weight = np.array(np.broadcast_to(np.asarray(scale, np.float32), node.weight_shape))
+            node.bias = np.zeros(node.weight_shape, np.float32) if bias is None else \
+                np.array(np.broadcast_to(np.asarray(bias, np.float32), node.weight_shape))
+        except ValueError:
+            self.refuse(f"scale {scale.shape} or bias for normalized axes {node.weight_shape}")
+        return [out, None, None]
+
+    def _op_Softmax(self, ins, attrs):
+        x = self._unflat(self._act(ins[0], moved=True))
+        axis = int(attrs.get("axis", -1 if self.opset >= 13 else 1))
+        if self.opset < 13 and axis % x.rank != x.rank - 1:
+            self.refuse(f"Softmax before opset 13 with axis {axis} (it flattens the axes from it on)")
+        return self._node_on(Softmax, x, axis=self._ir_axis(axis, x))
+
+    def _op_Gather(self, ins, attrs):
+        x = self._unflat(self._act(ins[0], moved=True))
+        index = np.asarray(self._const(ins[1], "indices"))
+        axis = int(attrs.get("axis", 0)) % x.rank
+        if index.size != 1 or self._ir_axis(axis, x) != 0:
+            self.refuse("a Gather other than of one index along the first per-sample axis (a class token)")
+        i = int(index.reshape(-1)[0]) % x.shape[0]
+        part = _Act(self._slice(x.values, i, i + 1), x.rank, bpos=x.bpos)
+        if index.ndim == 1:
+            return part
+        rest = list(x.shape[1:])
+        if not rest:
+            self.refuse("a Gather that leaves no per-sample axis")
+        bpos = None if x.bpos is None else x.bpos - (x.bpos > axis)
+        return self._reshape_to(part, rest, bpos, x.rank - 1)
+
+    def _op_Einsum(self, ins, attrs):
+        """An Einsum that is a batched matrix product: ``...ik,...kj->...ij``, or with the second
+        operand transposed, ``...ik,...jk->...ij`` (MaxViT's attention)."""
+        eq = str(attrs.get("equation", "")).replace(" ", "")
+        lhs, _, out = eq.partition("->")
+        parts = lhs.split(",")
+        if len(ins) != 2 or len(parts) != 2 or "." in eq or not out:
+            self.refuse(f"Einsum {eq!r}: only a batched matrix product of two operands")
+        a, b = parts
+        lead, (i, k), j = a[:-2], a[-2:], out[-1:]
+        plain = b == lead + k + j
+        if not (len(a) == len(b) == len(out) and out == lead + i + j and len(set(a + j)) == len(a) + 1
+                and (plain or b == lead + j + k)):
+            self.refuse(f"Einsum {eq!r}: only a batched matrix product of two operands")
+        x, y = (self._act(v, moved=True) for v in ins)
+        if not plain:
+            perm = list(range(y.rank))
+            perm[-2], perm[-1] = perm[-1], perm[-2]
+            y = self._transpose(y, {"perm": perm})
+        return self._matmul([x, y])
+
+    def _op_Erf(self, ins, attrs):
+        """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
+        (the nodes after the Erf are skipped; the scaled input before it is left to dead-code elimination)."""
+        found = self._gelu_pattern()
+        if found is None:
+            self.refuse("Erf outside the GELU pattern x * (1 + erf(x / sqrt(2))) / 2 (Div, Erf, Add, Mul, Mul)")
+        x_name, last, skipped = found
+        scaled = self.values.get(node_input := self.node.input[0])
+        if isinstance(scaled, _Act) and len(scaled.values) == 1 and scaled.values[0].node in self.ops:
+            self.ops.remove(scaled.values[0].node)  # x / sqrt(2), read by the Erf alone: not computed
+        del self.values[node_input]
+        act = self._unflat(self._act(self.values[x_name], moved=True))
+        node = self._add(Activation, [[v] for v in act.values], self._hint(), act_type="gelu")
+        out = _Act([whole(node)], act.rank)
+        self.values[last] = out
+        self.skip.update(skipped)
+        self._check_shape(last, out)
+        return out
+
+    def _gelu_pattern(self):
+        """(x, the pattern's output, the node indices after the Erf) when the Erf being converted is
+        the erf GELU's; else None."""
+        node = self.node
+        div = self._producer(node.input[0])
+        if div is None or div[1].op_type not in ("Div", "Mul") or len(div[1].input) != 2:
+            return None
+        x_name, k = div[1].input
+        want = np.sqrt(2.0) if div[1].op_type == "Div" else np.sqrt(0.5)
+        if not self._is_scalar(k, want) or self._sole_consumer(node.input[0], "Erf") is None:
+            return None
+        add = self._sole_consumer(node.output[0], "Add")
+        if add is None or not self._is_scalar(_other(add[1], node.output[0]), 1.0):
+            return None
+        mul = self._sole_consumer(add[1].output[0], "Mul")
+        if mul is None:
+            return None
+        other = _other(mul[1], add[1].output[0])
+        if other == x_name:  # (x * (1 + erf)) * 0.5
+            half = self._sole_consumer(mul[1].output[0], "Mul")
+            if half is None or not self._is_scalar(_other(half[1], mul[1].output[0]), 0.5):
+                return None
+            return x_name, half[1].output[0], {add[0], mul[0], half[0]}
+        pre = self._producer(other)  # (x * 0.5) * (1 + erf)
+        if pre is not None and pre[1].op_type == "Mul" and x_name in pre[1].input and \
+                self._is_scalar(_other(pre[1], x_name), 0.5):
+            return x_name, mul[1].output[0], {add[0], mul[0]}
+        return None
+
+    # ---- the ONNX graph around the node being converted ------------------------------------------------------
+    def _graph_maps(self):
+        if getattr(self, "_producers", None) is None:
+            self._producers, self._consumers = {}, {}
+            for i, n in enumerate(self.g.node):
+                for o in n.output:
+                    self._producers[o] = (i, n)
+                for t in n.input:
+                    self._consumers.setdefault(t, []).append((i, n))
+            for o in self.g.output:
+                self._consumers.setdefault(o.name, []).append((len(self.g.node), None))
+        return self._producers, self._consumers
+
+    def _producer(self, name: str):
+        return self._graph_maps()[0].get(name)
+
+    def _sole_consumer(self, name: str, op_type: str):
+        users = self._graph_maps()[1].get(name, [])
+        if len(users) != 1 or users[0][1] is None or users[0][1].op_type != op_type:
+            return None
+        return users[0]
+
+    def _is_scalar(self, name: str, value: float) -> bool:
+        """Whether tensor ``name`` is a constant of one element equal to ``value`` (to float32 precision)."""
+        arr = self.values.get(name)
+        if not isinstance(arr, np.ndarray):
+            made = self._producer(name)
+            if made is None or made[1].op_type != "Constant":
+                return False
+            import onnx.numpy_helper as onh
+
+            attr = next((a for a in made[1].attribute if a.name == "value"), None)
+            if attr is None:
+                return False
+            arr = onh.to_array(attr.t)
+        return arr.size == 1 and abs(float(arr.reshape(-1)[0]) - value) <= 1e-6 * max(1.0, abs(value))
+
+
+def _other(node, name: str) -> str:
+    """The other input of a two-input node."""
+    a, b = node.input[0], node.input[1]
+    return b if a == name else a

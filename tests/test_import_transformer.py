@@ -1,0 +1,183 @@
+"""The ONNX importer's general-tensor mappings (ios_core/frontend/onnx_tensor_ops.py) on small
+modules exported by torch (opset 17, the TorchScript exporter, dynamic batch): torchvision's
+ConvNeXt (two stages of one block), a batch-first transformer encoder (class token, position
+embeddings, multi-head attention, layer norms, the erf GELU), and what is still refused, in one
+line naming the operator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tests.torchvision_models as tv
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+from ios_core import reference  # noqa: E402
+from ios_core.frontend import UnsupportedModel  # noqa: E402
+from ios_core.frontend import onnx as frontend  # noqa: E402
+
+nn = torch.nn
+
+
+class Encoder(nn.Module):
+    """A ViT in miniature, batch first throughout (as the IR keeps it): patches, a class token,
+    position embeddings, one pre-norm layer (multi-head attention written out, GELU MLP), the head."""
+
+    def __init__(self, dim=8, heads=2, image=8, patch=4, classes=5):
+        super().__init__()
+        self.heads, self.tokens = heads, (image // patch) ** 2
+        self.patch = nn.Conv2d(3, dim, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, self.tokens + 1, dim))
+        self.ln1, self.ln2, self.ln = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # N, tokens, dim
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        n, t, d = x.shape
+        h = self.ln1(x)
+
+        def split(y):
+            return y.reshape(n, t, self.heads, d // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(n, t, d))
+        x = x + self.mlp(self.ln2(x))
+        return self.head(self.ln(x)[:, 0])
+
+
+def _export(net, image: int) -> bytes:
+    return tv.export(net.eval(), image)
+
+
+def _check(net, image: int, name: str, batch: int | None = None):
+    graph = frontend.load(tv.export(net.eval(), image, batch=batch), name=name)
+    x = np.random.default_rng(0).standard_normal((2, 3, image, image), dtype=np.float32)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    got = reference.run(graph, x).reshape(want.shape)
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    assert err <= 1e-5, f"{name}: max relative error {err:.2e}"
+    return graph
+
+
+def test_torchvision_convnext_imports_and_matches_torch():
+    models = tv.models()
+    from torchvision.models.convnext import CNBlockConfig
+
+    torch.manual_seed(0)
+    net = models.convnext.ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=5)
+    graph = _check(net, 32, "convnext_small")
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"layernorm", "transpose", "dense"} <= kinds
+    assert "activation" not in kinds  # the erf GELU became one activation, fused into its dense
+    assert {op.act for op in graph.operators() if op.TYPE == "dense"} == {"gelu", "identity"}
+    assert "constant" not in kinds  # each MatMul's bias Add folded into its dense
+
+
+def test_a_batch_first_transformer_encoder_imports_and_matches_torch():
+    torch.manual_seed(0)
+    graph = _check(Encoder(), 8, "encoder")
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"matmul", "softmax", "layernorm", "dense", "reshape", "transpose", "prepend", "constant"} <= kinds
+    prepend = next(op for op in graph.operators() if op.TYPE == "prepend")
+    assert prepend.output_shape == (5, 8)  # the class token before 4 patch tokens
+
+
+def _torchvision_vit():
+    models = tv.models()
+    torch.manual_seed(0)
+    net = models.vision_transformer.VisionTransformer(image_size=16, patch_size=8, num_layers=2, num_heads=2,
+                                                      hidden_dim=8, mlp_dim=16, num_classes=5)
+    with torch.no_grad():  # torchvision zeroes the head: random, so that the output says something
+        net.heads.head.weight.normal_()
+        net.heads.head.bias.normal_()
+    return net
+
+
+def test_torchvisions_vision_transformer_imports_and_matches_torch():
+    # nn.MultiheadAttention works sequence-first: its Transposes and Reshapes move the batch axis (and
+    # merge it with the heads); in a file exported at batch 1 the importer follows it. (Exported with a
+    # dynamic batch from a dummy batch of 2, the file bakes batch * heads into its reshapes: the importer,
+    # reading it at batch 1, finds the shapes disagree with ONNX's and refuses.)
+    graph = _check(_torchvision_vit(), 16, "vit", batch=1)
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"matmul", "softmax", "layernorm", "dense", "prepend", "constant"} <= kinds
+    assert graph.output_shape == (5,)
+
+
+def test_a_model_moving_the_batch_axis_at_a_fixed_batch_above_1_is_refused():
+    data = tv.export(_torchvision_vit().eval(), 16, batch=2)
+    with pytest.raises(UnsupportedModel) as e:
+        frontend.load(data, name="vit2")
+    message = str(e.value)
+    assert "\n" not in message and "moves the batch axis" in message and "batch 2" in message
+
+
+class _Erf(nn.Module):
+    def forward(self, x):
+        return torch.erf(x)
+
+
+def test_an_erf_outside_the_gelu_is_refused_in_one_line():
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'erf': Erf node .*outside the GELU pattern"):
+        frontend.load(_export(_Erf(), 4), name="erf")
+
+
+class _Einsums(nn.Module):
+    """MaxViT's attention products, written as Einsums (batch, heads, tokens, features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Conv2d(3, 4, 1)
+        self.q, self.k, self.v = (nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        t = self.embed(x).flatten(2).transpose(1, 2).reshape(x.shape[0], 2, 8, 4)  # N, 2 heads, 8 tokens, 4
+        q, k, v = self.q(t), self.k(t), self.v(t)
+        att = torch.softmax(torch.einsum("b h i d, b h j d -> b h i j", q, k), dim=-1)
+        return torch.einsum("bhij,bhjd->bhid", att, v).reshape(x.shape[0], 8, 4, 2)
+
+
+def test_an_einsum_that_is_a_batched_matmul_imports_and_one_that_is_not_is_refused():
+    torch.manual_seed(0)
+    graph = _check(_Einsums(), 4, "einsums")
+    assert sum(op.TYPE == "matmul" for op in graph.operators()) == 2
+
+    class Trace(nn.Module):
+        def forward(self, x):
+            return torch.einsum("bcij->bcj", x)[:, :, None, :]
+
+    with pytest.raises(UnsupportedModel, match=r"Einsum 'bcij->bcj': only a batched matrix product"):
+        frontend.load(_export(Trace(), 4), name="trace")
+
+
+class _SequenceFirst(nn.Module):
+    """Tokens moved before the batch, reshaped with their own shape read at run time (Shape of a
+    tensor whose batch axis is not first), then the batch first again."""
+
+    def forward(self, x):
+        y = x.flatten(2).permute(2, 0, 1)  # tokens, N, C
+        z = torch.relu(y.reshape(y.shape[0], -1))  # tokens, N * C: the shape read from y (Shape in ONNX)
+        return z.reshape(y.shape[0], y.shape[1], -1).permute(1, 0, 2) * 2.0
+
+
+def test_the_shape_of_a_tensor_whose_batch_moved_is_read_where_its_batch_is():
+    graph = _check(_SequenceFirst(), 4, "sequence_first")  # a dynamic batch: Shape ops, read at batch 1
+    assert graph.output_shape == (16, 3)
+
+
+def test_a_pad_that_pads_nothing_is_nothing_on_a_token_map():
+    from tests.test_frontend_onnx import Net, check
+
+    n = Net()
+    y = n.op("Transpose", [n.input], perm=[0, 2, 3, 1])  # N, H, W, C (Swin's layout)
+    y = n.op("Pad", [y, n.c([0] * 8)])  # Swin pads H, W to its window: nothing at these sizes
+    graph = check(n.model(n.op("Relu", [y])))
+    assert [op.TYPE for op in graph.operators()] == ["transpose", "activation"]

@@ -1,0 +1,97 @@
+"""The general-tensor operators (issue 56) through every backend that lowers them, against the
+oracle: a one-block vision transformer (4 tokens and a class token x 8 features x 2 heads) and a
+tiny ConvNeXt (one block per stage, a downsampling between): the ONNX exporter (onnxruntime,
+OpenVINO), the PyTorch adapter (eager and torch.compile) and JAX, and IOS (the DP scheduler,
+the CPU runtime on its kernel providers). The backends that do not lower them yet refuse in one
+line naming the operator."""
+
+from __future__ import annotations
+
+import pytest
+
+import adapters
+from ios_core import optimize, reference
+from ios_core.check import compare
+from ios_core.cost import SyntheticCostModel
+from ios_core.models.convnext import convnext
+from ios_core.models.vit import vit
+from ios_core.runtime import Runtime
+
+BATCH = 2
+
+
+def one_block_vit():
+    return vit("vit_block", image=8, patch=4, dim=8, depth=1, heads=2, mlp=16, num_classes=5).init_weights(0)
+
+
+def tiny_convnext():
+    return convnext("convnext_block", image=16, depths=(1, 1), dims=(8, 16), num_classes=5).init_weights(0)
+
+
+GRAPHS = {"vit": one_block_vit, "convnext": tiny_convnext}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    out = {}
+    for name, make in GRAPHS.items():
+        g = make()
+        x = reference.random_input(g, BATCH, seed=0)
+        out[name] = (g, x, reference.run(g, x))
+    return out
+
+
+def test_the_small_graphs_hold_the_new_operators(cases):
+    types = {n.TYPE for g, _, _ in cases.values() for n in g.operators()}
+    assert types >= {"matmul", "softmax", "layernorm", "dense", "reshape", "transpose", "constant", "prepend"}
+    acts = {n.act for g, _, _ in cases.values() for n in g.operators() if n.TYPE == "dense"}
+    assert "gelu" in acts
+    g, _, ref = cases["vit"]
+    assert g.blocks[0].exit_node.output_shape == (5, 8) and ref.shape == (BATCH, 5, 1, 1)
+
+
+@pytest.mark.parametrize("framework", ["torch", "torch-compile", "onnxruntime", "onnxruntime-parallel", "openvino",
+                                       "jax-xla"])
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_each_adapter_that_lowers_them_matches_the_oracle(cases, framework, graph):
+    adapter = adapters.get(framework)
+    if adapter.available():
+        pytest.skip(adapter.available())
+    g, x, ref = cases[graph]
+    result = compare(adapter.build(g, BATCH, threads=1).run(x), ref, adapter.tolerance)
+    assert result.passed, f"{framework} on {graph}: {result.reason}"
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "tvm"])
+def test_the_adapters_that_do_not_lower_them_refuse_naming_the_operator(cases, framework):
+    adapter = adapters.get(framework)
+    if adapter.available():
+        pytest.skip(adapter.available())
+    g, _, _ = cases["vit"]
+    with pytest.raises(NotImplementedError, match=r"node '\d+' of type 'reshape': not lowered to .* issue 56"):
+        adapter.build(g, BATCH, threads=1)
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_ios_both_schedules_them_and_the_runtime_computes_the_oracles_output(cases, graph):
+    g, x, ref = cases[graph]
+    scheduled = optimize(g, "both", SyntheticCostModel(), batch_size=BATCH)
+    stages = [st for b in scheduled.blocks for st in b.stages]
+    assert len(stages) < sum(len(b.nodes) for b in scheduled.blocks)  # something ran side by side
+    if graph == "vit":  # the query, key and value projections are independent: IOS may put them in one stage
+        assert max(len(groups) for groups in stages) >= 2  # a stage is a list of groups
+    for provider in ("torch", "onnxruntime"):
+        out = Runtime(scheduled, BATCH, provider=provider).run(x)
+        result = compare(out, ref, 1e-3)
+        assert result.passed, f"IOS on {provider}, {graph}: {result.reason}"
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_the_torch_runtime_at_bf16_holds_the_bf16_bound(cases, graph):
+    from ios_core.check import tolerance_for
+
+    g, x, ref = cases[graph]
+    runtime = Runtime(optimize(g, "both", SyntheticCostModel(), batch_size=BATCH), BATCH, provider="torch",
+                      precision="bf16")
+    result = compare(runtime.run(x), ref, tolerance_for("bf16"))
+    assert result.passed, f"IOS at bf16 on {graph}: {result.reason}"
