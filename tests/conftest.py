@@ -37,3 +37,14 @@ def mixed():
     from tests.runtime_helpers import mixed_graph
 
     return mixed_graph().init_weights(3)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_affinity_kept():
+    """A test that builds jax-xla in this process under a thread budget below the cores narrows the
+    process's CPU affinity (adapters/jax.py pins XLA's pool to the first cores): put it back, or every
+    later test sees one core (a plan's default budget, a runtime's threads, --instances' bound)."""
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    yield
+    if before is not None and os.sched_getaffinity(0) != before:
+        os.sched_setaffinity(0, before)
