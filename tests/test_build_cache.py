@@ -146,7 +146,13 @@ def test_inductor_isa_probes_are_recorded_once_and_trusted_after(tmp_path, monke
 
     from adapters import pytorch
 
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    # torch's config is restored with its own patch(): monkeypatch's undo of a config entry can delete it
+    # ("torch._inductor.config.cpp.vec_isa_ok does not exist" for every later torch-compile in this process)
+    with config.patch({"cpp.vec_isa_ok": None}):
+        _isa_probes(tmp_path, monkeypatch, config, cpu_vec_isa, pytorch)
+
+
+def _isa_probes(tmp_path, monkeypatch, config, cpu_vec_isa, pytorch):
     monkeypatch.setattr(pytorch, "_vec_isa_candidates", lambda: ["avx512", "avx2"])
     probed = []
     monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: probed.append(1) or ["avx512", "avx2"])
@@ -154,12 +160,12 @@ def test_inductor_isa_probes_are_recorded_once_and_trusted_after(tmp_path, monke
     assert cold.state == "cold"
     assert pytorch._trust_vec_isa(cold) == "probed" and probed == [1] and config.cpp.vec_isa_ok is True
     cold.seal()
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    config.cpp.vec_isa_ok = None
     warm = BuildCache(tmp_path, "torch-inductor", "x").open()
     assert warm.state == "warm"
     assert pytorch._trust_vec_isa(warm) == "skipped" and probed == [1] and config.cpp.vec_isa_ok is True
     # one ISA failed its probe: inductor probes in every round, as usual
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
+    config.cpp.vec_isa_ok = None
     (warm.dir / pytorch.VEC_ISA_FILE).write_text(json.dumps({"candidates": ["avx512", "avx2"], "passed": ["avx2"]}))
     assert pytorch._trust_vec_isa(warm) is None and config.cpp.vec_isa_ok is None
     assert pytorch._trust_vec_isa(None) is None  # no run cache: nothing recorded, nothing trusted

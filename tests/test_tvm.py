@@ -52,7 +52,11 @@ def test_sample_network_matches_oracle():
     assert check.passed, check
     info = compiled.info
     assert info["precision"] == "fp32"
-    assert info["threads"] == 2 and info["tvm_threads"] == 2
+    import tvm
+
+    # the pool TVM really runs (a pool an earlier test of this process started narrower cannot grow:
+    # a sweep's cells are fresh processes; tests/test_threads.py checks a budget kept in one)
+    assert info["threads"] == 2 and info["tvm_threads"] == int(tvm.runtime.num_threads())
     assert info["target"].startswith("{") and "llvm" in info["target"]
     assert info["tvm_version"] == info["framework_version"] or info["framework_version"].startswith(
         info["tvm_version"].split(".post")[0])

@@ -304,14 +304,21 @@ class Sweep:
     def check_time(self, what: str, need_s: float = 0.0) -> None:
         """Raise :class:`MaxTimeReached` once ``--max-time`` is spent (before ``what`` starts), or when
         ``what`` (estimated to take ``need_s`` seconds) would not finish before it: started, it would
-        run past the limit and be lost (a lent GPU's window). A step estimated longer than the whole
-        limit still starts while time is left (it could never fit: refusing it would stall the sweep)."""
+        run past the limit and be lost (a lent GPU's window). A step estimated longer than what a session
+        has after its setup still starts while time is left (it could never fit: refusing it would stall
+        the sweep on every --resume)."""
         if self.max_time is None:
             return
         spent = time.monotonic() - self._t_start
         if spent >= self.max_time:
             raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)} spent before {what}")
-        if 0 < need_s <= self.max_time and spent + need_s > self.max_time:
+        # what a session has for its steps: the limit less its own setup (the time before its first step),
+        # which a resumed session spends again; a step needing more could never fit one and still starts, so
+        # that every session makes progress
+        setup = getattr(self, "_setup_s", None)
+        if setup is None:
+            setup = self._setup_s = spent
+        if 0 < need_s <= self.max_time - setup and spent + need_s > self.max_time:
             raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)}: {estimate.human(self.max_time - spent)} "
                                  f"left, {what} needs about {estimate.human(need_s)} (an estimate)")
 
