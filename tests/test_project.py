@@ -44,11 +44,13 @@ def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
 
 
 def test_no_development_machine_paths():
-    """Tests, benchmarks, docs and the README name no folder of a development machine."""
+    """Tests, benchmarks, docs (committed records and logs included) and the README name no folder of a
+    development machine."""
     bad = ["/" + "work/", "/" + "home/", "/" + "root/", "../" + "shared/"]
     found = []
     for path in [*_sources("tests", "benchmarks", "docs", "ios_bench", "ios_core", "adapters",
-                           suffixes=(".py", ".md", ".toml")), ROOT / "README.md", ROOT / "Makefile"]:
+                           suffixes=(".py", ".md", ".toml", ".txt", ".json", ".jsonl", ".log", ".csv")),
+                 ROOT / "README.md", ROOT / "Makefile"]:
         text = path.read_text(errors="replace")
         found += [f"{path.relative_to(ROOT)}: {b}" for b in bad if b in text]
     assert found == []
