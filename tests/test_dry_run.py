@@ -48,7 +48,10 @@ def test_the_text_names_predicted_caps_and_the_protocol():
            "reused": {"cells finished": 0}, "by_batch": {32: 7200.0}, "by_model": {"m": 7200.0},
            "by_framework": {"torch": 3600.0, "openvino": 3600.0}, "by_kind": {"timed": 5400.0, "start": 1800.0},
            "latencies_from": {"stated rate (measured)": 2}, "rates": [], "speed": ""}
+    assert "measured once" not in "\n".join(lines(got))
+    got["same_schedule"] = [{"cell": "k", "model": "vgg11", "as": "ios-sequential"}]
     text = "\n".join(lines(got))
+    assert "measured once: 1 greedy IOS cells" in text and "(every block a chain: vgg11)" in text
     assert "time-bounded: warmup up to 3 calls or 0.5 s, samples for 1.0 s (3 to 10)" in text
     assert "predicted capped (a prediction" in text and "torch m b32: 4.2x openvino" in text
     assert "batch 32" in text and "2.00   100%" in text and "1.50    75%" in text

@@ -369,3 +369,29 @@ def test_a_search_budget_schedules_the_blocks_left_greedily(monkeypatch):
     assert "blocks scheduled greedily" in cut.stats.summary()
     with pytest.raises(ValueError):
         schedule(g, "both", _TickingCost(clock), validate=False, search_seconds=0)
+
+
+def _residual_chain(channels: int = 8):
+    """conv -> conv -> add(first, second) -> conv: every operator depends on the one before it (the add
+    reads the first convolution too, as a residual connection does), so one schedule only."""
+    from ios_core.ir import GraphBuilder
+
+    b = GraphBuilder("chain", (channels, 6, 6))
+    a = b.conv(b.input, channels, 3, padding=1)
+    c = b.conv(a, channels, 3, padding=1)
+    s = b.add([a, c])
+    b.end_block(b.conv(s, channels, 1))
+    return b.finish()
+
+
+def test_only_sequential_tells_a_chain_from_a_graph_with_parallel_operators():
+    from ios_core.optimizer.optimize import only_sequential
+
+    assert only_sequential(_residual_chain())
+    assert not only_sequential(fan_graph()[0])  # three convolutions of one input
+
+
+def test_a_chain_graphs_greedy_schedule_is_its_sequential_one():
+    g = _residual_chain()
+    stages = {s: [b.stages for b in schedule(g, s, _Judge("schedule")).graph.blocks] for s in ("sequential", "greedy")}
+    assert stages["greedy"] == stages["sequential"] == [[[["1"]], [["2"]], [["3"]], [["4"]]]]

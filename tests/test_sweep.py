@@ -627,3 +627,20 @@ def test_a_step_that_cannot_finish_before_max_time_is_not_started(monkeypatch):
     now[0] = 110.0  # all spent: nothing starts, however short
     with pytest.raises(sweep_mod.MaxTimeReached, match="spent before a round"):
         check(s, "a round", 0.0)
+
+
+def test_a_chain_graphs_ios_cells_are_known_to_share_one_schedule_before_any_search():
+    from ios_bench.running.schedules import predicted_same
+    from tests.runtime_helpers import fan_graph
+    from tests.test_optimizer_optimize import _residual_chain
+
+    graphs = {"chain": _residual_chain(), "fan": fan_graph()[0]}
+    cells = [Cell(m, m, 1, schedule_key(s, p), "cpu", s, "ios", provider=p)
+             for m in graphs for s in ("sequential", "greedy", "both") for p in ("torch", "onnxruntime")]
+    cells += [Cell("chain", "chain", 1, "torch", "cpu", None, "torch")]  # a peer: never a twin
+    # the greedy cell of the chain graph, per provider (the DP's may group the chain: another schedule; the
+    # fan graph has a choice)
+    assert predicted_same(cells, graphs) == {
+        cell_key("chain", 1, f"ios-greedy{p}", "cpu"): cell_key("chain", 1, f"ios-sequential{p}", "cpu")
+        for p in ("", "[onnxruntime]")}
+    assert predicted_same([c for c in cells if c.schedule != "sequential"], graphs) == {}

@@ -78,6 +78,8 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
         "capped": [{"cell": k, "framework": byname[k].framework, "model": byname[k].model,
                     "batch": byname[k].batch_size, "ratio": round(v["ratio"], 2), "best": v["best"]}
                    for k, v in got["caps"].items()],
+        "same_schedule": [{"cell": k, "model": byname[k].model, "as": byname[v].framework}
+                          for k, v in got["same"].items()],
         "reused": {"cells finished": len(cells) - len(todo),
                    "reference outputs in the run folder": len(refs_here),
                    "schedules in the run folder": len(schedules_here),
@@ -116,6 +118,11 @@ def lines(got: dict) -> list[str]:
            f"{got['searches']} schedule searches, {got['references']} reference outputs",
            f"protocol: {protocol}; capping: {capping}",
            "reused: " + ", ".join(f"{n} {what}" for what, n in got["reused"].items())]
+    if got.get("same_schedule"):
+        models = sorted({c["model"] for c in got["same_schedule"]})
+        out.append(f"measured once: {len(got['same_schedule'])} greedy IOS cells whose schedule is certainly their "
+                   f"group's IOS-Sequential (every block a chain: {', '.join(models)}); more may be found after the "
+                   "searches")
     if got["capped"]:
         out.append(f"predicted capped (a prediction from the estimate's latencies; the sweep caps by what its first "
                    f"round measures): {len(got['capped'])} cells, 1 round each")

@@ -142,6 +142,23 @@ def same_schedules(cells: list[Cell], scheds: dict) -> dict[str, str]:
     return same
 
 
+def predicted_same(cells: list[Cell], graphs: dict) -> dict[str, str]:
+    """What :func:`same_schedules` will find before any search runs, where it is certain: the greedy cell
+    of a graph with one execution order (``ios_core.optimizer.optimize.only_sequential``: every block a
+    chain, as in alexnet and the vggs) runs the sequential schedule, {its key: the sequential cell's key}
+    for each group, provider and precision with both cells. ``graphs``: {graph name: Graph}. The DP's
+    schedules of such a graph may group a run of the chain into one stage (another schedule), and
+    other graphs' twins are found only by the schedules' hashes after the searches."""
+    from ios_core.optimizer.optimize import only_sequential
+
+    chain = {name: only_sequential(g) for name, g in graphs.items()}
+    by_id: dict[tuple, dict[str, Cell]] = {}
+    for c in cells:
+        if c.schedule in ("sequential", "greedy") and chain.get(c.model):
+            by_id.setdefault((c.group, c.provider, c.variant, c.precision), {})[c.schedule] = c
+    return {m["greedy"].key: m["sequential"].key for m in by_id.values() if len(m) == 2}
+
+
 def schedule_fields(sched: dict) -> dict:
     """What an IOS cell's record says of its schedule: the optimizer's figures and the file."""
     return {**(sched.get("figures") or {}), "schedule_file": sched["path"], "schedule_hash": sched.get("hash"),

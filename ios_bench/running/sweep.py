@@ -54,6 +54,7 @@ from ios_bench.running.references import references
 from ios_bench.running.round_runner import RoundRunner
 from ios_bench.running.rounds import AUTO, planned_rounds
 from ios_bench.running.schedules import (  # noqa: F401 - schedule_hash, schedule_path re-exported
+    predicted_same,
     schedule_hash,
     schedule_path,
     search_workers,
@@ -263,8 +264,12 @@ class Sweep:
         left = capped_rounds({c.key: max(0, rounds - sum(1 for r in done[c.key]
                                                           if r.get("status") == "ok" and not r.get("disturbed")))
                               for c in cells}, caps, rounds)
-        return {"model": model, "history": hist, "rounds": rounds, "left": left, "caps": caps, "refs": refs,
-                "searches": searches, "fresh": {k for k, rs in done.items() if not rs}}
+        # IOS cells whose schedule is certainly another's (a chain graph's: predicted_same): measured once, as
+        # the sweep measures them (same_schedules), so their rounds cost nothing
+        same = predicted_same(cells, named)
+        left.update(dict.fromkeys(same, 0))
+        return {"model": model, "history": hist, "rounds": rounds, "left": left, "caps": caps, "same": same,
+                "refs": refs, "searches": searches, "fresh": {k for k, rs in done.items() if not rs}}
 
     def _estimate(self, cells: list[Cell], graphs: dict, cpu: dict) -> dict:
         """Print (and return, for env.json) the sweep's estimated duration (``ios_bench.planning.estimate``):
@@ -287,6 +292,8 @@ class Sweep:
             more += " (at most for Server: its search counted as halving its load after every try)"
         if got["caps"]:
             more += f" ({len(got['caps'])} cells predicted capped at one round)"
+        if got["same"]:
+            more += f" ({len(got['same'])} greedy IOS cells of chain graphs run the sequential schedule: measured once)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
                  f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
                  f"(an estimate: latencies from {where}; docs/harness.md)")

@@ -639,6 +639,18 @@ def graph_states(graph: Graph, max_part_size: int = DEFAULT_MAX_PART_SIZE) -> in
     return sum(_block_states(block, max_part_size) for block in graph.blocks)
 
 
+def only_sequential(graph: Graph) -> bool:
+    """Whether ``graph`` has one execution order only: each block's operators form one chain (each
+    depends on the one before it), so no two can share a stage and no two convolutions share an input to
+    merge. Then ``greedy`` finds the sequential schedule (every ready set is one operator); the DP may
+    still group a run of the chain into one stage's group, a schedule of its own."""
+    for block in graph.blocks:
+        desc = descendants(_block_edges(block))
+        if any(not desc[i] >> (i + 1) & 1 for i in range(len(desc) - 1)):  # i+1 not reachable from i
+            return False
+    return True
+
+
 def _progress_bar(graph: Graph, strategy: str, part_size: int):
     """A tqdm bar over the DP states to solve (counted beforehand; cheap next to the search)."""
     if strategy in ("sequential", "greedy"):
