@@ -628,6 +628,16 @@ def test_a_step_that_cannot_finish_before_max_time_is_not_started(monkeypatch):
     with pytest.raises(sweep_mod.MaxTimeReached, match="spent before a round"):
         check(s, "a round", 0.0)
 
+    # a sweep handed the last 10 s of an experiment's 270 s deadline (a GPU window's second call): the
+    # searches that fit the next call's 270 s wait for it instead of starting and being cut off
+    now[0] = 100.0
+    handed = SimpleNamespace(max_time=10.0, session_s=270.0, _t_start=99.0, _setup_s=1.0)
+    with pytest.raises(sweep_mod.MaxTimeReached, match="needs about 4 min"):
+        check(handed, "the searches", 234.0)
+    check(handed, "a round", 5.0)  # fits what is left
+    check(handed, "a search longer than any session", 400.0)  # never fits: not held back
+    check(SimpleNamespace(max_time=10.0, session_s=None, _t_start=99.0, _setup_s=1.0), "the searches", 234.0)
+
 
 def test_a_chain_graphs_ios_cells_are_known_to_share_one_schedule_before_any_search():
     from ios_bench.running.schedules import predicted_same

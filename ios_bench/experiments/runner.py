@@ -195,7 +195,10 @@ def run_experiment(exp: Experiment, ctx: Context, console=None, progress: bool =
             break
         console.print(f"[bold]{term(head)}[/]", highlight=False)
         resume = ctx.resume and (folder / PLAN_FILE).exists()
-        sweep = Sweep(run.plan, folder, console=console, resume=resume, progress=progress, max_time=left())
+        # the sweep's steps that fit a fresh session of the whole deadline wait for it (Sweep.check_time)
+        # rather than starting with seconds of this one left and being cut off
+        sweep = Sweep(run.plan, folder, console=console, resume=resume, progress=progress, max_time=left(),
+                      session_s=deadline)
         t_run = time.monotonic()
         try:
             stats = sweep.run()

@@ -75,7 +75,7 @@ class Sweep:
 
     def __init__(self, plan: Plan, folder: str | os.PathLike, console=None, resume: bool = False,
                  progress: bool = True, executor: Executor | None = None, retry_failed: bool = False,
-                 max_time: float | None = None):
+                 max_time: float | None = None, session_s: float | None = None):
         from rich.console import Console
 
         problem = ios_options_problem(plan.ios_options)
@@ -102,6 +102,9 @@ class Sweep:
         self._fresh = False
         self._prepared = False  # set once prepare_folder has written the store and the plan
         self.max_time = max_time  # seconds after which no worker starts (--max-time); None: no limit
+        # what a fresh session of this sweep would have (check_time): max_time, unless the sweep is handed
+        # the rest of a longer deadline (an experiment's --deadline: its next session starts with all of it)
+        self.session_s = session_s
         self._t_start = time.monotonic()
         self._passes = 0  # rounds started by this sweep's sessions (each round's "pass")
         self.ctx = SweepContext(plan, self.run_folder, self.executor, self.say)
@@ -313,7 +316,9 @@ class Sweep:
         ``what`` (estimated to take ``need_s`` seconds) would not finish before it: started, it would
         run past the limit and be lost (a lent GPU's window). A step estimated longer than what a session
         has after its setup still starts while time is left (it could never fit: refusing it would stall
-        the sweep on every --resume)."""
+        the sweep on every --resume). A session is ``max_time`` long, or ``session_s`` where the sweep was
+        handed what is left of a longer deadline (an experiment's): a step that fits the next session waits
+        for it rather than starting with seconds left."""
         if self.max_time is None:
             return
         spent = time.monotonic() - self._t_start
@@ -325,7 +330,8 @@ class Sweep:
         setup = getattr(self, "_setup_s", None)
         if setup is None:
             setup = self._setup_s = spent
-        if 0 < need_s <= self.max_time - setup and spent + need_s > self.max_time:
+        session = getattr(self, "session_s", None) or self.max_time
+        if 0 < need_s <= max(self.max_time, session) - setup and spent + need_s > self.max_time:
             raise MaxTimeReached(f"--max-time {estimate.human(self.max_time)}: {estimate.human(self.max_time - spent)} "
                                  f"left, {what} needs about {estimate.human(need_s)} (an estimate)")
 
