@@ -316,6 +316,21 @@ def test_ab_with_two_configurations_end_to_end(tmp_path, fast):
     assert result["threshold_name"] == "floor" and result["threshold"] == MIN_CHANGE
 
 
+def test_ab_measures_each_side_with_its_own_protocol(tmp_path, fast):
+    """protocol=fixed|time: an ab of the measurement protocol itself (the same cell, the fixed counts on one
+    side and time-bounded rounds on the other): each side's rounds say which they ran."""
+    out = tmp_path / "runs" / "ab"
+    p = cli(["ab", "tiny_a", "--frameworks", "test-delay", "--a-option", "protocol=fixed",
+             "--b-option", "protocol=time", "--rounds", "2", "--out", str(out), "--format", "json", *fast], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["b"]["protocol"] == "time"
+    modes = {}
+    for line in (out / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        modes[r["variant"]] = {g["protocol"]["mode"] for g in r["rounds"] if g.get("protocol")}
+    assert modes == {"A": {"fixed"}, "B": {"time-bounded"}}
+
+
 def test_ab_defaults_to_rounds_auto_and_judges_on_a_floor_not_a_noise_threshold():
     from ios_bench.commands.ab import command
 
@@ -332,6 +347,9 @@ def test_ab_defaults_to_rounds_auto_and_judges_on_a_floor_not_a_noise_threshold(
     (["tiny_a", "--frameworks", "test-ref"], "A and B are the same"),
     (["tiny_a", "--a-option", "schedule=sequential"], "both --a-option and --b-option"),
     (["tiny_a", "--a-option", "schedule=nonesuch"], "unknown schedule"),
+    (["tiny_a", "--frameworks", "test-delay", "--a-option", "protocol=quick"], "unknown protocol"),
+    (["tiny_a", "--frameworks", "test-delay", "--a-option", "protocol=time", "--b-option", "protocol=time"],
+     "A and B are the same"),
     (["tiny_a", "missing.onnx"], "no such file"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, fast, args, says):

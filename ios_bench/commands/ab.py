@@ -18,13 +18,18 @@ _NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario
              "profile", "dry_run", "format_", "cap_factor", "no_cap"}
 
 
+# protocol=NAME: a side's rounds measured with the fixed counts (run's --fixed-counts) or time-bounded
+SIDE_PROTOCOLS = ("fixed", "time")
+
+
 def parse_side(items: tuple[str, ...], flag: str) -> dict:
     """``--a-option`` / ``--b-option`` -> ``{"options": {framework: {option: value}}, "schedule":
-    name | None}``: ``FRAMEWORK:OPTION=VALUE`` as ``run --adapter-option`` (``ios:`` for every IOS
-    cell), or ``schedule=NAME`` (the side's IOS schedule)."""
+    name | None, "protocol": name | None}``: ``FRAMEWORK:OPTION=VALUE`` as ``run --adapter-option``
+    (``ios:`` for every IOS cell), ``schedule=NAME`` (the side's IOS schedule), or ``protocol=fixed|time``
+    (how the side's rounds are measured: the fixed counts or time-bounded; an A/A of the protocol)."""
     from ios_bench.planning.plan import SCHEDULES
 
-    out: dict = {"options": {}, "schedule": None}
+    out: dict = {"options": {}, "schedule": None, "protocol": None}
     build = []
     for item in items:
         key, eq, value = item.partition("=")
@@ -33,6 +38,11 @@ def parse_side(items: tuple[str, ...], flag: str) -> dict:
                 raise InputError(f"bad {flag} {item!r}: unknown schedule {value.strip()!r}; choose from: "
                                  f"{', '.join(SCHEDULES)}")
             out["schedule"] = value.strip()
+        elif ":" not in key and key.strip() == "protocol":
+            if value.strip() not in SIDE_PROTOCOLS:
+                raise InputError(f"bad {flag} {item!r}: unknown protocol {value.strip()!r}; choose from: "
+                                 f"{', '.join(SIDE_PROTOCOLS)}")
+            out["protocol"] = value.strip()
         else:
             build.append(item)
     try:
@@ -57,7 +67,8 @@ def check_sides(a: dict, b: dict, plan, flags=("--a-option", "--b-option")) -> N
                 raise InputError(f"bad {flag}: the sweep runs no {fw} cell (see --frameworks / --schedules)")
     if bool(a["schedule"]) != bool(b["schedule"]):
         raise InputError("schedule= names the IOS schedule of each side: give it in both --a-option and --b-option")
-    if a["model"] == b["model"] and a["options"] == b["options"] and a["schedule"] == b["schedule"]:
+    if a["model"] == b["model"] and a["options"] == b["options"] and a["schedule"] == b["schedule"] \
+            and a.get("protocol") == b.get("protocol"):
         raise InputError("A and B are the same: name two models, or give --a-option / --b-option that differ "
                          "(an A/A run is `ios-bench ab MODEL MODEL --a-option ...` with options that differ)")
 
@@ -80,10 +91,13 @@ def check_models(spec_a: str, spec_b: str, other_input: bool = False) -> None:
 @click.command("ab")
 @click.argument("model_a", metavar="A")
 @click.argument("model_b", metavar="[B]", required=False)
-@click.option("--a-option", "a_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
+@click.option("--a-option", "a_option", multiple=True,
+              metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME|protocol=fixed|time",
               help="A build option of side A's cells (repeatable; as run's --adapter-option, 'ios:...' for every IOS "
-                   "cell), or schedule=NAME: side A's IOS schedule.")
-@click.option("--b-option", "b_option", multiple=True, metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME",
+                   "cell), schedule=NAME: side A's IOS schedule, or protocol=fixed|time: side A's rounds measured "
+                   "with the fixed counts (run's --fixed-counts) or time-bounded (run's default).")
+@click.option("--b-option", "b_option", multiple=True,
+              metavar="FRAMEWORK:OPTION=VALUE|schedule=NAME|protocol=fixed|time",
               help="The same for side B.")
 @verdict_options(None, "the paired log-ratios")
 @click.option("--min-change", default=MIN_CHANGE * 100, show_default=True, type=FiniteFloat(0, 1000), metavar="PCT",
@@ -107,6 +121,8 @@ def command(ctx, model_a, model_b, a_option, b_option, min_change, confidence, f
         --b-option onnxruntime:optimization=all             one model, two configurations
     ios-bench ab squeezenet --frameworks none \\
         --a-option schedule=sequential --b-option schedule=both    two IOS schedules
+    ios-bench ab squeezenet --frameworks onnxruntime \
+        --a-option protocol=fixed --b-option protocol=time  two measurement protocols
 
     Each cell (framework, batch size, device) is measured on both sides; in every round the
     pairs run in an order shuffled from --round-seed and A's and B's cell of a pair back to back,

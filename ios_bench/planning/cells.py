@@ -69,6 +69,9 @@ class Cell:
     side: str | None = None
     side_options: dict | None = None
     pair: str | None = None
+    # an ``ab`` side's measurement protocol over the plan's: "fixed" (the fixed counts of --fixed-counts) or
+    # "time" (time-bounded rounds; the plan's budgets, else the defaults); None: the plan's
+    protocol: str | None = None
     precision: str = "fp32"  # what the sweep asks the engine to compute in (part of its key when not fp32)
 
     @property

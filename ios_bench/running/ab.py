@@ -491,6 +491,7 @@ class ABSweep(Sweep):
                 if ab["mode"] == "options":  # one model: its two sides are two rows of the report
                     copy.model = f"{c.model}@{side}"
                 copy.side_options = side_build_options(conf, copy) or None
+                copy.protocol = conf.get("protocol")
                 copy.pair = pair_id(c.framework, c.schedule, c.provider, c.batch_size, c.device, ab, c.precision)
                 out.append(copy)
         refusals = list(dict.fromkeys(f"{c.framework} cannot run here: {c.skip_reason}" for c in out if c.skip_reason))

@@ -37,6 +37,18 @@ from ios_core.measurement import stats
 from ios_core.measurement.interference import load_label
 
 
+def cell_protocol(plan, cell: Cell) -> dict:
+    """A round's time budgets: the plan's, or its ``ab`` side's protocol (``Cell.protocol``): "fixed" (none:
+    the fixed counts) or "time" (the plan's budgets where it has them, else the defaults)."""
+    if cell.protocol == "fixed":
+        return {"warmup_s": None, "sample_s": None, "min_repeat": None}
+    if cell.protocol == "time" and plan.sample_s is None:
+        from ios_bench.planning.plan import DEFAULT_MIN_REPEAT, DEFAULT_SAMPLE_S, DEFAULT_WARMUP_S
+
+        return {"warmup_s": DEFAULT_WARMUP_S, "sample_s": DEFAULT_SAMPLE_S, "min_repeat": DEFAULT_MIN_REPEAT}
+    return {"warmup_s": plan.warmup_s, "sample_s": plan.sample_s, "min_repeat": plan.min_repeat}
+
+
 def _good(rs: list[dict]) -> list[dict]:
     return [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")
             and isinstance(r.get("median_ms"), (int, float))]
@@ -282,8 +294,8 @@ class RoundRunner:
                         ref_path=ref_file(cell.model, cell.batch_size),
                         input_path=ref_file(cell.model, cell.batch_size, "input.npy"),
                         result_path=f"work/{stem}.r{index}.result.json", warmup=plan.warmup, number=plan.number,
-                        repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, warmup_s=plan.warmup_s,
-                        sample_s=plan.sample_s, min_repeat=plan.min_repeat, precision=cell.precision,
+                        repeat=plan.repeat, min_sample_ms=plan.min_sample_ms, **cell_protocol(plan, cell),
+                        precision=cell.precision,
                         spin_policy=plan.spin_policy, input_sha1=ref.get("input_sha1"), round=index,
                         options=build_options(plan, cell))
         spec = spec.to_dict()
