@@ -59,6 +59,14 @@ def test_a_plan_from_before_time_bounded_rounds_keeps_fixed_counts():
     assert Plan.from_dict(Plan().to_dict()).sample_s == 1.0  # a new plan keeps its own
 
 
+def test_a_plan_from_before_extra_rounds_gives_none_and_a_bad_count_is_refused():
+    old = Plan().to_dict()
+    old.pop("extra_rounds")
+    assert Plan.from_dict(old).extra_rounds == 0 and Plan.from_dict(Plan().to_dict()).extra_rounds == 3
+    with pytest.raises(InputError, match="extra_rounds"):
+        Plan.from_dict({**Plan().to_dict(), "extra_rounds": -1})
+
+
 @pytest.mark.parametrize("fields", [{"sample_s": -1}, {"warmup_s": "fast"}, {"min_repeat": 0},
                                     {"sample_s": 1.0, "warmup_s": None}])
 def test_a_corrupt_protocol_in_plan_json_is_refused(fields):
@@ -70,6 +78,7 @@ def test_a_corrupt_protocol_in_plan_json_is_refused(fields):
     (["--sample-time", "-1"], "--sample-time"),
     (["--warmup-time", "nan"], "--warmup-time"),
     (["--min-repeat", "0"], "--min-repeat"),
+    (["--extra-rounds", "-1"], "--extra-rounds"),
     (["--min-repeat", "5", "--repeat", "2"], "--min-repeat 5 is more than --repeat 2"),
 ])
 def test_nonsense_is_one_line_and_exit_2(tmp_path, args, says):

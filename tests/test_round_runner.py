@@ -86,3 +86,35 @@ def test_cells_sharing_a_schedule_are_taken_off_the_progress_once_known(tmp_path
     assert dropped == [2.5 * ctx.plan.rounds]  # the greedy cell's rounds, never run
     assert advanced == [2.0]  # the sequential cell's one (failed) round ran
     assert {c.key for c, _ in done} == {seq.key, greedy.key}
+
+
+def test_an_unstable_cell_gets_extra_rounds_while_one_is_cheap():
+    """RoundRunner.extra_round: with its planned rounds measured, a cell whose interval is too wide
+    (rounds.unstable_reason) gets more, up to plan.extra_rounds; not a stable one, not past the extra
+    rounds, not an expensive one, not an ab side, not with extra_rounds 0 (a plan from before them)."""
+    from types import SimpleNamespace
+
+    from ios_bench.planning.cells import Cell
+    from ios_bench.running.round_runner import EXTRA_ROUND_MAX_S, RoundRunner
+
+    def rounds(*medians):
+        return [{"status": "ok", "samples_ms": [m] * 5, "disturbed": None} for m in medians]
+
+    def runner(**plan):
+        p = SimpleNamespace(**{"rounds": 3, "extra_rounds": 3, "max_reruns": 6, "time_budget": None, **plan})
+        return SimpleNamespace(ctx=SimpleNamespace(plan=p), budget_left=lambda: True)
+
+    cell = Cell("m", "m", 1, "onnxruntime", "cpu", None, "onnxruntime")
+    cell.weight = 2.0
+    noisy, calm = rounds(11.22, 8.47, 10.25), rounds(10.0, 10.1, 10.05)
+    extra = RoundRunner.extra_round
+    assert extra(runner(), cell, noisy, 3)
+    assert not extra(runner(), cell, calm, 3)  # its interval is narrow enough
+    assert not extra(runner(), cell, noisy + rounds(9.66, 9.73, 9.87), 6)  # 3 extra rounds spent
+    assert not extra(runner(extra_rounds=0), cell, noisy, 3)
+    assert not extra(runner(rounds=1), cell, noisy[:1], 1)  # a one-round plan asked for speed
+    pricey = Cell("m", "m", 1, "onnxruntime", "cpu", None, "onnxruntime")
+    pricey.weight = EXTRA_ROUND_MAX_S + 1
+    assert not extra(runner(), pricey, noisy, 3)
+    side = Cell("m", "m", 1, "onnxruntime", "cpu", None, "onnxruntime", side="A")
+    assert not extra(runner(), side, noisy, 3)

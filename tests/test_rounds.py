@@ -7,6 +7,7 @@ import pytest
 from ios_bench.reporting.compare import PRIOR_DF
 from ios_bench.running.rounds import (
     MIN_ROUNDS_FOR_VERDICT,
+    UNSTABLE_CI_PCT,
     hierarchical_bootstrap,
     interval,
     judge_rounds,
@@ -133,9 +134,22 @@ def test_summary_over_rounds_leaves_disturbed_rounds_out():
 
 def test_unstable_when_rounds_disagree_or_are_too_few():
     s = summarize([rnd(0, [10.0] * 5), rnd(1, [14.0] * 5), rnd(2, [10.5] * 5)])
-    assert s["unstable"] and "rounds differ" in s["unstable"]
+    assert s["unstable"].startswith("interval +/-") and "wider than +/-5%" in s["unstable"]
+    assert s["ci_half_pct"] > UNSTABLE_CI_PCT
     one = summarize([rnd(0, [10.0] * 5)])
     assert one["rounds_used"] < MIN_ROUNDS_FOR_VERDICT and "1 undisturbed round" in one["unstable"]
+
+
+def test_unstable_means_an_interval_too_wide_and_more_rounds_narrow_it():
+    """The one rule: the interval's half-width over UNSTABLE_CI_PCT. Round medians spread by about 10 %
+    (coefficient of variation, each round a fresh process on a noisy machine): three of them leave the
+    interval wide, twelve narrow it under the threshold though their spread is as large."""
+    medians = [11.22, 8.47, 10.25, 9.66, 9.73, 9.87, 8.79, 9.86, 9.48, 11.99, 10.14, 9.79]
+    few = summarize([rnd(i, [m] * 5) for i, m in enumerate(medians[:3])])
+    many = summarize([rnd(i, [m] * 5) for i, m in enumerate(medians)])
+    assert few["between_round_cv"] > 0.09 and many["between_round_cv"] > 0.09
+    assert few["unstable"] and few["ci_half_pct"] > UNSTABLE_CI_PCT
+    assert many["unstable"] is None and many["ci_half_pct"] <= UNSTABLE_CI_PCT
 
 
 def test_between_round_cv_is_the_std_of_the_round_medians_over_the_figure():
@@ -144,7 +158,7 @@ def test_between_round_cv_is_the_std_of_the_round_medians_over_the_figure():
     s = summarize([rnd(0, [9.0, 10.0, 11.0]), rnd(1, [11.0] * 3), rnd(2, [12.0, 13.0, 14.0])])
     assert s["round_medians_ms"] == [10.0, 11.0, 13.0] and s["median_ms"] == 11.0
     assert s["between_round_cv"] == pytest.approx(np.sqrt(7 / 3) / 11)
-    assert "rounds differ by 13.9%" in s["unstable"]
+    assert "coefficient of variation 13.9%" in s["unstable"]
     assert summarize([rnd(0, [10.0, 10.0])])["between_round_cv"] is None  # one round: no spread
 
 

@@ -15,7 +15,7 @@ from ios_bench.running.rounds import AUTO
 # fresh sweep (no --resume); LoadGen scenarios are not paired here; its two sides are the answer, so no
 # cell is capped; run's --dry-run (and its --format) is run's own (ab's --format prints its verdicts)
 _NOT_OURS = {"models_", "resume", "retry_failed", "scenario", "quick", "scenario_setting", "instances",
-             "profile", "dry_run", "format_", "cap_factor", "no_cap"}
+             "profile", "dry_run", "format_", "cap_factor", "no_cap", "extra_rounds"}
 
 
 # protocol=NAME: a side's rounds measured with the fixed counts (run's --fixed-counts) or time-bounded

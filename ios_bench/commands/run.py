@@ -14,6 +14,7 @@ from ios_bench.planning.loading import parse_int_list, parse_list
 from ios_bench.planning.options import MAX_SECONDS, SEED, FiniteFloat, check_threads, finite_json
 from ios_bench.planning.plan import (
     DEFAULT_CAP_FACTOR,
+    DEFAULT_EXTRA_ROUNDS,
     DEFAULT_MIN_REPEAT,
     DEFAULT_MODELS,
     DEFAULT_REPEAT,
@@ -44,7 +45,7 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "ios_providers": "ios_providers",
                  "device": "devices", "warmup": "warmup", "number": "number", "repeat": "repeat",
                  "warmup_time": "warmup_s", "sample_time": "sample_s", "min_repeat": "min_repeat",
-                 "cap_factor": "cap_factor",
+                 "cap_factor": "cap_factor", "extra_rounds": "extra_rounds",
                  "min_sample_ms": "min_sample_ms", "timeout": "timeout", "optimize_timeout": "optimize_timeout",
                  "threads": "threads", "seed": "seed",
                  "cost_model": "cost_model", "lock_clocks": "lock_clocks", "gpu_clock": "gpu_clock_mhz",
@@ -298,6 +299,10 @@ def parse_schedules(text: str) -> list[str]:
               help="Rounds per cell, each in a fresh worker process, interleaved with the other cells of its "
                    "(model, batch, device) group; 'auto': at least 3, more until --target-ci is met or "
                    "--time-budget is spent (docs/harness.md).")
+@click.option("--extra-rounds", "extra_rounds", default=DEFAULT_EXTRA_ROUNDS, show_default=True,
+              type=click.IntRange(0, 100), metavar="N",
+              help="With a whole number of --rounds: a cell still unstable after them (its interval wider than "
+                   "the report can compare with) gets at most N more, where a round of it is cheap (0: none).")
 @click.option("--target-ci", default=2.0, show_default=True, type=FiniteFloat(0, 100, min_open=True, max_open=True),
               metavar="PCT", help="With --rounds auto: the half-width of each cell's interval to reach, in percent.")
 @click.option("--time-budget", default=None, type=FiniteFloat(1, MAX_SECONDS), metavar="SECONDS",
@@ -483,6 +488,7 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "sample_time": None if kw.get("fixed_counts") else kw.get("sample_time", DEFAULT_SAMPLE_S),
               "min_repeat": kw.get("min_repeat", DEFAULT_MIN_REPEAT),
               "cap_factor": None if kw.get("no_cap") else kw.get("cap_factor", DEFAULT_CAP_FACTOR),
+              "extra_rounds": kw.get("extra_rounds", DEFAULT_EXTRA_ROUNDS),
               "optimize_timeout": optimize_timeout, "threads": threads,
               "seed": seed, "cost_model": cost_model, "lock_clocks": lock_clocks, "gpu_clock": gpu_clock,
               "executor": executor, "ray_address": ray_address,

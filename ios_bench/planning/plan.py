@@ -31,6 +31,8 @@ DEFAULT_WARMUP_S = 0.5
 DEFAULT_SAMPLE_S = 1.0
 DEFAULT_MIN_REPEAT = 3
 DEFAULT_CAP_FACTOR = 3.0
+# a cell still unstable after its rounds gets at most this many more, where a round is cheap (docs/harness.md)
+DEFAULT_EXTRA_ROUNDS = 3
 # Left out of the default sweep's "every available framework"; named explicitly or with
 # --frameworks all they run. Untuned TVM is a strawman here (hundreds of ms to seconds per run on
 # these CPUs, far from what a TVM user would deploy); tuning takes far more than minutes.
@@ -122,6 +124,10 @@ class Plan:
     # per cell: disturbed rounds measured again at most this often (beside a co-tenant busy half the
     # time, 3 undisturbed rounds need 6 on average; 6 re-runs get them in 9 of 10 cells)
     max_reruns: int = 6
+    # with a whole ``rounds``: a cell whose figure is still unstable after them (its interval too wide:
+    # ios_bench.running.rounds.unstable_reason) gets at most this many more rounds, where one is cheap
+    # (ios_bench.running.round_runner.EXTRA_ROUND_MAX_S); 0: none (a plan from before them)
+    extra_rounds: int = DEFAULT_EXTRA_ROUNDS
     # the measurement scenario (ios_bench.scenarios; docs/scenarios.md): "latency" (the protocol
     # above) or a LoadGen scenario; its settings' overrides, the reduced --quick form, and the
     # instance counts searched (None: 1..threads)
@@ -159,6 +165,8 @@ class Plan:
             kwargs.update(sample_s=None, warmup_s=None)
         if "cap_factor" not in d:  # ... and it never capped a cell
             kwargs["cap_factor"] = None
+        if "extra_rounds" not in d:  # ... nor gave an unstable cell more rounds
+            kwargs["extra_rounds"] = 0
         plan = cls(**kwargs)
         problem = protocol_problem(plan)
         if problem:
@@ -235,6 +243,7 @@ _PLAN_TYPES = {
     "time_budget": (lambda v: v is None or _is_num(v) and v > 0, "null or a positive number of seconds"),
     "round_seed": (_is_int, "an integer"),
     "max_reruns": (lambda v: _is_int(v, 0) and v <= MAX_ROUNDS, f"an integer from 0 to {MAX_ROUNDS}"),
+    "extra_rounds": (lambda v: _is_int(v, 0) and v <= MAX_ROUNDS, f"an integer from 0 to {MAX_ROUNDS}"),
     "scenario": (lambda v: v in _scenarios(), "one of latency, single-stream, multi-stream, offline, server"),
     "scenario_settings": (lambda v: isinstance(v, dict), "an object of scenario settings"),
     "quick": (lambda v: isinstance(v, bool), "true or false"),

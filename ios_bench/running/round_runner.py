@@ -29,12 +29,16 @@ from ios_bench.running.rounds import (
     round_order,
     run_load,
     summarize,
+    unstable_reason,
     usual_canary,
 )
 from ios_bench.running.schedules import optimize_schedules, same_schedules
 from ios_bench.scenarios import cells as scenario_cells
 from ios_core.measurement import stats
 from ios_core.measurement.interference import load_label
+
+# an extra round (RoundRunner.extra_round) only for a cell whose round the estimate puts at most this long
+EXTRA_ROUND_MAX_S = 30.0
 
 
 def cell_protocol(plan, cell: Cell) -> dict:
@@ -142,7 +146,9 @@ class RoundRunner:
         rs = rounds[cell.key]
         good = [r for r in rs if r.get("status") == "ok" and not r.get("disturbed")]
         if plan.rounds != AUTO:
-            if len(good) >= plan.rounds or len(rs) >= plan.rounds + plan.max_reruns:
+            if len(good) >= plan.rounds:
+                return self.extra_round(cell, rs, len(good))
+            if len(rs) >= plan.rounds + plan.max_reruns:
                 return False
             return bool(good) is False or self.budget_left()
         if len(rs) >= MAX_AUTO_ROUNDS + plan.max_reruns or len(good) >= MAX_AUTO_ROUNDS:
@@ -150,6 +156,20 @@ class RoundRunner:
         if len(good) < MIN_AUTO_ROUNDS:
             return not good or self.budget_left()
         return self.budget_left() and needs_more(summarize(rs), plan.target_ci)
+
+    def extra_round(self, cell: Cell, rs: list[dict], good: int) -> bool:
+        """Whether ``cell``, with its planned rounds measured (``good`` undisturbed of ``rs``), gets one more:
+        its figure is unstable (``unstable_reason``: its interval too wide) and it has had fewer than
+        ``plan.extra_rounds`` extra ones, a round of it is cheap (estimated at most
+        :data:`EXTRA_ROUND_MAX_S`), and the time budget allows. Not for a one-round plan, an ``ab`` side
+        (its pairs have their own rule) or a LoadGen scenario cell."""
+        plan = self.ctx.plan
+        extra = getattr(plan, "extra_rounds", 0) or 0
+        if not extra or plan.rounds < 2 or cell.side or cell.scenario or good >= plan.rounds + extra:
+            return False
+        if len(rs) >= plan.rounds + extra + plan.max_reruns or cell.weight > EXTRA_ROUND_MAX_S:
+            return False
+        return self.budget_left() and unstable_reason(summarize(rs)) is not None
 
     def measure(self, groups: dict[str, list[Cell]], refs: dict, observe) -> list[tuple[Cell, dict]]:
         """Every round of the cells of ``groups``; returns each cell's finished record."""

@@ -39,7 +39,10 @@ from ios_core.measurement.stats import robust_spread
 AUTO = "auto"
 MIN_AUTO_ROUNDS = 3  # --rounds auto starts with this many rounds per cell
 MAX_AUTO_ROUNDS = 12  # and adds at most up to this many
-UNSTABLE_CV = 0.05  # between-round coefficient of variation above which a cell is flagged unstable
+UNSTABLE_CV = 0.05  # between-round coefficient of variation above which a LoadGen cell is flagged unstable
+# a latency cell is unstable when its interval's half-width is over this (percent of its figure): the report
+# cannot compare it with another figure closer than that (unstable_reason)
+UNSTABLE_CI_PCT = 5.0
 MIN_ROUNDS_FOR_VERDICT = 2  # fewer undisturbed rounds: the cell's figure is marked unstable
 N_BOOTSTRAP = 2000
 # the practical floor of a paired verdict (a fraction): `ab --min-change`'s default, and the report's
@@ -204,13 +207,18 @@ def summarize(rounds: Sequence[dict], confidence: float = 0.95, seed: int = 0) -
 
 
 def unstable_reason(summary: dict) -> str | None:
-    """Why a cell's figure should not be trusted as it stands (pyperf's warning), or None."""
+    """Why a cell's figure should not be trusted as it stands, or None: one rule (the console, the report
+    and ``compare`` read the record's ``unstable``): fewer than :data:`MIN_ROUNDS_FOR_VERDICT` undisturbed
+    rounds, or an interval wider than :data:`UNSTABLE_CI_PCT` percent of the figure either side, so that
+    it cannot be compared with a figure closer than that (more rounds narrow it: a sweep's extra rounds)."""
     used, disturbed = summary.get("rounds_used", 0), summary.get("rounds_disturbed", 0)
     if used < MIN_ROUNDS_FOR_VERDICT:
         return f"{used} undisturbed round{'s' * (used != 1)}" + (f" ({disturbed} disturbed)" if disturbed else "")
-    cv = summary.get("between_round_cv")
-    if cv is not None and cv > UNSTABLE_CV:
-        return f"rounds differ by {cv:.1%} (coefficient of variation of the round medians; threshold {UNSTABLE_CV:.0%})"
+    half = summary.get("ci_half_pct")
+    if half is not None and (not math.isfinite(half) or half > UNSTABLE_CI_PCT):
+        cv = summary.get("between_round_cv")
+        return (f"interval +/-{half:.1f}% over {used} rounds, wider than +/-{UNSTABLE_CI_PCT:g}%: not comparable "
+                f"closer than that" + (f" (rounds' coefficient of variation {cv:.1%})" if cv is not None else ""))
     return None
 
 

@@ -291,6 +291,8 @@ class Sweep:
         if model.speed_note():
             where += f"; {model.speed_note()}"
         more = " (at least: --rounds auto may add rounds)" if plan.rounds == AUTO else ""
+        if plan.rounds != AUTO and getattr(plan, "extra_rounds", 0) and plan.rounds > 1:
+            more += f" (at least: an unstable cell may get up to {plan.extra_rounds} more rounds where they are cheap)"
         if plan.scenario == "server":
             more += " (at most for Server: its search counted as halving its load after every try)"
         if got["caps"]:
