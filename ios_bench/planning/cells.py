@@ -186,7 +186,7 @@ def node_env_path(node: str) -> str:
 def describe(record: dict) -> str:
     """One line of rich markup for a finished cell (names and reasons escaped): its figure with the
     interval over rounds, the between-round spread, rounds used and disturbed, peak memory, the
-    output check, and an ``UNSTABLE`` flag where the rounds disagree."""
+    output check, and an ``UNSTABLE`` flag where its interval is too wide."""
     head = term(f"{record['model']} b{record['batch_size']} {record.get('label') or record['framework']}", False)
     if record.get("scenario") and record["status"] in ("ok", "wrong"):
         from ios_bench.scenarios.summary import describe_scenario

@@ -494,7 +494,7 @@ class CellResult:
 
     def figure_text(self, unit: str = "") -> str:
         """The figure as every table shows it: ``12.35 ±0.21`` (``ios_bench.reporting.numbers``), with
-        ``(unstable)`` where the rounds disagree; the status for a cell that was not timed."""
+        ``(unstable)`` where its interval is too wide; the status for a cell that was not timed."""
         from ios_bench.reporting.numbers import fmt_pm
 
         r = self.record

@@ -14,7 +14,7 @@ failures with their reasons, the environment. No table is wider than
 Figures: each cell's figure is the median of its undisturbed rounds' medians (``ios_bench.running.rounds``);
 tables show it with ± the between-round spread in ms (the coefficient of variation of the round
 medians times the figure; ``ios_bench.records.record.CellResult.figure_text``) and flag cells whose
-rounds disagree as ``unstable``; the tables are built in :mod:`ios_bench.reporting.report_tables`;
+interval is too wide as ``unstable``; the tables are built in :mod:`ios_bench.reporting.report_tables`;
 plots show the figure with the p10-p90 range of the pooled samples (error bars / bands). A
 schema-1 run (one process per cell) shows ± the standard deviation of its samples instead.
 """

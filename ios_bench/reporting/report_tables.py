@@ -168,8 +168,9 @@ def metric_table(df, device: str, bs: int, metric: str) -> Table:
     if metric == "latency":
         title = f"Latency (ms), batch {bs}, {device}"
         note = ("median of the undisturbed rounds' medians ± the between-round spread (coefficient of variation "
-                "of the round medians; each round a fresh process); (unstable): the rounds disagree, read the "
-                "'Rounds' table; (= X): the same schedule as X, one measurement; GeoMean over models, only where "
+                "of the round medians; each round a fresh process); (unstable): its interval is wider than +/-5 % "
+                "or it has fewer than 2 undisturbed rounds (the 'Unstable cells' table says which); (= X): the "
+                "same schedule as X, one measurement; GeoMean over models, only where "
                 "every model ran with a correct output; capped (Nx the best): one round only, too slow against the "
                 "best peer to change the answer (docs/harness.md), in no GeoMean")
     else:
@@ -493,7 +494,8 @@ def fastest_table(df) -> Table:
 
 def cell_counts(df) -> dict[str, int]:
     """The cells by what a reader must know of them: ok (a correct output, stable rounds), wrong
-    (a wrong output), unstable (correct, but its rounds disagree or were too few), skipped, failed."""
+    (a wrong output), unstable (correct, but its interval too wide or its undisturbed rounds too few),
+    skipped, failed."""
     out = {"ok": 0, "wrong": 0, "unstable": 0, "skipped": 0, "failed": 0, "capped": 0}
     for _, r in df.iterrows():
         if r["status"] == "wrong" or (r["status"] == "ok" and r.get("check_passed") is False):
@@ -513,8 +515,8 @@ def _unstable(r) -> str:
 
 
 def unstable_table(df) -> Table | None:
-    """The cells whose figure should not be trusted as it stands, with why (the rounds disagree,
-    or too few were undisturbed)."""
+    """The cells whose figure should not be trusted as it stands, with why (an interval too wide, or too
+    few undisturbed rounds: ``ios_bench.running.rounds.unstable_reason``)."""
     from ios_bench.running.rounds import who_disturbed
 
     rows = [[r["model"], r["batch_size"], _row_label(r), r["device"], _unstable(r),
