@@ -221,6 +221,8 @@ class TensorOps:
         the first of each ``step`` taken, the axis merged back."""
         if hi <= lo:
             self.refuse("an empty slice")
+        if step > 1 and hi - lo <= step:  # one element taken: no step to take
+            step, hi = 1, lo + 1
         if step > 1:
             n, shape = -(-(hi - lo) // step), list(x.shape)
             size = shape[axis]
