@@ -276,3 +276,13 @@ def test_a_step_that_divides_neither_the_axis_nor_the_slice_is_refused_in_one_li
     with pytest.raises(UnsupportedModel) as e:
         frontend.load(tv.export(_Strided().eval(), 7, batch=1), name="strided")
     assert "\n" not in str(e.value) and "a slice 46:49:2 of an axis of 49" in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["swin_t", "swin_v2_t", "maxvit_t"])
+def test_torchvisions_full_windowed_transformers_import_and_match_torch(name):
+    """The real architectures at 224x224 (random weights, exported at batch 1), a few seconds each."""
+    torch.manual_seed(0)
+    net = _randomize(getattr(tv.models(), name)(weights=None).eval())
+    graph = _check(net, 224, name, batch=1)
+    assert graph.output_shape[0] == 1000
