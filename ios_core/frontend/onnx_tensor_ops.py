@@ -20,7 +20,12 @@ is an operation along the batch axis or an output whose batch is not first.
   ``Expand`` of it folded at import); ``Gather`` of one index along the first axis -> that channel
   slice (reshaped without the axis);
 * ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5`` (in either order of the last two) -> a
-  ``gelu`` activation, fused into the ``dense`` before it; any other ``Erf`` is refused.
+  ``gelu`` activation, fused into the ``dense`` before it; any other ``Erf`` is refused;
+* ``ReduceL2 -> Clip(min eps) -> [Expand] -> Div`` of the same tensor (``F.normalize``) -> ``l2norm``;
+* ``Slice`` (a step too), ``Concat`` and a zero ``Pad`` along any per-sample axis (Swin's rolls, patch
+  merging and window padding, MaxViT's chunks): the IR's first-axis slices and concatenations, the axis
+  moved first by ``transpose`` nodes; a step is a ``reshape`` into ``(n, step)``; pad rows are a
+  ``prepend`` of zeros.
 """
 
 from __future__ import annotations
