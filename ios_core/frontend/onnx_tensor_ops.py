@@ -222,8 +222,9 @@ class TensorOps:
 
     def _take(self, x: _Act, axis: int, lo: int, hi: int, step: int = 1) -> _Act:
         """Elements ``lo:hi:step`` of ``x`` along its IR axis ``axis``. A step above 1 (Swin's patch
-        merging, ``x[:, 0::2, 1::2]``): ``lo:lo + n * step`` split by a ``reshape`` into ``(n, step)``,
-        the first of each ``step`` taken, the axis merged back."""
+        merging, ``x[:, 0::2, 1::2]``): the axis (when ``step`` divides it) or ``lo:lo + n * step`` (when
+        that fits) split by a ``reshape`` into ``(m, step)``, the offset ``lo % step`` (or the first) of
+        each taken, then the ``n`` rows from ``lo // step`` (or all), the axis merged back."""
         if hi <= lo:
             self.refuse("an empty slice")
         if step > 1 and hi - lo <= step:  # one element taken: no step to take
