@@ -263,6 +263,11 @@ class JaxEmitter(OpVisitor):
     def visit_softmax(self, op: Node, x, params):
         return self.jax.nn.softmax(x, axis=op.dim + 1)
 
+    def visit_l2norm(self, op: Node, x, params):
+        jnp = self.jnp
+        norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=op.dim + 1, keepdims=True))
+        return x / jnp.maximum(norm, op.eps)
+
     def visit_layernorm(self, op: Node, x, params):
         jnp = self.jnp
         w, b = params[op.name]

@@ -219,6 +219,9 @@ class ModuleEmitter(OpVisitor):
     def visit_softmax(self, node: Node) -> nn.Module:
         return tensors.Softmax(node)
 
+    def visit_l2norm(self, node: Node) -> nn.Module:
+        return tensors.L2Norm(node)
+
     def visit_layernorm(self, node: Node) -> nn.Module:
         norm = nn.LayerNorm(node.weight_shape, eps=node.eps)
         with torch.no_grad():

@@ -24,6 +24,15 @@ class Softmax(nn.Module):
         return torch.softmax(x, self.dim)
 
 
+class L2Norm(nn.Module):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.dim, self.eps = node.dim + 1, node.eps
+
+    def forward(self, x):
+        return nn.functional.normalize(x, dim=self.dim, eps=self.eps)
+
+
 class Reshape(nn.Module):
     def __init__(self, node: Node):
         super().__init__()

@@ -154,6 +154,10 @@ class OracleKernels(OpVisitor):
     def visit_softmax(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x, node.dim + 1)
 
+    def visit_l2norm(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        norm = torch.linalg.vector_norm(x, dim=node.dim + 1, keepdim=True)
+        return x / torch.clamp(norm, min=node.eps)
+
     def visit_layernorm(self, node: Node, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, node.weight_shape, torch.from_numpy(node.weight), torch.from_numpy(node.bias),
                             node.eps)

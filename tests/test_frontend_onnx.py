@@ -160,6 +160,17 @@ def test_pad_is_read_into_conv_and_pool():
     assert c.pads == (1, 0, 2, 1) and pool.pads == (1, 1, 1, 1) and pool.count_include_pad
 
 
+def test_slices_and_concatenations_along_height_and_width_of_a_feature_map():
+    """Along an axis other than channels: transposes around the IR's channel slices (issue 56)."""
+    n = Net()  # (4, 8, 8)
+    top = n.op("Slice", [n.input, n.c([0]), n.c([3]), n.c([2])])  # rows 0:3
+    odd = n.op("Slice", [n.input, n.c([1]), n.c([8]), n.c([3]), n.c([2])])  # columns 1::2
+    y = n.op("Concat", [n.op("Relu", [top]), n.input], axis=2)  # 11 rows
+    z = n.op("Concat", [odd, n.op("Sigmoid", [odd])], axis=-1)  # 8 columns
+    g = check(n.model(n.op("Add", [n.op("Slice", [y, n.c([3]), n.c([11]), n.c([2])]), z])))
+    assert "transpose" in types(g)
+
+
 def test_squeeze_excitation_broadcast_and_classifier():
     """SE block (global pool, two 1x1 convs, sigmoid, broadcast mul), residual add, ReduceMean,
     Gemm; then Flatten/MatMul and constant Add/Sub/Mul/Div."""
@@ -264,7 +275,7 @@ def test_refusal_names_op_node_and_every_other_unsupported_type():
     (lambda n: n.op("MaxPool", [n.op("Pad", [n.input, n.c([0, 0, 1, 1, 0, 0, 1, 1])])], kernel_shape=[2, 2]),
      "before MaxPool"),
     (lambda n: n.op("Add", [n.input, n.w((2, 1, 8, 8))]), "along the batch axis"),
-    (lambda n: n.op("Concat", [n.input, n.input], axis=2), "not the channel axis"),
+    (lambda n: n.op("Concat", [n.input, n.input], axis=0), "an operation along the batch axis"),
     (lambda n: n.op("Resize", [n.input, "", n.c([1, 1, 2, 2], np.float32)], mode="cubic"), "mode='cubic'"),
     (lambda n: n.op("Reshape", [n.input, n.c([-1, 8, 8])]), "reshape"),
 ])

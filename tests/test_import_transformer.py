@@ -181,3 +181,108 @@ def test_a_pad_that_pads_nothing_is_nothing_on_a_token_map():
     y = n.op("Pad", [y, n.c([0] * 8)])  # Swin pads H, W to its window: nothing at these sizes
     graph = check(n.model(n.op("Relu", [y])))
     assert [op.TYPE for op in graph.operators()] == ["transpose", "activation"]
+
+
+# ---- windowed attention: torchvision's Swin, Swin V2 and MaxViT in miniature --------------------------
+def _randomize(net):
+    """Random weights where torchvision leaves zeros (heads, relative position tables)."""
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "relative_position_bias_table" in name or name.endswith("head.weight") or "classifier" in name:
+                p.normal_(0, 0.5)
+    return net
+
+
+def _swin(v2: bool, image: int, window: int):
+    models = tv.models()
+    sw = models.swin_transformer
+    torch.manual_seed(0)
+    extra = {"block": sw.SwinTransformerBlockV2, "downsample_layer": sw.PatchMergingV2} if v2 else {}
+    net = sw.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[1, 2], window_size=[window] * 2,
+                             stochastic_depth_prob=0.0, num_classes=5, **extra)
+    return _randomize(net)
+
+
+def test_torchvisions_swin_imports_and_matches_torch():
+    # 8x8 tokens in windows of 2, shifted by 1 (torch.roll: Slice + Concat along H and W, the mask's
+    # arithmetic folded), then patch merging (x[:, 0::2, 1::2]: slices with a step)
+    graph = _check(_swin(False, 32, 2), 32, "swin", batch=1)
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"matmul", "softmax", "layernorm", "dense", "transpose", "constant"} <= kinds
+    assert graph.output_shape[0] == 5
+
+
+def test_torchvisions_swin_v2_imports_and_matches_torch():
+    # cosine attention (F.normalize: ReduceL2 -> Clip -> Expand -> Div, one l2norm each for q and k; the
+    # clamped, exponentiated logit scale folded), the continuous position bias MLP folded; 6x6 tokens
+    # padded to windows of 4 (a zero Pad of a token map)
+    graph = _check(_swin(True, 24, 4), 24, "swin_v2", batch=1)
+    kinds = [op.TYPE for op in graph.operators()]
+    assert kinds.count("l2norm") == 2 * 4  # q and k of 4 blocks
+    assert "prepend" in kinds  # the Pad's zeros
+
+
+def test_torchvisions_maxvit_imports_and_matches_torch():
+    models = tv.models()
+    torch.manual_seed(0)
+    net = models.maxvit.MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2, block_channels=[8, 16],
+                               block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=5).eval()
+    graph = _check(_randomize(net), 32, "maxvit", batch=1)  # block and grid attention: chunks of the last axis
+    kinds = {op.TYPE for op in graph.operators()}
+    assert {"conv", "matmul", "softmax", "layernorm", "dense", "transpose"} <= kinds
+
+
+class _Windows(nn.Module):
+    """What windowed attention does to a token map (N, H, W, C), one at a time."""
+
+    def forward(self, x):
+        t = x.permute(0, 2, 3, 1)  # N, 6, 6, 3
+        r = torch.roll(t, shifts=(-1, 2), dims=(1, 2))  # Slice + Concat along H and W
+        s = torch.cat([r[:, 1::2, 0::3], r[:, 0::2, 1::3]], dim=-1)  # steps at offsets: N, 3, 2, 6
+        p = nn.functional.pad(s, (0, 0, 1, 2, 2, 0))  # zeros before and after W and H: N, 5, 5, 6
+        one = p[:, 3::4, :, :3]  # a step that takes one row (3 of 5): N, 1, 5, 3
+        return torch.cat([p[:, :4, 1:, 2:5], one[:, :, 1:]], dim=1).reshape(x.shape[0], -1)
+
+
+def test_rolls_strided_slices_and_pads_of_a_token_map_match_torch():
+    graph = _check(_Windows(), 6, "windows")
+    assert graph.output_shape[0] == 5 * 4 * 3
+    assert {op.TYPE for op in graph.operators()} <= {"transpose", "reshape", "prepend", "flatten"}
+
+
+class _Norms(nn.Module):
+    def __init__(self, divide: bool):
+        super().__init__()
+        self.divide = divide
+
+    def forward(self, x):
+        t = x.flatten(2).transpose(1, 2)  # N, tokens, C
+        return nn.functional.normalize(t, dim=-1) if self.divide else torch.linalg.vector_norm(t, dim=-1)
+
+
+def test_f_normalize_is_one_l2norm_and_another_reducel2_is_refused():
+    graph = _check(_Norms(True), 4, "normalize")
+    assert [op.TYPE for op in graph.operators()] == ["reshape", "transpose", "l2norm"]
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'norm': ReduceL2 node .*outside the pattern"):
+        frontend.load(_export(_Norms(False), 4), name="norm")
+
+
+class _Strided(nn.Module):
+    def forward(self, x):
+        return x.flatten(2).transpose(1, 2)[:, 46::2]  # 49 tokens: neither 49 nor 46:50 divides by 2
+
+
+def test_a_step_that_divides_neither_the_axis_nor_the_slice_is_refused_in_one_line():
+    with pytest.raises(UnsupportedModel) as e:
+        frontend.load(tv.export(_Strided().eval(), 7, batch=1), name="strided")
+    assert "\n" not in str(e.value) and "a slice 46:49:2 of an axis of 49" in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["swin_t", "swin_v2_t", "maxvit_t"])
+def test_torchvisions_full_windowed_transformers_import_and_match_torch(name):
+    """The real architectures at 224x224 (random weights, exported at batch 1), a few seconds each."""
+    torch.manual_seed(0)
+    net = _randomize(getattr(tv.models(), name)(weights=None).eval())
+    graph = _check(net, 224, name, batch=1)
+    assert graph.output_shape[0] == 1000

@@ -56,6 +56,8 @@ def test_shapes_of_an_attention_head_split():
     (lambda b, x: b.softmax(x, axis=2), "axis 2 is outside a shape of 2 axes"),
     (lambda b, x: b.constant(x, (3, 8)), "a constant of shape 3x8 does not broadcast to 6x8"),
     (lambda b, x: b.layernorm(x, axes=3), "normalizes 3 axes of a shape of 2"),
+    (lambda b, x: b.l2norm(x, axis=-3), "axis -3 is outside a shape of 2 axes"),
+    (lambda b, x: b.l2norm(x, eps=0), r"eps must be a number in \(0, 1\)"),
     (lambda b, x: b.conv(x, 4, 1), r"takes a feature map \(C, H, W\), not a tensor of shape \(6, 8\)"),
 ])
 def test_malformed_tensor_operators_are_refused_naming_the_node(make, message):
@@ -82,7 +84,7 @@ def test_json_round_trip_of_every_tensor_type():
     b = GraphBuilder("g", (4, 2, 2))
     t = b.transpose(b.reshape(b.input, (4, 4)), (1, 0))
     t = b.constant(b.prepend(t), (5, 4))
-    h = b.layernorm(t, eps=1e-6)
+    h = b.l2norm(b.layernorm(t, eps=1e-6), axis=0, eps=1e-9)
     a = b.softmax(b.constant(b.matmul(h, b.transpose(h, (1, 0))), (1,), "mul"), axis=0)
     out = b.dense(b.matmul(a, h), 3, act="gelu_tanh")
     b.end_block(out)
@@ -93,6 +95,8 @@ def test_json_round_trip_of_every_tensor_type():
     assert json.dumps(again.to_json()) == text
     cfg = next(n for n in g.to_json()["blocks"][0]["inner_nodes"] if n["type"] == "softmax")
     assert cfg["axis"] == 0 and cfg["output_shape"] == [5, 5]
+    cfg = next(n for n in g.to_json()["blocks"][0]["inner_nodes"] if n["type"] == "l2norm")
+    assert cfg["axis"] == 0 and cfg["eps"] == 1e-9
     x = _x((4, 2, 2))
     again.init_weights(0)  # each node's weights are drawn from its name: the same arrays
     np.testing.assert_array_equal(reference.run(again, x), reference.run(g, x))
@@ -107,6 +111,19 @@ def test_matmul_softmax_and_transpose():
     _, got = _run(b, s, x)
     want = _softmax(np.matmul(x, np.swapaxes(x, 2, 3)).astype(np.float64), axis=2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_l2norm_divides_by_the_norm_floored_at_eps(axis):
+    b = GraphBuilder("g", (3, 4, 5))
+    out = b.l2norm(b.input, axis=axis, eps=0.5)
+    x = _x((3, 4, 5))
+    x[0] *= 1e-3  # the first image: every norm under eps, divided by eps
+    _, got = _run(b, out, x)
+    x64 = x.astype(np.float64)
+    norm = np.sqrt((x64 * x64).sum(axis=axis % 3 + 1, keepdims=True))
+    np.testing.assert_allclose(got, x64 / np.maximum(norm, 0.5), rtol=1e-5, atol=1e-6)
+    assert out.node.output_shape == (3, 4, 5)
 
 
 def test_layernorm_over_the_last_two_axes():

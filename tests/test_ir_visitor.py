@@ -72,4 +72,4 @@ def test_op_type_lists_derive_from_node_types():
     # (the general-tensor types of issue 56 come after the feature-map types, which keep their places)
     assert OP_TYPES == ("conv", "pool", "element", "identity", "activation", "relu", "flatten", "linear", "affine",
                         "shuffle", "resize", "matmul", "softmax", "layernorm", "dense", "reshape", "transpose",
-                        "constant", "prepend")
+                        "constant", "prepend", "l2norm")

@@ -7,12 +7,14 @@ line naming the operator."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import adapters
 from ios_core import optimize, reference
 from ios_core.check import compare
 from ios_core.cost import SyntheticCostModel
+from ios_core.ir import GraphBuilder
 from ios_core.models.convnext import convnext
 from ios_core.models.vit import vit
 from ios_core.runtime import Runtime
@@ -28,7 +30,28 @@ def tiny_convnext():
     return convnext("convnext_block", image=16, depths=(1, 1), dims=(8, 16), num_classes=5).init_weights(0)
 
 
-GRAPHS = {"vit": one_block_vit, "convnext": tiny_convnext}
+def cosine_attention():
+    """Swin V2's cosine attention on 4 tokens x 8 features, 2 heads: the queries and keys divided by
+    their norms (``l2norm``), the scores scaled; the keys scaled down first, so that their norms are
+    under the ``eps`` they are floored at (F.normalize's clamp is taken)."""
+    b = GraphBuilder("cosine_block", (3, 4, 4))
+    x = b.transpose(b.reshape(b.conv(b.input, 8, 2, stride=2, act="identity"), (8, 4)), (1, 0))  # 4 x 8
+    x = b.end_block(b.layernorm(x))
+
+    def heads(v, perm):
+        return b.transpose(b.reshape(b.dense(x, 8), (4, 2, 4)), perm)
+
+    q, k, v = heads(x, (1, 0, 2)), heads(x, (1, 2, 0)), heads(x, (1, 0, 2))
+    small = b.constant(k, (1,), "mul")
+    scores = b.softmax(b.constant(b.matmul(b.l2norm(q), b.l2norm(small, axis=1, eps=0.5)), (2, 1, 1), "mul"))
+    out = b.reshape(b.transpose(b.matmul(scores, v), (1, 0, 2)), (4, 8))
+    b.end_block(b.add([x, b.dense(out, 8)]))
+    g = b.finish().init_weights(0)
+    small.node.weight = np.full((1,), 0.01, np.float32)
+    return g
+
+
+GRAPHS = {"vit": one_block_vit, "convnext": tiny_convnext, "cosine": cosine_attention}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +66,8 @@ def cases():
 
 def test_the_small_graphs_hold_the_new_operators(cases):
     types = {n.TYPE for g, _, _ in cases.values() for n in g.operators()}
-    assert types >= {"matmul", "softmax", "layernorm", "dense", "reshape", "transpose", "constant", "prepend"}
+    assert types >= {"matmul", "softmax", "layernorm", "dense", "reshape", "transpose", "constant", "prepend",
+                     "l2norm"}
     acts = {n.act for g, _, _ in cases.values() for n in g.operators() if n.TYPE == "dense"}
     assert "gelu" in acts
     g, _, ref = cases["vit"]

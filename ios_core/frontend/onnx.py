@@ -63,14 +63,14 @@ MAPPED = frozenset({
     "Split", "Slice", "Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose",
     "Gemm", "MatMul", "Resize", "Pad", "Identity", "Dropout", "Cast", "Shape",
     # general tensors (onnx_tensor_ops)
-    "LayerNormalization", "Softmax", "Erf", "Gather", "Einsum",
+    "LayerNormalization", "Softmax", "Erf", "Gather", "Einsum", "ReduceL2",
 })
 # Operator types accepted only where every input is a constant (evaluated at import time):
 # the shape arithmetic exporters emit around Reshape/Resize.
 FOLDED = frozenset({
     "Constant", "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
     "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod", "Pow",
-    "ScatterND",
+    "ScatterND", "Exp",
 })
 # Rewrites of the mapped IR, in order (ios_core.ir.rewrite): affine folding, SiLU, activation
 # fusion; then dead-code elimination and block discovery.

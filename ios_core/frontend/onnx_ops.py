@@ -241,7 +241,9 @@ class OnnxOps:
     def _op_Concat(self, ins, attrs):
         if any(isinstance(v, np.ndarray) for v in ins):  # learned rows put first (a class token)
             return self._prepend(ins, attrs)
-        acts = [self._act(v) for v in ins if v is not None]
+        acts = [self._act(v, moved=True) for v in ins if v is not None]
+        if any(a.bpos != 0 for a in acts) or (int(attrs.get("axis", 1)) % acts[0].rank) != 1:
+            return self._concat_any(acts, int(attrs.get("axis", 1)))  # along another axis (a Roll's halves)
         ranks = {a.rank for a in acts}
         if len(ranks) != 1:
             self.refuse("concatenates tensors of different ranks")
@@ -272,7 +274,7 @@ class OnnxOps:
         return outs
 
     def _op_Slice(self, ins, attrs):
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         if self.opset < 10:
             starts, ends = attrs.get("starts"), attrs.get("ends")
             axes, steps = attrs.get("axes"), None
@@ -282,6 +284,8 @@ class OnnxOps:
             steps = self._const(ins[4], "steps").tolist() if len(ins) > 4 and ins[4] is not None else None
         axes = list(range(len(starts))) if axes is None else axes
         steps = [1] * len(starts) if steps is None else steps
+        if x.bpos != 0:  # a general tensor whose batch axis moved
+            return self._slice_any(x, starts, ends, axes, steps)
         dims = (self.batch, *x.dims())
         begin, end = 0, x.shape[0]
         for start, stop, axis, step in zip(starts, ends, axes, steps):
@@ -291,10 +295,10 @@ class OnnxOps:
             hi = max(0, min(size, stop + size if stop < 0 else stop))
             if axis == 1:
                 if step != 1:
-                    self.refuse(f"a channel slice with step {step}")
+                    return self._slice_any(x, starts, ends, axes, steps)  # a step: general slices
                 begin, end = lo, hi
             elif not (lo == 0 and hi >= size and step == 1) and not (axis == 0 and self.input_batch is None):
-                self.refuse(f"a slice along axis {axis}; the IR slices channels only")
+                return self._slice_any(x, starts, ends, axes, steps)  # along another axis: general slices
         if end <= begin:
             self.refuse("an empty channel slice")
         return _Act(self._slice(x.values, begin, end), x.rank)
@@ -494,15 +498,16 @@ class OnnxOps:
             pads = self._const(ins[1], "pads").tolist()
             if not any(pads):  # pads nothing (Swin pads its token map to a multiple of its window)
                 return x
-            if x.bpos != 0:
-                self.refuse("a Pad of a tensor whose batch axis a Transpose or Reshape moved")
             value = float(self._const(ins[2], "constant_value")) if len(ins) > 2 and ins[2] is not None else 0.0
             if len(ins) > 3 and ins[3] is not None:
-                axes = [a % 4 for a in self._const(ins[3], "axes").tolist()]
-                full = [0] * 8
+                axes = [a % x.rank for a in self._const(ins[3], "axes").tolist()]
+                full = [0] * 2 * x.rank
                 for i, a in enumerate(axes):
-                    full[a], full[a + 4] = pads[i], pads[i + len(axes)]
+                    full[a], full[a + x.rank] = pads[i], pads[i + len(axes)]
                 pads = full
+        if (value == 0.0 and len(pads) == 2 * x.rank and min(pads) >= 0 and not x.pad
+                and (x.bpos != 0 or x.rank != 4 or any(pads[i] for i in (0, 1, 4, 5)))):
+            return self._pad_any(x, pads)  # a general tensor (Swin's token map padded to its windows)
         if value != 0.0 or x.rank != 4 or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
             self.refuse(f"pads {pads} value {value}; only non-negative zero padding of height and width")
         add = (pads[2], pads[3], pads[6], pads[7])

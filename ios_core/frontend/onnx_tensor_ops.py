@@ -20,7 +20,12 @@ is an operation along the batch axis or an output whose batch is not first.
   ``Expand`` of it folded at import); ``Gather`` of one index along the first axis -> that channel
   slice (reshaped without the axis);
 * ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5`` (in either order of the last two) -> a
-  ``gelu`` activation, fused into the ``dense`` before it; any other ``Erf`` is refused.
+  ``gelu`` activation, fused into the ``dense`` before it; any other ``Erf`` is refused;
+* ``ReduceL2 -> Clip(min eps) -> [Expand] -> Div`` of the same tensor (``F.normalize``) -> ``l2norm``;
+* ``Slice`` (a step too), ``Concat`` and a zero ``Pad`` along any per-sample axis (Swin's rolls, patch
+  merging and window padding, MaxViT's chunks): the IR's first-axis slices and concatenations, the axis
+  moved first by ``transpose`` nodes; a step is a ``reshape`` into ``(n, step)``; pad rows are a
+  ``prepend`` of zeros.
 """
 
 from __future__ import annotations
@@ -28,7 +33,19 @@ from __future__ import annotations
 import numpy as np
 
 from ios_core.frontend.onnx_ops import _Act
-from ios_core.ir import Activation, Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose, whole
+from ios_core.ir import (
+    Activation,
+    Constant,
+    Dense,
+    L2Norm,
+    LayerNorm,
+    MatMul,
+    Prepend,
+    Reshape,
+    Softmax,
+    Transpose,
+    whole,
+)
 from ios_core.ir.fields import MAX_RANK
 
 
@@ -181,6 +198,104 @@ class TensorOps:
         out.values[0].node.weight = np.ascontiguousarray(weight)
         return out
 
+    def _slice_any(self, x: _Act, starts, ends, axes, steps) -> _Act:
+        """``Slice`` of a general tensor along any per-sample axes (step 1): a slice of the first axis
+        is the IR's slice of a value; of another axis, that axis moved first by a ``transpose``,
+        sliced, and moved back (a Roll's halves, a window's crop, a chunk of the last axis)."""
+        x = self._unflat(x)
+        full = x.full(self.batch)
+        for start, stop, axis, step in zip(starts, ends, axes, steps):
+            axis, step = int(axis) % x.rank, int(step)
+            size = full[axis]
+            lo = max(0, min(size, start + size if start < 0 else start))
+            hi = max(0, min(size, stop + size if stop < 0 else stop))
+            if step == 1 and lo == 0 and hi >= size:
+                continue  # the whole axis
+            if axis == x.bpos:
+                if self.input_batch is None and step == 1 and lo == 0:
+                    continue  # a dynamic batch read whole
+                self.refuse("a slice along the batch axis")
+            if step < 1:
+                self.refuse(f"a slice with step {step} (along axis {axis})")
+            x = self._take(x, self._ir_axis(axis, x), lo, hi, step)
+        return x
+
+    def _take(self, x: _Act, axis: int, lo: int, hi: int, step: int = 1) -> _Act:
+        """Elements ``lo:hi:step`` of ``x`` along its IR axis ``axis``. A step above 1 (Swin's patch
+        merging, ``x[:, 0::2, 1::2]``): the axis (when ``step`` divides it) or ``lo:lo + n * step`` (when
+        that fits) split by a ``reshape`` into ``(m, step)``, the offset ``lo % step`` (or the first) of
+        each taken, then the ``n`` rows from ``lo // step`` (or all), the axis merged back."""
+        if hi <= lo:
+            self.refuse("an empty slice")
+        if step > 1 and hi - lo <= step:  # one element taken: no step to take
+            step, hi = 1, lo + 1
+        if step > 1:
+            n, shape = -(-(hi - lo) // step), list(x.shape)
+            size = shape[axis]
+            if size % step == 0:  # the whole axis split into (size / step, step): offset lo % step of each
+                q, r = divmod(lo, step)
+            elif lo + n * step <= size:  # lo:lo + n * step split into (n, step): the first of each
+                x, size, q, r = self._take(x, axis, lo, lo + n * step), n * step, 0, 0
+            else:
+                self.refuse(f"a slice {lo}:{hi}:{step} of an axis of {size} (the IR takes a step where the axis, "
+                            "or the slice with its last step, divides by it)")
+            if len(shape) + 1 > MAX_RANK:
+                self.refuse(f"a slice with step {step} of a tensor of {len(shape)} axes (the IR holds {MAX_RANK})")
+            wide = x.bpos if x.bpos is None or x.bpos <= axis else x.bpos + 1  # the batch's ONNX axis
+            split = self._reshape_to(x, shape[:axis] + [size // step, step] + shape[axis + 1:], wide, x.rank + 1)
+            part = self._take(self._take(split, axis + 1, r, r + 1), axis, q, q + n)
+            return self._reshape_to(part, shape[:axis] + [n] + shape[axis + 1:], x.bpos, x.rank)
+        if axis == 0:
+            return _Act(self._slice(x.values, lo, hi), x.rank, bpos=x.bpos)
+        front, back = _to_front(axis, len(x.shape))
+        moved = self._node_on(Transpose, x, perm=front)
+        part = _Act(self._slice(moved.values, lo, hi), x.rank, bpos=x.bpos)
+        return self._node_on(Transpose, part, perm=back)
+
+    def _concat_any(self, acts: list[_Act], axis: int) -> _Act:
+        """``Concat`` of general tensors along any per-sample axis: along the first, the IR's
+        concatenation of values; along another, each moved first by a ``transpose``, concatenated,
+        and moved back (a Roll's halves joined)."""
+        acts = [self._unflat(a) for a in acts]
+        x = acts[0]
+        if any(a.rank != x.rank or a.bpos != x.bpos for a in acts):
+            self.refuse("concatenates tensors of different ranks or batch axes")
+        ax = self._ir_axis(axis, x)
+        rest = {a.shape[:ax] + a.shape[ax + 1:] for a in acts}
+        if len(rest) != 1:
+            self.refuse(f"concatenates tensors of shapes {[a.dims() for a in acts]} along axis {axis}")
+        if ax == 0:
+            return _Act([v for a in acts for v in a.values], x.rank, bpos=x.bpos)
+        front, back = _to_front(ax, len(x.shape))
+        moved = [v for a in acts for v in self._node_on(Transpose, a, perm=front).values]
+        return self._node_on(Transpose, _Act(moved, x.rank, bpos=x.bpos), perm=back)
+
+    def _pad_any(self, x: _Act, pads: list[int]) -> _Act:
+        """A zero ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
+        each axis, zero rows put before by a ``prepend`` of zeros, and after as a concatenation with the
+        zero rows of a ``prepend`` (of zeros, before one row of the tensor) sliced off, the axis moved
+        first by a ``transpose`` where it is not."""
+        x = self._unflat(x)
+        for axis in range(x.rank):
+            before, after = int(pads[axis]), int(pads[axis + x.rank])
+            if not before and not after:
+                continue
+            if axis == x.bpos:
+                self.refuse("a Pad of the batch axis")
+            ax = self._ir_axis(axis, x)
+            front, back = _to_front(ax, len(x.shape))
+            moved = self._node_on(Transpose, x, perm=front) if ax else x
+            for rows, at_end in ((before, False), (after, True)):
+                if not rows:
+                    continue
+                base = _Act(self._slice(moved.values, 0, 1), x.rank, bpos=x.bpos) if at_end else moved
+                zeros = self._node_on(Prepend, base, rows=rows)
+                zeros.values[0].node.weight = np.zeros((rows, *moved.shape[1:]), np.float32)
+                values = moved.values + self._slice(zeros.values, 0, rows) if at_end else zeros.values
+                moved = _Act(values, x.rank, bpos=x.bpos)
+            x = self._node_on(Transpose, moved, perm=back) if ax else moved
+        return x
+
     # ---- operators -----------------------------------------------------------------------------------------
     def _op_LayerNormalization(self, ins, attrs):
         x = self._unflat(self._act(ins[0], moved=True))
@@ -242,6 +357,57 @@ class TensorOps:
             perm[-2], perm[-1] = perm[-1], perm[-2]
             y = self._transpose(y, {"perm": perm})
         return self._matmul([x, y])
+
+    def _op_ReduceL2(self, ins, attrs):
+        """``F.normalize`` as exporters write it, ``x / Expand(Clip(ReduceL2(x, keepdims), min=eps))``
+        (the Expand optional): one ``l2norm`` node (the Clip, Expand and Div are skipped); any other
+        ReduceL2 is refused."""
+        found = self._l2norm_pattern(attrs)
+        if found is None:
+            self.refuse("ReduceL2 outside the pattern x / max(ReduceL2(x, one axis, keepdims=1), eps) (F.normalize: "
+                        "ReduceL2, Clip, Expand, Div)")
+        axis, eps, last, skipped = found
+        x = self._unflat(self._act(ins[0], moved=True))
+        out = self._node_on(L2Norm, x, axis=self._ir_axis(axis, x), eps=eps)
+        self.values[last] = out
+        self.skip.update(skipped)
+        self._check_shape(last, out)
+        return _Consumed()
+
+    def _l2norm_pattern(self, attrs):
+        """(axis, eps, the pattern's output, the node indices after the ReduceL2) when the ReduceL2 being
+        converted is ``F.normalize``'s; else None."""
+        node = self.node
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            got = self.values.get(node.input[1])
+            axes = None if not isinstance(got, np.ndarray) else got.reshape(-1).tolist()
+        if axes is None or len(axes) != 1 or int(attrs.get("keepdims", 1)) != 1:
+            return None
+        clip = self._sole_consumer(node.output[0], "Clip")
+        if clip is None:
+            return None
+        if "min" in _attr_names(clip[1]):  # before opset 11: attributes
+            import onnx.helper as oh
+
+            got = {a.name: oh.get_attribute_value(a) for a in clip[1].attribute}
+            eps, top = got.get("min"), got.get("max")
+        else:
+            ins = list(clip[1].input) + ["", ""]
+            eps = self._scalar(ins[1]) if ins[1] else None
+            top = self._scalar(ins[2]) if ins[2] else None
+        if eps is None or not 0 < eps < 1 or (top is not None and top != np.inf):
+            return None
+        skipped, last = {clip[0]}, clip[1].output[0]
+        expand = self._sole_consumer(last, "Expand")
+        if expand is not None:
+            skipped.add(expand[0])
+            last = expand[1].output[0]
+        div = self._sole_consumer(last, "Div")
+        if div is None or list(div[1].input) != [node.input[0], last]:
+            return None
+        skipped.add(div[0])
+        return int(axes[0]), float(eps), div[1].output[0], skipped
 
     def _op_Erf(self, ins, attrs):
         """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
@@ -313,20 +479,41 @@ class TensorOps:
             return None
         return users[0]
 
-    def _is_scalar(self, name: str, value: float) -> bool:
-        """Whether tensor ``name`` is a constant of one element equal to ``value`` (to float32 precision)."""
+    def _scalar(self, name: str) -> float | None:
+        """The one number of constant tensor ``name`` (an initializer, a folded value or a ``Constant``
+        node's), or None."""
         arr = self.values.get(name)
         if not isinstance(arr, np.ndarray):
             made = self._producer(name)
             if made is None or made[1].op_type != "Constant":
-                return False
+                return None
             import onnx.numpy_helper as onh
 
             attr = next((a for a in made[1].attribute if a.name == "value"), None)
             if attr is None:
-                return False
+                return None
             arr = onh.to_array(attr.t)
-        return arr.size == 1 and abs(float(arr.reshape(-1)[0]) - value) <= 1e-6 * max(1.0, abs(value))
+        return float(arr.reshape(-1)[0]) if arr.size == 1 else None
+
+    def _is_scalar(self, name: str, value: float) -> bool:
+        """Whether tensor ``name`` is a constant of one element equal to ``value`` (to float32 precision)."""
+        got = self._scalar(name)
+        return got is not None and abs(got - value) <= 1e-6 * max(1.0, abs(value))
+
+
+class _Consumed:
+    """The value of an ONNX tensor read only inside a pattern mapped as a whole (a ReduceL2's, whose
+    Div gets the IR node): nothing else may read it (the pattern checks its sole consumer)."""
+
+
+def _attr_names(node) -> set[str]:
+    return {a.name for a in node.attribute}
+
+
+def _to_front(axis: int, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The permutation that moves ``axis`` first (the others in order), and its inverse."""
+    front = (axis, *(a for a in range(rank) if a != axis))
+    return front, tuple(front.index(a) for a in range(rank))
 
 
 def _other(node, name: str) -> str:

@@ -24,7 +24,17 @@ from ios_core.ir.nodes import (
                     Shuffle,
                     leaf_nodes,
 )
-from ios_core.ir.tensor_nodes import Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose
+from ios_core.ir.tensor_nodes import (
+    Constant,
+    Dense,
+    L2Norm,
+    LayerNorm,
+    MatMul,
+    Prepend,
+    Reshape,
+    Softmax,
+    Transpose,
+)
 from ios_core.ir.value import ChannelRange, Inputs, Value
 from ios_core.ir.visitor import IR_ALIASES, OPERATOR_TYPES, OpVisitor
 
@@ -35,5 +45,6 @@ __all__ = [
     "Flatten", "Graph", "GraphBuilder", "GraphError", "Identity", "Inputs", "Linear", "Node", "OPERATOR_TYPES",
     "OpVisitor", "Placeholder",
     "Pool", "Relu", "Resize", "Sequential", "Shuffle", "Stages", "Value", "as_inputs", "atomic_write_text",
-    "leaf_nodes", "whole", "Constant", "Dense", "LayerNorm", "MatMul", "Prepend", "Reshape", "Softmax", "Transpose",
+    "leaf_nodes", "whole", "Constant", "Dense", "L2Norm", "LayerNorm", "MatMul", "Prepend", "Reshape", "Softmax",
+    "Transpose",
 ]

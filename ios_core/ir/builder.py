@@ -32,7 +32,17 @@ from ios_core.ir.nodes import (
     Sequential,
     Shuffle,
 )
-from ios_core.ir.tensor_nodes import Constant, Dense, LayerNorm, MatMul, Prepend, Reshape, Softmax, Transpose
+from ios_core.ir.tensor_nodes import (
+    Constant,
+    Dense,
+    L2Norm,
+    LayerNorm,
+    MatMul,
+    Prepend,
+    Reshape,
+    Softmax,
+    Transpose,
+)
 from ios_core.ir.value import Inputs, Value
 
 
@@ -143,6 +153,10 @@ class GraphBuilder:
 
     def softmax(self, inputs, axis: int = -1) -> Value:
         return self._add(Softmax(self._new_name(), as_inputs(inputs), axis=axis))
+
+    def l2norm(self, inputs, axis: int = -1, eps: float = 1e-12) -> Value:
+        """``x / max(||x||, eps)`` along ``axis`` (``F.normalize``)."""
+        return self._add(L2Norm(self._new_name(), as_inputs(inputs), axis=axis, eps=eps))
 
     def layernorm(self, inputs, axes: int = 1, eps: float = 1e-5) -> Value:
         return self._add(LayerNorm(self._new_name(), as_inputs(inputs), axes=axes, eps=eps))

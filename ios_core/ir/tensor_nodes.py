@@ -13,6 +13,8 @@ class token is a concatenation. Each operator has one meaning, its ``formula`` (
                leading axes equal (batched, no broadcasting)
 ``softmax``    ``exp(x) / sum(exp(x))`` along ``axis`` (an axis of the image's shape;
                negative counts from the end)
+``l2norm``     ``x / max(sqrt(sum(x * x)), eps)`` along ``axis`` (``F.normalize``: Swin V2's
+               cosine attention)
 ``layernorm``  ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last ``axes`` axes
                (biased variance), weight and bias of those axes' shape
 ``dense``      ``act(x @ weight.T + bias)`` along the last axis (a linear layer applied to each
@@ -117,6 +119,32 @@ class Softmax(Node):
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]Softmax{self.axis}({self.input_str()})"]
+
+
+class L2Norm(Node):
+    """``x`` divided by its Euclidean norm along ``axis``, the norm at least ``eps``."""
+
+    TYPE = "l2norm"
+    ATTRS = (("axis", -1), ("eps", 1e-12))
+    formula = "x / max(sqrt(sum(x * x, axis)), eps)"
+
+    def __init__(self, name, inputs, hint_name=None, **attrs):
+        super().__init__(name, inputs, hint_name, **attrs)
+        if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not 0 < self.eps < 1:
+            raise ValueError(f"eps must be a number in (0, 1), got {self.eps!r}")
+        self.eps = float(self.eps)
+
+    @property
+    def dim(self) -> int:
+        """``axis`` as a nonnegative index into the image's shape."""
+        return _axis(self.axis, len(self.input_shape), f"node {self.name!r}")
+
+    def check(self) -> None:
+        super().check()
+        self.dim  # noqa: B018  (raises when the axis is outside the shape)
+
+    def readable_lines(self, indent=2):
+        return [f"[{self.hint_name}]L2Norm{self.axis}({self.input_str()})"]
 
 
 class LayerNorm(_Weighted, Node):
@@ -315,7 +343,8 @@ class Prepend(_Constant, Node):
 
 
 # Registered in node_types.NODE_TYPES, in this order.
-TENSOR_NODES: tuple[type[Node], ...] = (MatMul, Softmax, LayerNorm, Dense, Reshape, Transpose, Constant, Prepend)
+TENSOR_NODES: tuple[type[Node], ...] = (MatMul, Softmax, LayerNorm, Dense, Reshape, Transpose, Constant, Prepend,
+                                          L2Norm)
 TENSOR_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in TENSOR_NODES)
 
 

@@ -242,6 +242,15 @@ class _Builder(OpVisitor):
     def visit_softmax(self, node: Node, x: str) -> str:
         return self.op("Softmax", [x], node.name, axis=node.dim + 1)
 
+    def visit_l2norm(self, node: Node, x: str) -> str:
+        # sqrt(ReduceSum(x * x)): the same in every opset from 13 (ReduceL2's axes moved to an input at 18)
+        name = node.name
+        square = self.op("Mul", [x, x], f"{name}.square")
+        total = self.op("ReduceSum", [square, self.const([node.dim + 1])], f"{name}.sum", keepdims=1)
+        norm = self.op("Sqrt", [total], f"{name}.norm")
+        floor = self.op("Max", [norm, self.const([node.eps], np.float32)], f"{name}.floor")
+        return self.op("Div", [x, floor], name)
+
     def visit_layernorm(self, node: Node, x: str) -> str:
         return self.op("LayerNormalization", [x, self.weight(node, "weight", node.weight),
                                               self.weight(node, "bias", node.bias)],

@@ -163,7 +163,7 @@ class TorchEmitter(Storage, OpVisitor):
         weights: the oracle reads a node's float32 arrays, the program its own weights."""
         return self.closure(step, lambda x: kernels.apply(leaf, x))
 
-    visit_shuffle = visit_resize = visit_softmax = visit_transpose = oracle
+    visit_shuffle = visit_resize = visit_softmax = visit_transpose = visit_l2norm = oracle
 
     # ---- general tensors (ios_core.ir.tensor_nodes) ---------------------------------------------------
     def visit_matmul(self, leaf: Node, step: Step) -> Callable[[], None]:
