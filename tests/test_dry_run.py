@@ -51,7 +51,7 @@ def test_the_text_names_predicted_caps_and_the_protocol():
     assert "measured once" not in "\n".join(lines(got))
     got["same_schedule"] = [{"cell": "k", "model": "vgg11", "as": "ios-sequential"}]
     text = "\n".join(lines(got))
-    assert "measured once: 1 greedy IOS cells" in text and "(every block a chain: vgg11)" in text
+    assert "measured once: 1 IOS cells" in text and "(every block a chain: vgg11)" in text
     assert "time-bounded: warmup up to 3 calls or 0.5 s, samples for 1.0 s (3 to 10)" in text
     assert "predicted capped (a prediction" in text and "torch m b32: 4.2x openvino" in text
     assert "batch 32" in text and "2.00   100%" in text and "1.50    75%" in text

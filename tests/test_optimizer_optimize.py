@@ -395,3 +395,33 @@ def test_a_chain_graphs_greedy_schedule_is_its_sequential_one():
     g = _residual_chain()
     stages = {s: [b.stages for b in schedule(g, s, _Judge("schedule")).graph.blocks] for s in ("sequential", "greedy")}
     assert stages["greedy"] == stages["sequential"] == [[[["1"]], [["2"]], [["3"]], [["4"]]]]
+
+
+class _Composed:
+    """A composed cost model: a stage costs the sum of its operators (1 ms each), groups concurrently."""
+
+    def __init__(self):
+        self.validated = 0
+
+    def stage_latency(self, stage, batch_size):
+        return max(float(len(g)) for g in stage.groups)
+
+    def validate_schedule(self, schedule, sequential, batch_size):
+        self.validated += 1
+        return {"schedule_ms": 1.0, "sequential_ms": 1.5, "kept": "schedule"}
+
+
+def test_a_chain_graphs_dp_schedule_is_the_sequential_one_where_no_grouping_is_cheaper():
+    g = _residual_chain()
+    model = _Composed()
+    for strategy in ("parallel", "both"):
+        res = schedule(g, strategy, model)
+        assert [b.stages for b in res.graph.blocks] == [[[["1"]], [["2"]], [["3"]], [["4"]]]]
+        assert res.stats.chain_tie and res.stats.validation is None and "a chain graph" in res.stats.summary()
+    assert model.validated == 0  # never timed against itself
+    # a cost model that prices a group of the chain lower (_Judge: any one-group stage 1 ms) keeps the DP's
+    kept = schedule(g, "both", _Judge("schedule"))
+    assert not kept.stats.chain_tie and [b.stages for b in kept.graph.blocks] != [[[["1"]], [["2"]], [["3"]], [["4"]]]]
+    # a graph with a choice is searched and validated as before
+    fan = schedule(fan_graph()[0], "both", model)
+    assert not fan.stats.chain_tie and model.validated == 1

@@ -654,3 +654,7 @@ def test_a_chain_graphs_ios_cells_are_known_to_share_one_schedule_before_any_sea
         cell_key("chain", 1, f"ios-greedy{p}", "cpu"): cell_key("chain", 1, f"ios-sequential{p}", "cpu")
         for p in ("", "[onnxruntime]")}
     assert predicted_same([c for c in cells if c.schedule != "sequential"], graphs) == {}
+    # with a composed cost model (the measured one on the CPU) the DP's cell of the chain too
+    both = {cell_key("chain", 1, f"ios-both{p}", "cpu"): cell_key("chain", 1, f"ios-sequential{p}", "cpu")
+            for p in ("", "[onnxruntime]")}
+    assert predicted_same(cells, graphs, composed=True) == {**predicted_same(cells, graphs), **both}

@@ -120,7 +120,7 @@ def lines(got: dict) -> list[str]:
            "reused: " + ", ".join(f"{n} {what}" for what, n in got["reused"].items())]
     if got.get("same_schedule"):
         models = sorted({c["model"] for c in got["same_schedule"]})
-        out.append(f"measured once: {len(got['same_schedule'])} greedy IOS cells whose schedule is certainly their "
+        out.append(f"measured once: {len(got['same_schedule'])} IOS cells whose schedule is certainly their "
                    f"group's IOS-Sequential (every block a chain: {', '.join(models)}); more may be found after the "
                    "searches")
     if got["capped"]:

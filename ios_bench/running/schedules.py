@@ -142,21 +142,26 @@ def same_schedules(cells: list[Cell], scheds: dict) -> dict[str, str]:
     return same
 
 
-def predicted_same(cells: list[Cell], graphs: dict) -> dict[str, str]:
-    """What :func:`same_schedules` will find before any search runs, where it is certain: the greedy cell
-    of a graph with one execution order (``ios_core.optimizer.optimize.only_sequential``: every block a
-    chain, as in alexnet and the vggs) runs the sequential schedule, {its key: the sequential cell's key}
-    for each group, provider and precision with both cells. ``graphs``: {graph name: Graph}. The DP's
-    schedules of such a graph may group a run of the chain into one stage (another schedule), and
-    other graphs' twins are found only by the schedules' hashes after the searches."""
+def predicted_same(cells: list[Cell], graphs: dict, composed: bool = False) -> dict[str, str]:
+    """What :func:`same_schedules` will find before any search runs, where it is certain: the IOS cells of
+    a graph with one execution order (``ios_core.optimizer.optimize.only_sequential``: every block a chain,
+    as in alexnet and the vggs) run its sequential schedule, {cell key: the sequential cell's key} for
+    each group, provider and precision with a sequential cell. Greedy always does; the DP's strategies
+    do where the cost model prices a group of the chain as its operators one by one (``composed``: the
+    measured cost model on the CPU, whose stages are composed from their operators: ``schedule`` then
+    breaks the tie towards the sequential schedule), else they may group the chain (another schedule).
+    ``graphs``: {graph name: Graph}. Other graphs' twins are found by the schedules' hashes after the
+    searches."""
     from ios_core.optimizer.optimize import only_sequential
 
     chain = {name: only_sequential(g) for name, g in graphs.items()}
     by_id: dict[tuple, dict[str, Cell]] = {}
     for c in cells:
-        if c.schedule in ("sequential", "greedy") and chain.get(c.model):
+        certain = c.schedule == "greedy" or composed and str(c.device).startswith("cpu")
+        if c.schedule and chain.get(c.model) and (c.schedule == "sequential" or certain):
             by_id.setdefault((c.group, c.provider, c.variant, c.precision), {})[c.schedule] = c
-    return {m["greedy"].key: m["sequential"].key for m in by_id.values() if len(m) == 2}
+    return {c.key: m["sequential"].key for m in by_id.values() if "sequential" in m
+            for s, c in m.items() if s != "sequential"}
 
 
 def schedule_fields(sched: dict) -> dict:

@@ -269,7 +269,7 @@ class Sweep:
                               for c in cells}, caps, rounds)
         # IOS cells whose schedule is certainly another's (a chain graph's: predicted_same): measured once, as
         # the sweep measures them (same_schedules), so their rounds cost nothing
-        same = predicted_same(cells, named)
+        same = predicted_same(cells, named, composed=plan.cost_model == "measured")
         left.update(dict.fromkeys(same, 0))
         return {"model": model, "history": hist, "rounds": rounds, "left": left, "caps": caps, "same": same,
                 "refs": refs, "searches": searches, "fresh": {k for k, rs in done.items() if not rs}}
@@ -298,7 +298,7 @@ class Sweep:
         if got["caps"]:
             more += f" ({len(got['caps'])} cells predicted capped at one round)"
         if got["same"]:
-            more += f" ({len(got['same'])} greedy IOS cells of chain graphs run the sequential schedule: measured once)"
+            more += f" ({len(got['same'])} IOS cells of chain graphs run the sequential schedule: measured once)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
                  f"{rounds} rounds, {len(refs)} reference outputs and {len(searches)} schedule searches "
                  f"(an estimate: latencies from {where}; docs/harness.md)")

@@ -55,6 +55,9 @@ class OptimizeStats:
     # the end-of-search check against the sequential schedule (cost models that can run schedules:
     # ``cost_model.validate_schedule``); None when not done
     validation: dict | None = None
+    # a chain graph (only_sequential) whose DP schedule the cost model priced no lower than the sequential
+    # one: the sequential schedule is returned (the tie broken towards it) and not validated
+    chain_tie: bool = False
     # a search bounded in time (``search_seconds``): the budget, and the blocks scheduled greedily because
     # it was spent before their turn (the schedule is then the best found within the budget, said so)
     search_budget_s: float | None = None
@@ -71,6 +74,8 @@ class OptimizeStats:
                 + (f"; {self.blocks_reused} block schedules reused (no search)" if self.blocks_reused else "")
                 + (f"; search budget {self.search_budget_s:g} s spent: {self.budget_greedy_blocks} of {self.blocks} "
                    "blocks scheduled greedily" if self.budget_greedy_blocks else "")
+                + ("; a chain graph: the sequential schedule, priced no higher than any grouping (not validated)"
+                   if self.chain_tie else "")
                 + (f"; {validation_text(self.validation)}" if self.validation else ""))
 
 
@@ -212,9 +217,19 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
     if callable(end):
         end()
     new, stats = result.graph, result.stats
+    opts = dict(max_group_size=max_group_size, max_num_groups=max_num_groups, max_part_size=max_part_size)
+    if strategy not in ("sequential", "greedy") and only_sequential(graph):
+        # a chain: no operator can run beside another, so the DP can only group runs of it into one stage's
+        # group; where the cost model costs that no less than the operators one by one (a composed model:
+        # a group is the sum of its operators), the tie goes to the sequential schedule, never validated
+        # against itself
+        seq = schedule(graph, "sequential", cost_model, batch_size, validate=False, **opts)
+        if seq.stats.cost_ms <= stats.cost_ms * (1.0 + 1e-9):
+            stats.cost_ms, stats.num_stages, stats.merged = seq.stats.cost_ms, seq.stats.num_stages, 0
+            stats.chain_tie = True
+            return OptimizeResult(seq.graph, stats)
     if not validate or strategy == "sequential":
         return result
-    opts = dict(max_group_size=max_group_size, max_num_groups=max_num_groups, max_part_size=max_part_size)
     if callable(getattr(cost_model, "time_candidates", None)):
         return _keep_fastest(graph, strategy, cost_model, batch_size, result, opts)
     check = getattr(cost_model, "validate_schedule", None)
@@ -643,7 +658,8 @@ def only_sequential(graph: Graph) -> bool:
     """Whether ``graph`` has one execution order only: each block's operators form one chain (each
     depends on the one before it), so no two can share a stage and no two convolutions share an input to
     merge. Then ``greedy`` finds the sequential schedule (every ready set is one operator); the DP may
-    still group a run of the chain into one stage's group, a schedule of its own."""
+    still group a run of the chain into one stage's group, which :func:`schedule` gives up for the
+    sequential schedule where the cost model prices it no lower (a composed cost model always)."""
     for block in graph.blocks:
         desc = descendants(_block_edges(block))
         if any(not desc[i] >> (i + 1) & 1 for i in range(len(desc) - 1)):  # i+1 not reachable from i
