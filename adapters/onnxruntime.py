@@ -37,6 +37,7 @@ from ios_core.quantize import (  # noqa: F401  (their home before the IOS provid
     build_key,
     calibration_feeds,
     calibration_inputs,
+    float_heavy,
     inputs_note,
     integer_kernels,
     ort_quantize,
@@ -215,7 +216,7 @@ class OnnxRuntime(Adapter):
             info["profiling"] = "session profiling (per-node JSON trace)"
         if calibration is not None:
             kernels = integer_kernels(optimized)
-            info.update(calibration=calibration, integer_kernels=kernels,
+            info.update(calibration=calibration, integer_kernels=kernels, float_ops=float_heavy(kernels),
                         precision="int8" if kernels.get("conv", 0) else "fp32")
             if not kernels.get("conv", 0):
                 info["precision_note"] = "no convolution of ONNX Runtime's optimized graph is an integer kernel"

@@ -26,9 +26,11 @@ from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home bef
     build_key,
     calibration_feeds,
     calibration_inputs,
+    float_heavy,
     inputs_note,
     nncf_method,
     nncf_quantize,
+    openvino_float_layers,
     runtime_float_precision,
     runtime_precisions,
 )
@@ -203,6 +205,7 @@ class OpenVINO(Adapter):
             kinds = runtime_precisions(compiled_model)
             convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
             info.update(calibration=calibration, integer_convolutions=convs,
+                        float_ops=float_heavy(openvino_float_layers(kinds)),
                         precision="int8" if convs else runtime_float_precision(kinds))
             if not convs:
                 info["precision_note"] = "no convolution of the CPU plugin's runtime model runs in u8/i8"

@@ -699,10 +699,11 @@ def int8_info(module, calibration: dict) -> dict:
     (``ios_core.quantize.torch_integer_ops``) and the precision read back from them: int8 only where
     its convolutions are quantized kernels, else fp32 with the reason (the cell then fails on
     precision, never a silent fallback)."""
-    from ios_core.quantize import torch_integer_ops
+    from ios_core.quantize import float_heavy, torch_integer_ops
 
     kernels = torch_integer_ops(module)
-    info = {"calibration": calibration, "integer_kernels": kernels, "quantized_engine": torch.backends.quantized.engine,
+    info = {"calibration": calibration, "integer_kernels": kernels, "float_ops": float_heavy(kernels),
+            "quantized_engine": torch.backends.quantized.engine,
             "precision": "int8" if kernels["conv"] else "fp32"}
     if not kernels["conv"]:
         info["precision_note"] = (f"no convolution of the converted module is a quantized kernel "

@@ -677,7 +677,7 @@ class TensorFlow(Adapter):
         and run by a ``tf.lite.Interpreter`` with the cell's threads (:class:`TFLiteCompiled`). The
         precision recorded is read back from the interpreter (``ios_core.quantize.tflite_integer_kernels``):
         int8 only where its convolutions take int8 tensors, never assumed."""
-        from ios_core.quantize import CALIBRATION_SAMPLES, tflite_integer_kernels
+        from ios_core.quantize import CALIBRATION_SAMPLES, float_heavy, tflite_integer_kernels
 
         tf = _tf()
         n = resolve_threads(threads)
@@ -698,7 +698,7 @@ class TensorFlow(Adapter):
                                                         "too")),
             "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
             "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
-            "calibration": calibration, "integer_kernels": kernels,
+            "calibration": calibration, "integer_kernels": kernels, "float_ops": float_heavy(kernels),
             "precision": "int8" if kernels["conv"] else "fp32",
         })
         if not kernels["conv"]:

@@ -232,7 +232,21 @@ def integer_kernels(optimized_path) -> dict:
             pass
     conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
     other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
-    return {"conv": conv, "other": other, "nodes": len(ops)}
+    return {"conv": conv, "other": other, "nodes": len(ops),
+            "float_conv": sum(op in ORT_FLOAT_CONV for op in ops),
+            "float_matmul": sum(op in ORT_FLOAT_MATMUL for op in ops)}
+
+
+ORT_FLOAT_CONV = ("Conv", "FusedConv", "NhwcFusedConv", "ConvTranspose")  # float kernels of ORT's optimized graph
+ORT_FLOAT_MATMUL = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm")
+
+
+def float_heavy(kernels: dict) -> dict:
+    """The record's ``float_ops`` of an int8 build: how many convolutions (``conv``) and matrix products
+    (``matmul``: MatMul, Gemm, fully connected, linear) stayed in float, from an adapter's read-back
+    (``integer_kernels``, ``torch_integer_ops``, ``tflite_integer_kernels``, ``openvino_float_layers``)."""
+    return {"conv": int(kernels.get("float_conv", 0)),
+            "matmul": int(kernels.get("float_matmul", kernels.get("float_linear", kernels.get("float_dense", 0))))}
 
 
 # The settings nncf.quantize is called with, passed explicitly (its defaults for a CNN: the preset None
@@ -290,6 +304,15 @@ def runtime_float_precision(kinds: dict) -> str:
     if not labels:
         return "fp32"
     return labels[0] if len(labels) == 1 else f"mixed ({', '.join(labels)})"
+
+
+def openvino_float_layers(kinds: dict) -> dict:
+    """``float_conv`` and ``float_matmul``: the CPU plugin's runtime layers (``kinds``:
+    :func:`runtime_precisions`) that run a convolution or a matrix product in a float precision."""
+    def count(layers):
+        return sum(n for (kind, prec), n in kinds.items() if kind in layers and prec not in ("u8", "i8"))
+
+    return {"float_conv": count(("Convolution",)), "float_matmul": count(("FullyConnected", "MatMul"))}
 
 
 def integer_convolutions(compiled_model) -> int:
@@ -363,17 +386,20 @@ def torch_integer_ops(module) -> dict:
     """What a converted FX module computes in integers: ``conv``, its quantized convolutions (modules
     of ``torch.ao.nn.quantized``, fused conv+relu included, and ``quantized::conv*`` calls in its
     graph); ``other``, its other quantized modules and ``quantized::`` calls; ``float_conv``, the
-    convolutions left in float (``nn.Conv*``, reference modules included)."""
+    convolutions left in float (``nn.Conv*``, reference modules included); ``float_linear``, the
+    ``nn.Linear`` modules left in float."""
     import torch.nn as nn
     from torch.ao.nn.quantized.modules.conv import _ConvNd as QuantizedConv
 
-    conv = other = float_conv = 0
+    conv = other = float_conv = float_linear = 0
     for m in module.modules():
         kind = type(m).__module__
         if isinstance(m, QuantizedConv):
             conv += 1
         elif isinstance(m, nn.modules.conv._ConvNd):
             float_conv += 1
+        elif isinstance(m, nn.Linear):  # a float or reference Linear (a quantized Linear is no nn.Linear)
+            float_linear += 1
         elif (kind.startswith(("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized"))
               and not type(m).__name__.endswith("PackedParams")):  # a quantized Linear's weights, not a kernel
             other += 1
@@ -386,7 +412,7 @@ def torch_integer_ops(module) -> dict:
                 conv += 1
             else:
                 other += 1
-    return {"conv": conv, "other": other, "float_conv": float_conv}
+    return {"conv": conv, "other": other, "float_conv": float_conv, "float_linear": float_linear}
 
 
 TFLITE_FORMAT = "TFLite full integer: activations s8 per tensor, weights s8 per channel, float input and output"
@@ -433,7 +459,7 @@ def tflite_integer_kernels(interpreter) -> dict:
     ``DELEGATE`` nodes; the nodes it replaced are still listed with their tensors)."""
     dtypes = {t["index"]: np.dtype(t["dtype"]) for t in interpreter.get_tensor_details()}
     ops = interpreter._get_ops_details()  # the interpreter's node list (no public accessor in tf.lite)
-    conv = float_conv = other = float_other = delegated = 0
+    conv = float_conv = other = float_other = delegated = float_dense = 0
     for op in ops:
         types = [dtypes.get(i) for i in op["inputs"] if i >= 0]
         if op["op_name"] == "DELEGATE":
@@ -447,13 +473,15 @@ def tflite_integer_kernels(interpreter) -> dict:
             other += 1
         elif np.dtype(np.float32) in types and op["op_name"] not in ("QUANTIZE", "DEQUANTIZE"):
             float_other += 1
+            float_dense += op["op_name"] in ("FULLY_CONNECTED", "BATCH_MATMUL")
     return {"conv": conv, "float_conv": float_conv, "other": other, "float_other": float_other,
-            "nodes": len(ops) - delegated, "delegated": delegated}
+            "float_dense": float_dense, "nodes": len(ops) - delegated, "delegated": delegated}
 
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "ORT_SETTINGS",
            "TORCH_BACKEND", "CalibrationDataError", "calibration_feeds", "read_calibration_data",
-           "build_key", "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels",
+           "build_key", "calibration_inputs",
+           "float_heavy", "openvino_float_layers", "calibration_seed", "integer_convolutions", "integer_kernels",
            "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_float_precision",
            "runtime_precisions", "stored_key",
            "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -362,3 +362,15 @@ def test_a_sweep_calibrates_its_int8_cells_on_the_folder_and_records_it(tmp_path
     assert int8["status"] == "ok" and int8["calibration"]["data"]["samples"] == 8
     assert int8["calibration"]["data"]["sha1"] and int8["calibration"]["samples"] == 8
     assert "calibration" not in recs["sample|b1|onnxruntime|cpu"]
+    assert int8["float_ops"] == {"conv": 0, "matmul": int8["float_ops"]["matmul"]}  # read back, every conv int8
+    from ios_bench.results import flatten
+
+    assert flatten(int8)["float_conv"] == 0  # the CSV's and the report's column
+
+
+def test_an_int8_figure_says_beside_it_what_its_engine_left_in_float():
+    from ios_bench.reporting.precision_tables import error_text
+
+    row = {"check_max_rel_err": 0.02, "check_argmax_agreement": 1.0, "float_conv": 2, "float_matmul": 1}
+    assert error_text(row) == "err 2.0e-02, arg-max 100%; in float: 2 conv, 1 matmul"
+    assert "in float" not in error_text({"check_max_rel_err": 0.004})  # bf16: nothing to say

@@ -229,3 +229,52 @@ def test_every_int8_path_is_calibrated_on_the_folder_when_given(tmp_path, name, 
     assert calib["data"]["files"] == 4 and calib["samples"] == 16, calib
     x = random_input(g, 2, seed=3)
     assert check_precision(c.run(x), oracle(g, x), "int8").passed
+
+
+# ---- "int8" means integer convolutions: what each engine left in float, read back ------------------------
+
+def test_the_read_backs_count_the_convolutions_and_matrix_products_left_in_float(tmp_path):
+    import onnx
+    import torch.nn as nn
+    from onnx import helper
+
+    from ios_core.quantize import float_heavy, integer_kernels, openvino_float_layers, torch_integer_ops
+
+    nodes = [helper.make_node(op, [], [f"y{i}"]) for i, op in
+             enumerate(["QLinearConv", "Conv", "FusedConv", "MatMul", "QLinearMatMul", "Gemm", "Relu"])]
+    path = tmp_path / "opt" / "m.onnx"
+    path.parent.mkdir()
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [], [])), str(path))
+    k = integer_kernels(path)
+    assert (k["conv"], k["float_conv"], k["float_matmul"]) == (1, 2, 2)
+    assert float_heavy(k) == {"conv": 2, "matmul": 2}
+    kinds = {("Convolution", "u8"): 3, ("Convolution", "f32"): 1, ("FullyConnected", "f32"): 1,
+             ("MatMul", "i8"): 1, ("Eltwise", "f32"): 4}
+    assert float_heavy(openvino_float_layers(kinds)) == {"conv": 1, "matmul": 1}
+    module = nn.Sequential(nn.Conv2d(1, 1, 1), nn.Flatten(), nn.Linear(4, 2), nn.Linear(2, 2))
+    assert float_heavy(torch_integer_ops(module)) == {"conv": 1, "matmul": 2}
+
+
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "tensorflow"])
+def test_every_int8_adapter_records_what_it_left_in_float(name):
+    import adapters
+
+    adapter = adapters.get(name)
+    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
+    if reason:
+        pytest.skip(reason)
+    g = mini_inception()
+    g.init_weights(0)
+    from ios_core.ir import Conv
+
+    info = adapter.build(g, 1, threads=1, precision="int8", cache_dir="off").info
+    assert set(info["float_ops"]) == {"conv", "matmul"}, info["float_ops"]
+    integer = info["integer_convolutions"] if name == "openvino" else info["integer_kernels"]["conv"]
+    # every convolution of the graph is either an integer kernel or counted in float (openvino's CPU plugin
+    # runs some of mini_inception's in f32 after NNCF: recorded, not hidden)
+    convs = sum(isinstance(op, Conv) for op in g.operators())
+    if name == "tensorflow":  # the TFLite graph has convolutions of its own (a dense layer as a 1x1 CONV_2D)
+        assert integer + info["float_ops"]["conv"] >= convs and info["float_ops"]["conv"] == 0, info
+    else:
+        assert integer + info["float_ops"]["conv"] == convs, info
+    assert all(isinstance(v, int) and v >= 0 for v in info["float_ops"].values())
