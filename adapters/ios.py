@@ -113,10 +113,11 @@ class IOSAdapter(Adapter):
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None,
                max_workers: int | None = None, cuda_graph: bool | None = None, provider: str = "torch",
-               timeline: bool = False, precision: str = "fp32", cache_dir=None) -> Compiled:
+               timeline: bool = False, precision: str = "fp32", cache_dir=None, calibration_data=None) -> Compiled:
         """``precision`` (the cell's, on the CPU): every piece compiled at it by ``provider``'s library
         (``Runtime(precision=)``, docs/precision.md), the precision recorded the one the libraries
-        report back; int8 calibrated per piece on the seeded calibration inputs' fp32 activations, each
+        report back; int8 calibrated per piece on the seeded calibration inputs' fp32 activations (or those
+        of a ``--calibration-data`` folder's samples, ``calibration_data``), each
         piece's quantized model kept in the build cache (``cache_dir``, ``adapters.build_cache``:
         ``ios-int8-<provider>``) under a key of the piece and its calibration, and reused by later rounds."""
         if precision != "fp32":
@@ -146,7 +147,7 @@ class IOSAdapter(Adapter):
             cache = open_cache(cache_dir, f"ios-int8-{provider}", providers.get(provider).version())
         rt = Runtime(graph, batch_size, device=device, threads=threads, provider=provider, max_workers=max_workers,
                      trace=[] if timeline else None, precision=precision,
-                     store=str(cache.dir) if cache is not None else None)
+                     store=str(cache.dir) if cache is not None else None, calibration_data=calibration_data)
         if cache is not None:
             cache.seal()
         if provider == "torch":

@@ -33,8 +33,11 @@ from ios_core.measurement.threads import ort_session_config, policy_name, pool_r
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
     CALIBRATION_STREAM,
+    ORT_SETTINGS,
     build_key,
+    calibration_feeds,
     calibration_inputs,
+    float_heavy,
     inputs_note,
     integer_kernels,
     ort_quantize,
@@ -145,11 +148,14 @@ class OnnxRuntime(Adapter):
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, execution_mode="sequential",
                opset=DEFAULT_OPSET, optimization="all", profile=False, precision="fp32",
-               calibration_samples=CALIBRATION_SAMPLES, calibration_method="minmax", cache_dir=None):
+               calibration_samples=CALIBRATION_SAMPLES, calibration_method="minmax", cache_dir=None,
+               calibration_data=None):
         """``precision="int8"``: the exported model quantized with ``onnxruntime.quantization.quantize_static``
         (QDQ, activations u8, weights s8 per channel), calibrated on ``calibration_samples`` seeded inputs
-        (:func:`calibration_inputs`) with ``calibration_method`` (minmax, entropy, percentile); the quantized
-        model is kept in the build cache (``cache_dir``) under a key of the model and the calibration.
+        (:func:`calibration_inputs`), or on the samples of ``calibration_data`` (a ``--calibration-data``
+        folder, ``ios_core.quantize.calibration_feeds``), with ``calibration_method`` (minmax, entropy,
+        percentile); the quantized model is kept in the build cache (``cache_dir``) under a key of the
+        model, the calibration and the quantizer's settings.
         The precision recorded is what ONNX Runtime's optimized graph holds: int8 only where its
         convolutions became integer kernels (QLinearConv, ConvInteger)."""
         import onnxruntime as ort
@@ -162,7 +168,7 @@ class OnnxRuntime(Adapter):
         if precision == "int8":
             t_q = time.perf_counter()
             model, calibration = quantized(model, graph, batch_size, int(calibration_samples), calibration_method,
-                                           cache_dir)
+                                           cache_dir, calibration_data)
             calibration["seconds"] = round(time.perf_counter() - t_q, 3)
         so = ort.SessionOptions()
         # parallel mode: inter-op threads run independent nodes (default: one per thread of the budget)
@@ -210,7 +216,7 @@ class OnnxRuntime(Adapter):
             info["profiling"] = "session profiling (per-node JSON trace)"
         if calibration is not None:
             kernels = integer_kernels(optimized)
-            info.update(calibration=calibration, integer_kernels=kernels,
+            info.update(calibration=calibration, integer_kernels=kernels, float_ops=float_heavy(kernels),
                         precision="int8" if kernels.get("conv", 0) else "fp32")
             if not kernels.get("conv", 0):
                 info["precision_note"] = "no convolution of ONNX Runtime's optimized graph is an integer kernel"
@@ -220,30 +226,36 @@ class OnnxRuntime(Adapter):
         return ORTCompiled(session, info)
 
 
-def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, method: str = "minmax"):
+def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, method: str = "minmax", data=None):
     """``model`` (fp32 ONNX) quantized by ``onnxruntime.quantization.quantize_static`` to QDQ int8
     (``ios_core.quantize.ort_quantize``: activations QUInt8, weights QInt8 per channel), calibrated on
-    :func:`calibration_inputs`; returns (quantized ModelProto, the calibration as the record keeps it)."""
-    feeds = calibration_inputs(graph, batch_size, samples)
+    ``ios_core.quantize.calibration_feeds`` (the seeded inputs, or the folder ``data``); returns
+    (quantized ModelProto, the calibration as the record keeps it)."""
+    feeds, note, _ = calibration_feeds(graph, batch_size, samples, data)
     out, calib = ort_quantize(model, [[x] for x in feeds], method)
-    return out, {**calib, "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    return out, {**calib, **note}
 
 
-def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None):
+def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None, data=None):
     """:func:`quantize`, kept in the build cache (``adapters.build_cache``, ``onnxruntime-int8``) under
-    a key of the fp32 model and the calibration: a later round loads the same quantized model."""
+    a key of the fp32 model, the calibration (seeded stream or the folder's digest) and the quantizer's
+    settings (``ORT_SETTINGS``): a later round loads the same quantized model, a changed setting never does."""
     import onnx
     import onnxruntime as ort
 
     from .build_cache import open_cache
 
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
-    key = build_key(model.SerializeToString(), samples, method, CALIBRATION_STREAM)
-    path = cache.dir / f"{key}.onnx" if cache is not None else None
+    feeds, note, source = calibration_feeds(graph, batch_size, samples, data)
+    path = None
+    if cache is not None:
+        key = build_key(model.SerializeToString(), method, source, sorted(ORT_SETTINGS.items()))
+        path = cache.dir / f"{key}.onnx"
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return onnx.load(str(path)), {**meta, "cache": "warm"}
-    out, calib = quantize(model, graph, batch_size, samples, method)
+    out, calib = ort_quantize(model, [[x] for x in feeds], method)
+    calib = {**calib, **note}
     if path is not None:
         onnx.save(out, str(path))
         path.with_suffix(".json").write_text(json.dumps(calib))

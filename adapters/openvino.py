@@ -24,10 +24,13 @@ from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home bef
     CALIBRATION_STREAM,
     NNCF_SETTINGS,
     build_key,
+    calibration_feeds,
     calibration_inputs,
+    float_heavy,
     inputs_note,
     nncf_method,
     nncf_quantize,
+    openvino_float_layers,
     runtime_float_precision,
     runtime_precisions,
 )
@@ -134,7 +137,7 @@ class OpenVINO(Adapter):
 
     def _build(self, graph, batch_size, device, threads, opset=DEFAULT_OPSET, precision="fp32",
                performance_hint="LATENCY", num_streams=None, cache_dir=None, perf_count=False,
-               calibration_samples=None):
+               calibration_samples=None, calibration_data=None):
         """``cache_dir``: OpenVINO's model cache (``CACHE_DIR``) kept there across rounds
         (``adapters.build_cache``: checked before the build, rebuilt when foreign). ``precision``: the
         sweep's (fp32, bf16), asked of the CPU plugin as its INFERENCE_PRECISION_HINT (f32 forced for
@@ -160,7 +163,7 @@ class OpenVINO(Adapter):
             calibration = None
             if int8:
                 ov_model, calibration = nncf_quantized(ov_model, model, graph, batch_size, calibration_samples,
-                                                       cache_dir)
+                                                       cache_dir, calibration_data)
             config = {"PERFORMANCE_HINT": performance_hint, "INFERENCE_PRECISION_HINT": precision,
                       "INFERENCE_NUM_THREADS": str(n)}
             if perf_count:  # ios-bench profile: per-layer counters on every infer request
@@ -202,13 +205,14 @@ class OpenVINO(Adapter):
             kinds = runtime_precisions(compiled_model)
             convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
             info.update(calibration=calibration, integer_convolutions=convs,
+                        float_ops=float_heavy(openvino_float_layers(kinds)),
                         precision="int8" if convs else runtime_float_precision(kinds))
             if not convs:
                 info["precision_note"] = "no convolution of the CPU plugin's runtime model runs in u8/i8"
         return OVCompiled(compiled_model, info)
 
 
-def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None):
+def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | None, cache_dir=None, data=None):
     """``ov_model`` quantized by NNCF's post-training quantization (``nncf.quantize`` with
     ``ios_core.quantize.NNCF_SETTINGS``, recorded from them), calibrated over ``samples`` seeded
     inputs of the harness's generator, the same as onnxruntime's (``ios_core.quantize.calibration_inputs``),
@@ -219,12 +223,12 @@ def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | 
     import openvino as ov
 
     samples = int(samples or CALIBRATION_SAMPLES)
-    feeds = calibration_inputs(graph, batch_size, samples)
+    feeds, note, source = calibration_feeds(graph, batch_size, samples, data)  # the seeded inputs or the folder's
     calib = {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(NNCF_SETTINGS),
-             "settings": dict(NNCF_SETTINGS), "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+             "settings": dict(NNCF_SETTINGS), **note}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
     # the quantizer's settings are in the key: a changed setting never reuses a model quantized otherwise
-    key = build_key(onnx_model.SerializeToString(), samples, CALIBRATION_STREAM, sorted(NNCF_SETTINGS.items()))
+    key = build_key(onnx_model.SerializeToString(), source, sorted(NNCF_SETTINGS.items()))
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}

@@ -534,7 +534,7 @@ class TorchEager(Adapter):
         return reason
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, ranges=False, precision="fp32",
-               calibration_samples=None, cache_dir=None, quantized_engine=None):
+               calibration_samples=None, cache_dir=None, quantized_engine=None, calibration_data=None):
         """``ranges``: one ``record_function`` range per IR operator (``ios-bench profile``);
         ``precision`` bf16/fp16: the model and its input in that dtype, as PyTorch users run it;
         int8 (CPU): post-training static quantization in FX graph mode (:func:`quantized_module`),
@@ -549,7 +549,7 @@ class TorchEager(Adapter):
         module = to_module(graph)
         if precision == "int8":
             module, calibration = quantized_module(module, graph, batch_size, calibration_samples, cache_dir,
-                                                   quantized_engine)
+                                                   quantized_engine, calibration_data)
             info.update(int8_info(module, calibration))
             if ranges:  # convert_fx's nodes keep no nn_module_stack to place the ranges by
                 info["profiling"] = "torch.profiler, the converted module's ops (no per-operator ranges at int8)"
@@ -639,13 +639,14 @@ class TorchCompile(Adapter):
 
 
 def quantized_module(module, graph, batch_size: int, samples: int | None = None, cache_dir=None,
-                     engine: str | None = None):
+                     engine: str | None = None, data=None):
     """``module`` (:func:`to_module`'s fp32 GraphModule) quantized by PyTorch's post-training static
     quantization in FX graph mode (``ios_core.quantize.torch_quantize``: ``prepare_fx``/``convert_fx``
     with the default qconfig mapping of ``engine``, PyTorch's quantized engine: ``x86`` unless given,
     the one PyTorch recommends on x86; ``onednn`` or ``fbgemm`` by the build option
     ``quantized_engine``), calibrated on ``samples`` seeded inputs of the
-    harness's generator, the same as every other int8 model's (``ios_core.quantize.calibration_inputs``);
+    harness's generator, the same as every other int8 model's (``ios_core.quantize.calibration_inputs``),
+    or on the samples of the ``--calibration-data`` folder ``data`` (``ios_core.quantize.calibration_feeds``);
     returns (converted GraphModule, calibration as the record keeps it).
 
     The build cache (``torch-int8``) keeps what the calibration found: the observers' state
@@ -661,24 +662,23 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
 
     from ios_core.quantize import (
         CALIBRATION_SAMPLES,
-        CALIBRATION_STREAM,
         TORCH_BACKEND,
+        TORCH_FORMAT,
+        TORCH_METHOD,
         build_key,
-        calibration_inputs,
-        inputs_note,
+        calibration_feeds,
         torch_quantize,
     )
 
     samples = int(samples or CALIBRATION_SAMPLES)
     engine = engine or TORCH_BACKEND
     t0 = time.perf_counter()
-    feeds = calibration_inputs(graph, batch_size, samples)
-    note = {"samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    feeds, note, source = calibration_feeds(graph, batch_size, samples, data)  # the seeded inputs or the folder's
     cache = open_cache(cache_dir, "torch-int8", torch.__version__)
     path = None
     if cache is not None:
         weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
-        key = build_key(module.code.encode(), *weights, batch_size, samples, CALIBRATION_STREAM, engine)
+        key = build_key(module.code.encode(), *weights, batch_size, source, engine, TORCH_FORMAT, TORCH_METHOD)
         path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)
@@ -702,10 +702,11 @@ def int8_info(module, calibration: dict) -> dict:
     (``ios_core.quantize.torch_integer_ops``) and the precision read back from them: int8 only where
     its convolutions are quantized kernels, else fp32 with the reason (the cell then fails on
     precision, never a silent fallback)."""
-    from ios_core.quantize import torch_integer_ops
+    from ios_core.quantize import float_heavy, torch_integer_ops
 
     kernels = torch_integer_ops(module)
-    info = {"calibration": calibration, "integer_kernels": kernels, "quantized_engine": torch.backends.quantized.engine,
+    info = {"calibration": calibration, "integer_kernels": kernels, "float_ops": float_heavy(kernels),
+            "quantized_engine": torch.backends.quantized.engine,
             "precision": "int8" if kernels["conv"] else "fp32"}
     if not kernels["conv"]:
         info["precision_note"] = (f"no convolution of the converted module is a quantized kernel "

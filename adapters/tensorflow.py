@@ -498,7 +498,8 @@ class TFLiteCompiled(Compiled):
         return np.ascontiguousarray(np.asarray(out, np.float32).transpose(0, 3, 1, 2))
 
 
-def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=None) -> tuple[bytes, dict]:
+def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=None,
+                     data=None) -> tuple[bytes, dict]:
     """``fn`` (the fp32 ``tf.function``, NHWC) quantized by TensorFlow Lite's full-integer
     post-training quantization (``ios_core.quantize.tflite_quantize``) on the harness's seeded
     calibration inputs (``ios_core.quantize.calibration_inputs``, NHWC), kept in the build cache
@@ -507,20 +508,22 @@ def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=
     (flatbuffer bytes, the calibration as the record keeps it)."""
     import json
 
-    from ios_core.quantize import CALIBRATION_STREAM, build_key, calibration_inputs, inputs_note, tflite_quantize
+    from ios_core.quantize import TFLITE_FORMAT, TFLITE_METHOD, build_key, calibration_feeds, tflite_quantize
 
     tf = _tf()
-    feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in calibration_inputs(graph, batch_size, samples)]
+    batches, note, source = calibration_feeds(graph, batch_size, samples, data)  # seeded inputs or the folder's
+    feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in batches]
     concrete = fn.get_concrete_function()
     key = build_key(concrete.graph.as_graph_def().SerializeToString(deterministic=True),
-                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, samples, CALIBRATION_STREAM)
+                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, source,
+                    TFLITE_FORMAT, TFLITE_METHOD)
     cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
     path = cache.dir / f"{key}.tflite" if cache is not None else None
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return path.read_bytes(), {**meta, "cache": "warm"}
     blob, calib = tflite_quantize(concrete, fn, feeds)
-    calib = {**calib, "samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}
+    calib = {**calib, **note}
     if path is not None:
         path.write_bytes(blob)
         path.with_suffix(".json").write_text(json.dumps(calib))
@@ -607,7 +610,7 @@ class TensorFlow(Adapter):
         return {"scopes": True}
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
-               scopes=False, precision="fp32", calibration_samples=None, frozen=None):
+               scopes=False, precision="fp32", calibration_samples=None, frozen=None, calibration_data=None):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
@@ -625,7 +628,7 @@ class TensorFlow(Adapter):
             if jit_compile or device.startswith("cuda"):
                 raise ValueError(f"precision 'int8': {self.name} on {device} does not build it (the TFLite "
                                  "converter's int8 runs on the CPU, without XLA)")
-            return self._build_int8(graph, batch_size, threads, cache_dir, calibration_samples)
+            return self._build_int8(graph, batch_size, threads, cache_dir, calibration_samples, calibration_data)
         # calibration_samples: read by int8 builds only, as onnxruntime's and openvino's, so that one
         # --adapter-option serves a sweep of several precisions
         if precision not in DTYPES:
@@ -667,13 +670,14 @@ class TensorFlow(Adapter):
                           None if precision == "fp32" else dtype)
 
 
-    def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None):
+    def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None,
+                    calibration_data=None):
         """The graph's ``tf.function`` written for TFLite (``to_function(tflite=True)``) quantized by
         TensorFlow Lite's full-integer post-training quantization (:func:`tflite_quantized`, kept in the build cache)
         and run by a ``tf.lite.Interpreter`` with the cell's threads (:class:`TFLiteCompiled`). The
         precision recorded is read back from the interpreter (``ios_core.quantize.tflite_integer_kernels``):
         int8 only where its convolutions take int8 tensors, never assumed."""
-        from ios_core.quantize import CALIBRATION_SAMPLES, tflite_integer_kernels
+        from ios_core.quantize import CALIBRATION_SAMPLES, float_heavy, tflite_integer_kernels
 
         tf = _tf()
         n = resolve_threads(threads)
@@ -683,7 +687,7 @@ class TensorFlow(Adapter):
             if getattr(op, "pool_type", None) == "max" and any(op.pads):
                 _mirror_pads(op)
         fn = to_function(graph, batch_size, tflite=True)
-        blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir)
+        blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir, calibration_data)
         calibration["seconds"] = round(time.perf_counter() - t0, 3)
         t1 = time.perf_counter()
         compiled = TFLiteCompiled(blob, n)
@@ -694,7 +698,7 @@ class TensorFlow(Adapter):
                                                         "too")),
             "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
             "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
-            "calibration": calibration, "integer_kernels": kernels,
+            "calibration": calibration, "integer_kernels": kernels, "float_ops": float_heavy(kernels),
             "precision": "int8" if kernels["conv"] else "fp32",
         })
         if not kernels["conv"]:

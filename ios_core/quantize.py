@@ -37,6 +37,8 @@ CALIBRATION_SEED = 1000  # the root of their stream: batch i from SeedSequence(C
 CALIBRATION_STREAM = f"numpy SeedSequence({CALIBRATION_SEED}, spawn_key=(i,))"
 METHODS = ("minmax", "entropy", "percentile")
 ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
+# what ort_quantize passes to quantize_static, from this one dict (and what the build caches key)
+ORT_SETTINGS = {"quant_format": "QDQ", "per_channel": True, "activation_type": "QUInt8", "weight_type": "QInt8"}
 
 
 def calibration_inputs(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES,
@@ -68,6 +70,75 @@ def inputs_note(batches: int, seed: int = CALIBRATION_SEED) -> str:
     """How the record names the calibration inputs."""
     return (f"ios_core.inputs.random_input from numpy SeedSequence({seed}, spawn_key=(i,)), i = 0..{batches - 1} "
             "(never a measured input)")
+
+
+class CalibrationDataError(ValueError):
+    """A ``--calibration-data`` folder that cannot calibrate a model (missing, empty, a file that is
+    not a float array of the model's input shape): the CLI prints it as one line and exits 2."""
+
+
+def read_calibration_data(folder, input_shape) -> tuple[np.ndarray, dict]:
+    """The samples of a ``--calibration-data`` folder for a model whose input is ``input_shape`` (one
+    sample, no batch axis: ``(C, H, W)``): every ``*.npy`` file in it, in name order, each either one
+    sample (``input_shape``) or a batch of them (``(n, *input_shape)``, ``n >= 1``), of a float dtype
+    (float16/32/64, read as float32). Returns (the samples stacked, ``(N, *input_shape)`` float32; the
+    record's note of them: folder, files, samples and a SHA-1 over each file's name and bytes).
+    Raises :class:`CalibrationDataError` with a one-line reason otherwise."""
+    import hashlib
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise CalibrationDataError(f"--calibration-data {folder}: not a folder")
+    files = sorted(p for p in root.iterdir() if p.suffix == ".npy" and p.is_file())
+    if not files:
+        raise CalibrationDataError(f"--calibration-data {folder}: no .npy files in it")
+    shape = tuple(int(d) for d in input_shape)
+    h = hashlib.sha1()
+    parts = []
+    for f in files:
+        raw = f.read_bytes()
+        try:
+            a = np.load(f, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise CalibrationDataError(f"--calibration-data {f.name}: not a numpy array file "
+                                       f"({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})") from None
+        if not np.issubdtype(a.dtype, np.floating):
+            raise CalibrationDataError(f"--calibration-data {f.name}: dtype {a.dtype}, expected float32 "
+                                       "(float16 and float64 are read as float32)")
+        if a.shape == shape:
+            a = a[None]
+        if a.ndim != len(shape) + 1 or a.shape[1:] != shape or a.shape[0] < 1:
+            raise CalibrationDataError(f"--calibration-data {f.name}: shape {tuple(a.shape)}, expected one input "
+                                       f"{shape} or a batch (N, {', '.join(map(str, shape))})")
+        if not np.isfinite(a).all():
+            raise CalibrationDataError(f"--calibration-data {f.name}: non-finite values")
+        h.update(f"|{f.name}|".encode())
+        h.update(raw)
+        parts.append(np.asarray(a, np.float32))
+    samples = np.ascontiguousarray(np.concatenate(parts))
+    return samples, {"folder": str(folder), "files": len(files), "samples": int(samples.shape[0]),
+                     "sha1": h.hexdigest()}
+
+
+def calibration_feeds(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES,
+                      data=None) -> tuple[list[np.ndarray], dict, str]:
+    """What an int8 build is calibrated on, the one rule for every int8 path: ``data`` (a
+    ``--calibration-data`` folder, :func:`read_calibration_data`) when given, all its samples in name
+    order grouped into batches of ``batch_size`` (the last one filled from the first samples again;
+    ``samples`` is then not used), else :func:`calibration_inputs`. Returns (the batches; the record's
+    note: ``samples`` and ``inputs``, plus ``data`` for a folder; the calibration's part of a build
+    cache's key: the seeded stream and count, or the folder's digest)."""
+    if data is None:
+        feeds = calibration_inputs(graph, batch_size, samples)
+        return feeds, {"samples": len(feeds) * batch_size, "inputs": inputs_note(len(feeds))}, \
+            f"{CALIBRATION_STREAM} x{int(samples)}"
+    arr, note = read_calibration_data(data, graph.input_shape)
+    n = arr.shape[0]
+    batches = -(-n // batch_size)
+    idx = np.arange(batches * batch_size) % n
+    feeds = [np.ascontiguousarray(arr[idx[i * batch_size:(i + 1) * batch_size]]) for i in range(batches)]
+    return feeds, {"samples": n, "inputs": f"--calibration-data: {note['samples']} samples from {note['files']} "
+                   f".npy files (sha1 {note['sha1'][:12]})", "data": note}, f"calibration data sha1 {note['sha1']}"
 
 
 def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
@@ -106,8 +177,10 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
         level = root.level
         root.setLevel(logging.ERROR)  # quantize_static's advice to pre-process, logged on every build
         try:
-            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat[ORT_SETTINGS["quant_format"]],
+                            per_channel=bool(ORT_SETTINGS["per_channel"]),
+                            activation_type=QuantType[ORT_SETTINGS["activation_type"]],
+                            weight_type=QuantType[ORT_SETTINGS["weight_type"]],
                             calibrate_method=methods[method])
         finally:
             root.setLevel(level)
@@ -115,7 +188,7 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
     from importlib.metadata import version
 
     return out, {"tool": f"onnxruntime.quantization.quantize_static {version('onnxruntime')}", "method": method,
-                 "format": ORT_FORMAT}
+                 "format": ORT_FORMAT, "settings": dict(ORT_SETTINGS)}
 
 
 def build_key(*parts) -> str:
@@ -159,7 +232,21 @@ def integer_kernels(optimized_path) -> dict:
             pass
     conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
     other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
-    return {"conv": conv, "other": other, "nodes": len(ops)}
+    return {"conv": conv, "other": other, "nodes": len(ops),
+            "float_conv": sum(op in ORT_FLOAT_CONV for op in ops),
+            "float_matmul": sum(op in ORT_FLOAT_MATMUL for op in ops)}
+
+
+ORT_FLOAT_CONV = ("Conv", "FusedConv", "NhwcFusedConv", "ConvTranspose")  # float kernels of ORT's optimized graph
+ORT_FLOAT_MATMUL = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm")
+
+
+def float_heavy(kernels: dict) -> dict:
+    """The record's ``float_ops`` of an int8 build: how many convolutions (``conv``) and matrix products
+    (``matmul``: MatMul, Gemm, fully connected, linear) stayed in float, from an adapter's read-back
+    (``integer_kernels``, ``torch_integer_ops``, ``tflite_integer_kernels``, ``openvino_float_layers``)."""
+    return {"conv": int(kernels.get("float_conv", 0)),
+            "matmul": int(kernels.get("float_matmul", kernels.get("float_linear", kernels.get("float_dense", 0))))}
 
 
 # The settings nncf.quantize is called with, passed explicitly (its defaults for a CNN: the preset None
@@ -217,6 +304,15 @@ def runtime_float_precision(kinds: dict) -> str:
     if not labels:
         return "fp32"
     return labels[0] if len(labels) == 1 else f"mixed ({', '.join(labels)})"
+
+
+def openvino_float_layers(kinds: dict) -> dict:
+    """``float_conv`` and ``float_matmul``: the CPU plugin's runtime layers (``kinds``:
+    :func:`runtime_precisions`) that run a convolution or a matrix product in a float precision."""
+    def count(layers):
+        return sum(n for (kind, prec), n in kinds.items() if kind in layers and prec not in ("u8", "i8"))
+
+    return {"float_conv": count(("Convolution",)), "float_matmul": count(("FullyConnected", "MatMul"))}
 
 
 def integer_convolutions(compiled_model) -> int:
@@ -290,17 +386,20 @@ def torch_integer_ops(module) -> dict:
     """What a converted FX module computes in integers: ``conv``, its quantized convolutions (modules
     of ``torch.ao.nn.quantized``, fused conv+relu included, and ``quantized::conv*`` calls in its
     graph); ``other``, its other quantized modules and ``quantized::`` calls; ``float_conv``, the
-    convolutions left in float (``nn.Conv*``, reference modules included)."""
+    convolutions left in float (``nn.Conv*``, reference modules included); ``float_linear``, the
+    ``nn.Linear`` modules left in float."""
     import torch.nn as nn
     from torch.ao.nn.quantized.modules.conv import _ConvNd as QuantizedConv
 
-    conv = other = float_conv = 0
+    conv = other = float_conv = float_linear = 0
     for m in module.modules():
         kind = type(m).__module__
         if isinstance(m, QuantizedConv):
             conv += 1
         elif isinstance(m, nn.modules.conv._ConvNd):
             float_conv += 1
+        elif isinstance(m, nn.Linear):  # a float or reference Linear (a quantized Linear is no nn.Linear)
+            float_linear += 1
         elif (kind.startswith(("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized"))
               and not type(m).__name__.endswith("PackedParams")):  # a quantized Linear's weights, not a kernel
             other += 1
@@ -313,7 +412,7 @@ def torch_integer_ops(module) -> dict:
                 conv += 1
             else:
                 other += 1
-    return {"conv": conv, "other": other, "float_conv": float_conv}
+    return {"conv": conv, "other": other, "float_conv": float_conv, "float_linear": float_linear}
 
 
 TFLITE_FORMAT = "TFLite full integer: activations s8 per tensor, weights s8 per channel, float input and output"
@@ -360,7 +459,7 @@ def tflite_integer_kernels(interpreter) -> dict:
     ``DELEGATE`` nodes; the nodes it replaced are still listed with their tensors)."""
     dtypes = {t["index"]: np.dtype(t["dtype"]) for t in interpreter.get_tensor_details()}
     ops = interpreter._get_ops_details()  # the interpreter's node list (no public accessor in tf.lite)
-    conv = float_conv = other = float_other = delegated = 0
+    conv = float_conv = other = float_other = delegated = float_dense = 0
     for op in ops:
         types = [dtypes.get(i) for i in op["inputs"] if i >= 0]
         if op["op_name"] == "DELEGATE":
@@ -374,12 +473,15 @@ def tflite_integer_kernels(interpreter) -> dict:
             other += 1
         elif np.dtype(np.float32) in types and op["op_name"] not in ("QUANTIZE", "DEQUANTIZE"):
             float_other += 1
+            float_dense += op["op_name"] in ("FULLY_CONNECTED", "BATCH_MATMUL")
     return {"conv": conv, "float_conv": float_conv, "other": other, "float_other": float_other,
-            "nodes": len(ops) - delegated, "delegated": delegated}
+            "float_dense": float_dense, "nodes": len(ops) - delegated, "delegated": delegated}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "TORCH_BACKEND",
-           "build_key", "calibration_inputs", "calibration_seed", "integer_convolutions", "integer_kernels",
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "ORT_SETTINGS",
+           "TORCH_BACKEND", "CalibrationDataError", "calibration_feeds", "read_calibration_data",
+           "build_key", "calibration_inputs",
+           "float_heavy", "openvino_float_layers", "calibration_seed", "integer_convolutions", "integer_kernels",
            "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_float_precision",
            "runtime_precisions", "stored_key",
            "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

@@ -327,3 +327,50 @@ def test_a_scenario_cell_at_a_precision_says_it_in_its_label_and_key():
                 precision="int8")
     assert cell.key == "m|b1|onnxruntime|cpu|offline:1x2|int8"
     assert scenario_cells.record_fields(cell, Plan(scenario="offline"))["label"] == "onnxruntime int8 1x2"
+
+
+def test_a_bad_calibration_folder_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "wrong").mkdir()
+    np.save(tmp_path / "wrong/a.npy", np.zeros((3, 8, 8), np.float32))  # not the sample model's input
+    (tmp_path / "ints").mkdir()
+    np.save(tmp_path / "ints/a.npy", np.zeros((375, 15, 15), np.int64))
+    for folder, what in (("missing", "not a folder"), ("empty", "no .npy files"),
+                         ("wrong", "shape (3, 8, 8)"), ("ints", "dtype int64")):
+        res = cli(["run", "--models", "sample", "--frameworks", "onnxruntime", "--schedules", "none",
+                   "--precision", "int8", "--calibration-data", folder, "--out", "runs/x", "--no-report"], tmp_path)
+        assert res.returncode == 2 and what in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "runs").exists()
+    res = cli(["run", "--models", "sample", "--precision", "fp32", "--calibration-data", "wrong", "--out", "runs/x",
+               "--no-report"], tmp_path)
+    assert res.returncode == 2 and "--precision int8" in res.stderr
+
+
+def test_a_sweep_calibrates_its_int8_cells_on_the_folder_and_records_it(tmp_path):
+    if adapters.get("onnxruntime").available():
+        pytest.skip("onnxruntime is not installed")
+    (tmp_path / "calib").mkdir()
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "calib/a.npy", rng.standard_normal((8, 375, 15, 15)).astype(np.float32))
+    res = cli(["run", "--models", "sample", "--frameworks", "onnxruntime", "--schedules", "none",
+               "--precision", "fp32,int8", "--calibration-data", "calib", *FAST, "--out", "runs/c", "--no-report"],
+              tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    recs = {r["cell"]: r for r in map(json.loads, (tmp_path / "runs/c/results.jsonl").read_text().splitlines())}
+    int8 = recs["sample|b1|onnxruntime|cpu|int8"]
+    assert int8["status"] == "ok" and int8["calibration"]["data"]["samples"] == 8
+    assert int8["calibration"]["data"]["sha1"] and int8["calibration"]["samples"] == 8
+    assert "calibration" not in recs["sample|b1|onnxruntime|cpu"]
+    assert int8["float_ops"] == {"conv": 0, "matmul": int8["float_ops"]["matmul"]}  # read back, every conv int8
+    from ios_bench.results import flatten
+
+    assert flatten(int8)["float_conv"] == 0  # the CSV's and the report's column
+
+
+def test_an_int8_figure_says_beside_it_what_its_engine_left_in_float():
+    from ios_bench.reporting.precision_tables import error_text
+
+    row = {"check_max_rel_err": 0.02, "check_argmax_agreement": 1.0, "float_conv": 2, "float_matmul": 1}
+    assert error_text(row) == "err 2.0e-02, arg-max 100%; in float: 2 conv, 1 matmul"
+    assert "in float" not in error_text({"check_max_rel_err": 0.004})  # bf16: nothing to say

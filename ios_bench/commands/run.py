@@ -54,7 +54,22 @@ _PLAN_OPTIONS = {"models": "models", "batch": "batch_sizes", "frameworks": "fram
                  "sample_utilization": "sample_utilization",
                  "rounds": "rounds", "target_ci": "target_ci", "time_budget": "time_budget",
                  "round_seed": "round_seed", "scenario": "scenario", "scenario_setting": "scenario_settings",
-                 "quick": "quick", "instances": "instances", "precision": "precisions"}
+                 "quick": "quick", "instances": "instances", "precision": "precisions",
+                 "calibration_data": "calibration_data"}
+
+
+def calibration_data_option(folder: str | None) -> str | None:
+    """``--calibration-data DIR``: the folder, absolute (``--resume`` works from anywhere), checked to be a
+    folder of .npy files here; each file's shape and dtype are checked against each model's input
+    (``ios_core.quantize.read_calibration_data``) when the sweep has loaded its models, before it writes."""
+    if folder is None:
+        return None
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise InputError(f"--calibration-data {folder}: not a folder")
+    if not any(p.suffix == ".npy" for p in path.iterdir()):
+        raise InputError(f"--calibration-data {folder}: no .npy files in it")
+    return str(path.resolve())
 
 
 def parse_adapter_options(items: tuple[str, ...]) -> dict:
@@ -270,6 +285,10 @@ def parse_schedules(text: str) -> list[str]:
               help="Precisions to ask of every framework, comma-separated from fp32, bf16, fp16, int8: one cell per "
                    "precision, each checked against the fp32 oracle at its precision's stated bound; a combination an "
                    "adapter cannot give is a skipped cell with its reason (docs/precision.md).")
+@click.option("--calibration-data", "calibration_data", default=None, metavar="DIR",
+              help="Calibrate every int8 cell on this folder's .npy files (each one input of the model's shape, "
+                   "C,H,W, or a batch N,C,H,W; float) instead of seeded inputs; the record names the folder and "
+                   "a digest of its files (docs/precision.md).")
 @click.option("--device", default="cpu", show_default=True,
               help="Device kinds, comma-separated: cpu, cuda, or a kind with a node label (cuda:V100, cpu:epyc).")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0),
@@ -495,8 +514,11 @@ def prepare(ctx, kw: dict, models: list[str] | None = None) -> Setup:
               "adapter_option": parse_adapter_options(adapter_option), "ios_option": parse_ios_options(ios_option),
               "sample_utilization": sample_utilization,
               "precision": parse_precisions(kw.get("precision") or "fp32"),
+              "calibration_data": calibration_data_option(kw.get("calibration_data")),
               "scenario": scenario, "quick": quick, "instances": parse_instances(instances),
               "scenario_setting": parse_scenario_settings(scenario_setting, scenario, quick)}
+    if values["calibration_data"] is not None and "int8" not in values["precision"]:
+        raise InputError("--calibration-data calibrates int8 cells: give --precision int8 (with the others)")
     problem = precision_offer_problem(values["precision"], values["frameworks"], values["schedules"],
                                       values["device"], values["ios_providers"], cost_model)
     if problem:

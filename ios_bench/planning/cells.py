@@ -163,10 +163,14 @@ class CellSpec:
 
 def build_options(plan, cell: Cell) -> dict:
     """A cell's adapter build options: the plan's (``ios_bench.planning.plan.adapter_options``), then its
-    ``ab`` side's over them."""
+    ``ab`` side's over them; an int8 cell of a plan with ``calibration_data`` (``--calibration-data``) is
+    calibrated on that folder (every int8 adapter's build option ``calibration_data``)."""
     from ios_bench.planning.plan import adapter_options
 
-    return {**adapter_options(plan, cell.framework, cell.adapter), **(cell.side_options or {})}
+    opts = {**adapter_options(plan, cell.framework, cell.adapter), **(cell.side_options or {})}
+    if getattr(cell, "precision", None) == "int8" and getattr(plan, "calibration_data", None):
+        opts["calibration_data"] = plan.calibration_data
+    return opts
 
 
 def ref_file(model: str, batch_size: int, ext: str = "npy") -> str:

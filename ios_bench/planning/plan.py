@@ -138,6 +138,9 @@ class Plan:
     # an ``ios-bench ab`` sweep's sides (ios_bench.running.ab): {"mode": "models" | "options", "a": {"model",
     # "options", "schedule"}, "b": {...}}; None for a plain sweep
     ab: dict | None = None
+    # int8 cells calibrated on this folder of .npy inputs (run --calibration-data; an absolute path) instead of
+    # the seeded calibration stream (ios_core.quantize.calibration_feeds); None: the seeded inputs
+    calibration_data: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -249,6 +252,7 @@ _PLAN_TYPES = {
     "quick": (lambda v: isinstance(v, bool), "true or false"),
     "ab": (lambda v: v is None or isinstance(v, dict) and v.get("mode") in ("models", "options")
            and all(isinstance(v.get(s), dict) for s in ("a", "b")), "null or the sides of an ab sweep"),
+    "calibration_data": (lambda v: v is None or isinstance(v, str) and bool(v), "null or a folder"),
     "instances": (lambda v: v is None or isinstance(v, list) and bool(v) and all(_is_int(n, 1) for n in v),
                   "null or a list of positive integers"),
 }

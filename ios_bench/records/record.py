@@ -85,6 +85,8 @@ FIELDS: tuple[Field, ...] = (
     Field("calibration", "object", flatten=(("method", "calibration_method"), ("samples", "calibration_samples"),
                                             ("tool", "calibration_tool")),
           doc="int8 cells: how the quantized model was calibrated (tool, method, seeded samples)"),
+    Field("float_ops", "object", flatten=(("conv", "float_conv"), ("matmul", "float_matmul")),
+          doc="int8 cells: the convolutions and matrix products the built engine left in float (read back)"),
     Field("threads", "int"),
     Field("peak_rss_mib", "number", doc="the largest resident memory of the cell's workers"),
     Field("gpu_memory", "object", flatten=(("allocator_peak_mib", "gpu_allocator_peak_mib"),
@@ -394,6 +396,8 @@ class CellResult:
             record["engine_precision"] = last["precision"]
         if isinstance((last.get("info") or {}).get("calibration"), dict):
             record["calibration"] = last["info"]["calibration"]
+        if isinstance((last.get("info") or {}).get("float_ops"), dict):  # int8: heavy operators left in float
+            record["float_ops"] = last["info"]["float_ops"]
         if measured and isinstance(measured[0].get("build_seconds"), (int, float)):
             record["first_build_seconds"] = measured[0]["build_seconds"]  # the cold build, kept apart
         if record.get("node") is not None and not record.get("node_env") and node_env is not None:

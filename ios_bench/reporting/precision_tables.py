@@ -48,12 +48,16 @@ def reduced(df) -> list[str]:
 
 def error_text(r) -> str:
     """The output's error against the oracle, beside a reduced-precision figure: ``err 3.1e-03``
-    (and the int8 check's arg-max agreement where it has one)."""
+    (and the int8 check's arg-max agreement where it has one, and the convolutions and matrix
+    products an int8 engine left in float: ``in float: 0 conv, 1 matmul``)."""
     err = _num(r.get("check_max_rel_err"))
     text = f"err {err:.1e}" if err is not None else "err ?"
     agree = _num(r.get("check_argmax_agreement"))
     if agree is not None:
         text += f", arg-max {agree:.0%}"
+    conv, matmul = _num(r.get("float_conv")), _num(r.get("float_matmul"))
+    if conv is not None or matmul is not None:  # int8: what the engine left in float, read back
+        text += f"; in float: {int(conv or 0)} conv, {int(matmul or 0)} matmul"
     return text
 
 

@@ -360,6 +360,14 @@ class Sweep:
         self.name_graphs(graphs)
         for g in graphs.values():  # refused here, not as an out-of-memory crash in a worker
             g.check_fits(max(self.plan.batch_sizes))
+        if self.plan.calibration_data and "int8" in self.plan.precisions:  # refused before anything is written
+            from ios_core.quantize import CalibrationDataError, read_calibration_data
+
+            for g in graphs.values():
+                try:
+                    read_calibration_data(self.plan.calibration_data, g.input_shape)
+                except CalibrationDataError as e:
+                    raise InputError(f"{e} (model {g.name})") from None
         self._fresh = not self.folder.exists()
         # what a refused sweep removes: its folder, and the parents it had to create (runs/)
         self._made = next((p for p in reversed([self.folder, *self.folder.parents][:-1]) if not p.exists()),

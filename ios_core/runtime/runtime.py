@@ -52,7 +52,7 @@ class Runtime:
 
     def __init__(self, graph: Graph, batch_size: int = 1, device: str = "cpu", threads: int | None = None, *,
                  provider: str = "torch", max_workers: int | None = None, trace: list | None = None,
-                 precision: str = "fp32", store: str | None = None):
+                 precision: str = "fp32", store: str | None = None, calibration_data=None):
         if provider not in PROVIDERS:
             raise ValueError(f"unknown kernel provider {provider!r}; this build has {', '.join(PROVIDERS)}")
         reason = providers.get(provider).precision_reason(precision)
@@ -85,14 +85,14 @@ class Runtime:
             self.plan = plan_for_provider(self.stages, [graph.input], [graph.exit_node], batch_size)
             calibration = None
             if precision == "int8":  # the seeded inputs every int8 cell is calibrated on (ios_core.quantize)
-                from ios_core.quantize import CALIBRATION_SAMPLES, calibration_inputs, inputs_note
+                # (or the samples of a --calibration-data folder, ``calibration_data``)
+                from ios_core.quantize import CALIBRATION_SAMPLES, calibration_feeds
 
-                calibration = calibration_inputs(graph, batch_size, CALIBRATION_SAMPLES)
+                calibration, note, _ = calibration_feeds(graph, batch_size, CALIBRATION_SAMPLES, calibration_data)
             self.program = emit_provider(self.plan, provider, self.threads, max_workers=max_workers, trace=trace,
                                          precision=precision, calibration=calibration, store=store)
-            if calibration is not None:
-                self.program.stats["calibration"].update(samples=len(calibration) * batch_size,
-                                                         inputs=inputs_note(len(calibration)))
+            if calibration is not None:  # each piece's key holds its feeds' bytes: the source is in it
+                self.program.stats["calibration"].update(note)
         self.program.stats.setdefault("provider", provider)
         self.trace = trace
         self._in = self.program.input_slots[graph.input.name]
