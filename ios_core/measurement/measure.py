@@ -135,7 +135,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
             sync: Callable[[], None] | None = None, timer=None, clock: str = "host",
             now: Callable[[], int] | None = None, warmup_s: float | None = None,
-            sample_s: float | None = None, min_repeat: int = 1, checked_ms: float | None = None) -> Measurement:
+            sample_s: float | None = None, min_repeat: int = 1) -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
@@ -147,9 +147,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU); ``now``
     replaces the host clock itself (nanoseconds; the tests' fake GPU passes its simulated one).
     ``sample_s`` (with ``warmup_s`` and ``min_repeat``) makes the round time-bounded (module doc):
-    ``warmup`` and ``repeat`` are then the most warmup calls and samples. ``checked_ms``: the time of
-    the untimed call of ``fn`` the caller made just before (the output check); time-bounded, where it
-    alone lasted ``warmup_s`` it is the warmup (no warmup call) and the expected time of a call.
+    ``warmup`` and ``repeat`` are then the most warmup calls and samples.
     """
     if warmup < 0 or number < 1 or repeat < 1 or min_repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1, min_repeat >= 1")
@@ -163,10 +161,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     calibration = timer if timer is not None else HostTimer(sync, now)
     timed_warmup = warmup_s is not None
     warm_calls, warm_ms, last_ms = 0, 0.0, None
-    checked = float(checked_ms) if timed_warmup and checked_ms is not None and checked_ms > 0 else 0.0
-    if warmup and checked and warmup_done(0, 0.0, warmup, warmup_s, checked):
-        last_ms = checked  # the check call was the warmup: its time stands for a call's
-    while not warmup_done(warm_calls, warm_ms, warmup, warmup_s, checked):
+    while not warmup_done(warm_calls, warm_ms, warmup, warmup_s):
         if timed_warmup:
             calibration.start()
             fn()
@@ -193,8 +188,6 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     repeat, why = sample_count(sample_ms, repeat, sample_s, min_repeat)
     protocol = {"mode": FIXED if sample_s is None else TIME_BOUNDED, "warmup_calls": warm_calls,
                 "calibration_calls": calibration_calls, "samples": repeat, "number": number, "why": why}
-    if checked and not warm_calls and warmup:
-        protocol["warmup_by_check_ms"] = round(checked, 6)  # the output check's call was the warmup
     if timed_warmup:
         protocol["warmup_ms"] = round(warm_ms, 6)
     if sample_s is not None:
