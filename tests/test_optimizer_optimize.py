@@ -400,6 +400,8 @@ def test_a_chain_graphs_greedy_schedule_is_its_sequential_one():
 class _Composed:
     """A composed cost model: a stage costs the sum of its operators (1 ms each), groups concurrently."""
 
+    composes_groups = True
+
     def __init__(self):
         self.validated = 0
 
@@ -425,3 +427,9 @@ def test_a_chain_graphs_dp_schedule_is_the_sequential_one_where_no_grouping_is_c
     # a graph with a choice is searched and validated as before
     fan = schedule(fan_graph()[0], "both", model)
     assert not fan.stats.chain_tie and model.validated == 1
+
+
+def test_the_measured_cost_model_composes_groups_in_its_composed_modes_only():
+    """The chain tie (composes_groups) holds where a one-group stage is the sum of its operators."""
+    assert MeasuredCostModel(threads=1, cache=False).composes_groups  # calibrated, the default
+    assert not MeasuredCostModel(threads=1, cache=False, mode="stage").composes_groups  # timed whole

@@ -238,6 +238,12 @@ class MeasuredCostModel:
         self._rows: dict[tuple, tuple] = {}  # cuda: measured rows waiting for their canary group's verdict
 
     # ---- public ----------------------------------------------------------------------------
+    @property
+    def composes_groups(self) -> bool:
+        """Whether a one-group stage costs the sum of its operators' figures (the composed, calibrated and
+        hybrid modes on the CPU; ``ios_core.optimizer.optimize.schedule`` breaks a chain graph's ties by it)."""
+        return self._gpu is None and self.mode in ("composed", "calibrated", "hybrid")
+
     def stage_latency(self, stage: Stage, batch_size: int) -> float:
         self.calls += 1
         if self.mode in ("composed", "calibrated"):

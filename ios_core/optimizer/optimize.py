@@ -218,11 +218,12 @@ def schedule(graph: Graph, strategy: str, cost_model, batch_size: int = 1, max_g
         end()
     new, stats = result.graph, result.stats
     opts = dict(max_group_size=max_group_size, max_num_groups=max_num_groups, max_part_size=max_part_size)
-    if strategy not in ("sequential", "greedy") and only_sequential(graph):
+    if strategy not in ("sequential", "greedy") and getattr(cost_model, "composes_groups", False) \
+            and only_sequential(graph):
         # a chain: no operator can run beside another, so the DP can only group runs of it into one stage's
-        # group; where the cost model costs that no less than the operators one by one (a composed model:
-        # a group is the sum of its operators), the tie goes to the sequential schedule, never validated
-        # against itself
+        # group; a cost model that composes a group as the sum of its operators (``composes_groups``: the
+        # measured one on the CPU) prices that as the operators one by one, and the tie goes to the sequential
+        # schedule (its stages already costed: the model's memo answers), never validated against itself
         seq = schedule(graph, "sequential", cost_model, batch_size, validate=False, **opts)
         if seq.stats.cost_ms <= stats.cost_ms * (1.0 + 1e-9):
             stats.cost_ms, stats.num_stages, stats.merged = seq.stats.cost_ms, seq.stats.num_stages, 0
