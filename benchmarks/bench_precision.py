@@ -19,8 +19,6 @@ fp32 peer per (model, batch). Bad input is one line (exit 2).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._cli import script_parser  # noqa: E402
+from benchmarks._cli import run_sweep, script_parser  # noqa: E402
 
 DEFAULT_MODELS = "squeezenet,resnet50,inception_v3"
 DEFAULT_BATCH = "1,16"
@@ -140,12 +138,8 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    res = subprocess.run(cmd, cwd=ROOT, env=env)
-    if res.returncode == 2:
+    if run_sweep(cmd, ROOT) == 2:
         return 2  # the sweep's own one-line error
-    if res.returncode not in (0, 3):
-        print(f"warning: the sweep exited {res.returncode}; its tables cover what finished", file=sys.stderr)
     label = ("SMOKE RUN (squeezenet, batch 1, one round per cell): not the issue's measurement"
              if args.smoke else f"{args.models} x batch {args.batch}, {args.rounds} rounds per cell")
     return print_tables(args.out, label)

@@ -20,8 +20,6 @@ A framework that cannot run a network is a skipped cell, listed with its reason.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._cli import script_parser  # noqa: E402
+from benchmarks._cli import run_sweep, script_parser  # noqa: E402
 
 DEFAULT_MODELS = "vit_tiny,convnext_tiny"
 DEFAULT_BATCH = "1,16"
@@ -127,12 +125,8 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    res = subprocess.run(cmd, cwd=ROOT, env=env)
-    if res.returncode == 2:
+    if run_sweep(cmd, ROOT) == 2:
         return 2  # the sweep's own one-line error
-    if res.returncode not in (0, 3):
-        print(f"warning: the sweep exited {res.returncode}; its tables cover what finished", file=sys.stderr)
     label = ("SMOKE RUN (vit_tiny, batch 1, one round per cell): not the issue's measurement"
              if args.smoke else f"{args.models} x batch {args.batch}, {args.rounds} rounds per cell")
     return print_tables(args.out, label)

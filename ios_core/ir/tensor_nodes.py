@@ -101,12 +101,8 @@ class MatMul(Node):
         return [f"[{self.hint_name}]MatMul({a}, {b})"]
 
 
-class Softmax(Node):
-    """Softmax along ``axis``."""
-
-    TYPE = "softmax"
-    ATTRS = (("axis", -1),)
-    formula = "exp(x) / sum(exp(x), axis)"
+class _AlongAxis(Node):
+    """An operator along one ``axis`` of its input (negative: from the end), checked to be inside it."""
 
     @property
     def dim(self) -> int:
@@ -117,11 +113,19 @@ class Softmax(Node):
         super().check()
         self.dim  # noqa: B018  (raises when the axis is outside the shape)
 
+
+class Softmax(_AlongAxis):
+    """Softmax along ``axis``."""
+
+    TYPE = "softmax"
+    ATTRS = (("axis", -1),)
+    formula = "exp(x) / sum(exp(x), axis)"
+
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]Softmax{self.axis}({self.input_str()})"]
 
 
-class L2Norm(Node):
+class L2Norm(_AlongAxis):
     """``x`` divided by its Euclidean norm along ``axis``, the norm at least ``eps``."""
 
     TYPE = "l2norm"
@@ -133,15 +137,6 @@ class L2Norm(Node):
         if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not 0 < self.eps < 1:
             raise ValueError(f"eps must be a number in (0, 1), got {self.eps!r}")
         self.eps = float(self.eps)
-
-    @property
-    def dim(self) -> int:
-        """``axis`` as a nonnegative index into the image's shape."""
-        return _axis(self.axis, len(self.input_shape), f"node {self.name!r}")
-
-    def check(self) -> None:
-        super().check()
-        self.dim  # noqa: B018  (raises when the axis is outside the shape)
 
     def readable_lines(self, indent=2):
         return [f"[{self.hint_name}]L2Norm{self.axis}({self.input_str()})"]
