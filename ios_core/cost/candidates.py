@@ -21,6 +21,11 @@ CANDIDATES = ("schedule", "sequential", "greedy", "parallel", "overhead")
 # more than RACE_DROP above the best's is timed no more (its figure is the median of what it has)
 RACE_ROUNDS = 3
 RACE_DROP = 0.10
+# the rounds are also bounded by time, as a cell's round is (ios_core.measurement.protocol): after
+# RACE_ROUNDS rounds, no further round starts once the rounds so far have spent RACE_S seconds. Calls of
+# milliseconds keep every round asked for (7 rounds of four 50 ms candidates take 1.4 s); calls of a
+# second or more (batch 16 and 32) stop at RACE_ROUNDS, where more rounds of seconds-long calls buy little
+RACE_S = 2.0
 
 
 def candidate_names(candidates) -> tuple[str, ...]:
@@ -36,19 +41,24 @@ def candidate_names(candidates) -> tuple[str, ...]:
 
 
 def time_candidates(timing, graphs: dict, batch_size: int, repeat: int, runtimes: dict | None = None,
-                    race: bool = False, seed: int = 0) -> dict:
+                    race: bool = False, seed: int = 0, budget_s: float | None = RACE_S, clock=None) -> dict:
     """Time whole schedules (``graphs``: name -> scheduled graph), each built and warmed by
     ``timing.candidate`` (a graph without weights gets seeded ones), then ``repeat`` rounds, each
     one sample (``timing.sample``) of every candidate, in forward order on even rounds and reversed
     on odd ones, so drift hits all alike. ``race``: after :data:`RACE_ROUNDS` rounds a candidate
     whose median so far is above the best's by more than :data:`RACE_DROP` is timed no more (its
-    median is over the samples it has: ``samples_by``). ``runtimes`` (name -> (graph, runtime)),
+    median is over the samples it has: ``samples_by``). ``budget_s``: after :data:`RACE_ROUNDS` rounds
+    (or ``repeat``, if fewer), no further round starts once the rounds have spent ``budget_s`` seconds
+    (``clock``, default ``time.perf_counter``; None: every round): ``rounds`` and ``stopped`` say how many
+    ran and why. ``runtimes`` (name -> (graph, runtime)),
     when given, keeps each built and warm runtime for a later call with the same graph object
     (warmed again by one run only). Returns ``{"measured_ms": {name: median ms}, "failed": {name:
-    reason}, "samples", "samples_by", "seconds", "number", "clock"}``; a candidate that cannot be
+    reason}, "samples", "rounds", "stopped", "budget_s", "samples_by", "seconds", "number", "clock"}``
+    (``samples``: the rounds asked for); a candidate that cannot be
     built or run (a GPU gone) is a reason."""
     from ios_core.ir import Graph
 
+    tick = clock or time.perf_counter
     t0 = time.perf_counter()
     rts, failed = {}, {}
     kept = runtimes if runtimes is not None else {}
@@ -67,7 +77,12 @@ def time_candidates(timing, graphs: dict, batch_size: int, repeat: int, runtimes
             failed[name] = reason(e)
     samples: dict[str, list[float]] = {k: [] for k in rts}
     order = list(rts)
+    rounds, stopped, started = 0, f"the {max(1, repeat)} rounds asked for", tick()
     for i in range(max(1, repeat)):
+        if budget_s is not None and i >= min(RACE_ROUNDS, repeat) and tick() - started >= budget_s:
+            stopped = f"{budget_s:g} s of rounds spent after {i} rounds (at least {min(RACE_ROUNDS, repeat)})"
+            break
+        rounds += 1
         if race and i == RACE_ROUNDS and len(order) > 2:
             now = {k: median(samples[k]) for k in order if samples[k] and k not in failed}
             if now:
@@ -81,7 +96,8 @@ def time_candidates(timing, graphs: dict, batch_size: int, repeat: int, runtimes
             except Exception as e:
                 failed[k] = reason(e)
     med = {k: median(v) for k, v in samples.items() if v and k not in failed}
-    return {"measured_ms": med, "failed": failed, "samples": repeat, "number": 1, "clock": timing.clock,
+    return {"measured_ms": med, "failed": failed, "samples": repeat, "rounds": rounds, "stopped": stopped,
+            "budget_s": budget_s, "number": 1, "clock": timing.clock,
             "samples_by": {k: len(v) for k, v in samples.items() if k not in failed},
             "seconds": time.perf_counter() - t0}
 
@@ -112,4 +128,4 @@ def correction(validation: dict, replay: dict | None) -> dict:
     return out
 
 
-__all__ = ["CANDIDATES", "RACE_DROP", "RACE_ROUNDS", "candidate_names", "correction", "time_candidates"]
+__all__ = ["CANDIDATES", "RACE_DROP", "RACE_ROUNDS", "RACE_S", "candidate_names", "correction", "time_candidates"]

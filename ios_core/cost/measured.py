@@ -356,7 +356,9 @@ class MeasuredCostModel:
         it (this model's device timing: on cuda this device, a CUDA-graph replay unless
         ``cuda_graph=False``, one call per sample on the host clock after a device synchronize,
         ``ios_core.measurement.gpu.time_gpu_cell``; on the CPU this model's provider and threads,
-        ``Runtime.measure``). ``repeat`` rounds (11 on cuda, 7 on the CPU), on the CPU racing:
+        ``Runtime.measure``). ``repeat`` rounds (11 on cuda, 7 on the CPU; fewer, at least
+        :data:`~ios_core.cost.candidates.RACE_ROUNDS`, once they have spent
+        :data:`~ios_core.cost.candidates.RACE_S` seconds), on the CPU racing:
         after :data:`RACE_ROUNDS` rounds a candidate whose median is above the best's by more than
         :data:`RACE_DROP` is timed no more. ``runtimes`` (name -> (graph, runtime)) keeps each built
         and warm runtime for a later call with the same graph object. Returns ``{"measured_ms",
@@ -364,7 +366,7 @@ class MeasuredCostModel:
         gpu = self._gpu is not None
         repeat = int(repeat if repeat is not None else (11 if gpu else 7))
         v = _candidates.time_candidates(self._timing, graphs, batch_size, repeat, runtimes, race=not gpu,
-                                        seed=self.seed)
+                                        seed=self.seed, budget_s=_candidates.RACE_S)
         return {**v, "form": self.form, "provider": self.provider}
 
     def note_candidates(self, validation: dict) -> None:

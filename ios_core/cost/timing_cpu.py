@@ -28,6 +28,9 @@ from ios_core.runtime import tensors as _tensors
 from ios_core.runtime.factory import build_program
 from ios_core.runtime.pool import shared_pool
 
+# a whole schedule's warmup stops after 2 runs where they alone lasted this long (CpuTiming.candidate)
+WARM_LONG_S = 1.0
+
 
 def _no_primer() -> None:
     return None
@@ -148,7 +151,9 @@ class CpuTiming:
     def candidate(self, graph, batch_size: int):
         """``graph`` built as a cell builds it (this provider, the full thread budget) and warmed: at
         least 0.1 s and 2 runs with the torch provider, 0.25 s and 5 runs with another (a fresh ONNX
-        Runtime session ran its first several runs up to 3x slower)."""
+        Runtime session ran its first several runs up to 3x slower); bounded by time as a cell's
+        warmup is: 2 runs where they alone lasted :data:`WARM_LONG_S` (a call of half a second or
+        more: batch 16 and 32), at most 50."""
         from ios_core.runtime import make_runtime
 
         rt = make_runtime(graph, batch_size, device=self.device, threads=self.threads, **self._kw)
@@ -156,6 +161,8 @@ class CpuTiming:
         t_warm = time.perf_counter()
         runs = 0
         while runs < min_runs or (time.perf_counter() - t_warm < min_s and runs < 50):
+            if runs >= 2 and time.perf_counter() - t_warm >= WARM_LONG_S:
+                break
             self.sample(rt)
             runs += 1
         return rt
@@ -165,4 +172,4 @@ class CpuTiming:
         return rt.measure(warmup=warmup, number=1, repeat=1).median
 
 
-__all__ = ["CpuTiming", "random_inputs"]
+__all__ = ["WARM_LONG_S", "CpuTiming", "random_inputs"]
