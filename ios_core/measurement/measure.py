@@ -135,7 +135,7 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
             min_sample_ms: float | None = None, stage_times: Callable[[], list[float]] | None = None,
             sync: Callable[[], None] | None = None, timer=None, clock: str = "host",
             now: Callable[[], int] | None = None, warmup_s: float | None = None,
-            sample_s: float | None = None, min_repeat: int = 1) -> Measurement:
+            sample_s: float | None = None, min_repeat: int = 1, checked_ms: float | None = None) -> Measurement:
     """Time ``fn()``.
 
     ``sync`` (e.g. a CUDA stream synchronize) is called after every call, before the clock is
@@ -147,7 +147,9 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     clock's protocol in ``meta["clock"]`` (e.g. that ``sync`` synchronizes the whole GPU); ``now``
     replaces the host clock itself (nanoseconds; the tests' fake GPU passes its simulated one).
     ``sample_s`` (with ``warmup_s`` and ``min_repeat``) makes the round time-bounded (module doc):
-    ``warmup`` and ``repeat`` are then the most warmup calls and samples.
+    ``warmup`` and ``repeat`` are then the most warmup calls and samples. ``checked_ms``: the time of
+    the untimed call of ``fn`` the caller made just before (the output check); time-bounded, where it
+    alone lasted ``warmup_s`` it is the warmup (no warmup call) and the expected time of a call.
     """
     if warmup < 0 or number < 1 or repeat < 1 or min_repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1, min_repeat >= 1")
@@ -160,7 +162,80 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     # host clock after sync()
     calibration = timer if timer is not None else HostTimer(sync, now)
     timed_warmup = warmup_s is not None
+
+    def timed(count: int, per: int):
+        """``count`` samples of ``per`` calls: (samples ms, each call's ns or None, stages, last output)."""
+        if stage_times is not None:
+            stage_times()  # discard what came before (warmup, calibration)
+        samples: list[float] = []
+        calls = array("q")  # nanoseconds per call
+        stages: list[list[float]] | None = [] if stage_times is not None else None
+        last = None
+        if timer is not None:  # a device clock: whole samples only
+            for _ in range(count):
+                timer.start()
+                for _ in range(per):
+                    last = fn()
+                samples.append(timer.stop() / per)
+                if stages is not None:
+                    stages.append([t / per for t in stage_times()])
+            if sync is not None:
+                sync()
+            return samples, None, stages, last
+        for _ in range(count):
+            start = prev = clock()
+            if sync is None:
+                for _ in range(per):
+                    last = fn()
+                    t = clock()
+                    calls.append(t - prev)
+                    prev = t
+            else:
+                for _ in range(per):
+                    last = fn()
+                    sync()
+                    t = clock()
+                    calls.append(t - prev)
+                    prev = t
+            samples.append((prev - start) / 1e6 / per)
+            if stages is not None:
+                stages.append([t / per for t in stage_times()])
+        return samples, calls, stages, last
+
+    def result(got, warm_calls: int, protocol: dict) -> Measurement:
+        samples, calls, stages, last = got
+        meta = {"clock": getattr(timer, "clock", type(timer).__name__) if timer is not None else label,
+                "protocol": protocol}
+        call_ms = None if calls is None else (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
+        return Measurement(samples_ms=samples, number=protocol["number"], warmup=warm_calls, stage_ms=stages,
+                           call_ms=call_ms, last=last, meta=meta)
+
+    def bounded(protocol: dict, sample_ms: float | None) -> dict:
+        if timed_warmup:
+            protocol["warmup_ms"] = round(warm_ms, 6)
+        if sample_s is not None:
+            protocol.update(sample_s=sample_s, warmup_s=warmup_s, min_repeat=min_repeat,
+                            expected_sample_ms=None if sample_ms is None else round(sample_ms, 6))
+        return protocol
+
     warm_calls, warm_ms, last_ms = 0, 0.0, None
+    checked = float(checked_ms) if timed_warmup and checked_ms is not None and checked_ms > 0 else 0.0
+    cold_check = None
+    if (warmup and checked and warmup_done(0, 0.0, warmup, warmup_s, checked)
+            and not (min_sample_ms and checked * number < min_sample_ms)):
+        # the check call was the warmup, its time the expected call's: the samples are counted from it.
+        # The first timed call confirms it: a call under half the check's says the check was cold (a
+        # JIT's first call, lazy imports), and the calls just made become the warmup of the usual round
+        count, why = sample_count(checked * number, repeat, sample_s, min_repeat)
+        got = timed(count, number)
+        first = got[1][0] / 1e6 if got[1] is not None and len(got[1]) else got[0][0]
+        if first * 2.0 >= checked:
+            protocol = {"mode": TIME_BOUNDED, "warmup_calls": 0, "calibration_calls": 0, "samples": count,
+                        "number": number, "why": why, "warmup_by_check_ms": round(checked, 6)}
+            return result(got, 0, bounded(protocol, checked * number))
+        cold_check = {"check_ms": round(checked, 6), "first_call_ms": round(first, 6), "calls": count * number}
+        warm_calls, warm_ms = count * number, float(sum(got[0])) * number
+        last_ms = (got[1][-1] / 1e6) if got[1] is not None and len(got[1]) else got[0][-1]
     while not warmup_done(warm_calls, warm_ms, warmup, warmup_s):
         if timed_warmup:
             calibration.start()
@@ -188,47 +263,6 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     repeat, why = sample_count(sample_ms, repeat, sample_s, min_repeat)
     protocol = {"mode": FIXED if sample_s is None else TIME_BOUNDED, "warmup_calls": warm_calls,
                 "calibration_calls": calibration_calls, "samples": repeat, "number": number, "why": why}
-    if timed_warmup:
-        protocol["warmup_ms"] = round(warm_ms, 6)
-    if sample_s is not None:
-        protocol.update(sample_s=sample_s, warmup_s=warmup_s, min_repeat=min_repeat,
-                        expected_sample_ms=None if sample_ms is None else round(sample_ms, 6))
-    if stage_times is not None:
-        stage_times()  # discard what warmup and calibration accumulated
-    samples: list[float] = []
-    calls = array("q")  # nanoseconds per call
-    stages: list[list[float]] | None = [] if stage_times is not None else None
-    last = None
-    if timer is not None:  # a device clock: whole samples only
-        for _ in range(repeat):
-            timer.start()
-            for _ in range(number):
-                last = fn()
-            samples.append(timer.stop() / number)
-            if stages is not None:
-                stages.append([t / number for t in stage_times()])
-        if sync is not None:
-            sync()
-        return Measurement(samples_ms=samples, number=number, warmup=warm_calls, stage_ms=stages, last=last,
-                           meta={"clock": getattr(timer, "clock", type(timer).__name__), "protocol": protocol})
-    for _ in range(repeat):
-        start = prev = clock()
-        if sync is None:
-            for _ in range(number):
-                last = fn()
-                now = clock()
-                calls.append(now - prev)
-                prev = now
-        else:
-            for _ in range(number):
-                last = fn()
-                sync()
-                now = clock()
-                calls.append(now - prev)
-                prev = now
-        samples.append((prev - start) / 1e6 / number)
-        if stages is not None:
-            stages.append([t / number for t in stage_times()])
-    call_ms = (np.frombuffer(calls, dtype=np.int64) / 1e6).tolist()
-    return Measurement(samples_ms=samples, number=number, warmup=warm_calls, stage_ms=stages, call_ms=call_ms,
-                       last=last, meta={"clock": label, "protocol": protocol})
+    if cold_check:  # the check call was not warm: what was taken for samples was warmup
+        protocol["cold_check"] = cold_check
+    return result(timed(repeat, number), warm_calls, bounded(protocol, sample_ms))

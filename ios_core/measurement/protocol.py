@@ -8,10 +8,13 @@ Two protocols (the plan's fields; a plan written before ``sample_s`` existed is 
   lasts ``min_sample_ms``: ``number + 2*number + ... + N`` calls, at least one sample of ``number``;
   none without ``min_sample_ms``), then ``repeat`` samples of ``N`` calls.
 * **time-bounded** (``sample_s`` seconds): 1 check call; ``w = min(warmup, max(1, ceil(warmup_s / L)))``
-  warmup calls (0 when ``warmup`` is 0; ``warmup_s`` None: ``warmup`` calls); no calibration where one
-  call of ``number`` lasts ``min_sample_ms`` (the last warmup call serves; with no warmup call, one
-  calibration sample), else the same doubling; then ``n = clamp(ceil(sample_s / (N * L)), min_repeat,
-  repeat)`` samples of ``N`` calls.
+  warmup calls (0 when ``warmup`` is 0; ``warmup_s`` None: ``warmup`` calls), none where the check call
+  alone lasted ``warmup_s`` (on the CPU: it warmed the program; ``measure`` checks it by the first
+  timed call, which must last half the check's, else the calls made are its warmup and the round goes on as
+  an ordinary one); no calibration where one call of
+  ``number`` lasts ``min_sample_ms`` (the last warmup call, or that check call, serves; with no timed
+  call before, one calibration sample), else the same doubling; then ``n = clamp(ceil(sample_s / (N *
+  L)), min_repeat, repeat)`` samples of ``N`` calls.
 
 :func:`warmup_done` and :func:`sample_count` are the rule itself: ``ios_core.measurement.measure`` applies
 them to the calls it times, :func:`round_calls` to a latency the estimate assumes.
@@ -74,14 +77,18 @@ def protocol_fields(plan) -> dict:
     return {name: get(name, default) for name, default in DEFAULTS.items()}
 
 
-def warmup_done(calls: int, spent_ms: float, warmup: int, warmup_s: float | None) -> bool:
+def warmup_done(calls: int, spent_ms: float, warmup: int, warmup_s: float | None, checked_ms: float = 0.0) -> bool:
     """Whether warmup is over after ``calls`` warmup calls that took ``spent_ms`` in all: the fixed
     protocol (``warmup_s`` None) makes exactly ``warmup`` calls; the time-bounded one at least one
-    (where ``warmup`` >= 1), at most ``warmup``, and stops once ``warmup_s`` seconds are spent."""
+    (where ``warmup`` >= 1), at most ``warmup``, and stops once ``warmup_s`` seconds are spent. The
+    output check's call made just before (``checked_ms``, 0: none counted) counts as warmup where it
+    alone lasted ``warmup_s``: then no warmup call is made (a call of seconds warms itself)."""
     if calls >= warmup:
         return True
     if warmup_s is None:
         return False
+    if checked_ms >= warmup_s * 1000.0:
+        return True
     return calls >= 1 and spent_ms >= warmup_s * 1000.0
 
 
@@ -123,9 +130,10 @@ def calls_per_sample(latency_ms: float, number: int, min_sample_ms: float | None
     return n, calibration_calls(number, n)
 
 
-def round_calls(latency_ms: float, plan) -> RoundCalls:
+def round_calls(latency_ms: float, plan, check_warms: bool = True) -> RoundCalls:
     """The calls one round of a cell whose call takes ``latency_ms`` makes under ``plan``'s protocol
-    (:func:`protocol_fields`; the module's docstring states both protocols)."""
+    (:func:`protocol_fields`; the module's docstring states both protocols). ``check_warms``: the output
+    check's call counts as warmup (:func:`warmup_done`), as a CPU round's does."""
     p = protocol_fields(plan)
     warmup, repeat, number = int(p["warmup"]), int(p["repeat"]), int(p["number"] or 1)
     min_sample = p["min_sample_ms"] or 0.0
@@ -134,9 +142,11 @@ def round_calls(latency_ms: float, plan) -> RoundCalls:
         n, calibration = calls_per_sample(lat, number, min_sample) if min_sample else (number, 0)
         return RoundCalls(1, warmup, calibration, repeat, n, FIXED)
     w = 0  # the warmup rule measure() applies, each call lasting ``lat``
-    while not warmup_done(w, w * lat, warmup, p["warmup_s"] if lat > 0 else None):
+    checked = lat if check_warms else 0.0
+    while not warmup_done(w, w * lat, warmup, p["warmup_s"] if lat > 0 else None, checked):
         w += 1
-    if min_sample and not (w and lat * number >= min_sample):  # the last warmup call serves where it can
+    served = w or (warmup and checked and checked >= (p["warmup_s"] or 0) * 1000.0)  # a timed call came first
+    if min_sample and not (served and lat * number >= min_sample):  # the last warmup call serves where it can
         n, calibration = calls_per_sample(lat, number, min_sample)
     else:
         n, calibration = number, 0
