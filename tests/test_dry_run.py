@@ -30,6 +30,7 @@ def test_a_dry_run_prints_the_plan_and_its_estimate_and_writes_nothing(tmp_path)
                          {"IOS_BENCH_BUILD_CACHE": str(cache)}, timeout=300).stdout)
     assert got["cells"] == 8 and got["rounds"] == 24 and set(got["by_batch"]) == {"1", "2"}
     assert sum(got["by_kind"].values()) == __import__("pytest").approx(got["seconds"])
+    assert got["time_budget"] is None
     assert _files(tmp_path) == before
 
 
@@ -55,6 +56,13 @@ def test_the_text_names_predicted_caps_and_the_protocol():
     assert "time-bounded: warmup up to 3 calls or 0.5 s, samples for 1.0 s (3 to 10)" in text
     assert "predicted capped (a prediction" in text and "torch m b32: 4.2x openvino" in text
     assert "batch 32" in text and "2.00   100%" in text and "1.50    75%" in text
+    assert "--time-budget" not in text
+    got["time_budget"] = {"budget_s": 3600.0, "seconds": 5400.0, "first": 3000.0, "later": 2400.0,
+                          "later_planned": 4200.0, "cut_rounds": 3, "one_round_groups": 0, "groups": 1}
+    text = "\n".join(lines(got))
+    assert ("with --time-budget 3600 s: about 1 h 30 min (1.50 h): the searches, reference outputs and every cell's "
+            "first round 0.83 h (made whatever the budget), later rounds 0.67 h of 1.17 h planned; 3 rounds left "
+            "out, 0 of 1 groups one round a cell") in text
 
 
 def test_a_resumed_dry_run_reuses_what_the_run_folder_holds_and_leaves_it_as_it_was(tmp_path):

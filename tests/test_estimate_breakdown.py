@@ -5,7 +5,7 @@ import pytest
 
 from ios_bench.planning import estimate
 from ios_bench.planning.cells import Cell
-from ios_bench.planning.estimate_breakdown import breakdown, capped_rounds, predicted_caps, totals
+from ios_bench.planning.estimate_breakdown import breakdown, capped_rounds, predicted_caps, totals, under_budget
 
 FIXED = {"warmup": 3, "repeat": 10, "number": 1, "min_sample_ms": 10.0, "sample_s": None, "cap_factor": 3.0}
 
@@ -71,3 +71,23 @@ def test_capping_spares_the_best_peer_ios_cells_and_a_plan_without_it():
     assert set(caps) == {CELLS[0].key}  # not openvino (the best peer), not the IOS cells, not b2's lone peer
     assert predicted_caps(m, CELLS, 6.0) == {}  # 5x is under a factor of 6
     assert predicted_caps(m, CELLS, None) == {}  # capping off
+
+
+def test_a_time_budget_keeps_every_first_round_and_cuts_later_rounds_group_by_group():
+    """--time-budget on the known plan: group b1 (searches 11.0, reference 1.4, first rounds torch 5.6 with its
+    cold build, openvino 0.9, IOS-Both 2.55: 21.45 s; later rounds 2 x 0.9 + 2 x 2.55 = 6.9 s), then group b2
+    (reference 1.6, first round 1.2: 2.8 s; later 2.4 s)."""
+    m = _known_model()
+    left = capped_rounds({c.key: 3 for c in CELLS}, predicted_caps(m, CELLS, 3.0), 3)
+    refs, searches = {("m", 1), ("m", 2)}, {("m", 1, "torch", "fp32"): 1}
+    whole = under_budget(m, CELLS, left, refs, searches, 1000.0)
+    assert whole["seconds"] == pytest.approx(estimate.sweep_seconds(m, CELLS, left, refs, searches)["seconds"])
+    assert (whole["cut_rounds"], whole["one_round_groups"], whole["groups"]) == (0, 0, 2)
+    # 1.05 s left after b1's first pass: openvino's second round (0.9) and IOS-Both's (2.55, started with 0.15 s
+    # left) run, their third rounds do not; b2 gets its first round only
+    tight = under_budget(m, CELLS, left, refs, searches, 22.5)
+    assert tight["first"] == pytest.approx(21.45 + 2.8) and tight["later"] == pytest.approx(3.45)
+    assert tight["seconds"] == pytest.approx(27.7)
+    assert (tight["cut_rounds"], tight["one_round_groups"]) == (4, 1)
+    none = under_budget(m, CELLS, left, refs, searches, 1.0)
+    assert none["seconds"] == pytest.approx(24.25) and (none["cut_rounds"], none["one_round_groups"]) == (6, 2)

@@ -82,6 +82,50 @@ def breakdown(model: Model, cells: list, rounds: dict[str, int], refs: set, sear
     return rows
 
 
+def under_budget(model: Model, cells: list, rounds: dict[str, int], refs: set, searches: dict, budget_s: float,
+                 fresh: set | None = None) -> dict:
+    """What ``--time-budget budget_s`` leaves of the sweep the other arguments describe (those of
+    :func:`breakdown`): the sweep measures its (model, batch, device) groups one after another (in the
+    order of ``cells``); each cell's first round is made whatever the budget, its later rounds only while
+    fewer than ``budget_s`` seconds of measuring have passed (``RoundRunner.budget_left``: searches and
+    reference outputs count, as they happen between the groups' rounds). Returns {"seconds": the
+    budgeted estimate, "first": every group's searches, reference outputs and first rounds, "later": the
+    later rounds made, "later_planned", "cut_rounds": later rounds the budget is estimated to leave out,
+    "one_round_groups": groups estimated to get only their first rounds}. An estimate: a round that
+    starts just before the budget is spent still runs in full."""
+    from ios_bench.planning.estimate_model import sweep_seconds
+
+    groups: dict[str, list] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    spent = first_all = later_all = planned_all = 0.0
+    cut, one_round = 0, 0
+    for members in groups.values():
+        names = {(c.model, c.batch_size) for c in members}
+        mine = {k: n for k, n in searches.items() if (k[0], k[1]) in names}
+        first = sweep_seconds(model, members, {c.key: min(1, rounds[c.key]) for c in members},
+                              {r for r in refs if r in names}, mine, fresh=fresh)["seconds"]
+        per = {c.key: model.cell_s(c, count=True) for c in members}
+        later_n = {c.key: max(0, rounds[c.key] - 1) for c in members}
+        planned = sum(later_n[k] * per[k] for k in per)
+        spent += first
+        room = max(0.0, budget_s - spent)
+        made = planned if planned <= room else 0.0
+        if planned > room:  # the passes go on, a round per cell in turn, until the budget is spent
+            left = dict(later_n)
+            while made < room and any(left.values()):
+                for k in left:
+                    if left[k] and made < room:
+                        made += per[k]
+                        left[k] -= 1
+            cut += sum(left.values())
+            one_round += bool(planned) and made == 0.0
+        spent += made
+        first_all, later_all, planned_all = first_all + first, later_all + made, planned_all + planned
+    return {"seconds": spent, "first": first_all, "later": later_all, "later_planned": planned_all,
+            "cut_rounds": cut, "one_round_groups": one_round, "groups": len(groups)}
+
+
 def totals(rows: list[dict], by: str) -> dict:
     """{value of ``by``: seconds} over ``rows``, largest first."""
     out: dict = {}

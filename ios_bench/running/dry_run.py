@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ios_bench.planning import estimate, probing
 from ios_bench.planning.cells import ref_file
-from ios_bench.planning.estimate_breakdown import KINDS, breakdown, rates, totals
+from ios_bench.planning.estimate_breakdown import KINDS, breakdown, rates, totals, under_budget
 from ios_bench.planning.plan import Plan
 from ios_bench.records.runfolder import RunFolder, npy_ok
 from ios_bench.running.context import SweepContext
@@ -69,6 +69,11 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
     refs_here = {(c.model, c.batch_size) for c in cells if npy_ok(here / ref_file(c.model, c.batch_size))}
     schedules_here = {path for c in cells if c.schedule and (here / (path := schedule_path(plan, c))).exists()}
     byname = {c.key: c for c in runnable}
+    budget = None
+    if plan.time_budget is not None:
+        budget = {"budget_s": plan.time_budget,
+                  **under_budget(model, runnable, got["left"], got["refs"], got["searches"], plan.time_budget,
+                                 fresh=got["fresh"])}
     return {
         "dry_run": True, "note": PROBE_NOTE, "seconds": est["seconds"], "human": estimate.human(est["seconds"]),
         "protocol": protocol_fields(plan), "rounds_per_cell": got["rounds"], "rounds_auto": plan.rounds == AUTO,
@@ -87,7 +92,7 @@ def plan_and_estimate(plan: Plan, folder: Path, resume: bool = False, executor=N
         "by_batch": totals(rows, "batch"), "by_model": totals(rows, "model"),
         "by_framework": totals(rows, "framework"), "by_kind": totals(rows, "kind"),
         "latencies_from": est["from"], "rates": rates(model, runnable), "speed": model.speed_note(),
-        "notes": list(sweep.notes), "rows": rows, "probes": sweep.probes,
+        "notes": list(sweep.notes), "rows": rows, "probes": sweep.probes, "time_budget": budget,
     }
 
 
@@ -131,6 +136,14 @@ def lines(got: dict) -> list[str]:
         if len(got["capped"]) > 12:
             out.append(f"  ... {len(got['capped']) - 12} more")
     out.append(f"estimated duration: about {got['human']}{more} ({total / 3600:.2f} h; an estimate: docs/harness.md)")
+    b = got.get("time_budget")
+    if b:
+        out.append(f"with --time-budget {b['budget_s']:g} s: about {estimate.human(b['seconds'])} "
+                   f"({b['seconds'] / 3600:.2f} h): the searches, reference outputs and every cell's first round "
+                   f"{b['first'] / 3600:.2f} h (made whatever the budget), later rounds {b['later'] / 3600:.2f} h of "
+                   f"{b['later_planned'] / 3600:.2f} h planned; {b['cut_rounds']} rounds left out, "
+                   f"{b['one_round_groups']} of {b['groups']} groups one round a cell (no interval: unstable); "
+                   "the breakdown below is of the whole plan")
     out += _table("batch", got["by_batch"], total, lambda b: f"batch {b}")
     out += _table("model", got["by_model"], total)
     out += _table("framework", got["by_framework"], total)
