@@ -33,11 +33,13 @@ from ios_core.measurement.threads import ort_session_config, policy_name, pool_r
 from ios_core.quantize import (  # noqa: F401  (their home before the IOS providers quantized too)
     CALIBRATION_SAMPLES,
     CALIBRATION_STREAM,
+    FLOAT_RULE,
     ORT_SETTINGS,
     build_key,
     calibration_feeds,
     calibration_inputs,
     float_heavy,
+    float_nodes,
     inputs_note,
     integer_kernels,
     ort_quantize,
@@ -249,7 +251,9 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
     feeds, note, source = calibration_feeds(graph, batch_size, samples, data)
     path = None
     if cache is not None:
-        key = build_key(model.SerializeToString(), method, source, sorted(ORT_SETTINGS.items()))
+        floats = float_nodes(model)  # a transformer's float operators: part of its key (none for a CNN: as before)
+        key = build_key(model.SerializeToString(), method, source, sorted(ORT_SETTINGS.items()),
+                        *((FLOAT_RULE, *floats) if floats else ()))
         path = cache.dir / f"{key}.onnx"
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())

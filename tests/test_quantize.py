@@ -278,3 +278,31 @@ def test_every_int8_adapter_records_what_it_left_in_float(name):
     else:
         assert integer + info["float_ops"]["conv"] == convs, info
     assert all(isinstance(v, int) and v >= 0 for v in info["float_ops"].values())
+
+
+def test_a_transformer_is_quantized_by_its_weights_and_a_cnn_as_before():
+    """ONNX Runtime int8 (ios_core.quantize.float_nodes): a CNN keeps no node in float (quantize_static is
+    called as before); the one-block ViT keeps every node but Conv, Gemm and the MatMuls against a weight in
+    float (attention's two activation products among them), and then holds the int8 bound (quantizing
+    everything put it 53 % off)."""
+    pytest.importorskip("onnxruntime")
+    import adapters
+    from ios_core import reference
+    from ios_core.check import compare, tolerance_for
+    from ios_core.lowering.onnx import export
+    from ios_core.quantize import float_nodes
+    from tests.test_ops_transformer import one_block_vit
+
+    assert float_nodes(export(mini_inception().init_weights(0), 1)) == []
+    g = one_block_vit()
+    m = export(g, 2)
+    floats = set(float_nodes(m))
+    ops = {n.name: n.op_type for n in m.graph.node}
+    quantized = [n for n in ops if n not in floats]
+    assert {ops[n] for n in quantized} == {"Conv", "MatMul", "Gemm"}
+    assert sum(ops[n] == "MatMul" for n in floats) == 2  # the scores and their product with the values
+    assert all(ops[n] != "Softmax" and ops[n] != "LayerNormalization" for n in quantized)
+    x = reference.random_input(g, 2, 0)
+    c = adapters.get("onnxruntime").build(g, 2, threads=1, precision="int8")
+    res = compare(c.finish(c.execute(c.prepare(x))), reference.run(g, x), tolerance_for("int8"))
+    assert res.passed, res.reason
