@@ -314,7 +314,8 @@ def profile_run(folder, plan, say=print) -> list[dict]:
     correct cells profiled once per framework those cells used (every IOS cell as ``ios``, on the
     graph as loaded: sequential unless the model carries stages), written to ``folder/profile.json``
     as ``[{"model", "batch_size", "device", "results": [...]}]``, each framework's own trace in
-    ``folder/profile-traces/`` (its path in its result's ``trace``). Separate runs: no cell's figures change."""
+    ``folder/profile-traces/`` (its path, relative to the folder, in its result's ``trace``). Separate
+    runs: no cell's figures change."""
     import json
     from pathlib import Path
 
@@ -342,6 +343,9 @@ def profile_run(folder, plan, say=print) -> list[dict]:
                 graph.init_weights(plan.seed)
             results = profile_frameworks(graph, names, bs, device=device, threads=plan.threads,
                                          warmup=plan.warmup, repeat=plan.repeat, trace_dir=traces)
+            for r in results:  # the run folder moves as a whole: a trace's path is relative to it
+                if r.get("trace"):
+                    r["trace"] = Path(r["trace"]).relative_to(Path(folder)).as_posix()
             out.append({"model": graph.name, "batch_size": bs, "device": device, "results": results})
     atomic_write_text(Path(folder) / PROFILE_FILE, json.dumps(out, indent=1))
     return out

@@ -206,3 +206,28 @@ def test_cli_trace_dir_keeps_the_traces_and_refuses_a_file(pair, tmp_path, capsy
     assert json.loads(trace.read_text())["traceEvents"]
     code, out, err = _cli(capsys, "profile", "--model", str(path), "--frameworks", "ios", "--trace-dir", str(path))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--trace-dir" in err, err
+
+
+def test_run_profile_keeps_the_traces_in_the_run_folder_and_the_report_names_them(pair, tmp_path, monkeypatch):
+    import ios_bench.profiling as profiling
+    import ios_bench.results as results_mod
+    from ios_bench.planning.plan import Plan
+    from ios_bench.reporting.profile_table import report_sections
+    from ios_bench.reporting.report_tables import Table
+
+    path = tmp_path / "pair.json"
+    pair.save(path)
+    recs = [{"model": "pair", "batch_size": 1, "device": "cpu", "framework": "ios", "status": "ok"}]
+    monkeypatch.setattr(results_mod, "load_run", lambda folder: type("R", (), {"records": recs})())
+    run = tmp_path / "run"
+    run.mkdir()
+    plan = Plan()
+    plan.models = [str(path)]
+    plan.warmup, plan.repeat, plan.threads = 1, 2, 1
+    [entry] = profiling.profile_run(run, plan, say=lambda s: None)
+    [res] = entry["results"]
+    assert res["trace"] == "profile-traces/pair-ios-b1-cpu.trace.json"
+    assert json.loads((run / res["trace"]).read_text())["traceEvents"]
+    [(_, items)] = report_sections(run, tmp_path, Table)
+    texts = [it[1] for it in items if isinstance(it, tuple) and it[0] == "text"]
+    assert any("ios: `profile-traces/pair-ios-b1-cpu.trace.json`" in t for t in texts), texts

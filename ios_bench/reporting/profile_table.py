@@ -266,6 +266,10 @@ def report_sections(run_folder, out, table_cls) -> list[tuple[str, list]]:
             png = Path(out) / f"where_time_goes_{file_part(model)}_{file_part(device)}_b{bs}.png"
             plot(results, png, f"{model}, batch {bs}, {device}: where the time goes")
             items.append(("img", png.name, f"{model}, batch {bs}: where the time goes, per framework"))
+        traces = [f"{r['framework']}: `{r['trace']}`" for r in results if r.get("trace") and "error" not in r]
+        if traces:
+            items.append(("text", "The frameworks' own profiler events (Chrome trace / Perfetto JSON, in the run "
+                                  "folder): " + "; ".join(traces) + "."))
         for r in results:
             if r.get("timeline"):
                 tl = plot_timeline(r["timeline"], timeline_path(png),
