@@ -41,12 +41,15 @@ class ProfilerMissing(RuntimeError):
 class OpTime:
     """One thing a framework's profiler timed: its own ``name`` for it (node, layer, kernel,
     range), the mean ``ms`` per inference, the lowering's names it computes (``sources``: empty
-    when the profiler does not say: counted as "fused, unmapped") and the framework's type for it."""
+    when the profiler does not say: counted as "fused, unmapped") and the framework's type for it;
+    ``exec_type`` and ``self_ms`` where the framework's profiler gives them (else empty and None)."""
 
     name: str
     ms: float
     sources: tuple[str, ...] = ()
     kind: str = ""
+    exec_type: str = ""  # the kernel the framework ran for it, where it says (OpenVINO's exec_type)
+    self_ms: float | None = None  # its own time, its children's excluded, where the framework gives both (torch)
 
 
 def median_per_name(calls: list[dict[str, float]]) -> dict[str, float]:
@@ -75,6 +78,25 @@ def per_call_ms(windows: list[tuple[float, float]], events, units_per_ms: float)
             continue
         spans[i].setdefault(name, []).append((s, min(t, windows[i][1])))
     return [{name: union_length(iv) / units_per_ms for name, iv in call.items()} for call in spans]
+
+
+def write_chrome_trace(path, events) -> None:
+    """Keep a profiler's timed events as a Chrome trace (JSON object format, which Perfetto and
+    chrome://tracing open), written atomically. ``events``: ``(name, process, thread, start_us,
+    duration_us)`` tuples on one clock (microseconds), ``process`` and ``thread`` names or numbers."""
+    from ios_core.atomic import atomic_write_json
+
+    pids: dict = {}
+    tids: dict = {}
+    out = []
+    for name, process, thread, start, dur in events:
+        pid = pids.setdefault(process, len(pids) + 1)
+        tid = tids.setdefault((process, thread), len(tids) + 1)
+        out.append({"name": str(name), "ph": "X", "pid": pid, "tid": tid, "ts": float(start), "dur": float(dur)})
+    meta = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": str(p)}} for p, pid in pids.items()]
+    meta += [{"name": "thread_name", "ph": "M", "pid": pids[p], "tid": tid, "args": {"name": str(t)}}
+             for (p, t), tid in tids.items()]
+    atomic_write_json(path, {"traceEvents": meta + out, "displayTimeUnit": "ms"}, indent=None)
 
 
 def union_length(intervals) -> float:
@@ -136,10 +158,13 @@ class Compiled:
     def run(self, x: np.ndarray) -> np.ndarray:
         return self.finish(self.execute(self.prepare(np.ascontiguousarray(x, dtype=np.float32))))
 
-    def profile(self, x: np.ndarray, warmup: int = 3, repeat: int = 10):
+    def profile(self, x: np.ndarray, warmup: int = 3, repeat: int = 10, trace=None):
         """Run under the framework's own profiler: ``(rows, measurement)``, ``rows`` a list of
         :class:`OpTime` (ms per inference), ``measurement`` the profiled calls timed with
-        ``ios_core.measurement.measure.measure``. Build with ``Adapter.profile_options()`` first."""
+        ``ios_core.measurement.measure.measure``. Build with ``Adapter.profile_options()`` first.
+        ``trace``: a path where the profiler's own events of these calls are kept as a Chrome trace
+        (Perfetto) JSON file, written atomically, by a framework whose profiler has timed events (one
+        without them writes none). May be called again on the same build (rounds of profiled calls)."""
         raise ProfilerMissing("this adapter has no per-operator profiler hook")
 
 

@@ -19,7 +19,16 @@ from ios_core.ir import Graph
 from ios_core.measurement.threads import pool_record
 from ios_core.runtime import Runtime, make_runtime
 
-from .base import REFUSED, Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, precision_reason
+from .base import (
+    REFUSED,
+    Adapter,
+    Compiled,
+    OpTime,
+    ProfilerMissing,
+    median_per_name,
+    precision_reason,
+    write_chrome_trace,
+)
 
 
 class IOSCompiled(Compiled):
@@ -47,16 +56,22 @@ class IOSCompiled(Compiled):
     def timer(self):
         return self.runtime.timer() if self.cuda else None
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """The runtime's per-stage profile (``Runtime.measure(profile_stages=True)``): one row per
         stage (median over the samples), its sources the operators of its groups (several: a
         group the stage ran at once). A build with ``timeline=True`` (``profile_options``) also gives
-        ``meta["timeline"]``: one further call's stages per worker (``Runtime.timeline``)."""
+        ``meta["timeline"]``: one further call's stages per worker (``Runtime.timeline``), kept as a
+        Chrome trace at ``trace`` when given."""
         if self.cuda:
             raise ProfilerMissing("per-stage figures on cuda: `ios-bench profile --device cuda` without --frameworks")
         m = self.runtime.measure(warmup=warmup, number=1, repeat=repeat, profile_stages=True, x=x)
         if getattr(self.runtime, "trace", None) is not None:  # a profiling build: one more call, its timeline
             m.meta["timeline"] = self.runtime.timeline(x)
+            if trace is not None:  # that call's stages per worker, as a Chrome trace
+                write_chrome_trace(trace, [(f"stage {b['stage']}: " + " | ".join("+".join(g) for g in b["groups"]),
+                                            "ios runtime", "caller" if b["worker"] == 0 else f"worker {b['worker']}",
+                                            1000 * b["start_ms"], 1000 * (b["end_ms"] - b["start_ms"]))
+                                           for b in m.meta["timeline"]])
         per_stage = median_per_name([{str(i): t for i, t in enumerate(sample)} for sample in m.stage_ms])
         rows = [OpTime(f"stage {i}", per_stage[str(i)], tuple(n for group in names for n in group), "stage")
                 for i, names in enumerate(m.meta["stage_names"])]

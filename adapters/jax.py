@@ -48,7 +48,7 @@ from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms, write_chrome_trace
 from .build_cache import open_cache
 
 # Every IR activation kind (ios_core.ir.activations) in one table: name -> f(jax, x, alpha, beta);
@@ -420,6 +420,16 @@ def hlo_scopes(hlo_text: str) -> dict[str, set[str]]:
     return {name: scopes(name, set()) for name in own}
 
 
+def trace_events(path: str):
+    """Every timed event of a JAX trace file (XSpace): ``(name, plane, line, start_us, duration_us)``,
+    for :func:`adapters.base.write_chrome_trace`."""
+    data = _jax().profiler.ProfileData.from_file(path)
+    for plane in data.planes:
+        for line in plane.lines:
+            for e in line.events:
+                yield e.name, plane.name, line.name, e.start_ns / 1e3, e.duration_ns / 1e3
+
+
 def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str]) -> list[OpTime]:
     """Per HLO instruction the trace's thunk events ran (an ``hlo_op`` stat), the median time (ms)
     over the :data:`CALL` annotations they fall in; its sources are the IR operators of its scopes
@@ -476,13 +486,14 @@ class JaxCompiled(Compiled):
         if self._last is not None:
             self._last.block_until_ready()
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """JAX's profiler (``jax.profiler`` trace, XSpace): the compiled program's thunk events of
         each timed call (a ``TraceAnnotation`` :data:`CALL`, the call waited on inside it), median
         per HLO instruction over the calls; an instruction whose ``op_name`` metadata (or its fused
         computation's) holds the scope ``ios_op<i>`` (build option ``scopes=True``) has that
         operator as its source, several for a fusion across operators, none for what XLA added
-        (a weight's layout change): "fused, unmapped"."""
+        (a weight's layout change): "fused, unmapped". ``trace``: the trace's events (every plane
+        and thread) kept there as a Chrome trace (:func:`trace_events`)."""
         import glob
         import tempfile
 
@@ -516,6 +527,8 @@ class JaxCompiled(Compiled):
             files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
             if not files:
                 raise ProfilerMissing("JAX's profiler wrote no trace")
+            if trace is not None:
+                write_chrome_trace(trace, trace_events(files[0]))
             return trace_rows(files[0], hlo, self.scopes), m
 
     def device_memory(self) -> dict | None:

@@ -52,6 +52,8 @@ class ORTCompiled(Compiled):
     def __init__(self, session, info):
         super().__init__(info)
         self.session = session
+        self._new_session = None  # a profiling build: makes a fresh profiling session (``profile``)
+        self._profiled = False
         self.input_name = session.get_inputs()[0].name
         self.output_names = [session.get_outputs()[0].name]
 
@@ -61,18 +63,28 @@ class ORTCompiled(Compiled):
     def execute(self, prepared):
         return self.session.run(self.output_names, prepared)[0]
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """ONNX Runtime's session profiling (build option ``profile=True``): the node kernel
-        times of the ``repeat`` timed runs (median per node); fused nodes keep a member's name."""
+        times of the ``repeat`` timed runs (median per node); fused nodes keep a member's name.
+        ``trace``: a path where ONNX Runtime's own JSON profile (Chrome trace events) is kept, written
+        atomically; else it is deleted. ONNX Runtime ends a session's profiling when its file is
+        written: a second call profiles a fresh session of the same model and options."""
+        from ios_core.atomic import atomic_write_bytes
         from ios_core.measurement.measure import measure
 
         if not self.info.get("profiling"):
             raise ProfilerMissing("built without session profiling (build option profile=True)")
+        if self._profiled:
+            self.session = self._new_session()
+        self._profiled = True
         prepared = self.prepare(x)
         m = measure(lambda: self.execute(prepared), warmup=warmup, repeat=repeat, sync=self.sync)
         path = Path(self.session.end_profiling())
         try:
-            events = json.loads(path.read_text())
+            data = path.read_bytes()
+            if trace is not None:
+                atomic_write_bytes(trace, data)
+            events = json.loads(data)
         finally:
             path.unlink(missing_ok=True)
         return ort_rows(events, repeat), m
@@ -225,7 +237,12 @@ class OnnxRuntime(Adapter):
         if cuda:
             info.update(tf32=False, cuda_provider_options=dict(CUDA_OPTIONS))
             return ORTCudaCompiled(session, info)
-        return ORTCompiled(session, info)
+        compiled = ORTCompiled(session, info)
+        if profile:  # each further profiled block: a fresh session (ONNX Runtime profiles a session once)
+            data = model.SerializeToString()
+            so.optimized_model_filepath = ""  # read back once, at the build (its folder is gone)
+            compiled._new_session = lambda: ort.InferenceSession(data, so, providers=providers)
+        return compiled
 
 
 def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, method: str = "minmax", data=None):

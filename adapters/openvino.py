@@ -55,10 +55,12 @@ class OVCompiled(Compiled):
     def finish(self, out) -> np.ndarray:
         return np.array(out, dtype=np.float32, copy=True)  # the request's buffer is reused next call
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """The infer request's profiling info (build option ``perf_count=True``): each executed
-        layer's real time, median over ``repeat`` runs after the timed ones; a layer's sources are
-        the original (ONNX) layer names the runtime graph records for it (several when fused)."""
+        layer's real time, median over ``repeat`` runs after the timed ones, and its ``exec_type``
+        (the kernel it ran: ``jit_avx2_FP32``, ``ref_any_I8``, ...); a layer's sources are the
+        original (ONNX) layer names the runtime graph records for it (several when fused).
+        ``trace``: none is written (the counters have durations, not timestamps)."""
         import openvino as ov
 
         from ios_core.measurement.measure import measure
@@ -71,6 +73,7 @@ class OVCompiled(Compiled):
                   self.compiled_model.get_runtime_model().get_ordered_ops()}
         calls: list[dict[str, float]] = []
         kinds: dict[str, str] = {}
+        kernels: dict[str, str] = {}
         for _ in range(repeat):
             self.execute(prepared)
             call: dict[str, float] = {}
@@ -79,8 +82,9 @@ class OVCompiled(Compiled):
                     continue
                 call[p.node_name] = call.get(p.node_name, 0.0) + p.real_time.total_seconds() * 1000
                 kinds[p.node_name] = p.node_type
+                kernels[p.node_name] = p.exec_type
             calls.append(call)
-        return [OpTime(name, ms, tuple(origin.get(name) or (name,)), kinds[name])
+        return [OpTime(name, ms, tuple(origin.get(name) or (name,)), kinds[name], exec_type=kernels[name])
                 for name, ms in median_per_name(calls).items()], m
 
     def in_flight(self, jobs: int):

@@ -407,11 +407,13 @@ class TorchCompiled(Compiled):
         self.cuda = device.startswith("cuda")
         self.dtype = dtype  # None: float32; else the input is cast to it in prepare (outside the timed call)
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """``torch.profiler`` over ``repeat`` timed calls. Rows: the top-level events of a call
         (median per name over the calls): on
         an eager build with ``ranges=True`` one ``ios:<operator>`` range per IR operator (its input
-        composition included, :func:`with_ranges`); compiled code: its regions (unmapped)."""
+        composition included, :func:`with_ranges`); compiled code: its regions (unmapped).
+        ``trace``: where torch's own Chrome trace of the profiler's window is kept
+        (``export_chrome_trace``, then moved there atomically)."""
         from torch.profiler import ProfilerActivity, profile, record_function
 
         from ios_core.measurement.measure import measure
@@ -429,6 +431,15 @@ class TorchCompiled(Compiled):
                     return self.execute(prepared)
 
             m = measure(call, warmup=0, repeat=repeat, sync=self.sync, timer=self.timer())
+        if trace is not None:
+            import tempfile
+            from pathlib import Path
+
+            from ios_core.atomic import atomic_write_bytes
+
+            with tempfile.TemporaryDirectory(prefix="ios-bench-torch-trace-") as tmp:
+                prof.export_chrome_trace(str(Path(tmp) / "trace.json"))
+                atomic_write_bytes(trace, (Path(tmp) / "trace.json").read_bytes())
         return torch_rows(prof.events()), m
 
     def prepare(self, x: np.ndarray):
@@ -472,18 +483,26 @@ CALL = "ios-bench:call"  # the range around each timed call: the rows are its ch
 
 def torch_rows(events) -> list[OpTime]:
     """Per name, the median over the timed calls (the ranges :data:`CALL`) of the CPU time (ms)
-    of the events directly inside a call; a range ``ios:<operator>`` has that operator as its
+    of the events directly inside a call (torch's total: the events inside it included) and of
+    their self CPU time (torch's self: what ran inside none of its child events, e.g. a range's
+    Python and dispatch between its aten ops); a range ``ios:<operator>`` has that operator as its
     source, anything else none."""
     calls: list[dict[str, float]] = []
+    selfs: list[dict[str, float]] = []
     for c in (e for e in events if e.name == CALL):
         call: dict[str, float] = {}
+        own: dict[str, float] = {}
         for e in c.cpu_children:
             call[e.name] = call.get(e.name, 0.0) + e.cpu_time_total / 1000
+            own[e.name] = own.get(e.name, 0.0) + e.self_cpu_time_total / 1000
         calls.append(call)
+        selfs.append(own)
     if not calls:
         raise ProfilerMissing(f"torch.profiler recorded no '{CALL}' range")
+    self_ms = median_per_name(selfs)
     return [OpTime(name, ms, (name[4:],) if name.startswith("ios:") else (),
-                   "range" if name.startswith("ios:") else "op") for name, ms in median_per_name(calls).items()]
+                   "range" if name.startswith("ios:") else "op", self_ms=self_ms[name])
+            for name, ms in median_per_name(calls).items()]
 
 
 def with_ranges(module: torch.fx.GraphModule, graph: Graph) -> torch.fx.GraphModule:

@@ -71,7 +71,7 @@ from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
-from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
+from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms, write_chrome_trace
 from .build_cache import open_cache
 from .imports import absent
 
@@ -426,11 +426,12 @@ class TFCompiled(Compiled):
         if self.gpu:
             self.tf.test.experimental.sync_devices()
 
-    def profile(self, x, warmup=3, repeat=10):
+    def profile(self, x, warmup=3, repeat=10, trace=None):
         """TensorFlow's profiler (host tracer): the executor's op events of each timed call (a
         ``Trace`` range ``ios-bench:call``), median per op over the calls; an op under a scope
         ``ios_op<i>`` (build option ``scopes=True``) has that operator as its source. XLA runs a
-        compiled cluster with no op events: its function's time is one unmapped row."""
+        compiled cluster with no op events: its function's time is one unmapped row. ``trace``: the
+        trace's events (every plane and thread) kept there as a Chrome trace (:func:`xplane_events`)."""
         import glob
         import tempfile
 
@@ -458,6 +459,8 @@ class TFCompiled(Compiled):
             if not files:
                 raise ProfilerMissing("TensorFlow's profiler wrote no trace")
             data = open(files[0], "rb").read()
+        if trace is not None:
+            write_chrome_trace(trace, xplane_events(data))
         return xplane_rows(data, self.scopes), m
 
 
@@ -534,6 +537,21 @@ def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=
 
 CALL = "ios-bench:call"
 _EXECUTOR = ("ThreadpoolListener", "ExecutorState", "ExecutorDoneCallback")  # scheduling, not ops
+
+
+def xplane_events(data: bytes):
+    """Every timed event of a TensorFlow trace (an ``XSpace``): ``(name, plane, line, start_us,
+    duration_us)``, for :func:`adapters.base.write_chrome_trace`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(data)
+    for plane in space.planes:
+        for line in plane.lines:
+            for e in line.events:
+                start_ps = line.timestamp_ns * 1000 + e.offset_ps
+                yield (plane.event_metadata[e.metadata_id].name, plane.name, line.name or line.id,
+                       start_ps / 1e6, e.duration_ps / 1e6)
 
 
 def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:

@@ -64,10 +64,13 @@ def _schedule(graph, strategy: str | None, cost: str, cost_mode: str | None, bat
               help="with --frameworks: rows per IR operator (topological order) or per op kind")
 @click.option("--format", "fmt_", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="with --frameworks: the table, or a JSON list, one object per framework (docs/harness.md)")
+@click.option("--trace-dir", "trace_dir", type=click.Path(file_okay=False), default=None,
+              help="with --frameworks: keep each framework's own profiler events here, one Chrome trace (Perfetto) "
+                   "JSON file per framework whose profiler times events (its path in the output)")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="with --frameworks: write one stacked bar per framework (op kinds + overhead) here, as PNG")
 def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider, warmup, number, repeat, seed,
-            show_graph, device, util_plot, cuda_graph, frameworks, precision, by, fmt_, plot_path):
+            show_graph, device, util_plot, cuda_graph, frameworks, precision, by, fmt_, trace_dir, plot_path):
     """Per-stage latency of a schedule on the IOS runtime, and the whole graph's latency.
 
     \b
@@ -88,7 +91,7 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
     """
     if frameworks is not None:
         _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, provider, frameworks, batch, device,
-                            precision, warmup, repeat, seed, by, fmt_, plot_path)
+                            precision, warmup, repeat, seed, by, fmt_, plot_path, trace_dir)
         return
     import numpy as np
 
@@ -154,12 +157,12 @@ def command(model, batch, schedule, strategy, cost, cost_mode, threads, provider
 
 
 def _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, provider, frameworks, batch, device,
-                        precision, warmup, repeat, seed, by, fmt_, plot_path):
+                        precision, warmup, repeat, seed, by, fmt_, plot_path, trace_dir=None):
     """``--frameworks``: ``ios_bench.profiling`` on each, the table (or JSON) and the bars."""
     import json
 
     import adapters
-    from ios_bench.profiling import profile_frameworks
+    from ios_bench.profiling import PROFILE_ROUNDS, profile_frameworks
     from ios_bench.reporting.profile_table import plot, plot_timeline, render, timeline_path
 
     names = [n.strip() for n in frameworks.split(",") if n.strip()]
@@ -176,13 +179,20 @@ def _profile_frameworks(model, schedule, strategy, cost, cost_mode, threads, pro
     graph, _ = _schedule(graph, strategy, cost, cost_mode, batch, threads, provider)
     if not graph.has_weights:
         graph.init_weights(seed)
+    if trace_dir is not None:
+        from pathlib import Path
+
+        try:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--trace-dir {trace_dir}: {e.strerror or e}") from None
     results = profile_frameworks(graph, names, batch, device=device, threads=threads, precision=precision,
-                                 warmup=warmup, repeat=repeat)
+                                 warmup=warmup, repeat=repeat, trace_dir=trace_dir)
     if fmt_ == "json":
         click.echo(json.dumps(results, indent=1))
     else:
-        click.echo(f"# {one_line(graph.name)}, batch {batch}, {device}, {precision}, {repeat} profiled and "
-                   f"{repeat} unprofiled runs per framework")
+        click.echo(f"# {one_line(graph.name)}, batch {batch}, {device}, {precision}, {PROFILE_ROUNDS} rounds of "
+                   f"{repeat} unprofiled and {repeat} profiled runs per framework, in alternating order")
         click.echo(render(graph, results, by))
     if plot_path:
         path = plot(results, plot_path, f"{graph.name}, batch {batch}: where the time goes")

@@ -30,12 +30,39 @@ def _label(name: str) -> str:
     return name if len(name) <= LABEL_WIDTH else name[:LABEL_WIDTH - 1] + "…"
 
 
+def extra_columns(result: dict) -> list[str]:
+    """The columns a framework's profile adds beside its time in the per-operator table: "self"
+    where its profiler gives each row's self time beside its total (torch), "kernel" where it names
+    the kernel each layer ran (OpenVINO's exec_type)."""
+    if "error" in result:
+        return []
+    rows = result.get("rows", [])
+    out = []
+    if any("self_ms" in row for row in rows):
+        out.append("self")
+    if any(row.get("exec_types") for row in rows):
+        out.append("kernel")
+    return out
+
+
+def _extra_cell(row: dict | None, what: str) -> str:
+    if row is None:
+        return "-"
+    if what == "self":
+        return fmt(row["self_ms"]) if "self_ms" in row else "-"
+    return ",".join(dict.fromkeys(row.get("exec_types", {}).values())) or "-"
+
+
 def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)`` of the table: text cells, first column the operator (group) or kind."""
+    """``(header, rows)`` of the table: text cells, first column the operator (group) or kind; per
+    operator, a framework's :func:`extra_columns` follow its own."""
     ok = [r for r in results if "error" not in r]
-    header = ["operator" if by == "op" else "kind", *(r["framework"] for r in results)]
+    columns = [(r, what) for r in results for what in ("ms", *(extra_columns(r) if by == "op" else ()))]
+    header = ["operator" if by == "op" else "kind",
+              *(r["framework"] if what == "ms" else f"{r['framework']} {what}" for r, what in columns)]
     cells: dict = {}
     labels: dict = {}
+    found: dict = {}  # (operators, framework) -> its profile row
     if by == "op":
         from ios_bench.profiling import kind_of
 
@@ -47,6 +74,7 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
             for row in r["rows"]:
                 key = tuple(row["operators"])
                 cells.setdefault(key, {})[r["framework"]] = row["ms"]
+                found[(key, r["framework"])] = row
                 labels.setdefault(key, f"{'+'.join(key)} (group)")
         keys = sorted(cells, key=lambda k: (order[k[0]], len(k)))
     else:
@@ -58,13 +86,17 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     rows = []
     for key in keys:
         line = [_label(labels[key])]
-        for r in results:
+        for r, what in columns:
+            if what != "ms":
+                line.append(_extra_cell(found.get((key, r["framework"])), what))
+                continue
             ms = cells[key].get(r["framework"])
             line.append("-" if ms is None or "error" in r else _share(ms, r["latency_ms"]))
         rows.append(line)
 
     def footer(label, value):
-        rows.append([label, *("n/a" if "error" in r else value(r) for r in results)])
+        rows.append([label, *(("n/a" if "error" in r else value(r)) if what == "ms" else ""
+                              for r, what in columns)])
 
     footer(UNMAPPED, lambda r: _share(r["unmapped_ms"], r["latency_ms"]))
     footer(OVERHEAD, lambda r: _share(r["overhead_ms"], r["latency_ms"]))
@@ -73,10 +105,20 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     footer("attributed / profiled", lambda r: f"{fmt(100 * r['attributed_over_profiled'], 1)}%"
            + (" (!)" if r.get("overlap") else "") if r.get("attributed_over_profiled") is not None else "-")
     footer("profiled run", lambda r: fmt(r["profiled_ms"]))
-    footer("profiler's cost", lambda r: f"{100 * r['profiler_cost']:+.1f}%")
+    footer("profiler's cost", profiler_cost_cell)
     footer("energy / inference", lambda r: f"{fmt(1000 * r['joules_per_inference'])} mJ, {fmt(r['average_watts'])} W"
            if "joules_per_inference" in r else "-")
     return header, rows
+
+
+def profiler_cost_cell(result: dict) -> str:
+    """The profiler's cost as the table shows it: the change, and its interval where the profile
+    took one (interleaved rounds: ``ios_bench.profiling.profiler_cost_figures``)."""
+    text = f"{100 * result['profiler_cost']:+.1f}%"
+    lo, hi = result.get("profiler_cost_low"), result.get("profiler_cost_high")
+    if lo is not None and hi is not None:
+        text += f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return text
 
 
 FOOTERS = 8  # the footer rows table_rows adds after the operators' (a rule is drawn above them)
@@ -95,12 +137,21 @@ def render(graph, results: list[dict], by: str = "op") -> str:
                f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: what the "
                "profiler timed adds up to more than the unprofiled call, because operators ran at the same time "
                "and each counts its own time, or because the profiler slowed each operator: see the profiler's "
-               "cost); attributed / profiled: the attributed time over the profiled call's")
+               "cost); attributed / profiled: the attributed time over the profiled call's; the profiler's cost: the "
+               "profiled call over the unprofiled one, from rounds of each in alternating order, with its 95% "
+               "paired interval"
+               + ("; self: the framework's self time of the row (its total less its child events': for torch, "
+                  "the range's own Python and dispatch)" if any("self" in extra_columns(r) for r in results) else "")
+               + ("; kernel: the kernel each layer ran (OpenVINO's exec_type)"
+                  if any("kernel" in extra_columns(r) for r in results) else ""))
     for r in results:
         if "error" in r:
             out.append(f"{r['framework']}: {r['error']}")
         elif r.get("overlap"):
             out.append(f"(!) {r['framework']}: {r['overlap']}")
+    for r in results:
+        if r.get("trace"):
+            out.append(f"{r['framework']}: its profiler's own events, a Chrome trace (Perfetto): {r['trace']}")
     for note in dict.fromkeys(r["energy"] for r in results if "energy" in r):
         out.append(f"energy: {note}")
     return "\n".join(out)
@@ -215,6 +266,10 @@ def report_sections(run_folder, out, table_cls) -> list[tuple[str, list]]:
             png = Path(out) / f"where_time_goes_{file_part(model)}_{file_part(device)}_b{bs}.png"
             plot(results, png, f"{model}, batch {bs}, {device}: where the time goes")
             items.append(("img", png.name, f"{model}, batch {bs}: where the time goes, per framework"))
+        traces = [f"{r['framework']}: `{r['trace']}`" for r in results if r.get("trace") and "error" not in r]
+        if traces:
+            items.append(("text", "The frameworks' own profiler events (Chrome trace / Perfetto JSON, in the run "
+                                  "folder): " + "; ".join(traces) + "."))
         for r in results:
             if r.get("timeline"):
                 tl = plot_timeline(r["timeline"], timeline_path(png),
