@@ -30,6 +30,7 @@ from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home bef
     inputs_note,
     nncf_method,
     nncf_quantize,
+    nncf_settings,
     openvino_float_layers,
     runtime_float_precision,
     runtime_precisions,
@@ -227,16 +228,17 @@ def nncf_quantized(ov_model, onnx_model, graph, batch_size: int, samples: int | 
     import openvino as ov
 
     samples = int(samples or CALIBRATION_SAMPLES)
+    settings = nncf_settings(graph)  # a transformer: NNCF's transformer model type
     feeds, note, source = calibration_feeds(graph, batch_size, samples, data)  # the seeded inputs or the folder's
-    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(NNCF_SETTINGS),
-             "settings": dict(NNCF_SETTINGS), **note}
+    calib = {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(settings),
+             "settings": dict(settings), **note}
     cache = open_cache(cache_dir, "openvino-int8", f"{ov.get_version()} nncf {version('nncf')}")
     # the quantizer's settings are in the key: a changed setting never reuses a model quantized otherwise
-    key = build_key(onnx_model.SerializeToString(), source, sorted(NNCF_SETTINGS.items()))
+    key = build_key(onnx_model.SerializeToString(), source, sorted(settings.items()))
     path = cache.dir / f"{key}.xml" if cache is not None else None
     if path is not None and path.is_file():
         return ov.Core().read_model(str(path)), {**calib, "cache": "warm"}
-    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds], NNCF_SETTINGS)
+    quantized, _ = nncf_quantize(ov_model, [[x] for x in feeds], settings)
     if path is not None:
         ov.save_model(quantized, str(path))
         cache.seal()

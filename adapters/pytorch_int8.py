@@ -40,6 +40,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
         TORCH_METHOD,
         build_key,
         calibration_feeds,
+        is_transformer,
         torch_quantize,
     )
 
@@ -47,18 +48,21 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     engine = engine or TORCH_BACKEND
     t0 = time.perf_counter()
     feeds, note, source = calibration_feeds(graph, batch_size, samples, data)  # the seeded inputs or the folder's
+    weights_only = is_transformer(graph)  # a transformer: its convolutions and linear layers only
     cache = open_cache(cache_dir, "torch-int8", torch.__version__)
     path = None
     if cache is not None:
         weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
-        key = build_key(module.code.encode(), *weights, batch_size, source, engine, TORCH_FORMAT, TORCH_METHOD)
+        key = build_key(module.code.encode(), *weights, batch_size, source, engine, TORCH_FORMAT, TORCH_METHOD,
+                        *(("weights only",) if weights_only else ()))
         path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)
-        out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers, backend=engine)
+        out, calib, _ = torch_quantize(module, [[x] for x in feeds], observers=observers, backend=engine,
+                                       weights_only=weights_only)
         state = "warm"
     else:
-        out, calib, observers = torch_quantize(module, [[x] for x in feeds], backend=engine)
+        out, calib, observers = torch_quantize(module, [[x] for x in feeds], backend=engine, weights_only=weights_only)
         state = None
         if path is not None:
             torch.save(observers, path)

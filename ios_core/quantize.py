@@ -283,6 +283,15 @@ def float_heavy(kernels: dict) -> dict:
 # The settings nncf.quantize is called with, passed explicitly (its defaults for a CNN: the preset None
 # means PERFORMANCE for every model type but transformers), and recorded from this one dict.
 NNCF_SETTINGS = {"preset": "performance", "fast_bias_correction": True, "target_device": "ANY"}
+# a transformer (:func:`is_transformer`) is quantized as NNCF's documentation tells its users to: model type
+# transformer (its own float rules for softmax, normalizations and attention), whose default preset is mixed
+NNCF_TRANSFORMER = {**NNCF_SETTINGS, "preset": "mixed", "model_type": "transformer"}
+
+
+def nncf_settings(graph) -> dict:
+    """The settings ``graph`` is quantized with by NNCF: :data:`NNCF_TRANSFORMER` for a transformer,
+    else :data:`NNCF_SETTINGS` (a CNN: as before)."""
+    return dict(NNCF_TRANSFORMER if is_transformer(graph) else NNCF_SETTINGS)
 
 
 def nncf_method(settings: dict = NNCF_SETTINGS) -> str:
@@ -290,7 +299,8 @@ def nncf_method(settings: dict = NNCF_SETTINGS) -> str:
     modes = {"performance": "symmetric weights and activations", "mixed": "symmetric weights, asymmetric activations"}
     return (f"nncf.quantize post-training: preset {settings['preset']} ({modes[settings['preset']]}), "
             f"fast bias correction {'on' if settings['fast_bias_correction'] else 'off'}, target device "
-            f"{settings['target_device']}, NNCF's default range estimators")
+            f"{settings['target_device']}, NNCF's default range estimators"
+            + (f", model type {settings['model_type']}" if settings.get("model_type") else ""))
 
 
 def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF_SETTINGS):
@@ -307,7 +317,9 @@ def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF
     quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items),
                               preset=nncf.QuantizationPreset(settings["preset"]),
                               fast_bias_correction=bool(settings["fast_bias_correction"]),
-                              target_device=nncf.TargetDevice[settings["target_device"]])
+                              target_device=nncf.TargetDevice[settings["target_device"]],
+                              **({"model_type": nncf.ModelType[settings["model_type"].upper()]}
+                                 if settings.get("model_type") else {}))
     return quantized, {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(settings),
                        "settings": dict(settings)}
 
@@ -358,15 +370,31 @@ TORCH_METHOD = "HistogramObserver (activations), per-channel MinMax (weights): q
 OBSERVER_PREFIX = "activation_post_process_"  # prepare_fx's names for the observers it inserts
 
 
-def torch_qconfig_mapping(backend: str = TORCH_BACKEND):
-    """The qconfig mapping a PyTorch user quantizes with for ``backend`` (its default)."""
-    from torch.ao.quantization import get_default_qconfig_mapping
+def is_transformer(graph) -> bool:
+    """Whether ``graph`` (an IR Graph) has general-tensor operators (tokens, attention, layer norm: issue 56),
+    which int8 quantizes by its weights only (:data:`FLOAT_RULE`)."""
+    from ios_core.ir.tensor_nodes import TENSOR_TYPES
 
-    return get_default_qconfig_mapping(backend)
+    return any(n.TYPE in TENSOR_TYPES for n in graph.nodes())
+
+
+def torch_qconfig_mapping(backend: str = TORCH_BACKEND, weights_only: bool = False):
+    """The qconfig mapping a PyTorch user quantizes with for ``backend`` (its default); ``weights_only`` (a
+    transformer, :data:`FLOAT_RULE`): that default's qconfig for convolutions and linear layers only,
+    everything else (layer norm, softmax, matmuls between activations, elementwise operators) in float."""
+    from torch.ao.quantization import QConfigMapping, get_default_qconfig_mapping
+
+    default = get_default_qconfig_mapping(backend)
+    if not weights_only:
+        return default
+    import torch.nn as nn
+
+    qconfig = default.global_qconfig
+    return QConfigMapping().set_object_type(nn.Conv2d, qconfig).set_object_type(nn.Linear, qconfig)
 
 
 def torch_quantize(module, feeds: list[list[np.ndarray]], observers: dict | None = None,
-                   backend: str = TORCH_BACKEND):
+                   backend: str = TORCH_BACKEND, weights_only: bool = False):
     """``module`` (an fp32 ``torch.fx.GraphModule`` in eval mode) quantized by PyTorch's post-training
     static quantization in FX graph mode: ``prepare_fx`` with :func:`torch_qconfig_mapping` (observers
     inserted, conv+relu fused), calibration (every batch of ``feeds``, per calibration batch one array
@@ -394,7 +422,7 @@ def torch_quantize(module, feeds: list[list[np.ndarray]], observers: dict | None
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", message=".*reduce_range will be deprecated.*")
         warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-        prepared = prepare_fx(module, torch_qconfig_mapping(backend), first)
+        prepared = prepare_fx(module, torch_qconfig_mapping(backend, weights_only), first)
         if observers is None:
             with torch.no_grad():
                 for arrays in feeds:
@@ -410,7 +438,8 @@ def torch_quantize(module, feeds: list[list[np.ndarray]], observers: dict | None
         converted = convert_fx(prepared)
     converted.eval()
     return converted, {"tool": f"torch.ao.quantization.quantize_fx prepare_fx/convert_fx {version('torch')}",
-                       "method": TORCH_METHOD, "format": TORCH_FORMAT, "backend": backend}, observers
+                       "method": TORCH_METHOD, "format": TORCH_FORMAT, "backend": backend,
+                       **({"kept_float": FLOAT_RULE} if weights_only else {})}, observers
 
 
 def torch_integer_ops(module) -> dict:
