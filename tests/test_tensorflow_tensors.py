@@ -134,3 +134,14 @@ def test_the_zoo_transformers_match_the_oracle_at_batch_1(framework, model):
     result = compare(adapter.build(g, 1, threads=2).run(x), reference.run(g, x), adapter.tolerance)
     assert result.passed, f"{framework} on {model}: {result.reason}"
     assert np.isfinite(result.max_rel_err)
+
+
+def test_bf16_computes_products_in_bf16_and_the_norms_statistics_in_f32():
+    from adapters.tensorflow import to_function
+
+    tf = pytest.importorskip("tensorflow")
+    g = GRAPHS["vit"]()
+    ops = to_function(g, BATCH, dtype=tf.bfloat16).get_concrete_function().graph.get_operations()
+    products = {op.get_attr("T").name for op in ops if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")}
+    assert products == {"bfloat16"}
+    assert {op.get_attr("T").name for op in ops if op.type in ("Softmax", "Mean", "Rsqrt")} == {"float32"}
