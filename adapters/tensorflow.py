@@ -9,6 +9,11 @@ and its average pool excludes padding from the count, while the IR pads symmetri
 counts the padding (cuDNN INCLUDE_PADDING). Pools therefore pad with ``tf.pad`` (zeros for
 average, -inf for max) then pool ``'VALID'`` (XLA does not take explicit pool padding).
 
+General tensors (vision transformers, ConvNeXt: ``ios_core/ir/tensor_nodes.py``) are lowered by
+``adapters.tensorflow_tensors``, whose one layout rule keeps feature maps NHWC and general tensors in
+the IR's axis order, converting a value where an operator reads it in the other; such a graph gives
+its output in the IR's order. A graph without them is traced exactly as before.
+
 TensorFlow is imported only when one of these adapters is checked or built.
 
 On ``device="cuda"`` the function is traced and run under ``/GPU:0`` with TF32 switched off
@@ -67,10 +72,10 @@ import time
 import numpy as np
 
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
-from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads, split_budget
 
+from . import tensorflow_tensors as laid
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms, write_chrome_trace
 from .build_cache import open_cache
 from .imports import absent
@@ -139,13 +144,11 @@ def _flatten_nchw(tf, x, shape):
     return tf.reshape(x, [-1, c * h * w])
 
 
-class _Emitter(OpVisitor):
-    """Builds each operator's TensorFlow ops (``emitter(op, x)``, NHWC); weights are converted
-    once, at construction."""
+class _Emitter(laid.TensorOps, OpVisitor):
+    """Builds each operator's TensorFlow ops (``emitter(op, x)``: feature maps NHWC, general tensors
+    in the IR's order, ``adapters.tensorflow_tensors``); weights are converted once, at construction."""
 
     ACTIVATIONS = TF_ACTIVATIONS
-    REFUSES = refusing_tensor_types("not lowered to TensorFlow yet: this emitter works in NHWC, which it derives "
-                                    "from (C, H, W) feature maps, and has no layout rule for other tensors")
 
     def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False, frozen: bool = False):
         self.tf = tf
@@ -306,6 +309,9 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
     )
     dtype = dtype or tf.float32
     emit = _Emitter(tf, graph, dtype, tflite, frozen)
+    tensors = laid.has_tensors(graph)  # general tensors: values carry their layout (adapters.tensorflow_tensors)
+    if tensors:
+        prims, emit = laid.laid_primitives(tf, prims), laid.laid_emit(tf, emit)
     if scopes:  # the walk composes operator i's input, then emits it, in graph.operators() order
         names = list(operator_scopes(graph))
         at = {"i": 0}
@@ -328,6 +334,8 @@ def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool =
     def forward(x):
         if scopes:
             at["i"] = 0
+        if tensors:
+            return laid.output_in_ir_order(tf, lower(graph, laid.Laid(x, laid.NHWC), prims, emit))
         return lower(graph, x, prims, emit)
 
     spec = tf.TensorSpec((batch_size, h, w, c), dtype, name="input")
@@ -398,9 +406,11 @@ def computes_in(fn, x, jit_compile: bool) -> str:
 
 
 class TFCompiled(Compiled):
-    def __init__(self, fn, info, device: str = "cpu", scopes: dict[str, str] | None = None, dtype=None):
+    def __init__(self, fn, info, device: str = "cpu", scopes: dict[str, str] | None = None, dtype=None,
+                 nhwc_out: bool = True):
         super().__init__(info)
         self.fn = fn
+        self.nhwc_out = nhwc_out  # the output is NHWC (a CNN graph), not in the IR's order (general tensors)
         self.dtype = dtype  # the input's, when not float32 (a bf16 build): cast in prepare
         self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self.tf = _tf()
@@ -420,7 +430,8 @@ class TFCompiled(Compiled):
             return self.fn(prepared)
 
     def finish(self, out) -> np.ndarray:
-        return np.ascontiguousarray(np.asarray(out.numpy(), np.float32).transpose(0, 3, 1, 2))
+        out = np.asarray(out.numpy(), np.float32)
+        return np.ascontiguousarray(out.transpose(0, 3, 1, 2) if self.nhwc_out else out)
 
     def sync(self) -> None:
         if self.gpu:
@@ -471,10 +482,11 @@ class TFLiteCompiled(Compiled):
     float input quantized and the output dequantized inside the model). Not thread-safe: one per
     program, one program per request in flight."""
 
-    def __init__(self, flatbuffer: bytes, threads: int, info: dict | None = None):
+    def __init__(self, flatbuffer: bytes, threads: int, info: dict | None = None, nhwc_out: bool = True):
         import warnings
 
         super().__init__(info)
+        self.nhwc_out = nhwc_out  # as TFCompiled's
         tf = _tf()
         self.flatbuffer = flatbuffer  # the model it runs (what a test corrupts)
         with warnings.catch_warnings():  # its notice that LiteRT (ai_edge_litert) succeeds it
@@ -498,7 +510,8 @@ class TFLiteCompiled(Compiled):
         return self.interpreter.get_tensor(self.output_index)
 
     def finish(self, out) -> np.ndarray:
-        return np.ascontiguousarray(np.asarray(out, np.float32).transpose(0, 3, 1, 2))
+        out = np.asarray(out, np.float32)
+        return np.ascontiguousarray(out.transpose(0, 3, 1, 2) if self.nhwc_out else out)
 
 
 def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=None,
@@ -660,7 +673,8 @@ class TensorFlow(Adapter):
             os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={cache.dir}".strip()
         freeze = (not jit and not device.startswith("cuda")) if frozen is None else frozen
         info = {"threads": n, **_set_threads(tf, n, inter_op_threads), "framework_version": tf.__version__,
-                "layout": "NHWC", "jit_compile": jit, "frozen": freeze}
+                "layout": laid.LAYOUT_TENSORS if laid.has_tensors(graph) else "NHWC", "jit_compile": jit,
+                "frozen": freeze}
         if device.startswith("cuda"):
             tf.config.experimental.enable_tensor_float_32_execution(False)  # fp32 strict
             info["tf32"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
@@ -685,7 +699,7 @@ class TensorFlow(Adapter):
         if scopes:
             info["profiling"] = "one name scope per IR operator"
         return TFCompiled(fn, info, device, operator_scopes(graph) if scopes else None,
-                          None if precision == "fp32" else dtype)
+                          None if precision == "fp32" else dtype, nhwc_out=not laid.has_tensors(graph))
 
 
     def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None,
@@ -701,6 +715,9 @@ class TensorFlow(Adapter):
         n = resolve_threads(threads)
         samples = int(calibration_samples or CALIBRATION_SAMPLES)
         t0 = time.perf_counter()
+        refusal = laid.int8_refusal(graph)
+        if refusal:
+            raise ValueError(refusal)
         for op in graph.operators():  # one line before tracing (an error raised inside a trace grows TF's context)
             if getattr(op, "pool_type", None) == "max" and any(op.pads):
                 _mirror_pads(op)
@@ -708,7 +725,7 @@ class TensorFlow(Adapter):
         blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir, calibration_data)
         calibration["seconds"] = round(time.perf_counter() - t0, 3)
         t1 = time.perf_counter()
-        compiled = TFLiteCompiled(blob, n)
+        compiled = TFLiteCompiled(blob, n, nhwc_out=not laid.has_tensors(graph))
         kernels = tflite_integer_kernels(compiled.interpreter)
         compiled.info.update({
             "threads": n, "num_threads": n, "framework_version": tf.__version__, "layout": "NHWC",
