@@ -149,7 +149,9 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, number: int = 1, repea
     ``sample_s`` (with ``warmup_s`` and ``min_repeat``) makes the round time-bounded (module doc):
     ``warmup`` and ``repeat`` are then the most warmup calls and samples. ``checked_ms``: the time of
     the untimed call of ``fn`` the caller made just before (the output check); time-bounded, where it
-    alone lasted ``warmup_s`` it is the warmup (no warmup call) and the expected time of a call.
+    alone lasted ``warmup_s`` it is the warmup (no warmup call) and the expected time of a call, as long
+    as the first timed call lasts at least half of it; else the check call was cold (a JIT's first call,
+    lazy imports), the calls taken are the warmup and the round goes on as usual (``protocol["cold_check"]``).
     """
     if warmup < 0 or number < 1 or repeat < 1 or min_repeat < 1:
         raise ValueError("need warmup >= 0, number >= 1, repeat >= 1, min_repeat >= 1")
