@@ -19,6 +19,10 @@ Build options (``adapter.build(graph, batch, threads=..., **options)``):
 ``trials``        (tvm-tuned) budget over all tasks tuned in this build (default
                   ``trials_per_task x tasks``); each scheduler round gives every task
                   ``trials / tasks`` trials (at most 64), so a small budget still covers all tasks.
+``cache_dir``     (tvm, tvm-cudnn) the shared build cache (``adapters.build_cache``; default
+                  ``IOS_BENCH_BUILD_CACHE``, set by the harness): the compiled module is kept there under
+                  a key of the module, its weights and the build's settings, and a later round (a fresh
+                  process) loads it instead of compiling (``adapters.tvm_cache``).
 ``db``            (tvm-tuned) the database folder.
 ``retune``        (tvm-tuned) tune every task even if the database has records for it.
 ``cost_model``    (tvm-tuned) ``xgb`` when xgboost is importable, else ``random``.
@@ -47,6 +51,7 @@ from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads
 
+from . import tvm_cache
 from .base import Adapter, Compiled
 from .imports import absent
 from .tvm_cuda import (  # noqa: F401 - TVM's CUDA toolchain (tvm_cuda.py), re-exported
@@ -454,9 +459,10 @@ class TVMAdapter(Adapter):
         return reason
 
     def _build(self, graph: Graph, batch_size: int, device: str, threads: int | None, **options) -> Compiled:
-        unknown = set(options) - {"target", "cudnn", "precision"}
+        unknown = set(options) - {"target", "cudnn", "precision", "cache_dir"}
         if unknown:
-            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cudnn', 'precision', 'target']")
+            raise ValueError(f"tvm: unknown options {sorted(unknown)}; known: ['cache_dir', 'cudnn', 'precision', "
+                             "'target']")
         precision = options.get("precision", "fp32")
         if precision != "fp32" and not (device.startswith("cuda") and precision == "fp16" and not options.get("cudnn")):
             raise ValueError(f"tvm: precision {precision} is built on cuda only, fp16, without cudnn")
@@ -482,11 +488,11 @@ class TVMAdapter(Adapter):
                     # default, which NVIDIA_TF32_OVERRIDE=0 (set by every GPU worker) forces to fp32
                     "tf32": False if (not cudnn or os.environ.get("NVIDIA_TF32_OVERRIDE") == "0") else None,
                     "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE")}
-            t0 = time.perf_counter()
-            ex = _compile_cuda(mod, target, cudnn)
-            info["compile_seconds"] = time.perf_counter() - t0
             info["pipeline"] = ("relax.get_default_pipeline(cuda)" + (" after partition_for_cudnn" if cudnn else "")
                                 + (" after ToMixedPrecision(out_dtype=float32)" if mixed else ""))
+            ex = self._cached(mod, batch_size, target, cudnn, options, info,
+                              lambda: _compile_cuda(mod, target, cudnn),
+                              tvm_cache.gpu_name(device))
             if mixed:
                 info["fp16_ops"] = mixed
                 info["precision_note"] = (f"ToMixedPrecision: {mixed['fp16']} of {mixed['total']} convolutions and "
@@ -495,12 +501,25 @@ class TVMAdapter(Adapter):
         if options.get("cudnn"):
             raise ValueError("tvm: cudnn=True needs device cuda")
         mod, target, info = self._prepare(graph, batch_size, threads, options)
-        t0 = time.perf_counter()
-        ex = _compile_default(mod, target)
-        info["compile_seconds"] = time.perf_counter() - t0
         info["pipeline"] = "relax.get_default_pipeline(llvm), untuned"
         info["execution_mode"] = "Relax VM, default llvm pipeline"
+        ex = self._cached(mod, batch_size, target, False, options, info, lambda: _compile_default(mod, target))
         return TVMCompiled(ex, info)
+
+    @staticmethod
+    def _cached(mod, batch_size: int, target, cudnn: bool, options: dict, info: dict, compile_fn, gpu=None):
+        """``compile_fn()``'s module, or the one an earlier round kept in the build cache under this
+        build's key (``adapters.tvm_cache``; ``cache_dir``, else ``IOS_BENCH_BUILD_CACHE``); ``info`` gets
+        compile, load and export seconds and the record's ``build_cache``."""
+        from .build_cache import open_cache
+
+        cache = open_cache(options.get("cache_dir"), tvm_cache.FRAMEWORK, tvm_cache.versions(), gpu)
+        key = None if cache is None else tvm_cache.build_key(
+            mod, batch_size=batch_size, precision=info["precision"], target=target, cudnn=cudnn,
+            pipeline=info["pipeline"])
+        ex, got = tvm_cache.compiled(cache, key, compile_fn)
+        info.update(got)
+        return ex
 
 
 class TunedTVMAdapter(TVMAdapter):
