@@ -259,23 +259,28 @@ def test_an_interrupt_in_the_preflight_marks_the_session(tmp_path):
     assert "**Not finished.**" in report and "interrupted in the preflight" in report
 
 
-def test_the_estimate_costs_every_tvm_round_as_a_build(tmp_path):
-    """The tvm adapter keeps no build cache: each of a cell's rounds recompiles, so each costs its
-    first build (not an assumed warm rebuild of a few seconds)."""
+def test_the_estimate_costs_a_tvm_cells_first_round_as_its_build_and_the_later_ones_as_a_load(tmp_path):
+    """The tvm adapters keep their build in the shared build cache (adapters.tvm_cache): a cell's first
+    round pays its build, its later rounds (fresh processes) load it: the assumed warm build, not the
+    cold one again."""
     runs = hl.EXPERIMENT.runs(Context(out=tmp_path, devices=["cuda"]))
     b1 = [r for r in runs if max(r.plan.batch_sizes) == 1]
-    tvm_cells = sum(1 for r in b1 if "tvm" in (r.plan.frameworks or []) for _ in r.plan.models)
+    tvm_cells = sum(1 for r in b1 for fw in ("tvm", "tvm-cudnn") if fw in (r.plan.frameworks or [])
+                    for _ in r.plan.models)
     rounds = b1[0].plan.rounds
 
     def costs(tvm_build):
-        return {"build": {"tvm": {m: tvm_build for r in b1 for m in r.plan.models}}, "overhead": {}, "search": {},
+        built = {m: tvm_build for r in b1 for m in r.plan.models}
+        return {"build": {"tvm": built, "tvm-cudnn": built}, "overhead": {}, "search": {},
                 "reference": {}, "sweep_fixed": [], "doctor": None, "absent": set(), "ran": set()}
 
+    warm = hl.ASSUMED["warm_build"][0]["tvm"]
+    assert warm == hl.ASSUMED["warm_build"][0]["tvm-cudnn"] and warm < 60.0
     with_build, _ = hl.estimate(runs, "h200", costs(60.0))
-    without, _ = hl.estimate(runs, "h200", costs(0.0))
+    without, _ = hl.estimate(runs, "h200", costs(0.0))  # a build of 0 s: its warm one min(0, warm) too
     assert tvm_cells > 0 and rounds == 3
-    assert with_build - without == pytest.approx(60.0 * rounds * tvm_cells)
-    assert "tvm" in hl.NO_BUILD_CACHE and "torch-compile" not in hl.NO_BUILD_CACHE
+    assert with_build - without == pytest.approx((60.0 + (rounds - 1) * warm) * tvm_cells)
+    assert not {"tvm", "tvm-cudnn", "torch-compile"} & hl.NO_BUILD_CACHE and "torch" in hl.NO_BUILD_CACHE
 
 
 def test_the_gpu_headline_has_an_fp16_step_after_batch_ones_fp32_sweeps():

@@ -284,10 +284,13 @@ def headline_rows(recs: list[dict]) -> list[dict]:
 # ---- the dry run's estimate, from the committed H200 run ------------------------------------------
 # What no GPU run has measured yet, stated (seconds). Each is named "assumed" where it is used.
 ASSUMED = {
-    "warm_build": ({"torch-compile": 6.0, "torch-compile-cudagraphs": 6.0, "jax-xla": 3.0},
+    "warm_build": ({"torch-compile": 6.0, "torch-compile-cudagraphs": 6.0, "jax-xla": 3.0, "tvm": 10.0,
+                    "tvm-cudnn": 10.0},
                    "a later round's build from the shared cache, where no committed window measured one (2026-11-28 "
-                   "did for torch-compile, torch-compile-cudagraphs and jax-xla); tvm keeps no build cache "
-                   "(adapters.tvm): each of its rounds is costed as its first build"),
+                   "did for torch-compile, torch-compile-cudagraphs and jax-xla); tvm and tvm-cudnn load the "
+                   "library an earlier round exported (adapters.tvm_cache): the Relax conversion, the key's digest "
+                   "of the weights and the load (squeezenet on this CPU: 0.2 s warm, 4.9 s cold), with room for "
+                   "its CUDA kernels compiled by NVRTC when the library loads"),
     "cold_build": ({"tvm": 60.0, "default": 20.0}, "a first build no GPU run has measured (tvm on cuda never ran)"),
     "nasnet_search": (240.0, "nasnet's pruned search (r=1 s=3): it ran about 220 s over two windows and finished "
                              "unrecorded"),
@@ -442,8 +445,8 @@ def estimate(runs: list[Run], gpu: str, costs: dict | None = None) -> tuple[floa
                     else:
                         cold = ASSUMED["cold_build"][0].get(fw, ASSUMED["cold_build"][0]["default"])
                         cold_how = "assumed"
-                    # a framework without a build cache (tvm: adapters.build_cache is not used) recompiles
-                    # every round: its later rounds cost its first build
+                    # a framework without a build cache (NO_BUILD_CACHE: adapters.build_cache is not used)
+                    # recompiles every round: its later rounds cost its first build
                     warm_measured = fw in m.get("warm", {}) and fw not in NO_BUILD_CACHE
                     warm = cold if fw in NO_BUILD_CACHE else m["warm"][fw] if warm_measured else \
                         min(cold, ASSUMED["warm_build"][0].get(fw, cold))

@@ -1,4 +1,4 @@
-"""adapters/tvm.py's check of TVM's CUDA runtime library (issue 45, item 1b): where it does not
+"""adapters/tvm_cuda.py's check of TVM's CUDA runtime library (issue 45, item 1b): where it does not
 load, the tvm peer's reason is the loader's own error, not TVM's "no CUDA runtime"; and of what TVM's
 CUDA compile needs on the GPU machine (cuda-bindings for NVRTC, a CUDA folder with the runtime headers
 and CCCL, nvcc where asked for), each missing piece named in one line."""
@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from adapters import tvm as tvm_adapter
+from adapters import tvm_cuda
 from tests.cuda_folders import cuda_headers, cuda_toolkit
 
 
@@ -59,17 +60,17 @@ def test_the_cuda_folder_is_the_one_tvm_picks(tmp_path, monkeypatch):
     assert tvm_adapter.cuda_folder() == (tmp_path / "cp", "CUDA_PATH") and nvcc.find_cuda_path() == str(tmp_path / "cp")
     monkeypatch.delenv("CUDA_PATH")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    monkeypatch.setattr(tvm_cuda, "DEFAULT_CUDA", tmp_path / "no-cuda")
     folder, how = tvm_adapter.cuda_folder()
     assert folder is None and how == (f"CUDA_PATH unset, no nvcc on PATH, no {tmp_path / 'no-cuda' / 'bin' / 'nvcc'}; "
                                       f"CUDA_HOME={tmp_path / 'home'} is not read by TVM")
 
 
 def test_the_compile_check_names_the_missing_piece_and_passes_with_the_headers(tmp_path, monkeypatch):
-    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)  # NVRTC there: the headers are checked
+    monkeypatch.setattr(tvm_cuda, "nvrtc_problem", lambda: None)  # NVRTC there: the headers are checked
     monkeypatch.delenv("TVM_CUDA_COMPILE_MODE", raising=False)
     env = {"PATH": str(tmp_path / "empty")}
-    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    monkeypatch.setattr(tvm_cuda, "DEFAULT_CUDA", tmp_path / "no-cuda")
     why = tvm_adapter.cuda_compile_problem(env=env)
     assert why.startswith("TVM's CUDA compile (NVRTC) finds no CUDA folder for its headers (CUDA_PATH unset")
     assert "\n" not in why
@@ -95,7 +96,7 @@ def test_the_compile_check_names_the_missing_piece_and_passes_with_the_headers(t
 
 def test_a_missing_cuda_bindings_is_named_with_the_missing_headers(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # import cuda.bindings raises, as where not installed
-    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "no-cuda")
+    monkeypatch.setattr(tvm_cuda, "DEFAULT_CUDA", tmp_path / "no-cuda")
     why = tvm_adapter.cuda_compile_problem(env={"PATH": str(tmp_path)})
     first, second = why.split(" | ")
     assert first.startswith("TVM compiles its CUDA kernels with NVRTC through cuda-bindings (cuda.bindings.nvrtc), "
@@ -105,7 +106,7 @@ def test_a_missing_cuda_bindings_is_named_with_the_missing_headers(tmp_path, mon
 
 def test_a_compile_that_fails_is_the_nvrtc_logs_telling_line(tmp_path, monkeypatch):
     nvcc = pytest.importorskip("tvm.support.nvcc")
-    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)
+    monkeypatch.setattr(tvm_cuda, "nvrtc_problem", lambda: None)
     seen = {}
 
     def compile_cuda(code, target_format=None, arch=None, options=None, path_target=None, compiler="nvrtc"):
@@ -144,7 +145,7 @@ def test_the_tvm_peers_cuda_reason_is_the_compiles_missing_piece(tmp_path, monke
 
     monkeypatch.setattr(tvm, "cuda", lambda i=0: _Dev())
     monkeypatch.setattr(tvm_adapter, "cuda_runtime_problem", lambda: None)
-    monkeypatch.setattr(tvm_adapter, "nvrtc_problem", lambda: None)
+    monkeypatch.setattr(tvm_cuda, "nvrtc_problem", lambda: None)
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "empty"))
     reason = adapters.get("tvm").available("cuda")
     assert reason.startswith("TVM's CUDA compile (NVRTC) lacks cuda_runtime.h, ") and "no CUDA runtime" not in reason
