@@ -25,11 +25,12 @@ entry holds its weights (inception_v3: 96 MB), one per model, batch, precision a
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 
 import numpy as np
+
+from ios_core.atomic import atomic_write_path
 
 FRAMEWORK = "tvm"  # the cache's directory (tvm and tvm-cudnn share it: cuDNN is in the key)
 SUFFIX = ".so"
@@ -125,13 +126,11 @@ def compiled(cache, key: str, compile_fn):
     ex = compile_fn()
     info["compile_seconds"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tmp = entry.with_name(f".{entry.stem}.{os.getpid()}.tmp{SUFFIX}")
     try:
-        ex.export_library(str(tmp))
-        os.replace(tmp, entry)  # whole or absent: a build killed while exporting leaves no entry
+        # whole or absent: a build killed while exporting leaves no entry
+        atomic_write_path(entry, lambda tmp: ex.export_library(tmp))
         mod = tvm.runtime.load_module(str(entry))
     except Exception as e:  # noqa: BLE001 - not exportable here (no C compiler, a module that cannot be saved)
-        tmp.unlink(missing_ok=True)
         entry.unlink(missing_ok=True)
         record["note"] = f"not kept: export failed ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
         return ex, {**info, "build_cache": record}

@@ -8,6 +8,7 @@ rename survives a power loss. On any error the temporary file is removed.
     atomic_write_text(path, text)
     atomic_write_json(path, obj)
     atomic_write(path, lambda f: np.save(f, array))      # any writer taking a binary file object
+    atomic_write_path(path, lambda tmp: lib.export_library(tmp))  # a tool that writes only by name
 """
 
 from __future__ import annotations
@@ -30,22 +31,51 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        try:
-            mode = path.stat().st_mode & 0o7777  # keep the permissions of a file being replaced
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask  # what a plain open() would have given
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        _place(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _remove(tmp)
         raise
-    _fsync_dir(path.parent)
     return path
+
+
+def atomic_write_path(path: str | os.PathLike, make: Callable[[str], object]) -> Path:
+    """Call ``make(tmp)`` for a tool that writes a file only by its name (TVM's ``export_library``, which
+    picks its format by the suffix: the temporary name keeps ``path``'s), then put it in place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        make(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _place(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return path
+
+
+def _place(tmp: str, path: Path) -> None:
+    try:
+        mode = path.stat().st_mode & 0o7777  # keep the permissions of a file being replaced
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # what a plain open() would have given
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -95,7 +95,8 @@ def test_a_torch_model_whose_quantization_left_no_integer_convolution_is_not_rec
 
     default = quantize.torch_qconfig_mapping
 
-    def linear_only(backend="x86"):  # a mapping that quantizes the linear layers (and their relu), no convolution
+    # a mapping that quantizes the linear layers (and their relu), no convolution
+    def linear_only(backend="x86", weights_only=False):
         return QConfigMapping().set_module_name_regex(r".*\.(linear|act)$", default(backend).global_qconfig)
 
     monkeypatch.setattr(quantize, "torch_qconfig_mapping", linear_only)

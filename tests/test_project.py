@@ -43,6 +43,30 @@ def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary file left behind
 
 
+def test_a_file_a_tool_writes_by_name_is_put_in_place_whole_or_not_at_all(tmp_path):
+    from ios_core.atomic import atomic_write_path
+
+    target = tmp_path / "lib.so"
+    seen = []
+
+    def tool(name):  # a tool that writes only to a path it is given, keeping its suffix (TVM's export_library)
+        seen.append(name)
+        with open(name, "wb") as f:
+            f.write(b"whole")
+
+    atomic_write_path(target, tool)
+    assert target.read_bytes() == b"whole" and seen[0].endswith(".so") and seen[0] != str(target)
+
+    def crashes(name):
+        with open(name, "wb") as f:
+            f.write(b"ha")
+        raise RuntimeError("killed while exporting")
+
+    with pytest.raises(RuntimeError):
+        atomic_write_path(target, crashes)
+    assert target.read_bytes() == b"whole" and [p.name for p in tmp_path.iterdir()] == ["lib.so"]
+
+
 def test_no_development_machine_paths():
     """Tests, benchmarks, docs (committed records and logs included) and the README name no folder of a
     development machine."""
