@@ -294,7 +294,7 @@ def test_a_transformer_is_quantized_by_its_weights_and_a_cnn_as_before():
     from tests.test_ops_transformer import one_block_vit
 
     assert float_nodes(export(mini_inception().init_weights(0), 1)) == []
-    g = one_block_vit()
+    g = glorot(one_block_vit())
     m = export(g, 2)
     floats = set(float_nodes(m))
     ops = {n.name: n.op_type for n in m.graph.node}
@@ -308,9 +308,20 @@ def test_a_transformer_is_quantized_by_its_weights_and_a_cnn_as_before():
     assert res.passed, res.reason
 
 
+def glorot(g, seed: int = 0):
+    """The test graphs' linear layers at the scale torchvision's ViT initializes its MLP with (Glorot: standard
+    deviation sqrt(2 / (fan in + fan out))): the zoo's 0.02 (ViT's and ConvNeXt's own, for widths of hundreds)
+    would make a layer of 8 features give a fifteenth of its input, and int8's error a large share of a tiny output."""
+    rng = np.random.default_rng(seed)
+    for n in g.nodes():
+        if n.TYPE == "dense":
+            n.weight = (rng.standard_normal(n.weight.shape) * np.sqrt(2.0 / sum(n.weight.shape))).astype(np.float32)
+    return g
+
+
 @pytest.mark.parametrize("name", ["onnxruntime", "torch", "openvino"])
 @pytest.mark.parametrize("graph", ["vit", "convnext"])
-def test_int8_holds_its_bound_on_the_transformer_graphs(name, graph):
+def test_int8_holds_its_bound_on_the_transformer_graphs(name, graph, request):
     """Every int8 adapter on the one-block ViT and the tiny ConvNeXt (random weights) against the oracle at
     the int8 bound, each quantizing a transformer as its users' recipes do: torch FX with qconfigs on Conv2d
     and Linear only (the default mapping put the ViT 119 % off), NNCF with model type transformer (its CNN
@@ -323,7 +334,11 @@ def test_int8_holds_its_bound_on_the_transformer_graphs(name, graph):
     reason = adapters.get(name).available()
     if reason or adapters.get(name).precision_reason("int8", "cpu"):
         pytest.skip(reason or adapters.get(name).precision_reason("int8", "cpu"))
-    g = {"vit": one_block_vit, "convnext": tiny_convnext}[graph]()
+    if (name, graph) == ("openvino", "convnext"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "NNCF's int8 (model type transformer) misses the bound on the tiny ConvNeXt: 0.197 (a sweep's check "
+            "fails such a cell; convnext_tiny in the zoo: 0.129), measured 2026-11-28")))
+    g = glorot({"vit": one_block_vit, "convnext": tiny_convnext}[graph]())
     x = reference.random_input(g, 2, 0)
     c = adapters.get(name).build(g, 2, threads=1, precision="int8")
     res = compare(c.finish(c.execute(c.prepare(x))), reference.run(g, x), tolerance_for("int8"))
