@@ -37,8 +37,11 @@ STATED = {
     # ... and at a batch above 1, this many of what the batch adds to the model's latency on the provider's
     # engine at its precision (the stages are timed at the cell's batch; the figures above are batch 1's):
     # docs/results/batchsize (2026-11-22, this VM's CPU, 2 cores): inception_v3's IOS-Both search on torch
-    # took 3.1, 9.6 and 37.9 s at batch 1, 4 and 16, 25, 25 and 24 of torch's latency at that batch
-    "optimize_batch_latencies": 24,
+    # took 3.1, 9.6 and 37.9 s at batch 1, 4 and 16, 25, 25 and 24 of torch's latency at that batch. A
+    # search worker's greedy and both searches at batch 16 (benchmarks/bench_search_cost.py, 2026-11-29
+    # 00:22-00:29 UTC, quiet, with the end-to-end race bounded by time): resnet50 68.9 s, inception_v3
+    # 93.5 s, about 45 times what batch 16 adds to torch's latency (24 was one strategy's search alone)
+    "optimize_batch_latencies": 45,
     "optimize_s_per_state": 0.0026,
     "optimize_s_per_op": {"ios[torch]": 0.04, "ios[onnxruntime]": 0.085, "ios[openvino]": 0.14,
                           "ios[openvino]@bf16": 0.10, "ios[onnxruntime]@int8": 0.35, "ios[openvino]@int8": 1.63,
