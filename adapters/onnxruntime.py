@@ -267,15 +267,15 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
     feeds, note, source = calibration_feeds(graph, batch_size, samples, data)
     path = None
-    if cache is not None:
-        floats = float_nodes(model)  # a transformer's float operators: part of its key (none for a CNN: as before)
+    floats = float_nodes(model)  # a transformer's float operators (none for a CNN: its key as before)
+    if cache is not None:  # the nodes follow from the model; the rule that chose them is in the key
         key = build_key(model.SerializeToString(), method, source, sorted(ORT_SETTINGS.items()),
-                        *((FLOAT_RULE, *floats) if floats else ()))
+                        *((FLOAT_RULE,) if floats else ()))
         path = cache.dir / f"{key}.onnx"
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return onnx.load(str(path)), {**meta, "cache": "warm"}
-    out, calib = ort_quantize(model, [[x] for x in feeds], method)
+    out, calib = ort_quantize(model, [[x] for x in feeds], method, floats=floats)
     calib = {**calib, **note}
     if path is not None:
         onnx.save(out, str(path))

@@ -141,11 +141,12 @@ def calibration_feeds(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES
                    f".npy files (sha1 {note['sha1'][:12]})", "data": note}, f"calibration data sha1 {note['sha1']}"
 
 
-def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
+def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", floats: list[str] | None = None):
     """``model`` (fp32 ONNX) quantized by ``onnxruntime.quantization.quantize_static`` to QDQ int8
     (activations QUInt8, weights QInt8 per channel), calibrated with ``method`` on ``feeds`` (per
     calibration batch, one array per model input, in the model's input order); returns (quantized
-    ModelProto, the calibration as the record keeps it: tool, method, format)."""
+    ModelProto, the calibration as the record keeps it: tool, method, format). ``floats``: the nodes kept in
+    float (:func:`float_nodes` of ``model`` where not given)."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -170,7 +171,7 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax"):
         def get_next(self):
             return next(self.it, None)
 
-    exclude = float_nodes(model)
+    exclude = float_nodes(model) if floats is None else floats  # the caller's, where it has them
     with tempfile.TemporaryDirectory(prefix="ios-bench-quant-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         onnx.save(model, str(src))
