@@ -10,7 +10,7 @@ from ios_core.cost import candidates, timing_cpu
 
 class FakeClock:
     def __init__(self):
-        self.t = 0.0
+        self.t = 1000.0  # not 0: the rounds' budget is counted from their start, not from the clock's zero
 
     def __call__(self) -> float:
         return self.t
