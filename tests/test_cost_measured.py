@@ -96,6 +96,20 @@ def test_no_cache_and_mixed_ops():
     assert cm.hits == 0
 
 
+@pytest.mark.parametrize("off", ["off", "OFF", "no", "false", "0", "none", False, None])
+def test_cache_off_in_any_spelling_keeps_no_database(tmp_path, monkeypatch, off):
+    # `ios-bench optimize --cost-option cache=off` once made a database in a folder named "off"
+    monkeypatch.chdir(tmp_path)
+    cm = MeasuredCostModel(cache=off, threads=1, **STAGE)
+    assert cm.cache is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_names_a_database_of_its_own(tmp_path):
+    cm = MeasuredCostModel(cache=str(tmp_path / "own.sqlite"), threads=1, **STAGE)
+    assert cm.cache is not None and cm.cache.path == tmp_path / "own.sqlite"
+
+
 def test_composed_mode(tmp_path):
     _, nodes = _fire(0)
     cm = MeasuredCostModel(cache=tmp_path / "c.sqlite", threads=2, mode="composed", **FAST)

@@ -114,6 +114,22 @@ def _planner_providers() -> tuple[str, ...]:
     return tuple(_providers.names())
 
 
+ON = ("true", "on", "yes", "1")
+OFF = ("false", "off", "no", "0", "none")
+
+
+def _switch(value) -> bool | None:
+    """A cache option as ``--cost-option`` spells it: True for on (``True``, "true", "on", "yes", "1"),
+    False for off (``False``, ``None``, "false", "off", "no", "0", "none"; any case), None for anything else
+    (a path to a database of its own)."""
+    if value is True or value is False:
+        return value
+    if value is None:
+        return False
+    text = str(value).strip().lower()
+    return True if text in ON else False if text in OFF else None
+
+
 class MeasuredCostModel:
     """See the module docstring. ``provider`` is the runtime's kernel provider the schedule will
     run on: stages are measured with it, and it is part of the profile database key."""
@@ -187,9 +203,9 @@ class MeasuredCostModel:
         self._tensors = _tensors.for_provider(provider)
         if provider != "torch" and mode == "calibrated":  # no torch OpenMP primer (see timing_cpu.CpuTiming.primer)
             self.method += ":unprimed"
-        if cache is True or cache in ("true", "True", "1"):
+        if _switch(cache) is True:
             self.cache: ProfileCache | None = ProfileCache(device=device)
-        elif cache is False or cache is None or cache in ("false", "False", "0", "none"):
+        elif _switch(cache) is False:
             self.cache = None
         elif isinstance(cache, ProfileCache):
             self.cache = cache
@@ -198,10 +214,10 @@ class MeasuredCostModel:
         # cuda: the cuDNN plan chosen per convolution geometry, kept in this database (its plan cache,
         # ``ios_core.cost.cache.CudnnPlanCache``) unless ``plan_cache`` is False or names another
         if self._gpu is not None and hasattr(self._gpu, "attach_plan_cache"):
-            if plan_cache is True or plan_cache in ("true", "True", "1", "default"):
+            if _switch(plan_cache) is True or plan_cache == "default":
                 if self.cache is not None:
                     self._gpu.attach_plan_cache(self.cache.path)
-            elif plan_cache not in (False, None, "false", "False", "0", "none"):
+            elif _switch(plan_cache) is None:  # a path
                 self._gpu.attach_plan_cache(plan_cache)
         self.candidates = _candidates.candidate_names(candidates)
         self.correction: dict | None = None  # what the end-to-end candidates showed (note_candidates)
