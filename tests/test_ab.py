@@ -331,6 +331,24 @@ def test_ab_measures_each_side_with_its_own_protocol(tmp_path, fast):
     assert modes == {"A": {"fixed"}, "B": {"time-bounded"}}
 
 
+def test_an_ab_folder_resumed_by_run_goes_on_as_an_ab(tmp_path, fast):
+    """A stopped ab says `ios-bench run --resume --out DIR`: that resumes the pairs (A's and B's cells,
+    each side's own protocol) and prints their paired verdicts, not a plain sweep of the model (which
+    once added unpaired rounds to the folder)."""
+    out = tmp_path / "runs" / "ab"
+    p = cli(["ab", "tiny_a", "--frameworks", "test-delay", "--a-option", "protocol=fixed",
+             "--b-option", "protocol=time", "--rounds", "2", "--out", str(out), "--format", "json", *fast], tmp_path)
+    assert p.returncode == 0, p.stderr
+    (out / "results.jsonl").write_text("")  # as a sweep stopped before it stored its cells
+    p = cli(["run", "--resume", "--out", str(out), "--no-progress", *fast], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "A -> B in" in p.stdout and "pairs" in p.stdout
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["variant"] for r in recs) == ["A", "B"]
+    modes = {r["variant"]: {g["protocol"]["mode"] for g in r["rounds"] if g.get("protocol")} for r in recs}
+    assert modes == {"A": {"fixed"}, "B": {"time-bounded"}}
+
+
 def test_ab_defaults_to_rounds_auto_and_judges_on_a_floor_not_a_noise_threshold():
     from ios_bench.commands.ab import command
 

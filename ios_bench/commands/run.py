@@ -417,10 +417,20 @@ def command(ctx, **kw):
                                     make_executor(setup.plan.executor, setup.plan.ray_address), quiet=fmt == "json")
             show(got, fmt, click.echo)
             return
-        sweep = Sweep(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
-                      retry_failed=setup.retry_failed,
-                      executor=make_executor(setup.plan.executor, setup.plan.ray_address), max_time=kw["max_time"])
-        finish(sweep, setup, profile=profile)
+        sweep_class = Sweep
+        if setup.plan.ab:  # an `ab` run folder resumed: its cells are the pairs, its answer their verdicts
+            from ios_bench.running.ab import ABSweep as sweep_class
+        sweep = sweep_class(setup.plan, setup.folder, resume=setup.resume, progress=not kw["no_progress"],
+                            retry_failed=setup.retry_failed, max_time=kw["max_time"],
+                            executor=make_executor(setup.plan.executor, setup.plan.ray_address))
+        finish(sweep, setup, profile=profile, paths_to_stderr=bool(setup.plan.ab))
+        if setup.plan.ab:
+            from ios_bench.commands.compare import show
+            from ios_bench.running.ab import paired_comparison
+
+            ab = setup.plan.ab
+            show(paired_comparison(setup.folder, ab["min_change"]), "table", 0.95, False, {"run": str(setup.folder)},
+                 f"A -> B in {setup.folder} (paired rounds: B's round against A's of the same pass)", "pairs")
 
 
 @contextlib.contextmanager
