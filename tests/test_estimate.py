@@ -304,6 +304,30 @@ def test_a_fake_probe_scales_what_was_not_measured_now_within_its_bounds():
     assert "1.50 for earlier runs' figures" in m.speed_note()
 
 
+def test_earlier_runs_figures_are_scaled_only_when_the_canary_now_leaves_the_range_theirs_spanned():
+    # their rounds' canaries: 0.8 to 1.2 ms (10th-90th percentile 0.84-1.16); the probe reads 0.9-1.3 ms on
+    # this VM minutes apart, and the same plan's estimate moved 30 % when scaled against their median
+    then = [0.8, 0.9, 1.0, 1.1, 1.2]
+    low, high = estimate.canary_band(then)
+    assert (low, high) == (pytest.approx(0.84), pytest.approx(1.16))
+    assert estimate.band_factor(0.85, then) == 1.0 and estimate.band_factor(1.15, then) == 1.0
+    assert estimate.band_factor(1.45, then) == pytest.approx(1.45 / 1.16)  # slower than any of theirs
+    assert estimate.band_factor(0.42, then) == pytest.approx(0.42 / 0.84)  # faster than any of theirs
+    assert estimate.band_factor(None, then) == 1.0 and estimate.band_factor(1.0, []) == 1.0
+    assert estimate.band_factor(100.0, then) == estimate.SPEED_BOUNDS[1]
+    h = estimate.History()
+    for i, c in enumerate(then):
+        r = rec("m", 1, "torch", median=40.0)
+        r["rounds"] = [{"interference": {"canary_before_ms": c, "canary_after_ms": c}}]
+        h.add(r, f"run{i}")
+    inside, outside = _model(h, probe_ms=1.13), _model(h, probe_ms=2.32)
+    assert inside.latency_s("m", 1, "torch") == pytest.approx(0.040)  # as learnt
+    assert outside.latency_s("m", 1, "torch") == pytest.approx(0.040 * 2.0)
+    assert "1.00 for earlier runs' figures" in inside.speed_note() and "0.84-1.16 ms" in inside.speed_note()
+    # the stated figures keep their own canary (3.9 ms stated): 1.13 ms is a faster machine, bounded
+    assert inside.speed(False) == estimate.SPEED_BOUNDS[0]
+
+
 # ---- precision and kernel provider in the estimate (issue 46 item 1) ---------------------------------
 
 # runs/prec-a (2026-11-27 12:36-13:10 UTC, this 2-core VM, nothing else running): its plan and what it took

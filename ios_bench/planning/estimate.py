@@ -44,8 +44,11 @@ rounds' own canary (``ios_core.measurement.interference.canary``: a fixed single
 median of its tries, a few ms) is timed at plan time (the least of three, 50 ms apart); every figure
 of the model that was not measured now (stated or learnt: latencies, round and build parts,
 searches, references) is scaled by its time against the canary's time when those figures were
-measured: the median canary of the earlier runs' rounds (each round records its own) for what they
-taught, :data:`STATED` ``canary_ms`` for the stated figures, within :data:`SPEED_BOUNDS`. The
+measured: for what earlier runs taught, not at all while the canary now lies within the range their
+rounds' canaries spanned (each round records its own; their 10th-90th percentile), else against the
+nearer end of that range (:func:`band_factor`: a 1 ms canary on a shared 2-core VM moves by 30 % from
+one minute to the next, and so did the same plan's estimate when it was scaled against their median);
+:data:`STATED` ``canary_ms`` for the stated figures; within :data:`SPEED_BOUNDS`. The
 workers' starts calibrated now are not scaled (they are this machine's speed now already), nor the
 canaries' own stated time.
 """
@@ -87,6 +90,8 @@ from ios_bench.planning.estimate_stated import (  # noqa: F401
     _base_name,
     _fixed_key,
     _stated,
+    band_factor,
+    canary_band,
     series,
     speed_factor,
     speed_probe,

@@ -19,6 +19,8 @@ from ios_bench.planning.estimate_stated import (
     _base_name,
     _fixed_key,
     _stated,
+    band_factor,
+    canary_band,
     series,
     speed_factor,
     stated_rate,
@@ -96,12 +98,12 @@ class Model:
     warm_cache: object = field(default=None, repr=False)
 
     def speed(self, learnt: bool) -> float:
-        """The scale on a figure not measured now: the canary now against the earlier runs' rounds'
-        canaries (``learnt``: a figure they taught; without any, the stated speed) or against the
-        stated figures' canary."""
-        stated = STATED["canary_ms"]
-        then = median(self.history.canary_ms) if learnt and self.history.canary_ms else stated
-        return speed_factor(self.probe_ms, then)
+        """The scale on a figure not measured now: the canary now against the range of the earlier
+        runs' rounds' canaries (``learnt``: a figure they taught; :func:`band_factor`, 1.0 inside it)
+        or against the stated figures' canary (without earlier runs' canaries, the stated speed)."""
+        if learnt and self.history.canary_ms:
+            return band_factor(self.probe_ms, self.history.canary_ms)
+        return speed_factor(self.probe_ms, STATED["canary_ms"])
 
     def rate(self, framework: str) -> float:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
@@ -255,7 +257,9 @@ class Model:
         note = (f"scaled by {self.speed(False):.2f} for this machine's speed now (canary {self.probe_ms:.2f} ms "
                 f"against {STATED['canary_ms']:.2f} ms stated")
         if self.history.canary_ms:
-            note += f", {self.speed(True):.2f} for earlier runs' figures (their rounds' canaries)"
+            low, high = canary_band(self.history.canary_ms)
+            note += (f", {self.speed(True):.2f} for earlier runs' figures (1.00 while it lies within their rounds' "
+                     f"canaries' 10th-90th percentile, {low:.2f}-{high:.2f} ms)")
         low, high = SPEED_BOUNDS
         return note + f"; bounded to {low}-{high})"
 

@@ -175,6 +175,31 @@ def speed_factor(now_ms: float | None, then_ms: float | None) -> float:
     return min(high, max(low, now_ms / then_ms))
 
 
+def canary_band(then_ms: list[float]) -> tuple[float, float]:
+    """The range earlier runs' rounds' canaries spanned (ms): their 10th and 90th percentiles."""
+    import numpy as np
+
+    low, high = np.percentile(np.asarray(then_ms, dtype=np.float64), (10, 90))
+    return float(low), float(high)
+
+
+def band_factor(now_ms: float | None, then_ms: list[float]) -> float:
+    """How much longer things take now than when earlier runs measured them, their rounds' canaries
+    ``then_ms``: 1.0 while the canary now lies within the range those canaries spanned (their 10th to
+    90th percentile: the figures learnt then already hold that range's mix of a shared machine's
+    moments), else against the nearer end of it (:func:`speed_factor`, bounded). A 1 ms canary on a
+    shared 2-core VM reads 0.8-1.3 ms from one minute to the next: scaled by its ratio to their median,
+    the same plan's estimate moved by 30 % between two dry runs."""
+    if not now_ms or now_ms <= 0 or not then_ms:
+        return 1.0
+    low, high = canary_band(then_ms)
+    if now_ms > high:
+        return speed_factor(now_ms, high)
+    if now_ms < low:
+        return speed_factor(now_ms, low)
+    return 1.0
+
+
 def _stated(name: str, framework: str) -> float:
     """``STATED[name]``'s figure for ``framework`` (a series: ``openvino@int8``, ``ios-both[openvino]@int8``):
     its kind at its precision (``ios[openvino]@int8``), its kind, its name at its precision, its name
