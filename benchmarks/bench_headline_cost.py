@@ -6,6 +6,7 @@ by batch, model, framework and kind of cost.
     python benchmarks/bench_headline_cost.py                 # both sweeps, both protocols
     python benchmarks/bench_headline_cost.py --batch 1       # one sweep
     python benchmarks/bench_headline_cost.py --models squeezenet,resnet50 --json
+    python benchmarks/bench_headline_cost.py --options --batch 1,16,32 --stated-speed   # what each option costs
 
 Nothing is measured: one probe worker says which frameworks are available (shared by the four estimates),
 then each estimate is `run --dry-run`'s (``ios_bench.running.dry_run``), learning from the run folders
@@ -28,6 +29,17 @@ from benchmarks._cli import script_parser  # noqa: E402
 # the two protocols compared: the plan's fields (ios_core.measurement.protocol)
 PROTOCOLS = {"time-bounded": {"sample_s": 1.0, "warmup_s": 0.5, "min_repeat": 3, "cap_factor": 3.0},
              "fixed": {"sample_s": None, "warmup_s": None, "cap_factor": None}}
+
+
+# what the 3-hour goal could cost (issue 55): each option a decision about the headline could take, as the
+# plan fields it sets on top of today's time-bounded protocol; "all four" is every one of them together
+OPTIONS = {"today": {},
+           "search at batch 1, reused at 16 and 32": {"ios_options": {"optimize_batch": 1}},
+           "1 sample at least (calls over --sample-time)": {"min_repeat": 1},
+           "cap factor 2": {"cap_factor": 2.0},
+           "2 rounds a cell": {"rounds": 2},
+           "all four": {"ios_options": {"optimize_batch": 1}, "min_repeat": 1, "cap_factor": 2.0, "rounds": 2},
+           "1 round a cell (no interval at all)": {"rounds": 1}}
 
 
 def headline_plan(models: list[str], batches: list[int], protocol: dict):
@@ -71,6 +83,10 @@ def main(argv=None) -> int:
                         help="a sweep's batch sizes (repeatable) [default: 1,16,32 and 1]")
     parser.add_argument("--runs", default="runs", help="where earlier run folders are learnt from [default: runs]")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
+    parser.add_argument("--options", action="store_true",
+                        help="instead of the two protocols: today's protocol and each option a decision about the "
+                             "headline could take (OPTIONS: search once at batch 1, fewer samples, a lower cap "
+                             "factor, fewer rounds), one column each")
     parser.add_argument("--stated-speed", action="store_true",
                         help="no speed probe: every figure at the speed it was measured at (the stated figures: this "
                              "2-core VM's usual speed, STATED['canary_ms'])")
@@ -88,7 +104,9 @@ def main(argv=None) -> int:
     probes, results = None, {}
     for batches in sweeps:
         got = {}
-        for name, protocol in PROTOCOLS.items():  # the folder is only read (earlier runs beside it): not made
+        compared = ({n: {**PROTOCOLS["time-bounded"], **o} for n, o in OPTIONS.items()} if args.options
+                    else PROTOCOLS)
+        for name, protocol in compared.items():  # the folder is only read (earlier runs beside it): not made
             got[name] = plan_and_estimate(headline_plan(models, batches, protocol),
                                           Path(args.runs) / "headline-cost-dry-run", quiet=True, probes=probes,
                                           probe_speed=not args.stated_speed)

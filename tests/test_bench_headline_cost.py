@@ -28,6 +28,26 @@ def test_the_two_plans_differ_only_by_their_protocol(bench):
     assert (round_calls(12_700, old).total, round_calls(12_700, new).total) == (15, 4)
 
 
+def test_each_option_changes_only_what_it_names_and_all_four_cost_less_than_today(bench, tmp_path):
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.dry_run import plan_and_estimate
+
+    base = {**bench.PROTOCOLS["time-bounded"]}
+    plans = {n: bench.headline_plan(["resnet18"], [1, 16], {**base, **o}) for n, o in bench.OPTIONS.items()}
+    today = plans["today"]
+    assert today.ios_options == {} and today.min_repeat == 3 and today.rounds == Plan().rounds
+    assert plans["search at batch 1, reused at 16 and 32"].ios_options == {"optimize_batch": 1}
+    assert plans["2 rounds a cell"].rounds == 2 and plans["2 rounds a cell"].min_repeat == 3
+    assert plans["cap factor 2"].cap_factor == 2.0 and plans["cap factor 2"].ios_options == {}
+    got, probes = {}, None  # no earlier runs beside the folder: the stated figures, one probe worker
+    for n in ("today", "search at batch 1, reused at 16 and 32", "all four"):
+        got[n] = plan_and_estimate(plans[n], tmp_path / "run", quiet=True, probes=probes, probe_speed=False)
+        probes = got[n]["probes"]
+    assert got["search at batch 1, reused at 16 and 32"]["searches"] < got["today"]["searches"]
+    assert got["all four"]["seconds"] < got["search at batch 1, reused at 16 and 32"]["seconds"] < \
+        got["today"]["seconds"]
+
+
 def test_the_tables_put_each_protocols_hours_and_share_side_by_side(bench):
     def got(total, b1, kinds, capped):
         return {"seconds": total, "by_batch": {1: b1, 32: total - b1}, "by_kind": kinds, "by_model": {"m": total},
