@@ -83,7 +83,7 @@ class Weights(Strict):
     TRT = "Weights"
 
     def __init__(self, a=None):
-        self._array = np.asarray(a, dtype=np.float32)
+        self._array = np.array(a, dtype=np.float32)  # a copy, writable (the builder copies the weights too)
 
     def numpy(self):
         return self._array

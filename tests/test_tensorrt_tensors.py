@@ -5,7 +5,8 @@ manifest; never on a GPU).
 * the small graphs of tests/test_ops_transformer.py (a one-block ViT, a ConvNeXt block, a
   cosine-attention block) and one of general shapes (rank-4 values, layer norm over two axes, softmax
   and l2norm along inner axes, a broadcast product) against the oracle, through ``build_engine`` and
-  through the whole adapter (engine cache, ``execute_async_v3`` on a host-memory CuPy);
+  through the whole adapter (engine cache, ``execute_async_v3`` on a host-memory CuPy); the zoo's
+  ``vit_tiny`` and ``convnext_tiny`` at batch 1 (slow);
 * the stand-in refusing what TensorRT refuses (wrong ranks, an axes mask outside the tensor, inner
   dimensions that differ, ...);
 * a graph needing a call the bindings lack refused in one line naming the node, before any layer;
@@ -107,6 +108,17 @@ def test_the_vit_runs_through_the_whole_adapter(trt, monkeypatch, tmp_path):
         assert compiled.info["engine_cached"] is cached
         chk = compare(compiled.run(x), reference.run(g, x), 1e-4)
         assert chk.passed, chk.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["vit_tiny", "convnext_tiny"])
+def test_the_zoo_transformers_match_the_oracle_at_batch_1(trt, model):
+    from ios_core import models
+
+    g = models.get(model).init_weights(0)
+    network, x = build(g, batch=1, seed=0)
+    chk = compare(network._outputs[0].value.numpy(), reference.run(g, x), 1e-4)
+    assert chk.passed, f"TensorRT {trt.__version__} on {model}: {chk.reason}"
 
 
 # ---- what the stand-in refuses, as TensorRT does -------------------------------------------------
