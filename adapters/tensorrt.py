@@ -31,10 +31,23 @@ affine scale/shift constants, ``add_concatenation`` on channels, two ``add_shuff
 channel shuffle, ``add_resize`` (nearest: asymmetric + floor, PyTorch's; bilinear:
 half-pixel or aligned corners), ``add_shuffle`` + ``add_matrix_multiply`` for linear layers.
 
+General tensors (vision transformers, ConvNeXt; issue 56): every general-tensor operator of the IR is
+lowered by ``adapters.tensorrt_tensors`` -- ``add_matrix_multiply`` for products of activations and
+for dense layers on tokens (constant weights, ``MatrixOperation.TRANSPOSE``), ``add_softmax`` (its
+axis a bit of ``axes``), ``add_normalization`` for layer norm (scale and bias constants, the axes
+mask, epsilon; ``compute_precision`` fp32 on TensorRT 10, which has it), ``add_shuffle`` for
+reshapes and permutes, ``add_concatenation`` for a class token, ``add_reduce`` + ``add_unary`` +
+``add_elementwise`` for l2norm, ``ActivationType.GELU_ERF``/``GELU_TANH`` for GELU. A call the
+installed TensorRT lacks refuses the graph in one line naming the node, before any layer is added.
+Checked against the oracle on the CPU stand-in held to TensorRT 10.16's and 11.1's API only
+(``tests/test_tensorrt_tensors.py``: a one-block ViT, a ConvNeXt block, a cosine-attention block);
+never run on a GPU. The CNN lowering is layer for layer what it was (a recorded layer list).
+
 Engines are cached on disk (``runs/trt_engines/``, option ``cache=``; ``cache=False`` turns
 it off), keyed by the graph's hash (structure and weights), the batch size, the TensorRT
-version, the GPU, the variant and the lowering code's version (a hash of this module and the
-shared lowering walk), so a sweep builds each engine once and a changed lowering rebuilds.
+version, the GPU, the variant and the lowering code's version (a hash of this module,
+``adapters/tensorrt_tensors.py`` and the shared lowering walk), so a sweep builds each engine
+once and a changed lowering rebuilds.
 
 TensorRT 10 and 11 differ where it matters here: 11 is always strongly typed and has no
 ``BuilderFlag.FP16``/``INT8``/``BF16``; the reduced-precision flags are read only where they
@@ -56,11 +69,11 @@ import numpy as np
 
 from ios_core.atomic import atomic_write_bytes
 from ios_core.ir import ActivationMap, Graph, Node, OpVisitor
-from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.lowering import Primitives, lower
 from ios_core.runtime.cuda_kernels import arch_problem
 
 from .base import Adapter, Compiled
+from .tensorrt_tensors import TensorLayers
 
 DEFAULT_CACHE = Path("runs") / "trt_engines"
 WORKSPACE_BYTES = 1 << 30
@@ -90,24 +103,24 @@ TRT_ACTIVATIONS: ActivationMap = ActivationMap("tensorrt", {
     # x * relu6(x + 3) / 6 = x * hard_sigmoid(x; 1/6, 1/2)
     "hardswish": lambda nb, t, a, b: nb._gated(t, "HARD_SIGMOID", 1.0 / 6.0, 0.5),
     "silu": lambda nb, t, a, b: nb._gated(t, "SIGMOID"),  # x * sigmoid(x)
-    "gelu": lambda nb, t, a, b: nb._activation(t, "GELU_ERF"),
-    "gelu_tanh": lambda nb, t, a, b: nb._activation(t, "GELU_TANH"),
+    # GELU_ERF / GELU_TANH, composed of element-wise layers where the bindings lack them (tensorrt_tensors)
+    "gelu": lambda nb, t, a, b: nb._gelu(t, "gelu"),
+    "gelu_tanh": lambda nb, t, a, b: nb._gelu(t, "gelu_tanh"),
     "leaky_relu": lambda nb, t, a, b: nb._activation(t, "LEAKY_RELU", a),
     "hardsigmoid": lambda nb, t, a, b: nb._activation(t, "HARD_SIGMOID", a, b),
     "clip": lambda nb, t, a, b: nb._activation(t, "CLIP", a, b),
 })
 
 
-class NetworkBuilder(OpVisitor):
+class NetworkBuilder(TensorLayers, OpVisitor):
     """Emits TensorRT layers for IR operators; keeps every weight array alive until the
     engine is built (TensorRT reads them at build time, not when the layer is added). Every op
-    type and attribute of the IR is lowered (``tests/test_gpu_api.py`` checks each against the
-    oracle on a stand-in held to TensorRT 10's and 11's API)."""
+    type and attribute of the IR is lowered: the feature-map operators here, the general tensors in
+    ``adapters.tensorrt_tensors`` (``tests/test_gpu_api.py``, ``tests/test_gpu_coverage.py`` and
+    ``tests/test_tensorrt_tensors.py`` check them against the oracle on a stand-in held to TensorRT
+    10's and 11's API)."""
 
     ACTIVATIONS = TRT_ACTIVATIONS
-    REFUSES = refusing_tensor_types("not lowered to TensorRT layers yet (the API manifest has add_matrix_multiply, "
-                                    "add_softmax, add_normalization and add_shuffle; not written nor checked on the "
-                                    "stand-in)")
 
     def __init__(self, trt, network, batch_size: int):
         self.trt, self.network, self.n = trt, network, batch_size
@@ -124,10 +137,11 @@ class NetworkBuilder(OpVisitor):
     def prims(self) -> Primitives:
         trt, net, n = self.trt, self.network, self.n
 
-        def slice_channels(t, b, e):
+        def slice_channels(t, b, e):  # axis 1 of a tensor of any rank: (0, b, 0, 0) ... for a feature map
             shape = tuple(t.shape)
-            layer = net.add_slice(t, start=(0, b, 0, 0), shape=(shape[0], e - b, shape[2], shape[3]),
-                                  stride=(1, 1, 1, 1))
+            rest = len(shape) - 2
+            layer = net.add_slice(t, start=(0, b, *(0,) * rest), shape=(shape[0], e - b, *shape[2:]),
+                                  stride=(1,) * len(shape))
             return layer.get_output(0)
 
         def combine(op):
@@ -202,9 +216,9 @@ class NetworkBuilder(OpVisitor):
 
     def visit_affine(self, op: Node, x):
         trt, net = self.trt, self.network
-        c = op.channels
-        scale = self.constant(op.weight, (1, c, 1, 1))
-        shift = self.constant(op.bias, (1, c, 1, 1))
+        shape = (1, *op.channel_shape)  # (1, C, 1, 1) for a feature map, (1, C, 1, ...) for any rank
+        scale = self.constant(op.weight, shape)
+        shift = self.constant(op.bias, shape)
         y = net.add_elementwise(x, scale, trt.ElementWiseOperation.PROD).get_output(0)
         y = net.add_elementwise(y, shift, trt.ElementWiseOperation.SUM).get_output(0)
         return self.act(y, op.act)
@@ -291,6 +305,7 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
         config.max_aux_streams = int(max_aux_streams)
     emit = NetworkBuilder(trt, network, batch_size)
     emit.check_handles(graph.operators())
+    emit.check_api(graph.operators())  # a call this TensorRT lacks: refused before any layer is added
     x = network.add_input("input", trt.float32, (batch_size, *graph.input_shape))
     y = lower(graph, x, emit.prims(), emit)
     y.name = "output"
@@ -320,13 +335,14 @@ def build_engine(graph: Graph, batch_size: int, max_aux_streams: int | None, log
 
 
 def lowering_version() -> str:
-    """A hash of the code that decides what engine a graph becomes (this module and the shared
-    lowering walk): part of the engine cache key, so a changed lowering never reuses an engine
-    built by the old one."""
+    """A hash of the code that decides what engine a graph becomes (this module, the general
+    tensors' ``adapters.tensorrt_tensors`` and the shared lowering walk): part of the engine cache
+    key, so a changed lowering never reuses an engine built by the old one."""
     import importlib
 
     h = hashlib.sha256()
-    for path in (__file__, *(importlib.import_module(m).__file__ for m in ("ios_core.lowering.walk",
+    for path in (__file__, *(importlib.import_module(m).__file__ for m in ("adapters.tensorrt_tensors",
+                                                                          "ios_core.lowering.walk",
                                                                           "ios_core.lowering.compose"))):
         h.update(Path(path).read_bytes())
     return h.hexdigest()[:16]

@@ -15,12 +15,27 @@ binding sources by ``tests/tensorrt_manifest.py``:
 The semantics are the documented ones, evaluated with torch: convolutions and pools honour
 ``pre_padding``/``post_padding`` (``padding_nd`` sets both), average pools honour
 ``average_count_excludes_padding``, activations their ``alpha``/``beta``, shuffles their
-reshape and transposes, resizes their mode, coordinate transformation and rounding.
+reshape (a 0 copies the input's dimension while ``zero_is_placeholder``, one -1 is inferred) and
+transposes, resizes their mode, coordinate transformation and rounding. The general-tensor layers
+(issue 56) too: matrix products (``op0``/``op1``: NONE or TRANSPOSE of the last two axes, equal
+ranks of at least 2, the other axes equal or 1 and broadcast), softmax (one axis, a bit of
+``axes``; by default the rank minus three, 0 below rank 3), normalization (``axes`` a bit mask,
+``epsilon``, scale and bias of the input's rank: its size on the normalized axes, 1 elsewhere),
+reductions on any axes mask, unary layers, element-wise layers (equal ranks, each dimension equal
+or 1), slices (in bounds), concatenations (equal ranks, every other dimension equal; by default
+along the rank minus three). What TensorRT refuses (a wrong rank, an axes mask outside the tensor,
+a matrix product whose inner dimensions differ, a reshape that changes the volume, ...) raises
+:class:`LayerError` when the layer is evaluated (TensorRT's ``add_*`` returns None and logs it, or
+the build fails). ``describe(network)`` gives every layer as data (its class, the tensors it reads,
+its arguments and attributes), so two lowerings can be compared layer for layer.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import math
 import types
 from pathlib import Path
 
@@ -68,7 +83,7 @@ class Weights(Strict):
     TRT = "Weights"
 
     def __init__(self, a=None):
-        self._array = np.asarray(a, dtype=np.float32)
+        self._array = np.array(a, dtype=np.float32)  # a copy, writable (the builder copies the weights too)
 
     def numpy(self):
         return self._array
@@ -93,17 +108,38 @@ class ITensor(Strict):
         return tuple(self.value.shape)
 
 
+class LayerError(ValueError):
+    """What TensorRT refuses in a layer (its ``add_*`` returns None and logs the reason, or the build
+    fails): a wrong rank, an axes mask outside the tensor, shapes that do not agree."""
+
+
 class ILayer(Strict):
     TRT = "ILayer"
 
-    def __init__(self, network, fn):
+    def __init__(self, network, fn, inputs=(), args=None):
         self._network = network
+        self._inputs, self._args = tuple(inputs), dict(args or {})
         self.name = ""
         self._out = network._tensor(lambda: fn(self))
 
     def get_output(self, index):
         assert index == 0
         return self._out
+
+    def _check(self, ok: bool, what: str) -> None:
+        if not ok:
+            raise LayerError(f"TensorRT {self._version}: {self.TRT} {self.name!r} refused: {what}")
+
+    def _axes(self, mask, rank: int) -> tuple[int, ...]:
+        """The axes of a bit mask (bit i: axis i, the batch axis 0), refused when empty or outside ``rank``."""
+        self._check(isinstance(mask, int) and 0 < mask < (1 << rank), f"axes mask {mask!r} for a tensor of rank {rank}")
+        return tuple(i for i in range(rank) if mask >> i & 1)
+
+    def _broadcast(self, a, b) -> None:
+        """Element-wise and matrix-product batch axes: equal ranks, each dimension equal or 1."""
+        self._check(a.dim() == b.dim(), f"inputs of ranks {a.dim()} and {b.dim()} (they must be equal)")
+        self._check(all(x == y or 1 in (x, y) for x, y in zip(a.shape, b.shape)),
+                    f"cannot broadcast {tuple(a.shape)} with {tuple(b.shape)}")
 
 
 def _pads(layer):
@@ -114,8 +150,8 @@ def _pads(layer):
 class _Padded(ILayer):
     """``pre_padding``/``post_padding``; ``padding_nd`` sets both (TensorRT's semantics)."""
 
-    def __init__(self, network, fn):
-        super().__init__(network, fn)
+    def __init__(self, network, fn, inputs=(), args=None):
+        super().__init__(network, fn, inputs, args)
         self._pre, self._post = (0, 0), (0, 0)
 
     @property
@@ -188,6 +224,25 @@ class IResizeLayer(ILayer):
     TRT = "IResizeLayer"
 
 
+class ISoftMaxLayer(ILayer):
+    TRT = "ISoftMaxLayer"
+
+
+class INormalizationLayer(ILayer):
+    TRT = "INormalizationLayer"
+
+
+class IUnaryLayer(ILayer):
+    TRT = "IUnaryLayer"
+
+
+ELEMENTWISE = {"SUM": torch.add, "PROD": torch.mul, "SUB": torch.sub, "DIV": torch.div, "MAX": torch.maximum,
+               "MIN": torch.minimum, "POW": torch.pow}
+UNARY = {"SQRT": torch.sqrt, "ERF": torch.erf, "EXP": torch.exp, "LOG": torch.log, "RECIP": torch.reciprocal,
+         "ABS": torch.abs, "NEG": torch.neg}
+REDUCE = {"AVG": torch.mean, "SUM": torch.sum, "MAX": torch.amax, "MIN": torch.amin}
+
+
 def _activation(kind: str, alpha: float, beta: float):
     """TensorRT's ActivationType semantics (NvInfer.h)."""
     return {"RELU": torch.relu, "SIGMOID": torch.sigmoid, "TANH": torch.tanh,
@@ -248,8 +303,8 @@ class INetworkDefinition(Strict):
             t._value = None
         return [t.value.numpy() for t in self._outputs]
 
-    def _layer(self, kind: str, fn):
-        layer = self._cls[kind](self, fn)
+    def _layer(self, kind: str, fn, inputs=(), **args):
+        layer = self._cls[kind](self, fn, inputs, args)
         self._layers.append(layer)
         return layer
 
@@ -277,14 +332,15 @@ class INetworkDefinition(Strict):
         def f(layer):
             x = F.pad(input.value, _pads(layer))
             return F.conv2d(x, w, b, layer.stride_nd, 0, layer.dilation_nd, layer.num_groups)
-        layer = self._layer("IConvolutionLayer", f)
+        layer = self._layer("IConvolutionLayer", f, (input,), num_output_maps=num_output_maps,
+                            kernel_shape=kernel_shape, kernel=kernel, bias=bias)
         layer.stride_nd, layer.dilation_nd, layer.num_groups = (1, 1), (1, 1), 1
         return layer
 
     def add_activation(self, input, type):
         def f(layer):
             return _activation(type.name, layer.alpha, layer.beta)(input.value)
-        layer = self._layer("IActivationLayer", f)
+        layer = self._layer("IActivationLayer", f, (input,), type=type)
         layer.alpha, layer.beta = 0.0, 0.0
         return layer
 
@@ -301,57 +357,142 @@ class INetworkDefinition(Strict):
                 return sums / (k[0] * k[1])
             ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
             return sums / (F.avg_pool2d(F.pad(ones, pads), k, layer.stride_nd) * (k[0] * k[1]))
-        layer = self._layer("IPoolingLayer", f)
+        layer = self._layer("IPoolingLayer", f, (input,), type=type, window_size=k)
         layer.stride_nd = (1, 1)
         layer.average_count_excludes_padding = True  # TensorRT's default
         return layer
 
     def add_reduce(self, input, op, axes, keep_dims):
-        dims = tuple(i for i in range(4) if axes & (1 << i))
-
         def f(layer):
             v = input.value
-            return v.mean(dims, keepdim=keep_dims) if op.name == "AVG" else v.amax(dims, keepdim=keep_dims)
-        return self._layer("IReduceLayer", f)
+            layer._check(layer.op.name in REDUCE, f"ReduceOperation.{layer.op.name} is not modelled by the stand-in")
+            return REDUCE[layer.op.name](v, layer._axes(layer.axes, v.dim()), keepdim=bool(layer.keep_dims))
+        layer = self._layer("IReduceLayer", f, (input,))
+        layer.op, layer.axes, layer.keep_dims = op, axes, keep_dims
+        return layer
 
     def add_slice(self, input, start, shape, stride):
         def f(layer):
-            idx = tuple(slice(s, s + n * st, st) for s, n, st in zip(start, shape, stride))
-            return input.value[idx]
-        return self._layer("ISliceLayer", f)
+            v = input.value
+            start, shape, stride = (tuple(getattr(layer, k)) for k in ("start", "shape", "stride"))
+            layer._check(len(start) == len(shape) == len(stride) == v.dim(),
+                         f"start {start}, shape {shape}, stride {stride} for a tensor of rank {v.dim()}")
+            layer._check(all(0 <= s and n >= 1 and st >= 1 and s + (n - 1) * st < d
+                             for s, n, st, d in zip(start, shape, stride, v.shape)),
+                         f"start {start}, shape {shape}, stride {stride} outside {tuple(v.shape)}")
+            return v[tuple(slice(s, s + n * st, st) for s, n, st in zip(start, shape, stride))]
+        layer = self._layer("ISliceLayer", f, (input,))
+        layer.start, layer.shape, layer.stride = tuple(start), tuple(shape), tuple(stride)
+        return layer
 
     def add_elementwise(self, input1, input2, op):
-        fn = {"SUM": torch.add, "PROD": torch.mul}[op.name]
-        return self._layer("IElementWiseLayer", lambda layer: fn(input1.value, input2.value))
+        def f(layer):
+            a, b = input1.value, input2.value
+            layer._check(layer.op.name in ELEMENTWISE, f"ElementWiseOperation.{layer.op.name} is not modelled")
+            layer._broadcast(a, b)
+            return ELEMENTWISE[layer.op.name](a, b)
+        layer = self._layer("IElementWiseLayer", f, (input1, input2))
+        layer.op = op
+        return layer
+
+    def add_unary(self, input, op):
+        def f(layer):
+            layer._check(layer.op.name in UNARY, f"UnaryOperation.{layer.op.name} is not modelled by the stand-in")
+            return UNARY[layer.op.name](input.value)
+        layer = self._layer("IUnaryLayer", f, (input,))
+        layer.op = op
+        return layer
 
     def add_concatenation(self, inputs):
-        layer = self._layer("IConcatenationLayer", lambda layer: torch.cat([t.value for t in inputs], layer.axis))
-        layer.axis = 0  # TensorRT's default axis
+        inputs = list(inputs)
+
+        def f(layer):
+            vs = [t.value for t in inputs]
+            rank = vs[0].dim()
+            layer._check(all(v.dim() == rank for v in vs), f"inputs of ranks {[v.dim() for v in vs]}")
+            layer._check(0 <= layer.axis < rank, f"axis {layer.axis} of tensors of rank {rank}")
+            rest = {tuple(d for i, d in enumerate(v.shape) if i != layer.axis) for v in vs}
+            layer._check(len(rest) == 1, f"shapes {[tuple(v.shape) for v in vs]} differ off axis {layer.axis}")
+            return torch.cat(vs, layer.axis)
+        layer = self._layer("IConcatenationLayer", f, inputs)
+        layer.axis = max(len(inputs[0].shape) - 3, 0)  # TensorRT's default: the rank minus three (C of NCHW)
         return layer
 
     def add_shuffle(self, input):
         def f(layer):
             v = input.value
             if layer.first_transpose is not None:
+                layer._check(sorted(layer.first_transpose) == list(range(v.dim())),
+                             f"first_transpose {tuple(layer.first_transpose)} of a tensor of rank {v.dim()}")
                 v = v.permute(*layer.first_transpose)
             if layer.reshape_dims is not None:
-                v = v.reshape(tuple(layer.reshape_dims))
+                dims = [v.shape[i] if d == 0 and layer.zero_is_placeholder else d
+                        for i, d in enumerate(layer.reshape_dims)]
+                if dims.count(-1) == 1 and math.prod(d for d in dims if d != -1) > 0:
+                    dims[dims.index(-1)] = v.numel() // math.prod(d for d in dims if d != -1)
+                layer._check(all(d >= 1 for d in dims) and math.prod(dims) == v.numel(),
+                             f"cannot reshape {tuple(v.shape)} to {tuple(layer.reshape_dims)}")
+                v = v.reshape(dims)
             if layer.second_transpose is not None:
+                layer._check(sorted(layer.second_transpose) == list(range(v.dim())),
+                             f"second_transpose {tuple(layer.second_transpose)} of a tensor of rank {v.dim()}")
                 v = v.permute(*layer.second_transpose)
             return v.contiguous()
-        layer = self._layer("IShuffleLayer", f)
+        layer = self._layer("IShuffleLayer", f, (input,))
         layer.first_transpose = layer.reshape_dims = layer.second_transpose = None
+        layer.zero_is_placeholder = True  # TensorRT's default: a 0 in reshape_dims copies the input's dimension
         return layer
 
     def add_constant(self, shape, weights):
-        return self._layer("IConstantLayer", lambda layer: torch.from_numpy(weights.numpy().reshape(shape)))
+        shape = tuple(shape)
+        layer = self._layer("IConstantLayer", lambda layer: torch.from_numpy(weights.numpy().reshape(shape)),
+                            shape=shape, weights=weights)
+        layer._check(weights.numpy().size == math.prod(shape), f"{weights.numpy().size} weights for shape {shape}")
+        return layer
 
     def add_matrix_multiply(self, input0, op0, input1, op1):
         def f(layer):
-            av = input0.value.t() if op0.name == "TRANSPOSE" else input0.value
-            bv = input1.value.t() if op1.name == "TRANSPOSE" else input1.value
-            return av @ bv
-        return self._layer("IMatrixMultiplyLayer", f)
+            a, b = input0.value, input1.value
+            layer._check(a.dim() == b.dim() and a.dim() >= 2, f"inputs of ranks {a.dim()} and {b.dim()} (equal ranks "
+                         "of at least 2)")
+            ops = (layer.op0.name, layer.op1.name)
+            layer._check(set(ops) <= {"NONE", "TRANSPOSE"}, f"MatrixOperation {ops}: VECTOR is not modelled")
+            a = a.transpose(-1, -2) if ops[0] == "TRANSPOSE" else a
+            b = b.transpose(-1, -2) if ops[1] == "TRANSPOSE" else b
+            layer._check(a.shape[-1] == b.shape[-2], f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
+            layer._broadcast(a[..., :1, :1], b[..., :1, :1])  # the axes before the last two
+            return torch.matmul(a, b)
+        layer = self._layer("IMatrixMultiplyLayer", f, (input0, input1))
+        layer.op0, layer.op1 = op0, op1
+        return layer
+
+    def add_softmax(self, input):
+        def f(layer):
+            v = input.value
+            axes = layer._axes(layer.axes, v.dim())
+            layer._check(len(axes) == 1, f"axes mask {layer.axes}: only one axis can be set")
+            return torch.softmax(v, axes[0])
+        layer = self._layer("ISoftMaxLayer", f, (input,))
+        layer.axes = 1 << max(len(input.shape) - 3, 0)  # TensorRT's default: the rank minus three
+        return layer
+
+    def add_normalization(self, input, scale, bias, axesMask):
+        def f(layer):
+            x, s, b = input.value, scale.value, bias.value
+            axes = layer._axes(layer.axes, x.dim())
+            layer._check(layer.num_groups == 1, f"num_groups {layer.num_groups}: group normalization is not modelled")
+            want = tuple(d if i in axes else 1 for i, d in enumerate(x.shape))
+            for name, t in (("scale", s), ("bias", b)):
+                layer._check(tuple(t.shape) == want, f"{name} of shape {tuple(t.shape)} for an input of shape "
+                             f"{tuple(x.shape)} normalized over axes {axes} (expected {want})")
+            mean = x.mean(axes, keepdim=True)
+            var = ((x - mean) ** 2).mean(axes, keepdim=True)
+            return (x - mean) / torch.sqrt(var + layer.epsilon) * s + b
+        layer = self._layer("INormalizationLayer", f, (input, scale, bias))
+        layer.axes, layer.epsilon, layer.num_groups = axesMask, 1e-5, 1  # TensorRT's default epsilon
+        if "compute_precision" in layer._api:  # TensorRT 10: fp32 by default whatever the builder flags
+            layer.compute_precision = self._enums["DataType"].FLOAT
+        return layer
 
     def add_resize(self, input):
         def f(layer):
@@ -359,7 +500,7 @@ class INetworkDefinition(Strict):
             shape = tuple(layer.shape)
             assert shape[:2] == tuple(v.shape[:2]), (shape, v.shape)
             return _resize_axis(_resize_axis(v, 2, shape[2], layer), 3, shape[3], layer)
-        layer = self._layer("IResizeLayer", f)
+        layer = self._layer("IResizeLayer", f, (input,))
         return layer
 
 
@@ -392,12 +533,19 @@ class Builder(Strict):
         self._logger = logger
 
     def create_network(self, flags=0):
-        return self._classes["INetworkDefinition"](self._version, self._classes)
+        network = self._classes["INetworkDefinition"](self._version, self._classes)
+        network._enums = self._enums
+        return network
 
     def create_builder_config(self):
         return self._classes["IBuilderConfig"](self._enums)
 
     def build_serialized_network(self, network, config):
+        names = [layer.name for layer in network._layers if layer.name]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # TensorRT's network validation: "layers must have distinct names"
+            raise LayerError(f"TensorRT {self._version}: repeated layer names {repeated} (layers must have distinct "
+                             "names)")
         Builder.built.append((network, config))
         blob = b"fake-engine-%d" % len(ENGINES)
         ENGINES[blob] = network
@@ -485,7 +633,8 @@ class Logger(Strict):
 
 STANDINS = (Weights, ITensor, ILayer, IConvolutionLayer, IPoolingLayer, IActivationLayer, IReduceLayer, ISliceLayer,
             IElementWiseLayer, IConcatenationLayer, IShuffleLayer, IConstantLayer, IMatrixMultiplyLayer,
-            IResizeLayer, INetworkDefinition, IBuilderConfig, Builder, Logger, Runtime, ICudaEngine, IExecutionContext)
+            IResizeLayer, ISoftMaxLayer, INormalizationLayer, IUnaryLayer, INetworkDefinition, IBuilderConfig, Builder,
+            Logger, Runtime, ICudaEngine, IExecutionContext)
 _STANDIN = {"value"}  # ITensor.value: how the tests read a tensor (not a TensorRT member)
 
 
@@ -495,9 +644,43 @@ def _missing(cls_name: str, version: str, name: str):
     return property(raise_)
 
 
-def module(version: str = "10") -> types.ModuleType:
-    """A module object standing in for ``tensorrt`` ``version`` ("10" or "11")."""
-    api = MANIFEST["versions"][version]
+def _plain(v):
+    """``v`` as JSON data: enum members by name, weights by digest, tuples as lists."""
+    if isinstance(v, EnumValue):
+        return repr(v)
+    if isinstance(v, Weights):
+        a = v.numpy()
+        return f"weights{list(a.shape)}:{hashlib.sha256(a.tobytes()).hexdigest()[:16]}"
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def describe(network) -> list[dict]:
+    """Every layer of ``network`` as data, in the order added: its class, the tensors it reads (by
+    their index in the network), its arguments and the attributes set on it, and its output's shape.
+    Two lowerings emit the same network exactly when their descriptions are equal."""
+    index = {id(t): i for i, t in enumerate(network._tensors)}
+    out = []
+    for layer in network._layers:
+        attrs = {k: _plain(v) for k, v in vars(layer).items() if not k.startswith("_")}
+        if isinstance(layer, _Padded):
+            attrs.update(pre_padding=list(layer._pre), post_padding=list(layer._post))
+        out.append({"layer": layer.TRT, "inputs": [index[id(t)] for t in layer._inputs],
+                    "args": {k: _plain(v) for k, v in layer._args.items()}, "attrs": attrs,
+                    "output": index[id(layer._out)], "shape": list(layer._out.shape)})
+    return out
+
+
+def module(version: str = "10", without=()) -> types.ModuleType:
+    """A module object standing in for ``tensorrt`` ``version`` ("10" or "11"); ``without`` names
+    members (``"INetworkDefinition.add_normalization"``, ``"ActivationType.GELU_ERF"``) taken out of
+    that version's manifest: a TensorRT that lacks them."""
+    api = copy.deepcopy(MANIFEST["versions"][version])
+    for item in without:
+        owner, member = item.rsplit(".", 1)
+        table = api["classes"] if owner in api["classes"] else api["enums"]
+        table[owner] = [m for m in table[owner] if m != member]
     m = types.ModuleType("tensorrt")
     m.__version__ = f"{api['tag'].lstrip('v')}-standin"
     enums = {name.split(".")[-1] if "." not in name else name: make_enum(name, members)

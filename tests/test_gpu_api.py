@@ -170,7 +170,8 @@ TRT_NAMES = ("Builder", "Logger", "Runtime", "Weights", "create_network", "creat
              "padding_nd", "dilation_nd", "num_groups", "average_count_excludes_padding", "reshape_dims",
              "build_serialized_network", "deserialize_cuda_engine", "create_execution_context", "num_io_tensors",
              "get_tensor_name", "get_tensor_shape", "get_tensor_mode", "set_tensor_address", "execute_async_v3",
-             "num_aux_streams", "TensorIOMode")
+             "num_aux_streams", "TensorIOMode", "add_softmax", "add_normalization", "add_unary", "axes", "epsilon",
+             "first_transpose", "MatrixOperation", "UnaryOperation")
 
 
 def test_tensorrt_names_exist_in_the_bindings():
@@ -181,7 +182,8 @@ def test_tensorrt_names_exist_in_the_bindings():
     if trt is not None:
         text = " ".join(dir(trt) + [a for c in ("INetworkDefinition", "IBuilderConfig", "ICudaEngine",
                                                 "IExecutionContext", "IConvolutionLayer", "IPoolingLayer",
-                                                "IShuffleLayer", "IConcatenationLayer", "Builder")
+                                                "IShuffleLayer", "IConcatenationLayer", "Builder",
+                                                "ISoftMaxLayer", "INormalizationLayer")
                                     for a in dir(getattr(trt, c))])
         missing = [n for n in TRT_NAMES if n not in text and not hasattr(trt, n)]
         assert not missing, missing
