@@ -125,6 +125,36 @@ def test_an_ios_int8_cell_computes_in_int8_and_passes_its_check(case, provider, 
 
 
 @pytest.mark.parametrize("provider,quantizer", [("onnxruntime", None), ("openvino", "nncf")])
+def test_an_ios_int8_cell_records_the_heavy_operators_its_pieces_left_in_float(case, provider, quantizer):
+    """issue 57: "int8" means at least one integer convolution; how many stayed in float is recorded for IOS
+    as for every whole-model adapter: every convolution of the graph an integer kernel of some piece or
+    counted in float (OpenVINO's CPU plugin keeps mini_inception's grouped/depthwise ones in f32)."""
+    from ios_core.ir import Conv
+
+    _need(provider, quantizer)
+    g, s, _, _ = case
+    c = IOS.build(s, 4, threads=1, provider=provider, precision="int8")
+    got = c.info["float_ops"]
+    assert set(got) == {"conv", "matmul"} and all(isinstance(v, int) and v >= 0 for v in got.values())
+    kernels = c.runtime.program.kernels
+    integer = sum(k.info["integer_convolutions"] if provider == "openvino" else k.info["integer_kernels"]["conv"]
+                  for k in kernels)
+    assert integer > 0 and integer + got["conv"] == sum(isinstance(op, Conv) for op in g.operators())
+
+
+def test_a_programs_float_ops_sum_its_pieces_and_count_a_silent_piece_as_float():
+    from types import SimpleNamespace
+
+    from ios_core.runtime.emit_provider import float_ops
+
+    pieces = [SimpleNamespace(info={"float_ops": {"conv": 2, "matmul": 1}, "convolutions": 5}),
+              SimpleNamespace(info={"float_ops": {"conv": 0, "matmul": 3}, "convolutions": 4}),
+              SimpleNamespace(info={"convolutions": 3})]  # no read-back: it computes in float
+    assert float_ops(pieces) == {"conv": 5, "matmul": 4}
+    assert float_ops([]) == {"conv": 0, "matmul": 0}
+
+
+@pytest.mark.parametrize("provider,quantizer", [("onnxruntime", None), ("openvino", "nncf")])
 def test_the_quantized_pieces_are_kept_in_the_build_cache_and_reused(case, provider, quantizer, tmp_path):
     _need(provider, quantizer)
     g, s, x, _ = case

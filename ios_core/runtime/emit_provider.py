@@ -85,6 +85,21 @@ def engine_precision(kernels: Sequence, asked: str) -> tuple[str, str | None]:
     return "/".join(got), f"{len(short)} of {len(kernels)} pieces compute in {'/'.join(got)} ({_names(short)})"
 
 
+def float_ops(kernels: Sequence) -> dict:
+    """The program's ``float_ops`` (``ios_core.quantize.float_heavy``'s fields: convolutions and matrix
+    products left in float), summed over its pieces' read-backs; a piece that reports none counts its
+    convolutions as float (it computes in float: nothing says otherwise)."""
+    out = {"conv": 0, "matmul": 0}
+    for k in kernels:
+        got = k.info.get("float_ops")
+        if isinstance(got, dict):
+            for key in out:
+                out[key] += int(got.get(key, 0))
+        else:
+            out["conv"] += int(k.info.get("convolutions") or 0)
+    return out
+
+
 def _names(kernels: Sequence) -> str:
     return ", ".join(k.piece.name for k in kernels[:5]) + (" ..." if len(kernels) > 5 else "")
 
@@ -132,6 +147,8 @@ def emit_provider(plan: RuntimePlan, provider: str, threads: int, random_weights
         "copied_outputs": sum(k.attached.get("copied_outputs", 0) for k in kernels),
         "precision": got,
     })
+    if precision == "int8":  # the heavy operators every piece left in float, as a whole-model int8 build records them
+        program.stats["float_ops"] = float_ops(kernels)
     if note:
         program.stats["precision_note"] = note
     if precision == "int8":

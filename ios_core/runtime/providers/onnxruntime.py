@@ -126,10 +126,10 @@ class OnnxRuntimeProvider(Provider):
         info = {**cfg, "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1,
                 "precision": "fp32", "convolutions": convolutions(piece)}
         if precision == "int8":
-            from ios_core.quantize import integer_kernels
+            from ios_core.quantize import float_heavy, integer_kernels
 
             kernels = integer_kernels(optimized)
-            info.update(calibration=calib, integer_kernels=kernels,
+            info.update(calibration=calib, integer_kernels=kernels, float_ops=float_heavy(kernels),
                         precision="int8" if kernels["conv"] or not info["convolutions"] else "fp32")
         return ORTKernel(piece, batch_size, session, info)
 
