@@ -233,15 +233,30 @@ def test_table_columns_sum_to_the_latency(pair, by):
     labels = [r[0] for r in rows]
     end = labels.index("end-to-end (unprofiled)")
     for col, res in ((1, results[0]), (2, results[1])):
-        total = sum(_ms(r[col]) for r in rows[:end] if r[col] != "-")
+        total = sum(_ms(r[col]) for r in rows[:end] if r[col] != "-" and not r[col].startswith("("))
         assert total == pytest.approx(res["latency_ms"], abs=0.01)
         assert _ms(rows[end][col]) == pytest.approx(res["latency_ms"])
     assert all(r[3] in ("-", "n/a") for r in rows)
     assert rows[labels.index("profiler's cost")][1] == "+5.0%"
-    if by == "op":
-        assert labels[:3] == ["1 (conv 3x3)", "1+2 (group)", "2 (elementwise)"]
+    if by == "op":  # one row per IR operator: a's fused 1+2 once, on 2's row, and 1 says where its time is
+        ops = [op.name for op in pair.operators()]
+        assert labels[:len(ops)] == [f"{op.name} ({kind_of(op)})" for op in pair.operators()]
+        assert rows[0][1] == "(in 2)" and rows[1][1] == "2.000 50.0% (with 1)"
+        assert rows[ops.index("3")][1] == "1.000 25.0%"  # a row of one operator as it was
     else:
         assert kind_totals(results[0]) == {"pooling": 1.0, "fused (mixed kinds)": 2.0}
+
+
+def test_nested_groups_land_once_on_their_last_operators_row(pair):
+    """jax-xla's groups nest (a fusion and an op inside it): both end on operator 2, so row 2 holds their
+    sum, the column still adds up to the latency, and operator 1 says where its time is."""
+    res = {"framework": "j", **attribute(pair, [OpTime("f", 2.0, ("1.conv:0", "2:1")), OpTime("g", 0.5, ("2:1",)),
+                                              OpTime("h", 1.0, ("3:2",))], 4.0, 4.2)}
+    header, rows = table_rows(pair, [res])
+    by = {r[0].split(" ")[0]: r[1] for r in rows}
+    assert by["1"] == "(in 2)" and by["2"] == "2.500 62.5% (with 1)" and by["3"] == "1.000 25.0%"
+    end = [r[0] for r in rows].index("end-to-end (unprofiled)")
+    assert sum(_ms(r[1]) for r in rows[:end] if not r[1].startswith(("(", "-"))) == pytest.approx(4.0, abs=0.01)
 
 
 def test_plot_is_a_png(pair, tmp_path):

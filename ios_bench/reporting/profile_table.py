@@ -1,5 +1,7 @@
 """The "where the time goes" table and bars of ``ios-bench profile --frameworks`` (the figures
-come from ``ios_bench.profiling``): rows the IR operators in topological order (or the op kinds),
+come from ``ios_bench.profiling``): rows the IR operators in topological order, one row each (a
+group a framework fused is shown once, on its last operator's row, "with" the others it covers,
+which say "in" that row), or the op kinds,
 one column per framework with time and share of the end-to-end latency; then "fused, unmapped",
 "gaps and overhead" and the end-to-end latency, so every column sums to its latency; then the
 profiled run's latency and the profiler's own cost. Numbers through ``reporting.numbers.fmt``."""
@@ -53,6 +55,17 @@ def _extra_cell(row: dict | None, what: str) -> str:
     return ",".join(dict.fromkeys(row.get("exec_types", {}).values())) or "-"
 
 
+def _merged(kept: dict | None, row: dict) -> dict:
+    """Two profile rows shown on one operator's row (groups that end on the same operator): their
+    self times added, their kernels together."""
+    if kept is None:
+        return row
+    out = {**kept, "exec_types": {**kept.get("exec_types", {}), **row.get("exec_types", {})}}
+    if "self_ms" in kept or "self_ms" in row:
+        out["self_ms"] = kept.get("self_ms", 0.0) + row.get("self_ms", 0.0)
+    return out
+
+
 def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], list[list[str]]]:
     """``(header, rows)`` of the table: text cells, first column the operator (group) or kind; per
     operator, a framework's :func:`extra_columns` follow its own."""
@@ -63,7 +76,8 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     cells: dict = {}
     labels: dict = {}
     found: dict = {}  # (operators, framework) -> its profile row
-    if by == "op":
+    notes: dict = {}  # (operator, framework) -> what the cell says beside (or instead of) its time
+    if by == "op":  # one row per IR operator; a fused group's time once, on its last operator's row
         from ios_bench.profiling import kind_of
 
         order = {op.name: i for i, op in enumerate(graph.operators())}
@@ -71,12 +85,25 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
             cells[(op.name,)] = {}
             labels[(op.name,)] = f"{op.name} ({kind_of(op)})"
         for r in ok:
+            fw = r["framework"]
+            covered: dict[str, set] = {}  # operator -> the anchors of the groups that cover it elsewhere
+            with_ops: dict[str, set] = {}  # anchor -> the other operators its groups cover
             for row in r["rows"]:
-                key = tuple(row["operators"])
-                cells.setdefault(key, {})[r["framework"]] = row["ms"]
-                found[(key, r["framework"])] = row
-                labels.setdefault(key, f"{'+'.join(key)} (group)")
-        keys = sorted(cells, key=lambda k: (order[k[0]], len(k)))
+                ops = sorted(row["operators"], key=lambda n: order.get(n, len(order)))
+                anchor = (ops[-1],)
+                cell = cells.setdefault(anchor, {})
+                cell[fw] = cell.get(fw, 0.0) + row["ms"]
+                found[(anchor, fw)] = _merged(found.get((anchor, fw)), row)
+                labels.setdefault(anchor, f"{ops[-1]} (not in the graph)")
+                for n in ops[:-1]:
+                    covered.setdefault(n, set()).add(ops[-1])
+                    with_ops.setdefault(ops[-1], set()).add(n)
+            for n, others in with_ops.items():
+                notes[((n,), fw)] = "with " + ",".join(sorted(others, key=lambda m: order.get(m, 0)))
+            for n, anchors in covered.items():
+                text = "in " + ",".join(sorted(anchors, key=lambda m: order.get(m, 0)))
+                notes[((n,), fw)] = f"{notes[((n,), fw)]}; {text}" if ((n,), fw) in notes else text
+        keys = sorted(cells, key=lambda k: order.get(k[0], len(order)))
     else:
         for r in ok:
             for kind, ms in kind_totals(r).items():
@@ -91,7 +118,11 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
                 line.append(_extra_cell(found.get((key, r["framework"])), what))
                 continue
             ms = cells[key].get(r["framework"])
-            line.append("-" if ms is None or "error" in r else _share(ms, r["latency_ms"]))
+            note = notes.get((key, r["framework"]))
+            if ms is None or "error" in r:
+                line.append(f"({note})" if note and "error" not in r else "-")
+            else:
+                line.append(_share(ms, r["latency_ms"]) + (f" ({note})" if note else ""))
         rows.append(line)
 
     def footer(label, value):
@@ -133,7 +164,10 @@ def render(graph, results: list[dict], by: str = "op") -> str:
         out.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)))
         if j == 0 or j == len(rows) - FOOTERS:
             out.append("  ".join("-" * w for w in widths))
-    out.append(f"ms per inference and share of the unprofiled end-to-end latency; {UNMAPPED}: what the profiler "
+    out.append(f"ms per inference and share of the unprofiled end-to-end latency; one row per IR operator: a "
+               "group of operators a framework ran as one (fused) is timed once, on its last operator's row (with "
+               "X: the others it covers), and each of those says where its time is (in Y); "
+               f"{UNMAPPED}: what the profiler "
                f"timed but names no IR operator; {OVERHEAD}: latency minus everything profiled (negative: what the "
                "profiler timed adds up to more than the unprofiled call, because operators ran at the same time "
                "and each counts its own time, or because the profiler slowed each operator: see the profiler's "
