@@ -1,6 +1,7 @@
 """adapters/tvm_tensors.py: the general-tensor operators as Relax ops (target llvm, CPU), against the
 oracle: each operator on small token graphs (ranks 1 to 5, every axis the operator takes), the
-erf and tanh GELUs told apart, a one-block ViT and a ConvNeXt block; the fp16 refusal; and a CNN
+erf and tanh GELUs told apart, a one-block ViT and a ConvNeXt block (the zoo's vit_tiny and
+convnext_tiny at batch 1: slow); the ViT block compiled for cuda; the fp16 refusal; and a CNN
 graph's Relax module and build-cache key exactly what they were before this module existed."""
 
 from __future__ import annotations
@@ -145,6 +146,30 @@ def test_a_vit_block_and_a_convnext_block_match_the_oracle(make):
     if graph.name == "vit_block":
         assert "R.nn.softmax" in text and "R.nn.gelu(" in text and "R.concat" in text
     _check(graph)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["vit_tiny", "convnext_tiny"])
+def test_the_zoo_transformers_match_the_oracle_at_batch_1(model):
+    """Untuned TVM runs naive loops: vit_tiny about 3 s a call here, convnext_tiny about 12 s (under load)."""
+    from ios_core import models
+
+    _check(models.get(model).init_weights(0), batch=1)
+
+
+@pytest.mark.slow
+def test_tvm_tuned_tunes_the_vit_blocks_tasks_and_matches_the_oracle(tmp_path):
+    """MetaSchedule on the ViT block's fused tasks (layer norm, softmax, the batched products among
+    them), one trial each: about 3 minutes here, most of it MetaSchedule's first import."""
+    tuned = adapters.get("tvm-tuned")
+    if tuned.available():
+        pytest.skip(tuned.available())
+    graph = one_block_vit()
+    x = reference.random_input(graph, BATCH, seed=0)
+    built = tuned.build(graph, BATCH, threads=2, db=str(tmp_path / "db"), trials_per_task=1)
+    assert built.info["tasks_total"] > 10 and built.info["tasks_untuned"] == 0
+    result = compare(built.run(x), reference.run(graph, x), tuned.tolerance)
+    assert result.passed, result.reason
 
 
 def test_the_erf_and_tanh_gelus_are_told_apart():
