@@ -145,6 +145,11 @@ def test_a_vit_block_and_a_convnext_block_match_the_oracle(make):
     assert "R.nn.layer_norm" in text and "R.permute_dims" in text and "R.matmul" in text
     if graph.name == "vit_block":
         assert "R.nn.softmax" in text and "R.nn.gelu(" in text and "R.concat" in text
+        # ViT's own initialization (std 0.02) leaves a one-block ViT's attention almost uniform, which a
+        # softmax along the wrong axis would match: weights 25 times larger make it peaked
+        for op in graph.operators():
+            if op.TYPE == "dense":
+                op.weight = op.weight * np.float32(25)
     _check(graph)
 
 
