@@ -47,11 +47,11 @@ import numpy as np
 
 from ios_core.atomic import atomic_write_json
 from ios_core.ir import ActivationMap, Graph, OpVisitor
-from ios_core.ir.tensor_nodes import refusing_tensor_types
+from ios_core.ir.tensor_nodes import TENSOR_TYPES
 from ios_core.lowering import Primitives, lower
 from ios_core.measurement.threads import pool_record, resolve_threads
 
-from . import tvm_cache
+from . import tvm_cache, tvm_tensors
 from .base import Adapter, Compiled
 from .imports import absent
 from .tvm_cuda import (  # noqa: F401 - TVM's CUDA toolchain (tvm_cuda.py), re-exported
@@ -116,9 +116,8 @@ def to_relax(graph: Graph, batch_size: int, bind: bool = True):
     def collect():
         for node in graph.operators():
             if node.HAS_WEIGHTS:
-                w, b = RelaxEmitter.weight_layout(node)
-                weight(node, "weight", w)
-                weight(node, "bias", b)
+                for key, array in RelaxEmitter.weight_arrays(node):
+                    weight(node, key, array)
 
     collect()
     wv = dict(zip(params, weight_vars))
@@ -170,13 +169,13 @@ RELAX_ACTIVATIONS: ActivationMap = ActivationMap("tvm", {
 })
 
 
-class RelaxEmitter(OpVisitor):
+class RelaxEmitter(tvm_tensors.TensorOps, OpVisitor):
     """Emits one (non-Sequential) operator on its composed input ``x`` into a Relax block
     builder: ``visit(node, x)``. ``wv`` maps ``"<node>.weight"``/``"<node>.bias"`` to the
-    function's weight parameters; ``act(y, kind, alpha, beta)`` emits an activation."""
+    function's weight parameters; ``act(y, kind, alpha, beta)`` emits an activation. The
+    general-tensor operators are ``tvm_tensors.TensorOps``'."""
 
     ACTIVATIONS = RELAX_ACTIVATIONS
-    REFUSES = refusing_tensor_types("not lowered to Relax yet")
 
     def __init__(self, bb, wv, batch_size: int):
         from tvm import relax
@@ -190,14 +189,24 @@ class RelaxEmitter(OpVisitor):
         return RELAX_ACTIVATIONS[kind](self, y, alpha, beta)
 
     @staticmethod
+    def weight_arrays(node) -> tuple[tuple[str, np.ndarray], ...]:
+        """A weighted node's parameters ``(key, array)`` as this emitter reads them (a general-tensor
+        operator's: ``tvm_tensors.tensor_weights``), else its weight and bias (``weight_layout``)."""
+        if node.TYPE in TENSOR_TYPES:
+            return tvm_tensors.tensor_weights(node)
+        w, b = RelaxEmitter.weight_layout(node)
+        return ("weight", w), ("bias", b)
+
+    @staticmethod
     def weight_layout(node) -> tuple[np.ndarray, np.ndarray]:
         """A weighted node's weight and bias as this emitter reads them: a linear layer's
         weight transposed (in, out: the matmul is then a plain x @ W), an affine's as
-        (1, C, 1, 1) to broadcast; a convolution's as stored (OIHW)."""
+        (1, C, 1, 1) to broadcast ((1, C, 1, ...) on a general tensor); a convolution's as stored (OIHW)."""
         if node.TYPE == "linear":
             return node.weight.T, node.bias
         if node.TYPE == "affine":
-            return node.weight.reshape(1, -1, 1, 1), node.bias.reshape(1, -1, 1, 1)
+            shape = (1, *node.channel_shape)
+            return node.weight.reshape(shape), node.bias.reshape(shape)
         return node.weight, node.bias
 
     def visit_conv(self, node, x):
@@ -466,6 +475,8 @@ class TVMAdapter(Adapter):
         precision = options.get("precision", "fp32")
         if precision != "fp32" and not (device.startswith("cuda") and precision == "fp16" and not options.get("cudnn")):
             raise ValueError(f"tvm: precision {precision} is built on cuda only, fp16, without cudnn")
+        if precision == "fp16" and tvm_tensors.fp16_refusal(graph):
+            raise ValueError(tvm_tensors.fp16_refusal(graph))
         if device.startswith("cuda"):
             cudnn = bool(options.get("cudnn"))
             target = cuda_target(options.get("target"))

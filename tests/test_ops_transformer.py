@@ -1,9 +1,8 @@
 """The general-tensor operators (issue 56) through every backend that lowers them, against the
 oracle: a one-block vision transformer (4 tokens and a class token x 8 features x 2 heads) and a
 tiny ConvNeXt (one block per stage, a downsampling between): the ONNX exporter (onnxruntime,
-OpenVINO), the PyTorch adapter (eager and torch.compile), JAX and TensorFlow (with and without
-XLA), and IOS (the DP scheduler, the CPU runtime on its kernel providers). The backends that do not
-lower them yet refuse in one line naming the operator."""
+OpenVINO), the PyTorch adapter (eager and torch.compile), JAX, TensorFlow (with and without XLA)
+and TVM, and IOS (the DP scheduler, the CPU runtime on its kernel providers)."""
 
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ def test_the_small_graphs_hold_the_new_operators(cases):
 
 
 @pytest.mark.parametrize("framework", ["torch", "torch-compile", "onnxruntime", "onnxruntime-parallel", "openvino",
-                                       "jax-xla", "tensorflow", "tensorflow-xla"])
+                                       "jax-xla", "tensorflow", "tensorflow-xla", "tvm"])
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_each_adapter_that_lowers_them_matches_the_oracle(cases, framework, graph):
     adapter = adapters.get(framework)
@@ -84,16 +83,6 @@ def test_each_adapter_that_lowers_them_matches_the_oracle(cases, framework, grap
     g, x, ref = cases[graph]
     result = compare(adapter.build(g, BATCH, threads=1).run(x), ref, adapter.tolerance)
     assert result.passed, f"{framework} on {graph}: {result.reason}"
-
-
-@pytest.mark.parametrize("framework", ["tvm"])
-def test_the_adapters_that_do_not_lower_them_refuse_naming_the_operator(cases, framework):
-    adapter = adapters.get(framework)
-    if adapter.available():
-        pytest.skip(adapter.available())
-    g, _, _ = cases["vit"]
-    with pytest.raises(NotImplementedError, match=r"node '\d+' of type 'reshape': not lowered to .* issue 56"):
-        adapter.build(g, BATCH, threads=1)
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
