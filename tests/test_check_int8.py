@@ -248,7 +248,7 @@ def corrupted_output(name, g, x, kind):
     good = c.run(x)
     if name == "torch":
         return good, (None if torch_corrupt(c.fn, kind) is None else c.run(x))
-    from adapters.tensorflow import TFLiteCompiled
+    from adapters.tflite import TFLiteCompiled
 
     blob = tflite_corrupt(c.flatbuffer, kind)
     return good, (None if blob is None else TFLiteCompiled(blob, 1).run(x))

@@ -94,7 +94,8 @@ def test_sums_are_quantized_too_so_no_node_computes_in_float():
 
 def test_a_tflite_model_with_one_corrupted_weight_scale_fails_its_check():
     _need_tf()
-    from adapters.tensorflow import TFLiteCompiled, _tf
+    from adapters.tensorflow import _tf
+    from adapters.tflite import TFLiteCompiled
 
     _tf()  # TensorFlow imported the adapter's way before its tools
     from tensorflow.lite.tools import flatbuffer_utils
@@ -185,7 +186,7 @@ def test_requests_in_flight_get_one_interpreter_each(tmp_path):
     each its own interpreter with its share of the threads, the flatbuffer quantized once (the build
     cache) and every program computing the same int8 output."""
     _need_tf()
-    from adapters.tensorflow import TFLiteCompiled
+    from adapters.tflite import TFLiteCompiled
     from ios_bench.scenarios.concurrency import build_engine
 
     g = mini_inception().init_weights(0)
