@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:All inputs of this cat operator:
 
 BATCH = 16  # the arg-max agreement is over a batch of seeded inputs, not one sample
 KINDS = ("activation_scale", "zero_point", "swapped_channel_scale", "weight_10x")
-FRAMEWORKS = ("onnxruntime", "openvino", "torch", "tensorflow")
+FRAMEWORKS = ("onnxruntime", "openvino", "torch", "tflite")
 
 
 def _swap(scales: np.ndarray) -> np.ndarray:
