@@ -309,11 +309,12 @@ def test_a_fake_probe_scales_what_was_not_measured_now_within_its_bounds():
 # runs/prec-a (2026-11-27 12:36-13:10 UTC, this 2-core VM, nothing else running): its plan and what it took
 PREC_A_MEASURED_S = 2013.5  # env.json duration_s; the estimator then said 395 s ("about 7 min")
 PREC_A_STARTS = {"onnxruntime": 0.183, "openvino": 0.241, "torch": 1.359, "tensorflow": 2.26, "ios-both": 1.359,
-                 "ios-both[onnxruntime]": 0.215, "ios-both[openvino]": 0.241}  # its workers' starts, measured then
+                 "ios-both[onnxruntime]": 0.215, "ios-both[openvino]": 0.241,  # its workers' starts, measured then
+                 "tflite": 2.26}  # its int8 cells were tensorflow's then, the same worker (issue 57: tflite's now)
 PREC_A_CELLS = {"fp32": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both", "ios-both[onnxruntime]",
                          "ios-both[openvino]"],
                 "bf16": ["openvino", "torch", "tensorflow", "ios-both[openvino]"],
-                "int8": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both[onnxruntime]",
+                "int8": ["onnxruntime", "openvino", "torch", "tflite", "ios-both[onnxruntime]",
                          "ios-both[openvino]"]}
 
 
