@@ -16,6 +16,19 @@ def _model(history=None, **kw):
                           **kw)
 
 
+def test_tflite_has_stated_rates_labelled_where_they_come_from():
+    """issue 57: TFLite is its own framework: its fp32 rate stated (assumed, said so), its int8 rate the one
+    measured on the TFLite int8 cells once named tensorflow's; tensorflow's int8 has none of its own."""
+    from ios_bench.planning.estimate_stated import stated_rate
+
+    rate, source = stated_rate("tflite")
+    assert rate == 72.7 and source.startswith("assumed: tensorflow's fp32 rate")
+    rate, source = stated_rate("tflite@int8")
+    assert rate == 221.0 and source.startswith("measured: TFLite int8")
+    assert "tensorflow@int8" not in estimate.STATED["gmacs_per_s"]
+    assert estimate.STATED["fixed_s"]["tflite"] == estimate.STATED["fixed_s"]["tensorflow"]  # its worker imports TF
+
+
 def test_the_stated_model_is_used_where_no_earlier_run_measured():
     m = _model(warmup=3, repeat=10, min_sample_ms=10)
     rate = estimate.STATED["gmacs_per_s"]["torch"] * 1e9  # torch's own stated rate, measured on this machine
