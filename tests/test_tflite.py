@@ -107,6 +107,26 @@ def test_a_tflite_fp32_build_matches_the_oracle_and_records_its_engine_and_threa
     assert TF.build(g, 2, threads=1, precision="int8", cache_dir=str(tmp_path)).info["calibration"]["cache"] == "cold"
 
 
+def test_the_interpreter_is_given_the_cells_thread_budget(monkeypatch):
+    """num_threads = the cell's thread budget at both precisions, as the interpreter is constructed (what the
+    record's num_threads says; tests/test_threads.py measures CPU over wall time, which a busy machine can hide)."""
+    _need_tf()
+    from adapters.tensorflow import _tf
+
+    tf = _tf()
+    real, seen = tf.lite.Interpreter, []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("num_threads"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf.lite, "Interpreter", spy)
+    g = mini_inception().init_weights(0)
+    got = [TF.build(g, 1, threads=n, precision=p, cache_dir="off").info["num_threads"]
+           for n, p in ((1, "fp32"), (3, "fp32"), (2, "int8"))]
+    assert seen == got == [1, 3, 2]
+
+
 def test_without_xnnpack_the_builtin_kernels_compute_the_same_and_the_record_says_so():
     _need_tf()
     g = mini_inception().init_weights(0)
