@@ -20,6 +20,7 @@ _REGISTRY: dict[str, str] = {
     "torch-compile-cudagraphs": "adapters.pytorch:COMPILE_CUDAGRAPHS",  # GPU only
     "tensorflow": "adapters.tensorflow:PLAIN",
     "tensorflow-xla": "adapters.tensorflow:XLA",
+    "tflite": "adapters.tflite:TFLITE",  # TensorFlow Lite (fp32, int8), CPU; named, not in the default sweep
     "jax-xla": "adapters.jax:JAX_XLA",  # JAX jit (XLA), CPU and CUDA
     "onnxruntime": "adapters.onnxruntime:SEQUENTIAL",
     "onnxruntime-parallel": "adapters.onnxruntime:PARALLEL",

@@ -43,23 +43,14 @@ keep a reordered copy of a filter only when it is a constant (the ``is_filter_co
 every 1x1 convolution's filter needs that reorder (the VNNI pair-interleaved layout), at fp32 the depthwise
 ones (randwire, where this made bf16 slower than fp32:
 docs/results/precision/tensorflow-bf16-randwire-2026-11-27.md). ``frozen=false`` keeps the captured
-weights (what a Keras model or SavedModel with variables runs); cuda builds keep them unless asked; int8
-builds (the TFLite converter, which freezes the function itself) ignore it.
+weights (what a Keras model or SavedModel with variables runs); cuda builds keep them unless asked; the ``tflite``
+framework's builds (the TFLite converter, which freezes the function itself) ignore it.
 
-``precision="int8"`` (``tensorflow`` on the CPU): what TensorFlow users deploy for int8, TensorFlow
-Lite's post-training full-integer quantization of the same ``tf.function``
-(``ios_core.quantize.tflite_quantize``: ``TFLiteConverter.from_concrete_functions``,
-``Optimize.DEFAULT``, ``TFLITE_BUILTINS_INT8``, calibrated on the harness's seeded calibration inputs,
-float input and output kept) run by the TFLite interpreter bundled with TensorFlow
-(``tf.lite.Interpreter(num_threads=<the cell's threads>)``, its default XNNPACK delegate, builtin int8
-kernels where XNNPACK does not take a node): :class:`TFLiteCompiled`, one interpreter per program (an
-interpreter is not thread-safe; the harness builds one program per request in flight). Max pools pad
-by mirroring the border (``tf.pad(mode="SYMMETRIC")``, exact while a side's padding is at most half the
-window) instead of with -inf, which has no int8 value (the converter calibrates the padded tensor's
-range to infinity and XNNPACK refuses it), and sums are chains of ``tf.add`` (Keras's ``Add``), not
-``tf.add_n``, which the converter leaves in float (``to_function(tflite=True)``). The flatbuffer is a
-build, kept in the build cache (``tensorflow-int8``); the precision is read back from the interpreter's ops
-(``ios_core.quantize.tflite_integer_kernels``): int8 only where its convolutions take int8 tensors.
+``precision="int8"``: **no**, with its reason (issue 57). TensorFlow's graph runtime has no int8
+kernels here; what TensorFlow users deploy for int8 is TensorFlow Lite, another engine, which is the
+``tflite`` framework's (``adapters.tflite``: fp32 and int8 in the TFLite interpreter), so that an int8
+speedup compares one engine with itself. ``to_function(tflite=True)`` writes the function that framework
+converts.
 """
 
 from __future__ import annotations
@@ -132,7 +123,7 @@ def _mirror_pads(node) -> list[list[int]]:
     kh, kw = node.kernel
     if 2 * max(top, bottom) > kh or 2 * max(left, right) > kw:
         raise ValueError(f"max pool {node.name}: padding {tuple(node.pads)} is more than half its {kh}x{kw} window; "
-                         "the int8 build pads a max pool by mirroring (int8 has no -inf), exact only up to half")
+                         "the tflite build pads a max pool by mirroring (int8 has no -inf), exact only up to half")
     return _pads_nhwc(node)
 
 
@@ -153,7 +144,7 @@ class _Emitter(laid.TensorOps, OpVisitor):
     def __init__(self, tf, graph: Graph, dtype=None, tflite: bool = False, frozen: bool = False):
         self.tf = tf
         self.dtype = dtype or tf.float32  # every weight and constant (bf16 for a bf16 build)
-        self.tflite = tflite  # max pools pad by mirroring, not with -inf (the int8 build: to_function)
+        self.tflite = tflite  # max pools pad by mirroring, not with -inf (the tflite framework's build: to_function)
         self.frozen = frozen  # weights as numpy arrays of dtype: Const nodes of the graph traced with them
         self.params: dict[str, tuple] = {}
         self.check_handles(graph.operators())
@@ -290,8 +281,9 @@ class _Emitter(laid.TensorOps, OpVisitor):
 def to_function(graph: Graph, batch_size: int | None = None, jit_compile: bool = False, scopes: bool = False,
                 dtype=None, tflite: bool = False, frozen: bool = False):
     """The graph as a ``tf.function`` on NHWC input of ``dtype`` (float32 unless given; bf16: weights
-    and every op in bf16), batch ``None`` = any batch. ``tflite``: written for the TFLite int8
-    converter, so that it quantizes every op: max pools pad by mirroring the border, not with -inf
+    and every op in bf16), batch ``None`` = any batch. ``tflite``: written for the TFLite
+    converter (the ``tflite`` framework, ``adapters.tflite``; one function for its fp32 and int8), so that
+    int8 quantizes every op: max pools pad by mirroring the border, not with -inf
     (:func:`_mirror_pads`), and a sum of several terms is a chain of ``tf.add`` (what Keras's ``Add``
     layer gives), not ``tf.add_n``, which the converter leaves in float between a dequantize and a
     quantize (and outside XNNPACK: resnet50 ran as 34 partitions, 2.7x slower). ``scopes``:
@@ -475,79 +467,6 @@ class TFCompiled(Compiled):
         return xplane_rows(data, self.scopes), m
 
 
-class TFLiteCompiled(Compiled):
-    """An int8 flatbuffer in its own ``tf.lite.Interpreter`` (``num_threads`` = the cell's threads; its
-    default XNNPACK delegate). ``prepare`` transposes the NCHW input to NHWC outside the timed call;
-    ``execute`` is a TFLite user's inference call: ``set_tensor``, ``invoke``, ``get_tensor`` (the
-    float input quantized and the output dequantized inside the model). Not thread-safe: one per
-    program, one program per request in flight."""
-
-    def __init__(self, flatbuffer: bytes, threads: int, info: dict | None = None, nhwc_out: bool = True):
-        import warnings
-
-        super().__init__(info)
-        self.nhwc_out = nhwc_out  # as TFCompiled's
-        tf = _tf()
-        self.flatbuffer = flatbuffer  # the model it runs (what a test corrupts)
-        with warnings.catch_warnings():  # its notice that LiteRT (ai_edge_litert) succeeds it
-            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
-            self.interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=int(threads))
-        self.interpreter.allocate_tensors()
-        inputs, outputs = self.interpreter.get_input_details(), self.interpreter.get_output_details()
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise ValueError(f"the TFLite model has {len(inputs)} inputs and {len(outputs)} outputs, expected 1 and 1")
-        if inputs[0]["dtype"] != np.float32 or outputs[0]["dtype"] != np.float32:
-            raise ValueError(f"the TFLite model takes {np.dtype(inputs[0]['dtype'])} and gives "
-                             f"{np.dtype(outputs[0]['dtype'])}, expected float32 in and out")
-        self.input_index, self.output_index = inputs[0]["index"], outputs[0]["index"]
-
-    def prepare(self, x: np.ndarray):
-        return np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))
-
-    def execute(self, prepared):
-        self.interpreter.set_tensor(self.input_index, prepared)
-        self.interpreter.invoke()
-        return self.interpreter.get_tensor(self.output_index)
-
-    def finish(self, out) -> np.ndarray:
-        out = np.asarray(out, np.float32)
-        return np.ascontiguousarray(out.transpose(0, 3, 1, 2) if self.nhwc_out else out)
-
-
-def tflite_quantized(fn, graph: Graph, batch_size: int, samples: int, cache_dir=None,
-                     data=None) -> tuple[bytes, dict]:
-    """``fn`` (the fp32 ``tf.function``, NHWC) quantized by TensorFlow Lite's full-integer
-    post-training quantization (``ios_core.quantize.tflite_quantize``) on the harness's seeded
-    calibration inputs (``ios_core.quantize.calibration_inputs``, NHWC), kept in the build cache
-    (``tensorflow-int8``) under a key of the traced function (its graph and every captured weight),
-    the calibration and the converter's version: a later round loads the same flatbuffer. Returns
-    (flatbuffer bytes, the calibration as the record keeps it)."""
-    import json
-
-    from ios_core.quantize import TFLITE_FORMAT, TFLITE_METHOD, build_key, calibration_feeds, tflite_quantize
-
-    tf = _tf()
-    batches, note, source = calibration_feeds(graph, batch_size, samples, data)  # seeded inputs or the folder's
-    feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in batches]
-    concrete = fn.get_concrete_function()
-    key = build_key(concrete.graph.as_graph_def().SerializeToString(deterministic=True),
-                    *(np.asarray(t.numpy()) for t in concrete.captured_inputs), batch_size, source,
-                    TFLITE_FORMAT, TFLITE_METHOD)
-    cache = open_cache(cache_dir, "tensorflow-int8", tf.__version__)
-    path = cache.dir / f"{key}.tflite" if cache is not None else None
-    if path is not None and path.is_file():
-        meta = json.loads(path.with_suffix(".json").read_text())
-        return path.read_bytes(), {**meta, "cache": "warm"}
-    blob, calib = tflite_quantize(concrete, fn, feeds)
-    calib = {**calib, **note}
-    if path is not None:
-        path.write_bytes(blob)
-        path.with_suffix(".json").write_text(json.dumps(calib))
-        cache.seal()
-        calib["cache"] = "cold"
-    return blob, calib
-
-
 CALL = "ios-bench:call"
 _EXECUTOR = ("ThreadpoolListener", "ExecutorState", "ExecutorDoneCallback")  # scheduling, not ops
 
@@ -641,12 +560,12 @@ class TensorFlow(Adapter):
         return {"scopes": True}
 
     def _build(self, graph, batch_size, device, threads, inter_op_threads=None, jit_compile=False, cache_dir=None,
-               scopes=False, precision="fp32", calibration_samples=None, frozen=None, calibration_data=None):
+               scopes=False, precision="fp32", frozen=None):
         """``cache_dir`` (with ``jit_compile``): XLA's persistent compilation cache kept there across
         rounds (``--tf_xla_persistent_cache_directory``; ``adapters.build_cache``: checked before the
         build, rebuilt when foreign). TensorFlow reads its XLA flags once per process, at its first
         compilation. ``precision`` bf16: weights, input and every op in ``tf.bfloat16``;
-        ``info["precision"]`` is read back (:func:`computes_in`). int8: :meth:`_build_int8`. ``frozen``
+        ``info["precision"]`` is read back (:func:`computes_in`). int8: the ``tflite`` framework's. ``frozen``
         (default: on the CPU without XLA): the function's weights are ``Const`` nodes of its graph
         (``to_function(frozen=True)``), not tensors it captures."""
         if frozen is not None and not isinstance(frozen, bool):
@@ -655,13 +574,6 @@ class TensorFlow(Adapter):
             raise ValueError(f"frozen=true: {self.name} compiles with XLA, which takes the function's weights as "
                              "they are (freezing is for TensorFlow's own oneDNN kernels)")
         tf = _tf()
-        if precision == "int8":
-            if jit_compile or device.startswith("cuda"):
-                raise ValueError(f"precision 'int8': {self.name} on {device} does not build it (the TFLite "
-                                 "converter's int8 runs on the CPU, without XLA)")
-            return self._build_int8(graph, batch_size, threads, cache_dir, calibration_samples, calibration_data)
-        # calibration_samples: read by int8 builds only, as onnxruntime's and openvino's, so that one
-        # --adapter-option serves a sweep of several precisions
         if precision not in DTYPES:
             raise ValueError(f"precision {precision!r}: {self.name} builds {', '.join(DTYPES)}")
         dtype = getattr(tf, DTYPES[precision])
@@ -702,55 +614,13 @@ class TensorFlow(Adapter):
                           None if precision == "fp32" else dtype, nhwc_out=not laid.has_tensors(graph))
 
 
-    def _build_int8(self, graph, batch_size, threads, cache_dir=None, calibration_samples=None,
-                    calibration_data=None):
-        """The graph's ``tf.function`` written for TFLite (``to_function(tflite=True)``) quantized by
-        TensorFlow Lite's full-integer post-training quantization (:func:`tflite_quantized`, kept in the build cache)
-        and run by a ``tf.lite.Interpreter`` with the cell's threads (:class:`TFLiteCompiled`). The
-        precision recorded is read back from the interpreter (``ios_core.quantize.tflite_integer_kernels``):
-        int8 only where its convolutions take int8 tensors, never assumed."""
-        from ios_core.quantize import CALIBRATION_SAMPLES, float_heavy, tflite_integer_kernels
-
-        tf = _tf()
-        n = resolve_threads(threads)
-        samples = int(calibration_samples or CALIBRATION_SAMPLES)
-        t0 = time.perf_counter()
-        refusal = laid.int8_refusal(graph)
-        if refusal:
-            raise ValueError(refusal)
-        for op in graph.operators():  # one line before tracing (an error raised inside a trace grows TF's context)
-            if getattr(op, "pool_type", None) == "max" and any(op.pads):
-                _mirror_pads(op)
-        fn = to_function(graph, batch_size, tflite=True)
-        blob, calibration = tflite_quantized(fn, graph, batch_size, samples, cache_dir, calibration_data)
-        calibration["seconds"] = round(time.perf_counter() - t0, 3)
-        t1 = time.perf_counter()
-        compiled = TFLiteCompiled(blob, n, nhwc_out=not laid.has_tensors(graph))
-        kernels = tflite_integer_kernels(compiled.interpreter)
-        compiled.info.update({
-            "threads": n, "num_threads": n, "framework_version": tf.__version__, "layout": "NHWC",
-            "thread_pools": pool_record(interpreter=(n, "tf.lite.Interpreter(num_threads=), its one pool, XNNPACK's "
-                                                        "too")),
-            "jit_compile": False, "execution_mode": "tf.lite.Interpreter (TFLite int8 flatbuffer)",
-            "interpreter_seconds": time.perf_counter() - t1, "flatbuffer_bytes": len(blob),
-            "calibration": calibration, "integer_kernels": kernels, "float_ops": float_heavy(kernels),
-            "precision": "int8" if kernels["conv"] else "fp32",
-        })
-        if not kernels["conv"]:
-            compiled.info["precision_note"] = (f"no convolution of the TFLite model takes int8 tensors "
-                                               f"({kernels['float_conv']} float)")
-        return compiled
-
-
 BF16_CPU = ("weights, input and every op in tf.bfloat16 (what Keras's mixed_bfloat16 policy computes): oneDNN's "
             "bf16 kernels on AVX512_BF16, read back from the graph's Conv2D/MatMul T")
 XLA_BF16_CPU = ("no: XLA's CPU backend computes bf16 convolutions and dot products in f32 (read back from the "
                 "compiled HLO), so bf16 there is storage only")
-INT8_CPU = ("TensorFlow Lite converter, full-integer PTQ (TFLiteConverter, Optimize.DEFAULT, TFLITE_BUILTINS_INT8; "
-            "float input/output) calibrated on 16 seeded inputs, run by the TFLite interpreter (XNNPACK/builtin int8 "
-            "kernels) with the cell's threads; int8 where its convolutions take int8 tensors")
-XLA_INT8_CPU = ("no: XLA compiles no int8 convolutions from a tf.function; TensorFlow's int8 deployment is the TFLite "
-                "converter (the tensorflow row)")
+INT8_CPU = "no: int8 is the tflite framework's: TensorFlow's graph runtime has no int8 kernels here"
+XLA_INT8_CPU = ("no: XLA compiles no int8 convolutions from a tf.function; TensorFlow's int8 deployment is TensorFlow "
+                "Lite, the tflite framework's")
 GPU_NOT_YET = {p: f"not yet: {p} weights and activations are not built for cuda" for p in ("fp16", "bf16")}
 
 PLAIN = TensorFlow(

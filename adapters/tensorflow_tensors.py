@@ -62,7 +62,7 @@ def int8_refusal(graph: Graph) -> str | None:
     attention = next((op for op in graph.operators() if op.TYPE == "matmul"), None)
     if attention is None:
         return None
-    return (f"precision 'int8': tensorflow refuses graph {graph.name!r} (node {attention.name!r} multiplies two "
+    return (f"precision 'int8': tflite refuses graph {graph.name!r} (node {attention.name!r} multiplies two "
             "activations): TFLite's full-integer quantization of attention misses the int8 bound (max relative "
             "error 0.59 on a one-block ViT, 0.12 on a cosine-attention block, bound 0.1; a ConvNeXt block, "
             "without attention, holds it: 0.016)")

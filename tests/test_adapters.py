@@ -12,7 +12,7 @@ from ios_core import models, reference
 from ios_core.check import compare, tolerance_for
 from tests.adapter_graphs import imported_ops, mini_inception
 
-ADAPTERS = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel",
+ADAPTERS = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "tflite", "onnxruntime", "onnxruntime-parallel",
             "openvino"]
 MODELS = {
     "sample": lambda: models.get("sample", input_shape=(32, 15, 15)),

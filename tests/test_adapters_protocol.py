@@ -14,7 +14,8 @@ import adapters
 from ios_bench.cli import main
 from tests.conftest import ROOT
 
-MINE = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "onnxruntime", "onnxruntime-parallel", "openvino"]
+MINE = ["torch", "torch-compile", "tensorflow", "tensorflow-xla", "tflite", "onnxruntime", "onnxruntime-parallel",
+        "openvino"]
 HEAVY = ["tensorflow", "tvm", "torch._dynamo", "torch._inductor", "onnxruntime", "openvino", "onnx"]
 
 
@@ -38,8 +39,9 @@ def test_importing_adapters_imports_no_framework():
 
 
 @pytest.mark.parametrize("name,module", [
-    ("tensorflow", "tensorflow"), ("tensorflow-xla", "tensorflow"), ("onnxruntime", "onnxruntime"),
-    ("onnxruntime-parallel", "onnx"), ("openvino", "openvino"), ("openvino", "onnx"), ("torch", "torch"),
+    ("tensorflow", "tensorflow"), ("tensorflow-xla", "tensorflow"), ("tflite", "tensorflow"),
+    ("onnxruntime", "onnxruntime"), ("onnxruntime-parallel", "onnx"), ("openvino", "openvino"), ("openvino", "onnx"),
+    ("torch", "torch"),
 ])
 def test_missing_package_is_a_reason(monkeypatch, name, module):
     adapter = adapters.get(name)
@@ -57,7 +59,7 @@ def test_torch_compile_without_a_compiler_is_a_reason(monkeypatch):
 
 
 def test_cpu_only_adapters_refuse_cuda():
-    for name in ("onnxruntime-parallel", "openvino"):
+    for name in ("onnxruntime-parallel", "openvino", "tflite"):
         assert "cuda" in adapters.get(name).available("cuda")
 
 

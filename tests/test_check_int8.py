@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:All inputs of this cat operator:
 
 BATCH = 16  # the arg-max agreement is over a batch of seeded inputs, not one sample
 KINDS = ("activation_scale", "zero_point", "swapped_channel_scale", "weight_10x")
-FRAMEWORKS = ("onnxruntime", "openvino", "torch", "tensorflow")
+FRAMEWORKS = ("onnxruntime", "openvino", "torch", "tflite")
 
 
 def _swap(scales: np.ndarray) -> np.ndarray:
@@ -248,7 +248,7 @@ def corrupted_output(name, g, x, kind):
     good = c.run(x)
     if name == "torch":
         return good, (None if torch_corrupt(c.fn, kind) is None else c.run(x))
-    from adapters.tensorflow import TFLiteCompiled
+    from adapters.tflite import TFLiteCompiled
 
     blob = tflite_corrupt(c.flatbuffer, kind)
     return good, (None if blob is None else TFLiteCompiled(blob, 1).run(x))

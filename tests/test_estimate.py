@@ -16,6 +16,19 @@ def _model(history=None, **kw):
                           **kw)
 
 
+def test_tflite_has_stated_rates_labelled_where_they_come_from():
+    """issue 57: TFLite is its own framework: its fp32 rate stated (assumed, said so), its int8 rate the one
+    measured on the TFLite int8 cells once named tensorflow's; tensorflow's int8 has none of its own."""
+    from ios_bench.planning.estimate_stated import stated_rate
+
+    rate, source = stated_rate("tflite")
+    assert rate == 72.7 and source.startswith("assumed: tensorflow's fp32 rate")
+    rate, source = stated_rate("tflite@int8")
+    assert rate == 221.0 and source.startswith("measured: TFLite int8")
+    assert "tensorflow@int8" not in estimate.STATED["gmacs_per_s"]
+    assert estimate.STATED["fixed_s"]["tflite"] == estimate.STATED["fixed_s"]["tensorflow"]  # its worker imports TF
+
+
 def test_the_stated_model_is_used_where_no_earlier_run_measured():
     m = _model(warmup=3, repeat=10, min_sample_ms=10)
     rate = estimate.STATED["gmacs_per_s"]["torch"] * 1e9  # torch's own stated rate, measured on this machine
@@ -333,11 +346,12 @@ def test_earlier_runs_figures_are_scaled_only_when_the_canary_now_leaves_the_ran
 # runs/prec-a (2026-11-27 12:36-13:10 UTC, this 2-core VM, nothing else running): its plan and what it took
 PREC_A_MEASURED_S = 2013.5  # env.json duration_s; the estimator then said 395 s ("about 7 min")
 PREC_A_STARTS = {"onnxruntime": 0.183, "openvino": 0.241, "torch": 1.359, "tensorflow": 2.26, "ios-both": 1.359,
-                 "ios-both[onnxruntime]": 0.215, "ios-both[openvino]": 0.241}  # its workers' starts, measured then
+                 "ios-both[onnxruntime]": 0.215, "ios-both[openvino]": 0.241,  # its workers' starts, measured then
+                 "tflite": 2.26}  # its int8 cells were tensorflow's then, the same worker (issue 57: tflite's now)
 PREC_A_CELLS = {"fp32": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both", "ios-both[onnxruntime]",
                          "ios-both[openvino]"],
                 "bf16": ["openvino", "torch", "tensorflow", "ios-both[openvino]"],
-                "int8": ["onnxruntime", "openvino", "torch", "tensorflow", "ios-both[onnxruntime]",
+                "int8": ["onnxruntime", "openvino", "torch", "tflite", "ios-both[onnxruntime]",
                          "ios-both[openvino]"]}
 
 

@@ -74,7 +74,7 @@ def test_the_small_graphs_hold_the_new_operators(cases):
 
 
 @pytest.mark.parametrize("framework", ["torch", "torch-compile", "onnxruntime", "onnxruntime-parallel", "openvino",
-                                       "jax-xla", "tensorflow", "tensorflow-xla", "tvm"])
+                                       "jax-xla", "tensorflow", "tensorflow-xla", "tflite", "tvm"])
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_each_adapter_that_lowers_them_matches_the_oracle(cases, framework, graph):
     adapter = adapters.get(framework)

@@ -374,3 +374,27 @@ def test_an_int8_figure_says_beside_it_what_its_engine_left_in_float():
     row = {"check_max_rel_err": 0.02, "check_argmax_agreement": 1.0, "float_conv": 2, "float_matmul": 1}
     assert error_text(row) == "err 2.0e-02, arg-max 100%; in float: 2 conv, 1 matmul"
     assert "in float" not in error_text({"check_max_rel_err": 0.004})  # bf16: nothing to say
+
+
+def test_a_speedup_over_its_own_fp32_pairs_one_engine_only():
+    """issue 57: a framework's int8 speedup compares its engine with itself. Two cells whose records name
+    different execution modes (an older run's tensorflow int8, TFLite's interpreter, against TensorFlow's
+    graph runtime at fp32) get no ratio, with the reason; tflite's two cells, one engine, get theirs."""
+    import pandas as pd
+
+    from ios_bench.reporting.precision_tables import speedup_table
+
+    def cell(fw, precision, ms, mode):
+        return {"model": "m", "batch_size": 1, "device": "cpu", "framework": fw, "precision": precision,
+                "status": "ok", "check_passed": True, "median_ms": ms, "check_max_rel_err": 0.02,
+                "config_execution_mode": mode}
+
+    df = pd.DataFrame([cell("tensorflow", "fp32", 30.0, "tf.function graph"),
+                       cell("tensorflow", "int8", 10.0, "tf.lite.Interpreter (TFLite int8 flatbuffer)"),
+                       cell("tflite", "fp32", 20.0, "tf.lite.Interpreter"),
+                       cell("tflite", "int8", 10.0, "tf.lite.Interpreter")])
+    rows = {r[0]: r for r in speedup_table(df, "cpu", 1, "int8").rows}
+    assert rows["tensorflow"][4] == "-"
+    assert rows["tensorflow"][5].startswith("no ratio: another engine at fp32 (tf.function graph) than at int8 "
+                                            "(tf.lite.Interpreter (TFLite int8 flatbuffer))")
+    assert rows["tflite"][4] == "2.00x" and rows["tflite"][5].startswith("no verdict")

@@ -210,7 +210,7 @@ def test_the_int8_build_cache_key_holds_the_calibration_source_and_the_quantizer
     assert got["cache"] == "cold" and got["settings"]["per_channel"] is False  # a changed setting: built again
 
 
-@pytest.mark.parametrize("name, options", [("openvino", {}), ("torch", {}), ("tensorflow", {}),
+@pytest.mark.parametrize("name, options", [("openvino", {}), ("torch", {}), ("tflite", {}),
                                            ("ios", {"provider": "onnxruntime"}), ("ios", {"provider": "openvino"})])
 def test_every_int8_path_is_calibrated_on_the_folder_when_given(tmp_path, name, options):
     import adapters
@@ -255,7 +255,7 @@ def test_the_read_backs_count_the_convolutions_and_matrix_products_left_in_float
     assert float_heavy(torch_integer_ops(module)) == {"conv": 1, "matmul": 2}
 
 
-@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "tensorflow"])
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "tflite"])
 def test_every_int8_adapter_records_what_it_left_in_float(name):
     import adapters
 
@@ -273,7 +273,7 @@ def test_every_int8_adapter_records_what_it_left_in_float(name):
     # every convolution of the graph is either an integer kernel or counted in float (openvino's CPU plugin
     # runs some of mini_inception's in f32 after NNCF: recorded, not hidden)
     convs = sum(isinstance(op, Conv) for op in g.operators())
-    if name == "tensorflow":  # the TFLite graph has convolutions of its own (a dense layer as a 1x1 CONV_2D)
+    if name == "tflite":  # the TFLite graph has convolutions of its own (a dense layer as a 1x1 CONV_2D)
         assert integer + info["float_ops"]["conv"] >= convs and info["float_ops"]["conv"] == 0, info
     else:
         assert integer + info["float_ops"]["conv"] == convs, info

@@ -388,6 +388,34 @@ def test_untuned_tvm_is_not_in_the_default_sweep():
     assert "hundreds of ms" in SLOW_FRAMEWORKS["tvm"]
 
 
+def test_the_default_sweep_leaves_tflite_out_and_refuses_tensorflows_int8_with_the_reason(tmp_path):
+    """issue 57: TensorFlow Lite is a framework of its own, named with --frameworks; the default sweep (the
+    headline's) keeps its cells: tensorflow, whose int8 is a skipped cell saying whose int8 it is."""
+    import adapters
+    from ios_bench.planning.plan import Plan
+    from ios_bench.running.sweep import Sweep
+    from ios_core import models
+
+    names = ["tensorflow", "tensorflow-xla", "tflite"]
+    avail = {n: {"reason": None, "devices": ["cpu"], "precisions": adapters.get(n).precisions("cpu")} for n in names}
+    probes = {"cpu": {"status": "ok", "adapters": avail, "optimize": False}}
+    graphs = {"sample": models.get("sample")}
+
+    def cells(frameworks):
+        plan = Plan(models=["sample"], frameworks=frameworks, schedules=[], precisions=["fp32", "int8"])
+        sweep = Sweep(plan, tmp_path / "run", progress=False)
+        return sweep, {(c.framework, c.precision): c.skip_reason for c in sweep.plan_cells(probes, graphs)}
+
+    sweep, got = cells(None)
+    assert not any(fw == "tflite" for fw, _ in got), got
+    assert any(n.startswith("tflite: left out of the default sweep (TensorFlow Lite") for n in sweep.notes), sweep.notes
+    assert got[("tensorflow", "fp32")] is None
+    assert got[("tensorflow", "int8")] == ("tensorflow int8 on cpu: no: int8 is the tflite framework's: TensorFlow's "
+                                           "graph runtime has no int8 kernels here")
+    _, named = cells(["tflite"])
+    assert named == {("tflite", "fp32"): None, ("tflite", "int8"): None}
+
+
 def test_cell_workers_start_without_preexec_fn(tmp_path, monkeypatch):
     """The worker gets its own session from start_new_session (a preexec_fn is unsafe while other
     threads are alive) and arranges to die with the sweep itself."""

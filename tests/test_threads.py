@@ -74,7 +74,7 @@ def test_bad_spin_policy_is_a_one_line_error(run_cli, monkeypatch):
 # variables: the adapter alone must keep the budget, all its pools together. (tvm: its host target, which
 # turns off what the VM hides: adapters/tvm_target.py.)
 BUDGET_CASES = {"ios": {}, "torch": {}, "tensorflow": {}, "tensorflow-xla": {}, "jax-xla": {}, "onnxruntime": {},
-                "onnxruntime-parallel": {}, "openvino": {}, "tvm": {}}
+                "onnxruntime-parallel": {}, "openvino": {}, "tvm": {}, "tflite": {}}
 # CPU time over wall time of one thread's work: 1, plus a margin for the engines' own bookkeeping threads
 MAX_CPU_OVER_WALL = 1.15
 

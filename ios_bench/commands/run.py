@@ -24,6 +24,7 @@ from ios_bench.planning.plan import (
     IOS_ADAPTER,
     MAX_CAP_FACTOR,
     MAX_PROTOCOL_S,
+    OPT_IN_FRAMEWORKS,
     SCHEDULES,
     Plan,
     absolute_model_spec,
@@ -228,7 +229,9 @@ def precision_offer_problem(precisions: list[str], frameworks: list[str] | None,
     import adapters
     from ios_bench.planning.probing import search_precision_reason
 
-    names = list(frameworks) if frameworks is not None else [n for n in adapters.names() if n != IOS_ADAPTER]
+    # None: the default sweep's frameworks (those left out of it offer nothing to it: OPT_IN_FRAMEWORKS)
+    names = list(frameworks) if frameworks is not None else [n for n in adapters.names()
+                                                             if n != IOS_ADAPTER and n not in OPT_IN_FRAMEWORKS]
     if schedules is None or schedules:
         names.append(IOS_ADAPTER)
     for p in precisions:

@@ -28,7 +28,7 @@ class Frameworks:
 
     def runs(self, ctx: Context) -> list[Run]:
         models = c.models(ctx, FULL_MODELS, REFERENCE_MODELS, QUICK_MODELS)
-        # None: every available peer except the slow-to-tune ones (ios_bench.running.sweep.SLOW_FRAMEWORKS)
+        # None: every available peer but those left out of the default sweep (planning.plan.OPT_IN_FRAMEWORKS)
         peers = QUICK_PEERS if ctx.quick else None
         plan = c.plan(ctx, models=models, batch_sizes=[1], frameworks=peers, schedules=["both"])
         if not ctx.quick and all(d == "cpu" for d in ctx.devices):
@@ -43,8 +43,9 @@ class Frameworks:
         if ctx.form == "reference" and not ctx.models:
             notes.append("models: inception_v3 and squeezenet of the paper's four (randwire's and nasnet's IOS "
                          "search and every peer's build take minutes each on 2 cores)")
-        notes.append("peers: every framework available on this machine except untuned TVM and tuned TVM "
-                     "(ios_bench.running.sweep.SLOW_FRAMEWORKS: untuned TVM is no fair peer, tuning takes hours); the "
+        notes.append("peers: every framework available on this machine except untuned TVM, tuned TVM and TFLite "
+                     "(ios_bench.planning.plan.OPT_IN_FRAMEWORKS: untuned TVM is no fair peer, tuning takes hours, "
+                     "TFLite is TensorFlow's second engine, named with --frameworks); the "
                      "`intra-inter` experiment compares tuned TVM. TASO has no adapter; TensorRT and TVM-cuDNN "
                      "need a GPU")
         return notes

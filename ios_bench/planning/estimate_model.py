@@ -44,7 +44,8 @@ def search_states(graph) -> int:
 
 # the build cache each framework's builds keep (adapters.build_cache): its directory's name
 BUILD_CACHES = {"torch-compile": "torch-inductor", "torch-compile-cudagraphs": "torch-inductor", "jax-xla": "jax",
-                "openvino": "openvino", "tensorflow-xla": "tensorflow-xla", "tvm": "tvm", "tvm-cudnn": "tvm"}
+                "openvino": "openvino", "tensorflow-xla": "tensorflow-xla", "tvm": "tvm", "tvm-cudnn": "tvm",
+                "tflite": "tflite"}
 
 
 def warm_build_cache(framework: str, model: str | None = None, batch: int = 1) -> bool:

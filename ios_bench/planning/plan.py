@@ -42,6 +42,13 @@ SLOW_FRAMEWORKS = {
     "tvm": "untuned TVM (hundreds of ms to seconds per run here) is no fair peer; tvm-tuned is the tuned one",
     "tvm-tuned": "tuning takes far more than minutes",
 }
+# Every framework left out of the default sweep, the slow ones above and those that are another engine of a
+# framework the default sweep runs already (named explicitly or with --frameworks all they run): TensorFlow
+# Lite is TensorFlow's second engine (issue 57), and the headline sweep keeps the cells it had
+OPT_IN_FRAMEWORKS = {
+    **SLOW_FRAMEWORKS,
+    "tflite": "TensorFlow Lite, TensorFlow's second engine: the default sweep keeps its cells",
+}
 
 
 def ios_providers() -> list[str]:
@@ -74,7 +81,7 @@ def precisions_problem(v) -> str | None:
 class Plan:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     batch_sizes: list[int] = field(default_factory=lambda: [1])
-    frameworks: list[str] | None = None  # None: every available framework except SLOW_FRAMEWORKS
+    frameworks: list[str] | None = None  # None: every available framework except OPT_IN_FRAMEWORKS
     schedules: list[str] | None = None  # None: DEFAULT_SCHEDULES where the optimizer exists
     devices: list[str] = field(default_factory=lambda: ["cpu"])
     warmup: int = 3

@@ -7,7 +7,10 @@ its figures, GeoMeans or plots. For a run with other precisions, this module add
   (:func:`ios_bench.reporting.report_tables.headline_table` on that precision's cells);
 - each framework's speedup over its own fp32 (the same framework, model, batch and device), its
   paired interval from the rounds the two cells ran in the same interleaved passes, and the error
-  against the oracle beside every reduced-precision figure;
+  against the oracle beside every reduced-precision figure. A framework is one engine at every
+  precision (TensorFlow Lite is the ``tflite`` framework, not ``tensorflow``'s int8: issue 57); two cells
+  whose records name different execution modes (an older run's ``tensorflow`` int8, TFLite's interpreter,
+  against TensorFlow's graph runtime at fp32) get no ratio, with the reason (:func:`engine_change`);
 - the combinations no adapter could give, listed once each with the reason.
 """
 
@@ -61,6 +64,16 @@ def error_text(r) -> str:
     return text
 
 
+def engine_change(fp32_row, row, precision: str) -> str | None:
+    """Why a framework's fp32 cell and its ``precision`` cell are not one engine (their records'
+    execution modes differ, as an older run's ``tensorflow`` int8 cell, run by TFLite's interpreter, and
+    its fp32 cell, TensorFlow's graph runtime), or None: a ratio of two engines is no precision's gain."""
+    a, b = fp32_row.get("config_execution_mode"), row.get("config_execution_mode")
+    if isinstance(a, str) and isinstance(b, str) and a and b and a != b:
+        return f"another engine at fp32 ({a}) than at {precision} ({b})"
+    return None
+
+
 def speedup_table(df, device: str, bs: int, precision: str) -> Table | None:
     """Each framework's ``precision`` cell against its own fp32 cell, per model: fp32 figure / this
     figure (> 1: faster at ``precision``) with the paired interval, and its error. None where no
@@ -76,6 +89,11 @@ def speedup_table(df, device: str, bs: int, precision: str) -> Table | None:
             if mine.empty or ref.empty or mine.iloc[0]["status"] not in TIMED:
                 continue
             r, b = mine.iloc[0], ref.iloc[0]
+            changed = engine_change(b, r, precision)
+            if changed:
+                rows.append([_label(fw), m, fmt(b["median_ms"]), fmt(r["median_ms"]), "-",
+                             f"no ratio: {changed}; {error_text(r)}"])
+                continue
             if r["status"] != "ok":
                 rows.append([_label(fw), m, fmt(b["median_ms"]), fmt(r["median_ms"]), "-",
                              f"wrong output ({error_text(r)})"])

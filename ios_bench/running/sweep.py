@@ -37,7 +37,7 @@ from ios_bench.planning.estimate_breakdown import capped_rounds, predicted_caps
 from ios_bench.planning.plan import (
     DEFAULT_SCHEDULES,
     IOS_ADAPTER,
-    SLOW_FRAMEWORKS,
+    OPT_IN_FRAMEWORKS,
     Plan,
     ios_options_problem,
 )
@@ -150,7 +150,7 @@ class Sweep:
             peers = [n for n in adapters.names() if n != IOS_ADAPTER]
             if no_node:  # every cell of this device is skipped, and shown as such before anything runs
                 fws = plan.frameworks if plan.frameworks is not None else [n for n in peers
-                                                                          if n not in SLOW_FRAMEWORKS]
+                                                                          if n not in OPT_IN_FRAMEWORKS]
                 fw_cells = [(n, no_node) for n in fws]
             elif plan.frameworks is None:
                 fws = []
@@ -158,8 +158,8 @@ class Sweep:
                     reason = (avail.get(n) or {}).get("reason", "not probed")
                     if device_kind(device) not in (avail.get(n) or {}).get("devices", [device_kind(device)]):
                         continue  # a GPU-only adapter in a CPU sweep (or the reverse): not a finding
-                    if n in SLOW_FRAMEWORKS:
-                        note = f"{n}: left out of the default sweep ({SLOW_FRAMEWORKS[n]}; name it with --frameworks)"
+                    if n in OPT_IN_FRAMEWORKS:
+                        note = f"{n}: left out of the default sweep ({OPT_IN_FRAMEWORKS[n]}; name it with --frameworks)"
                     elif reason:
                         note = f"{n} unavailable on {device}: {reason}"
                     else:

@@ -1,8 +1,11 @@
-"""int8 for TensorFlow on the CPU (issue 46; docs/precision.md): the ``tensorflow`` adapter's int8 is
-TensorFlow Lite's full-integer post-training quantization of its ``tf.function``, calibrated on the
-harness's seeded calibration inputs and run by the TFLite interpreter; its precision is read back from
-the interpreter's convolutions, a model whose convolutions stayed float is refused with its reason, and
-a corrupted quantization fails the check."""
+"""adapters/tflite.py: TensorFlow Lite as a framework of its own (issue 57; docs/precision.md), fp32 and
+int8 in the one engine, the TFLite interpreter: fp32 the converter's float model, int8 TensorFlow Lite's
+full-integer post-training quantization (issue 46: once the ``tensorflow`` adapter's int8, which now
+refuses it), calibrated on the harness's calibration inputs. Each against the oracle at its bound; the
+record says the engine (XNNPACK or not, TensorFlow's version) and the threads given; the precision is read
+back from the interpreter's convolutions, a model whose convolutions stayed float is refused with its
+reason, and a corrupted quantization fails the check. ``ios-bench list frameworks`` lists it with its
+precisions."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from ios_core.inputs import random_input
 from ios_core.quantize import CALIBRATION_SAMPLES
 from tests.adapter_graphs import mini_inception
 
-TF = adapters.get("tensorflow")
+TF = adapters.get("tflite")
 BATCH = 4
 
 
@@ -27,7 +30,7 @@ def _need_tf():
 
 
 def _cell_spec(tmp_path) -> dict:
-    """A tensorflow int8 cell on mini_inception (padded max pool, grouped and depthwise convolutions,
+    """A tflite int8 cell on mini_inception (padded max pool, grouped and depthwise convolutions,
     linear layers): its graph, seeded input and the fp32 oracle's output in ``tmp_path``."""
     g = mini_inception().init_weights(0)
     g.save(tmp_path / "g.json")
@@ -35,20 +38,128 @@ def _cell_spec(tmp_path) -> dict:
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "ref.npy", reference.run(g, x))
     return {"task": "cell", "model_spec": str(tmp_path / "g.json"), "batch_size": BATCH, "device": "cpu",
-            "adapter": "tensorflow", "precision": "int8", "threads": 1, "seed": 0, "input_seed": 0,
+            "adapter": "tflite", "precision": "int8", "threads": 1, "seed": 0, "input_seed": 0,
             "ref_path": str(tmp_path / "ref.npy"), "input_path": str(tmp_path / "x.npy"),
             "result_path": str(tmp_path / "out.json"), "warmup": 0, "number": 1, "repeat": 2, "min_sample_ms": None}
 
 
-def test_the_tables_offer_int8_on_tensorflow_through_tflite_and_refuse_it_on_xla():
-    assert TF.precision_reason("int8", "cpu") is None
-    how = TF.precisions("cpu")["int8"]
-    assert how.startswith("TensorFlow Lite converter, full-integer PTQ") and "TFLite interpreter" in how
+def test_tflite_offers_fp32_and_int8_and_tensorflow_refuses_int8_with_the_reason():
+    assert TF.precision_reason("int8", "cpu") is None and TF.precision_reason("fp32", "cpu") is None
+    how = TF.precisions("cpu")
+    assert list(how) == ["fp32", "int8"] and "TFLite interpreter" in how["fp32"] and "XNNPACK" in how["fp32"]
+    assert how["int8"].startswith("TensorFlow Lite converter, full-integer PTQ") and "TFLite interpreter" in how["int8"]
+    assert TF.precision_reason("int8", "cuda") is not None and TF.devices == ("cpu",)
+    # TensorFlow's graph runtime no longer hands its int8 cell to another engine: one line, the reason
+    tf_graph = adapters.get("tensorflow")
+    refusal = ("tensorflow int8 on cpu: no: int8 is the tflite framework's: TensorFlow's graph runtime has no int8 "
+               "kernels here")
+    assert tf_graph.precision_reason("int8", "cpu") == refusal
     assert adapters.get("tensorflow-xla").precision_reason("int8", "cpu").startswith("tensorflow-xla int8 on cpu: no:")
-    assert TF.precision_reason("int8", "cuda") is not None
+    if tf_graph.available() is None:
+        with pytest.raises(ValueError) as e:
+            tf_graph.build(mini_inception().init_weights(0), 1, threads=1, precision="int8")
+        assert str(e.value) == refusal
 
 
-def test_a_tensorflow_int8_cell_passes_its_check_and_records_calibration_and_integer_convolutions(tmp_path,
+def test_tflite_is_listed_with_its_precisions(monkeypatch):
+    """``ios-bench list frameworks`` (its rows and its precisions table): tflite with fp32 and int8 on the
+    CPU, tensorflow's int8 refused with the reason."""
+    from rich.console import Console
+
+    from ios_bench.commands import list as listing
+
+    assert "tflite" in adapters.names()
+    monkeypatch.setattr(adapters, "names", lambda: ["tensorflow", "tflite"])
+    rows = {r["name"]: r for r in listing.framework_rows()}
+    assert set(rows["tflite"]["precisions"]) == {"cpu"} and set(rows["tflite"]["precisions"]["cpu"]) == {"fp32", "int8"}
+    console = Console(record=True, width=400)
+    console.print(listing.precisions_table(list(rows.values())))
+    lines = [" ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()]
+    assert any(line.startswith("tflite cpu int8 TensorFlow Lite converter") for line in lines), lines
+    assert any(line.startswith("tflite cpu fp32 TFLiteConverter without optimizations") for line in lines), lines
+    assert any(line.startswith("tensorflow cpu int8 no: int8 is the tflite framework's") for line in lines), lines
+
+
+def test_a_tflite_fp32_build_matches_the_oracle_and_records_its_engine_and_threads(tmp_path):
+    """fp32: the converter's float model in the same interpreter as int8, at fp32's bound; the record says
+    the interpreter, TensorFlow's version, the XNNPACK partitions (read back from its nodes), the threads it
+    was given, and the precision read back (no int8 convolution); the flatbuffer is kept in the build cache."""
+    _need_tf()
+    from adapters.tensorflow import _tf
+
+    g = mini_inception().init_weights(0)
+    x = random_input(g, 2, seed=0)
+    c = TF.build(g, 2, threads=2, cache_dir=str(tmp_path))
+    res = check_precision(c.run(x), reference.run(g, x), "fp32")
+    assert res.passed, res.reason
+    info = c.info
+    assert info["precision"] == "fp32" and info["integer_kernels"]["conv"] == 0
+    assert info["integer_kernels"]["float_conv"] >= sum(op.TYPE == "conv" for op in g.operators())
+    assert info["num_threads"] == 2 and info["threads"] == 2 and info["thread_pools"]["interpreter"].startswith("2 ")
+    assert info["xnnpack"] is True and info["xnnpack_partitions"] >= 1
+    assert info["engine"].startswith(f"TFLite interpreter (tf.lite.Interpreter, TensorFlow {_tf().__version__}); "
+                                     "XNNPACK delegate: ")
+    assert info["execution_mode"] == "tf.lite.Interpreter" and info["model_format"] == "TFLite fp32 flatbuffer"
+    assert "no optimizations" in info["conversion"]["tool"] and info["conversion"]["cache"] == "cold"
+    again = TF.build(g, 2, threads=2, cache_dir=str(tmp_path))
+    assert again.info["conversion"]["cache"] == "warm" and np.array_equal(again.run(x), c.run(x))
+    # the int8 build of the same graph is its own entry of the cache, not the float one
+    assert TF.build(g, 2, threads=1, precision="int8", cache_dir=str(tmp_path)).info["calibration"]["cache"] == "cold"
+
+
+def test_the_interpreter_is_given_the_cells_thread_budget(monkeypatch):
+    """num_threads = the cell's thread budget at both precisions, as the interpreter is constructed (what the
+    record's num_threads says; tests/test_threads.py measures CPU over wall time, which a busy machine can hide)."""
+    _need_tf()
+    from adapters.tensorflow import _tf
+
+    tf = _tf()
+    real, seen = tf.lite.Interpreter, []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("num_threads"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf.lite, "Interpreter", spy)
+    g = mini_inception().init_weights(0)
+    got = [TF.build(g, 1, threads=n, precision=p, cache_dir="off").info["num_threads"]
+           for n, p in ((1, "fp32"), (3, "fp32"), (2, "int8"))]
+    assert seen == got == [1, 3, 2]
+
+
+def test_without_xnnpack_the_builtin_kernels_compute_the_same_and_the_record_says_so():
+    _need_tf()
+    g = mini_inception().init_weights(0)
+    x = random_input(g, 2, seed=1)
+    c = TF.build(g, 2, threads=1, cache_dir="off", xnnpack=False)
+    assert c.info["xnnpack"] is False and c.info["xnnpack_partitions"] == 0
+    assert "XNNPACK off" in c.info["engine"]
+    res = check_precision(c.run(x), reference.run(g, x), "fp32")
+    assert res.passed, res.reason
+    with pytest.raises(ValueError, match="^xnnpack='no': tflite takes true or false$"):
+        TF.build(g, 2, threads=1, cache_dir="off", xnnpack="no")
+
+
+def test_int8_refuses_attention_naming_the_node_and_holds_the_bound_on_convnext():
+    """General tensors (moved from tests/test_tensorflow_tensors.py with TensorFlow's int8): attention at
+    int8 is refused naming the node, a ConvNeXt block holds int8's bound and the fp32 one fp32's."""
+    _need_tf()
+    from tests.test_ops_transformer import GRAPHS
+
+    with pytest.raises(ValueError, match=r"^precision 'int8': tflite refuses graph .*node '\d+' multiplies two "
+                                         r"activations.*misses the int8 bound"):
+        TF.build(GRAPHS["vit"](), 2, threads=1, precision="int8")
+    g = GRAPHS["convnext"]()
+    x = random_input(g, 2, seed=0)
+    built = TF.build(g, 2, threads=1, precision="int8", cache_dir="off")
+    assert built.info["precision"] == "int8"
+    result = check_precision(built.run(x), reference.run(g, x), "int8")
+    assert result.passed, result.reason
+    result = check_precision(TF.build(g, 2, threads=1, cache_dir="off").run(x), reference.run(g, x), "fp32")
+    assert result.passed, result.reason
+
+
+def test_a_tflite_int8_cell_passes_its_check_and_records_calibration_and_integer_convolutions(tmp_path,
                                                                                                  monkeypatch):
     _need_tf()
     from ios_bench.running.task_cell import task_cell
@@ -94,7 +205,8 @@ def test_sums_are_quantized_too_so_no_node_computes_in_float():
 
 def test_a_tflite_model_with_one_corrupted_weight_scale_fails_its_check():
     _need_tf()
-    from adapters.tensorflow import TFLiteCompiled, _tf
+    from adapters.tensorflow import _tf
+    from adapters.tflite import TFLiteCompiled
 
     _tf()  # TensorFlow imported the adapter's way before its tools
     from tensorflow.lite.tools import flatbuffer_utils
@@ -142,7 +254,7 @@ def test_a_model_whose_convolutions_stayed_float_is_refused_with_its_reason(tmp_
     assert result["status"] == "failed" and result["precision"] == "fp32"
     kernels = result["info"]["integer_kernels"]
     assert kernels["conv"] == 0 and kernels["float_conv"] > 0 and kernels["float_other"] > 0
-    assert result["reason"].startswith("precision: asked for int8, tensorflow computes in fp32 (no convolution of "
+    assert result["reason"].startswith("precision: asked for int8, tflite computes in fp32 (no convolution of "
                                        "the TFLite model takes int8 tensors")
 
 
@@ -185,7 +297,7 @@ def test_requests_in_flight_get_one_interpreter_each(tmp_path):
     each its own interpreter with its share of the threads, the flatbuffer quantized once (the build
     cache) and every program computing the same int8 output."""
     _need_tf()
-    from adapters.tensorflow import TFLiteCompiled
+    from adapters.tflite import TFLiteCompiled
     from ios_bench.scenarios.concurrency import build_engine
 
     g = mini_inception().init_weights(0)
