@@ -243,6 +243,7 @@ def test_table_columns_sum_to_the_latency(pair, by):
         assert labels[:len(ops)] == [f"{op.name} ({kind_of(op)})" for op in pair.operators()]
         assert rows[0][1] == "(in 2)" and rows[1][1] == "2.000 50.0% (with 1)"
         assert rows[ops.index("3")][1] == "1.000 25.0%"  # a row of one operator as it was
+        assert rows[ops.index("4")][1] == "-"  # an operator a's profiler never named: nothing, not "(None)"
     else:
         assert kind_totals(results[0]) == {"pooling": 1.0, "fused (mixed kinds)": 2.0}
 
@@ -257,6 +258,15 @@ def test_nested_groups_land_once_on_their_last_operators_row(pair):
     assert by["1"] == "(in 2)" and by["2"] == "2.500 62.5% (with 1)" and by["3"] == "1.000 25.0%"
     end = [r[0] for r in rows].index("end-to-end (unprofiled)")
     assert sum(_ms(r[1]) for r in rows[:end] if not r[1].startswith(("(", "-"))) == pytest.approx(4.0, abs=0.01)
+
+
+def test_two_groups_on_one_row_add_their_self_times_and_keep_both_kernels():
+    from ios_bench.reporting.profile_table import _merged
+
+    got = _merged({"ms": 2.0, "self_ms": 1.0, "exec_types": {"a": "jit_avx2"}},
+                  {"ms": 0.5, "self_ms": 0.25, "exec_types": {"b": "ref"}})
+    assert got["self_ms"] == 1.25 and got["exec_types"] == {"a": "jit_avx2", "b": "ref"}
+    assert "self_ms" not in _merged({"ms": 1.0, "exec_types": {}}, {"ms": 2.0})
 
 
 def test_plot_is_a_png(pair, tmp_path):
