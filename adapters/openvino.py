@@ -28,6 +28,7 @@ from ios_core.quantize import (  # noqa: F401  (runtime_precisions: its home bef
     calibration_inputs,
     float_heavy,
     inputs_note,
+    integer_convolutions,
     nncf_method,
     nncf_quantize,
     nncf_settings,
@@ -208,7 +209,7 @@ class OpenVINO(Adapter):
                                       f"{info['precision']}")
         if calibration is not None:
             kinds = runtime_precisions(compiled_model)
-            convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
+            convs = integer_convolutions(kinds)
             info.update(calibration=calibration, integer_convolutions=convs,
                         float_ops=float_heavy(openvino_float_layers(kinds)),
                         precision="int8" if convs else runtime_float_precision(kinds))

@@ -359,10 +359,10 @@ def openvino_float_layers(kinds: dict) -> dict:
     return {"float_conv": count(("Convolution",)), "float_matmul": count(("FullyConnected", "MatMul"))}
 
 
-def integer_convolutions(compiled_model) -> int:
-    """How many ``Convolution`` layers of the CPU plugin's runtime model run in u8/i8."""
-    return sum(n for (kind, prec), n in runtime_precisions(compiled_model).items()
-               if kind == "Convolution" and prec in ("u8", "i8"))
+def integer_convolutions(kinds: dict) -> int:
+    """How many ``Convolution`` layers of the CPU plugin's runtime model run in u8/i8 (``kinds``:
+    :func:`runtime_precisions`)."""
+    return sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
 
 
 TORCH_BACKEND = "x86"  # torch.backends.quantized.engine and its default qconfig: fbgemm/oneDNN (VNNI) kernels

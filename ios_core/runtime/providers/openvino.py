@@ -146,10 +146,10 @@ class OpenVINOProvider(Provider):
                 "export_seconds": t1 - t0, "compile_seconds": time.perf_counter() - t1,
                 "precision": _LABELS.get(got, str(got)), "convolutions": convolutions(piece)}
         if precision == "int8":
-            from ios_core.quantize import float_heavy, openvino_float_layers, runtime_precisions
+            from ios_core.quantize import float_heavy, integer_convolutions, openvino_float_layers, runtime_precisions
 
             kinds = runtime_precisions(compiled)
-            convs = sum(n for (kind, prec), n in kinds.items() if kind == "Convolution" and prec in ("u8", "i8"))
+            convs = integer_convolutions(kinds)
             info.update(calibration=calib, integer_convolutions=convs,
                         float_ops=float_heavy(openvino_float_layers(kinds)),
                         precision="int8" if convs or not info["convolutions"] else info["precision"])
