@@ -143,9 +143,8 @@ def command(ctx, model_a, model_b, a_option, b_option, min_change, confidence, f
     input shapes, without --other-input), an option that does not exist, or a framework that
     cannot run here: one line, exit 2, nothing written.
     """
-    from ios_bench.commands.compare import show
     from ios_bench.planning.plan import absolute_model_spec
-    from ios_bench.running.ab import ABSweep, paired_comparison
+    from ios_bench.running.ab import ABSweep
     from ios_bench.running.fleet import make_executor
 
     spec_a = run_command.parse_models(model_a)
@@ -167,9 +166,19 @@ def command(ctx, model_a, model_b, a_option, b_option, min_change, confidence, f
     sweep = ABSweep(plan, setup.folder, resume=False, progress=not kw["no_progress"],
                     executor=make_executor(plan.executor, plan.ray_address), max_time=kw["max_time"])
     run_command.finish(sweep, setup, paths_to_stderr=True)
-    result = paired_comparison(setup.folder, min_change / 100, confidence)
-    show(result, fmt, confidence, fail_on_regression, {"run": str(setup.folder), "a": a, "b": b},
-         f"A -> B in {setup.folder} (paired rounds: B's round against A's of the same pass)", "pairs")
+    show_verdicts(setup.folder, plan.ab, fmt, confidence, fail_on_regression)
+
+
+def show_verdicts(folder, ab: dict, fmt: str = "table", confidence: float = 0.95,
+                  fail_on_regression: bool = False) -> None:
+    """Print the paired verdicts of an ab run folder (``ab``: its plan's ``ab``), as ``ab`` does at its end
+    and ``run --resume`` of an ab folder does."""
+    from ios_bench.commands.compare import show
+    from ios_bench.running.ab import paired_comparison
+
+    show(paired_comparison(folder, ab["min_change"], confidence), fmt, confidence, fail_on_regression,
+         {"run": str(folder), "a": ab["a"], "b": ab["b"]},
+         f"A -> B in {folder} (paired rounds: B's round against A's of the same pass)", "pairs")
 
 
 def _ab_param(p: click.Parameter) -> click.Parameter:

@@ -428,12 +428,9 @@ def command(ctx, **kw):
                             executor=make_executor(setup.plan.executor, setup.plan.ray_address))
         finish(sweep, setup, profile=profile, paths_to_stderr=bool(setup.plan.ab))
         if setup.plan.ab:
-            from ios_bench.commands.compare import show
-            from ios_bench.running.ab import paired_comparison
+            from ios_bench.commands.ab import show_verdicts
 
-            ab = setup.plan.ab
-            show(paired_comparison(setup.folder, ab["min_change"]), "table", 0.95, False, {"run": str(setup.folder)},
-                 f"A -> B in {setup.folder} (paired rounds: B's round against A's of the same pass)", "pairs")
+            show_verdicts(setup.folder, setup.plan.ab)
 
 
 @contextlib.contextmanager
