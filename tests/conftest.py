@@ -48,3 +48,29 @@ def _cpu_affinity_kept():
     yield
     if before is not None and os.sched_getaffinity(0) != before:
         os.sched_setaffinity(0, before)
+
+
+def _fake_trt_versions():
+    from tests import fake_tensorrt
+
+    return fake_tensorrt.VERSIONS
+
+
+@pytest.fixture(params=_fake_trt_versions())
+def fake_trt(request, monkeypatch):
+    """The CPU stand-in of TensorRT (``tests/fake_tensorrt.py``, held to each API manifest's version) as
+    ``import tensorrt`` finds it, with no engine built yet."""
+    import sys
+
+    from tests import fake_tensorrt
+
+    m = fake_tensorrt.module(request.param)
+    monkeypatch.setitem(sys.modules, "tensorrt", m)
+    fake_tensorrt.Builder.built.clear()
+    return m
+
+
+@pytest.fixture
+def trt(fake_trt):
+    """:func:`fake_trt` under the name the TensorRT lowering tests give it."""
+    return fake_trt

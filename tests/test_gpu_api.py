@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import sys
 from pathlib import Path
 
 import pytest
@@ -197,14 +196,6 @@ def test_tensorrt_names_exist_in_the_bindings():
     blob = so.read_bytes()
     missing = [n for n in TRT_NAMES if n.encode() not in blob]
     assert not missing, f"names the adapter uses but {so.name} does not contain: {missing}"
-
-
-@pytest.fixture(params=fake_tensorrt.VERSIONS)
-def fake_trt(monkeypatch, request):
-    m = fake_tensorrt.module(request.param)
-    monkeypatch.setitem(sys.modules, "tensorrt", m)
-    fake_tensorrt.Builder.built.clear()
-    return m
 
 
 @pytest.mark.parametrize("which", ["mixed", "sample"])

@@ -110,14 +110,6 @@ def test_the_fake_device_catches_a_dropped_attribute(graph, monkeypatch):
 
 # ---- TensorRT on the stand-in ----------------------------------------------------------------
 
-@pytest.fixture(params=fake_tensorrt.VERSIONS)
-def trt(request, monkeypatch):
-    m = fake_tensorrt.module(request.param)
-    monkeypatch.setitem(sys.modules, "tensorrt", m)
-    fake_tensorrt.Builder.built.clear()
-    return m
-
-
 def test_tensorrt_lowers_every_op_and_attribute_like_the_oracle(graph, trt):
     from adapters.tensorrt import build_engine
 

@@ -56,14 +56,6 @@ def general_shapes():
 CASES = {**GRAPHS, "general_shapes": general_shapes}
 
 
-@pytest.fixture(params=fake_tensorrt.VERSIONS)
-def trt(request, monkeypatch):
-    m = fake_tensorrt.module(request.param)
-    monkeypatch.setitem(sys.modules, "tensorrt", m)
-    fake_tensorrt.Builder.built.clear()
-    return m
-
-
 def build(graph, batch: int = BATCH, seed: int = 1):
     """The stand-in network ``build_engine`` makes of ``graph``, and the input it was fed."""
     from adapters.tensorrt import build_engine
