@@ -170,18 +170,16 @@ def test_zoo_model_matches_oracle(name):
     assert check.passed, check
 
 
-@needs_tvm
-def test_the_cuda_variant_builds_its_relax_module_for_cuda_without_a_gpu():
-    """The tvm adapter's cuda path (Relax's default pipeline for cuda: legalize, fuse, DLight GPU
-    schedules, lower; fp32) compiled here for an H100/H200's sm_90, where this TVM build has the
-    CUDA code generator: a VM executable whose device module is CUDA with scheduled kernels."""
+def compile_for_cuda(graph):
+    """``graph`` through the tvm adapter's cuda path (Relax's default pipeline for cuda: legalize, fuse,
+    DLight GPU schedules, lower; fp32) for an H100/H200's sm_90, with no GPU here: the VM executable and
+    its CUDA device modules. Skips where this TVM build has no CUDA code generator or compiler library."""
     import tvm
 
     from adapters.tvm import _compile_cuda, cuda_target, to_relax
 
     if tvm.get_global_func("target.build.cuda", True) is None:
         pytest.skip(f"this TVM build ({tvm.__version__}) has no CUDA code generator")
-    graph = every_op_graph()
     mod, _ = to_relax(graph, 1)
     target = cuda_target({"kind": "cuda", "arch": "sm_90"})  # no GPU here to ask for its architecture
     try:
@@ -196,7 +194,16 @@ def test_the_cuda_variant_builds_its_relax_module_for_cuda_without_a_gpu():
         for i in m.imports:
             yield from kinds(i)
 
-    cuda = [m for m in kinds(ex.mod) if m.kind == "cuda"]
+    return ex, [m for m in kinds(ex.mod) if m.kind == "cuda"]
+
+
+@needs_tvm
+def test_the_cuda_variant_builds_its_relax_module_for_cuda_without_a_gpu():
+    """The tvm adapter's cuda path compiled here for sm_90, where this TVM build has the CUDA code
+    generator: a VM executable whose device module is CUDA with scheduled kernels."""
+    import tvm
+
+    ex, cuda = compile_for_cuda(every_op_graph())
     assert isinstance(ex, tvm.relax.VMExecutable) and len(cuda) == 1
     src = cuda[0].inspect_source("cuda")
     assert src.count("__global__") >= 5 and "threadIdx.x" in src  # kernels scheduled for GPU threads

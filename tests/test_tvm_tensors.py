@@ -193,25 +193,9 @@ def test_the_erf_and_tanh_gelus_are_told_apart():
 def test_the_vit_block_compiles_for_cuda_without_a_gpu():
     """The cuda cell's fp32 pipeline (DLight's GPU schedules) takes layer norm, softmax and the batched
     products: compiled for sm_90 here, every kernel bound to GPU threads (no GPU to run it)."""
-    import tvm
+    from tests.test_tvm import compile_for_cuda
 
-    from adapters.tvm import _compile_cuda, cuda_target, to_relax
-
-    if tvm.get_global_func("target.build.cuda", True) is None:
-        pytest.skip(f"this TVM build ({tvm.__version__}) has no CUDA code generator")
-    try:
-        ex = _compile_cuda(to_relax(one_block_vit(), 1)[0], cuda_target({"kind": "cuda", "arch": "sm_90"}), False)
-    except Exception as e:  # noqa: BLE001 - only a missing CUDA compiler library excuses it
-        if "nvrtc" in str(e).lower() or "nvcc" in str(e).lower():
-            pytest.skip(f"TVM cannot compile CUDA here: {str(e).splitlines()[0][:200]}")
-        raise
-
-    def kinds(m):
-        yield m
-        for i in m.imports:
-            yield from kinds(i)
-
-    cuda = [m for m in kinds(ex.mod) if m.kind == "cuda"]
+    _, cuda = compile_for_cuda(one_block_vit())
     assert len(cuda) == 1 and "threadIdx.x" in cuda[0].inspect_source("cuda")
 
 
