@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trt_manifest import VERSIONS as TRT_VERSIONS
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # Small, repeatable thread budget for tests on the 2-core machines.
@@ -50,13 +52,7 @@ def _cpu_affinity_kept():
         os.sched_setaffinity(0, before)
 
 
-def _fake_trt_versions():
-    from tests import fake_tensorrt
-
-    return fake_tensorrt.VERSIONS
-
-
-@pytest.fixture(params=_fake_trt_versions())
+@pytest.fixture(params=TRT_VERSIONS)
 def fake_trt(request, monkeypatch):
     """The CPU stand-in of TensorRT (``tests/fake_tensorrt.py``, held to each API manifest's version) as
     ``import tensorrt`` finds it, with no engine built yet."""

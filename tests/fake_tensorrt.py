@@ -34,17 +34,15 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import types
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-MANIFEST = json.loads((Path(__file__).resolve().parent / "data" / "tensorrt_api.json").read_text())
-VERSIONS = tuple(sorted(MANIFEST["versions"]))  # ("10", "11")
+from tests.trt_manifest import MANIFEST, VERSIONS  # noqa: F401  (VERSIONS: the fixtures read it here)
+
 FEED: dict[str, np.ndarray] = {}  # input name -> value (set before building: shapes are read while building)
 
 
