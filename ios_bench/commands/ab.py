@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ios_bench.commands import run as run_command
-from ios_bench.commands.compare import verdict_options
+from ios_bench.commands.compare import show_verdicts, verdict_options
 from ios_bench.errors import InputError
 from ios_bench.planning.options import FiniteFloat
 from ios_bench.running.ab import MAX_AUTO_PAIRS, MIN_CHANGE
@@ -167,18 +167,6 @@ def command(ctx, model_a, model_b, a_option, b_option, min_change, confidence, f
                     executor=make_executor(plan.executor, plan.ray_address), max_time=kw["max_time"])
     run_command.finish(sweep, setup, paths_to_stderr=True)
     show_verdicts(setup.folder, plan.ab, fmt, confidence, fail_on_regression)
-
-
-def show_verdicts(folder, ab: dict, fmt: str = "table", confidence: float = 0.95,
-                  fail_on_regression: bool = False) -> None:
-    """Print the paired verdicts of an ab run folder (``ab``: its plan's ``ab``), as ``ab`` does at its end
-    and ``run --resume`` of an ab folder does."""
-    from ios_bench.commands.compare import show
-    from ios_bench.running.ab import paired_comparison
-
-    show(paired_comparison(folder, ab["min_change"], confidence), fmt, confidence, fail_on_regression,
-         {"run": str(folder), "a": ab["a"], "b": ab["b"]},
-         f"A -> B in {folder} (paired rounds: B's round against A's of the same pass)", "pairs")
 
 
 def _ab_param(p: click.Parameter) -> click.Parameter:

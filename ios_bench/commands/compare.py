@@ -120,3 +120,14 @@ def show(result, fmt: str, confidence: float, fail_on_regression: bool, head: di
         err.print(summary, highlight=False)
     if fail_on_regression and regressions:
         sys.exit(1)
+
+
+def show_verdicts(folder, ab: dict, fmt: str = "table", confidence: float = 0.95,
+                  fail_on_regression: bool = False) -> None:
+    """Print the paired verdicts of an ab run folder (``ab``: its plan's ``ab``), as ``ab`` does at its end
+    and ``run --resume`` of an ab folder does."""
+    from ios_bench.running.ab import paired_comparison
+
+    show(paired_comparison(folder, ab["min_change"], confidence), fmt, confidence, fail_on_regression,
+         {"run": str(folder), "a": ab["a"], "b": ab["b"]},
+         f"A -> B in {folder} (paired rounds: B's round against A's of the same pass)", "pairs")

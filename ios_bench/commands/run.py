@@ -428,7 +428,7 @@ def command(ctx, **kw):
                             executor=make_executor(setup.plan.executor, setup.plan.ray_address))
         finish(sweep, setup, profile=profile, paths_to_stderr=bool(setup.plan.ab))
         if setup.plan.ab:
-            from ios_bench.commands.ab import show_verdicts
+            from ios_bench.commands.compare import show_verdicts
 
             show_verdicts(setup.folder, setup.plan.ab)
 
