@@ -76,7 +76,8 @@ def _xspace(kernel_stat: str = "kernel_annotation", annotate: bool = True) -> by
     line = host.lines.add(id=1, name="tf_Compute", timestamp_ns=1000)
     gpu = space.planes.add(id=2, name="/device:GPU:0")
     gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, kernel_stat
-    gpu.stat_metadata[2].id, gpu.stat_metadata[2].name = 2, "outer::ios_op1/Relu:Relu#id=7#"  # by reference
+    # by reference, the whole stack: the call's own range outermost, the op innermost
+    gpu.stat_metadata[2].id, gpu.stat_metadata[2].name = 2, f"{CALL}::ios_op1/Relu:Relu#id=7,step=0#"
     for i, name in enumerate(("implicit_convolve_sgemm", "relu_kernel"), 1):
         gpu.event_metadata[i].id, gpu.event_metadata[i].name = i, name
     stream = gpu.lines.add(id=7, name="Stream #7", timestamp_ns=1000)
