@@ -430,23 +430,33 @@ def trace_events(path: str):
                 yield e.name, plane.name, line.name, e.start_ns / 1e3, e.duration_ns / 1e3
 
 
-def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str]) -> list[OpTime]:
+def trace_rows(path: str, hlo: dict[str, set[str]], scopes: dict[str, str], gpu: bool = False) -> list[OpTime]:
     """Per HLO instruction the trace's thunk events ran (an ``hlo_op`` stat), the median time (ms)
     over the :data:`CALL` annotations they fall in; its sources are the IR operators of its scopes
     (none: counted "fused, unmapped"). A trace without such events: each call's whole time as one
-    unmapped row."""
+    unmapped row.
+
+    ``gpu`` (a cuda build): an instruction has a host event (its launch, on a host plane) and its
+    kernels (on a ``/device:GPU`` plane), both with its ``hlo_op``; one after the other they would
+    add the launch to the kernel's time. Only the GPU planes' events count there (refused when
+    they have none: the launches are not the instructions' time)."""
     jax = _jax()
     data = jax.profiler.ProfileData.from_file(path)
     events = []
     for plane in data.planes:
+        on_gpu = plane.name.startswith("/device:GPU")
         for line in plane.lines:
             for e in line.events:
-                events.append((e.name, e.start_ns, e.start_ns + e.duration_ns, dict(e.stats).get("hlo_op")))
-    windows = sorted((s, t) for name, s, t, _ in events if name == CALL)
+                events.append((e.name, e.start_ns, e.start_ns + e.duration_ns, dict(e.stats).get("hlo_op"), on_gpu))
+    windows = sorted((s, t) for name, s, t, _, _ in events if name == CALL)
     if not windows:
         raise ProfilerMissing(f"JAX's trace has no '{CALL}' annotation")
+    timed = [(str(op), s, t) for _, s, t, op, on_gpu in events if op is not None and (on_gpu or not gpu)]
+    if gpu and not timed:
+        raise ProfilerMissing("JAX's trace has no GPU kernel event with its HLO instruction: the host's launch "
+                              "events are not the instructions' time on a GPU")
     # an instruction's thunk events on every plane and thread, its wall time counted once (ns)
-    calls = per_call_ms(windows, [(str(op), s, t) for _, s, t, op in events if op is not None], 1e6)
+    calls = per_call_ms(windows, timed, 1e6)
     if not any(calls):  # no per-thunk events: the compiled program as one unmapped row
         whole = [{"jit(forward)": (t - s) / 1e6} for s, t in windows]
         return [OpTime(n, ms, (), "compiled function") for n, ms in median_per_name(whole).items()]
@@ -462,6 +472,7 @@ class JaxCompiled(Compiled):
         self.dtype = np.dtype(dtype)  # the input's (bf16/fp16 for a reduced-precision build), cast in prepare
         self.scopes = dict(scopes or {})  # name scope -> IR operator (a profiling build)
         self._calls = threading.local()  # each caller thread's last output (requests in flight share the program)
+        self.gpu = getattr(device, "platform", "cpu") in ("gpu", "cuda")  # a jax device: "cpu", "gpu"/"cuda"
 
     def prepare(self, x: np.ndarray):
         jax = _jax()
@@ -497,7 +508,7 @@ class JaxCompiled(Compiled):
         import glob
         import tempfile
 
-        from ios_core.measurement.measure import measure
+        from ios_core.measurement.gpu import time_calls
 
         jax = _jax()
         prepared = self.prepare(x)
@@ -521,7 +532,8 @@ class JaxCompiled(Compiled):
             except Exception as e:  # another trace running, no profiler in this jaxlib
                 raise ProfilerMissing(f"JAX's profiler did not start: {type(e).__name__}: {e}") from e
             try:
-                m = measure(call, warmup=0, repeat=repeat, sync=self.sync)
+                # the clock of the cell's unprofiled calls: the profiler's cost compares one clock with itself
+                m = time_calls(call, self.sync, "cuda" if self.gpu else "cpu", warmup=0, repeat=repeat)
             finally:
                 jax.profiler.stop_trace()
             files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
@@ -529,7 +541,7 @@ class JaxCompiled(Compiled):
                 raise ProfilerMissing("JAX's profiler wrote no trace")
             if trace is not None:
                 write_chrome_trace(trace, trace_events(files[0]))
-            return trace_rows(files[0], hlo, self.scopes), m
+            return trace_rows(files[0], hlo, self.scopes, gpu=self.gpu), m
 
     def device_memory(self) -> dict | None:
         """The JAX allocator's own view of this device (bytes): in use now and at its peak."""

@@ -417,7 +417,7 @@ class TorchCompiled(Compiled):
         (``export_chrome_trace``, then moved there atomically)."""
         from torch.profiler import ProfilerActivity, profile, record_function
 
-        from ios_core.measurement.measure import measure
+        from ios_core.measurement.gpu import time_calls
 
         prepared = self.prepare(x)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
@@ -431,7 +431,9 @@ class TorchCompiled(Compiled):
                 with record_function(CALL):
                     return self.execute(prepared)
 
-            m = measure(call, warmup=0, repeat=repeat, sync=self.sync, timer=self.timer())
+            # the clock the cell's unprofiled calls are timed with (on cuda the host clock after a device-wide
+            # synchronize, not these CUDA events): the profiler's cost compares one clock with itself
+            m = time_calls(call, self.sync, self.device, self.timer(), warmup=0, repeat=repeat)
         if trace is not None:
             import tempfile
             from pathlib import Path
@@ -441,7 +443,7 @@ class TorchCompiled(Compiled):
             with tempfile.TemporaryDirectory(prefix="ios-bench-torch-trace-") as tmp:
                 prof.export_chrome_trace(str(Path(tmp) / "trace.json"))
                 atomic_write_bytes(trace, (Path(tmp) / "trace.json").read_bytes())
-        return torch_rows(prof.events()), m
+        return torch_rows(prof.events(), device_time=self.cuda), m
 
     def prepare(self, x: np.ndarray):
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
@@ -482,24 +484,34 @@ PROFILER_WARMUP = 10
 CALL = "ios-bench:call"  # the range around each timed call: the rows are its children
 
 
-def torch_rows(events) -> list[OpTime]:
+def torch_rows(events, device_time: bool = False) -> list[OpTime]:
     """Per name, the median over the timed calls (the ranges :data:`CALL`) of the CPU time (ms)
     of the events directly inside a call (torch's total: the events inside it included) and of
     their self CPU time (torch's self: what ran inside none of its child events, e.g. a range's
     Python and dispatch between its aten ops); a range ``ios:<operator>`` has that operator as its
-    source, anything else none."""
+    source, anything else none.
+
+    ``device_time`` (a cuda build): the GPU time of the kernels each event and its children launched
+    (torch's ``device_time_total``, self: ``self_device_time_total``) instead of the CPU time, which
+    on a GPU is the launches' host time, not the operator's: a call whose events launched no kernel
+    at all is refused (the profiler saw no device activity), never shown as host time."""
+    total_of, self_of = (("device_time_total", "self_device_time_total") if device_time
+                         else ("cpu_time_total", "self_cpu_time_total"))
     calls: list[dict[str, float]] = []
     selfs: list[dict[str, float]] = []
     for c in (e for e in events if e.name == CALL):
         call: dict[str, float] = {}
         own: dict[str, float] = {}
         for e in c.cpu_children:
-            call[e.name] = call.get(e.name, 0.0) + e.cpu_time_total / 1000
-            own[e.name] = own.get(e.name, 0.0) + e.self_cpu_time_total / 1000
+            call[e.name] = call.get(e.name, 0.0) + getattr(e, total_of) / 1000
+            own[e.name] = own.get(e.name, 0.0) + getattr(e, self_of) / 1000
         calls.append(call)
         selfs.append(own)
     if not calls:
         raise ProfilerMissing(f"torch.profiler recorded no '{CALL}' range")
+    if device_time and not any(ms for call in calls for ms in call.values()):
+        raise ProfilerMissing("torch.profiler recorded no GPU kernel inside the calls (CUPTI unavailable?): "
+                              "their host time is not the operators' time on cuda")
     self_ms = median_per_name(selfs)
     return [OpTime(name, ms, (name[4:],) if name.startswith("ios:") else (),
                    "range" if name.startswith("ios:") else "op", self_ms=self_ms[name])

@@ -438,7 +438,7 @@ class TFCompiled(Compiled):
         import glob
         import tempfile
 
-        from ios_core.measurement.measure import measure
+        from ios_core.measurement.gpu import time_calls
 
         tf = self.tf
         prepared = self.prepare(x)
@@ -448,14 +448,17 @@ class TFCompiled(Compiled):
 
         def call():
             with tf.profiler.experimental.Trace(CALL):
-                return self.execute(prepared)
+                out = self.execute(prepared)
+                self.sync()  # on a GPU the call's kernels end inside its range, where its rows are read
+            return out
 
         with tempfile.TemporaryDirectory(prefix="ios-bench-tf-profile-") as logdir:
             options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
                                                                 device_tracer_level=1 if self.gpu else 0)
             tf.profiler.experimental.start(logdir, options=options)
             try:
-                m = measure(call, warmup=0, repeat=repeat, sync=self.sync)
+                # the clock of the cell's unprofiled calls: the profiler's cost compares one clock with itself
+                m = time_calls(call, self.sync, "cuda" if self.gpu else "cpu", warmup=0, repeat=repeat)
             finally:
                 tf.profiler.experimental.stop()
             files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
@@ -464,7 +467,7 @@ class TFCompiled(Compiled):
             data = open(files[0], "rb").read()
         if trace is not None:
             write_chrome_trace(trace, xplane_events(data))
-        return xplane_rows(data, self.scopes), m
+        return xplane_rows(data, self.scopes, kernels=self.gpu), m
 
 
 CALL = "ios-bench:call"
@@ -486,9 +489,13 @@ def xplane_events(data: bytes):
                        start_ps / 1e6, e.duration_ps / 1e6)
 
 
-def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
+def xplane_rows(data: bytes, scopes: dict[str, str], kernels: bool = False) -> list[OpTime]:
     """Per op (``name:type`` events of the host plane's compute lines), the median time (ms) over
-    the :data:`CALL` ranges they fall in; its source is the IR operator of its scope."""
+    the :data:`CALL` ranges they fall in; its source is the IR operator of its scope.
+
+    ``kernels`` (a GPU build): the op events of the host plane are its launches there, not its
+    time: the rows are the GPU planes' kernels instead (:func:`kernel_ops`), each op's kernels'
+    wall time counted once per call."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -505,6 +512,12 @@ def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
     windows = sorted((s, t) for line in host.lines for name, s, t in events(line) if name == CALL)
     if not windows:
         raise ProfilerMissing(f"TensorFlow's trace has no '{CALL}' range")
+    if kernels:
+        ops, kinds = kernel_ops(space)
+        if not ops:
+            raise ProfilerMissing("TensorFlow's trace has no GPU kernel carrying its op's annotation: the host "
+                                  "plane's op events are launches, not the ops' time on a GPU")
+        return _op_rows(per_call_ms(windows, ops, 1e9), kinds, scopes)
     ops, functions = [], []  # XLA: the compiled function, all there is
     kinds: dict[str, str] = {}
     for line in host.lines:  # the caller's thread too: with few threads TensorFlow runs ops inline there
@@ -525,11 +538,47 @@ def xplane_rows(data: bytes, scopes: dict[str, str]) -> list[OpTime]:
     calls, compiled = per_call_ms(windows, ops, 1e9), per_call_ms(windows, functions, 1e9)
     if not any(calls):  # an XLA cluster: no op events, its function's time as one unmapped row
         return [OpTime(name, ms, (), "compiled function") for name, ms in median_per_name(compiled).items()]
+    return _op_rows(calls, kinds, scopes)
+
+
+def _op_rows(calls: list[dict[str, float]], kinds: dict[str, str], scopes: dict[str, str]) -> list[OpTime]:
+    """One row per op over the calls (:func:`adapters.base.median_per_name`), its source the IR operator
+    of its scope."""
     rows = []
     for op, ms in median_per_name(calls).items():
         scope = re.sub(r"_\d+$", "", op.split("/", 1)[0])  # a scope entered again: TensorFlow adds _1, _2
         rows.append(OpTime(op, ms, (scopes[scope],) if scope in scopes else (), kinds[op]))
     return rows
+
+
+# the stats a GPU kernel event names the op that launched it by (the tracer's annotation stack)
+KERNEL_OP_STATS = ("tf_op", "kernel_annotation")
+
+
+def kernel_ops(space) -> tuple[list[tuple[str, int, int]], dict[str, str]]:
+    """The GPU planes' kernel events of a TensorFlow trace (an ``XSpace``) as ``(op, start_ps,
+    end_ps)``, and each op's type: the op is the innermost ``name:type`` of the kernel's annotation
+    stack (:data:`KERNEL_OP_STATS`; entries ``a::b``, each maybe with ``#k=v#`` metadata); kernels
+    without one are left out."""
+    ops, kinds = [], {}
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        wanted = {k for k, m in plane.stat_metadata.items() if m.name in KERNEL_OP_STATS}
+        for line in plane.lines:
+            for e in line.events:
+                text = next((st.str_value or (plane.stat_metadata[st.ref_value].name
+                                              if st.ref_value in plane.stat_metadata else "")
+                             for st in e.stats if st.metadata_id in wanted), None)
+                entry = next((a for a in reversed(re.sub(r"#[^#]*#", "", text or "").split("::"))
+                              if ":" in a), None)
+                if entry is None:
+                    continue
+                op, _, kind = entry.rpartition(":")
+                start = line.timestamp_ns * 1000 + e.offset_ps
+                ops.append((op, start, start + e.duration_ps))
+                kinds[op] = kind
+    return ops, kinds
 
 
 class TensorFlow(Adapter):

@@ -33,13 +33,23 @@ DEFAULT_BATCH = "1,16"
 DEFAULT_PRECISIONS = "fp32,bf16,int8"
 
 
+def default_frameworks() -> str:
+    """Every CPU peer but the slow ones (``planning.plan.SLOW_FRAMEWORKS``): the default sweep's, and the
+    engines it leaves out because another engine of the same framework runs there already (TensorFlow
+    Lite): here they are the point, TensorFlow's int8 being TFLite's, measured against TFLite's fp32."""
+    import adapters
+    from ios_bench.planning.plan import IOS_ADAPTER, SLOW_FRAMEWORKS
+
+    return ",".join(n for n in adapters.names()
+                    if n != IOS_ADAPTER and n not in SLOW_FRAMEWORKS and "cpu" in adapters.get(n).devices)
+
+
 def sweep_command(args) -> list[str]:
     """The one sweep that measures every precision side by side."""
     cmd = [sys.executable, "-m", "ios_bench", "run", "--models", args.models, "--batch", args.batch,
            "--precision", args.precisions, "--rounds", str(args.rounds), "--out", str(args.out), "--no-progress",
-           "--report-out", str(Path(args.out).with_name(Path(args.out).name + "-report"))]
-    if args.frameworks:
-        cmd += ["--frameworks", args.frameworks]
+           "--report-out", str(Path(args.out).with_name(Path(args.out).name + "-report")),
+           "--frameworks", args.frameworks or default_frameworks()]
     if args.schedules:
         cmd += ["--schedules", args.schedules]
     return cmd
@@ -114,7 +124,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=DEFAULT_MODELS)
     p.add_argument("--batch", default=DEFAULT_BATCH)
     p.add_argument("--precisions", default=DEFAULT_PRECISIONS, help="comma list [default: fp32,bf16,int8]")
-    p.add_argument("--frameworks", default=None, help="[default: every available CPU peer but the slow ones]")
+    p.add_argument("--frameworks", default=None,
+                   help="[default: every CPU peer but the slow ones, tflite included (the default sweep leaves it "
+                        "out): a peer not available here is a skipped cell with its reason]")
     p.add_argument("--schedules", default="both", help="IOS schedules [default: both, IOS at its best]")
     p.add_argument("--rounds", default="3")
     p.add_argument("--out", default=None, help="run folder [default: runs/bench-precision]")

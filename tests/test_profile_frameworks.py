@@ -172,7 +172,7 @@ def test_jax_trace_without_thunk_events_is_one_unmapped_row(monkeypatch):
 
     def data(events):
         line = type("L", (), {"events": events})()
-        return type("D", (), {"planes": [type("P", (), {"lines": [line]})()]})()
+        return type("D", (), {"planes": [type("P", (), {"name": "/host:CPU", "lines": [line]})()]})()
 
     calls = [ev(CALL, 0, 2_000_000), ev(CALL, 5_000_000, 4_000_000), ev(CALL, 10_000_000, 3_000_000)]
     monkeypatch.setattr(jax.profiler.ProfileData, "from_file", staticmethod(lambda path: data(calls)))

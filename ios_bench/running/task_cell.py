@@ -195,7 +195,7 @@ def round_protocol(spec: dict) -> dict:
 
 def time_compiled(compiled, prepared, device: str, **protocol):
     """The one way a worker times a built program (a cell, its sequential baseline, a doctor
-    path): ``ios_core.measurement.measure.measure`` of ``compiled.execute(prepared)``.
+    path): ``ios_core.measurement.gpu.time_calls`` of ``compiled.execute(prepared)``.
 
     On a GPU every cell is timed the same way whatever the framework: the host clock, read after
     the program's own sync and a device-wide synchronize following every call
@@ -203,16 +203,6 @@ def time_compiled(compiled, prepared, device: str, **protocol):
     TVM) cannot be timed with CUDA events, so none is: a schedule, its baseline and every peer
     share one clock. On the CPU: the host clock after ``sync`` (the program's own timer if it has
     one). ``meta["clock"]`` records the protocol."""
-    from ios_core.measurement.measure import measure
+    from ios_core.measurement.gpu import time_calls
 
-    if str(device).startswith("cuda"):
-        from ios_core.measurement import gpu
-
-        device_sync = gpu.device_synchronizer()
-
-        def sync():
-            compiled.sync()
-            if device_sync is not None:
-                device_sync()
-        return gpu.time_gpu_cell(lambda: compiled.execute(prepared), sync, **protocol)
-    return measure(lambda: compiled.execute(prepared), sync=compiled.sync, timer=compiled.timer(), **protocol)
+    return time_calls(lambda: compiled.execute(prepared), compiled.sync, device, compiled.timer(), **protocol)

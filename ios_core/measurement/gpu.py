@@ -18,6 +18,8 @@ machine without one gets a one-line reason (:func:`cuda_missing`), which is what
   protocol of every GPU cell of a sweep, whatever the framework: the host clock read after a
   device-wide synchronize following every call (``ios_bench.running.task_cell.time_compiled``), and
   of the whole schedules the measured cost model times end to end (its candidates).
+* :func:`time_calls` -- that protocol on a GPU, ``measure`` on the CPU: what a cell's rounds and a
+  framework's profiled calls are both timed with, so a profiler's cost compares one clock with itself.
 * :func:`throttle_reasons`, :func:`sustainable_sm_clock` -- what NVML says limits the clock,
   and the clock a lock can hold under load (the default application clock).
 
@@ -160,6 +162,25 @@ def time_gpu_cell(fn, sync, now=None, **protocol):
     from ios_core.measurement.measure import measure
 
     return measure(fn, sync=sync, timer=None, clock=GPU_CELL_CLOCK, now=now, **protocol)
+
+
+def time_calls(fn, sync, device: str, timer=None, **protocol):
+    """The one way a program's calls are timed on ``device``, whatever times them (a cell's rounds,
+    a doctor path, a framework's profiled block): on a GPU :func:`time_gpu_cell` (``sync`` and a
+    device-wide synchronize after every call, the host clock: a profiled block and the unprofiled
+    one it is compared with read the same clock); on the CPU
+    ``ios_core.measurement.measure.measure`` with ``sync`` and ``timer`` (the program's own, if any)."""
+    from ios_core.measurement.measure import measure
+
+    if str(device).startswith("cuda"):
+        device_sync = device_synchronizer()
+
+        def both():
+            sync()
+            if device_sync is not None:
+                device_sync()
+        return time_gpu_cell(fn, both, **protocol)
+    return measure(fn, sync=sync, timer=timer, **protocol)
 
 
 def throttle_reasons(pynvml, handle) -> list[str]:
