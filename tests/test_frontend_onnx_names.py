@@ -85,6 +85,13 @@ def test_a_sigmoid_read_elsewhere_keeps_its_own_name():
                                           ("element", ["Add_2"])]
 
 
+def test_one_onnx_node_may_be_several_operators():
+    """Sub of two activations: a negation (affine) and a sum, both computing Sub_1."""
+    n = Net(shape=(4, 4, 4))
+    y = n.op("Sub", [n.input, n.op("Relu", [n.input])])
+    assert sources(check(n.model(y))) == [("activation", ["Relu_0"]), ("affine", ["Sub_1"]), ("element", ["Sub_1"])]
+
+
 def test_the_names_survive_a_save_and_load_of_the_graph_file(imported, tmp_path):
     imported.save(tmp_path / "g.json")
     cfg = json.loads((tmp_path / "g.json").read_text())
