@@ -103,6 +103,15 @@ def test_the_names_survive_a_save_and_load_of_the_graph_file(imported, tmp_path)
     assert (tmp_path / "again.json").read_text() == (tmp_path / "g.json").read_text()
 
 
+def test_a_name_that_is_not_utf8_is_read_with_replacement_characters(tmp_path):
+    data = named_model().SerializeToString()
+    assert data.count(b"Conv_3") == 1
+    g = frontend.load(data.replace(b"Conv_3", b"Conv\xff3"))  # the same length: the file stays valid
+    assert sources(g)[1] == ("conv", ["Pad_2", "Conv\ufffd3"])
+    g.save(tmp_path / "g.json")
+    assert sources(Graph.load(tmp_path / "g.json"))[1] == ("conv", ["Pad_2", "Conv\ufffd3"])
+
+
 @pytest.mark.parametrize("meta, why", [
     ([1], "must be an object"), ({SOURCE_NODES: "Conv_0"}, "must be a list"),
     ({SOURCE_NODES: ["Conv_0", ""]}, "non-empty string"), ({SOURCE_NODES: [3]}, "non-empty string"),

@@ -136,8 +136,12 @@ def _attrs(node) -> dict:
 
 def _source_name(node, index: int | None = None) -> str:
     """How an IR operator's ``meta`` names the ONNX node it computes (ios_core.ir.meta.SOURCE_NODES): its
-    name, else (no name in the file) its type and first output, as ONNX tools show it."""
-    return node.name or unnamed(node.op_type, next((o for o in node.output if o), None), index)
+    name, else (no name in the file) its type and first output, as ONNX tools show it; a name that is not
+    UTF-8 (protobuf hands it over as bytes) read with replacement characters."""
+    def text(s):
+        return s.decode("utf-8", "replace") if isinstance(s, bytes) else s
+
+    return text(node.name) or unnamed(text(node.op_type), text(next((o for o in node.output if o), None)), index)
 
 
 def _label(node, index: int | None = None) -> str:
