@@ -80,10 +80,10 @@ WORKSPACE_BYTES = 1 << 30
 
 
 def graph_hash(graph: Graph) -> str:
-    """sha256 of the graph's structure (its JSON) and every weight array."""
+    """sha256 of the graph's structure (its JSON without the nodes' ``meta``) and every weight array."""
     import json
 
-    h = hashlib.sha256(json.dumps(graph.to_json(), sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(graph.to_json(meta=False), sort_keys=True).encode())
     for op in graph.operators():
         for attr in ("weight", "bias"):
             arr = getattr(op, attr, None)

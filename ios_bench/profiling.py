@@ -11,7 +11,9 @@ then a separate build with the profiler switched on (``Adapter.profile_options()
 operators) is mapped to the IR operators **by name** (:func:`resolver`): every lowering names
 its nodes after the operator they compute. A profiled item whose names map to several operators
 is a fused group (one row for the group); one whose names map to none (a layout reorder, a
-compiled region, the aten ops between ranges) is "fused, unmapped", never dropped. Then
+compiled region, the aten ops between ranges) is "fused, unmapped", never dropped. A row of an
+imported model also names the model's own nodes its operators compute (``source_nodes``, whole:
+``ios_core.ir.meta``). Then
 ``latency = attributed + unmapped + overhead``: "gaps and overhead" is the unprofiled latency
 minus everything the profiler timed. Each operator's wall time is counted once per call (its events
 on several threads or planes merged: ``adapters.base.per_call_ms``), but different operators that ran
@@ -34,6 +36,7 @@ import re
 import numpy as np
 
 from ios_core.ir import Graph, leaf_nodes
+from ios_core.ir.meta import source_nodes
 
 # op kinds of the per-kind table and the stacked bars, in display order
 KINDS = ("conv 1x1", "conv 3x3", "conv depthwise", "conv other", "pooling", "concat", "elementwise", "other",
@@ -93,6 +96,7 @@ def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> d
     resolve = resolver(graph)
     order = {op.name: i for i, op in enumerate(graph.operators())}
     kinds = {op.name: kind_of(op) for op in graph.operators()}
+    sources = {op.name: source_nodes(op) for op in graph.operators()}  # an imported model's own node names
     groups: dict[tuple[str, ...], dict] = {}
     unmapped: dict[str, float] = {}
     unmapped_kernels: dict[str, str] = {}
@@ -119,6 +123,8 @@ def attribute(graph: Graph, optimes, latency_ms: float, profiled_ms: float) -> d
             row["exec_types"] = g["exec_types"]
         if g["self_ms"] is not None:  # the framework's self time beside its total (torch)
             row["self_ms"] = g["self_ms"]
+        if any(sources[o] for o in ops):  # the file's node names (ONNX) the row's operators compute, whole
+            row["source_nodes"] = [n for o in ops for n in sources[o]]
         rows.append(row)
     attributed = sum(r["ms"] for r in rows)
     unmapped_ms = sum(unmapped.values())

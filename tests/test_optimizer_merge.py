@@ -83,6 +83,18 @@ def test_merge_without_weights_builds_structure_only():
     assert m.weight is None and m.kernel == (3, 3) and m.padding == (1, 1) and m.out_channels == 9
 
 
+def test_a_merged_convolution_keeps_every_imported_name():
+    """Each convolution's ONNX node names (ios_core.ir.meta) are on the merged one, in their order."""
+    from ios_core.ir.meta import SOURCE_NODES, source_nodes
+
+    b = GraphBuilder("m", (4, 8, 8))
+    a, c, d = (b.conv(b.input, 4, 1).node for _ in range(3))
+    a.meta[SOURCE_NODES] = ["Conv_0", "BatchNormalization_1"]
+    c.meta[SOURCE_NODES] = ["Conv_2"]  # d: none (a zoo graph's)
+    assert source_nodes(merge_convs([a, c, d], "m")) == ["Conv_0", "BatchNormalization_1", "Conv_2"]
+    assert merge_convs([d], "m").meta == {}
+
+
 def whole_of(node):
     from ios_core.ir import whole
 

@@ -1,7 +1,8 @@
 """The "where the time goes" table and bars of ``ios-bench profile --frameworks`` (the figures
 come from ``ios_bench.profiling``): rows the IR operators in topological order, one row each (a
 group a framework fused is shown once, on its last operator's row, "with" the others it covers,
-which say "in" that row), or the op kinds,
+which say "in" that row), or the op kinds; for an imported model, beside each operator the model's own
+node names it computes (``ios_core.ir.meta.SOURCE_NODES``: what Netron and the frameworks' profilers show);
 one column per framework with time and share of the end-to-end latency; then "fused, unmapped",
 "gaps and overhead" and the end-to-end latency, so every column sums to its latency; then the
 profiled run's latency and the profiler's own cost. Numbers through ``reporting.numbers.fmt``."""
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from ios_bench.profiling import KINDS, OVERHEAD, UNMAPPED
 from ios_bench.reporting.numbers import fmt
+from ios_core.ir.meta import source_nodes
 
 LABEL_WIDTH = 40
 
@@ -30,6 +32,14 @@ def _share(ms: float, latency: float) -> str:
 
 def _label(name: str) -> str:
     return name if len(name) <= LABEL_WIDTH else name[:LABEL_WIDTH - 1] + "…"
+
+
+def names_header(graph) -> str | None:
+    """The header of the column of an imported model's own node names (``ONNX nodes``: what Netron,
+    onnxruntime's profile and OpenVINO's layer names show), or None for a graph without any (the zoo's)."""
+    if graph is None or not any(source_nodes(op) for op in graph.operators()):
+        return None
+    return f"{str((graph.source or {}).get('format') or 'onnx').upper()} nodes"  # the ONNX importer's, by default
 
 
 def extra_columns(result: dict) -> list[str]:
@@ -73,6 +83,9 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     columns = [(r, what) for r in results for what in ("ms", *(extra_columns(r) if by == "op" else ()))]
     header = ["operator" if by == "op" else "kind",
               *(r["framework"] if what == "ms" else f"{r['framework']} {what}" for r, what in columns)]
+    names = names_header(graph) if by == "op" else None  # an imported model's node names, beside our operators
+    if names:
+        header.insert(1, names)
     cells: dict = {}
     labels: dict = {}
     found: dict = {}  # (operators, framework) -> its profile row
@@ -81,6 +94,7 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
         from ios_bench.profiling import kind_of
 
         order = {op.name: i for i, op in enumerate(graph.operators())}
+        sources = {op.name: source_nodes(op) for op in graph.operators()}
         for op in graph.operators():
             cells[(op.name,)] = {}
             labels[(op.name,)] = f"{op.name} ({kind_of(op)})"
@@ -113,6 +127,8 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
     rows = []
     for key in keys:
         line = [_label(labels[key])]
+        if names:  # the names whole in the JSON (rows' source_nodes), cut to the column here
+            line.append(_label(", ".join(sources.get(key[0], ()))) or "-")
         for r, what in columns:
             if what != "ms":
                 line.append(_extra_cell(found.get((key, r["framework"])), what))
@@ -126,8 +142,8 @@ def table_rows(graph, results: list[dict], by: str = "op") -> tuple[list[str], l
         rows.append(line)
 
     def footer(label, value):
-        rows.append([label, *(("n/a" if "error" in r else value(r)) if what == "ms" else ""
-                              for r, what in columns)])
+        rows.append([label, *([""] if names else []), *(("n/a" if "error" in r else value(r)) if what == "ms" else ""
+                                                      for r, what in columns)])
 
     footer(UNMAPPED, lambda r: _share(r["unmapped_ms"], r["latency_ms"]))
     footer(OVERHEAD, lambda r: _share(r["overhead_ms"], r["latency_ms"]))
@@ -159,9 +175,10 @@ def render(graph, results: list[dict], by: str = "op") -> str:
     """The table as aligned text, then one line per framework that could not be profiled."""
     header, rows = table_rows(graph, results, by)
     widths = [max(len(line[i]) for line in (header, *rows)) for i in range(len(header))]
+    left = 2 if by == "op" and names_header(graph) else 1  # the text columns, left-aligned
     out = []
     for j, line in enumerate((header, *rows)):
-        out.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)))
+        out.append("  ".join(c.ljust(widths[i]) if i < left else c.rjust(widths[i]) for i, c in enumerate(line)))
         if j == 0 or j == len(rows) - FOOTERS:
             out.append("  ".join("-" * w for w in widths))
     out.append(f"ms per inference and share of the unprofiled end-to-end latency; one row per IR operator: a "
@@ -177,7 +194,10 @@ def render(graph, results: list[dict], by: str = "op") -> str:
                + ("; self: the framework's self time of the row (its total less its child events': for torch, "
                   "the range's own Python and dispatch)" if any("self" in extra_columns(r) for r in results) else "")
                + ("; kernel: the kernel each layer ran (OpenVINO's exec_type)"
-                  if any("kernel" in extra_columns(r) for r in results) else ""))
+                  if any("kernel" in extra_columns(r) for r in results) else "")
+               + (f"; {names_header(graph)}: the model's own nodes each operator computes (those folded into it "
+                  f"too), as Netron and the frameworks' own profilers name them, cut to {LABEL_WIDTH} characters "
+                  "here (whole in --format json: each row's source_nodes)" if left == 2 else ""))
     for r in results:
         if "error" in r:
             out.append(f"{r['framework']}: {r['error']}")

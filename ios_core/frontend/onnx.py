@@ -54,6 +54,7 @@ from ios_core.ir import (
     Value,
     whole,
 )
+from ios_core.ir.meta import SOURCE_NODES, add_source_nodes, unnamed
 from ios_core.ir.rewrite import IMPORT_PASSES, cut_blocks, run_passes
 
 # ONNX operator types mapped onto IR operators (or channel slices) when they act on activations.
@@ -133,6 +134,16 @@ def _attrs(node) -> dict:
     return out
 
 
+def _source_name(node, index: int | None = None) -> str:
+    """How an IR operator's ``meta`` names the ONNX node it computes (ios_core.ir.meta.SOURCE_NODES): its
+    name, else (no name in the file) its type and first output, as ONNX tools show it; a name that is not
+    UTF-8 (protobuf hands it over as bytes) read with replacement characters."""
+    def text(s):
+        return s.decode("utf-8", "replace") if isinstance(s, bytes) else s
+
+    return text(node.name) or unnamed(text(node.op_type), text(next((o for o in node.output if o), None)), index)
+
+
 def _label(node, index: int | None = None) -> str:
     """How a message names an ONNX node: its name, else its first output, else its position."""
     if node.name:
@@ -167,6 +178,9 @@ class _Importer(OnnxOps, TensorOps):
         for init in self.g.initializer:
             self.values[init.name] = self._weight(init)
         self.ops: list[Node] = []
+        # source names of ONNX nodes that made no IR node of their own (a zero Pad, a channel Concat, the
+        # first two nodes of a channel shuffle) read by the node being converted: its first IR node computes them
+        self.pending: list[str] = []
         self.skip: set[int] = set()  # indices of ONNX nodes an earlier mapping consumed
         self._producers = None  # tensor name -> (index, node), and the consumers: onnx_tensor_ops
         self._used: set[str] | None = None  # every tensor name some node or the output reads
@@ -217,6 +231,7 @@ class _Importer(OnnxOps, TensorOps):
                         f"batch axis moved from the front (to {out.bpos}); the IR's output is batch first")
         if not isinstance(out, _Act) or out.pad:
             self.refuse(f"the output {out_name!r} is not a computed activation")
+        self.pending = list(out.via)  # a Concat read by the output alone: the output's identity computes it
         result = self._single(out, "output")
         exit_node = result.node
         if not (result.begin == 0 and result.end == exit_node.output_shape[0]):
@@ -280,6 +295,7 @@ class _Importer(OnnxOps, TensorOps):
                 self.refuse(f"input {name!r} is not produced before this node (the graph is not in "
                             f"topological order, or reads a missing tensor)")
             ins.append(self.values[name])
+        self.pending = [n for v in ins if isinstance(v, (_Act, _Grouped)) for n in v.via]
         try:
             attrs = _attrs(node)
         except ValueError as e:
@@ -381,8 +397,22 @@ class _Importer(OnnxOps, TensorOps):
             self.refuse(str(e))
         if min(node.output_shape) <= 0:
             self.refuse(f"the output shape {node.output_shape} is empty")
+        add_source_nodes(node, [*self.pending, *([_source_name(self.node, self.node_index)] if self.node else [])])
+        self.pending = []
         self.ops.append(node)
         return node
+
+    def _also(self, node: Node, indices) -> None:
+        """``node`` computes the ONNX nodes at ``indices`` too (a pattern mapped onto one IR node): its
+        source names, those of the pattern in the file's order."""
+        pattern = sorted({*indices, self.node_index})
+        names = [_source_name(self.g.node[i], i) for i in pattern]
+        node.meta[SOURCE_NODES] = [n for n in node.meta.get(SOURCE_NODES, []) if n not in names] + names
+
+    def _via(self) -> tuple[str, ...]:
+        """The node being converted as a source name its output carries to the IR node that computes it
+        (a zero Pad read into a convolution, a channel Concat into its reader)."""
+        return (_source_name(self.node, self.node_index),)
 
     def _hint(self) -> str:
         n = self.node

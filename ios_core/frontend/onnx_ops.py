@@ -39,6 +39,9 @@ class _Act:
     # the ONNX axis of the batch: 0, or (a general tensor of a model exported at batch 1, whose
     # sequence-first layout moved it) another axis of size 1, or None (merged into another axis)
     bpos: int | None = 0
+    # source names of the ONNX nodes that made this tensor without an IR node (a zero Pad, a channel
+    # Concat): the first IR node made from it computes them (ios_core.ir.meta.SOURCE_NODES)
+    via: tuple[str, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,6 +78,7 @@ class _Grouped:
     act: _Act
     groups: int
     transposed: bool = False
+    via: tuple[str, ...] = ()  # the shuffle's Reshape and Transpose (source names), for its Shuffle node
 
 
 class OnnxOps:
@@ -251,7 +255,7 @@ class OnnxOps:
         self._channel_axis(int(attrs.get("axis", 1)), rank)
         if len({a.shape[1:] for a in acts}) != 1:
             self.refuse("concatenates tensors of different spatial sizes")
-        return _Act([v for a in acts for v in a.values], rank)
+        return _Act([v for a in acts for v in a.values], rank, via=(*(n for a in acts for n in a.via), *self._via()))
 
     def _op_Split(self, ins, attrs):
         x = self._act(ins[0])
@@ -393,7 +397,7 @@ class OnnxOps:
             if per == [c * h * w, 1, 1]:
                 return _Act(self._flatten(src).values, 4)
             if len(per) == 4 and per[2:] == [h, w] and per[0] * per[1] == c and per[0] > 1:
-                return _Grouped(src, per[0])
+                return _Grouped(src, per[0], via=(*src.via, *self._via()))
         elif src.flat and (per == [c] or per == [c, 1, 1]):
             return _Act(src.values, 2 if len(per) == 1 else 4)
         return self._reshape(src, per)
@@ -421,7 +425,7 @@ class OnnxOps:
     def _op_Transpose(self, ins, attrs):
         x = ins[0]
         if isinstance(x, _Grouped) and not x.transposed and list(attrs.get("perm", [])) == [0, 2, 1, 3, 4]:
-            return _Grouped(x.act, x.groups, True)
+            return _Grouped(x.act, x.groups, True, via=(*x.via, *self._via()))
         return self._transpose(self._act(x, moved=True), attrs)
 
     def _axes(self, ins, attrs) -> list[int]:
@@ -512,7 +516,7 @@ class OnnxOps:
             self.refuse(f"pads {pads} value {value}; only non-negative zero padding of height and width")
         add = (pads[2], pads[3], pads[6], pads[7])
         old = x.pad or (0, 0, 0, 0)
-        return _Act(x.values, 4, tuple(a + b for a, b in zip(old, add)))
+        return _Act(x.values, 4, tuple(a + b for a, b in zip(old, add)), via=(*x.via, *self._via()))
 
     def _op_Resize(self, ins, attrs):
         x = self._act(ins[0])

@@ -369,6 +369,7 @@ class TensorOps:
         axis, eps, last, skipped = found
         x = self._unflat(self._act(ins[0], moved=True))
         out = self._node_on(L2Norm, x, axis=self._ir_axis(axis, x), eps=eps)
+        self._also(out.values[0].node, skipped)
         self.values[last] = out
         self.skip.update(skipped)
         self._check_shape(last, out)
@@ -415,13 +416,14 @@ class TensorOps:
         found = self._gelu_pattern()
         if found is None:
             self.refuse("Erf outside the GELU pattern x * (1 + erf(x / sqrt(2))) / 2 (Div, Erf, Add, Mul, Mul)")
-        x_name, last, skipped = found
+        x_name, last, skipped, earlier = found
         scaled = self.values.get(node_input := self.node.input[0])
         if isinstance(scaled, _Act) and len(scaled.values) == 1 and scaled.values[0].node in self.ops:
             self.ops.remove(scaled.values[0].node)  # x / sqrt(2), read by the Erf alone: not computed
         del self.values[node_input]
         act = self._unflat(self._act(self.values[x_name], moved=True))
         node = self._add(Activation, [[v] for v in act.values], self._hint(), act_type="gelu")
+        self._also(node, skipped | earlier)
         out = _Act([whole(node)], act.rank)
         self.values[last] = out
         self.skip.update(skipped)
@@ -429,8 +431,8 @@ class TensorOps:
         return out
 
     def _gelu_pattern(self):
-        """(x, the pattern's output, the node indices after the Erf) when the Erf being converted is
-        the erf GELU's; else None."""
+        """(x, the pattern's output, the node indices after the Erf, those before it) when the Erf being
+        converted is the erf GELU's; else None."""
         node = self.node
         div = self._producer(node.input[0])
         if div is None or div[1].op_type not in ("Div", "Mul") or len(div[1].input) != 2:
@@ -450,11 +452,11 @@ class TensorOps:
             half = self._sole_consumer(mul[1].output[0], "Mul")
             if half is None or not self._is_scalar(_other(half[1], mul[1].output[0]), 0.5):
                 return None
-            return x_name, half[1].output[0], {add[0], mul[0], half[0]}
+            return x_name, half[1].output[0], {add[0], mul[0], half[0]}, {div[0]}
         pre = self._producer(other)  # (x * 0.5) * (1 + erf)
         if pre is not None and pre[1].op_type == "Mul" and x_name in pre[1].input and \
                 self._is_scalar(_other(pre[1], x_name), 0.5):
-            return x_name, mul[1].output[0], {add[0], mul[0]}
+            return x_name, mul[1].output[0], {add[0], mul[0]}, {div[0], pre[0]}
         return None
 
     # ---- the ONNX graph around the node being converted ------------------------------------------------------

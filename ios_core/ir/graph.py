@@ -49,12 +49,12 @@ class Block:
     def sequential_stages(self) -> Stages:
         return [[[node.name]] for node in self.nodes]
 
-    def to_json(self) -> dict:
+    def to_json(self, meta: bool = True) -> dict:
         return {
             "enter_name": self.enter_node.name,
-            "enter_node": self.enter_node.to_json(),
-            "inner_nodes": [n.to_json() for n in self.inner_nodes],
-            "exit_node": self.exit_node.to_json(),
+            "enter_node": self.enter_node.to_json(meta),
+            "inner_nodes": [n.to_json(meta) for n in self.inner_nodes],
+            "exit_node": self.exit_node.to_json(meta),
             "stages": self.stages,
         }
 
@@ -237,8 +237,11 @@ class Graph:
         fields.check_fits(self.params(), largest, f"graph {self.name!r}", batch_size)
 
     # ---- JSON ------------------------------------------------------------------------------------
-    def to_json(self) -> dict:
-        cfg = {"name": self.name, "input": self.input.to_json(), "blocks": [b.to_json() for b in self.blocks]}
+    def to_json(self, meta: bool = True) -> dict:
+        """The graph's JSON (the reference IOS layout); ``meta=False``: without the nodes' ``meta``, the
+        form every key of a graph hashes (ios_core.ir.meta)."""
+        cfg = {"name": self.name, "input": self.input.to_json(meta),
+               "blocks": [b.to_json(meta) for b in self.blocks]}
         if self.source:
             cfg["source"] = dict(self.source)
         return cfg

@@ -23,6 +23,7 @@ import numpy as np
 from ios_core.ir import fields
 from ios_core.ir.activations import ACTIVATIONS, FUSED_ACTIVATIONS
 from ios_core.ir.errors import GraphError
+from ios_core.ir.meta import meta_from_json, meta_to_json
 from ios_core.ir.value import Inputs, Value
 
 # Activation kinds are declared in .activations: parameterless ones may be fused into a conv,
@@ -150,6 +151,7 @@ class Node:
     def __init__(self, name: str, inputs: Inputs, hint_name: str | None = None, **attrs):
         self.name = str(name)
         self.hint_name = str(hint_name if hint_name is not None else name)
+        self.meta: dict = {}  # facts beside the computation, keying nothing (ios_core.ir.meta)
         self.inputs: Inputs = [list(term) for term in inputs]
         self.output_shape: Shape | None = None
         for key, default in self.ATTRS:
@@ -253,7 +255,8 @@ class Node:
         pass
 
     # ---- JSON -------------------------------------------------------------------------
-    def to_json(self) -> dict:
+    def to_json(self, meta: bool = True) -> dict:
+        """The node's JSON; ``meta=False``: without its ``meta`` (what keys a graph, ios_core.ir.meta)."""
         cfg: dict = {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name}
         cfg["inputs"] = [[v.to_json() for v in term] for term in self.inputs]
         for key, default in self.ATTRS:
@@ -262,6 +265,8 @@ class Node:
                 continue
             cfg[key] = list(value) if isinstance(value, tuple) else value
         cfg["output_shape"] = list(self.output_shape) if self.output_shape is not None else None
+        if meta and self.meta:
+            cfg["meta"] = meta_to_json(self.meta)
         return cfg
 
     @classmethod
@@ -282,6 +287,8 @@ class Node:
             raise GraphError(f"node {name!r}: {e}") from None
         if cfg.get("output_shape") is not None:
             node.output_shape = fields.as_shape(cfg["output_shape"], f"node {name!r}: output_shape")
+        if cfg.get("meta") is not None:
+            node.meta = meta_from_json(cfg["meta"], f"node {name!r}")
         return node
 
     # ---- text ---------------------------------------------------------------------------
@@ -343,7 +350,7 @@ class Placeholder(Node):
         if not fields.MIN_RANK <= len(self.output_shape) <= fields.MAX_RANK or min(self.output_shape) <= 0:
             raise GraphError(f"placeholder {self.name!r} has a bad shape {self.output_shape}")
 
-    def to_json(self) -> dict:
+    def to_json(self, meta: bool = True) -> dict:
         return {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name,
                 "output_shape": list(self.output_shape)}
 
@@ -756,9 +763,9 @@ class Sequential(Node):
     def params(self) -> int:
         return sum(n.params() for n in self.nodes)
 
-    def to_json(self) -> dict:
+    def to_json(self, meta: bool = True) -> dict:
         return {"type": self.TYPE, "name": self.name, "hint_name": self.hint_name,
-                "nodes": [n.to_json() for n in self.nodes],
+                "nodes": [n.to_json(meta) for n in self.nodes],
                 "output_shape": list(self.output_shape) if self.output_shape else None}
 
     @classmethod

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ios_core.ir.meta import absorb, absorb_before
 from ios_core.ir.nodes import FUSED_ACTIVATIONS, Activation, Affine, Conv, Element, Linear, Node, leaf_nodes
 from ios_core.ir.tensor_nodes import Constant, Dense
 from ios_core.ir.value import Value
@@ -163,6 +164,7 @@ def fold_affine(ops: NodeList) -> None:
         shape = (-1,) + (1,) * (prev.weight.ndim - 1)
         prev.weight = (prev.weight.astype(np.float64) * scale.reshape(shape)).astype(np.float32)
         prev.bias = (prev.bias.astype(np.float64) * scale + op.bias).astype(np.float32)
+        absorb(prev, op)
         ops.replace_all_uses_with(op, prev)
 
 
@@ -182,8 +184,11 @@ def fuse_silu(ops: NodeList) -> None:
                 silu = Activation(op.name, [[Value(x.node, x.begin, x.end)]], hint_name=op.hint_name,
                                   act_type="silu")
                 silu.infer_shape()
+                absorb(silu, op)
                 ops.insert_before(op, silu)
                 ops.replace_all_uses_with(op, silu)
+                if not ops.consumers(sig) and sig is not ops.output:  # the sigmoid is computed by the silu only
+                    absorb_before(silu, sig)
                 break
 
 
@@ -200,6 +205,7 @@ def fold_constant_bias(ops: NodeList) -> None:
         if tuple(op.weight_shape) not in ((prev.out_features,), (1,)):
             continue
         prev.bias = (prev.bias.astype(np.float64) + c).astype(np.float32)
+        absorb(prev, op)
         ops.replace_all_uses_with(op, prev)
 
 
@@ -214,6 +220,7 @@ def fuse_activations(ops: NodeList) -> None:
                 or not ops.sole_consumer(prev, op):
             continue
         prev.act = op.act_type
+        absorb(prev, op)
         ops.replace_all_uses_with(op, prev)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ios_core.ir import Conv, Node
+from ios_core.ir.meta import absorb
 
 
 def _merged_geometry(convs: list[Conv]) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]] | None:
@@ -107,6 +108,7 @@ def merge_convs(convs: list[Conv], name: str) -> Conv:
                   out_channels=sum(c.out_channels for c in convs), kernel=kernel, stride=first.stride,
                   padding=padding, dilation=first.dilation, groups=1, act=first.act)
     merged.infer_shape()
+    absorb(merged, *convs)  # the imported file's nodes of each (ios_core.ir.meta), in the convolutions' order
     if tuple(merged.output_shape[1:]) != tuple(first.output_shape[1:]):  # pragma: no cover - guarded above
         raise AssertionError("merged convolution output size differs")
     if all(c.weight is not None and c.bias is not None for c in convs):

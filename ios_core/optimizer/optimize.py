@@ -630,13 +630,13 @@ def _fresh_name(base: str, taken: set[str]) -> str:
 
 
 def _plan_key(ident: str, graph: Graph, bi: int, strategy: str, batch_size: int, r: int, s: int, part: int) -> str:
-    """The block's structure (operators, names, attributes, output shapes), the search parameters
-    and the cost model's identity."""
+    """The block's structure (operators, names, attributes, output shapes; not the nodes' ``meta``),
+    the search parameters and the cost model's identity."""
     import hashlib
     import json
 
     block = graph.blocks[bi]
-    desc = {k: v for k, v in block.to_json().items() if k != "stages"}
+    desc = {k: v for k, v in block.to_json(meta=False).items() if k != "stages"}
     desc["shapes"] = [list(n.output_shape) for n in block.nodes]
     desc["search"] = [strategy, batch_size, r, s, part, ident]
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()
