@@ -232,3 +232,144 @@ def test_a_view_strided_within_a_sample_is_refused():
     with pytest.raises(ValueError, match="not contiguous within a sample"):
         tk.sample_stride(x)
     assert tk.sample_stride(np.zeros((2, 7, 6), np.float32)[:, 1:5]) == 42
+
+
+# ---- whole programs: the CUDA executor on CupyDevice's own launches, interpreted ---------------------
+class FeatureMapKernels(Interpreter):
+    """The feature-map kernels a transformer block also launches (cuda_kernels.CUDA_BODY): ``ios_map``
+    (element-wise sums, copies into scratch), ``ios_linear`` (the classifier) and ``ios_global_pool``."""
+
+    @staticmethod
+    def ios_map(grid, block, args):
+        (a, ao), (b, bo), (sc, sco), (sh, sho), (y, yo) = (_flat(p) for p in args[:5])
+        dims, sa, sb, sy = args[5:9], args[9:13], args[13:17], args[17:21]
+        op, has_scale, has_shift, act = (int(v) for v in args[21:25])
+        v = a[ao + _offsets(dims, sa)].astype(np.float32)
+        if op:
+            u = b[bo + _offsets(dims, sb)]
+            v = v + u if op == 1 else v * u
+        c = np.indices([int(d) for d in dims])[1].reshape(-1)
+        if has_scale:
+            v = v * sc[sco + c]
+        if has_shift:
+            v = v + sh[sho + c]
+        y[yo + _offsets(dims, sy)] = _act(act, v)
+
+    @staticmethod
+    def ios_linear(grid, block, args):
+        (x, xo), (w, wo), (sh, so), (y, yo) = (_flat(p) for p in args[:4])
+        n, k, j, ys0, ys1, act = (int(v) for v in args[4:10])
+        v = x[xo:xo + n * k].reshape(n, k).astype(np.float64) @ w[wo:wo + k * j].reshape(k, j) + sh[so:so + j]
+        y[yo + _offsets((n, j), (ys0, ys1))] = _act(act, v.astype(np.float32)).reshape(-1)
+
+    @staticmethod
+    def ios_global_pool(grid, block, args):
+        (x, xo), (y, yo) = (_flat(p) for p in args[:2])
+        n, c, h, w = (int(v) for v in args[2:6])
+        v = x[xo + _offsets((n, c, h, w), args[6:10])].reshape(n, c, h * w)
+        y[yo + _offsets((n, c), args[10:12])] = (v.max(-1) if int(args[12]) else v.mean(-1)).reshape(-1)
+
+
+class _Stub:
+    """A stream or an event: the program's calls run one after another on the host, an order CUDA allows."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def interpreted_device():
+    """``CupyDevice`` with NumPy memory (fresh memory is NaN), host-ordered streams, torch's convolution
+    in place of cuDNN's, and every CUDA C kernel launch interpreted."""
+    import types
+
+    from ios_core.runtime.cuda_device import CupyDevice
+    from ios_core.runtime.cuda_kernels import KERNEL_NAMES, Kernels
+
+    class Interpreted(CupyDevice):
+        def __init__(self):
+            self.precision, self.dtype, self.itemsize = "fp32", np.dtype(np.float32), 4
+            self.cp = types.SimpleNamespace(empty=lambda shape, dtype: np.full(shape, np.nan, dtype))
+            self.k = Kernels()
+            self.launched: list[str] = []
+            self.k._fns = {n: FeatureMapKernels(n, self.launched) for n in KERNEL_NAMES}
+
+        def upload(self, a):
+            return np.ascontiguousarray(a, dtype=np.float32)
+
+        def stream(self, index):
+            return _Stub()
+
+        def event(self):
+            return _Stub()
+
+        def bind_streams(self, streams):
+            pass
+
+        def finalize(self, nstreams):
+            return []
+
+        def sync_device(self):
+            pass
+
+        def sync(self, stream):
+            pass
+
+        def stats(self):
+            return {}
+
+        def write(self, view, x, stream):
+            view[...] = x
+
+        def read(self, view, stream):
+            return np.array(view)
+
+        def conv(self, x, out, stream, weight, bias, spec):
+            from tests.stream_fakes import _act as torch_act
+
+            pt, pl, pb, pr = spec.pads
+
+            def run():
+                xp = torch.nn.functional.pad(torch.from_numpy(np.array(x)), (pl, pr, pt, pb))
+                y = torch.nn.functional.conv2d(xp, torch.from_numpy(weight), torch.from_numpy(bias), spec.stride, 0,
+                                               spec.dilation, spec.groups)
+                out[...] = torch_act(spec.act)(y).numpy()
+            return run
+
+    return Interpreted()
+
+
+@pytest.mark.parametrize("name", ["vit", "convnext", "cosine"])
+def test_the_executor_on_cupy_devices_own_launches_matches_the_oracle(name):
+    """The CUDA executor (CudaRuntime, a parallel schedule) over ``CupyDevice``'s real launch packing,
+    each kernel interpreted: what would run on a GPU, short of the GPU, against the oracle."""
+    pytest.importorskip("cupy")
+    from ios_core import reference
+    from ios_core.check import compare
+    from ios_core.runtime.cuda import CudaRuntime
+    from tests.test_ops_transformer import GRAPHS
+    from tests.test_runtime_cuda_fake import _asap
+    from tests.test_runtime_cuda_tensors_fake import peaked
+
+    graph = _asap((peaked(GRAPHS[name]) if name == "vit" else GRAPHS[name])())
+    x = reference.random_input(graph, 2, seed=1)
+    dev = interpreted_device()
+    rt = CudaRuntime(graph, 2, "cuda", backend=dev)
+    chk = compare(rt.run(x), reference.run(graph, x), 1e-4)
+    assert chk.passed, chk
+    assert set(dev.launched) >= {"ios_matmul", "ios_layernorm", "ios_strided"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vit_tiny", "convnext_tiny"])
+def test_the_zoos_transformers_at_full_size_on_cupy_devices_own_launches(name):
+    """The zoo's vit_tiny and convnext_tiny (224x224, batch 1) through CupyDevice's launch packing, each
+    kernel interpreted (4 s and 7 s on a loaded 2-core machine)."""
+    pytest.importorskip("cupy")
+    from ios_core import models, reference
+    from ios_core.check import compare
+    from ios_core.runtime.cuda import CudaRuntime
+
+    graph = models.get(name).init_weights(0)
+    x = reference.random_input(graph, 1, seed=0)
+    chk = compare(CudaRuntime(graph, 1, "cuda", backend=interpreted_device()).run(x), reference.run(graph, x), 1e-4)
+    assert chk.passed, chk
