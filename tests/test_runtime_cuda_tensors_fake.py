@@ -188,3 +188,18 @@ def test_the_zoos_transformers_at_full_size_under_the_dp_schedule(name):
     chk = compare(rt.run(x), reference.run(graph, x), FP32)
     assert chk.passed, chk
     assert rt.dev.captured == 1
+
+
+def test_the_dp_scheduler_times_transformer_stages_as_cuda_programs():
+    """IOS's DP scheduler with the measured cost model on cuda: each candidate stage of the ViT block is a
+    CUDA program of its own (random weights, its inputs external) timed on the fake device; the schedule
+    found runs like the oracle."""
+    from ios_core.cost.measured import MeasuredCostModel
+
+    graph = peaked(GRAPHS["vit"])()
+    cm = MeasuredCostModel(device="cuda", backend=TorchQueueDevice(1), cache=False, warmup=1, repeat=2,
+                           min_sample_ms=None)
+    sched = optimize(graph, "both", cm, batch_size=BATCH)
+    assert cm.measured > 0
+    x = random_input(graph, BATCH, seed=0)
+    assert compare(_runtime(sched).run(x), reference.run(graph, x), FP32).passed
