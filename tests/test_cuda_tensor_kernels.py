@@ -162,7 +162,7 @@ def test_a_large_matmul_spans_several_tiles(dev):
     _close(out, a @ b)
 
 
-@pytest.mark.parametrize("axes", [1, 2])
+@pytest.mark.parametrize("axes", [1, 2, 3])
 def test_layernorm_over_the_last_axes(dev, axes):
     x = _slice(_rand(2, 5, 3, 4), 1, 4)
     shape = x.shape[-axes:]
