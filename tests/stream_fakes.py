@@ -28,6 +28,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from tests.stream_fakes_tensors import TensorKernelsFake
+
 # ---- error codes (CUDA driver API reference, "Error Handling": CUresult; the runtime's cudaError_t
 # has the same values for these) --------------------------------------------------------------------
 CUDA_SUCCESS = 0
@@ -596,7 +598,7 @@ def _act(kind: str, alpha: float = 0.0, beta: float = 0.0):
             "clip": lambda t: t.clamp(alpha, beta)}[kind]
 
 
-class TorchQueueDevice:
+class TorchQueueDevice(TensorKernelsFake):
     """The CUDA executor's device interface (see ``ios_core.runtime.cuda_device.CupyDevice``)
     on the CPU: torch tensors for memory (fresh memory is filled with NaN, so reading what
     nothing wrote shows), torch kernels writing into the given views, and the fake device's
@@ -622,7 +624,10 @@ class TorchQueueDevice:
     float32; every kernel computes in float32 on the values loaded at the precision and rounds once
     when it stores (the real kernels' ``ios_ld``/``ios_st``, cuDNN's float compute). Each convolution
     declares cuDNN's data types through the real ``cuda_kernels.conv_data_types`` and the rules check
-    them (:meth:`CudaRules.cudnn_conv`), and every kernel's buffers their element type."""
+    them (:meth:`CudaRules.cudnn_conv`), and every kernel's buffers their element type.
+
+    The general tensors' kernels (dense, matmul, layer norm, softmax, ...) are
+    :class:`tests.stream_fakes_tensors.TensorKernelsFake`'s."""
 
     TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
     CUDNN_NAMES = {"float32": "FLOAT", "float16": "HALF", "bfloat16": "BFLOAT16", "float64": "DOUBLE"}

@@ -224,7 +224,7 @@ def test_every_launch_matches_its_kernels_parameters(compiled):
     """Each ``Kernels`` method's launch, on host arrays with the shapes and strides of device
     views (a channel slice, a broadcast 1x1 value), against the PTX entry it launches."""
     pytest.importorskip("cupy")
-    from ios_core.runtime import cuda_kernels
+    from ios_core.runtime import cuda_kernels, cuda_tensor_kernels
 
     calls: list = []
     k = cuda_kernels.Kernels()  # defines the module; compiling and loading it needs a GPU
@@ -241,6 +241,18 @@ def test_every_launch_matches_its_kernels_parameters(compiled):
     k.resize(x, np.zeros((2, 4, 9, 7), np.float32), "bilinear", True)
     k.linear(np.zeros((2, 20), np.float32), np.zeros((20, 4), np.float32), per_c, one, act="relu")
     assert f"#define IOS_TILE {cuda_kernels.LINEAR_TILE}\n" in cuda_kernels.CUDA_SOURCE  # the launch's block size
+    # the general tensors' kernels (cuda_tensor_kernels), on views as the program hands them: a token slice
+    tk = cuda_tensor_kernels
+    seq = np.zeros((2, 7, 6), np.float32)[:, 1:5]  # 4 tokens x 6 features of 7, each sample contiguous
+    w = np.zeros((6, 3), np.float32)
+    tk.matmul_launch(k, seq, [42, 0, 6, 1], w, [0, 0, 3, 1], np.zeros((2, 4, 3), np.float32), [12, 0, 3, 1],
+                     (2, 1, 4, 6, 3), shift=np.zeros(3, np.float32), act_code=10)()
+    tk.layernorm_launch(k, seq, np.zeros(6, np.float32), np.zeros(6, np.float32), np.zeros((2, 4, 6), np.float32), 1,
+                        1e-6)()
+    tk.rownorm_launch(k, seq, np.zeros((2, 4, 6), np.float32), 1, tk.ROWNORM_SOFTMAX)()
+    tk.strided_launch(k, seq, tk.transpose_strides(seq, (1, 0)), np.zeros((2, 6, 4), np.float32))()
+    assert f"#define IOS_RED {tk.REDUCE_THREADS}\n" in cuda_kernels.CUDA_SOURCE  # their block size
+    assert f"#define IOS_TILE {tk.MATMUL_TILE}\n" in cuda_kernels.CUDA_SOURCE
     with pytest.raises(ValueError, match="do not fit"):
         k.linear(np.zeros((2, 20), np.float32), np.zeros((21, 4), np.float32), per_c, one)
     assert {name for name, _ in calls} == set(cuda_kernels.KERNEL_NAMES)
@@ -290,7 +302,7 @@ def test_the_device_calls_no_cupy_library_routine():
     banned = {"matmul", "dot", "tensordot", "einsum", "linalg", "cublas", "inner", "outer", "vdot"}
     root = Path(__file__).resolve().parents[1] / "ios_core" / "runtime"
     found = []
-    for name in ("cuda_device.py", "cuda_kernels.py", "cuda.py"):
+    for name in ("cuda_device.py", "cuda_kernels.py", "cuda_tensor_kernels.py", "cuda.py"):
         tree = ast.parse((root / name).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in banned:

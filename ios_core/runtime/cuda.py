@@ -19,7 +19,12 @@ How a plan becomes a GPU program:
   fastest kept, cached per geometry on the device; recorded in ``stats``), our CUDA C kernels
   for the rest; per-stream cuDNN handles and workspaces. :class:`CudaLaunchers` translates
   every attribute of a node into the device's explicit parameters (:class:`ConvSpec`,
-  :class:`PoolSpec`, activation parameters); every IR op type runs.
+  :class:`PoolSpec`, activation parameters); every IR op type runs. The general tensors of
+  vision transformers and ConvNeXt (dense, matmul between activations, layer norm, softmax,
+  transpose, reshape, constants, the class token: :mod:`ios_core.runtime.cuda_tensor_kernels`)
+  read and write per-sample contiguous views; a matrix product's two operands are two views
+  (a sum of values composed into the stream's scratch first). Those kernels ran on the tests'
+  fake device and were compiled by NVRTC; not yet on a GPU.
 * **Alignment.** cuDNN's tensors are declared 16-byte aligned. A convolution whose input is a
   channel slice at a misaligned offset reads a copy in the stream's scratch; one whose output
   slice is misaligned writes into an aligned buffer of its own, copied into the slice
@@ -49,7 +54,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ios_core.ir import NODE_TYPES, OpVisitor
-from ios_core.ir.tensor_nodes import refusing_tensor_types
 from ios_core.runtime.base import check_graph, check_input
 from ios_core.runtime.cuda_kernels import ACT_CODES
 from ios_core.runtime.passes import make_plan
@@ -209,6 +213,8 @@ class CudaProgram:
     def _needs_scratch(self, step) -> bool:
         if step.mode == CONCAT or step.op.COMPOSED:
             return False
+        if step.op.OPERANDS:  # an operand that is a sum of values is composed first
+            return any(len(t.slices) > 1 for t in step.inputs.terms)
         single = step.inputs.single
         if single is None:
             return True
@@ -221,7 +227,27 @@ class CudaProgram:
     def _scratch_elems(self, step) -> int:
         if not self._needs_scratch(step):
             return 0
+        if step.op.OPERANDS:
+            return sum(self._operand_elems(t) for t in step.inputs.terms if len(t.slices) > 1)
         return self.plan.batch_size * step.inputs.channels * int(np.prod(step.op.input_shape[1:]))
+
+    def _operand_elems(self, term) -> int:
+        return self.plan.batch_size * term.channels * int(np.prod(term.slices[0].source.output_shape[1:]))
+
+    def _operands(self, comp, stream: int):
+        """An operator of operands (a matrix product): each operand's view, and the launches composing
+        those that are sums of values into the stream's scratch, one after another."""
+        views, prep, at = [], [], 0
+        for t in comp.terms:
+            if len(t.slices) == 1:
+                views.append(self.value_view(self.plan.read(t.slices[0])))
+                continue
+            shape = (self.plan.batch_size, t.channels, *t.slices[0].source.output_shape[1:])
+            v = self.dev.view(self.scratch[stream], at, shape)
+            at += self._operand_elems(t)
+            prep.append(self._term_into(t, comp.op, v))
+            views.append(v)
+        return tuple(views), prep
 
     def _regions(self, step, si: int, gi: int) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
         reads = [self._region(self.plan.read(sl)) for sl in step.inputs.slices]
@@ -247,7 +273,9 @@ class CudaProgram:
         if op.COMPOSED:
             return self._compose_into(comp, out)
         prep = []
-        if self._needs_scratch(step):
+        if op.OPERANDS:
+            x, prep = self._operands(comp, stream)
+        elif self._needs_scratch(step):
             shape = (self.plan.batch_size, comp.channels, *op.input_shape[1:])
             x = dev.view(self.scratch[stream], 0, shape)
             prep.append(self._compose_into(comp, x))
@@ -312,10 +340,8 @@ class CudaLaunchers(OpVisitor):
     input is written straight into their output (``Node.COMPOSED``)."""
 
     ALIASES = {"relu": "activation"}
-    REFUSES = {**{t: "composed into its output by the program (CudaProgram._compose_into), never launched"
-                  for t, cls in NODE_TYPES.items() if cls.COMPOSED},
-               **refusing_tensor_types("the CUDA runtime has no kernel for it yet: its kernels and strides assume "
-                                       "(N, C, H, W) feature maps")}
+    REFUSES = {t: "composed into its output by the program (CudaProgram._compose_into), never launched"
+               for t, cls in NODE_TYPES.items() if cls.COMPOSED}
     ACTIVATIONS = ACT_CODES  # the device's kernels switch on these codes
 
     def __init__(self, device, weight):
@@ -332,6 +358,9 @@ class CudaLaunchers(OpVisitor):
         return self.dev.pool(x, out, spec)
 
     def visit_activation(self, op, x, out, stream):
+        if x.ndim > 4:  # ios_map walks (N, C, H, W)
+            raise NotImplementedError(f"the CUDA runtime has no kernel for node type 'activation' ({op.name!r}) on a "
+                                      f"tensor of {x.ndim} axes with the batch (ios_map takes at most 4)")
         return self.dev.activation(x, out, op.act_type, float(getattr(op, "alpha", 0.0)),
                                    float(getattr(op, "beta", 0.0)))
 
@@ -351,6 +380,37 @@ class CudaLaunchers(OpVisitor):
     def visit_linear(self, op, x, out, stream):
         return self.dev.linear(x, out, stream, self.weight(op, "weight", op.weight_shape),
                                self.weight(op, "bias", (op.out_features,)), op.act)
+
+    # ---- general tensors (issue 56): every view per-sample contiguous (cuda_tensor_kernels) --------------
+    def visit_dense(self, op, x, out, stream):
+        return self.dev.dense(x, out, stream, self.weight(op, "weight", op.weight_shape),
+                              self.weight(op, "bias", (op.out_features,)), op.act)
+
+    def visit_matmul(self, op, x, out, stream):
+        a, b = x  # the two operands (CudaProgram._operands)
+        return self.dev.batched_matmul(a, b, out)
+
+    def visit_layernorm(self, op, x, out, stream):
+        return self.dev.layernorm(x, out, self.weight(op, "weight", op.weight_shape),
+                                  self.weight(op, "bias", op.bias_shape), op.axes, op.eps)
+
+    def visit_softmax(self, op, x, out, stream):
+        return self.dev.softmax(x, out, 1 + op.dim)  # the axis of the batched shape
+
+    def visit_l2norm(self, op, x, out, stream):
+        return self.dev.l2norm(x, out, 1 + op.dim, op.eps)
+
+    def visit_transpose(self, op, x, out, stream):
+        return self.dev.transpose(x, out, tuple(op.perm))
+
+    def visit_reshape(self, op, x, out, stream):
+        return self.dev.reshape(x, out)
+
+    def visit_constant(self, op, x, out, stream):
+        return self.dev.constant(x, out, self.weight(op, "weight", op.weight_shape), op.op_type)
+
+    def visit_prepend(self, op, x, out, stream):
+        return self.dev.prepend(x, out, self.weight(op, "weight", op.weight_shape))
 
     def refuse(self, op, *args, **kwargs):
         why = self.REFUSES.get(op.TYPE, "no visit method for this type")

@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from ios_core.runtime.cuda_kernels import (
+    ACT_CODES,
     CUDNN_FUSED_ACTS,
     EXCLUDED_NOTES_BY_PRECISION,
     MAP_ADD,
@@ -35,6 +36,22 @@ from ios_core.runtime.cuda_kernels import (
     to_storage,
 )
 from ios_core.runtime.cuda_plans import ConvPlanBook
+from ios_core.runtime.cuda_tensor_kernels import (
+    ROWNORM_L2,
+    ROWNORM_SOFTMAX,
+    STRIDED_ADD,
+    STRIDED_MUL,
+    as_shaped,
+    broadcast_strides,
+    elem_strides,
+    layernorm_launch,
+    matmul_launch,
+    row_major,
+    rownorm_launch,
+    sample_stride,
+    strided_launch,
+    transpose_strides,
+)
 
 ALIGNMENT = 16  # bytes: cuDNN Frontend tensors are declared 16-byte aligned
 TUNE_REPEAT = 5  # timed executions per cuDNN plan when choosing the fastest
@@ -380,6 +397,8 @@ class CupyDevice:
 
     def combine(self, views, how: str, dst):
         k = self.k
+        if dst.ndim > 4:  # ios_map walks 4 axes: wider tensors go through the strided kernel
+            return self._combine_wide(views, how, dst)
         op = MAP_MUL if how == "mul" else MAP_ADD
         if len(views) == 1:
             return k.map_launch(views[0], dst)
@@ -392,6 +411,79 @@ class CupyDevice:
             for launch in launches:
                 launch()
         return run
+
+    # ---- general tensors (cuda_tensor_kernels; every view per-sample contiguous) ------------------------
+    def _combine_wide(self, views, how: str, dst):
+        op = STRIDED_MUL if how == "mul" else STRIDED_ADD
+        shape = tuple(dst.shape)
+        first = strided_launch(self.k, views[0], broadcast_strides(views[0], shape), dst)
+        rest = [strided_launch(self.k, dst, elem_strides(dst), dst, b=v, b_strides=broadcast_strides(v, shape), op=op)
+                for v in views[1:]]
+        return _chain([first, *rest])
+
+    def dense(self, x, out, stream: int, weight_np, bias_np, act: str):
+        """``act(x @ weight.T + bias)`` along the last axis: one ``ios_matmul`` over the samples, the
+        weight (uploaded transposed, (K, J)) shared by all of them."""
+        w_t = self.upload(np.ascontiguousarray(np.asarray(weight_np).T))
+        shift = self.upload(bias_np)
+        kk, j = (int(d) for d in w_t.shape)
+        n, m = int(x.shape[0]), int(np.prod(x.shape[1:-1]))
+        return matmul_launch(self.k, x, [sample_stride(x), 0, kk, 1], w_t, [0, 0, j, 1], out,
+                             [sample_stride(out), 0, j, 1], (n, 1, m, kk, j), shift=shift, act_code=ACT_CODES[act])
+
+    def batched_matmul(self, a, b, out):
+        """``a @ b`` over the samples and the leading image axes (the heads)."""
+        m, kk, j = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
+        z1 = int(np.prod(a.shape[1:-2]))
+        return matmul_launch(self.k, a, [sample_stride(a), m * kk, kk, 1], b, [sample_stride(b), kk * j, j, 1], out,
+                             [sample_stride(out), m * j, j, 1], (int(a.shape[0]), z1, m, kk, j))
+
+    def layernorm(self, x, out, weight_np, bias_np, axes: int, eps: float):
+        w = self.upload(np.asarray(weight_np).reshape(-1))
+        b = self.upload(np.asarray(bias_np).reshape(-1))
+        return layernorm_launch(self.k, x, w, b, out, axes, eps)
+
+    def softmax(self, x, out, axis: int):
+        """Softmax along ``axis`` of the batched shape (>= 1)."""
+        return rownorm_launch(self.k, x, out, axis, ROWNORM_SOFTMAX)
+
+    def l2norm(self, x, out, axis: int, eps: float):
+        return rownorm_launch(self.k, x, out, axis, ROWNORM_L2, eps)
+
+    def transpose(self, x, out, perm):
+        """Output image axis ``i`` is input image axis ``perm[i]``: a strided copy."""
+        return strided_launch(self.k, x, transpose_strides(x, perm), out)
+
+    def reshape(self, x, out):
+        """The same elements, row-major, in ``out``'s shape: a copy."""
+        return strided_launch(self.k, x, as_shaped(x, out.shape[1:]), out)
+
+    def constant(self, x, out, c_np, how: str):
+        """``x + c`` or ``x * c``, ``c`` broadcast from the last axis (and over the samples)."""
+        c = self.upload(c_np)
+        shape = tuple(out.shape)
+        dims = (1,) * (len(shape) - c.ndim) + tuple(int(d) for d in c.shape)
+        strides = [0 if d == 1 and e != 1 else s for d, e, s in zip(dims, shape, row_major(dims))]
+        return strided_launch(self.k, x, elem_strides(x), out, b=c, b_strides=strides,
+                              op=STRIDED_MUL if how == "mul" else STRIDED_ADD)
+
+    def prepend(self, x, out, rows_np):
+        """``rows`` (shared by every sample) then ``x`` along the first image axis: two strided copies."""
+        rows = self.upload(rows_np)
+        r = int(rows.shape[0])
+        head, tail = out[:, :r], out[:, r:]
+        return _chain([strided_launch(self.k, rows, [0, *row_major(rows.shape)], head),
+                       strided_launch(self.k, x, as_shaped(x, x.shape[1:]), tail)])
+
+
+def _chain(launches):
+    if len(launches) == 1:
+        return launches[0]
+
+    def run():
+        for launch in launches:
+            launch()
+    return run
 
 
 class CudaTaskMarks:

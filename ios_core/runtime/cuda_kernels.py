@@ -15,7 +15,9 @@ broadcast (stride 0).
   ``ios_map`` (bias + activation): recorded per convolution (``CudnnConv.fused``).
 * :data:`CUDA_SOURCE`: ``ios_map`` (copies, sums, products, bias, per-channel scale and every
   IR activation), ``ios_pool2d`` (max; average with or without the padding counted),
-  ``ios_global_pool``, ``ios_shuffle`` and ``ios_resize`` (nearest, bilinear). It includes no
+  ``ios_global_pool``, ``ios_shuffle`` and ``ios_resize`` (nearest, bilinear), and the general
+  tensors' kernels (:mod:`ios_core.runtime.cuda_tensor_kernels`: matrix products, layer norm,
+  softmax, strided copies). It includes no
   header (CuPy's ``RawModule`` adds none): ``tests/test_cuda_sources.py`` compiles it with
   NVRTC on every test run, and checks that no other CUDA C is compiled anywhere.
 * Linear layers are ``ios_linear``: a tiled fp32 GEMM with the bias and activation fused, not
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ios_core.ir import ActivationMap
+from ios_core.runtime.cuda_tensor_kernels import TENSOR_BODY, TENSOR_KERNEL_NAMES
 
 # IR activation kind (ios_core.ir.activations) -> the code ``ios_act`` in CUDA_SOURCE switches on
 # (alpha/beta parametrize the kinds that read them)
@@ -236,12 +239,13 @@ PRECISIONS = tuple(KERNEL_PRELUDE)
 
 
 def kernel_source(precision: str = "fp32") -> str:
-    """The runtime's CUDA C at ``precision`` (fp32, fp16, bf16): :data:`CUDA_BODY` over that element
-    type. No #include: CuPy's RawModule compiles it with NVRTC alone."""
+    """The runtime's CUDA C at ``precision`` (fp32, fp16, bf16): :data:`CUDA_BODY` and the general
+    tensors' kernels (``cuda_tensor_kernels.TENSOR_BODY``) over that element type. No #include: CuPy's
+    RawModule compiles it with NVRTC alone."""
     if precision not in KERNEL_PRELUDE:
         raise ValueError(f"the CUDA runtime has no kernels at precision {precision!r} (one of {', '.join(PRECISIONS)})")
     return (f"// ios-bench CUDA kernels, {precision}. No #include: CuPy's RawModule compiles this with NVRTC alone.\n"
-            + KERNEL_PRELUDE[precision] + CUDA_BODY)
+            + KERNEL_PRELUDE[precision] + CUDA_BODY + TENSOR_BODY)
 
 
 CUDA_SOURCE = kernel_source("fp32")
@@ -315,7 +319,8 @@ def arch_problem(precision: str, compute_capability, who: str = "cuDNN's PSEUDO_
             f"this one is {cc // 10}.{cc % 10}")
 
 
-KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize", "ios_linear")
+KERNEL_NAMES = ("ios_map", "ios_pool2d", "ios_global_pool", "ios_shuffle", "ios_resize", "ios_linear",
+                *TENSOR_KERNEL_NAMES)
 THREADS = 256
 LINEAR_TILE = 16  # IOS_TILE in the source: ios_linear's blocks are LINEAR_TILE x LINEAR_TILE threads
 
