@@ -40,9 +40,11 @@ from ios_core.quantize import (  # noqa: F401  (their home before the IOS provid
     calibration_inputs,
     float_heavy,
     float_nodes,
+    has_transformer_ops,
     inputs_note,
     integer_kernels,
     ort_quantize,
+    ort_settings,
 )
 
 from .base import Adapter, Compiled, OpTime, ProfilerMissing, median_per_name, per_call_ms
@@ -258,7 +260,8 @@ def quantize(model, graph, batch_size: int, samples: int = CALIBRATION_SAMPLES, 
 def quantized(model, graph, batch_size: int, samples: int, method: str, cache_dir=None, data=None):
     """:func:`quantize`, kept in the build cache (``adapters.build_cache``, ``onnxruntime-int8``) under
     a key of the fp32 model, the calibration (seeded stream or the folder's digest) and the quantizer's
-    settings (``ORT_SETTINGS``): a later round loads the same quantized model, a changed setting never does."""
+    settings (``ORT_SETTINGS``, a transformer's ``ORT_TRANSFORMER`` too: ``ort_settings``): a later round
+    loads the same quantized model, a changed setting never does."""
     import onnx
     import onnxruntime as ort
 
@@ -267,15 +270,14 @@ def quantized(model, graph, batch_size: int, samples: int, method: str, cache_di
     cache = open_cache(cache_dir, "onnxruntime-int8", ort.__version__)
     feeds, note, source = calibration_feeds(graph, batch_size, samples, data)
     path = None
-    floats = float_nodes(model)  # a transformer's float operators (none for a CNN: its key as before)
-    if cache is not None:  # the nodes follow from the model; the rule that chose them is in the key
-        key = build_key(model.SerializeToString(), method, source, sorted(ORT_SETTINGS.items()),
-                        *((FLOAT_RULE,) if floats else ()))
+    if cache is not None:  # the float nodes follow from the model; the rule that chose them is in the key
+        key = build_key(model.SerializeToString(), method, source, sorted(ort_settings(model).items()),
+                        *((FLOAT_RULE,) if has_transformer_ops(model) else ()))  # a CNN's key as before
         path = cache.dir / f"{key}.onnx"
     if path is not None and path.is_file():
         meta = json.loads(path.with_suffix(".json").read_text())
         return onnx.load(str(path)), {**meta, "cache": "warm"}
-    out, calib = ort_quantize(model, [[x] for x in feeds], method, floats=floats)
+    out, calib = ort_quantize(model, [[x] for x in feeds], method)
     calib = {**calib, **note}
     if path is not None:
         onnx.save(out, str(path))
@@ -290,8 +292,8 @@ def _device_id(device: str) -> int:
 
 
 INT8_HOW = (f"onnxruntime.quantization.quantize_static: QDQ (u8 activations, s8 weights per channel), MinMax "
-            f"calibration on {CALIBRATION_SAMPLES} seeded inputs; int8 where the optimized graph has integer "
-            "convolutions")
+            f"calibration on {CALIBRATION_SAMPLES} seeded inputs; a transformer by its weights only, in 7 bits "
+            "(reduce_range); int8 where the optimized graph has integer convolutions")
 BF16_NO = "no: ONNX Runtime's CPU execution provider has no bf16 convolution kernels (an fp32 run would be mislabelled)"
 FP16_NOT_YET = "not yet: an fp16 model (onnxconverter_common float16) on the CUDA provider is not built"
 

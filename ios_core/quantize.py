@@ -39,6 +39,21 @@ METHODS = ("minmax", "entropy", "percentile")
 ORT_FORMAT = "QDQ, activations u8, weights s8 per channel"
 # what ort_quantize passes to quantize_static, from this one dict (and what the build caches key)
 ORT_SETTINGS = {"quant_format": "QDQ", "per_channel": True, "activation_type": "QUInt8", "weight_type": "QInt8"}
+# and, for a transformer (a model with TRANSFORMER_OPS), as ONNX Runtime's documentation tells its users:
+# - pre_process: the model first through onnxruntime.quantization's quant_pre_process (shape inference and ORT's
+#   basic optimizations: constant folding), as quantize_static's own log advises. The exporter gives a dense
+#   layer's weight as Transpose(initializer); without the folding quantize_static took that for an activation
+#   (u8, one scale per tensor, a QuantizeLinear at run time), with it the weight is an initializer, s8 per channel.
+# - reduce_range: the weights in 7 bits, its advice for a CPU without VNNI ("may improve the accuracy ... on
+#   non-VNNI machines, especially for per-channel mode"). There its u8 x s8 kernels add two products in 16 bits,
+#   which saturate on inputs quantized around a mid-range zero point (layer norms' outputs, signed); a CNN's ReLU
+#   outputs sit at zero point 0 and do not. On this 2-core AVX2 VM (no VNNI), vit_tiny: 0.447 pre-processed at
+#   8 bits, 0.043 for that QDQ model run in float (optimizations off: no integer kernel), 0.045 at 7 bits;
+#   squeezenet and resnet18 (no saturation) 0.023 and 0.018 at 8 bits, 0.042 and 0.034 at 7: a CNN keeps
+#   ORT_SETTINGS, its model as exported.
+ORT_TRANSFORMER = {"pre_process": "quant_pre_process", "reduce_range": True}
+ORT_FORMAT_TRANSFORMER = ("QDQ after quant_pre_process, activations u8, weights s8 per channel in 7 bits "
+                          "(reduce_range)")
 
 
 def calibration_inputs(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES,
@@ -141,12 +156,39 @@ def calibration_feeds(graph, batch_size: int, samples: int = CALIBRATION_SAMPLES
                    f".npy files (sha1 {note['sha1'][:12]})", "data": note}, f"calibration data sha1 {note['sha1']}"
 
 
-def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", floats: list[str] | None = None):
+def ort_settings(model, transformer: bool | None = None) -> dict:
+    """What :func:`ort_quantize` passes to ``quantize_static`` for ``model`` (an ONNX ModelProto):
+    :data:`ORT_SETTINGS`, and for a transformer :data:`ORT_TRANSFORMER` too (``transformer``; where not
+    given, whether ``model`` has :data:`TRANSFORMER_OPS`: :func:`has_transformer_ops`)."""
+    if transformer is None:
+        transformer = has_transformer_ops(model)
+    return {**ORT_SETTINGS, **(ORT_TRANSFORMER if transformer else {})}
+
+
+def pre_processed(model):
+    """``model`` (an ONNX ModelProto) through ``onnxruntime.quantization.shape_inference.quant_pre_process``
+    (symbolic and ONNX shape inference, ONNX Runtime's basic graph optimizations: constant folding), as
+    ONNX Runtime's quantization documentation prepares a model for ``quantize_static``."""
+    import onnx
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory(prefix="ios-bench-quant-pre-") as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "pre.onnx"
+        onnx.save(model, str(src))
+        quant_pre_process(str(src), str(dst))
+        return onnx.load(str(dst))
+
+
+def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", transformer: bool | None = None):
     """``model`` (fp32 ONNX) quantized by ``onnxruntime.quantization.quantize_static`` to QDQ int8
-    (activations QUInt8, weights QInt8 per channel), calibrated with ``method`` on ``feeds`` (per
-    calibration batch, one array per model input, in the model's input order); returns (quantized
-    ModelProto, the calibration as the record keeps it: tool, method, format). ``floats``: the nodes kept in
-    float (:func:`float_nodes` of ``model`` where not given)."""
+    (activations QUInt8, weights QInt8 per channel; a transformer pre-processed, its weights in 7 bits:
+    :func:`ort_settings`),
+    calibrated with ``method`` on ``feeds`` (per calibration batch, one array per model input, in the
+    model's input order); returns (quantized ModelProto, the calibration as the record keeps it: tool,
+    method, format, settings, and what stayed float). A transformer is pre-processed first
+    (:func:`pre_processed`) and keeps :func:`float_nodes` of the pre-processed model in float.
+    ``transformer``: whether ``model`` is quantized as one (an IOS piece of a transformer without a layer
+    norm: the caller knows its graph); where not given, whether it has :data:`TRANSFORMER_OPS`."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -171,7 +213,12 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", f
         def get_next(self):
             return next(self.it, None)
 
-    exclude = float_nodes(model) if floats is None else floats  # the caller's, where it has them
+    if transformer is None:
+        transformer = has_transformer_ops(model)
+    settings = ort_settings(model, transformer)
+    if settings.get("pre_process"):
+        model = pre_processed(model)
+    exclude = float_nodes(model, transformer)  # by the model quantized: pre-processing names its nodes anew
     with tempfile.TemporaryDirectory(prefix="ios-bench-quant-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         onnx.save(model, str(src))
@@ -179,11 +226,12 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", f
         level = root.level
         root.setLevel(logging.ERROR)  # quantize_static's advice to pre-process, logged on every build
         try:
-            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat[ORT_SETTINGS["quant_format"]],
-                            per_channel=bool(ORT_SETTINGS["per_channel"]),
-                            activation_type=QuantType[ORT_SETTINGS["activation_type"]],
-                            weight_type=QuantType[ORT_SETTINGS["weight_type"]],
+            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat[settings["quant_format"]],
+                            per_channel=bool(settings["per_channel"]),
+                            activation_type=QuantType[settings["activation_type"]],
+                            weight_type=QuantType[settings["weight_type"]],
                             calibrate_method=methods[method],
+                            **({"reduce_range": True} if settings.get("reduce_range") else {}),
                             **({"nodes_to_exclude": exclude} if exclude else {}))
         finally:
             root.setLevel(level)
@@ -191,7 +239,7 @@ def ort_quantize(model, feeds: list[list[np.ndarray]], method: str = "minmax", f
     from importlib.metadata import version
 
     return out, {"tool": f"onnxruntime.quantization.quantize_static {version('onnxruntime')}", "method": method,
-                 "format": ORT_FORMAT, "settings": dict(ORT_SETTINGS),
+                 "format": ORT_FORMAT_TRANSFORMER if settings.get("reduce_range") else ORT_FORMAT, "settings": settings,
                  **({"kept_float": f"{len(exclude)} nodes: {FLOAT_RULE}"} if exclude else {})}
 
 
@@ -207,12 +255,18 @@ FLOAT_RULE = ("a transformer: only Conv, Gemm and MatMul against a weight quanti
               "products of two activations and elementwise operators left in float")
 
 
-def float_nodes(model) -> list[str]:
+def has_transformer_ops(model) -> bool:
+    """Whether ``model`` (an ONNX ModelProto) has any of :data:`TRANSFORMER_OPS`: a transformer, which ONNX
+    Runtime's int8 quantizes by its weights (:func:`float_nodes`) in 7 bits (:data:`ORT_TRANSFORMER`)."""
+    return any(n.op_type in TRANSFORMER_OPS for n in model.graph.node)
+
+
+def float_nodes(model, transformer: bool | None = None) -> list[str]:
     """The names of ``model``'s nodes (an ONNX ModelProto) that :func:`ort_quantize` keeps in float: none
-    for a network without :data:`TRANSFORMER_OPS`; else every node but those of :data:`WEIGHT_OPS` with a
-    weight among their inputs (an initializer, or what a Constant, or a Transpose, Reshape or Cast of a
-    weight, gives)."""
-    if not any(n.op_type in TRANSFORMER_OPS for n in model.graph.node):
+    for a network that is no transformer (``transformer``; where not given, one without
+    :data:`TRANSFORMER_OPS`); else every node but those of :data:`WEIGHT_OPS` with a weight among their
+    inputs (an initializer, or what a Constant, or a Transpose, Reshape or Cast of a weight, gives)."""
+    if not (has_transformer_ops(model) if transformer is None else transformer):
         return []
     consts = {i.name for i in model.graph.initializer}
     for n in model.graph.node:  # a weight transposed or reshaped stays a weight
@@ -250,7 +304,8 @@ def stored_key(model, feeds: list[list[np.ndarray]], *parts) -> str:
 def integer_kernels(optimized_path) -> dict:
     """What ONNX Runtime's optimized graph (``SessionOptions.optimized_model_filepath``) computes in
     integers: the count of integer convolutions (``conv``: QLinearConv, ConvInteger) and of other
-    integer kernels (``other``); the file is removed (and its folder, when empty)."""
+    integer kernels (``other``: QLinear*, *Integer, :data:`ORT_INTEGER_OTHER`); the file is removed (and its
+    folder, when empty)."""
     import onnx
 
     path = Path(optimized_path)
@@ -263,12 +318,14 @@ def integer_kernels(optimized_path) -> dict:
         except OSError:
             pass
     conv = sum(op in ("QLinearConv", "ConvInteger") for op in ops)
-    other = sum(op.startswith("QLinear") or op.endswith("Integer") for op in ops) - conv
+    # QGemm (a quantized Gemm: a dense layer after pre-processing) and MatMulIntegerToFloat are integer too
+    other = sum(op.startswith("QLinear") or op in ORT_INTEGER_OTHER or op.endswith("Integer") for op in ops) - conv
     return {"conv": conv, "other": other, "nodes": len(ops),
             "float_conv": sum(op in ORT_FLOAT_CONV for op in ops),
             "float_matmul": sum(op in ORT_FLOAT_MATMUL for op in ops)}
 
 
+ORT_INTEGER_OTHER = ("QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QAttention")  # com.microsoft's
 ORT_FLOAT_CONV = ("Conv", "FusedConv", "NhwcFusedConv", "ConvTranspose")  # float kernels of ORT's optimized graph
 ORT_FLOAT_MATMUL = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm")
 
@@ -285,8 +342,17 @@ def float_heavy(kernels: dict) -> dict:
 # means PERFORMANCE for every model type but transformers), and recorded from this one dict.
 NNCF_SETTINGS = {"preset": "performance", "fast_bias_correction": True, "target_device": "ANY"}
 # a transformer (:func:`is_transformer`) is quantized as NNCF's documentation tells its users to: model type
-# transformer (its own float rules for softmax, normalizations and attention), whose default preset is mixed
-NNCF_TRANSFORMER = {**NNCF_SETTINGS, "preset": "mixed", "model_type": "transformer"}
+# transformer (its own float rules for softmax, normalizations and attention), whose default preset is mixed,
+# and the overflow fix on every layer (AdvancedQuantizationParameters.overflow_fix ENABLE: weights in 7 bits,
+# NNCF's remedy for CPUs without VNNI, whose u8 x s8 kernels saturate 16-bit pair sums; its default fixes the
+# first layer only). The same saturation as ONNX Runtime's (ORT_TRANSFORMER): on this AVX2 VM vit_tiny 0.183
+# -> 0.068, convnext_tiny 0.129 -> 0.066 (SmoothQuant's alpha 0.5 on top: 0.059 and 0.031, not taken: NNCF's
+# transformer defaults kept); squeezenet and resnet18 (CNN settings) 0.021 and 0.016 -> 0.049 and 0.038 with
+# it: a CNN keeps NNCF_SETTINGS. And its constants folded first (openvino.passes.ConstantFolding, what
+# ov.convert_model does too): the ONNX reader leaves a dense layer's weight as Transpose(constant), which NNCF
+# quantized as an activation and the CPU plugin then ran 6 of a ViT block's 7 FullyConnected layers in f32.
+NNCF_TRANSFORMER = {**NNCF_SETTINGS, "preset": "mixed", "model_type": "transformer", "overflow_fix": "enable",
+                    "fold_constants": True}
 
 
 def nncf_settings(graph) -> dict:
@@ -295,13 +361,23 @@ def nncf_settings(graph) -> dict:
     return dict(NNCF_TRANSFORMER if is_transformer(graph) else NNCF_SETTINGS)
 
 
+def nncf_model_settings(model, transformer: bool | None = None) -> dict:
+    """:func:`nncf_settings` for an ONNX model (an IOS piece): :data:`NNCF_TRANSFORMER` for a transformer
+    (``transformer``; where not given, whether it has :data:`TRANSFORMER_OPS`), else :data:`NNCF_SETTINGS`."""
+    if transformer is None:
+        transformer = has_transformer_ops(model)
+    return dict(NNCF_TRANSFORMER if transformer else NNCF_SETTINGS)
+
+
 def nncf_method(settings: dict = NNCF_SETTINGS) -> str:
     """How the record names an NNCF run with ``settings`` (what :func:`nncf_quantize` passes)."""
     modes = {"performance": "symmetric weights and activations", "mixed": "symmetric weights, asymmetric activations"}
     return (f"nncf.quantize post-training: preset {settings['preset']} ({modes[settings['preset']]}), "
             f"fast bias correction {'on' if settings['fast_bias_correction'] else 'off'}, target device "
             f"{settings['target_device']}, NNCF's default range estimators"
-            + (f", model type {settings['model_type']}" if settings.get("model_type") else ""))
+            + (f", model type {settings['model_type']}" if settings.get("model_type") else "")
+            + (f", overflow fix {settings['overflow_fix']}: weights in 7 bits" if settings.get("overflow_fix") else "")
+            + (", constants folded first (openvino.passes.ConstantFolding)" if settings.get("fold_constants") else ""))
 
 
 def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF_SETTINGS):
@@ -315,12 +391,25 @@ def nncf_quantize(ov_model, feeds: list[list[np.ndarray]], settings: dict = NNCF
     if not feeds:
         raise ValueError("no calibration feeds")
     items = [arrays[0] if len(arrays) == 1 else list(arrays) for arrays in feeds]
+    if settings.get("fold_constants"):
+        from openvino import passes
+
+        ov_model = ov_model.clone()
+        manager = passes.Manager()
+        manager.register_pass(passes.ConstantFolding())
+        manager.run_passes(ov_model)
+    extra = {}
+    if settings.get("overflow_fix"):
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
+        extra["advanced_parameters"] = AdvancedQuantizationParameters(
+            overflow_fix=OverflowFix(settings["overflow_fix"]))
     quantized = nncf.quantize(ov_model, nncf.Dataset(items), subset_size=len(items),
                               preset=nncf.QuantizationPreset(settings["preset"]),
                               fast_bias_correction=bool(settings["fast_bias_correction"]),
                               target_device=nncf.TargetDevice[settings["target_device"]],
                               **({"model_type": nncf.ModelType[settings["model_type"].upper()]}
-                                 if settings.get("model_type") else {}))
+                                 if settings.get("model_type") else {}), **extra)
     return quantized, {"tool": f"nncf.quantize {version('nncf')}", "method": nncf_method(settings),
                        "settings": dict(settings)}
 
@@ -374,9 +463,15 @@ OBSERVER_PREFIX = "activation_post_process_"  # prepare_fx's names for the obser
 def is_transformer(graph) -> bool:
     """Whether ``graph`` (an IR Graph) has general-tensor operators (tokens, attention, layer norm: issue 56),
     which int8 quantizes by its weights only (:data:`FLOAT_RULE`)."""
+    return has_tensor_nodes(graph.nodes())
+
+
+def has_tensor_nodes(nodes) -> bool:
+    """Whether any of ``nodes`` (IR nodes: a graph's, or the operators of an IOS piece) is a general-tensor
+    operator (``ios_core.ir.tensor_nodes.TENSOR_TYPES``): a transformer's, quantized as one."""
     from ios_core.ir.tensor_nodes import TENSOR_TYPES
 
-    return any(n.TYPE in TENSOR_TYPES for n in graph.nodes())
+    return any(n.TYPE in TENSOR_TYPES for n in nodes)
 
 
 def torch_qconfig_mapping(backend: str = TORCH_BACKEND, weights_only: bool = False):
@@ -540,9 +635,11 @@ def tflite_integer_kernels(interpreter) -> dict:
 
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "CALIBRATION_STREAM", "METHODS", "NNCF_SETTINGS", "ORT_SETTINGS",
-           "TORCH_BACKEND", "CalibrationDataError", "calibration_feeds", "read_calibration_data",
+           "ORT_TRANSFORMER", "TORCH_BACKEND", "CalibrationDataError", "calibration_feeds", "read_calibration_data",
            "build_key", "calibration_inputs",
-           "float_heavy", "openvino_float_layers", "calibration_seed", "integer_convolutions", "integer_kernels",
-           "inputs_note", "nncf_method", "nncf_quantize", "ort_quantize", "runtime_float_precision",
-           "runtime_precisions", "stored_key",
+           "float_heavy", "has_tensor_nodes", "openvino_float_layers", "calibration_seed", "integer_convolutions",
+           "integer_kernels",
+           "has_transformer_ops", "inputs_note", "nncf_method", "nncf_model_settings", "nncf_quantize",
+           "ort_quantize", "ort_settings",
+           "runtime_float_precision", "runtime_precisions", "stored_key",
            "tflite_integer_kernels", "tflite_quantize", "torch_integer_ops", "torch_qconfig_mapping", "torch_quantize"]

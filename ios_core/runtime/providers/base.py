@@ -139,6 +139,15 @@ def random_feeds(piece: Piece, batch_size: int, seed: int, batches: int = CALIBR
             for _ in range(batches)]
 
 
+def transformer_piece(piece: Piece) -> bool:
+    """Whether a piece holds a general-tensor operator (a transformer's: ``ios_core.quantize.has_tensor_nodes``),
+    which int8 quantizes as a transformer even where the piece is a dense layer alone (its input a layer norm's
+    output elsewhere: the whole-model quantizers' rule, ``ios_core.quantize``)."""
+    from ios_core.quantize import has_tensor_nodes
+
+    return has_tensor_nodes(leaf for n in piece.nodes for leaf in leaf_nodes(n))
+
+
 def convolutions(piece: Piece) -> int:
     """The convolutions among a piece's operators (what int8 quantizes and the read-back counts)."""
     return sum(leaf.TYPE == "conv" for n in piece.nodes for leaf in leaf_nodes(n))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions
+from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions, transformer_piece
 from ios_core.runtime.providers.onnx_piece import DEFAULT_OPSET, export_piece
 from ios_core.runtime.providers.settings import provider_settings
 
@@ -68,9 +68,10 @@ class ORTKernel(Kernel):
         return self.session.run(None, {node.name: a for node, a in zip(self.piece.inputs, inputs)})
 
 
-def quantized_piece(model, feeds, store=None):
-    """``model`` quantized by ``ios_core.quantize.ort_quantize`` (MinMax) on ``feeds``; with ``store`` (a
-    build cache's directory) kept there under ``stored_key`` and reused (``calibration["cache"]``)."""
+def quantized_piece(model, feeds, store=None, transformer: bool | None = None):
+    """``model`` quantized by ``ios_core.quantize.ort_quantize`` (MinMax) on ``feeds``, as a transformer's
+    piece where ``transformer`` (weights only, pre-processed, 7 bits); with ``store`` (a build cache's
+    directory) kept there under ``stored_key`` and reused (``calibration["cache"]``)."""
     import json
     from pathlib import Path
 
@@ -82,10 +83,15 @@ def quantized_piece(model, feeds, store=None):
     if store is not None:
         import onnxruntime as ort
 
-        path = Path(store) / f"{quantize.stored_key(model, feeds, 'minmax', ort.__version__)}.onnx"
+        # a transformer's settings (ORT_TRANSFORMER) in the key; a CNN piece's key as before
+        if transformer is None:
+            transformer = quantize.has_transformer_ops(model)
+        extra = quantize.ort_settings(model, True) if transformer else {}
+        key = quantize.stored_key(model, feeds, "minmax", ort.__version__, *sorted(extra.items()))
+        path = Path(store) / f"{key}.onnx"
         if path.is_file():
             return onnx.load(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
-    out, calib = quantize.ort_quantize(model, feeds, "minmax")
+    out, calib = quantize.ort_quantize(model, feeds, "minmax", transformer=transformer)
     if path is not None:
         onnx.save(out, str(path))
         path.with_suffix(".json").write_text(json.dumps(calib))
@@ -118,7 +124,8 @@ class OnnxRuntimeProvider(Provider):
         calib, optimized = None, None
         so, cfg = session_options(threads, precision)
         if precision == "int8":
-            model, calib = quantized_piece(model, calibration, store)
+            # a piece with a general-tensor operator (a transformer's, if only its dense layers) is quantized as one
+            model, calib = quantized_piece(model, calibration, store, transformer_piece(piece))
             optimized = Path(tempfile.mkdtemp(prefix="ios-bench-ort-piece-")) / "optimized.onnx"
             so.optimized_model_filepath = str(optimized)  # read back: the kernels ONNX Runtime chose
         t1 = time.perf_counter()

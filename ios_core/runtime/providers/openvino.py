@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions
+from ios_core.runtime.providers.base import Kernel, Piece, Provider, convolutions, transformer_piece
 from ios_core.runtime.providers.onnx_piece import DEFAULT_OPSET, export_piece
 from ios_core.runtime.providers.settings import provider_settings
 
@@ -78,23 +78,26 @@ class OVKernel(Kernel):
         return call
 
 
-def quantized_piece(ov_model, onnx_model, feeds, store=None):
-    """``ov_model`` quantized by ``ios_core.quantize.nncf_quantize`` on ``feeds``; with ``store`` (a build
-    cache's directory) kept there (OpenVINO IR) under ``stored_key`` of the fp32 ONNX piece and reused."""
+def quantized_piece(ov_model, onnx_model, feeds, store=None, transformer: bool | None = None):
+    """``ov_model`` quantized by ``ios_core.quantize.nncf_quantize`` on ``feeds`` (a transformer's piece:
+    ``transformer``, or where not given one with a transformer's operators, with NNCF's transformer settings:
+    ``nncf_model_settings``); with ``store`` (a build cache's directory) kept there (OpenVINO IR) under
+    ``stored_key`` of the fp32 ONNX piece and reused."""
     import json
     from pathlib import Path
 
     from ios_core import quantize
 
     path = None
+    chosen = quantize.nncf_model_settings(onnx_model, transformer)  # a transformer's piece: NNCF_TRANSFORMER
     if store is not None:
         import openvino as ov
 
-        settings = sorted(quantize.NNCF_SETTINGS.items())  # a changed setting never reuses a piece quantized otherwise
+        settings = sorted(chosen.items())  # a changed setting never reuses a piece quantized otherwise
         path = Path(store) / f"{quantize.stored_key(onnx_model, feeds, 'nncf', ov.get_version(), settings)}.xml"
         if path.is_file():
             return core().read_model(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
-    out, calib = quantize.nncf_quantize(ov_model, feeds)
+    out, calib = quantize.nncf_quantize(ov_model, feeds, chosen)
     if path is not None:
         import openvino as ov
 
@@ -137,7 +140,7 @@ class OpenVINOProvider(Provider):
         ov_model = read_onnx(model.SerializeToString())
         calib = None
         if precision == "int8":
-            ov_model, calib = quantized_piece(ov_model, model, calibration, store)
+            ov_model, calib = quantized_piece(ov_model, model, calibration, store, transformer_piece(piece))
         compiled = c.compile_model(ov_model, "CPU", cfg)
         got = _prop(compiled, "INFERENCE_PRECISION_HINT")
         if precision == "fp32" and got != "f32":
