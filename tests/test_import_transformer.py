@@ -286,3 +286,107 @@ def test_torchvisions_full_windowed_transformers_import_and_match_torch(name):
     net = _randomize(getattr(tv.models(), name)(weights=None).eval())
     graph = _check(net, 224, name, batch=1)
     assert graph.output_shape[0] == 1000
+
+
+# ---- the forms timm writes (tests/test_import_timm.py imports timm's own networks) ----------------------
+class _TanhMlp(nn.Module):
+    """An MLP with the tanh GELU: ``nn.GELU(approximate="tanh")`` ("torch": Mul, Mul, Mul, Add, Mul, Tanh,
+    Add, Mul, Mul in the file), written out ("written": ``x * 0.5`` first, other operand orders), written
+    out with ``x * x`` read again after ("shared"), or with 0.05 for 0.044715 ("kappa": not the GELU)."""
+
+    def __init__(self, form: str = "torch"):
+        super().__init__()
+        self.form = form
+        self.fc1, self.fc2 = nn.Linear(3, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.fc1(x.flatten(2).transpose(1, 2))
+        if self.form == "torch":
+            return self.fc2(nn.functional.gelu(y, approximate="tanh"))
+        square = y * y
+        kappa = 0.05 if self.form == "kappa" else 0.044715
+        g = y * 0.5 * (1.0 + torch.tanh((y + kappa * (square * y)) * 0.7978845608))
+        return self.fc2(g) + self.fc2(square) if self.form == "shared" else self.fc2(g)
+
+
+@pytest.mark.parametrize("form", ["torch", "written"])
+def test_the_tanh_gelu_is_one_activation_fused_into_its_dense(form):
+    torch.manual_seed(0)
+    graph = _check(_TanhMlp(form), 4, f"gelu_tanh_{form}")
+    assert [(op.TYPE, getattr(op, "act", None)) for op in graph.operators()] == \
+        [("reshape", None), ("transpose", None), ("dense", "gelu_tanh"), ("dense", "identity")]
+
+
+@pytest.mark.parametrize("form", ["shared", "kappa"])
+def test_a_tanh_that_is_not_the_gelu_is_computed_as_written(form):
+    torch.manual_seed(0)
+    graph = _check(_TanhMlp(form), 4, f"not_gelu_{form}")
+    assert "gelu_tanh" not in {getattr(op, "act", None) for op in graph.operators()}
+    assert "tanh" in {getattr(op, "act", None) or getattr(op, "act_type", None) for op in graph.operators()}
+
+
+class _StackedQkv(nn.Module):
+    """timm's attention: one projection to q, k and v, reshaped (N, T, 3, heads, d), permuted (3, N, heads,
+    T, d) and unbound (a Split of the first axis, the batch second), then ``scaled_dot_product_attention``."""
+
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.embed = nn.Conv2d(3, dim, 2, 2)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        y = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(n, t, d))
+
+
+def test_unbinding_a_stacked_qkv_splits_its_first_axis():
+    torch.manual_seed(0)
+    graph = _check(_StackedQkv(), 8, "stacked_qkv")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert kinds.count("matmul") == 2 and "softmax" in kinds
+
+
+class _Splits(nn.Module):
+    def forward(self, x):
+        top, bottom = torch.split(x, [1, 3], dim=2)  # a Split along a feature map's height
+        return torch.cat([torch.relu(bottom), top], dim=2)
+
+
+def test_a_split_along_another_axis_than_channels_is_slices_of_that_axis():
+    graph = _check(_Splits(), 4, "splits")
+    assert graph.output_shape == (3, 4, 4) and "activation" in [op.TYPE for op in graph.operators()]
+
+
+class _Means(nn.Module):
+    """Reductions over other axes than a feature map's height and width: timm's pooling of a token map
+    (N, H, W, C), a mean over tokens, a max over features kept as an axis of one."""
+
+    def __init__(self, which: str):
+        super().__init__()
+        self.which, self.fc = which, nn.Linear(3, 5)
+
+    def forward(self, x):
+        t = x.permute(0, 2, 3, 1)  # N, H, W, C
+        if self.which == "hw":
+            return self.fc(t.mean((1, 2)))
+        if self.which == "tokens":
+            return t.flatten(1, 2).amax(1) * 2.0
+        return t.flatten(1, 2) - t.flatten(1, 2).mean(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("which", ["hw", "tokens", "features"])
+def test_a_reduction_over_any_per_sample_axes_is_a_global_pool(which):
+    graph = _check(_Means(which), 4, f"mean_{which}")
+    assert sum(op.TYPE == "pool" for op in graph.operators()) == 1
+
+
+def test_a_reduction_over_the_batch_axis_is_refused_in_one_line():
+    class Total(nn.Module):
+        def forward(self, x):
+            return x.mean(0, keepdim=True)
+
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'total': ReduceMean node .*over the batch axis"):
+        frontend.load(_export(Total(), 4), name="total")

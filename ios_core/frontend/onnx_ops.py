@@ -138,7 +138,8 @@ class OnnxOps:
         return self._activation(ins, "sigmoid")
 
     def _op_Tanh(self, ins, attrs):
-        return self._activation(ins, "tanh")
+        gelu = self._gelu_tanh()  # the tanh GELU (onnx_tensor_ops), or a plain tanh
+        return gelu if gelu is not None else self._activation(ins, "tanh")
 
     def _op_HardSwish(self, ins, attrs):
         return self._activation(ins, "hardswish")
@@ -224,13 +225,16 @@ class OnnxOps:
         return self._global(ins, "global_max")
 
     def _reduce(self, ins, attrs, pool_type: str):
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         axes = attrs.get("axes")
         if axes is None and len(ins) > 1 and ins[1] is not None:
             axes = self._const(ins[1], "axes").tolist()
-        if axes is None or x.rank != 4 or sorted(a % 4 for a in axes) != [2, 3]:
-            self.refuse(f"a reduction over axes {axes}; only over height and width (2, 3) of a 4-D tensor")
-        return self._global(ins, pool_type, keepdims=bool(attrs.get("keepdims", 1)))
+        if not axes:
+            self.refuse("a reduction over every axis (the batch's too)")
+        keepdims = bool(attrs.get("keepdims", 1))
+        if x.rank == 4 and x.bpos == 0 and sorted(a % 4 for a in axes) == [2, 3]:
+            return self._global(ins, pool_type, keepdims=keepdims)
+        return self._reduce_any(x, axes, keepdims, pool_type)  # other axes: a token map's (N, H, W, C)
 
     def _op_ReduceMean(self, ins, attrs):
         return self._reduce(ins, attrs, "global_avg")
@@ -254,9 +258,17 @@ class OnnxOps:
         return _Act([v for a in acts for v in a.values], rank)
 
     def _op_Split(self, ins, attrs):
-        x = self._act(ins[0])
-        self._channel_axis(int(attrs.get("axis", 0)), x.rank)
-        c = x.shape[0]
+        """Channels of a feature map: the IR's channel slices; any other per-sample axis of a general
+        tensor (``unbind`` of a stacked q, k, v): its slices (``_slice_any``)."""
+        x = self._act(ins[0], moved=True)
+        axis = int(attrs.get("axis", 0))
+        if not -x.rank <= axis < x.rank:
+            self.refuse(f"axis {axis} of a tensor of rank {x.rank}")
+        axis %= x.rank
+        if axis == x.bpos:
+            self.refuse("a split along the batch axis")
+        general = x.bpos != 0 or axis != 1
+        c = x.full(self.batch)[axis] if general else x.shape[0]
         split = attrs.get("split")
         if split is None and len(ins) > 1 and ins[1] is not None:
             split = self._const(ins[1], "split").tolist()
@@ -269,7 +281,10 @@ class OnnxOps:
             self.refuse(f"split sizes {split} do not divide {c} channels into {n_out} outputs")
         outs, begin = [], 0
         for s in split:
-            outs.append(_Act(self._slice(x.values, begin, begin + s), x.rank))
+            if general:
+                outs.append(self._slice_any(x, [begin], [begin + s], [axis], [1]))
+            else:
+                outs.append(_Act(self._slice(x.values, begin, begin + s), x.rank))
             begin += s
         return outs
 

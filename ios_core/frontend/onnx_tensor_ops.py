@@ -40,6 +40,7 @@ from ios_core.ir import (
     L2Norm,
     LayerNorm,
     MatMul,
+    Pool,
     Prepend,
     Reshape,
     Softmax,
@@ -270,6 +271,34 @@ class TensorOps:
         moved = [v for a in acts for v in self._node_on(Transpose, a, perm=front).values]
         return self._node_on(Transpose, _Act(moved, x.rank, bpos=x.bpos), perm=back)
 
+    def _reduce_any(self, x: _Act, axes, keepdims: bool, pool_type: str) -> _Act:
+        """``ReduceMean``/``ReduceMax`` over any per-sample axes (timm's pooling of an (N, H, W, C) token
+        map, a mean over tokens): the kept axes first and the reduced ones last (a ``transpose``), reshaped
+        to a (kept, reduced, 1) map, its global pool, reshaped to the kept dims (ones where the reduced
+        axes were, with ``keepdims``); one kept axis without keepdims is a classifier's (N, C)."""
+        x = self._unflat(x)
+        if any(not -x.rank <= int(a) < x.rank for a in axes):
+            self.refuse(f"a reduction over axes {list(axes)} of a tensor of rank {x.rank}")
+        red = sorted({int(a) % x.rank for a in axes})
+        if x.bpos in red:
+            self.refuse("a reduction over the batch axis")
+        full, bpos = list(x.full(self.batch)), x.bpos
+        ir_red = [self._ir_axis(a, x) for a in red]
+        ir_keep = [a for a in range(len(x.shape)) if a not in ir_red]
+        kept, reduced = (int(np.prod([x.shape[a] for a in axs])) for axs in (ir_keep, ir_red))
+        if ir_keep + ir_red != sorted(ir_keep + ir_red):
+            x = self._node_on(Transpose, x, perm=tuple(ir_keep + ir_red))
+        x = self._reshape_to(x, [kept, reduced, 1], 0, 4)
+        pooled = _Act([whole(self._add(Pool, [[v] for v in x.values], self._hint(), pool_type=pool_type))], 4)
+        if keepdims:
+            out = [1 if i in red else d for i, d in enumerate(full)]
+        else:
+            out = [d for i, d in enumerate(full) if i not in red]
+            bpos = None if bpos is None else bpos - sum(r < bpos for r in red)
+        if bpos == 0 and len(out) == 2:
+            return _Act(pooled.values, 2)  # (N, C), stored (C, 1, 1): a classifier's features
+        return self._reshape_to(pooled, out if bpos is None else out[:bpos] + out[bpos + 1:], bpos, len(out))
+
     def _pad_any(self, x: _Act, pads: list[int]) -> _Act:
         """A zero ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
         each axis, zero rows put before by a ``prepend`` of zeros, and after as a concatenation with the
@@ -411,18 +440,23 @@ class TensorOps:
 
     def _op_Erf(self, ins, attrs):
         """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
-        (the nodes after the Erf are skipped; the scaled input before it is left to dead-code elimination)."""
+        (``_gelu_from``)."""
         found = self._gelu_pattern()
         if found is None:
             self.refuse("Erf outside the GELU pattern x * (1 + erf(x / sqrt(2))) / 2 (Div, Erf, Add, Mul, Mul)")
-        x_name, last, skipped = found
-        scaled = self.values.get(node_input := self.node.input[0])
-        if isinstance(scaled, _Act) and len(scaled.values) == 1 and scaled.values[0].node in self.ops:
-            self.ops.remove(scaled.values[0].node)  # x / sqrt(2), read by the Erf alone: not computed
-        del self.values[node_input]
-        act = self._unflat(self._act(self.values[x_name], moved=True))
-        node = self._add(Activation, [[v] for v in act.values], self._hint(), act_type="gelu")
-        out = _Act([whole(node)], act.rank)
+        x_name, last, skipped, dropped = found
+        return self._gelu_from(x_name, [self.node.input[0], *dropped], last, skipped, "gelu")
+
+    def _gelu_from(self, x_name: str, before: list[str], last: str, skipped: set[int], act_type: str) -> _Act:
+        """A GELU pattern found around the Erf or Tanh being converted: one activation of ``x_name`` for
+        the pattern's output ``last``. The IR nodes of the tensors in ``before`` (converted already, read
+        by the pattern alone) are removed, so that the activation reads ``x`` alone and is fused into
+        the ``dense`` before it; the nodes in ``skipped`` (after it) are not converted."""
+        for name in before:
+            got = self.values.pop(name, None)
+            if isinstance(got, _Act) and len(got.values) == 1 and got.values[0].node in self.ops:
+                self.ops.remove(got.values[0].node)
+        out = self._node_on(Activation, self._unflat(self._act(self.values[x_name], moved=True)), act_type=act_type)
         self.values[last] = out
         self.skip.update(skipped)
         self._check_shape(last, out)
@@ -439,23 +473,77 @@ class TensorOps:
         want = np.sqrt(2.0) if div[1].op_type == "Div" else np.sqrt(0.5)
         if not self._is_scalar(k, want) or self._sole_consumer(node.input[0], "Erf") is None:
             return None
-        add = self._sole_consumer(node.output[0], "Add")
-        if add is None or not self._is_scalar(_other(add[1], node.output[0]), 1.0):
+        tail = self._gelu_tail(x_name, node.output[0])
+        return None if tail is None else (x_name, *tail)
+
+    def _gelu_tail(self, x_name: str, name: str):
+        """(the output, the node indices, the tensors before read by them alone) of ``x * (1 + t) / 2``
+        after ``t`` (tensor ``name``, an Erf's or a Tanh's): ``Add 1 -> Mul x -> Mul 0.5``, or
+        ``(x * 0.5) * (1 + t)`` (``x * 0.5`` converted before); else None."""
+        add = self._sole_consumer(name, "Add")
+        if add is None or not self._is_scalar(_other(add[1], name), 1.0):
             return None
         mul = self._sole_consumer(add[1].output[0], "Mul")
         if mul is None:
             return None
         other = _other(mul[1], add[1].output[0])
-        if other == x_name:  # (x * (1 + erf)) * 0.5
+        if other == x_name:  # (x * (1 + t)) * 0.5
             half = self._sole_consumer(mul[1].output[0], "Mul")
             if half is None or not self._is_scalar(_other(half[1], mul[1].output[0]), 0.5):
                 return None
-            return x_name, half[1].output[0], {add[0], mul[0], half[0]}
-        pre = self._producer(other)  # (x * 0.5) * (1 + erf)
+            return half[1].output[0], {add[0], mul[0], half[0]}, []
+        pre = self._producer(other)  # (x * 0.5) * (1 + t)
         if pre is not None and pre[1].op_type == "Mul" and x_name in pre[1].input and \
                 self._is_scalar(_other(pre[1], x_name), 0.5):
-            return x_name, mul[1].output[0], {add[0], mul[0]}
+            alone = len(self._graph_maps()[1].get(other, [])) == 1
+            return mul[1].output[0], {add[0], mul[0]}, [other] if alone else []
         return None
+
+    def _gelu_tanh(self) -> _Act | None:
+        """The tanh GELU, ``x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) / 2``, as the TorchScript
+        exporter writes it (``Mul(x, x)``, ``Mul`` by x, ``Mul 0.044715``, ``Add x``, ``Mul sqrt(2 / pi)``,
+        ``Tanh``, then the erf GELU's tail; operands in either order): one ``gelu_tanh`` activation
+        (``_gelu_from``). None when the Tanh being converted is not one (a plain ``tanh``)."""
+        found = self._gelu_tanh_pattern()
+        if found is None:
+            return None
+        x_name, before, last, skipped, dropped = found
+        return self._gelu_from(x_name, before + dropped, last, skipped, "gelu_tanh")
+
+    def _gelu_tanh_pattern(self):
+        """(x, the tensors before the Tanh, the pattern's output, the node indices after the Tanh) when the
+        Tanh being converted is the tanh GELU's; else None."""
+        node = self.node
+        inner = node.input[0]
+        s = self._times(inner, np.sqrt(2.0 / np.pi))
+        add = None if s is None else self._producer(s)
+        if add is None or add[1].op_type != "Add" or len(add[1].input) != 2:
+            return None
+        for x_name, k in (tuple(add[1].input), tuple(add[1].input)[::-1]):
+            cube = self._times(k, 0.044715)
+            made = None if cube is None else self._producer(cube)
+            if made is None or made[1].op_type != "Mul" or x_name not in made[1].input:
+                continue
+            sq = _other(made[1], x_name)
+            sq_made = self._producer(sq)
+            if sq_made is None or sq_made[1].op_type != "Mul" or list(sq_made[1].input) != [x_name, x_name]:
+                continue
+            before = [sq, cube, k, s, inner]
+            if any(len(self._graph_maps()[1].get(t, [])) != 1 for t in before):
+                return None  # an intermediate read elsewhere too
+            tail = self._gelu_tail(x_name, node.output[0])
+            return None if tail is None else (x_name, before, *tail)
+        return None
+
+    def _times(self, name: str, value: float) -> str | None:
+        """The other input when tensor ``name`` is a ``Mul`` by the constant ``value``; else None."""
+        made = self._producer(name)
+        if made is None or made[1].op_type != "Mul" or len(made[1].input) != 2:
+            return None
+        a, b = made[1].input
+        if self._is_scalar(b, value):
+            return a
+        return b if self._is_scalar(a, value) else None
 
     # ---- the ONNX graph around the node being converted ------------------------------------------------------
     def _graph_maps(self):
