@@ -390,3 +390,92 @@ def test_a_reduction_over_the_batch_axis_is_refused_in_one_line():
 
     with pytest.raises(UnsupportedModel, match=r"^cannot import 'total': ReduceMean node .*over the batch axis"):
         frontend.load(_export(Total(), 4), name="total")
+
+
+class _Norms2d(nn.Module):
+    """GroupNorm (exported as Reshape (N, groups, -1) -> InstanceNormalization -> Reshape back -> Mul, Add)
+    and InstanceNorm2d with its own scale and bias (InstanceNormalization alone)."""
+
+    def __init__(self, groups: int | None):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.norm = nn.GroupNorm(groups, 4) if groups else nn.InstanceNorm2d(4, affine=True)
+        with torch.no_grad():
+            self.norm.weight.normal_()
+            self.norm.bias.normal_()
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.conv(x)))
+
+
+@pytest.mark.parametrize("groups", [1, 2, None])
+def test_group_and_instance_norms_are_layer_norms_and_a_per_channel_affine(groups):
+    torch.manual_seed(0)
+    graph = _check(_Norms2d(groups), 4, f"norm_{groups}")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert kinds.count("layernorm") == 1 and "affine" in kinds
+
+
+class _StarRelu(nn.Module):
+    def __init__(self, exponent: float = 2.0):
+        super().__init__()
+        self.exponent, self.conv = exponent, nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return 0.8 * torch.relu(self.conv(x)) ** self.exponent - 0.1
+
+
+def test_an_activation_squared_is_an_element_mul_and_another_power_is_refused():
+    torch.manual_seed(0)
+    graph = _check(_StarRelu(), 4, "star_relu")
+    assert "element" in [op.TYPE for op in graph.operators()]
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'cube': Pow node .*other than its square"):
+        frontend.load(_export(_StarRelu(3.0), 4), name="cube")
+
+
+class _SplitAttention(nn.Module):
+    """ResNeSt's split attention in miniature: a conv to radix x C channels viewed as (N, radix, C, H, W)
+    (a Reshape to 5-D that is no channel shuffle), summed over the radix (ReduceSum), pooled, attention
+    weights (N, radix, C, 1, 1) by a softmax over the radix, multiplied into the branches, summed."""
+
+    def __init__(self, c=4, radix=2):
+        super().__init__()
+        self.c, self.radix = c, radix
+        self.conv, self.fc = nn.Conv2d(3, radix * c, 3, padding=1), nn.Conv2d(c, radix * c, 1)
+
+    def forward(self, x):
+        n = x.shape[0]
+        branches = self.conv(x).reshape(n, self.radix, self.c, x.shape[2], x.shape[3])
+        gap = branches.sum(dim=1).mean((2, 3), keepdim=True)
+        att = torch.softmax(self.fc(gap).reshape(n, self.radix, self.c, 1, 1), dim=1)
+        return (branches * att).sum(dim=1)
+
+
+def test_split_attention_sums_and_broadcasts_over_its_radix():
+    torch.manual_seed(0)
+    graph = _check(_SplitAttention(), 4, "split_attention")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert graph.output_shape == (4, 4, 4) and "softmax" in kinds and kinds.count("element") == 1
+
+
+class _Encodings(nn.Module):
+    """A sinusoidal position encoding computed in the graph from the input's shape (Range, Sin, Cos,
+    CumSum, Tile of constants: folded), and a layer norm of rows of a tensor whose batch is merged into
+    its first axis (reshape(-1, W): at batch 1, the file's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        steps = torch.ones(h, w).cumsum(1) * 0.5
+        pos = torch.stack([torch.sin(steps), torch.cos(steps), steps], 0)[None, :c].repeat(n, 1, 1, 1)
+        y = self.norm((x + pos).reshape(-1, w))
+        return y.reshape(n, c, h, w)
+
+
+def test_encodings_of_constants_fold_and_a_layer_norm_of_merged_rows_matches_torch():
+    torch.manual_seed(0)
+    graph = _check(_Encodings(), 4, "encodings")
+    assert [op.TYPE for op in graph.operators()] == ["constant", "reshape", "layernorm", "reshape"]

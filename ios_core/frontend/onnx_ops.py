@@ -242,6 +242,22 @@ class OnnxOps:
     def _op_ReduceMax(self, ins, attrs):
         return self._reduce(ins, attrs, "global_max")
 
+    def _op_ReduceSum(self, ins, attrs):
+        """A sum of an activation (split attention's sum over its radix, SwiftFormer's over its tokens):
+        the mean (``_reduce``) times the number of elements summed."""
+        x = self._act(ins[0], moved=True)
+        if int(attrs.get("noop_with_empty_axes", 0)):
+            self.refuse("ReduceSum with noop_with_empty_axes")
+        full = x.full(self.batch)
+        mean = self._reduce(ins, attrs, "global_avg")
+        axes = attrs.get("axes")
+        if axes is None:
+            axes = self._const(ins[1], "axes").tolist()
+        count = float(np.prod([full[int(a) % x.rank] for a in axes]))
+        if mean.bpos == 0:
+            return self._affine(mean, count, 0.0)
+        return self._constant(mean, np.array(count), "Mul", False)
+
     def _op_Concat(self, ins, attrs):
         if any(isinstance(v, np.ndarray) for v in ins):  # learned rows put first (a class token)
             return self._prepend(ins, attrs)
@@ -346,7 +362,10 @@ class OnnxOps:
                         f"per-channel tensor over a feature map of the same channels")
         ones = (1,) * (len(a.shape) - 1)  # (1, 1) for a feature map
         if a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:]):
-            self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
+            merged = self._merged_broadcast(a, b, op)
+            if merged is None:
+                self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
+            return merged
         if op == "Sub":
             b = self._affine(b, -1.0, 0.0)
         va, vb = self._single(a), self._single(b)
@@ -354,6 +373,20 @@ class OnnxOps:
             va, vb = vb, va  # the full-size value first
         node = self._add(Element, [[va, vb]], self._hint(), op_type="mul" if op == "Mul" else "add")
         return _Act([whole(node)], a.rank, bpos=a.bpos)
+
+    def _merged_broadcast(self, a: _Act, b: _Act, op: str) -> _Act | None:
+        """``a (op) b`` where one has the other's first ``k`` > 1 axes and ones after them (split attention's
+        (radix, C, 1, 1) weights over its (radix, C, H, W) branches): those axes merged into one (a
+        ``reshape``), the one-per-channel broadcast, the result reshaped back; else None."""
+        sa, sb = list(a.shape), list(b.shape)
+        for k in range(2, len(sa)):
+            if sa[:k] == sb[:k] and (set(sb[k:]) == {1} or set(sa[k:]) == {1}):
+                break
+        else:
+            return None
+        a2, b2 = (self._reshape_to(x, [int(np.prod(s[:k])), *s[k:]], 0, len(s) - k + 2) for x, s in ((a, sa), (b, sb)))
+        out = self._binary([a2, b2], op)
+        return self._reshape_to(out, sa if set(sb[k:]) == {1} else sb, a.bpos, a.rank)
 
     def _op_Add(self, ins, attrs):
         return self._binary(ins, "Add")
@@ -366,6 +399,14 @@ class OnnxOps:
 
     def _op_Div(self, ins, attrs):
         return self._binary(ins, "Div")
+
+    def _op_Pow(self, ins, attrs):
+        """An activation squared (timm's StarReLU, ``relu(x) ** 2``): ``element`` mul of it by itself (a
+        constant base, or another exponent, is refused; constants alone are folded)."""
+        x, exponent = ins
+        if not isinstance(exponent, np.ndarray) or exponent.size != 1 or float(exponent.reshape(-1)[0]) != 2.0:
+            self.refuse("a power of an activation other than its square (a constant exponent of 2)")
+        return self._binary([x, x], "Mul")
 
     def _flatten(self, x: _Act) -> _Act:
         if x.rank == 2 or x.shape[1:] == (1, 1):

@@ -329,7 +329,7 @@ class TensorOps:
     def _op_LayerNormalization(self, ins, attrs):
         x = self._unflat(self._act(ins[0], moved=True))
         axis = int(attrs.get("axis", -1)) % x.rank
-        if x.bpos is None or x.bpos >= axis:
+        if x.bpos is not None and x.bpos >= axis:  # None: merged into another axis, the file read at batch 1
             self.refuse("a layer normalization over the batch axis")
         scale = self._const(ins[1], "scale")
         bias = self._const(ins[2] if len(ins) > 2 else None, "B", optional=True)
@@ -342,6 +342,25 @@ class TensorOps:
         except ValueError:
             self.refuse(f"scale {scale.shape} or bias for normalized axes {node.weight_shape}")
         return [out, None, None]
+
+    def _op_InstanceNormalization(self, ins, attrs):
+        """Each channel normalized over its other axes (``GroupNorm`` as exporters write it: Reshape to
+        (N, groups, -1), InstanceNormalization with scale 1 and bias 0, Reshape back, Mul, Add; timm's
+        PoolFormer, MobileViT V2): a ``layernorm`` over the last rank - 2 axes (weight 1, bias 0), then the
+        per-channel scale and bias as an ``affine`` (none when they are 1 and 0)."""
+        x = self._unflat(self._act(ins[0], moved=True))
+        if x.bpos != 0 or x.rank < 3:
+            self.refuse(f"an instance normalization of a tensor of shape {x.full()} (the batch first, then the "
+                        "channels and at least one axis)")
+        scale, bias = (np.asarray(self._const(v, w), np.float32).reshape(-1) for v, w in zip(ins[1:3], "sB"))
+        if scale.size != x.shape[0] or bias.size != x.shape[0]:
+            self.refuse(f"scale {scale.shape} or bias {bias.shape} for {x.shape[0]} channels")
+        out = self._node_on(LayerNorm, x, axes=x.rank - 2, eps=float(attrs.get("epsilon", 1e-5)))
+        node = out.values[0].node
+        node.weight, node.bias = np.ones(node.weight_shape, np.float32), np.zeros(node.weight_shape, np.float32)
+        if np.all(scale == 1) and np.all(bias == 0):
+            return out
+        return self._affine(out, scale, bias)
 
     def _op_Softmax(self, ins, attrs):
         x = self._unflat(self._act(ins[0], moved=True))
