@@ -6,8 +6,9 @@ fp32 bound. What timm writes that torchvision does not: attention by
 ``F.scaled_dot_product_attention`` on q, k and v unbound from one stacked projection (a Split of a
 tensor whose batch axis is second), Swin on a channels-last token map pooled by a mean over its
 height and width, the tanh GELU (``act_layer="gelu_tanh"``), ViT's average pooling of its tokens.
-The full-size networks: the slow test at the end. Skipped when timm is not installed (the dev extra
-brings it)."""
+Beyond torchvision's families: PoolFormer (GroupNorm, StarReLU), ResNeSt and SKNet (split attention),
+XCiT (a position encoding computed from constants). The full-size networks: the slow test at the end.
+Skipped when timm is not installed (the dev extra brings it)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,9 @@ def _acts(graph) -> set[str]:
     return {getattr(op, "act", None) or getattr(op, "act_type", None) for op in graph.operators()} - {None}
 
 
-@pytest.mark.parametrize("name", ["resnet18", "efficientnet_b0", "mobilenetv3_small_100", "regnetx_002"])
+@pytest.mark.parametrize("name", ["resnet18", "efficientnet_b0", "mobilenetv3_small_100", "regnetx_002", "hgnetv2_b0"])
 def test_timms_cnns_import_and_match_torch(timm, name):
+    # hgnetv2: its stem pads with zeros before a max pool (which pads with -inf): the zeros made real
     graph = _check(_build(timm, name), 32, name)
     assert graph.output_shape[0] == 1000 and "conv" in _kinds(graph)
 
@@ -129,11 +131,42 @@ def test_timms_maxvit_imports_and_matches_torch(timm):
     assert kinds.count("softmax") == 2 * 11 and "conv" in kinds  # two attentions in each of 11 blocks
 
 
+def test_timms_poolformer_v2_imports_and_matches_torch(timm):
+    # GroupNorm with one group (Reshape, InstanceNormalization, Reshape, Mul, Add), pooling as the token
+    # mixer, StarReLU (relu(x) ** 2: a Pow)
+    graph = _check(_build(timm, "poolformerv2_s12"), 32, "poolformerv2_s12")
+    kinds = _kinds(graph)
+    assert kinds.count("layernorm") >= 2 * 12 and kinds.count("element") >= 12  # two norms, one square a block
+
+
+@pytest.mark.parametrize("name", ["resnest14d", "skresnet18"])
+def test_timms_split_attention_networks_import_and_match_torch(timm, name):
+    # the radix as a 5-D tensor (N, radix, C, H, W), summed over (ReduceSum), weighted by a softmax over it
+    graph = _check(_build(timm, name), 32, name)
+    assert "softmax" in _kinds(graph) and graph.output_shape[0] == 1000
+
+
+def test_timms_xcit_imports_and_matches_torch(timm):
+    # its Fourier position encoding computed from constants (Range, CumSum, Sin, Cos, Tile: folded),
+    # cross-covariance attention (F.normalize of q and k), class attention
+    graph = _check(_build(timm, "xcit_nano_12_p16_224", img_size=32, depth=2), 32, "xcit_nano")
+    kinds = _kinds(graph)
+    assert kinds.count("l2norm") == 2 * 2 and "prepend" in kinds
+
+
+@pytest.mark.slow
+def test_timms_tiny_vit_with_its_batch_merged_into_windows_imports_and_matches_torch(timm):
+    # windows reshaped with the batch merged into their count; layer norms of them
+    graph = _check(_build(timm, "tiny_vit_5m_224"), 64, "tiny_vit")
+    assert _kinds(graph).count("softmax") == 10
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name, image", [
     ("vit_tiny_patch16_224", 224), ("deit_tiny_patch16_224", 224), ("convnext_atto", 224),
     ("swin_tiny_patch4_window7_224", 224), ("swinv2_tiny_window8_256", 256), ("maxvit_pico_rw_256", 256),
-    ("resnet18", 224), ("efficientnet_b0", 224), ("mobilenetv3_small_100", 224), ("regnetx_002", 224)])
+    ("resnet18", 224), ("efficientnet_b0", 224), ("mobilenetv3_small_100", 224), ("regnetx_002", 224),
+    ("poolformerv2_s12", 224), ("resnest14d", 224), ("xcit_nano_12_p16_224", 224)])
 def test_timms_full_size_networks_import_and_match_torch(timm, name, image):
     """The real architectures at their own input size (random weights), 5 to 50 seconds each."""
     graph = _check(_build(timm, name), image, name)

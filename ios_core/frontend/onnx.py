@@ -359,8 +359,8 @@ class _Importer(OnnxOps, TensorOps):
             value = self._transpose(grouped, {"perm": [0, 2, 1, 3, 4]}) if value.transposed else grouped
         if not isinstance(value, _Act):
             self.refuse(f"its {what} must be an activation, not a constant")
-        if value.pad and not padded:
-            self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+        if value.pad and not padded:  # read by what cannot absorb it: the zeros made real
+            value = self._unpad(value)
         if value.bpos != 0 and not moved:
             self.refuse("reads a tensor whose batch axis a Transpose or Reshape moved from the front; only "
                         "element-wise and general-tensor operators take one")

@@ -175,11 +175,9 @@ class OnnxOps:
         strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
         pads = list(self._window(attrs, x, kernel))
         include = bool(attrs.get("count_include_pad", 0)) if pool_type == "avg" else True
+        if x.pad and (pool_type == "max" or (any(pads) and not include)):
+            x = self._unpad(x)  # max pooling pads with -inf, this average pool counts only its input: real zeros
         if x.pad:
-            if pool_type == "max":
-                self.refuse("a zero Pad before MaxPool (max pooling pads with -inf)")
-            if any(pads) and not include:
-                self.refuse("a zero Pad before an AveragePool that pads itself with count_include_pad=0")
             pads = [a + b for a, b in zip(pads, x.pad)]
             include = include or any(x.pad)
         _, h, w = x.shape
@@ -561,11 +559,13 @@ class OnnxOps:
                 for i, a in enumerate(axes):
                     full[a], full[a + x.rank] = pads[i], pads[i + len(axes)]
                 pads = full
-        if (value == 0.0 and len(pads) == 2 * x.rank and min(pads) >= 0 and not x.pad
-                and (x.bpos != 0 or x.rank != 4 or any(pads[i] for i in (0, 1, 4, 5)))):
-            return self._pad_any(x, pads)  # a general tensor (Swin's token map padded to its windows)
+        if x.pad and (value != 0.0 or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5))):
+            x = self._unpad(x)  # a pad of a pad that is not one more zero pad of height and width
+        if (len(pads) == 2 * x.rank and min(pads) >= 0 and not x.pad
+                and (value != 0.0 or x.bpos != 0 or x.rank != 4 or any(pads[i] for i in (0, 1, 4, 5)))):
+            return self._pad_any(x, pads, value)  # a general tensor (Swin's token map padded to its windows)
         if value != 0.0 or x.rank != 4 or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
-            self.refuse(f"pads {pads} value {value}; only non-negative zero padding of height and width")
+            self.refuse(f"pads {pads} value {value}; only non-negative constant padding")
         add = (pads[2], pads[3], pads[6], pads[7])
         old = x.pad or (0, 0, 0, 0)
         return _Act(x.values, 4, tuple(a + b for a, b in zip(old, add)))

@@ -63,10 +63,17 @@ class TensorOps:
         return _Act([whole(node)], len(node.output_shape) + 1)
 
     def _unflat(self, x: _Act) -> _Act:
-        """``x`` with its IR shape equal to its ONNX per-sample dims (a flattened (C, 1, 1) becomes (C,))."""
+        """``x`` with its IR shape equal to its ONNX per-sample dims (a flattened (C, 1, 1) becomes (C,), a
+        pending zero pad made real)."""
         if x.pad:
-            self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+            return self._unpad(x)
         return self._node_on(Reshape, x, shape=(x.shape[0],)) if x.flat else x
+
+    def _unpad(self, x: _Act) -> _Act:
+        """A feature map's pending zero pad (``_Act.pad``: left for a following conv or pool to absorb) made
+        real where its reader cannot absorb it (an Add, a MaxPool: zeros are not its -inf): ``_pad_any``."""
+        top, left, bottom, right = x.pad
+        return self._pad_any(_Act(x.values, x.rank), [0, 0, top, left, 0, 0, bottom, right])
 
     def _ir_axis(self, axis: int, x: _Act) -> int:
         """An ONNX axis of ``x`` as an axis of its IR shape (the batch is ONNX axis ``x.bpos``)."""
@@ -299,11 +306,11 @@ class TensorOps:
             return _Act(pooled.values, 2)  # (N, C), stored (C, 1, 1): a classifier's features
         return self._reshape_to(pooled, out if bpos is None else out[:bpos] + out[bpos + 1:], bpos, len(out))
 
-    def _pad_any(self, x: _Act, pads: list[int]) -> _Act:
-        """A zero ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
-        each axis, zero rows put before by a ``prepend`` of zeros, and after as a concatenation with the
-        zero rows of a ``prepend`` (of zeros, before one row of the tensor) sliced off, the axis moved
-        first by a ``transpose`` where it is not."""
+    def _pad_any(self, x: _Act, pads: list[int], value: float = 0.0) -> _Act:
+        """A constant ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
+        each axis, rows of ``value`` put before by a ``prepend`` of them, and after as a concatenation with
+        the rows of a ``prepend`` (before one row of the tensor) sliced off, the axis moved first by a
+        ``transpose`` where it is not."""
         x = self._unflat(x)
         for axis in range(x.rank):
             before, after = int(pads[axis]), int(pads[axis + x.rank])
@@ -319,7 +326,7 @@ class TensorOps:
                     continue
                 base = _Act(self._slice(moved.values, 0, 1), x.rank, bpos=x.bpos) if at_end else moved
                 zeros = self._node_on(Prepend, base, rows=rows)
-                zeros.values[0].node.weight = np.zeros((rows, *moved.shape[1:]), np.float32)
+                zeros.values[0].node.weight = np.full((rows, *moved.shape[1:]), value, np.float32)
                 values = moved.values + self._slice(zeros.values, 0, rows) if at_end else zeros.values
                 moved = _Act(values, x.rank, bpos=x.bpos)
             x = self._node_on(Transpose, moved, perm=back) if ax else moved
