@@ -479,3 +479,28 @@ def test_encodings_of_constants_fold_and_a_layer_norm_of_merged_rows_matches_tor
     torch.manual_seed(0)
     graph = _check(_Encodings(), 4, "encodings")
     assert [op.TYPE for op in graph.operators()] == ["constant", "reshape", "layernorm", "reshape"]
+
+
+class _Broadcasts(nn.Module):
+    """A one-channel map over every channel (a spatial attention, FocalNet's modulation: (N, 1, H, W) by
+    (N, C, H, W)), a token summary over every token (SwiftFormer: (N, 1, C) by (N, T, C)), or, "outer",
+    each tensor broadcast over the other's axes ((N, C, 1, 1) by (N, 1, H, W)): refused."""
+
+    def __init__(self, outer: bool = False):
+        super().__init__()
+        self.outer, self.conv, self.gate = outer, nn.Conv2d(3, 4, 1), nn.Conv2d(3, 1, 1)
+
+    def forward(self, x):
+        y, g = self.conv(x), torch.sigmoid(self.gate(x))
+        if self.outer:
+            return y.mean((2, 3), keepdim=True) * g
+        t = (g * y - y).flatten(2).transpose(1, 2)  # N, T, C
+        return t * t.mean(1, keepdim=True) + t.amax(1, keepdim=True)
+
+
+def test_a_tensor_whose_axes_are_the_others_or_one_is_broadcast_over_it():
+    torch.manual_seed(0)
+    graph = _check(_Broadcasts(), 4, "broadcasts")
+    assert [op.TYPE for op in graph.operators()].count("element") == 4
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'outer': Mul node .*every axis is the other's or 1"):
+        frontend.load(_export(_Broadcasts(outer=True), 4), name="outer")

@@ -18,6 +18,7 @@ from ios_core.ir import (
     Pool,
     Resize,
     Shuffle,
+    Transpose,
     Value,
     whole,
 )
@@ -355,15 +356,17 @@ class OnnxOps:
             self.refuse("divides two activations")
         if a.bpos != b.bpos:
             self.refuse(f"combines tensors whose batch axes differ ({a.bpos}, {b.bpos})")
-        if a.rank != b.rank or a.shape[0] != b.shape[0]:
-            self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
-                        f"per-channel tensor over a feature map of the same channels")
         ones = (1,) * (len(a.shape) - 1)  # (1, 1) for a feature map
-        if a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:]):
-            merged = self._merged_broadcast(a, b, op)
-            if merged is None:
-                self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
-            return merged
+        if a.rank != b.rank or a.shape[0] != b.shape[0] or \
+                (a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:])):
+            merged = self._merged_broadcast(a, b, op) if a.rank == b.rank else None
+            if merged is not None:
+                return merged
+            if a.rank != b.rank or a.shape[0] != b.shape[0]:
+                self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
+                            f"per-channel tensor over a feature map of the same channels, or one whose every axis "
+                            f"is the other's or 1")
+            self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
         if op == "Sub":
             b = self._affine(b, -1.0, 0.0)
         va, vb = self._single(a), self._single(b)
@@ -373,18 +376,33 @@ class OnnxOps:
         return _Act([whole(node)], a.rank, bpos=a.bpos)
 
     def _merged_broadcast(self, a: _Act, b: _Act, op: str) -> _Act | None:
-        """``a (op) b`` where one has the other's first ``k`` > 1 axes and ones after them (split attention's
-        (radix, C, 1, 1) weights over its (radix, C, H, W) branches): those axes merged into one (a
-        ``reshape``), the one-per-channel broadcast, the result reshaped back; else None."""
+        """``a (op) b`` where every axis of one is the other's or 1 (split attention's (radix, C, 1, 1)
+        weights over its (radix, C, H, W) branches, FocalNet's (1, H, W) modulation over (C, H, W)): the
+        broadcast axes moved last (a ``transpose``), the others merged into one axis and those into another
+        (a ``reshape``): the IR's one-per-row broadcast, then reshaped and moved back; else None."""
         sa, sb = list(a.shape), list(b.shape)
-        for k in range(2, len(sa)):
-            if sa[:k] == sb[:k] and (set(sb[k:]) == {1} or set(sa[k:]) == {1}):
-                break
+        if len(sa) != len(sb) or a.flat or b.flat:
+            return None
+        if all(y in (x, 1) for x, y in zip(sa, sb)):
+            big, small = sa, sb
+        elif all(x in (y, 1) for x, y in zip(sa, sb)):
+            big, small = sb, sa
         else:
             return None
-        a2, b2 = (self._reshape_to(x, [int(np.prod(s[:k])), *s[k:]], 0, len(s) - k + 2) for x, s in ((a, sa), (b, sb)))
-        out = self._binary([a2, b2], op)
-        return self._reshape_to(out, sa if set(sb[k:]) == {1} else sb, a.bpos, a.rank)
+        spread = [i for i, (x, y) in enumerate(zip(big, small)) if y == 1 and x != 1]
+        perm = [i for i in range(len(big)) if i not in spread] + spread
+        rows = int(np.prod([big[i] for i in perm[:len(perm) - len(spread)]]))
+
+        def merged(x: _Act, shape: list[int]) -> _Act:
+            if perm != sorted(perm):
+                x = self._node_on(Transpose, x, perm=tuple(perm))
+            return self._reshape_to(x, [rows, int(np.prod([shape[i] for i in spread]))], 0, 3)
+
+        out = self._binary([merged(a, sa), merged(b, sb)], op)
+        out = self._reshape_to(out, [big[i] for i in perm], 0, a.rank)
+        if perm != sorted(perm):
+            out = self._node_on(Transpose, out, perm=tuple(perm.index(i) for i in range(len(perm))))
+        return _Act(out.values, a.rank, bpos=a.bpos)
 
     def _op_Add(self, ins, attrs):
         return self._binary(ins, "Add")
