@@ -286,3 +286,221 @@ def test_torchvisions_full_windowed_transformers_import_and_match_torch(name):
     net = _randomize(getattr(tv.models(), name)(weights=None).eval())
     graph = _check(net, 224, name, batch=1)
     assert graph.output_shape[0] == 1000
+
+
+# ---- the forms timm writes (tests/test_import_timm.py imports timm's own networks) ----------------------
+class _TanhMlp(nn.Module):
+    """An MLP with the tanh GELU: ``nn.GELU(approximate="tanh")`` ("torch": Mul, Mul, Mul, Add, Mul, Tanh,
+    Add, Mul, Mul in the file), written out ("written": ``x * 0.5`` first, other operand orders), written
+    out with ``x * x`` read again after ("shared"), or with 0.05 for 0.044715 ("kappa": not the GELU)."""
+
+    def __init__(self, form: str = "torch"):
+        super().__init__()
+        self.form = form
+        self.fc1, self.fc2 = nn.Linear(3, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.fc1(x.flatten(2).transpose(1, 2))
+        if self.form == "torch":
+            return self.fc2(nn.functional.gelu(y, approximate="tanh"))
+        square = y * y
+        kappa = 0.05 if self.form == "kappa" else 0.044715
+        g = y * 0.5 * (1.0 + torch.tanh((y + kappa * (square * y)) * 0.7978845608))
+        return self.fc2(g) + self.fc2(square) if self.form == "shared" else self.fc2(g)
+
+
+@pytest.mark.parametrize("form", ["torch", "written"])
+def test_the_tanh_gelu_is_one_activation_fused_into_its_dense(form):
+    torch.manual_seed(0)
+    graph = _check(_TanhMlp(form), 4, f"gelu_tanh_{form}")
+    assert [(op.TYPE, getattr(op, "act", None)) for op in graph.operators()] == \
+        [("reshape", None), ("transpose", None), ("dense", "gelu_tanh"), ("dense", "identity")]
+
+
+@pytest.mark.parametrize("form", ["shared", "kappa"])
+def test_a_tanh_that_is_not_the_gelu_is_computed_as_written(form):
+    torch.manual_seed(0)
+    graph = _check(_TanhMlp(form), 4, f"not_gelu_{form}")
+    assert "gelu_tanh" not in {getattr(op, "act", None) for op in graph.operators()}
+    assert "tanh" in {getattr(op, "act", None) or getattr(op, "act_type", None) for op in graph.operators()}
+
+
+class _StackedQkv(nn.Module):
+    """timm's attention: one projection to q, k and v, reshaped (N, T, 3, heads, d), permuted (3, N, heads,
+    T, d) and unbound (a Split of the first axis, the batch second), then ``scaled_dot_product_attention``."""
+
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.embed = nn.Conv2d(3, dim, 2, 2)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        y = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(n, t, d))
+
+
+def test_unbinding_a_stacked_qkv_splits_its_first_axis():
+    torch.manual_seed(0)
+    graph = _check(_StackedQkv(), 8, "stacked_qkv")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert kinds.count("matmul") == 2 and "softmax" in kinds
+
+
+class _Splits(nn.Module):
+    def forward(self, x):
+        top, bottom = torch.split(x, [1, 3], dim=2)  # a Split along a feature map's height
+        return torch.cat([torch.relu(bottom), top], dim=2)
+
+
+def test_a_split_along_another_axis_than_channels_is_slices_of_that_axis():
+    graph = _check(_Splits(), 4, "splits")
+    assert graph.output_shape == (3, 4, 4) and "activation" in [op.TYPE for op in graph.operators()]
+
+
+class _Means(nn.Module):
+    """Reductions over other axes than a feature map's height and width: timm's pooling of a token map
+    (N, H, W, C), a mean over tokens, a max over features kept as an axis of one."""
+
+    def __init__(self, which: str):
+        super().__init__()
+        self.which, self.fc = which, nn.Linear(3, 5)
+
+    def forward(self, x):
+        t = x.permute(0, 2, 3, 1)  # N, H, W, C
+        if self.which == "hw":
+            return self.fc(t.mean((1, 2)))
+        if self.which == "tokens":
+            return t.flatten(1, 2).amax(1) * 2.0
+        return t.flatten(1, 2) - t.flatten(1, 2).mean(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("which", ["hw", "tokens", "features"])
+def test_a_reduction_over_any_per_sample_axes_is_a_global_pool(which):
+    graph = _check(_Means(which), 4, f"mean_{which}")
+    assert sum(op.TYPE == "pool" for op in graph.operators()) == 1
+
+
+def test_a_reduction_over_the_batch_axis_is_refused_in_one_line():
+    class Total(nn.Module):
+        def forward(self, x):
+            return x.mean(0, keepdim=True)
+
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'total': ReduceMean node .*over the batch axis"):
+        frontend.load(_export(Total(), 4), name="total")
+
+
+class _Norms2d(nn.Module):
+    """GroupNorm (exported as Reshape (N, groups, -1) -> InstanceNormalization -> Reshape back -> Mul, Add)
+    and InstanceNorm2d with its own scale and bias (InstanceNormalization alone)."""
+
+    def __init__(self, groups: int | None):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.norm = nn.GroupNorm(groups, 4) if groups else nn.InstanceNorm2d(4, affine=True)
+        with torch.no_grad():
+            self.norm.weight.normal_()
+            self.norm.bias.normal_()
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.conv(x)))
+
+
+@pytest.mark.parametrize("groups", [1, 2, None])
+def test_group_and_instance_norms_are_layer_norms_and_a_per_channel_affine(groups):
+    torch.manual_seed(0)
+    graph = _check(_Norms2d(groups), 4, f"norm_{groups}")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert kinds.count("layernorm") == 1 and "affine" in kinds
+
+
+class _StarRelu(nn.Module):
+    def __init__(self, exponent: float = 2.0):
+        super().__init__()
+        self.exponent, self.conv = exponent, nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return 0.8 * torch.relu(self.conv(x)) ** self.exponent - 0.1
+
+
+def test_an_activation_squared_is_an_element_mul_and_another_power_is_refused():
+    torch.manual_seed(0)
+    graph = _check(_StarRelu(), 4, "star_relu")
+    assert "element" in [op.TYPE for op in graph.operators()]
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'cube': Pow node .*other than its square"):
+        frontend.load(_export(_StarRelu(3.0), 4), name="cube")
+
+
+class _SplitAttention(nn.Module):
+    """ResNeSt's split attention in miniature: a conv to radix x C channels viewed as (N, radix, C, H, W)
+    (a Reshape to 5-D that is no channel shuffle), summed over the radix (ReduceSum), pooled, attention
+    weights (N, radix, C, 1, 1) by a softmax over the radix, multiplied into the branches, summed."""
+
+    def __init__(self, c=4, radix=2):
+        super().__init__()
+        self.c, self.radix = c, radix
+        self.conv, self.fc = nn.Conv2d(3, radix * c, 3, padding=1), nn.Conv2d(c, radix * c, 1)
+
+    def forward(self, x):
+        n = x.shape[0]
+        branches = self.conv(x).reshape(n, self.radix, self.c, x.shape[2], x.shape[3])
+        gap = branches.sum(dim=1).mean((2, 3), keepdim=True)
+        att = torch.softmax(self.fc(gap).reshape(n, self.radix, self.c, 1, 1), dim=1)
+        return (branches * att).sum(dim=1)
+
+
+def test_split_attention_sums_and_broadcasts_over_its_radix():
+    torch.manual_seed(0)
+    graph = _check(_SplitAttention(), 4, "split_attention")
+    kinds = [op.TYPE for op in graph.operators()]
+    assert graph.output_shape == (4, 4, 4) and "softmax" in kinds and kinds.count("element") == 1
+
+
+class _Encodings(nn.Module):
+    """A sinusoidal position encoding computed in the graph from the input's shape (Range, Sin, Cos,
+    CumSum, Tile of constants: folded), and a layer norm of rows of a tensor whose batch is merged into
+    its first axis (reshape(-1, W): at batch 1, the file's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        steps = torch.ones(h, w).cumsum(1) * 0.5
+        pos = torch.stack([torch.sin(steps), torch.cos(steps), steps], 0)[None, :c].repeat(n, 1, 1, 1)
+        y = self.norm((x + pos).reshape(-1, w))
+        return y.reshape(n, c, h, w)
+
+
+def test_encodings_of_constants_fold_and_a_layer_norm_of_merged_rows_matches_torch():
+    torch.manual_seed(0)
+    graph = _check(_Encodings(), 4, "encodings")
+    assert [op.TYPE for op in graph.operators()] == ["constant", "reshape", "layernorm", "reshape"]
+
+
+class _Broadcasts(nn.Module):
+    """A one-channel map over every channel (a spatial attention, FocalNet's modulation: (N, 1, H, W) by
+    (N, C, H, W)), a token summary over every token (SwiftFormer: (N, 1, C) by (N, T, C)), or, "outer",
+    each tensor broadcast over the other's axes ((N, C, 1, 1) by (N, 1, H, W)): refused."""
+
+    def __init__(self, outer: bool = False):
+        super().__init__()
+        self.outer, self.conv, self.gate = outer, nn.Conv2d(3, 4, 1), nn.Conv2d(3, 1, 1)
+
+    def forward(self, x):
+        y, g = self.conv(x), torch.sigmoid(self.gate(x))
+        if self.outer:
+            return y.mean((2, 3), keepdim=True) * g
+        t = (g * y - y).flatten(2).transpose(1, 2)  # N, T, C
+        return t * t.mean(1, keepdim=True) + t.amax(1, keepdim=True)
+
+
+def test_a_tensor_whose_axes_are_the_others_or_one_is_broadcast_over_it():
+    torch.manual_seed(0)
+    graph = _check(_Broadcasts(), 4, "broadcasts")
+    assert [op.TYPE for op in graph.operators()].count("element") == 4
+    with pytest.raises(UnsupportedModel, match=r"^cannot import 'outer': Mul node .*every axis is the other's or 1"):
+        frontend.load(_export(_Broadcasts(outer=True), 4), name="outer")

@@ -64,14 +64,14 @@ MAPPED = frozenset({
     "Split", "Slice", "Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose",
     "Gemm", "MatMul", "Resize", "Pad", "Identity", "Dropout", "Cast", "Shape",
     # general tensors (onnx_tensor_ops)
-    "LayerNormalization", "Softmax", "Erf", "Gather", "Einsum", "ReduceL2",
+    "LayerNormalization", "Softmax", "Erf", "Gather", "Einsum", "ReduceL2", "InstanceNormalization", "Pow", "ReduceSum",
 })
 # Operator types accepted only where every input is a constant (evaluated at import time):
 # the shape arithmetic exporters emit around Reshape/Resize.
 FOLDED = frozenset({
     "Constant", "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Equal", "Where", "Expand",
-    "Size", "Min", "Max", "Abs", "ReduceProd", "ReduceSum", "Not", "Less", "Greater", "And", "Or", "Mod", "Pow",
-    "ScatterND", "Exp",
+    "Size", "Min", "Max", "Abs", "ReduceProd", "Not", "Less", "Greater", "And", "Or", "Mod",
+    "ScatterND", "Exp", "Sin", "Cos", "Tile", "CumSum",
 })
 # Rewrites of the mapped IR, in order (ios_core.ir.rewrite): affine folding, SiLU, activation
 # fusion; then dead-code elimination and block discovery.
@@ -369,13 +369,14 @@ class _Importer(OnnxOps, TensorOps):
     def _act(self, value, what: str = "input", padded: bool = False, moved: bool = False) -> _Act:
         """``value`` as an activation; ``moved``: one whose batch axis is not first is welcome (the
         general-tensor mappings, which track it: ``_Act.bpos``)."""
-        if isinstance(value, _Grouped):
-            self.refuse("reads a half-done channel shuffle (Reshape to 5-D); only Reshape -> Transpose(0,2,1,3,4) "
-                        "-> Reshape back is supported")
+        if isinstance(value, _Grouped):  # not a channel shuffle after all (split attention's radix): a 5-D tensor
+            c, h, w = value.act.shape
+            grouped = self._reshape(value.act, [value.groups, c // value.groups, h, w])
+            value = self._transpose(grouped, {"perm": [0, 2, 1, 3, 4]}) if value.transposed else grouped
         if not isinstance(value, _Act):
             self.refuse(f"its {what} must be an activation, not a constant")
-        if value.pad and not padded:
-            self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+        if value.pad and not padded:  # read by what cannot absorb it: the zeros made real
+            value = self._unpad(value)
         if value.bpos != 0 and not moved:
             self.refuse("reads a tensor whose batch axis a Transpose or Reshape moved from the front; only "
                         "element-wise and general-tensor operators take one")

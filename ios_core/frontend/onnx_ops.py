@@ -18,6 +18,7 @@ from ios_core.ir import (
     Pool,
     Resize,
     Shuffle,
+    Transpose,
     Value,
     whole,
 )
@@ -142,7 +143,8 @@ class OnnxOps:
         return self._activation(ins, "sigmoid")
 
     def _op_Tanh(self, ins, attrs):
-        return self._activation(ins, "tanh")
+        gelu = self._gelu_tanh()  # the tanh GELU (onnx_tensor_ops), or a plain tanh
+        return gelu if gelu is not None else self._activation(ins, "tanh")
 
     def _op_HardSwish(self, ins, attrs):
         return self._activation(ins, "hardswish")
@@ -178,11 +180,9 @@ class OnnxOps:
         strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
         pads = list(self._window(attrs, x, kernel))
         include = bool(attrs.get("count_include_pad", 0)) if pool_type == "avg" else True
+        if x.pad and (pool_type == "max" or (any(pads) and not include)):
+            x = self._unpad(x)  # max pooling pads with -inf, this average pool counts only its input: real zeros
         if x.pad:
-            if pool_type == "max":
-                self.refuse("a zero Pad before MaxPool (max pooling pads with -inf)")
-            if any(pads) and not include:
-                self.refuse("a zero Pad before an AveragePool that pads itself with count_include_pad=0")
             pads = [a + b for a, b in zip(pads, x.pad)]
             include = include or any(x.pad)
         _, h, w = x.shape
@@ -228,19 +228,38 @@ class OnnxOps:
         return self._global(ins, "global_max")
 
     def _reduce(self, ins, attrs, pool_type: str):
-        x = self._act(ins[0])
+        x = self._act(ins[0], moved=True)
         axes = attrs.get("axes")
         if axes is None and len(ins) > 1 and ins[1] is not None:
             axes = self._const(ins[1], "axes").tolist()
-        if axes is None or x.rank != 4 or sorted(a % 4 for a in axes) != [2, 3]:
-            self.refuse(f"a reduction over axes {axes}; only over height and width (2, 3) of a 4-D tensor")
-        return self._global(ins, pool_type, keepdims=bool(attrs.get("keepdims", 1)))
+        if not axes:
+            self.refuse("a reduction over every axis (the batch's too)")
+        keepdims = bool(attrs.get("keepdims", 1))
+        if x.rank == 4 and x.bpos == 0 and sorted(a % 4 for a in axes) == [2, 3]:
+            return self._global(ins, pool_type, keepdims=keepdims)
+        return self._reduce_any(x, axes, keepdims, pool_type)  # other axes: a token map's (N, H, W, C)
 
     def _op_ReduceMean(self, ins, attrs):
         return self._reduce(ins, attrs, "global_avg")
 
     def _op_ReduceMax(self, ins, attrs):
         return self._reduce(ins, attrs, "global_max")
+
+    def _op_ReduceSum(self, ins, attrs):
+        """A sum of an activation (split attention's sum over its radix, SwiftFormer's over its tokens):
+        the mean (``_reduce``) times the number of elements summed."""
+        x = self._act(ins[0], moved=True)
+        if int(attrs.get("noop_with_empty_axes", 0)):
+            self.refuse("ReduceSum with noop_with_empty_axes")
+        full = x.full(self.batch)
+        mean = self._reduce(ins, attrs, "global_avg")
+        axes = attrs.get("axes")
+        if axes is None:
+            axes = self._const(ins[1], "axes").tolist()
+        count = float(np.prod([full[int(a) % x.rank] for a in axes]))
+        if mean.bpos == 0:
+            return self._affine(mean, count, 0.0)
+        return self._constant(mean, np.array(count), "Mul", False)
 
     def _op_Concat(self, ins, attrs):
         if any(isinstance(v, np.ndarray) for v in ins):  # learned rows put first (a class token)
@@ -258,9 +277,17 @@ class OnnxOps:
         return _Act([v for a in acts for v in a.values], rank, via=(*(n for a in acts for n in a.via), *self._via()))
 
     def _op_Split(self, ins, attrs):
-        x = self._act(ins[0])
-        self._channel_axis(int(attrs.get("axis", 0)), x.rank)
-        c = x.shape[0]
+        """Channels of a feature map: the IR's channel slices; any other per-sample axis of a general
+        tensor (``unbind`` of a stacked q, k, v): its slices (``_slice_any``)."""
+        x = self._act(ins[0], moved=True)
+        axis = int(attrs.get("axis", 0))
+        if not -x.rank <= axis < x.rank:
+            self.refuse(f"axis {axis} of a tensor of rank {x.rank}")
+        axis %= x.rank
+        if axis == x.bpos:
+            self.refuse("a split along the batch axis")
+        general = x.bpos != 0 or axis != 1
+        c = x.full(self.batch)[axis] if general else x.shape[0]
         split = attrs.get("split")
         if split is None and len(ins) > 1 and ins[1] is not None:
             split = self._const(ins[1], "split").tolist()
@@ -273,7 +300,10 @@ class OnnxOps:
             self.refuse(f"split sizes {split} do not divide {c} channels into {n_out} outputs")
         outs, begin = [], 0
         for s in split:
-            outs.append(_Act(self._slice(x.values, begin, begin + s), x.rank))
+            if general:
+                outs.append(self._slice_any(x, [begin], [begin + s], [axis], [1]))
+            else:
+                outs.append(_Act(self._slice(x.values, begin, begin + s), x.rank))
             begin += s
         return outs
 
@@ -330,11 +360,16 @@ class OnnxOps:
             self.refuse("divides two activations")
         if a.bpos != b.bpos:
             self.refuse(f"combines tensors whose batch axes differ ({a.bpos}, {b.bpos})")
-        if a.rank != b.rank or a.shape[0] != b.shape[0]:
-            self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
-                        f"per-channel tensor over a feature map of the same channels")
         ones = (1,) * (len(a.shape) - 1)  # (1, 1) for a feature map
-        if a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:]):
+        if a.rank != b.rank or a.shape[0] != b.shape[0] or \
+                (a.shape[1:] != b.shape[1:] and ones not in (a.shape[1:], b.shape[1:])):
+            merged = self._merged_broadcast(a, b, op) if a.rank == b.rank else None
+            if merged is not None:
+                return merged
+            if a.rank != b.rank or a.shape[0] != b.shape[0]:
+                self.refuse(f"combines tensors of shapes {a.dims()} and {b.dims()}; the IR broadcasts only a 1x1 "
+                            f"per-channel tensor over a feature map of the same channels, or one whose every axis "
+                            f"is the other's or 1")
             self.refuse(f"combines tensors of spatial sizes {a.shape[1:]} and {b.shape[1:]}")
         if op == "Sub":
             b = self._affine(b, -1.0, 0.0)
@@ -343,6 +378,35 @@ class OnnxOps:
             va, vb = vb, va  # the full-size value first
         node = self._add(Element, [[va, vb]], self._hint(), op_type="mul" if op == "Mul" else "add")
         return _Act([whole(node)], a.rank, bpos=a.bpos)
+
+    def _merged_broadcast(self, a: _Act, b: _Act, op: str) -> _Act | None:
+        """``a (op) b`` where every axis of one is the other's or 1 (split attention's (radix, C, 1, 1)
+        weights over its (radix, C, H, W) branches, FocalNet's (1, H, W) modulation over (C, H, W)): the
+        broadcast axes moved last (a ``transpose``), the others merged into one axis and those into another
+        (a ``reshape``): the IR's one-per-row broadcast, then reshaped and moved back; else None."""
+        sa, sb = list(a.shape), list(b.shape)
+        if len(sa) != len(sb) or a.flat or b.flat:
+            return None
+        if all(y in (x, 1) for x, y in zip(sa, sb)):
+            big, small = sa, sb
+        elif all(x in (y, 1) for x, y in zip(sa, sb)):
+            big, small = sb, sa
+        else:
+            return None
+        spread = [i for i, (x, y) in enumerate(zip(big, small)) if y == 1 and x != 1]
+        perm = [i for i in range(len(big)) if i not in spread] + spread
+        rows = int(np.prod([big[i] for i in perm[:len(perm) - len(spread)]]))
+
+        def merged(x: _Act, shape: list[int]) -> _Act:
+            if perm != sorted(perm):
+                x = self._node_on(Transpose, x, perm=tuple(perm))
+            return self._reshape_to(x, [rows, int(np.prod([shape[i] for i in spread]))], 0, 3)
+
+        out = self._binary([merged(a, sa), merged(b, sb)], op)
+        out = self._reshape_to(out, [big[i] for i in perm], 0, a.rank)
+        if perm != sorted(perm):
+            out = self._node_on(Transpose, out, perm=tuple(perm.index(i) for i in range(len(perm))))
+        return _Act(out.values, a.rank, bpos=a.bpos)
 
     def _op_Add(self, ins, attrs):
         return self._binary(ins, "Add")
@@ -355,6 +419,14 @@ class OnnxOps:
 
     def _op_Div(self, ins, attrs):
         return self._binary(ins, "Div")
+
+    def _op_Pow(self, ins, attrs):
+        """An activation squared (timm's StarReLU, ``relu(x) ** 2``): ``element`` mul of it by itself (a
+        constant base, or another exponent, is refused; constants alone are folded)."""
+        x, exponent = ins
+        if not isinstance(exponent, np.ndarray) or exponent.size != 1 or float(exponent.reshape(-1)[0]) != 2.0:
+            self.refuse("a power of an activation other than its square (a constant exponent of 2)")
+        return self._binary([x, x], "Mul")
 
     def _flatten(self, x: _Act) -> _Act:
         if x.rank == 2 or x.shape[1:] == (1, 1):
@@ -509,11 +581,13 @@ class OnnxOps:
                 for i, a in enumerate(axes):
                     full[a], full[a + x.rank] = pads[i], pads[i + len(axes)]
                 pads = full
-        if (value == 0.0 and len(pads) == 2 * x.rank and min(pads) >= 0 and not x.pad
-                and (x.bpos != 0 or x.rank != 4 or any(pads[i] for i in (0, 1, 4, 5)))):
-            return self._pad_any(x, pads)  # a general tensor (Swin's token map padded to its windows)
+        if x.pad and (value != 0.0 or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5))):
+            x = self._unpad(x)  # a pad of a pad that is not one more zero pad of height and width
+        if (len(pads) == 2 * x.rank and min(pads) >= 0 and not x.pad
+                and (value != 0.0 or x.bpos != 0 or x.rank != 4 or any(pads[i] for i in (0, 1, 4, 5)))):
+            return self._pad_any(x, pads, value)  # a general tensor (Swin's token map padded to its windows)
         if value != 0.0 or x.rank != 4 or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
-            self.refuse(f"pads {pads} value {value}; only non-negative zero padding of height and width")
+            self.refuse(f"pads {pads} value {value}; only non-negative constant padding")
         add = (pads[2], pads[3], pads[6], pads[7])
         old = x.pad or (0, 0, 0, 0)
         return _Act(x.values, 4, tuple(a + b for a, b in zip(old, add)), via=(*x.via, *self._via()))

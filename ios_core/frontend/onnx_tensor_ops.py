@@ -40,6 +40,7 @@ from ios_core.ir import (
     L2Norm,
     LayerNorm,
     MatMul,
+    Pool,
     Prepend,
     Reshape,
     Softmax,
@@ -62,10 +63,17 @@ class TensorOps:
         return _Act([whole(node)], len(node.output_shape) + 1)
 
     def _unflat(self, x: _Act) -> _Act:
-        """``x`` with its IR shape equal to its ONNX per-sample dims (a flattened (C, 1, 1) becomes (C,))."""
+        """``x`` with its IR shape equal to its ONNX per-sample dims (a flattened (C, 1, 1) becomes (C,), a
+        pending zero pad made real)."""
         if x.pad:
-            self.refuse("reads the output of a Pad; a zero Pad is supported only right before a Conv or pool")
+            return self._unpad(x)
         return self._node_on(Reshape, x, shape=(x.shape[0],)) if x.flat else x
+
+    def _unpad(self, x: _Act) -> _Act:
+        """A feature map's pending zero pad (``_Act.pad``: left for a following conv or pool to absorb) made
+        real where its reader cannot absorb it (an Add, a MaxPool: zeros are not its -inf): ``_pad_any``."""
+        top, left, bottom, right = x.pad
+        return self._pad_any(_Act(x.values, x.rank), [0, 0, top, left, 0, 0, bottom, right])
 
     def _ir_axis(self, axis: int, x: _Act) -> int:
         """An ONNX axis of ``x`` as an axis of its IR shape (the batch is ONNX axis ``x.bpos``)."""
@@ -270,11 +278,39 @@ class TensorOps:
         moved = [v for a in acts for v in self._node_on(Transpose, a, perm=front).values]
         return self._node_on(Transpose, _Act(moved, x.rank, bpos=x.bpos), perm=back)
 
-    def _pad_any(self, x: _Act, pads: list[int]) -> _Act:
-        """A zero ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
-        each axis, zero rows put before by a ``prepend`` of zeros, and after as a concatenation with the
-        zero rows of a ``prepend`` (of zeros, before one row of the tensor) sliced off, the axis moved
-        first by a ``transpose`` where it is not."""
+    def _reduce_any(self, x: _Act, axes, keepdims: bool, pool_type: str) -> _Act:
+        """``ReduceMean``/``ReduceMax`` over any per-sample axes (timm's pooling of an (N, H, W, C) token
+        map, a mean over tokens): the kept axes first and the reduced ones last (a ``transpose``), reshaped
+        to a (kept, reduced, 1) map, its global pool, reshaped to the kept dims (ones where the reduced
+        axes were, with ``keepdims``); one kept axis without keepdims is a classifier's (N, C)."""
+        x = self._unflat(x)
+        if any(not -x.rank <= int(a) < x.rank for a in axes):
+            self.refuse(f"a reduction over axes {list(axes)} of a tensor of rank {x.rank}")
+        red = sorted({int(a) % x.rank for a in axes})
+        if x.bpos in red:
+            self.refuse("a reduction over the batch axis")
+        full, bpos = list(x.full(self.batch)), x.bpos
+        ir_red = [self._ir_axis(a, x) for a in red]
+        ir_keep = [a for a in range(len(x.shape)) if a not in ir_red]
+        kept, reduced = (int(np.prod([x.shape[a] for a in axs])) for axs in (ir_keep, ir_red))
+        if ir_keep + ir_red != sorted(ir_keep + ir_red):
+            x = self._node_on(Transpose, x, perm=tuple(ir_keep + ir_red))
+        x = self._reshape_to(x, [kept, reduced, 1], 0, 4)
+        pooled = _Act([whole(self._add(Pool, [[v] for v in x.values], self._hint(), pool_type=pool_type))], 4)
+        if keepdims:
+            out = [1 if i in red else d for i, d in enumerate(full)]
+        else:
+            out = [d for i, d in enumerate(full) if i not in red]
+            bpos = None if bpos is None else bpos - sum(r < bpos for r in red)
+        if bpos == 0 and len(out) == 2:
+            return _Act(pooled.values, 2)  # (N, C), stored (C, 1, 1): a classifier's features
+        return self._reshape_to(pooled, out if bpos is None else out[:bpos] + out[bpos + 1:], bpos, len(out))
+
+    def _pad_any(self, x: _Act, pads: list[int], value: float = 0.0) -> _Act:
+        """A constant ``Pad`` of a general tensor (ONNX ``pads``: the begins, then the ends, per axis): along
+        each axis, rows of ``value`` put before by a ``prepend`` of them, and after as a concatenation with
+        the rows of a ``prepend`` (before one row of the tensor) sliced off, the axis moved first by a
+        ``transpose`` where it is not."""
         x = self._unflat(x)
         for axis in range(x.rank):
             before, after = int(pads[axis]), int(pads[axis + x.rank])
@@ -290,7 +326,7 @@ class TensorOps:
                     continue
                 base = _Act(self._slice(moved.values, 0, 1), x.rank, bpos=x.bpos) if at_end else moved
                 zeros = self._node_on(Prepend, base, rows=rows)
-                zeros.values[0].node.weight = np.zeros((rows, *moved.shape[1:]), np.float32)
+                zeros.values[0].node.weight = np.full((rows, *moved.shape[1:]), value, np.float32)
                 values = moved.values + self._slice(zeros.values, 0, rows) if at_end else zeros.values
                 moved = _Act(values, x.rank, bpos=x.bpos)
             x = self._node_on(Transpose, moved, perm=back) if ax else moved
@@ -300,7 +336,7 @@ class TensorOps:
     def _op_LayerNormalization(self, ins, attrs):
         x = self._unflat(self._act(ins[0], moved=True))
         axis = int(attrs.get("axis", -1)) % x.rank
-        if x.bpos is None or x.bpos >= axis:
+        if x.bpos is not None and x.bpos >= axis:  # None: merged into another axis, the file read at batch 1
             self.refuse("a layer normalization over the batch axis")
         scale = self._const(ins[1], "scale")
         bias = self._const(ins[2] if len(ins) > 2 else None, "B", optional=True)
@@ -313,6 +349,25 @@ class TensorOps:
         except ValueError:
             self.refuse(f"scale {scale.shape} or bias for normalized axes {node.weight_shape}")
         return [out, None, None]
+
+    def _op_InstanceNormalization(self, ins, attrs):
+        """Each channel normalized over its other axes (``GroupNorm`` as exporters write it: Reshape to
+        (N, groups, -1), InstanceNormalization with scale 1 and bias 0, Reshape back, Mul, Add; timm's
+        PoolFormer, MobileViT V2): a ``layernorm`` over the last rank - 2 axes (weight 1, bias 0), then the
+        per-channel scale and bias as an ``affine`` (none when they are 1 and 0)."""
+        x = self._unflat(self._act(ins[0], moved=True))
+        if x.bpos != 0 or x.rank < 3:
+            self.refuse(f"an instance normalization of a tensor of shape {x.full()} (the batch first, then the "
+                        "channels and at least one axis)")
+        scale, bias = (np.asarray(self._const(v, w), np.float32).reshape(-1) for v, w in zip(ins[1:3], "sB"))
+        if scale.size != x.shape[0] or bias.size != x.shape[0]:
+            self.refuse(f"scale {scale.shape} or bias {bias.shape} for {x.shape[0]} channels")
+        out = self._node_on(LayerNorm, x, axes=x.rank - 2, eps=float(attrs.get("epsilon", 1e-5)))
+        node = out.values[0].node
+        node.weight, node.bias = np.ones(node.weight_shape, np.float32), np.zeros(node.weight_shape, np.float32)
+        if np.all(scale == 1) and np.all(bias == 0):
+            return out
+        return self._affine(out, scale, bias)
 
     def _op_Softmax(self, ins, attrs):
         x = self._unflat(self._act(ins[0], moved=True))
@@ -412,27 +467,34 @@ class TensorOps:
 
     def _op_Erf(self, ins, attrs):
         """The erf GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, as exporters write it: one ``gelu`` activation
-        (the nodes after the Erf are skipped; the scaled input before it is left to dead-code elimination)."""
+        (``_gelu_from``)."""
         found = self._gelu_pattern()
         if found is None:
             self.refuse("Erf outside the GELU pattern x * (1 + erf(x / sqrt(2))) / 2 (Div, Erf, Add, Mul, Mul)")
-        x_name, last, skipped, earlier = found
-        scaled = self.values.get(node_input := self.node.input[0])
-        if isinstance(scaled, _Act) and len(scaled.values) == 1 and scaled.values[0].node in self.ops:
-            self.ops.remove(scaled.values[0].node)  # x / sqrt(2), read by the Erf alone: not computed
-        del self.values[node_input]
-        act = self._unflat(self._act(self.values[x_name], moved=True))
-        node = self._add(Activation, [[v] for v in act.values], self._hint(), act_type="gelu")
-        self._also(node, skipped | earlier)
-        out = _Act([whole(node)], act.rank)
+        x_name, last, skipped, dropped = found
+        return self._gelu_from(x_name, [self.node.input[0], *dropped], last, skipped, "gelu")
+
+    def _gelu_from(self, x_name: str, before: list[str], last: str, skipped: set[int], act_type: str) -> _Act:
+        """A GELU pattern found around the Erf or Tanh being converted: one activation of ``x_name`` for
+        the pattern's output ``last``. The IR nodes of the tensors in ``before`` (converted already, read
+        by the pattern alone) are removed, so that the activation reads ``x`` alone and is fused into
+        the ``dense`` before it; the nodes in ``skipped`` (after it) are not converted."""
+        for name in before:
+            got = self.values.pop(name, None)
+            if isinstance(got, _Act) and len(got.values) == 1 and got.values[0].node in self.ops:
+                self.ops.remove(got.values[0].node)
+        out = self._node_on(Activation, self._unflat(self._act(self.values[x_name], moved=True)), act_type=act_type)
+        # the activation computes the whole pattern: its ONNX nodes before the Erf or Tanh and after it
+        earlier = {p[0] for p in (self._producer(n) for n in before) if p is not None}
+        self._also(out.values[0].node, skipped | earlier)
         self.values[last] = out
         self.skip.update(skipped)
         self._check_shape(last, out)
         return out
 
     def _gelu_pattern(self):
-        """(x, the pattern's output, the node indices after the Erf, those before it) when the Erf being
-        converted is the erf GELU's; else None."""
+        """(x, the pattern's output, the node indices after the Erf, the tensors before it that the pattern
+        alone reads) when the Erf being converted is the erf GELU's; else None."""
         node = self.node
         div = self._producer(node.input[0])
         if div is None or div[1].op_type not in ("Div", "Mul") or len(div[1].input) != 2:
@@ -441,23 +503,77 @@ class TensorOps:
         want = np.sqrt(2.0) if div[1].op_type == "Div" else np.sqrt(0.5)
         if not self._is_scalar(k, want) or self._sole_consumer(node.input[0], "Erf") is None:
             return None
-        add = self._sole_consumer(node.output[0], "Add")
-        if add is None or not self._is_scalar(_other(add[1], node.output[0]), 1.0):
+        tail = self._gelu_tail(x_name, node.output[0])
+        return None if tail is None else (x_name, *tail)
+
+    def _gelu_tail(self, x_name: str, name: str):
+        """(the output, the node indices, the tensors before read by them alone) of ``x * (1 + t) / 2``
+        after ``t`` (tensor ``name``, an Erf's or a Tanh's): ``Add 1 -> Mul x -> Mul 0.5``, or
+        ``(x * 0.5) * (1 + t)`` (``x * 0.5`` converted before); else None."""
+        add = self._sole_consumer(name, "Add")
+        if add is None or not self._is_scalar(_other(add[1], name), 1.0):
             return None
         mul = self._sole_consumer(add[1].output[0], "Mul")
         if mul is None:
             return None
         other = _other(mul[1], add[1].output[0])
-        if other == x_name:  # (x * (1 + erf)) * 0.5
+        if other == x_name:  # (x * (1 + t)) * 0.5
             half = self._sole_consumer(mul[1].output[0], "Mul")
             if half is None or not self._is_scalar(_other(half[1], mul[1].output[0]), 0.5):
                 return None
-            return x_name, half[1].output[0], {add[0], mul[0], half[0]}, {div[0]}
-        pre = self._producer(other)  # (x * 0.5) * (1 + erf)
+            return half[1].output[0], {add[0], mul[0], half[0]}, []
+        pre = self._producer(other)  # (x * 0.5) * (1 + t)
         if pre is not None and pre[1].op_type == "Mul" and x_name in pre[1].input and \
                 self._is_scalar(_other(pre[1], x_name), 0.5):
-            return x_name, mul[1].output[0], {add[0], mul[0]}, {div[0], pre[0]}
+            alone = len(self._graph_maps()[1].get(other, [])) == 1
+            return mul[1].output[0], {add[0], mul[0]}, [other] if alone else []
         return None
+
+    def _gelu_tanh(self) -> _Act | None:
+        """The tanh GELU, ``x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) / 2``, as the TorchScript
+        exporter writes it (``Mul(x, x)``, ``Mul`` by x, ``Mul 0.044715``, ``Add x``, ``Mul sqrt(2 / pi)``,
+        ``Tanh``, then the erf GELU's tail; operands in either order): one ``gelu_tanh`` activation
+        (``_gelu_from``). None when the Tanh being converted is not one (a plain ``tanh``)."""
+        found = self._gelu_tanh_pattern()
+        if found is None:
+            return None
+        x_name, before, last, skipped, dropped = found
+        return self._gelu_from(x_name, before + dropped, last, skipped, "gelu_tanh")
+
+    def _gelu_tanh_pattern(self):
+        """(x, the tensors before the Tanh, the pattern's output, the node indices after the Tanh) when the
+        Tanh being converted is the tanh GELU's; else None."""
+        node = self.node
+        inner = node.input[0]
+        s = self._times(inner, np.sqrt(2.0 / np.pi))
+        add = None if s is None else self._producer(s)
+        if add is None or add[1].op_type != "Add" or len(add[1].input) != 2:
+            return None
+        for x_name, k in (tuple(add[1].input), tuple(add[1].input)[::-1]):
+            cube = self._times(k, 0.044715)
+            made = None if cube is None else self._producer(cube)
+            if made is None or made[1].op_type != "Mul" or x_name not in made[1].input:
+                continue
+            sq = _other(made[1], x_name)
+            sq_made = self._producer(sq)
+            if sq_made is None or sq_made[1].op_type != "Mul" or list(sq_made[1].input) != [x_name, x_name]:
+                continue
+            before = [sq, cube, k, s, inner]
+            if any(len(self._graph_maps()[1].get(t, [])) != 1 for t in before):
+                return None  # an intermediate read elsewhere too
+            tail = self._gelu_tail(x_name, node.output[0])
+            return None if tail is None else (x_name, before, *tail)
+        return None
+
+    def _times(self, name: str, value: float) -> str | None:
+        """The other input when tensor ``name`` is a ``Mul`` by the constant ``value``; else None."""
+        made = self._producer(name)
+        if made is None or made[1].op_type != "Mul" or len(made[1].input) != 2:
+            return None
+        a, b = made[1].input
+        if self._is_scalar(b, value):
+            return a
+        return b if self._is_scalar(a, value) else None
 
     # ---- the ONNX graph around the node being converted ------------------------------------------------------
     def _graph_maps(self):
