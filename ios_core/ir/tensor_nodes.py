@@ -347,7 +347,3 @@ TENSOR_NODES: tuple[type[Node], ...] = (MatMul, Softmax, LayerNorm, Dense, Resha
                                           L2Norm)
 TENSOR_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in TENSOR_NODES)
 
-
-def refusing_tensor_types(why: str) -> dict[str, str]:
-    """``REFUSES`` entries of a visitor that does not lower the general-tensor operators yet."""
-    return {t: f"{why} (general tensors, issue 56)" for t in TENSOR_TYPES}
