@@ -96,7 +96,7 @@ class Interpreter:
             oo, n = t % o, t // o
             at = oo * d * i + ii + np.arange(d) * i
             v = x[xo + n * xs0 + at].astype(np.float64)
-            if mode == tk.ROWNORM_SOFTMAX:
+            if mode == 0:  # the kernel's own test (not tk's constant: a constant it disagrees with must fail)
                 e = np.exp(v - v.max())
                 out = e / e.sum()
             else:
@@ -373,3 +373,110 @@ def test_the_zoos_transformers_at_full_size_on_cupy_devices_own_launches(name):
     x = reference.random_input(graph, 1, seed=0)
     chk = compare(CudaRuntime(graph, 1, "cuda", backend=interpreted_device()).run(x), reference.run(graph, x), 1e-4)
     assert chk.passed, chk
+
+
+# ---- the launches' packing on its own: grids, padding, what CUDA cannot launch -------------------------
+class _Packer:
+    """A ``Kernels`` that hands back each launch's packing instead of the launch."""
+
+    @staticmethod
+    def _prepared(name, grid, block, args):
+        return name, grid, block, args
+
+    @staticmethod
+    def _grid(name, total, args):
+        return name, total, args
+
+
+def _z(*shape):
+    return np.zeros(shape, np.float32)
+
+
+def test_the_matmul_grid_is_one_block_a_tile_of_the_output_and_one_a_matrix():
+    a = _z(1)
+    for m, j, want in [(16, 16, (1, 1)), (17, 16, (1, 2)), (16, 17, (2, 1)), (1, 33, (3, 1)), (32, 1, (1, 2))]:
+        name, grid, block, args = tk.matmul_launch(_Packer, a, [0] * 4, a, [0] * 4, a, [0] * 4, (2, 3, m, 5, j))
+        assert (name, grid, block) == ("ios_matmul", (*want, 6), (16, 16)), (m, j)
+        assert [int(v) for v in args[4:8]] == [3, m, 5, j] and int(args[20]) == 0  # Z1, M, K, J; no shift
+        assert [float(v) for v in args[21:24]] == [0, 0, 0]  # no activation: its parameters 0 (ios_act's
+        # clip and hard sigmoid read them)
+    args = tk.matmul_launch(_Packer, a, [0] * 4, a, [0] * 4, a, [0] * 4, (1, 1, 1, 1, 1), act_code=9, alpha=-0.5,
+                            beta=2.0)[3]
+    assert [float(v) for v in args[21:24]] == [9, -0.5, 2.0]
+
+
+def test_matmul_refuses_what_cuda_cannot_launch():
+    a = _z(1)
+
+    def launch(dims, strides=(0, 0, 0, 0), shift=None):
+        return tk.matmul_launch(_Packer, a, list(strides), a, [0] * 4, a, [0] * 4, dims, shift=shift)
+
+    assert launch((65535, 1, 1, 1, 1))[1] == (1, 1, 65535)  # gridDim.z at CUDA's limit
+    assert launch((1, 1, 65535 * 16, 1, 1))[1] == (1, 65535, 1)  # gridDim.y at CUDA's limit
+    for dims, count in [((65536, 1, 1, 1, 1), 65536), ((256, 257, 1, 1, 1), 65792), ((1, 1, 65535 * 16 + 1, 1, 1), 1)]:
+        with pytest.raises(ValueError, match=f"{count} matrices of {dims[2]} rows exceed CUDA's grid"):
+            launch(dims)
+    for strides in [(0, 0, 0), (0, 0, 0, 0, 0)]:
+        with pytest.raises(ValueError, match="4 axes"):
+            launch((1, 1, 2, 2, 3), strides)
+    assert int(launch((1, 1, 2, 2, 3), shift=_z(3))[3][20]) == 1
+    for shape in [(4,), (1, 3)]:
+        with pytest.raises(ValueError, match="a shift of shape"):
+            launch((1, 1, 2, 2, 3), shift=_z(*shape))
+
+
+def test_strided_pads_to_six_axes_and_refuses_strides_that_do_not_name_each_axis():
+    y = _z(2, 3)
+    name, total, args = tk.strided_launch(_Packer, y, [3, 1], y, op=tk.STRIDED_ADD)  # no b: a copy
+    assert (name, total) == ("ios_strided", 6)
+    assert [int(v) for v in args[3:9]] == [1, 1, 1, 1, 2, 3]  # dims, leading ones
+    assert [int(v) for v in args[13:15]] == [3, 1] == [int(v) for v in args[19:21]]  # the strides given, last
+    assert int(args[27]) == tk.STRIDED_COPY
+    assert int(tk.strided_launch(_Packer, y, [3, 1], y, b=y, b_strides=[0, 1], op=tk.STRIDED_MUL)[2][27]) == 2
+    for a_strides, b_strides in [([1], [0, 1]), ([3, 1, 0], [0, 1]), ([3, 1], [1]), ([3, 1], [0, 0, 1])]:
+        with pytest.raises(ValueError, match="strides for a tensor of 2 axes"):
+            tk.strided_launch(_Packer, y, a_strides, y, b=y, b_strides=b_strides)
+    six = _z(1, 1, 1, 1, 1, 2)
+    assert tk.strided_launch(_Packer, six, [0] * 6, six)[1] == 2
+    seven = _z(1, 1, 1, 1, 1, 1, 2)
+    with pytest.raises(ValueError, match="7 axes .* at most 6"):
+        tk.strided_launch(_Packer, seven, [0] * 7, seven)
+
+
+def test_layernorm_packs_rows_and_refuses_a_weight_or_bias_of_another_size():
+    x = _z(2, 3, 4)
+    name, grid, block, args = tk.layernorm_launch(_Packer, x, _z(4), _z(4), x, 1, 1e-5)
+    assert (grid, block, [int(v) for v in args[4:8]]) == ((6,), (256,), [3, 4, 12, 12])
+    assert tk.layernorm_launch(_Packer, x, _z(12), _z(12), x, 2, 1e-5)[1] == (2,)
+    for w, b in [(_z(5), _z(4)), (_z(3), _z(4)), (_z(4), _z(3)), (_z(4), _z(4, 1))]:
+        with pytest.raises(ValueError, match="layernorm: weight"):
+            tk.layernorm_launch(_Packer, x, w, b, x, 1, 1e-5)
+
+
+def test_rownorm_runs_along_an_image_axis_only():
+    x = _z(2, 3, 4)
+    _, grid, block, args = tk.rownorm_launch(_Packer, x, x, 1, tk.ROWNORM_L2, 1e-12)
+    assert (grid, block, [int(v) for v in args[2:5]]) == ((8,), (256,), [1, 3, 4])  # O, D, I
+    assert [int(v) for v in tk.rownorm_launch(_Packer, x, x, 2, tk.ROWNORM_SOFTMAX)[3][2:5]] == [3, 4, 1]
+    for axis in (0, 3, 4, -1):
+        with pytest.raises(ValueError, match=f"axis {axis} of a batched shape of 3 axes"):
+            tk.rownorm_launch(_Packer, x, x, axis, tk.ROWNORM_SOFTMAX)
+
+
+def test_an_axis_of_extent_one_may_have_any_stride():
+    assert tk.sample_stride(_z(2, 6)[:, None, :]) == 6  # NumPy's new axis: stride 0
+    assert tk.sample_stride(_z(2, 5, 6)[:, 1:3, None]) == 30
+    assert tk.sample_stride(_z(1, 5, 6)[:, 1:3]) == 12  # one sample: its image's size
+    assert tk.sample_stride(_z(2, 5, 1)[:, 1:3]) == 5  # a last axis of extent one
+    with pytest.raises(ValueError, match="not contiguous within a sample"):
+        tk.sample_stride(np.broadcast_to(_z(2, 1, 1), (2, 3, 6)))  # stride 0 along an axis of extent 3
+    assert tk.broadcast_strides(_z(2, 1, 6), (2, 4, 6)) == [6, 0, 1]
+    assert tk.broadcast_strides(_z(1, 4, 6), (2, 4, 6)) == [0, 6, 1]
+    assert tk.broadcast_strides(_z(2, 4, 6), (2, 4, 6)) == [24, 6, 1]
+
+
+def test_strides_of_transposes_and_reshapes():
+    assert tk.row_major((2, 3, 4)) == [12, 4, 1] and tk.row_major(()) == []
+    x = _z(2, 4, 3, 5)[:, 1:3]  # per sample 2 x 3 x 5, samples 60 apart
+    assert tk.transpose_strides(x, (2, 0, 1)) == [60, 1, 15, 5]
+    assert tk.as_shaped(x, (5, 6)) == [60, 6, 1]

@@ -60,10 +60,15 @@ def test_torch_rows_on_cuda_without_a_kernel_are_refused_not_shown_as_host_time(
 # ---- TensorFlow: the GPU plane's kernels by their op annotation, not the host's op events ----------
 
 
-def _xspace(kernel_stat: str = "kernel_annotation", annotate: bool = True) -> bytes:
+def _xspace(kernel_stat: str = "kernel_annotation", annotate: bool = True, late_ns: int = 0) -> bytes:
     """A TensorFlow trace of two calls of two ops: on the host plane each call's range and its ops'
     events (launches: 10 us each), on ``/device:GPU:0`` one stream's kernels (conv 300 + 100 us in
-    two kernels, relu 50 us), named by the annotation stack of the op that launched them."""
+    two kernels, relu 50 us), named by the annotation stack of the op that launched them.
+
+    ``late_ns``: the ops' events on a second host line (thread) and the kernels' line start that
+    much after the calls' line (each line's events are offsets from its own start, in ps); the GPU
+    plane comes first, the ops' thread runs each call's function around its ops and an event that is
+    no op (no ``name:type``), and a kernel without an annotation (a copy) runs first in each call."""
     pytest.importorskip("tensorflow")
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
@@ -71,26 +76,36 @@ def _xspace(kernel_stat: str = "kernel_annotation", annotate: bool = True) -> by
 
     space = xplane_pb2.XSpace()
     host = space.planes.add(id=1, name="/host:CPU")
-    for i, name in enumerate((CALL, "ios_op0/Conv2D:Conv2D", "ios_op1/Relu:Relu"), 1):
+    for i, name in enumerate((CALL, "ios_op0/Conv2D:Conv2D", "ios_op1/Relu:Relu", "__inference_forward_28",
+                              "MemoryAllocation"), 1):
         host.event_metadata[i].id, host.event_metadata[i].name = i, name
     line = host.lines.add(id=1, name="tf_Compute", timestamp_ns=1000)
+    op_line = host.lines.add(id=2, name="tf_Compute", timestamp_ns=1000 + late_ns) if late_ns else line
     gpu = space.planes.add(id=2, name="/device:GPU:0")
     gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, kernel_stat
     # by reference, the whole stack: the call's own range outermost, the op innermost
     gpu.stat_metadata[2].id, gpu.stat_metadata[2].name = 2, f"{CALL}::ios_op1/Relu:Relu#id=7,step=0#"
     for i, name in enumerate(("implicit_convolve_sgemm", "relu_kernel"), 1):
         gpu.event_metadata[i].id, gpu.event_metadata[i].name = i, name
-    stream = gpu.lines.add(id=7, name="Stream #7", timestamp_ns=1000)
+    stream = gpu.lines.add(id=7, name="Stream #7", timestamp_ns=1000 + late_ns)
     us = 1_000_000  # ps
     for start in (0, 2000):
-        line.events.add(metadata_id=1, offset_ps=start * us, duration_ps=1000 * us)
-        line.events.add(metadata_id=2, offset_ps=(start + 5) * us, duration_ps=10 * us)
-        line.events.add(metadata_id=3, offset_ps=(start + 20) * us, duration_ps=10 * us)
+        line.events.add(metadata_id=1, offset_ps=start * us + late_ns * 1000, duration_ps=1000 * us)
+        if late_ns:
+            op_line.events.add(metadata_id=4, offset_ps=(start + 1) * us, duration_ps=900 * us)
+            op_line.events.add(metadata_id=5, offset_ps=(start + 2) * us, duration_ps=1 * us)
+            stream.events.add(metadata_id=1, offset_ps=(start + 40) * us, duration_ps=5 * us)
+        op_line.events.add(metadata_id=2, offset_ps=(start + 5) * us, duration_ps=10 * us)
+        op_line.events.add(metadata_id=3, offset_ps=(start + 20) * us, duration_ps=10 * us)
         for offset, dur, kernel, text in ((50, 300, 1, "ios_op0/Conv2D:Conv2D"), (360, 100, 1,
                                           "ios_op0/Conv2D:Conv2D"), (470, 50, 2, None)):
             e = stream.events.add(metadata_id=kernel, offset_ps=(start + offset) * us, duration_ps=dur * us)
             if annotate:
                 e.stats.add(metadata_id=1, **({"str_value": text} if text else {"ref_value": 2}))
+    if late_ns:
+        planes = list(space.planes)
+        del space.planes[:]
+        space.planes.extend(reversed(planes))
     return space.SerializeToString()
 
 
@@ -104,6 +119,39 @@ def test_tensorflow_rows_on_cuda_are_the_kernels_of_each_op_and_on_the_cpu_the_h
                     OpTime("ios_op1/Relu", pytest.approx(0.05), ("relu",), "Relu")]
     host = {r.name: r.ms for r in xplane_rows(_xspace(stat), scopes)}
     assert host == {"ios_op0/Conv2D": pytest.approx(0.01), "ios_op1/Relu": pytest.approx(0.01)}
+
+
+def test_tensorflow_events_of_lines_that_start_apart_are_placed_by_each_lines_start():
+    """Each line's events are offsets (ps) from the line's own start (ns): the ops' thread and the GPU
+    stream starting a second after the calls' thread, their events fall in the calls all the same, and
+    the times are the events' own (ps to ms, exactly)."""
+    from adapters.tensorflow import xplane_rows
+
+    scopes = {"ios_op0": "conv", "ios_op1": "relu"}
+    rows = xplane_rows(_xspace(late_ns=10**9), scopes, kernels=True)
+    assert [(r.name, r.ms) for r in rows] == [("ios_op0/Conv2D", pytest.approx(0.4, rel=1e-12)),
+                                              ("ios_op1/Relu", pytest.approx(0.05, rel=1e-12))]
+    host = {r.name: r.ms for r in xplane_rows(_xspace(late_ns=10**9), scopes)}
+    assert host == {"ios_op0/Conv2D": pytest.approx(0.01, rel=1e-12), "ios_op1/Relu": pytest.approx(0.01, rel=1e-12)}
+
+
+def test_tensorflow_xla_function_is_one_unmapped_row_of_its_own_time():
+    pytest.importorskip("tensorflow")
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from adapters.tensorflow import CALL, xplane_rows
+
+    space = xplane_pb2.XSpace()
+    host = space.planes.add(id=1, name="/host:CPU")
+    for i, name in enumerate((CALL, "__inference_forward_28"), 1):
+        host.event_metadata[i].id, host.event_metadata[i].name = i, name
+    line = host.lines.add(id=1, name="tf_Compute", timestamp_ns=1000)
+    us = 1_000_000  # ps
+    for start, dur in ((0, 300), (2000, 500)):
+        line.events.add(metadata_id=1, offset_ps=start * us, duration_ps=1000 * us)
+        line.events.add(metadata_id=2, offset_ps=(start + 5) * us, duration_ps=dur * us)
+    assert xplane_rows(space.SerializeToString(), {}) == [
+        OpTime("__inference_forward_28", pytest.approx(0.4, rel=1e-12), (), "compiled function")]
 
 
 def test_tensorflow_kernels_without_an_op_annotation_are_refused_on_cuda():

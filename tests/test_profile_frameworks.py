@@ -174,9 +174,9 @@ def test_jax_trace_without_thunk_events_is_one_unmapped_row(monkeypatch):
         line = type("L", (), {"events": events})()
         return type("D", (), {"planes": [type("P", (), {"name": "/host:CPU", "lines": [line]})()]})()
 
-    calls = [ev(CALL, 0, 2_000_000), ev(CALL, 5_000_000, 4_000_000), ev(CALL, 10_000_000, 3_000_000)]
+    calls = [ev(CALL, 0, 2_000_000), ev(CALL, 5_000_000, 4_000_000), ev(CALL, 10_000_000, 3_500_000)]
     monkeypatch.setattr(jax.profiler.ProfileData, "from_file", staticmethod(lambda path: data(calls)))
-    assert trace_rows("x", {}, {}) == [OpTime("jit(forward)", 3.0, (), "compiled function")]
+    assert trace_rows("x", {}, {}) == [OpTime("jit(forward)", 3.5, (), "compiled function")]  # ms, not whole ms
     thunks = [ev("convolution", 1_000, 500_000, hlo_op="convolution"),
               ev("copy.3", 6_000_000, 1_000_000, hlo_op="copy.3"),
               ev("convolution", 5_500_000, 700_000, hlo_op="convolution"),
