@@ -7,6 +7,16 @@ import pytest
 from tests.trt_manifest import VERSIONS as TRT_VERSIONS
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def benchmark_module(name: str):
+    """``benchmarks/<name>.py`` loaded as a module (the scripts are not a package): what a script's tests call."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 DATA = Path(__file__).resolve().parent / "data"
 # Small, repeatable thread budget for tests on the 2-core machines.
 os.environ.setdefault("OMP_NUM_THREADS", "2")

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import types
 
 import pytest
 
 import adapters
 from adapters.base import Adapter, Compiled
-from tests.conftest import ROOT
+from tests.conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_adapters", ROOT / "benchmarks" / "bench_adapters.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("bench_adapters")
 
 
 def _args(**kw):

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import benchmark_module
 
 
 @pytest.fixture
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_headline_cost", ROOT / "benchmarks" / "bench_headline_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("bench_headline_cost")
 
 
 def test_the_two_plans_differ_only_by_their_protocol(bench):

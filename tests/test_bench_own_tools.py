@@ -3,21 +3,16 @@ summary of a QDQ model counts, and bad input."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import benchmark_module
 
 from .adapter_graphs import mini_inception
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_own_tools", ROOT / "benchmarks" / "bench_own_tools.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("bench_own_tools")
 
 
 def test_the_recipe_quantizes_every_convolution_with_s8_or_u8_activations_as_asked(bench):
