@@ -402,15 +402,8 @@ class CupyDevice:
         op = MAP_MUL if how == "mul" else MAP_ADD
         if len(views) == 1:
             return k.map_launch(views[0], dst)
-        launches = (k.map_launch(views[0], dst, b=views[1], op=op),
-                    *(k.map_launch(dst, dst, b=v, op=op) for v in views[2:]))
-        if len(launches) == 1:
-            return launches[0]
-
-        def run():
-            for launch in launches:
-                launch()
-        return run
+        return _chain([k.map_launch(views[0], dst, b=views[1], op=op),
+                       *(k.map_launch(dst, dst, b=v, op=op) for v in views[2:])])
 
     # ---- general tensors (cuda_tensor_kernels; every view per-sample contiguous) ------------------------
     def _combine_wide(self, views, how: str, dst):
