@@ -605,7 +605,7 @@ def test_max_time_stops_cleanly_and_leaves_a_resumable_folder(tmp_path):
     p = cli([*args, "--max-time", "6"], tmp_path, {"TEST_SLOW_EXECUTE_S": "2"})
     assert p.returncode == 3, p.stderr[-3000:]
     # stopped once spent, or before a step its estimate says cannot finish in what is left
-    assert re.search(r"--max-time 6 s (spent before|: .* left, .* needs about)", p.stderr), p.stderr[-2000:]
+    assert re.search(r"--max-time 6 s( spent before|: .* left, .* needs about)", p.stderr), p.stderr[-2000:]
     assert "ios-bench run --resume --out runs/r" in p.stderr
     run = tmp_path / "runs" / "r"
     env = json.loads((run / "env.json").read_text())
