@@ -1,166 +1,29 @@
 """benchmarks/gpu_headline.py without a GPU: the window's one command (its steps in order, a
 report and an archive after each, the reserve before the deadline, resuming from the working
-folder or a carried copy, a GPU that vanishes, a plan cache from another cuDNN, a step that would
-outlive the command), the wheels a bare machine needs (a wheel too large for one transfer beside
-the working tree split in parts and put together again, a missing part, a damaged wheel and one
-built for another Python each one line naming it), and bad arguments; the whole window end to end
-on the CPU (--fake). tests/test_experiments_headline.py tests the experiment."""
+folder or a carried copy, a GPU that vanishes, the CUDA folder made for TVM given to the steps),
+the dry run's steps, estimates and call, and bad arguments; the whole window end to end on the CPU
+(--fake). Its parts have their own tests: tests/test_window_wheels.py (the wheels a bare machine
+needs), tests/test_window_steps.py (a step's command, one that would outlive the window),
+tests/test_window_machine.py (the GPU, the plan cache, TVM's CUDA folder); tests/test_window_records.py
+(the state, report and archive); tests/test_experiments_headline.py tests the experiment."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import io
 import json
 import os
 import re
 import sys
-import zipfile
 
 import pytest
 
+from benchmarks import _window_steps as ws
 from tests.conftest import ROOT
-from tests.cuda_folders import cuda_headers, cuda_toolkit
 
 _spec = importlib.util.spec_from_file_location("gpu_headline", ROOT / "benchmarks" / "gpu_headline.py")
 gh = importlib.util.module_from_spec(_spec)
 sys.modules["gpu_headline"] = gh
 _spec.loader.exec_module(gh)
-
-NEED = (("ios_bench_test_absent_module", "fake-pkg", "a test"),)
-
-
-def _wheel(folder, name="fake_pkg-1.0-py3-none-any.whl", mib=2.5):
-    """A real wheel (a zip) of about ``mib`` MiB of incompressible bytes."""
-    folder.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("ios_bench_test_absent_module/__init__.py", "X = 1\n")
-        z.writestr("ios_bench_test_absent_module/blob.bin", os.urandom(int(mib * 2**20)))
-        z.writestr("fake_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                   "Tag: py3-none-any\n")
-        z.writestr("fake_pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 1.0\n")
-        z.writestr("fake_pkg-1.0.dist-info/RECORD", "")
-    path = folder / name
-    path.write_bytes(buf.getvalue())
-    return path
-
-
-def test_a_large_wheel_travels_in_parts_and_is_put_together_again(tmp_path):
-    wheel = _wheel(tmp_path / "whl")
-    whole = wheel.read_bytes()
-    parts = gh.split_wheel(wheel, part_mib=1)
-    assert [p.name for p in parts] == [f"{wheel.name}.part{i}of3" for i in (1, 2, 3)]
-    assert not wheel.exists() and all(p.stat().st_size <= 2**20 for p in parts)
-    manifest = json.loads((tmp_path / "whl" / f"{wheel.name}.parts.json").read_text())
-    assert manifest["sha256"] == hashlib.sha256(whole).hexdigest() and manifest["size"] == len(whole)
-    # here (--check): the parts are checked and stay parts
-    lines, install, absent = gh.wheel_report(tmp_path / "whl", NEED, join=False)
-    assert lines == ["missing: fake-pkg (import ios_bench_test_absent_module; a test): carried in parts, all of "
-                     "them here"] and all(p.exists() for p in parts)
-    # there: put together, checked, the parts removed, installable
-    lines, install, absent = gh.wheel_report(tmp_path / "whl", NEED)
-    assert install == [wheel] and wheel.read_bytes() == whole and not any(p.exists() for p in parts)
-    assert absent == [] and "carried as fake_pkg-1.0-py3-none-any.whl" in lines[0]
-    assert gh.wheel_problem(wheel) is None
-    assert gh.install_wheels(install, tmp_path / "site") == []
-    assert (tmp_path / "site" / "ios_bench_test_absent_module" / "__init__.py").is_file()
-    assert gh.split_wheel(_wheel(tmp_path / "small", mib=0.1), part_mib=1) == []  # one transfer: left whole
-
-
-def test_a_missing_part_or_a_damaged_wheel_is_one_line_and_the_headline_goes_on(tmp_path):
-    folder = tmp_path / "whl"
-    parts = gh.split_wheel(_wheel(folder), part_mib=1)
-    parts[1].unlink()  # the second call never came
-    lines, install, absent = gh.wheel_report(folder, NEED)
-    assert install == [] and absent == ["fake-pkg"] and len(lines) == 1 and "\n" not in lines[0]
-    assert "part fake_pkg-1.0-py3-none-any.whl.part2of3 not carried (2 of 3 here)" in lines[0]
-    assert "the headline goes on without it" in lines[0]
-    parts[1].write_bytes(b"\0" * parts[0].stat().st_size)  # a damaged part
-    lines, install, _ = gh.wheel_report(folder, NEED)
-    assert install == [] and "damaged, not installed" in lines[0] and parts[0].exists()
-    bad = _wheel(tmp_path / "b")
-    bad.write_bytes(bad.read_bytes()[:1000])  # a truncated wheel
-    assert "damaged" in gh.wheel_problem(bad) and bad.name in gh.wheel_problem(bad)
-    other = _wheel(tmp_path / "o", name="fake_pkg-1.0-cp27-cp27mu-manylinux1_x86_64.whl", mib=0.01)
-    lines, install, _ = gh.wheel_report(tmp_path / "o", NEED)
-    assert install == [] and "built for cp27" in lines[0] and other.name in lines[0]
-    lines, _, absent = gh.wheel_report(tmp_path / "nothing", NEED)
-    assert absent == ["fake-pkg"] and "NOT carried in" in lines[0]
-
-
-def test_the_parts_travel_in_separate_transfers(tmp_path, monkeypatch):
-    monkeypatch.setattr(gh, "CARRY_LIMIT_MIB", 1.5)
-    gh.split_wheel(_wheel(tmp_path), part_mib=1)
-    text = gh.transfers(tmp_path, tree=0.0)
-    assert len(re.findall(r"\.part\dof3", text)) == 3 and "3 transfer(s)" in text and "parts.json" in text
-
-
-def _git(root, *args):
-    import subprocess
-
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
-
-def test_wheel_parts_are_sized_from_the_limit_less_the_tree_that_travels_with_them(tmp_path, monkeypatch):
-    """The device tool's 64 MiB count the working tree (tracked files, untracked ones git does not
-    ignore, the carried paths) with the wheels: a part of the whole limit is refused."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    _git(root, "init", "-q")
-    (root / ".gitignore").write_text("ignored/\ncarried/\n")
-    (root / "tracked.bin").write_bytes(b"\0" * 2**20)
-    _git(root, "add", "tracked.bin", ".gitignore")
-    (root / "untracked.bin").write_bytes(b"\0" * 2**19)  # travels: not ignored
-    (root / "ignored").mkdir()
-    (root / "ignored" / "big.bin").write_bytes(b"\0" * 2**21)  # stays here
-    (root / "carried").mkdir()
-    (root / "carried" / "c.bin").write_bytes(b"\0" * 2**18)  # travels when carried
-    assert gh.tree_mib(root) == pytest.approx(1.5, abs=0.01)
-    assert gh.tree_mib(root, carry=("carried",)) == pytest.approx(1.75, abs=0.01)
-    assert gh.part_mib_for(10.0) == gh.CARRY_LIMIT_MIB - 10.0 - gh.MARGIN_MIB  # 64 MiB less the tree less a margin
-    monkeypatch.setattr(gh, "CARRY_LIMIT_MIB", 3.0)
-    whl = tmp_path / "whl"
-    whl.mkdir()
-    (whl / "a.whl.part1of2").write_bytes(b"\0" * int(1.2 * 2**20))
-    (whl / "a.whl.part2of2").write_bytes(b"\0" * int(1.2 * 2**20))
-    alone = gh.transfers(whl, tree=0.0)
-    assert "1 transfer(s)" in alone  # 2.4 MiB fit 3 MiB alone
-    beside = gh.transfers(whl, tree=1.5)  # but not beside 1.5 MiB of tree
-    assert "2 transfer(s)" in beside and "1.5 MiB of 3 for wheels" in beside
-    assert "TOO LARGE" in gh.transfers(whl, tree=2.0) and "a.whl.part1of2" in gh.transfers(whl, tree=2.0)
-
-
-def test_a_newer_wheel_replaces_an_older_ones_files(tmp_path):
-    """``pip install --target`` without ``--upgrade`` keeps what an older wheel installed there."""
-    site = tmp_path / "site"
-    old = _wheel(tmp_path / "v1", mib=0.01)
-    assert gh.install_wheels([old], site) == []
-    new = tmp_path / "v2" / "fake_pkg-2.0-py3-none-any.whl"
-    new.parent.mkdir()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("ios_bench_test_absent_module/__init__.py", "X = 2\n")
-        z.writestr("fake_pkg-2.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                   "Tag: py3-none-any\n")
-        z.writestr("fake_pkg-2.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 2.0\n")
-        z.writestr("fake_pkg-2.0.dist-info/RECORD", "")
-    new.write_bytes(buf.getvalue())
-    assert gh.install_wheels([new], site) == []
-    assert (site / "ios_bench_test_absent_module" / "__init__.py").read_text() == "X = 2\n"
-
-
-def test_the_headline_step_is_one_experiment_command_resumed_in_the_next(tmp_path):
-    out = tmp_path / "headline"
-    cmd = gh.headline_command(out, 512.7, ["--gpu", "h200"])
-    assert cmd[1:8] == ["-m", "ios_bench", "experiment", "headline", "--device", "cuda", "--out"]
-    assert "--deadline" in cmd and cmd[cmd.index("--deadline") + 1] == "512" and "--resume" not in cmd
-    out.mkdir()
-    (out / "experiment.json").write_text("{}")
-    assert gh.headline_command(out, 300, [])[-1] == "--resume"
-    env = gh.window_env(tmp_path, tmp_path / "site")
-    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(tmp_path / "site"), str(gh.ROOT)]
-    assert env["IOS_BENCH_CACHE"] == str(tmp_path / "profiles.sqlite")  # in the working folder, packed
 
 
 def _stub_steps(monkeypatch, tmp_path, codes: dict, rooms: dict | None = None):
@@ -242,7 +105,8 @@ def test_the_window_keeps_its_reserve_and_interrupts_a_step_before_its_end(tmp_p
 
     monkeypatch.setattr(gh, "RESERVE_S", 3.0)
     monkeypatch.setattr(gh, "PACK_S", 1.0)
-    monkeypatch.setattr(gh, "KILL_AFTER_S", 1.0)
+    monkeypatch.setattr(gh, "KILL_AFTER_S", 1.0)  # the window's budget for a step
+    monkeypatch.setattr(ws, "KILL_AFTER_S", 1.0)  # and run_until's wait between SIGINT and SIGKILL
     monkeypatch.setattr(gh, "FAKE_MIN_HEADLINE_S", 0.5)
     stamp = tmp_path / "interrupted.txt"
     rooms: dict = {}
@@ -267,6 +131,7 @@ def test_a_step_stopped_in_two_windows_is_not_started_a_third_time(tmp_path, mon
     monkeypatch.setattr(gh, "RESERVE_S", 2.0)
     monkeypatch.setattr(gh, "PACK_S", 0.5)
     monkeypatch.setattr(gh, "KILL_AFTER_S", 0.5)
+    monkeypatch.setattr(ws, "KILL_AFTER_S", 0.5)
     ran = _stub_steps(monkeypatch, tmp_path, {"fidelity": "import time\ntime.sleep(60)\n"})
     args = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), resume_from=None, deadline=4.0,
                               wheels=str(tmp_path / "none"), site=str(tmp_path / "site"), fake=True)
@@ -293,64 +158,6 @@ def test_a_gpu_that_vanishes_mid_window_is_one_line_and_the_window_goes_on(tmp_p
     assert (tmp_path / "out" / "window.tar.gz").is_file()
 
 
-def test_a_plan_cache_from_another_cudnn_is_one_line(tmp_path):
-    from ios_core.cost.cache import CudnnPlanCache
-
-    db = tmp_path / "profiles.sqlite"
-    assert gh.plan_cache_problem(db, "9.19.0") is None  # nothing yet
-    cache = CudnnPlanCache({"gpu": "NVIDIA H200", "cudnn": "9.10.2"}, db)
-    cache.put("conv a", {"plan": 1})
-    cache.put("conv b", {"plan": 2})
-    cache.close()
-    line = gh.plan_cache_problem(db, "9.19.0")
-    assert line == (f"plan cache {db}: 2 plan(s) from cuDNN 9.10.2, this machine has cuDNN 9.19.0: not used here "
-                    "(rebuilt and stored under this cuDNN)")
-    assert gh.plan_cache_problem(db, "9.10.2") is None
-
-
-def test_a_step_dies_with_the_window_and_takes_sigint_even_when_the_window_ignores_it(tmp_path):
-    """The step runs in its own session (so its group can be killed): without a parent-death
-    signal it would outlive a killed window and keep the GPU busy into the next call; and an
-    ignored SIGINT would be inherited, turning the window's interrupt into a 30 s wait for SIGKILL."""
-    import signal
-    import subprocess
-    import time
-
-    pid_file = tmp_path / "child.pid"
-    child = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
-    parent = (f"import importlib.util, sys, signal\nsys.path.insert(0, {str(ROOT)!r})\n"
-              f"spec = importlib.util.spec_from_file_location('g', {str(ROOT / 'benchmarks' / 'gpu_headline.py')!r})\n"
-              "g = importlib.util.module_from_spec(spec); spec.loader.exec_module(g)\n"
-              f"print(g.run_until([sys.executable, '-c', {child!r}], {{}}, 120))\n")
-    p = subprocess.Popen([sys.executable, "-c", parent])
-    try:
-        for _ in range(200):
-            if pid_file.is_file() and pid_file.read_text():
-                break
-            time.sleep(0.05)
-        pid = int(pid_file.read_text())
-        p.kill()  # the window killed outright (the device tool's end of a command)
-        p.wait()
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            pytest.fail("the step outlived the window that started it")
-    finally:
-        p.kill()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a window started with SIGINT ignored
-    try:
-        t0 = time.monotonic()
-        rc = gh.run_until([sys.executable, "-c", "import time\ntime.sleep(60)\n"], dict(os.environ), 1.0)
-    finally:
-        signal.signal(signal.SIGINT, old)
-    assert rc == -signal.SIGINT and time.monotonic() - t0 < gh.KILL_AFTER_S  # SIGINT ended it, not SIGKILL
-
-
 @pytest.mark.parametrize("argv,message", [(["--deadline", "5", "--out", "x"], "bad --deadline 5"),
                                           (["--part-mib", "64"], "bad --part-mib 64"),
                                           ([], "--out is required")])
@@ -358,19 +165,6 @@ def test_bad_arguments_are_one_line(capsys, argv, message):
     assert gh.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
-
-
-def test_a_step_that_runs_past_the_window_is_interrupted_then_killed(monkeypatch):
-    import time
-
-    t0 = time.monotonic()
-    code = "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
-    assert gh.run_until([sys.executable, "-c", code], dict(os.environ), 1.0) == 130  # SIGINT: the ^C path
-    monkeypatch.setattr(gh, "KILL_AFTER_S", 1.0)
-    stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
-    assert gh.run_until([sys.executable, "-c", stubborn], dict(os.environ), 1.0) == -9  # then SIGKILL
-    assert time.monotonic() - t0 < 30
-    assert gh.run_until([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 30) == 3
 
 
 def test_the_dry_run_prints_the_steps_in_order_with_estimates_and_the_call_to_make(tmp_path):
@@ -431,79 +225,6 @@ def test_the_whole_window_on_the_cpu_end_to_end(tmp_path):
 
 
 # ---- the tvm peer's CUDA compile on the GPU machine (adapters/tvm.py: what TVM 0.27 needs) ----------
-
-
-def test_tvm_is_pointed_at_a_cuda_folder_with_its_headers(tmp_path, monkeypatch):
-    """TVM's own pick (here a wrapper nvcc outside the CUDA folder, as on the development machines)
-    lacks the headers: CUDA_HOME, /usr/local/cuda, the machine's CUDA 13 wheels, then the carried header
-    wheels are tried, and the steps get CUDA_PATH; a CUDA_PATH already set is left alone."""
-    import site
-
-    from adapters import tvm as tvm_adapter
-
-    wrap = tmp_path / "wrap" / "bin"
-    wrap.mkdir(parents=True)
-    (wrap / "nvcc").write_text("#!/bin/sh\nexec /opt/cuda/bin/nvcc \"$@\"\n")
-    (wrap / "nvcc").chmod(0o755)
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path / "site-packages")])
-    monkeypatch.setattr(tvm_adapter, "DEFAULT_CUDA", tmp_path / "usr-local-cuda")
-    env = {"PATH": str(wrap)}
-    dest = tmp_path / "made"
-    assert gh.tvm_cuda_path({**env, "CUDA_PATH": "/x"}, None, dest) == (
-        None, "CUDA_PATH=/x is set here: TVM uses it, left as it is")
-    path, why = gh.tvm_cuda_path(env, None, dest)
-    assert path is None and why.startswith(f"TVM's own pick, {tmp_path / 'wrap'} (nvcc on PATH ({wrap / 'nvcc'})), "
-                                           "lacks cuda_runtime.h, ")
-    assert "no CUDA folder here or carried has them (carry nvidia-cuda-runtime and nvidia-cuda-cccl" in why
-    # the carried header wheels' include folder: a CUDA folder made of it
-    carried = cuda_headers(tmp_path / "carried" / "nvidia" / "cu13" / "include")
-    path, why = gh.tvm_cuda_path(env, carried, dest)
-    assert path and tvm_adapter.missing_headers(gh.Path(path), "fp16") == [] and f"made of {carried}" in why
-    # the machine's own CUDA 13 wheels come before the carried ones, if they hold CCCL too
-    own = cuda_headers(tmp_path / "site-packages" / "nvidia" / "cu13" / "include")
-    path, why = gh.tvm_cuda_path(env, carried, dest)
-    assert f"made of {own}: this machine's CUDA 13 wheels" in why
-    # a toolkit at /usr/local/cuda comes before those; CUDA_HOME before it
-    cuda_headers(tmp_path / "usr-local-cuda" / "include")  # CCCL in include/cccl only: TVM does not look there
-    assert gh.tvm_cuda_path(env, carried, dest)[0] != str(tmp_path / "usr-local-cuda")
-    (tmp_path / "usr-local-cuda" / "include").rename(tmp_path / "old")
-    cuda_toolkit(tmp_path / "usr-local-cuda")
-    assert gh.tvm_cuda_path(env, carried, dest)[0] == str(tmp_path / "usr-local-cuda")
-    cuda_toolkit(tmp_path / "home")
-    path, why = gh.tvm_cuda_path({**env, "CUDA_HOME": str(tmp_path / "home")}, carried, dest)
-    assert path == str(tmp_path / "home") and why.endswith("(CUDA_HOME has them)")
-    # TVM's own pick holding them: nothing set
-    cuda_toolkit(tmp_path / "wrap")
-    assert gh.tvm_cuda_path(env, carried, dest) == (None, f"TVM finds its CUDA headers in {tmp_path / 'wrap'} "
-                                                          f"(nvcc on PATH ({wrap / 'nvcc'}))")
-
-
-def _header_wheel(folder, dist, files):
-    folder.mkdir(parents=True, exist_ok=True)
-    name = dist.replace("-", "_")
-    path = folder / f"{name}-13.0.0-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for f in files:
-            z.writestr(f"nvidia/cu13/include/{f}", "")
-        z.writestr(f"{name}-13.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                    "Tag: py3-none-any\n")
-        z.writestr(f"{name}-13.0.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: 13.0.0\n")
-        z.writestr(f"{name}-13.0.0.dist-info/RECORD", "")
-    return path
-
-
-def test_the_carried_header_wheels_are_installed_apart_and_make_tvms_cuda_folder(tmp_path):
-    wheels = tmp_path / "whl"
-    assert gh.install_header_wheels(wheels, tmp_path / "h") == (None, [])  # none carried
-    _header_wheel(wheels, "nvidia-cuda-runtime", ["cuda_runtime.h", "cuda_fp16.h"])
-    assert gh.install_header_wheels(wheels, tmp_path / "h")[0] == tmp_path / "h" / "nvidia" / "cu13" / "include"
-    _header_wheel(wheels, "nvidia-cuda-cccl", [f"cccl/cuda/std/{h}" for h in ("cstdint", "type_traits", "limits")])
-    include, problems = gh.install_header_wheels(wheels, tmp_path / "h")
-    assert problems == [] and (include / "cccl" / "cuda" / "std" / "cstdint").is_file()
-    from adapters import tvm as tvm_adapter
-
-    made = tvm_adapter.cuda_folder_from(include, tmp_path / "cuda")
-    assert tvm_adapter.missing_headers(made, "fp16") == []
 
 
 def test_the_steps_get_the_cuda_path_made_for_tvm(tmp_path, monkeypatch, capsys):
