@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import tarfile
+import zlib
 from pathlib import Path
 
 from benchmarks._window_steps import STEPS
@@ -36,7 +37,7 @@ def load_state(work: Path, carried: Path | None, say) -> dict:
                 else:  # pragma: no cover - Python before 3.11.4
                     tar.extractall(work, members=members)
             say(f"resumed from the carried copy {carried} (the machine was not kept)")
-        except (OSError, tarfile.TarError) as e:
+        except (OSError, EOFError, zlib.error, tarfile.TarError) as e:  # a copy cut short: EOFError (gzip)
             say(f"the carried copy {carried} could not be unpacked ({type(e).__name__}: {str(e)[:120]}): starting "
                 "over")
     elif path.is_file():

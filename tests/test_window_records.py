@@ -62,6 +62,11 @@ def test_the_state_comes_from_the_working_folder_else_a_carried_copy_else_new(tm
     assert wr.load_state(tmp_path / "fresh", damaged, said.append) == {"calls": [], "steps": {}}
     assert len(said) == 1 and said[0].startswith(f"the carried copy {damaged} could not be unpacked (")
     assert said[0].endswith("starting over")
+    truncated = tmp_path / "truncated.tar.gz"  # a copy cut short: gzip raises EOFError, neither OSError nor TarError
+    truncated.write_bytes(carried.read_bytes()[:60])
+    said.clear()
+    assert wr.load_state(tmp_path / "fresh2", truncated, said.append) == {"calls": [], "steps": {}}
+    assert len(said) == 1 and said[0].startswith(f"the carried copy {truncated} could not be unpacked (EOFError: ")
     (work / wr.STATE).write_text("[1, 2]")  # not a state
     assert wr.load_state(work, None, said.append) == {"calls": [], "steps": {}}
 
