@@ -362,7 +362,7 @@ def test_replay_constants_and_the_candidates_recover_the_devices_known_costs(nvm
     kernel), a candidate timed as a cell is must measure G + its kernels, so on one stream its
     prediction corrected by the replay constants is its measurement. Either timing regime wrong (10
     launches back to back overlap G with the previous replay's work) breaks these equalities."""
-    from tests.stream_fakes import FakeTiming
+    from tests.stream_fakes_queue import FakeTiming
 
     G, K = 0.4, 0.01
     dev = TorchQueueDevice(1, timing=FakeTiming(graph_ms=G, kernel_ms=K))

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ios_core.ir.builder import GraphBuilder
-from tests.stream_fakes import FakeTiming, TorchQueueDevice
+from tests.stream_fakes import TorchQueueDevice
+from tests.stream_fakes_queue import FakeTiming
 
 G_MS, K_MS = 0.5, 0.02  # the fake's graph launch latency and kernel time
 

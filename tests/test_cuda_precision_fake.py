@@ -1,7 +1,7 @@
 """IOS on cuda at fp16 and bf16 (issue 46), on the tests' fake device: the same executor, arena,
 streams and CUDA-graph capture as at fp32, with every buffer at the precision, weights cast once at
 build, cuDNN's data types declared by the real ``cuda_kernels.conv_data_types`` and checked against
-cuDNN's supported configurations (``tests/stream_fakes.CudaRules``), each kernel handed buffers of
+cuDNN's supported configurations (``tests/stream_fakes_rules.CudaRules``), each kernel handed buffers of
 its element type, and the output checked against the fp32 oracle within the precision's bound.
 Written and tested here; not yet run on a GPU."""
 
@@ -14,7 +14,8 @@ from ios_core import models, reference
 from ios_core.check import check_precision, compare
 from ios_core.reference import random_input
 from tests.runtime_helpers import mixed_graph
-from tests.stream_fakes import CudaRules, CudnnError, DtypeError, TorchQueueDevice
+from tests.stream_fakes import TorchQueueDevice
+from tests.stream_fakes_rules import CudaRules, CudnnError, DtypeError
 from tests.test_runtime_cuda_fake import _asap
 
 CONFIG = {"fp16": "PSEUDO_HALF_CONFIG", "bf16": "PSEUDO_BFLOAT16_CONFIG", "fp32": "FLOAT_CONFIG"}

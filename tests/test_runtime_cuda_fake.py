@@ -116,7 +116,7 @@ def test_the_fake_device_catches_a_missing_wait():
     (OrderError), or some random stream order computes a wrong output (NaN from unwritten memory, or
     a value overwritten too early)."""
     from ios_core.runtime.streams import bind
-    from tests.stream_fakes import OrderError
+    from tests.stream_fakes_rules import OrderError
 
     graph = GRAPHS["mixed"]().init_weights(0)
     x = random_input(graph, 2, seed=5)
@@ -213,7 +213,7 @@ def test_every_cudnn_pointer_is_16_byte_aligned(name):
 def test_the_fake_device_fails_what_a_capture_forbids():
     """Allocating, synchronizing, copying or launching a kernel kind for the first time inside a
     capture fails on the fake device, as it does (or silently breaks the graph) on a GPU."""
-    from tests.stream_fakes import CaptureError
+    from tests.stream_fakes_rules import CaptureError
 
     dev = TorchQueueDevice(0)
     s = dev.stream(0)
@@ -234,7 +234,7 @@ def test_the_fake_device_fails_what_a_capture_forbids():
 def test_capture_runs_the_program_once_before_capturing(monkeypatch):
     """Without the run before the capture, the first launch of each kernel would fall inside it."""
     from ios_core.runtime.cuda import CudaRuntime
-    from tests.stream_fakes import CaptureError
+    from tests.stream_fakes_rules import CaptureError
 
     graph = GRAPHS["mixed"]().init_weights(0)
     CudaRuntime(graph, 1, "cuda", backend=TorchQueueDevice(0), cuda_graph=True)  # fine
@@ -296,7 +296,7 @@ def test_uploads_are_synchronized_before_any_kernel_runs():
     """Weights are uploaded on the legacy stream; non-blocking streams do not wait for it: the
     program synchronizes the device once built (the fake device fails a kernel that runs first)."""
     from ios_core.runtime.cuda import CudaRuntime
-    from tests.stream_fakes import OrderError
+    from tests.stream_fakes_rules import OrderError
 
     graph = GRAPHS["mixed"]().init_weights(0)
     dev = TorchQueueDevice(0)

@@ -21,7 +21,7 @@ from ios_core.runtime.streams import (
     happens_before,
     plan_streams,
 )
-from tests.stream_fakes import FakeDevice
+from tests.stream_fakes_queue import FakeDevice
 
 SIZE = 4  # elements per value
 

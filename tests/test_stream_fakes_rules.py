@@ -1,4 +1,4 @@
-"""The fake CUDA device's rules (tests/stream_fakes.py, ``CudaRules``): each fails where CUDA fails,
+"""The fake CUDA device's rules (tests/stream_fakes_rules.py, ``CudaRules``): each fails where CUDA fails,
 and what CUDA allows passes. The executor and the measured cost model are written against them."""
 
 from __future__ import annotations
@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.stream_fakes import (
+from tests.stream_fakes import TorchQueueDevice
+from tests.stream_fakes_queue import FakeTiming
+from tests.stream_fakes_rules import (
     CU_EVENT_RECORD_EXTERNAL,
     CUDA_ERROR_CAPTURED_EVENT,
     CUDA_ERROR_INVALID_HANDLE,
@@ -16,9 +18,7 @@ from tests.stream_fakes import (
     CUDA_SUCCESS,
     CaptureError,
     CudaError,
-    FakeTiming,
     OrderError,
-    TorchQueueDevice,
 )
 
 

@@ -390,7 +390,7 @@ class CudaEventTimer:
     clock = "cuda-events"
 
     def __init__(self, stream=None, cupy=None):
-        if cupy is None:  # the tests' fake device passes its own (tests/stream_fakes.py)
+        if cupy is None:  # the tests' fake device passes its own (tests/stream_fakes_queue.py: FakeCupy)
             import cupy
 
         self._cupy = cupy
