@@ -41,7 +41,7 @@ def test_it_prints_every_stage_a_diagnosis_and_the_bound_on_the_fake_device(fide
         assert diag.startswith("diagnosis: measured ") and ". Largest: " in diag
     bound = next(line for line in lines if line.startswith("critical-path bound [fake device: meaningless]: "))
     assert re.search(r"IOS-Both [\d.,]+ ms = [\d.]+x the bound; with the per-graph replay cost each isolated "
-                     r"figure carries \([\d.,]+ ms\) counted once: [\d.,]+ ms, IOS-Both = [\d.]+x$", bound), bound
+                     r"figure carries \(-?[\d.,]+ ms\) counted once: [\d.,]+ ms, IOS-Both = [\d.]+x$", bound), bound
     assert "kept" in next(line for line in lines if line.startswith("## sample"))
 
 
