@@ -755,3 +755,58 @@ def test_a_replay_counts_one_search_at_the_optimize_batch_for_every_batch_that_e
     got = estimate.replay(run, [], {"m": (2_000_000_000, 40, 100)})
     m = estimate.Model(estimate.History(), {"m": 2_000_000_000}, {"m": 40}, {"m": 100})
     assert got["parts"]["searches"] == pytest.approx(m.optimize_s("m", 1, "torch", 1))
+
+
+def test_runs_of_another_thread_count_or_another_network_of_the_same_name_are_not_learned_from(tmp_path):
+    """An earlier run teaches the estimate this machine's speed for the same cell only: at the plan's threads,
+    and a model from the same kind of source (a file named like a zoo model, torchvision's alexnet imported,
+    is another network than the zoo's alexnet)."""
+    cpu = {"model": "CPU X", "usable_cores": 2}
+    for name, threads, models, median in [("zoo2", 2, ["m"], 40.0), ("zoo1", 1, ["m"], 70.0),
+                                          ("file2", 2, ["/elsewhere/m.json"], 300.0)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "env.json").write_text(json.dumps({"cpu": cpu}))
+        (folder / "plan.json").write_text(json.dumps({"models": models, "threads": threads}))
+        (folder / "results.jsonl").write_text(json.dumps({**rec("m", 1, "torch", median=median),
+                                                          "threads": threads}) + "\n")
+    found = estimate.earlier_runs(tmp_path / "new")
+    assert estimate.learn(found, cpu, 2, {"m": "m"}).latency_ms == {("m", 1, "torch"): 40.0}
+    assert estimate.learn(found, cpu, 1, {"m": "m"}).latency_ms == {("m", 1, "torch"): 70.0}
+    assert estimate.learn(found, cpu, 2, {"m": "/here/m.json"}).latency_ms == {("m", 1, "torch"): 300.0}
+    assert estimate.learn(found, cpu, 2, {"other": "other"}).runs == ["zoo2", "file2"]  # m is not planned
+
+
+def test_a_record_or_a_round_taken_beside_other_work_teaches_no_speed():
+    """Every round of a record disturbed: its figure is over disturbed rounds (a smoke run beside a test
+    suite): no latency, no round cost is learnt from it, only its memory. A disturbed round of a
+    record with undisturbed ones is left out of the round costs."""
+    h = estimate.History()
+    smoke = {**rec("m", 1, "torch", median=400.0), "rounds_used": 0, "rounds_disturbed": 3, "peak_rss_mib": 900.0,
+             "repeat": 3, "rounds": [{"round": i, "wall_seconds": 30.0, "disturbed": "load"} for i in range(3)]}
+    h.add(smoke)
+    assert h.latency_ms == {} and h.fixed_s == {} and h.peak == [("torch", "m", 1, 900.0)]
+    quiet = {**rec("m", 1, "torch", median=40.0), "rounds_used": 2, "rounds_disturbed": 1, "repeat": 3,
+             "rounds": [{"round": 0, "wall_seconds": 9.0}, {"round": 1, "wall_seconds": 2.0},
+                        {"round": 2, "wall_seconds": 2.5}, {"round": 3, "wall_seconds": 30.0, "disturbed": "load"}]}
+    h.add(quiet)
+    assert h.latency_ms == {("m", 1, "torch"): 40.0}
+    calls = 1 + 0 + 1 + 3  # the output check, no warmup, the calibration call, 3 samples
+    assert h.fixed_s["torch"] == pytest.approx([2.0 - calls * 0.04, 2.5 - calls * 0.04])
+
+
+def test_a_rate_learnt_from_models_of_unknown_size_is_the_stated_one_and_says_so():
+    """A framework whose earlier records are all of models the estimate cannot size (another run's file,
+    an ab side) has no rate of its own: its latencies come from the stated rate, labelled stated, and are
+    scaled as stated figures are."""
+    from ios_bench.planning.estimate_stated import stated_rate
+
+    h = estimate.History()
+    h.add(rec("elsewhere", 1, "torch", median=5.0))
+    slow = estimate.STATED["canary_ms"] * 2  # a machine half as fast as the stated figures' ...
+    h.canary_ms.append(slow)  # ... as the earlier run found it: a learnt figure would not be scaled
+    m = _model(h)
+    m.probe_ms = slow
+    got = m.latency_s("m", 1, "torch")
+    assert list(m.sources) == [f"stated rate ({stated_rate('torch')[1].split(':', 1)[0]})"]
+    assert got == pytest.approx(2e9 / (stated_rate("torch")[0] * 1e9) * 2)

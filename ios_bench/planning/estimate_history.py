@@ -36,6 +36,11 @@ class History:
             return
         if rec.get("scenario"):  # a LoadGen cell's latencies are under load, its rounds LoadGen tests: not a model
             return
+        if rec.get("rounds_used") == 0 and rec.get("rounds_disturbed"):
+            # every round of it was disturbed: its figure was taken beside other work, not this machine's speed
+            # (only its memory is kept: a co-tenant slows a cell, it does not shrink it)
+            self._memory(rec)
+            return
         key = (rec["model"], int(rec["batch_size"]), series(rec["framework"], rec.get("precision")))
         self.latency_ms[key] = float(rec["median_ms"])
         lat = rec["median_ms"] / 1000
@@ -53,6 +58,8 @@ class History:
                 self.canary_ms.append(float(c))
             if later and r.get("round") == 0:  # its cold build is learnt apart (first_build_s)
                 continue
+            if r.get("disturbed"):  # a round beside other work: its start and build took longer than they do
+                continue
             wall = r.get("wall_seconds") or _span(r.get("started"), r.get("finished"))
             reps, warm = r.get("repeat") or rec.get("repeat"), r.get("warmup") or rec.get("warmup") or 0
             number = r.get("number") or rec.get("number") or 1
@@ -66,18 +73,21 @@ class History:
                 if fixed > 0:
                     self.fixed_s.setdefault(fixed_key, []).append(fixed)
                     self.fixed_by_model.setdefault((fixed_key, rec["model"]), []).append(fixed)
-        if isinstance(rec.get("peak_rss_mib"), (int, float)):
-            self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
-        gpu = rec.get("gpu_memory") if isinstance(rec.get("gpu_memory"), dict) else {}
-        seen = gpu.get("nvml_process_mib") or gpu.get("allocator_peak_mib")  # NVML's view holds the context too
-        if isinstance(seen, (int, float)):
-            self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
+        self._memory(rec)
         if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
             self.optimize_s.setdefault((rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch",
                                         rec.get("precision") or "fp32"), {})[rec.get("schedule") or ""] = \
                 float(rec["optimize_seconds"])
         if run and run not in self.runs:
             self.runs.append(run)
+
+    def _memory(self, rec: dict) -> None:
+        if isinstance(rec.get("peak_rss_mib"), (int, float)):
+            self.peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(rec["peak_rss_mib"])))
+        gpu = rec.get("gpu_memory") if isinstance(rec.get("gpu_memory"), dict) else {}
+        seen = gpu.get("nvml_process_mib") or gpu.get("allocator_peak_mib")  # NVML's view holds the context too
+        if isinstance(seen, (int, float)):
+            self.gpu_peak.append((rec["framework"], rec["model"], int(rec["batch_size"]), float(seen)))
 
 
 def _span(start, end) -> float | None:
@@ -95,8 +105,18 @@ def same_machine(env: dict | None, cpu: dict) -> bool:
             and theirs.get("usable_cores") == cpu.get("usable_cores"))
 
 
-def learn(folders: list[Path], cpu: dict) -> History:
-    """Every finished record of the run folders measured on a machine like this one."""
+def from_file(name: str, specs) -> bool:
+    """Whether the model ``name`` of a run whose ``--models`` were ``specs`` came from a file (a JSON or
+    ONNX graph, named by the file) rather than the zoo (its name given as it is)."""
+    return name not in (specs or [])
+
+
+def learn(folders: list[Path], cpu: dict, threads: int | None = None, models: dict[str, str] | None = None) -> History:
+    """Every finished record of the run folders measured on a machine like this one. With ``threads``
+    (the plan's threads per cell), a record of another thread count is not learnt: it measured another
+    speed. With ``models`` ({name: what the plan was given for it, a zoo name or a file}), a record is
+    learnt only where its model came from the same kind of source: a zoo model and a file named like it
+    (torchvision's alexnet imported, the zoo's alexnet) are two networks."""
     from ios_bench.results import read_records
 
     hist = History()
@@ -107,7 +127,17 @@ def learn(folders: list[Path], cpu: dict) -> History:
             continue
         if not same_machine(env, cpu) or not (folder / "results.jsonl").is_file():
             continue
+        try:
+            specs = json.loads((folder / "plan.json").read_bytes()).get("models")
+        except (OSError, ValueError, AttributeError):
+            specs = None
         for rec in read_records(folder / "results.jsonl", on_problem=lambda m: None):
+            if threads is not None and isinstance(rec.get("threads"), int) and rec["threads"] != threads:
+                continue
+            name = rec.get("model")
+            if models is not None and specs is not None and name in models and \
+                    from_file(name, specs) != from_file(name, list(models.values())):
+                continue
             hist.add(rec, folder.name)
     return hist
 

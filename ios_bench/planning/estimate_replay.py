@@ -40,7 +40,9 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
             g = load_graph(name)
             graphs[name] = (g.macs(), g.num_operators(), search_states(g))
     recorded = env.get("estimate") or {}
-    hist = learn(list(learn_from or []), env.get("cpu") or {})
+    given = plan.get("models") or []  # a record's model came from the zoo where its name was given as it is
+    hist = learn(list(learn_from or []), env.get("cpu") or {}, plan.get("threads"),
+                 {r["model"]: r["model"] if r["model"] in given else f"file {r['model']}" for r in recs})
     macs = {m: v[0] for m, v in graphs.items()}
     model = Model(hist, {**history_macs(hist, macs), **macs}, {m: v[1] for m, v in graphs.items()},
                   {m: v[2] for m, v in graphs.items() if len(v) > 2},

@@ -230,7 +230,9 @@ class Sweep:
         most), "caps" (``estimate_breakdown.predicted_caps``), "refs", "searches", "fresh"}. ``probe_speed``
         False: the figures at the speed they were measured at (no speed probe)."""
         plan = self.plan
-        hist = estimate.learn(estimate.earlier_runs(self.folder), cpu)
+        # earlier runs at this plan's threads, of the same networks (a file named like a zoo model is another)
+        hist = estimate.learn(estimate.earlier_runs(self.folder), cpu, plan.threads,
+                              {g.name: spec for spec, g in graphs.items()})
         named = {g.name: g for g in graphs.values()}
         macs = {n: g.macs() for n, g in named.items()}
         searched = {c.model for c in cells if c.schedule and not c.skip_reason}  # the DP's states cost its searches
