@@ -106,16 +106,20 @@ class Model:
             return band_factor(self.probe_ms, self.history.canary_ms)
         return speed_factor(self.probe_ms, STATED["canary_ms"])
 
+    def _learnt_rates(self, framework: str) -> list[float]:
+        """Multiply-accumulates per second of each earlier record of ``framework`` whose model's size is known."""
+        return [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
+                if fw == framework and m in self.macs and ms > 0]
+
     def rate(self, framework: str) -> float:
         """Multiply-accumulates per second of ``framework`` over its earlier records."""
-        got = [self.macs[m] * b / (ms / 1000) for (m, b, fw), ms in self.history.latency_ms.items()
-               if fw == framework and m in self.macs and ms > 0]
+        got = self._learnt_rates(framework)
         return median(got) if got else stated_rate(framework)[0] * 1e9
 
     def rate_source(self, framework: str) -> tuple[float, str]:
         """(GMAC/s, where it comes from) of ``framework`` (a series) as :meth:`rate` uses it: its earlier
         records on this machine, else its stated rate (:func:`stated_rate`: measured or assumed)."""
-        n = sum(1 for (m, _, fw) in self.history.latency_ms if fw == framework and m in self.macs)
+        n = len(self._learnt_rates(framework))
         if n:
             return self.rate(framework) / 1e9, f"measured: earlier runs on this machine ({n} cells)"
         return stated_rate(framework)
@@ -134,7 +138,7 @@ class Model:
             if others:
                 src, value = "earlier runs (another batch size)", others[0][1] / 1000 * batch / others[0][0]
             else:
-                from_runs = any(fw == framework for (_, _, fw) in h)
+                from_runs = bool(self._learnt_rates(framework))  # what rate() learns from, or its stated figure
                 src = ("earlier runs (the framework's rate)" if from_runs else
                        f"stated rate ({stated_rate(framework)[1].split(':', 1)[0]})")
                 learnt = from_runs
