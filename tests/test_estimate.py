@@ -810,3 +810,27 @@ def test_a_rate_learnt_from_models_of_unknown_size_is_the_stated_one_and_says_so
     got = m.latency_s("m", 1, "torch")
     assert list(m.sources) == [f"stated rate ({stated_rate('torch')[1].split(':', 1)[0]})"]
     assert got == pytest.approx(2e9 / (stated_rate("torch")[0] * 1e9) * 2)
+
+
+def test_on_another_kind_of_host_the_canary_scales_the_stated_starts_but_not_the_stated_latencies():
+    """The stated figures' canary was sorted on a host with AVX-512; a host with other instruction sets
+    (AVX2 only: its canary 4x quicker, its frameworks' kernels 1.1-1.4x slower) is compared by its canary
+    for one core's scalar work (a worker's start, a build) and not for the frameworks' kernels."""
+    stated = estimate.STATED["canary_ms"]
+    avx2 = ["avx", "avx2", "f16c", "fma", "sse4_1", "sse4_2", "sse4a"]
+    same = _model(probe_ms=0.5 * stated, isa=list(reversed(estimate.STATED["canary_isa"])))
+    other, unknown = _model(probe_ms=0.5 * stated, isa=avx2), _model(probe_ms=0.5 * stated)
+    plain = _model()
+    assert same.stated_host() and unknown.stated_host() and not other.stated_host()
+    for m in (same, unknown):
+        assert m.latency_s("m", 1, "torch") == pytest.approx(0.5 * plain.latency_s("m", 1, "torch"))
+    assert other.latency_s("m", 1, "torch") == pytest.approx(plain.latency_s("m", 1, "torch"))
+    for m in (same, other):
+        assert m.fixed_s("torch") == pytest.approx(0.5 * plain.fixed_s("torch"))
+    assert "the stated latencies excepted" in other.speed_note()
+    assert "excepted" not in same.speed_note() and same.speed_note().startswith("scaled by 0.50")
+    # a run folder of another kind of host (the same model name, "AMD EPYC") teaches nothing here
+    cpu = {"model": "AMD EPYC", "usable_cores": 2, "isa_flags": avx2}
+    assert estimate.same_machine({"cpu": {**cpu, "isa_flags": list(reversed(avx2))}}, cpu)
+    assert not estimate.same_machine({"cpu": {**cpu, "isa_flags": list(estimate.STATED["canary_isa"])}}, cpu)
+    assert estimate.same_machine({"cpu": {k: v for k, v in cpu.items() if k != "isa_flags"}}, cpu)

@@ -50,7 +50,9 @@ nearer end of that range (:func:`band_factor`: a 1 ms canary on a shared 2-core 
 one minute to the next, and so did the same plan's estimate when it was scaled against their median);
 :data:`STATED` ``canary_ms`` for the stated figures; within :data:`SPEED_BOUNDS`. The
 workers' starts calibrated now are not scaled (they are this machine's speed now already), nor the
-canaries' own stated time.
+canaries' own stated time. A canary compares moments of one kind of host: the stated latencies are
+scaled only on a host with the stated figures' instruction sets (``Model.stated_host``), and earlier
+runs are learnt from only where their host had this one's (:func:`same_machine`).
 """
 
 from __future__ import annotations

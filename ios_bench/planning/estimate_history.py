@@ -98,11 +98,13 @@ def _span(start, end) -> float | None:
 
 
 def same_machine(env: dict | None, cpu: dict) -> bool:
-    """Whether a run folder's ``env.json`` was written on a machine like this one (CPU model and
-    usable cores)."""
+    """Whether a run folder's ``env.json`` was written on a machine like this one (CPU model, usable
+    cores, and instruction sets where both say: a VM's model name, "AMD EPYC", names several hosts)."""
     theirs = (env or {}).get("cpu") or {}
+    isa = theirs.get("isa_flags"), cpu.get("isa_flags")
     return (bool(theirs.get("model")) and theirs.get("model") == cpu.get("model")
-            and theirs.get("usable_cores") == cpu.get("usable_cores"))
+            and theirs.get("usable_cores") == cpu.get("usable_cores")
+            and (None in isa or sorted(isa[0]) == sorted(isa[1])))
 
 
 def from_file(name: str, specs) -> bool:

@@ -94,17 +94,30 @@ class Model:
     sources: dict[str, int] = field(default_factory=dict)  # where each latency came from -> cells
     calibrated: dict[str, float] = field(default_factory=dict)  # framework -> a fresh worker's start (calibrate)
     probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
+    # this host's instruction sets (env.json's cpu isa_flags); None: not known (taken as the stated host's)
+    isa: tuple | list | None = None
     # (series, model, batch) -> whether the build cache the rounds will use holds that cell's own build
     # (warm_build_cache; a replay: what its records say)
     warm_cache: object = field(default=None, repr=False)
 
-    def speed(self, learnt: bool) -> float:
+    def speed(self, learnt: bool, kernels: bool = False) -> float:
         """The scale on a figure not measured now: the canary now against the range of the earlier
         runs' rounds' canaries (``learnt``: a figure they taught; :func:`band_factor`, 1.0 inside it)
-        or against the stated figures' canary (without earlier runs' canaries, the stated speed)."""
+        or against the stated figures' canary (without earlier runs' canaries, the stated speed).
+        ``kernels``: a stated framework's compute (its latencies), which the canary scales on the stated
+        figures' kind of host only: the canary is one core's scalar and memory work, as a worker's start,
+        a build and a search's bookkeeping are, while a framework's kernels use the host's vector units
+        (``stated_host``)."""
         if learnt and self.history.canary_ms:
             return band_factor(self.probe_ms, self.history.canary_ms)
+        if kernels and not self.stated_host():
+            return 1.0
         return speed_factor(self.probe_ms, STATED["canary_ms"])
+
+    def stated_host(self) -> bool:
+        """Whether this host is of the kind the stated figures and their canary were measured on (the same
+        instruction sets; an unknown host is taken to be)."""
+        return self.isa is None or sorted(self.isa) == sorted(STATED["canary_isa"])
 
     def _learnt_rates(self, framework: str) -> list[float]:
         """Multiply-accumulates per second of each earlier record of ``framework`` whose model's size is known."""
@@ -145,7 +158,7 @@ class Model:
                 value = self.macs.get(model, 0) * batch / self.rate(framework)
         if count:
             self.sources[src] = self.sources.get(src, 0) + 1
-        return value * self.speed(learnt)
+        return value * self.speed(learnt, kernels=True)
 
     def fixed_s(self, framework: str, model: str | None = None) -> float:
         """A round's fixed part (``framework``: a series, ``openvino@int8``): earlier runs' where they
@@ -261,6 +274,9 @@ class Model:
             return ""
         note = (f"scaled by {self.speed(False):.2f} for this machine's speed now (canary {self.probe_ms:.2f} ms "
                 f"against {STATED['canary_ms']:.2f} ms stated")
+        if not self.stated_host():
+            note += ("), the stated latencies excepted (measured on a host with other instruction sets, whose "
+                     "frameworks' kernels the canary does not compare with this one's")
         if self.history.canary_ms:
             low, high = canary_band(self.history.canary_ms)
             note += (f", {self.speed(True):.2f} for earlier runs' figures (1.00 while it lies within their rounds' "

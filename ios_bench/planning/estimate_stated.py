@@ -87,8 +87,15 @@ STATED = {
                               "tflite@int8": 200, "ios[onnxruntime]@int8": 105, "ios[openvino]@int8": 165,
                               "default": 0},
     # the canary's time (speed_probe) on the 2-core VM the figures above were measured on, at its
-    # usual speed (2026-11-27 09:40 UTC: 3.86-3.90 ms whenever a core was free; docs/harness.md)
+    # usual speed (2026-11-27 09:40 UTC: 3.86-3.90 ms whenever a core was free; docs/harness.md) ...
     "canary_ms": 3.9,
+    # ... a host with these instruction sets (its env.json, docs/results/frameworks/env.json). A canary
+    # compares one host's moments, not two hosts: the AVX2-only VM of 2026-11-28/29 sorts its canary in
+    # 0.93-1.0 ms and runs the frameworks 1.1-1.4x slower than this one (torch inception_v3 b1 130 ms
+    # against 116, openvino 72 against 53: docs/results/estimate/2026-11-29-canary-across-hosts.md)
+    "canary_isa": ("avx", "avx2", "avx512_bf16", "avx512_bitalg", "avx512_vbmi2", "avx512_vnni", "avx512_vpopcntdq",
+                   "avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512ifma", "avx512vbmi", "avx512vl", "f16c",
+                   "fma", "sse4_1", "sse4_2", "sse4a"),
 }
 _FW = "docs/results/frameworks (2026-11-22, 2 cores, inception_v3 and squeezenet b1)"
 _BS = "docs/results/batchsize (2026-11-22, inception_v3 b1, 4, 16)"

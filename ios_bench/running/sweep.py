@@ -247,6 +247,7 @@ class Sweep:
                                               probe=estimate.probed_starts(getattr(self, "probes", None) or {}))
         # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
         model.probe_ms = estimate.speed_probe() if cells and probe_speed else None
+        model.isa = cpu.get("isa_flags")  # the canary scales the stated figures on their kind of host only
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
