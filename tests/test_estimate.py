@@ -834,3 +834,29 @@ def test_on_another_kind_of_host_the_canary_scales_the_stated_starts_but_not_the
     assert estimate.same_machine({"cpu": {**cpu, "isa_flags": list(reversed(avx2))}}, cpu)
     assert not estimate.same_machine({"cpu": {**cpu, "isa_flags": list(estimate.STATED["canary_isa"])}}, cpu)
     assert estimate.same_machine({"cpu": {k: v for k, v in cpu.items() if k != "isa_flags"}}, cpu)
+
+
+def test_rounds_disturbed_as_often_as_on_earlier_runs_here_are_expected_again():
+    """A disturbed round is measured again (at most the plan's max_reruns per cell): the estimate expects
+    as many re-runs as earlier runs here had disturbed rounds (d / (1 - d) a planned round, a re-run
+    disturbed as often), none with fewer than MIN_RERUN_EVIDENCE earlier rounds or none allowed."""
+    from ios_bench.planning.estimate_breakdown import breakdown
+
+    h = estimate.History()
+    for i in range(10):  # 40 rounds, 10 of them disturbed: d = 1/4, a planned round costs 1/3 more
+        h.add({**rec(f"x{i}", 1, "torch"), "rounds_measured": 4, "rounds_disturbed": 1})
+    h.add({**rec("y", 1, "torch"), "rounds_used": 0, "rounds_measured": 3, "rounds_disturbed": 3})  # beside work
+    assert (h.rounds_seen, h.rounds_disturbed) == (40, 10)
+    m, none = _model(h, max_reruns=6), _model(h)
+    assert m.disturbed_share() == pytest.approx(0.25)
+    assert m.expected_reruns(3) == pytest.approx(1.0) and none.expected_reruns(3) == 0.0
+    assert _model(h, max_reruns=1).expected_reruns(6) == 1.0  # at most max_reruns a cell
+    few = estimate.History()
+    few.add({**rec("x", 1, "torch"), "rounds_measured": 20, "rounds_disturbed": 10})
+    assert _model(few, max_reruns=6).expected_reruns(3) == 0.0  # 20 rounds say too little
+    cells = [Cell("m", "m", 1, "torch", "cpu", None, "torch", 1.0)]
+    got = estimate.sweep_seconds(m, cells, {cells[0].key: 3}, set(), {}, fresh=set())
+    assert got["seconds"] == pytest.approx(4 * m.cell_s(cells[0]))
+    rows = breakdown(m, cells, {cells[0].key: 3}, set(), {}, fresh=set())
+    assert sum(r["seconds"] for r in rows) == pytest.approx(got["seconds"])
+    assert sum(r["seconds"] for r in rows if r["kind"] == "rerun") == pytest.approx(m.cell_s(cells[0]))

@@ -15,7 +15,8 @@ from ios_bench.planning.estimate_model import ROUND_PARTS, Model
 from ios_bench.planning.estimate_stated import series
 
 # the kinds of cost a breakdown names, in its order: a round's parts, then the sweep's own work
-KINDS = {**ROUND_PARTS, "first_build": "first builds (cold; int8: calibration)", "search": "schedule searches",
+KINDS = {**ROUND_PARTS, "rerun": "re-runs of disturbed rounds (expected from earlier runs here)",
+         "first_build": "first builds (cold; int8: calibration)", "search": "schedule searches",
          "reference": "reference outputs"}
 SEARCH_ROW, REFERENCE_ROW = "(IOS schedule searches)", "(reference outputs)"
 
@@ -73,6 +74,7 @@ def breakdown(model: Model, cells: list, rounds: dict[str, int], refs: set, sear
                 parts = {"timed": whole}
             for kind, seconds in parts.items():
                 add(c.batch_size, c.model, c.framework, kind, left * seconds)
+            add(c.batch_size, c.model, c.framework, "rerun", model.expected_reruns(left) * whole)
         if left > 0 and (fresh is None or c.key in fresh):
             add(c.batch_size, c.model, c.framework, "first_build", model.first_build_s(fw, c.model, c.batch_size))
     for name, batch in sorted(refs):

@@ -30,6 +30,9 @@ class History:
     fixed_by_model: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (kind, model): fixed_s's
     runs: list[str] = field(default_factory=list)
     canary_ms: list[float] = field(default_factory=list)  # each learnt round's canary (its machine's speed then)
+    # the rounds the learnt records measured, and how many of them were disturbed (each measured again)
+    rounds_seen: int = 0
+    rounds_disturbed: int = 0
 
     def add(self, rec: dict, run: str | None = None) -> None:
         if rec.get("status") not in ("ok", "wrong") or not isinstance(rec.get("median_ms"), (int, float)):
@@ -43,6 +46,10 @@ class History:
             return
         key = (rec["model"], int(rec["batch_size"]), series(rec["framework"], rec.get("precision")))
         self.latency_ms[key] = float(rec["median_ms"])
+        seen, disturbed = rec.get("rounds_measured"), rec.get("rounds_disturbed")
+        if isinstance(seen, int) and isinstance(disturbed, int) and 0 <= disturbed <= seen:
+            self.rounds_seen += seen
+            self.rounds_disturbed += disturbed
         lat = rec["median_ms"] / 1000
         from ios_core.measurement.interference import canary_ms
 

@@ -29,6 +29,8 @@ from ios_core.measurement.protocol import round_calls
 from ios_core.measurement.stats import median
 
 # a round's kinds of cost (Model.round_parts), as the dry run names them
+# the learnt rounds it takes to expect re-runs from their disturbed share (fewer say too little)
+MIN_RERUN_EVIDENCE = 30
 ROUND_PARTS = {"timed": "timed samples", "warmup": "warmup calls",
                "check_calibration": "output check and calibration calls",
                "start": "worker starts, canaries, the round's own work", "build": "builds (warm, each round)"}
@@ -96,6 +98,7 @@ class Model:
     probe_ms: float | None = None  # the canary now (speed_probe); None: the figures are used as they are
     # this host's instruction sets (env.json's cpu isa_flags); None: not known (taken as the stated host's)
     isa: tuple | list | None = None
+    max_reruns: int = 0  # the plan's re-runs of a disturbed round per cell (0: none expected)
     # (series, model, batch) -> whether the build cache the rounds will use holds that cell's own build
     # (warm_build_cache; a replay: what its records say)
     warm_cache: object = field(default=None, repr=False)
@@ -113,6 +116,22 @@ class Model:
         if kernels and not self.stated_host():
             return 1.0
         return speed_factor(self.probe_ms, STATED["canary_ms"])
+
+    def disturbed_share(self) -> float | None:
+        """The share of earlier runs' rounds on this machine that were disturbed (and measured again),
+        None with fewer than :data:`MIN_RERUN_EVIDENCE` of them."""
+        h = self.history
+        return h.rounds_disturbed / h.rounds_seen if h.rounds_seen >= MIN_RERUN_EVIDENCE else None
+
+    def expected_reruns(self, left: int) -> float:
+        """The re-runs ``left`` planned rounds of a cell are expected to add: a round is disturbed as
+        often as earlier runs' rounds here were, and so is its re-run (``left`` x d / (1 - d)), at most the
+        plan's ``max_reruns``; none without enough earlier rounds."""
+        d = self.disturbed_share()
+        if not left or not self.max_reruns or d is None:
+            return 0.0
+        d = min(d, 0.9)
+        return min(float(self.max_reruns), left * d / (1 - d))
 
     def stated_host(self) -> bool:
         """Whether this host is of the kind the stated figures and their canary were measured on (the same
@@ -300,7 +319,7 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
         cold = left > 0 and (fresh is None or c.key in fresh)
         cold_s = model.first_build_s(series(c.framework, getattr(c, "precision", None)), c.model, c.batch_size) \
             if cold else 0.0
-        per_cell[c.key] = left * model.cell_s(c, count=True) + cold_s
+        per_cell[c.key] = (left + model.expected_reruns(left)) * model.cell_s(c, count=True) + cold_s
     total = sum(per_cell.values())
     total += sum(model.reference_s(m, b) for m, b in todo_refs)
     searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)

@@ -51,6 +51,7 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
     model.probe_ms = recorded.get("canary_ms")
     model.isa = (env.get("cpu") or {}).get("isa_flags")
+    model.max_reruns = int(plan.get("max_reruns") or 0)
     # the build cache as its sweep found it: a cell whose first round reused a build it did not make (fp32
     # cells only, as before: a reduced-precision record's state is not taken to say its calibration was reused)
     warm = {(series(r["framework"], r.get("precision")), r["model"], int(r["batch_size"])) for r in recs

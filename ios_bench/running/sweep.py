@@ -248,6 +248,7 @@ class Sweep:
         # this machine's speed now: what was not measured now is scaled by it (estimate.speed_probe)
         model.probe_ms = estimate.speed_probe() if cells and probe_speed else None
         model.isa = cpu.get("isa_flags")  # the canary scales the stated figures on their kind of host only
+        model.max_reruns = plan.max_reruns  # re-runs expected as often as earlier runs here were disturbed
         if plan.scenario != LATENCY:  # a LoadGen round lasts its tests (ios_bench.scenarios.cells)
             model = scenario_cells.RoundEstimate(model, plan)
         rounds = planned_rounds(plan.rounds)
@@ -300,6 +301,9 @@ class Sweep:
             more += " (at most for Server: its search counted as halving its load after every try)"
         if got["caps"]:
             more += f" ({len(got['caps'])} cells predicted capped at one round)"
+        share = model.disturbed_share() if model.max_reruns else None
+        if share:
+            more += f" (with re-runs: {share:.0%} of earlier runs' rounds here were disturbed and measured again)"
         if got["same"]:
             more += f" ({len(got['same'])} IOS cells of chain graphs run the sequential schedule: measured once)"
         self.say(f"estimated duration: about {estimate.human(est['seconds'])}{more} for {len(cells)} cells x "
