@@ -93,9 +93,15 @@ def nets():
     def get(key, table):
         name, kwargs, image = table[key]
         if (name, repr(kwargs)) not in cache:
-            graph = frontend.load(tv.export(_lively(_build(timm, name, **kwargs)), image), name=key)
+            net = _lively(_build(timm, name, **kwargs))
+            graph = frontend.load(tv.export(net, image), name=key)
             x = np.random.default_rng(0).standard_normal((BATCH, 3, image, image), dtype=np.float32)
-            cache[name, repr(kwargs)] = (graph, x, reference.run(graph, x))
+            ref = reference.run(graph, x)
+            with torch.no_grad():  # the import, with every branch counting (test_import_timm's weights hide some)
+                want = net(torch.from_numpy(x)).numpy()
+            result = compare(ref.reshape(want.shape), want, FP32)
+            assert result.passed, f"the oracle on timm's {key} against torch: {result.reason}"
+            cache[name, repr(kwargs)] = (graph, x, ref)
         return cache[name, repr(kwargs)]
 
     return get
