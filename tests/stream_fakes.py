@@ -415,12 +415,15 @@ class TorchQueueDevice(TensorKernelsFake):
 
     def activation(self, x, out, act, alpha=0.0, beta=0.0):
         fn = _act(act, alpha, beta)
-        return self._kinds(lambda: out.copy_(fn(x.float())), "ios_map", reads=(x,), writes=(out,))
+        kind = "ios_strided" if x.dim() > 4 else "ios_map"  # CupyDevice's choice: ios_map walks 4 axes
+        return self._kinds(lambda: out.copy_(fn(x.float())), kind, reads=(x,), writes=(out,))
 
     def affine(self, x, out, scale, shift, act):
-        sc, sh = self.upload(scale).view(1, -1, 1, 1), self.upload(shift).view(1, -1, 1, 1)
+        along = (1, -1, *(1,) * (x.dim() - 2))  # the first image axis (the channel), any rank: the oracle's
+        sc, sh = self.upload(scale).view(along), self.upload(shift).view(along)
         fn = _act(act)
-        return self._kinds(lambda: out.copy_(fn(x.float() * sc.float() + sh.float())), "ios_map", reads=(x, sc, sh),
+        kind = "ios_strided" if x.dim() > 4 else "ios_map"
+        return self._kinds(lambda: out.copy_(fn(x.float() * sc.float() + sh.float())), kind, reads=(x, sc, sh),
                            writes=(out,))
 
     def shuffle(self, x, out, groups):

@@ -25,12 +25,12 @@ def _flat(a: np.ndarray) -> tuple[np.ndarray, int]:
     return root.reshape(-1), (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // a.itemsize
 
 
-def _act(code: int, v: np.ndarray) -> np.ndarray:
+def _act(code: int, v: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
     from ios_core.runtime.cuda_kernels import ACT_CODES
     from tests.stream_fakes import _act as torch_act
 
     name = {c: n for n, c in ACT_CODES.items()}[int(code)]
-    return torch_act(name)(torch.from_numpy(v)).numpy()
+    return torch_act(name, alpha, beta)(torch.from_numpy(v)).numpy()
 
 
 def _offsets(dims, strides) -> np.ndarray:
@@ -52,12 +52,13 @@ class Interpreter:
     def ios_strided(grid, block, args):
         (a, ao), (b, bo), (y, yo) = (_flat(p) for p in args[:3])
         dims, sa, sb, sy, op = args[3:9], args[9:15], args[15:21], args[21:27], int(args[27])
+        act, alpha, beta = int(args[28]), float(args[29]), float(args[30])
         assert grid[0] * block[0] >= int(np.prod(dims))
         v = a[ao + _offsets(dims, sa)].astype(np.float32)
         if op:
             u = b[bo + _offsets(dims, sb)]
             v = v + u if op == 1 else v * u
-        y[yo + _offsets(dims, sy)] = v
+        y[yo + _offsets(dims, sy)] = _act(act, v.astype(np.float32), alpha, beta)
 
     @staticmethod
     def ios_matmul(grid, block, args):
@@ -225,6 +226,28 @@ def test_wide_element_sums_broadcast(dev, how):
     out = np.zeros(a.shape, np.float32)
     dev.combine([s, a, c], how, out)()
     _close(out, s * a * c if how == "mul" else s + a + c)
+
+
+@pytest.mark.parametrize("act, alpha, beta", [("sigmoid", 0.0, 0.0), ("gelu", 0.0, 0.0), ("clip", -0.5, 0.75)])
+def test_an_activation_of_five_axes_takes_the_strided_kernel(dev, act, alpha, beta):
+    """Past ios_map's 4 axes an activation is ios_strided's copy with the activation applied as it
+    stores, read from a slice of a concatenation (strided across samples)."""
+    from tests.stream_fakes import _act as torch_act
+
+    x = _slice(_rand(2, 5, 3, 2, 2), 1, 4)
+    out = np.full(x.shape, np.nan, np.float32)
+    dev.activation(x, out, act, alpha, beta)()
+    assert dev.launched == ["ios_strided"]
+    _close(out, torch_act(act, alpha, beta)(torch.from_numpy(np.ascontiguousarray(x))).numpy())
+
+
+def test_an_affine_of_five_axes_scales_and_shifts_its_first_image_axis(dev):
+    x = _slice(_rand(2, 5, 3, 2, 2), 1, 4)
+    scale, shift = _rand(3), _rand(3)
+    out = np.full(x.shape, np.nan, np.float32)
+    dev.affine(x, out, scale, shift, "relu")()
+    assert dev.launched == ["ios_strided", "ios_strided"]
+    _close(out, np.maximum(x * scale.reshape(1, 3, 1, 1, 1) + shift.reshape(1, 3, 1, 1, 1), 0))
 
 
 def test_a_view_strided_within_a_sample_is_refused():
@@ -431,7 +454,11 @@ def test_strided_pads_to_six_axes_and_refuses_strides_that_do_not_name_each_axis
     assert (name, total) == ("ios_strided", 6)
     assert [int(v) for v in args[3:9]] == [1, 1, 1, 1, 2, 3]  # dims, leading ones
     assert [int(v) for v in args[13:15]] == [3, 1] == [int(v) for v in args[19:21]]  # the strides given, last
-    assert int(args[27]) == tk.STRIDED_COPY
+    assert int(args[27]) == tk.STRIDED_COPY and [float(v) for v in args[28:31]] == [0, 0, 0]  # no activation
+    act = tk.strided_launch(_Packer, y, [3, 1], y, act_code=9, alpha=-0.5, beta=2.0)[2]
+    assert (int(act[28]), float(act[29]), float(act[30])) == (9, -0.5, 2.0)
+    body = tk.TENSOR_BODY[tk.TENSOR_BODY.index("void ios_strided("):]  # the interpreter's reading of the kernel
+    assert "int op,\n    int act, float alpha, float beta)" in body and "ios_st(ios_act(v, act, alpha, beta))" in body
     assert int(tk.strided_launch(_Packer, y, [3, 1], y, b=y, b_strides=[0, 1], op=tk.STRIDED_MUL)[2][27]) == 2
     for a_strides, b_strides in [([1], [0, 1]), ([3, 1, 0], [0, 1]), ([3, 1], [1]), ([3, 1], [0, 0, 1])]:
         with pytest.raises(ValueError, match="strides for a tensor of 2 axes"):

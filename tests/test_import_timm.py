@@ -49,9 +49,27 @@ def _build(timm, name: str, **kwargs):
     return net
 
 
+def _lively(net):
+    """``net`` with every parameter that timm initializes to one value for all its elements (norm
+    weights and biases, ConvNeXt's layer scale at 1e-6, Swin V2's post-norms at 0, which make a block
+    the identity) moved by a seeded 0.2 x N(0, 1), and the linear layers' weights drawn at the scale of
+    their inputs (N(0, 1 / fan-in)): each branch then counts in the output, and the attention is not
+    near uniform, so that a softmax along the wrong axis, a roll the wrong way or a misread bias shows."""
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in net.parameters():
+            if p.numel() and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+        for m in net.modules():  # timm's std of 0.02 leaves the scores near 0 and each softmax near uniform
+            if isinstance(m, torch.nn.Linear):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) / m.in_features ** 0.5)
+    return net
+
+
 def _check(net, image: int, name: str):
-    """Import ``net`` exported at ``image`` x ``image`` and check the oracle's output against torch's
-    (a batch of 2) at the fp32 bound; the graph."""
+    """Import ``net`` (its weights redrawn by :func:`_lively`) exported at ``image`` x ``image`` and
+    check the oracle's output against torch's (a batch of 2) at the fp32 bound; the graph."""
+    net = _lively(net)
     graph = frontend.load(tv.export(net, image), name=name)
     x = np.random.default_rng(0).standard_normal((2, 3, image, image), dtype=np.float32)
     with torch.no_grad():
@@ -171,3 +189,4 @@ def test_timms_full_size_networks_import_and_match_torch(timm, name, image):
     """The real architectures at their own input size (random weights), 5 to 50 seconds each."""
     graph = _check(_build(timm, name), image, name)
     assert graph.output_shape[0] == 1000
+

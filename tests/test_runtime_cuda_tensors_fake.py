@@ -13,7 +13,7 @@ import pytest
 from ios_core import optimize, reference
 from ios_core.check import check_precision, compare, tolerance_for
 from ios_core.cost import SyntheticCostModel
-from ios_core.ir import GraphBuilder
+from ios_core.ir import GraphBuilder, Value
 from ios_core.ir.tensor_nodes import MatMul
 from ios_core.reference import random_input
 from tests.stream_fakes import TorchQueueDevice
@@ -140,17 +140,38 @@ def test_half_precision_general_tensors_hold_their_bound(cases, precision):
         assert compare(out, ref, 1e-5).max_rel_err > 1e-5  # it computed at the precision
 
 
-def test_an_activation_on_a_wide_tensor_is_refused_in_one_line():
-    """ios_map walks 4 axes: an activation node on a tensor of 5 axes with the batch is refused,
-    naming the operator, when the program is built."""
+@pytest.mark.parametrize("act", ["sigmoid", "gelu", "leaky_relu"])
+def test_an_activation_on_a_wide_tensor_runs_like_the_oracle(act):
+    """An element-wise activation does not care about rank: on a tensor of 5 axes with the batch (past
+    ios_map's 4) it runs (the real device through ios_strided, test_cuda_tensor_kernels), here on a
+    slice of a concatenation's first image axis and in a stage beside another branch."""
     b = GraphBuilder("wide", (2, 3, 4))
     y = b.reshape(b.conv(b.input, 4, 1, act="identity"), (2, 2, 3, 4))
-    b.end_block(b.activation(y, "sigmoid"))
+    z = b.reshape(b.conv(b.input, 4, 1, act="identity"), (2, 2, 3, 4))
+    cat = b.end_block(b.concat([y, z]))  # (4, 2, 3, 4): the activation reads its second half
+    w = b.activation(Value(cat.node, 2, 4), act, 0.1)
+    b.end_block(b.add([w, b.activation(Value(cat.node, 0, 2), "tanh")]))
     g = b.finish().init_weights(0)
-    with pytest.raises(NotImplementedError) as err:
-        _runtime(g)
-    msg = str(err.value)
-    assert "\n" not in msg and "'activation'" in msg and "5 axes" in msg
+    x_in = random_input(g, BATCH, seed=0)
+    ref = reference.run(g, x_in)
+    for sched in (g, _asap(g)):
+        rt = _runtime(sched)
+        chk = compare(rt.run(x_in), ref, FP32)
+        assert chk.passed, chk
+
+
+@pytest.mark.parametrize("shape", [(24,), (2, 3, 2, 2)])
+def test_an_affine_on_a_token_vector_or_a_wide_tensor_scales_its_first_axis(shape):
+    """``affine``'s scale and shift are per channel, the first image axis, at any rank (the oracle's
+    ``channel_shape``): a distilled DeiT ends in one on its (1000,) logits (the heads' mean, folded);
+    here on a vector of 24 per sample and on a tensor of 5 axes with the batch."""
+    b = GraphBuilder("affine_any_rank", (3, 4, 4))
+    y = b.reshape(b.conv(b.input, 6, 2, stride=2, act="identity"), shape)
+    b.end_block(b.affine(y, act="relu"))
+    g = b.finish().init_weights(0)
+    x_in = random_input(g, BATCH, seed=0)
+    chk = compare(_runtime(g).run(x_in), reference.run(g, x_in), FP32)
+    assert chk.passed, chk
 
 
 def test_the_launchers_refuse_no_general_tensor_type():

@@ -357,10 +357,7 @@ class CudaLaunchers(OpVisitor):
         spec = PoolSpec(op.pool_type, tuple(op.kernel), tuple(op.stride), tuple(op.pads), bool(op.count_include_pad))
         return self.dev.pool(x, out, spec)
 
-    def visit_activation(self, op, x, out, stream):
-        if x.ndim > 4:  # ios_map walks (N, C, H, W)
-            raise NotImplementedError(f"the CUDA runtime has no kernel for node type 'activation' ({op.name!r}) on a "
-                                      f"tensor of {x.ndim} axes with the batch (ios_map takes at most 4)")
+    def visit_activation(self, op, x, out, stream):  # any rank: the device takes ios_strided past 4 axes
         return self.dev.activation(x, out, op.act_type, float(getattr(op, "alpha", 0.0)),
                                    float(getattr(op, "beta", 0.0)))
 

@@ -367,11 +367,18 @@ class CupyDevice:
 
     def activation(self, x, out, act: str, alpha: float = 0.0, beta: float = 0.0):
         k = self.k
+        if x.ndim > 4:  # ios_map walks 4 axes: an element-wise activation of any rank is a strided copy
+            return strided_launch(k, x, elem_strides(x), out, act_code=ACT_CODES[act], alpha=alpha, beta=beta)
         return k.map_launch(x, out, act=act, alpha=alpha, beta=beta)
 
     def affine(self, x, out, scale_np, shift_np, act: str):
         k = self.k
         scale, shift = self.upload(scale_np), self.upload(shift_np)
+        if x.ndim > 4:  # the scale and shift of the first image axis (the channel), broadcast over the rest
+            along = [0, 1, *(0,) * (x.ndim - 2)]
+            return _chain([strided_launch(k, x, elem_strides(x), out, b=scale, b_strides=along, op=STRIDED_MUL),
+                           strided_launch(k, out, elem_strides(out), out, b=shift, b_strides=along, op=STRIDED_ADD,
+                                          act_code=ACT_CODES[act])])
         return k.map_launch(x, out, scale=scale, shift=shift, act=act)
 
     def shuffle(self, x, out, groups: int):

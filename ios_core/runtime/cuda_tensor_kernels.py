@@ -23,7 +23,8 @@ take that stride and the image's extents:
   stride explicit (0 where a value broadcasts): transposes (``a``'s strides permuted), reshapes
   (a copy of per-sample contiguous memory), learned constants (``b`` the constant, broadcast from
   the last axis and over the batch), the class token (two copies into the output's two slices)
-  and element-wise sums and products of tensors of more than 4 axes.
+  element-wise sums and products of tensors of more than 4 axes, and activations (and the per-channel
+  scale and shift of ``affine``) on them: ``y = act(a op b)``, the activation applied as it stores.
 
 Every kernel loads ``ios_t`` values, computes in float and stores once (``ios_ld``/``ios_st``), so
 the module compiles at fp32, fp16 and bf16 like the rest; the tests check fp32 and the 16-bit
@@ -138,13 +139,15 @@ extern "C" __global__ void ios_rownorm(const ios_t* x, ios_t* y, int O, int D, i
   }
 }
 
-// y = a (op 0), a + b (op 1), a * b (op 2) over 6 axes (leading ones of extent 1), strides in elements
-// (0 where a value broadcasts): transposes, reshapes, constants, the class token, wide element-wise ops.
+// y = act(a) (op 0), act(a + b) (op 1), act(a * b) (op 2) over 6 axes (leading ones of extent 1), strides in
+// elements (0 where a value broadcasts): transposes, reshapes, constants, the class token, wide element-wise
+// ops and activations (an activation does not care about rank).
 extern "C" __global__ void ios_strided(const ios_t* a, const ios_t* b, ios_t* y,
     int d0, int d1, int d2, int d3, int d4, int d5,
     long long as0, long long as1, long long as2, long long as3, long long as4, long long as5,
     long long bs0, long long bs1, long long bs2, long long bs3, long long bs4, long long bs5,
-    long long ys0, long long ys1, long long ys2, long long ys3, long long ys4, long long ys5, int op) {
+    long long ys0, long long ys1, long long ys2, long long ys3, long long ys4, long long ys5, int op,
+    int act, float alpha, float beta) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long total = (long long)d0 * d1 * d2 * d3 * d4 * d5;
   if (i >= total) return;
@@ -159,7 +162,7 @@ extern "C" __global__ void ios_strided(const ios_t* a, const ios_t* b, ios_t* y,
     float u = ios_ld(b[c0 * bs0 + c1 * bs1 + c2 * bs2 + c3 * bs3 + c4 * bs4 + c5 * bs5]);
     v = op == 1 ? v + u : v * u;
   }
-  y[c0 * ys0 + c1 * ys1 + c2 * ys2 + c3 * ys3 + c4 * ys4 + c5 * ys5] = ios_st(v);
+  y[c0 * ys0 + c1 * ys1 + c2 * ys2 + c3 * ys3 + c4 * ys4 + c5 * ys5] = ios_st(ios_act(v, act, alpha, beta));
 }
 """
 
@@ -197,17 +200,20 @@ def broadcast_strides(v, shape) -> list[int]:
 
 
 # ---- launches (``k``: cuda_kernels.Kernels, whose _prepared/_grid make the launch) ------------
-def strided_launch(k, a, a_strides, y, b=None, b_strides=None, op: int = STRIDED_COPY):
-    """``y = a`` (or ``a op b``) over ``y``'s shape, reading ``a`` (and ``b``) with the given strides
-    in elements (one per axis of ``y``: permuted for a transpose, 0 to broadcast)."""
-    i32, i64 = np.int32, np.int64
+def strided_launch(k, a, a_strides, y, b=None, b_strides=None, op: int = STRIDED_COPY, act_code: int = 0,
+                   alpha: float = 0.0, beta: float = 0.0):
+    """``y = act(a)`` (or ``act(a op b)``) over ``y``'s shape, reading ``a`` (and ``b``) with the given
+    strides in elements (one per axis of ``y``: permuted for a transpose, 0 to broadcast); ``act_code``
+    one of ``cuda_kernels.ACT_CODES`` (0: none)."""
+    i32, i64, f32 = np.int32, np.int64, np.float32
     shape = tuple(int(d) for d in y.shape)
     if len(a_strides) != len(shape) or (b is not None and len(b_strides) != len(shape)):
         raise ValueError(f"strided: {len(a_strides)} strides for a tensor of {len(shape)} axes")
     dims = _pad(shape, 1)
     args = (a, b if b is not None else a, y, *(i32(d) for d in dims), *(i64(s) for s in _pad(a_strides, 0)),
             *(i64(s) for s in _pad(b_strides if b is not None else a_strides, 0)),
-            *(i64(s) for s in _pad(elem_strides(y), 0)), i32(op if b is not None else STRIDED_COPY))
+            *(i64(s) for s in _pad(elem_strides(y), 0)), i32(op if b is not None else STRIDED_COPY), i32(act_code),
+            f32(alpha), f32(beta))
     return k._grid("ios_strided", int(np.prod(shape)), args)
 
 
