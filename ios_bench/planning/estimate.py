@@ -65,6 +65,7 @@ from ios_bench.planning.estimate_history import (  # noqa: F401
     _span,
     earlier_runs,
     history_macs,
+    history_sizes,
     learn,
     same_machine,
 )

@@ -4,6 +4,7 @@ records' latencies, rounds' fixed parts, first builds, searches and peak memory 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ class History:
     # a first round's wall less the later ones' median: (model, seconds) per worker kind and precision
     first_build_s: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     fixed_by_model: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (kind, model): fixed_s's
+    # the same by batch: (kind, model, batch) -> fixed_s's (what Model.size_fit learns a network's size's part from)
+    fixed_by_batch: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
     canary_ms: list[float] = field(default_factory=list)  # each learnt round's canary (its machine's speed then)
     # the rounds the learnt records measured, and how many of them were disturbed (each measured again)
@@ -80,6 +83,7 @@ class History:
                 if fixed > 0:
                     self.fixed_s.setdefault(fixed_key, []).append(fixed)
                     self.fixed_by_model.setdefault((fixed_key, rec["model"]), []).append(fixed)
+                    self.fixed_by_batch.setdefault((fixed_key, rec["model"], key[1]), []).append(fixed)
         self._memory(rec)
         if isinstance(rec.get("optimize_seconds"), (int, float)) and not rec.get("schedule_reused"):
             self.optimize_s.setdefault((rec["model"], int(rec["batch_size"]), rec.get("provider") or "torch",
@@ -155,17 +159,29 @@ def history_macs(history: History, known: dict[str, int]) -> dict[str, int]:
     """Multiply-accumulates per image of the zoo models earlier runs measured that ``known`` lacks
     (what :meth:`Model.rate` needs to learn a framework's rate from them); a model the zoo does not
     name is left out."""
+    return {name: got[0] for name in dict.fromkeys(m for m, _, _ in history.latency_ms)
+            if name not in known and (got := _zoo_sizes(name)) is not None}
+
+
+def history_sizes(history: History, known) -> dict[str, tuple[int, int]]:
+    """(operators, parameters) of the zoo models whose rounds' fixed parts earlier runs measured that
+    ``known`` (names) lacks: what :meth:`Model.size_fit` learns a round's fixed part against; a model the zoo
+    does not name is left out."""
+    return {name: got[1:] for name in dict.fromkeys(m for _, m, _ in history.fixed_by_batch)
+            if name not in known and (got := _zoo_sizes(name)) is not None}
+
+
+@functools.cache
+def _zoo_sizes(name: str) -> tuple[int, int, int] | None:
+    """(multiply-accumulates per image, operators, parameters) of the zoo model ``name``, None where the zoo
+    does not name it (a JSON model of another run, not here)."""
     from ios_bench.planning.loading import load_graph
 
-    out = {}
-    for name in dict.fromkeys(m for m, _, _ in history.latency_ms):
-        if name in known:
-            continue
-        try:
-            out[name] = int(load_graph(name).macs())
-        except Exception:  # noqa: BLE001 - a JSON model of another run, not here: no rate from it
-            continue
-    return out
+    try:
+        g = load_graph(name)
+        return int(g.macs()), int(g.num_operators()), int(g.params())
+    except Exception:  # noqa: BLE001 - a JSON model of another run, not here: no figure from it
+        return None
 
 
 def earlier_runs(folder: Path) -> list[Path]:

@@ -28,9 +28,12 @@ from ios_bench.planning.estimate_stated import (
 from ios_core.measurement.protocol import round_calls
 from ios_core.measurement.stats import median
 
-# a round's kinds of cost (Model.round_parts), as the dry run names them
 # the learnt rounds it takes to expect re-runs from their disturbed share (fewer say too little)
 MIN_RERUN_EVIDENCE = 30
+# the networks (batch-1 rounds, operators and parameters known) a worker kind's fixed part is fitted to its
+# size from (Model.size_fit): as many as its three figures; fewer: the stated build part moved to the size
+SIZE_FIT_MIN_NETWORKS = 3
+# a round's kinds of cost (Model.round_parts), as the dry run names them
 ROUND_PARTS = {"timed": "timed samples", "warmup": "warmup calls",
                "check_calibration": "output check and calibration calls",
                "start": "worker starts, canaries, the round's own work", "build": "builds (warm, each round)"}
@@ -102,6 +105,7 @@ class Model:
     # (series, model, batch) -> whether the build cache the rounds will use holds that cell's own build
     # (warm_build_cache; a replay: what its records say)
     warm_cache: object = field(default=None, repr=False)
+    params: dict[str, int] = field(default_factory=dict)  # graph name -> parameters (weights), as ops
 
     def speed(self, learnt: bool, kernels: bool = False) -> float:
         """The scale on a figure not measured now: the canary now against the range of the earlier
@@ -182,13 +186,20 @@ class Model:
     def fixed_s(self, framework: str, model: str | None = None) -> float:
         """A round's fixed part (``framework``: a series, ``openvino@int8``): earlier runs' where they
         measured its worker kind at its precision (:func:`_fixed_key`; their rounds of ``model`` where
-        there are any, a build grows with the model), else the calibrated start of a worker plus the
-        stated build part, else the stated figure."""
+        there are any, a build grows with the model; else their fit to the networks' size,
+        :meth:`size_fit`, where ``model``'s operators and parameters are known; else their median less
+        their stated build part plus ``model``'s), else the calibrated start of a worker plus the stated
+        build part, else the stated figure."""
         key = _fixed_key(framework)
         got = self.history.fixed_by_model.get((key, model))
         if got:
             return median(got) * self.speed(True)
         if self.history.fixed_s.get(key):  # other models': their build part moved to this model's size
+            fit = self.size_fit(key) if model in self.ops and model in self.params else None
+            if fit is not None:
+                coef, least = fit
+                size = coef[0] + coef[1] * self.ops[model] + coef[2] * self.params[model] / 1e6
+                return max(min(WORKER_START_S, least), size) * self.speed(True)
             k = _stated("build_latencies", framework)
             lat = {m: self._fp32_latency_s(m, framework) for (kk, m) in self.history.fixed_by_model if kk == key}
             rest = [f - k * lat[m] for (kk, m), fs in self.history.fixed_by_model.items() if kk == key for f in fs]
@@ -199,6 +210,33 @@ class Model:
         if plain in self.calibrated:  # measured now: only the stated part is scaled
             return self.calibrated[plain] + (STATED["round_s"] + _stated("build_s", framework)) * self.speed(False)
         return _stated("fixed_s", framework) * self.speed(False)
+
+    def size_fit(self, key: str) -> tuple[tuple[float, float, float], float] | None:
+        """A round's fixed part of worker kind ``key`` (:func:`_fixed_key`) against a network's size, learnt
+        from earlier runs' batch-1 rounds of at least :data:`SIZE_FIT_MIN_NETWORKS` networks whose operators
+        and parameters are known: ((seconds, seconds per operator, seconds per million parameters), the least
+        of their fixed parts), each network's median one point, least squares of each network's error as a
+        share of its fixed part (a big network off the line does not swamp the small ones), none of the three
+        negative. A worker's start, then a build that grows with the graph a compiler traces (operators) and
+        with the weights it loads and converts (parameters): on this machine's runs (2026-11-28/29, 7
+        networks of 5 to 371 operators and 1.2 to 89 M parameters) each network's fixed part predicted from
+        the others' within 11 % at the median over the worker kinds, where their median was 70 % off
+        (alexnet's 61 M parameters cost ONNX Runtime 4.0 s a round, squeezenet's 1.2 M 0.45 s; torch-compile's
+        and TensorFlow-XLA's builds grow with the operators). None with fewer networks."""
+        points = {}
+        for (k, m, batch), fs in self.history.fixed_by_batch.items():
+            if k == key and batch == 1 and fs and m in self.ops and m in self.params:
+                points.setdefault(m, []).extend(fs)
+        if len(points) < SIZE_FIT_MIN_NETWORKS:
+            return None
+        import numpy as np
+        from scipy.optimize import nnls
+
+        names = sorted(points)
+        a = np.array([[1.0, float(self.ops[m]), self.params[m] / 1e6] for m in names])
+        y = np.array([median(points[m]) for m in names])
+        coef, _ = nnls(a / y[:, None], np.ones_like(y))  # each network's error as a share of its fixed part
+        return (float(coef[0]), float(coef[1]), float(coef[2])), float(y.min())
 
     def _fp32_latency_s(self, model: str | None, framework: str) -> float:
         """The model's fp32 latency at batch 1 on ``framework``'s engine: what a build's size is counted

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ios_bench.planning.estimate_history import _span, earlier_runs, history_macs, learn
+from ios_bench.planning.estimate_history import _span, earlier_runs, history_macs, history_sizes, learn
 from ios_bench.planning.estimate_model import Model, human, search_states, sweep_seconds
 from ios_bench.planning.estimate_stated import series
 from ios_core.measurement.protocol import protocol_fields
@@ -21,8 +21,8 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     ``estimate``), earlier runs' figures from ``learn_from`` (none: the stated model only). Returns
     {"estimated_s", "measured_s" (the sweep's ``duration_s``), "parts": {"rounds", "first_builds",
     "searches", "references"}, "measured_parts": {"rounds", "searches"}, "recorded_s" (what its sweep
-    printed), "graphs" (what it used of the models)}. ``graphs``: {model: (macs, operators, DP states)}, loaded
-    from the zoo when not given."""
+    printed), "graphs" (what it used of the models)}. ``graphs``: {model: (macs, operators, DP states,
+    parameters)}, loaded from the zoo when not given."""
     from types import SimpleNamespace
 
     from ios_bench.results import read_records
@@ -38,16 +38,19 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
         graphs = {}
         for name in dict.fromkeys(r["model"] for r in recs):
             g = load_graph(name)
-            graphs[name] = (g.macs(), g.num_operators(), search_states(g))
+            graphs[name] = (g.macs(), g.num_operators(), search_states(g), g.params())
     recorded = env.get("estimate") or {}
     given = plan.get("models") or []  # a record's model came from the zoo where its name was given as it is
     hist = learn(list(learn_from or []), env.get("cpu") or {}, plan.get("threads"),
                  {r["model"]: r["model"] if r["model"] in given else f"file {r['model']}" for r in recs})
     macs = {m: v[0] for m, v in graphs.items()}
-    model = Model(hist, {**history_macs(hist, macs), **macs}, {m: v[1] for m, v in graphs.items()},
+    sizes = {**history_sizes(hist, graphs), **{m: (v[1], v[3]) for m, v in graphs.items() if len(v) > 3}}
+    model = Model(hist, {**history_macs(hist, macs), **macs},
+                  {**{m: v[0] for m, v in sizes.items()}, **{m: v[1] for m, v in graphs.items()}},
                   {m: v[2] for m, v in graphs.items() if len(v) > 2},
                   warmup=plan.get("warmup", 3), repeat=plan.get("repeat", 10) * plan.get("number", 1),
-                  min_sample_ms=plan.get("min_sample_ms") or 0.0, protocol=protocol_fields(plan))
+                  min_sample_ms=plan.get("min_sample_ms") or 0.0, protocol=protocol_fields(plan),
+                  params={m: v[1] for m, v in sizes.items()})
     model.calibrated = {k: float(v) for k, v in (recorded.get("workers_start_s") or {}).items()}
     model.probe_ms = recorded.get("canary_ms")
     model.isa = (env.get("cpu") or {}).get("isa_flags")

@@ -236,11 +236,16 @@ class Sweep:
         named = {g.name: g for g in graphs.values()}
         macs = {n: g.macs() for n, g in named.items()}
         searched = {c.model for c in cells if c.schedule and not c.skip_reason}  # the DP's states cost its searches
+        # (operators, parameters) of these networks and of those earlier runs measured: a round's fixed part of a
+        # network no run measured is fitted to them (estimate.Model.size_fit)
+        sizes = {**estimate.history_sizes(hist, named),
+                 **{n: (g.num_operators(), g.params()) for n, g in named.items()}}
         model = estimate.Model(hist, {**estimate.history_macs(hist, macs), **macs},
-                               {n: g.num_operators() for n, g in named.items()},
+                               {n: v[0] for n, v in sizes.items()},
                                {n: estimate.search_states(g) for n, g in named.items() if n in searched},
                                warmup=plan.warmup, repeat=plan.repeat * plan.number,
-                               min_sample_ms=plan.min_sample_ms or 0.0, protocol=protocol_fields(plan))
+                               min_sample_ms=plan.min_sample_ms or 0.0, protocol=protocol_fields(plan),
+                               params={n: v[1] for n, v in sizes.items()})
         # a fresh worker's start, measured now for the frameworks (at their precision) no earlier run measured
         model.calibrated = estimate.calibrate([estimate.series(c.framework, c.precision) for c in cells
                                                if not c.skip_reason], hist,
