@@ -1,5 +1,6 @@
 """ios_bench.planning.estimate_model: a round's fixed part of a network no earlier run measured, fitted to its
-size (operators, parameters) from the networks earlier runs measured (``Model.size_fit``)."""
+size (operators, parameters) from the networks earlier runs measured (``Model.size_fit``), and a first build
+where the build cache holds the cell's own."""
 
 import pytest
 
@@ -90,3 +91,16 @@ def test_the_fit_is_never_below_the_least_start_measured():
     least = min(0.01 * SIZES[n][0] + 0.05 * SIZES[n][1] / 1e6 for n in "abcd")
     assert _model(h, sizes).fixed_s("onnxruntime", "tiny") == pytest.approx(min(WORKER_START_S, least))
 
+
+def test_a_first_build_is_none_where_the_cache_holds_the_cells_own_even_where_runs_measured_one():
+    """Earlier runs' cold first builds of the kind do not stand for a cell whose build the cache the rounds will
+    use already holds (its first round loads it, as the later ones do); another cell's is still charged."""
+    h = _history({n: _planar(*SIZES[n]) for n in "bcd"}, kind="torch-compile")
+    r = rec("a", 1, "torch-compile", median=LAT_MS)
+    r["rounds"] = [{"round": i, "status": "ok", "wall_seconds": w, "calls": 10, "repeat": 10, "warmup": 3,
+                    "number": 1} for i, w in enumerate([9.0, 3.0, 3.0])]
+    h.add(r)
+    m = _model(h)
+    m.warm_cache = lambda framework, model, batch: (framework, model, batch) == ("torch-compile", "a", 1)
+    assert m.first_build_s("torch-compile", "a", 1) == 0.0
+    assert m.first_build_s("torch-compile", "a", 16) == pytest.approx(6.0)  # its own, learnt: 9 s less 3

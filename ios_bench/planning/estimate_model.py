@@ -258,13 +258,16 @@ class Model:
 
     def first_build_s(self, framework: str, model: str | None = None, batch: int = 1) -> float:
         """What a cell's first round adds to its fixed part (``framework``: a series): its cold build,
-        int8's calibration included. Earlier runs' (their first rounds' wall less their later ones', per
-        worker kind and precision: of ``model`` where they ran it, else in its fp32 latencies), else none
-        where they measured the kind's rounds but not a first one apart, or where the build cache the
-        rounds will use holds the cell's own build (this model, batch and precision:
-        :func:`warm_build_cache`), else the stated figure (seconds, plus the model's fp32 latencies where
-        ``model`` is given)."""
+        int8's calibration included. None where the build cache the rounds will use holds the cell's own
+        build (this model, batch and precision: :func:`warm_build_cache`; its first round loads it as the
+        later ones do, whatever earlier runs' cold first builds took), else earlier runs' (their first
+        rounds' wall less their later ones', per worker kind and precision: of ``model`` where they ran it,
+        else in its fp32 latencies), else none where they measured the kind's rounds but not a first one
+        apart, else the stated figure (seconds, plus the model's fp32 latencies where ``model`` is given)."""
         key = _fixed_key(framework)
+        warm = self.warm_cache or warm_build_cache
+        if warm(framework, model, batch):  # the cache holds this cell's own build: its first round is not cold
+            return 0.0
         learnt = self.history.first_build_s.get(key)
         if learnt:
             same = [x for m, x in learnt if m == model]
@@ -272,8 +275,7 @@ class Model:
                 return median(same or [x for _, x in learnt]) * self.speed(True)
             times = [x / lat for m, x in learnt if (lat := self._fp32_latency_s(m, framework)) > 0]
             return median(times) * self._fp32_latency_s(model, framework) if times else 0.0
-        warm = self.warm_cache or warm_build_cache
-        if self.history.fixed_s.get(key) or warm(framework, model, batch):
+        if self.history.fixed_s.get(key):
             return 0.0
         return (_stated("first_build_s", framework) * self.speed(False)
                 + _stated("first_build_latencies", framework) * self._fp32_latency_s(model, framework))
