@@ -71,8 +71,9 @@ def test_earlier_records_replace_the_stated_figures():
     assert m.latency_s("m", 8, "torch") == pytest.approx(0.320)  # another batch size: scaled
     assert m.latency_s("n", 1, "torch") == pytest.approx(0.020)  # another model: the framework's rate
     assert m.fixed_s("torch") == pytest.approx(2.52 - 15 * 0.040)  # 1 check, 3 warmup, 1 calibration, 10 timed
-    counted = estimate.History()  # a round that records its calls: those, not the plan's
-    r["rounds"][0]["calls"] = 9
+    counted = estimate.History()  # a round that records its protocol: its calls, not the plan's
+    r["rounds"][0]["calls"] = 7  # its timed calls only, the check and its warmup besides
+    r["rounds"][0]["protocol"] = {"warmup_calls": 1, "calibration_calls": 0, "samples": 7, "number": 1}
     counted.add(r)
     assert counted.fixed_s["torch"] == pytest.approx([2.52 - 9 * 0.040])
     assert set(m.sources) == {"earlier runs", "earlier runs (another batch size)",

@@ -7,7 +7,9 @@ import pytest
 from ios_bench.planning import estimate
 from tests.harness_helpers import rec
 
-LAT_MS = 1.0  # each record's call: 10 timed calls of 1 ms, subtracted from a round's wall
+LAT_MS = 1.0  # each record's call: 10 calls of 1 ms, subtracted from a round's wall
+# a round's protocol as its worker records it: with the output check, 10 calls in all
+TEN_CALLS = {"warmup_calls": 0, "calibration_calls": 0, "samples": 9, "number": 1}
 # name -> (operators, parameters)
 SIZES = {"a": (10, 1_000_000), "b": (50, 30_000_000), "c": (120, 5_000_000), "d": (300, 60_000_000),
          "new": (5, 8_000_000)}
@@ -28,7 +30,7 @@ def _history(fixed: dict, kind: str = "onnxruntime", batch: int = 1) -> estimate
 
 def _add(h: estimate.History, name: str, fixed: float, kind: str = "onnxruntime", batch: int = 1) -> None:
     r = rec(name, batch, kind, median=LAT_MS)
-    r["rounds"] = [{"round": i, "status": "ok", "wall_seconds": fixed + 10 * LAT_MS / 1000, "calls": 10,
+    r["rounds"] = [{"round": i, "status": "ok", "wall_seconds": fixed + 10 * LAT_MS / 1000, "protocol": TEN_CALLS,
                     "repeat": 10, "warmup": 3, "number": 1} for i in range(3)]
     h.add(r)
 
@@ -97,7 +99,7 @@ def test_a_first_build_is_none_where_the_cache_holds_the_cells_own_even_where_ru
     use already holds (its first round loads it, as the later ones do); another cell's is still charged."""
     h = _history({n: _planar(*SIZES[n]) for n in "bcd"}, kind="torch-compile")
     r = rec("a", 1, "torch-compile", median=LAT_MS)
-    r["rounds"] = [{"round": i, "status": "ok", "wall_seconds": w, "calls": 10, "repeat": 10, "warmup": 3,
+    r["rounds"] = [{"round": i, "status": "ok", "wall_seconds": w, "protocol": TEN_CALLS, "repeat": 10, "warmup": 3,
                     "number": 1} for i, w in enumerate([9.0, 3.0, 3.0])]
     h.add(r)
     m = _model(h)

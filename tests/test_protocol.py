@@ -65,9 +65,15 @@ def test_a_plan_object_is_read_by_its_attributes_with_defaults():
 
 
 def test_a_rounds_record_of_its_calls_is_read_as_a_count_or_as_its_kinds():
-    assert recorded_total(7) == 7
-    assert recorded_total(asdict(round_calls(5.0, {}))) == 27  # 1 check, 3 warmup, 3 calibration, 10 x 2
-    assert recorded_total({"check": 1}) is None and recorded_total(None) is None and recorded_total(True) is None
+    # a worker's round: "calls" counts its timed calls only (what its percentiles are over); its protocol says
+    # the warmup and calibration calls, and the output check is one more
+    worker = {"calls": 10, "protocol": {"mode": "time-bounded", "warmup_calls": 3, "calibration_calls": 0,
+                                        "samples": 10, "number": 1}}
+    assert recorded_total(worker) == 14
+    assert recorded_total({"calls": 7}) is None  # the timed calls alone: the round's total is not known
+    assert recorded_total({"calls": asdict(round_calls(5.0, {}))}) == 27  # 1 check, 3 warmup, 3 calibration, 10 x 2
+    assert recorded_total({"calls": {"check": 1}}) is None and recorded_total({}) is None
+    assert recorded_total({"protocol": {"samples": 3}}) is None and recorded_total(None) is None
 
 
 def test_a_long_output_check_call_is_the_warmup_of_a_time_bounded_round():

@@ -76,7 +76,8 @@ class History:
             if isinstance(wall, (int, float)) and isinstance(reps, int):
                 # every call the round made: its output check, warmup, calibration (from 1 call per sample,
                 # the default, to its number) and samples; what a round's record counts itself where it does
-                calls = recorded_total(r.get("calls"))
+                # (its protocol: the count under "calls" is its timed calls only)
+                calls = recorded_total(r)
                 if calls is None:
                     calls = 1 + warm + calibration_calls(1, number) + reps * number
                 fixed = wall - calls * lat

@@ -56,11 +56,19 @@ class RoundCalls:
         return self.check + self.warmup + self.calibration + self.timed
 
 
-def recorded_total(calls) -> int | None:
-    """The calls a round's record says it made: a count, or a :class:`RoundCalls` as a dict
-    (``dataclasses.asdict``); None where it says neither."""
-    if isinstance(calls, int) and not isinstance(calls, bool):
-        return calls
+def recorded_total(round_: dict) -> int | None:
+    """Every call a round's record says it made: its ``protocol`` (the worker's: ``warmup_calls``,
+    ``calibration_calls``, ``samples``, ``number``) with the output check's one call, or a
+    :class:`RoundCalls` as a dict (``dataclasses.asdict``) under ``calls``; None where it says neither.
+    A count under ``calls`` is the timed calls only (``samples x number``: what its percentiles are
+    over), not the round's total."""
+    p = round_.get("protocol") if isinstance(round_, dict) else None
+    if isinstance(p, dict):
+        try:
+            return RoundCalls(1, *(int(p[k]) for k in ("warmup_calls", "calibration_calls", "samples", "number"))).total
+        except (KeyError, TypeError, ValueError):
+            pass
+    calls = round_.get("calls") if isinstance(round_, dict) else None
     if isinstance(calls, dict):
         try:
             return RoundCalls(**{k: calls[k] for k in ("check", "warmup", "calibration", "samples", "number")}).total
