@@ -226,6 +226,22 @@ def test_bf16_builds_compute_in_bf16_within_its_bound(name):
     assert res.passed and res.max_rel_err > tolerance_for("fp32") / 100  # not an fp32 result relabelled
 
 
+def test_openvino_records_what_its_runtime_model_runs_not_the_hint(monkeypatch):
+    """The openvino cell's precision is the CPU plugin's runtime model's (its convolutions' and matrix
+    products' runtime precision), not the INFERENCE_PRECISION_HINT asked for or echoed back."""
+    _skip_unavailable("openvino")
+    import adapters.openvino as aov
+
+    g, _, _ = _case(1)
+    c = adapters.get("openvino").build(g, 1, threads=1, precision="bf16")
+    if c.info["inference_precision"] != "bf16":  # a CPU without bf16 (this one): asked bf16, runs f32
+        assert c.info["precision"] == "fp32" and "bf16" in c.info["precision_note"]
+    layers = {("Convolution", "bf16"): 3, ("Convolution", "f32"): 1, ("Relu", "f32"): 4}
+    monkeypatch.setattr(aov, "runtime_precisions", lambda compiled_model: layers)
+    c = adapters.get("openvino").build(g, 1, threads=1)  # asked f32; the runtime model (as read) says otherwise
+    assert c.info["precision"] == "mixed (bf16, fp32)" and "mixed (bf16, fp32)" in c.info["precision_note"]
+
+
 def test_an_engine_that_computes_in_another_precision_fails_the_cell():
     from ios_bench.running.task_cell import precision_problem
 
