@@ -86,7 +86,7 @@ def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -
     if not np.isfinite(out).all():
         return CheckResult(False, float("inf"), float("inf"), tolerance, "non-finite values in output")
     diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
-    scale = float(np.abs(ref).max()) or 1.0
+    scale = (float(np.abs(ref).max()) if ref.size else 0.0) or 1.0
     max_abs = float(diff.max()) if diff.size else 0.0
     rel = max_abs / scale
     ok = rel <= tolerance
