@@ -15,6 +15,7 @@ from ios_core.check import (
     PRECISIONS,
     CheckResult,
     argmax_agreement,
+    check_batches,
     check_precision,
     combined_check,
     compare,
@@ -63,6 +64,8 @@ def test_compare_refuses_another_shape_and_non_finite_values():
     res = compare(np.zeros((2, 3)), np.zeros((3, 2)))
     assert not res.passed and res.max_abs_err == res.max_rel_err == float("inf")
     assert res.reason == "shape (2, 3) != reference (3, 2)" and res.tolerance == DEFAULT_RTOL
+    assert compare(np.zeros((3, 2)), np.zeros((2, 3))).reason == "shape (3, 2) != reference (2, 3)"
+    assert not compare(np.zeros((1, 6)), np.zeros((1, 5))).passed
     for bad in (np.nan, np.inf, -np.inf):
         res = compare(np.array([1.0, bad]), np.array([1.0, 1.0]), 0.5)
         assert not res.passed and res.max_rel_err == float("inf") and res.reason == "non-finite values in output"
@@ -78,6 +81,7 @@ def test_the_argmax_agreement_is_the_share_of_samples_whose_arg_max_is_the_oracl
     out[1, 1, 1] = 2.0
     assert argmax_agreement(out, ref) == 0.5
     assert argmax_agreement(np.float32(3.0), np.float32(1.0)) == 1.0  # a scalar: one sample
+    assert check_precision(np.float32(3.0), np.float32(3.0), "int8").samples == 1
     assert argmax_agreement([[0.0, 1.0]], [[1.0, 0.0]]) == 0.0  # lists are arrays
 
 
@@ -97,7 +101,7 @@ def test_int8_needs_the_arg_max_of_three_quarters_of_the_batch():
     res = check_precision(out, ref, "int8")
     assert not res.passed and res.argmax_agreement == 5 / 8
     assert res.reason == "arg-max agrees with the oracle on 62% of the batch < 75%"
-    assert res.to_dict()["argmax_agreement"] == 5 / 8
+    assert res.to_dict()["argmax_agreement"] == 5 / 8 and res.samples == res.to_dict()["samples"] == 8
     # over the bound and the arg-max: both reasons, in that order
     out[:, 3] = 0.5
     res = check_precision(out, ref, "int8")
@@ -109,7 +113,8 @@ def test_other_precisions_have_no_arg_max_rule_and_a_non_finite_output_none_eith
     out, ref = _int8_case(8)  # every arg-max moved, the values within 2 %
     for p in ("bf16", "fp16"):
         res = check_precision(out, ref, p)
-        assert res.passed and res.argmax_agreement is None and "argmax_agreement" not in res.to_dict()
+        assert res.passed and res.argmax_agreement is None and res.samples is None
+        assert "argmax_agreement" not in res.to_dict() and "samples" not in res.to_dict()
     out[0, 0] = np.nan
     res = check_precision(out, ref, "int8")
     assert not res.passed and res.argmax_agreement is None and res.reason == "non-finite values in output"
@@ -142,3 +147,21 @@ def test_the_verdict_over_both_checks_needs_both_and_keeps_the_worse_error():
     v = combined_check(good, CheckResult(True, 0.02, 0.002, 0.1))
     assert v["passed"] is True and v["reason"] == "" and v["max_rel_err"] == 0.002 and v["max_abs_err"] == 0.02
     assert "argmax_agreement" not in v
+
+
+def test_a_cell_of_a_small_batch_is_checked_on_enough_batches_for_16_samples():
+    assert [check_batches(b, "int8") for b in (1, 2, 3, 5, 16, 17, 32)] == [16, 8, 6, 4, 1, 1, 1]
+    assert all(isinstance(check_batches(b, "int8"), int) for b in (1, 3))
+    assert check_batches(0, "int8") == 16  # no batch: as batch 1, never a division by zero
+    assert [check_batches(1, p) for p in ("fp32", "bf16", "fp16")] == [1, 1, 1]  # no arg-max rule: its own batch
+
+
+def test_further_seeded_batches_count_in_the_arg_max_share_not_in_the_bound():
+    out, ref = _int8_case(0)  # every arg-max the oracle's
+    bad_out, bad_ref = _int8_case(8)  # further batches: every arg-max moved ...
+    bad_out[:, 3] = 5.0  # ... and far over the bound
+    res = check_precision(out, ref, "int8", more=([bad_out, bad_out], [bad_ref, bad_ref]))
+    assert res.samples == 24 and res.argmax_agreement == 8 / 24 and not res.passed
+    assert res.max_rel_err == 0 and res.reason == "arg-max agrees with the oracle on 33% of the batch < 75%"
+    assert check_precision(out, ref, "int8", more=([out], [ref])).samples == 16
+    assert check_precision(out, ref, "bf16", more=([bad_out], [bad_ref])).passed  # no arg-max rule: unused
