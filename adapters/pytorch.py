@@ -652,7 +652,8 @@ class TorchCompile(Adapter):
         dtype = _dtype(precision)  # bf16/fp16: the model and its input in that dtype
         module = module.to(dtype)
         info["precision"] = _computes_in(module)
-        info["precision_source"] = "the module's parameters after .to(dtype); inductor's generated kernels not read"
+        info["precision_source"] = ("requested, not read back: the dtype of the module's parameters after "
+                                    ".to(dtype); the kernels inductor generates are not read")
         isa = _trust_vec_isa(cache) if not device.startswith("cuda") else None
         fn = torch.compile(module, backend=backend, mode=mode, dynamic=dynamic)
         x = torch.zeros((batch_size, *graph.input_shape), dtype=dtype, device=device)

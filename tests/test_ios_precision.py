@@ -167,6 +167,25 @@ def test_the_quantized_pieces_are_kept_in_the_build_cache_and_reused(case, provi
     np.testing.assert_array_equal(warm.run(x), cold.run(x))
 
 
+def test_a_changed_onnxruntime_setting_quantizes_the_pieces_again(case, tmp_path, monkeypatch):
+    """The ONNX Runtime provider's stored pieces are keyed by every setting quantize_static is given
+    (ORT_SETTINGS), a CNN's too: a changed setting never reuses a piece quantized otherwise."""
+    _need("onnxruntime")
+    import ios_core.quantize as q
+
+    g, s, x, _ = case
+
+    def calibration():
+        return IOS.build(s, 4, threads=1, provider="onnxruntime", precision="int8",
+                         cache_dir=str(tmp_path)).info["calibration"]
+
+    assert calibration()["cache"] == "cold" and calibration()["cache"] == "warm"
+    monkeypatch.setitem(q.ORT_SETTINGS, "per_channel", False)
+    assert calibration()["cache"] == "cold"  # per tensor now: quantized again, not the per-channel pieces
+    monkeypatch.undo()
+    assert calibration()["cache"] == "warm"
+
+
 def test_openvino_bf16_compiles_every_piece_in_bf16(case):
     _need("openvino")
     g, s, x, ref = case

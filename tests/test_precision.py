@@ -11,7 +11,7 @@ import pytest
 
 import adapters
 from ios_bench.errors import InputError
-from ios_core.check import ARGMAX_AGREEMENT, check_precision, tolerance_for
+from ios_core.check import ARGMAX_AGREEMENT, ARGMAX_SAMPLES, check_precision, tolerance_for
 from ios_core.inputs import random_input
 from tests.adapter_graphs import mini_inception
 from tests.harness_helpers import FAST, cli
@@ -226,6 +226,74 @@ def test_bf16_builds_compute_in_bf16_within_its_bound(name):
     assert res.passed and res.max_rel_err > tolerance_for("fp32") / 100  # not an fp32 result relabelled
 
 
+def test_openvino_records_what_its_runtime_model_runs_not_the_hint(monkeypatch):
+    """The openvino cell's precision is the CPU plugin's runtime model's (its convolutions' and matrix
+    products' runtime precision), not the INFERENCE_PRECISION_HINT asked for or echoed back."""
+    _skip_unavailable("openvino")
+    import adapters.openvino as aov
+
+    g, _, _ = _case(1)
+    c = adapters.get("openvino").build(g, 1, threads=1, precision="bf16")
+    if c.info["inference_precision"] != "bf16":  # a CPU without bf16 (this one): asked bf16, runs f32
+        assert c.info["precision"] == "fp32" and "bf16" in c.info["precision_note"]
+    layers = {("Convolution", "bf16"): 3, ("Convolution", "f32"): 1, ("Relu", "f32"): 4}
+    monkeypatch.setattr(aov, "runtime_precisions", lambda compiled_model: layers)
+    c = adapters.get("openvino").build(g, 1, threads=1)  # asked f32; the runtime model (as read) says otherwise
+    assert c.info["precision"] == "mixed (bf16, fp32)" and "mixed (bf16, fp32)" in c.info["precision_note"]
+
+
+class _Flipped:
+    """A compiled model whose output is the oracle's on the cell's own input but swaps the two top scores
+    of every further input (a quantization that is right on one sample and wrong on the rest)."""
+
+    def __init__(self, x, ref, inputs, outputs):
+        self.x, self.ref, self.table = x, ref, [(i, o) for i, o in zip(inputs, outputs)]
+        self.prepared = []
+
+    def prepare(self, x):
+        self.prepared.append(x)
+        return x
+
+    def execute(self, x):
+        if np.array_equal(x, self.x):
+            return self.ref.copy()
+        out = next(o for i, o in self.table if np.array_equal(i, x)).copy()
+        top = out.argmax(axis=1)
+        out[np.arange(len(out)), top] = out.min(axis=1) - 1  # every further sample's arg-max moves
+        return out
+
+    def finish(self, y):
+        return y
+
+    def sync(self):
+        pass
+
+
+def test_an_int8_cell_of_batch_1_is_checked_on_16_seeded_samples(tmp_path):
+    """issue 57: at batch 1 the arg-max rule was one sample's yes or no. A cell right on its own input and
+    wrong on the further seeded ones fails; the cell's input is prepared again for timing."""
+    from ios_bench.running.task_cell import _check_batches
+    from ios_core.check import check_batches
+
+    assert check_batches(1, "int8") == 16 and check_batches(4, "int8") == 4 and check_batches(32, "int8") == 1
+    assert check_batches(1, "fp32") == 1 and check_batches(1, "bf16") == 1
+    rng = np.random.default_rng(0)
+    inputs = rng.standard_normal((16, 1, 3)).astype(np.float32)
+    outputs = rng.standard_normal((16, 1, 10)).astype(np.float32)
+    np.savez(tmp_path / "c.npz", inputs=inputs, outputs=outputs)
+    x, ref = inputs[0], outputs[0]
+    c = _Flipped(x, ref, inputs, outputs)
+    assert check_precision(c.execute(x), ref, "int8").passed  # its own sample alone: passes
+    checks = _check_batches(c, {"check_path": str(tmp_path / "c.npz")}, x, c.execute(x), ref)
+    assert len(checks[0]) == 15 and len(c.prepared) == 15
+    res = check_precision(ref, ref, "int8", more=checks)
+    assert not res.passed and res.argmax_agreement == 1 / 16 and res.samples == 16
+    assert res.max_rel_err == 0  # the bound is the cell's own output's; the further batches count in the arg-max
+    assert _check_batches(c, {}, x, ref, ref) is None
+    with pytest.raises(RuntimeError, match="not the cell's seeded input"):
+        _check_batches(c, {"check_path": str(tmp_path / "c.npz")}, x + 1, ref, ref)
+
+
 def test_an_engine_that_computes_in_another_precision_fails_the_cell():
     from ios_bench.running.task_cell import precision_problem
 
@@ -259,6 +327,15 @@ def test_a_sweep_has_one_cell_per_precision_and_skips_what_an_adapter_cannot_giv
     assert int8["status"] == "ok" and int8["precision"] == "int8" and int8["engine_precision"] == "int8"
     assert int8["calibration"]["method"] == "minmax" and int8["label"] == "onnxruntime int8"
     assert int8["check"]["tolerance"] == tolerance_for("int8") and "argmax_agreement" in int8["check"]
+    from ios_bench.planning.loading import load_graph
+
+    # batch 1: the arg-max share over 16 seeded samples (the cell's input and 15 more), not over its one
+    assert int8["check"]["before"]["samples"] == int8["check"]["after"]["samples"] == ARGMAX_SAMPLES
+    assert int8["check"]["samples"] == ARGMAX_SAMPLES and "samples" not in recs["sample|b1|onnxruntime|cpu"]["check"]
+    with np.load(tmp / "runs/p/refs/sample-b1.check.npz") as checks:
+        assert checks["inputs"].shape[:2] == (ARGMAX_SAMPLES, 1)
+        assert np.array_equal(checks["inputs"][0], np.load(tmp / "runs/p/refs/sample-b1.input.npy"))
+        assert np.array_equal(checks["inputs"][3], random_input(load_graph("sample"), 1, seed=3))  # input_seed 0 + i
     assert recs["sample|b1|torch|cpu|bf16"]["engine_precision"] == "bf16"
     torch_int8 = recs["sample|b1|torch|cpu|int8"]  # FX graph mode quantization, calibrated like onnxruntime's
     assert torch_int8["status"] == "ok" and torch_int8["engine_precision"] == "int8", torch_int8.get("reason")

@@ -187,6 +187,17 @@ def test_torch_bf16_is_read_back_from_the_kernels_one_call_dispatched():
     assert fp32["precision"] == "fp32" and fp32["heavy_op_dtypes"] == {"float32": heavy}
 
 
+def test_torch_compile_says_its_precision_is_requested_not_read_back(monkeypatch):
+    """torch-compile's precision is the dtype its module was cast to (inductor's kernels are not read):
+    labelled as requested, as every path that does not read its engine back is (issue 57)."""
+    import torch
+
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: module)  # the label, not inductor's build
+    g, _, _ = _case(batch=1)
+    info = adapters.get("torch-compile").build(g, 1, "cpu", 1, precision="bf16", cache_dir="off").info
+    assert info["precision"] == "bf16" and info["precision_source"].startswith("requested, not read back")
+
+
 def test_a_module_holding_bf16_weights_that_computes_in_fp32_reads_fp32():
     """Parameters cast to bfloat16 say nothing of what runs: a forward that casts back to float32
     before its convolution is read as fp32 (the parameters alone would have said bf16)."""

@@ -210,6 +210,29 @@ def test_the_int8_build_cache_key_holds_the_calibration_source_and_the_quantizer
     assert got["cache"] == "cold" and got["settings"]["per_channel"] is False  # a changed setting: built again
 
 
+def test_the_openvino_int8_build_cache_key_holds_nncfs_settings(tmp_path, monkeypatch):
+    """A changed NNCF setting (its preset here) quantizes the model again instead of reusing the one
+    quantized with the old settings; the record names the setting the model was quantized with."""
+    import adapters
+    import ios_core.quantize as q
+
+    adapter = adapters.get("openvino")
+    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
+    if reason:
+        pytest.skip(reason)
+    g = mini_inception()
+    g.init_weights(0)
+
+    def calibration():
+        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
+                             cache_dir=str(tmp_path / "cache")).info["calibration"]
+
+    assert calibration()["cache"] == "cold" and calibration()["cache"] == "warm"
+    monkeypatch.setitem(q.NNCF_SETTINGS, "preset", "mixed")
+    got = calibration()
+    assert got["cache"] == "cold" and got["settings"]["preset"] == "mixed"
+
+
 @pytest.mark.parametrize("name, options", [("openvino", {}), ("torch", {}), ("tflite", {}),
                                            ("ios", {"provider": "onnxruntime"}), ("ios", {"provider": "openvino"})])
 def test_every_int8_path_is_calibrated_on_the_folder_when_given(tmp_path, name, options):

@@ -145,6 +145,7 @@ class CellSpec:
     scenario: dict | None = None
     loadgen_path: str | None = None  # where LoadGen writes this round's logs
     qsl_path: str | None = None  # the query sample library (seeded inputs and the oracle's outputs)
+    check_path: str | None = None  # int8: further seeded batches and their oracle outputs the check also runs
     task: str = "cell"
 
     def to_dict(self) -> dict:

@@ -13,6 +13,7 @@ from ios_bench.running.executors import Task
 from ios_bench.scenarios import LATENCY
 from ios_bench.scenarios import cells as scenario_cells
 from ios_core.atomic import atomic_write_json
+from ios_core.check import check_batches
 
 
 def references(ctx: SweepContext, wanted: dict[tuple[str, int], str]) -> dict[tuple[str, int], dict]:
@@ -26,10 +27,15 @@ def references(ctx: SweepContext, wanted: dict[tuple[str, int], str]) -> dict[tu
         meta = read_json(folder / ref_file(model, bs, "json"),
                          lambda m: ctx.say(f"[yellow]warning:[/] {m}; computing it again"))
         qsl = scenario_cells.qsl_file(model, bs) if plan.scenario != LATENCY else None
+        # int8's arg-max rule over ARGMAX_SAMPLES seeded samples: the further batches and their oracle outputs
+        batches = max(check_batches(bs, p) for p in plan.precisions)
+        checks = ref_file(model, bs, "check.npz") if batches > 1 else None
         if (meta and meta.get("status") == "ok" and npy_ok(folder / ref_file(model, bs))
                 and npy_ok(folder / ref_file(model, bs, "input.npy"))
                 and (qsl is None or (meta.get("qsl") or {}).get("size") == qsl_size(plan)
-                     and (folder / qsl).is_file())):
+                     and (folder / qsl).is_file())
+                and (checks is None or (meta.get("check") or {}).get("size") == batches
+                     and (folder / checks).is_file())):
             out[(model, bs)] = meta
             continue
         stem = safe_name(f"{model}-b{bs}")
@@ -40,11 +46,13 @@ def references(ctx: SweepContext, wanted: dict[tuple[str, int], str]) -> dict[tu
                 "result_path": f"work/{stem}.ref-result.json"}
         if qsl is not None:  # a LoadGen scenario's query sample library (seeded inputs, oracle outputs)
             spec.update(qsl_size=qsl_size(plan), qsl_paths=[qsl])
+        if checks is not None:  # the int8 check's further seeded batches (ios_core.check.ARGMAX_SAMPLES)
+            spec.update(check_size=batches, check_paths=[checks])
         inputs = model_inputs(folder, spec, model_spec)
         tasks.append(Task(f"reference:{model}:b{bs}", spec, f"logs/{stem}.reference.log", plan.timeout,
                           "cpu", plan.threads, inputs=inputs,
                           outputs=spec["ref_paths"] + spec["input_paths"] + [ref_file(model, bs, "source.npy")]
-                          + spec.get("qsl_paths", []),
+                          + spec.get("qsl_paths", []) + spec.get("check_paths", []),
                           payload=(model, bs)))
     for task, res in zip(tasks, ctx.executor.probe(tasks) if tasks else []):
         model, bs = task.payload

@@ -34,6 +34,7 @@ from ios_bench.running.rounds import (
 )
 from ios_bench.running.schedules import optimize_schedules, same_schedules
 from ios_bench.scenarios import cells as scenario_cells
+from ios_core.check import check_batches
 from ios_core.measurement import stats
 from ios_core.measurement.interference import load_label
 
@@ -326,6 +327,10 @@ class RoundRunner:
             inputs.append(source_ref)
         elif ref.get("source_error"):  # ... which could not run it: the record says so (independent_check)
             spec["source_error"] = ref["source_error"]
+        checks = ref_file(cell.model, cell.batch_size, "check.npz")
+        if ref.get("check") and check_batches(cell.batch_size, cell.precision or "fp32") > 1 and not cell.scenario:
+            spec["check_path"] = checks  # int8: the arg-max share over further seeded batches (task_cell)
+            inputs.append(checks)
         outputs = []
         if plan.sample_utilization:
             spec["util_path"] = util_file(cell)

@@ -158,6 +158,9 @@ def task_reference(spec: dict) -> dict:
             atomic_write(target, lambda f, arr=arr: np.save(f, arr))
         if spec.get("qsl_size"):  # a LoadGen scenario's query sample library, beside the oracle's outputs
             meta["qsl"] = _save_qsl(graph, bs, spec, spec["qsl_paths"][spec["batch_sizes"].index(bs)], x, y)
+        if spec.get("check_size"):  # the int8 check's seeded batches (the same draws: input_seed + i)
+            meta["check"] = _save_qsl(graph, bs, {**spec, "qsl_size": spec["check_size"]},
+                                      spec["check_paths"][spec["batch_sizes"].index(bs)], x, y)
         out[str(bs)] = meta
     # the model's memory figures the sweep's pre-check reads (ios_bench.planning.estimate)
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),

@@ -83,11 +83,12 @@ def quantized_piece(model, feeds, store=None, transformer: bool | None = None):
     if store is not None:
         import onnxruntime as ort
 
-        # a transformer's settings (ORT_TRANSFORMER) in the key; a CNN piece's key as before
+        # every setting quantize_static is given (ORT_SETTINGS, a transformer's ORT_TRANSFORMER too) in the
+        # key: a changed setting never reuses a piece quantized otherwise
         if transformer is None:
             transformer = quantize.has_transformer_ops(model)
-        extra = quantize.ort_settings(model, True) if transformer else {}
-        key = quantize.stored_key(model, feeds, "minmax", ort.__version__, *sorted(extra.items()))
+        settings = quantize.ort_settings(model, transformer)
+        key = quantize.stored_key(model, feeds, "minmax", ort.__version__, *sorted(settings.items()))
         path = Path(store) / f"{key}.onnx"
         if path.is_file():
             return onnx.load(str(path)), {**json.loads(path.with_suffix(".json").read_text()), "cache": "warm"}
