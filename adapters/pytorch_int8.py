@@ -41,6 +41,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
         build_key,
         calibration_feeds,
         is_transformer,
+        torch_qconfig_settings,
         torch_quantize,
     )
 
@@ -54,7 +55,7 @@ def quantized_module(module, graph, batch_size: int, samples: int | None = None,
     if cache is not None:
         weights = [x for name, t in sorted(module.state_dict().items()) for x in (name, t.detach().numpy())]
         key = build_key(module.code.encode(), *weights, batch_size, source, engine, TORCH_FORMAT, TORCH_METHOD,
-                        *(("weights only",) if weights_only else ()))
+                        torch_qconfig_settings(engine, weights_only), *(("weights only",) if weights_only else ()))
         path = cache.dir / f"{key}.pt"
     if path is not None and path.is_file():
         observers = torch.load(path, weights_only=True)

@@ -121,14 +121,21 @@ def tflite_converted(fn, graph: Graph, batch_size: int, precision: str, samples:
     it: for int8 the calibration)."""
     import json
 
-    from ios_core.quantize import TFLITE_FORMAT, TFLITE_METHOD, build_key, calibration_feeds, tflite_quantize
+    from ios_core.quantize import (
+        TFLITE_FORMAT,
+        TFLITE_METHOD,
+        TFLITE_SETTINGS,
+        build_key,
+        calibration_feeds,
+        tflite_quantize,
+    )
 
     tf = _tf()
     concrete = fn.get_concrete_function()
     if precision == "int8":
         batches, note, source = calibration_feeds(graph, batch_size, samples, data)  # seeded inputs or the folder's
         feeds = [[np.ascontiguousarray(x.transpose(0, 2, 3, 1))] for x in batches]
-        how = (source, TFLITE_FORMAT, TFLITE_METHOD)
+        how = (source, TFLITE_FORMAT, TFLITE_METHOD, *sorted(TFLITE_SETTINGS.items()))
     elif precision == "fp32":
         how = (FLOAT_FORMAT,)
     else:

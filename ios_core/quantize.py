@@ -489,6 +489,15 @@ def torch_qconfig_mapping(backend: str = TORCH_BACKEND, weights_only: bool = Fal
     return QConfigMapping().set_object_type(nn.Conv2d, qconfig).set_object_type(nn.Linear, qconfig)
 
 
+def torch_qconfig_settings(backend: str = TORCH_BACKEND, weights_only: bool = False) -> str:
+    """What :func:`torch_qconfig_mapping` gives, written out (each operator type's observers and their
+    arguments; objects' addresses left out): the int8 build cache's key holds it, so a changed setting, or
+    a torch whose defaults changed, quantizes again."""
+    import re
+
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(torch_qconfig_mapping(backend, weights_only).to_dict()))
+
+
 def torch_quantize(module, feeds: list[list[np.ndarray]], observers: dict | None = None,
                    backend: str = TORCH_BACKEND, weights_only: bool = False):
     """``module`` (an fp32 ``torch.fx.GraphModule`` in eval mode) quantized by PyTorch's post-training
@@ -572,6 +581,9 @@ def torch_integer_ops(module) -> dict:
 
 
 TFLITE_FORMAT = "TFLite full integer: activations s8 per tensor, weights s8 per channel, float input and output"
+# the converter's settings (tflite_quantize sets them from here; the build cache's key holds them)
+TFLITE_SETTINGS = {"optimizations": "DEFAULT", "supported_ops": "TFLITE_BUILTINS_INT8",
+                   "inference_input_type": "float32", "inference_output_type": "float32"}
 TFLITE_METHOD = "min-max ranges over the representative dataset (the TFLite converter's calibration)"
 TFLITE_CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D")
 
@@ -591,19 +603,21 @@ def tflite_quantize(concrete_function, trackable, feeds: list[list[np.ndarray]])
 
     if not feeds:
         raise ValueError("no calibration feeds")
+    settings = dict(TFLITE_SETTINGS)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.optimizations = [getattr(tf.lite.Optimize, settings["optimizations"])]
     converter.representative_dataset = lambda: ([np.ascontiguousarray(a, np.float32) for a in arrays]
                                                 for arrays in feeds)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.float32
-    converter.inference_output_type = tf.float32
+    converter.target_spec.supported_ops = [getattr(tf.lite.OpsSet, settings["supported_ops"])]
+    converter.inference_input_type = getattr(tf, settings["inference_input_type"])
+    converter.inference_output_type = getattr(tf, settings["inference_output_type"])
     with warnings.catch_warnings():  # its note that a float input has no statistics: the model quantizes it
         warnings.filterwarnings("ignore", message=".*Statistics for quantized inputs.*")
         flatbuffer = converter.convert()
     return bytes(flatbuffer), {
-        "tool": f"tf.lite.TFLiteConverter (Optimize.DEFAULT, TFLITE_BUILTINS_INT8) {tf.__version__}",
-        "method": TFLITE_METHOD, "format": TFLITE_FORMAT}
+        "tool": f"tf.lite.TFLiteConverter (Optimize.{settings['optimizations']}, {settings['supported_ops']}) "
+                f"{tf.__version__}",
+        "method": TFLITE_METHOD, "format": TFLITE_FORMAT, "settings": settings}
 
 
 def tflite_integer_kernels(interpreter) -> dict:

@@ -233,6 +233,56 @@ def test_the_openvino_int8_build_cache_key_holds_nncfs_settings(tmp_path, monkey
     assert got["cache"] == "cold" and got["settings"]["preset"] == "mixed"
 
 
+def test_the_torch_int8_build_cache_key_holds_its_qconfig(tmp_path, monkeypatch):
+    """The key holds the qconfig mapping written out (torch_qconfig_settings), not only a description of
+    it: a changed observer (or a torch whose defaults changed) calibrates again instead of loading observers
+    of another kind."""
+    from torch.ao.quantization import MinMaxObserver, QConfig, QConfigMapping, default_per_channel_weight_observer
+
+    import adapters
+    import ios_core.quantize as q
+
+    adapter = adapters.get("torch")
+    g = mini_inception()
+    g.init_weights(0)
+
+    def cache():
+        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
+                             cache_dir=str(tmp_path / "cache")).info["calibration"]["cache"]
+
+    assert cache() == "cold" and cache() == "warm"
+    minmax = QConfigMapping().set_global(QConfig(activation=MinMaxObserver.with_args(reduce_range=True),
+                                                 weight=default_per_channel_weight_observer))
+    monkeypatch.setattr(q, "torch_qconfig_mapping", lambda backend=q.TORCH_BACKEND, weights_only=False: minmax)
+    assert cache() == "cold" and cache() == "warm"
+
+
+def test_the_tflite_int8_build_cache_key_holds_the_converters_settings(tmp_path, monkeypatch):
+    """tflite_quantize sets the converter from TFLITE_SETTINGS and the key holds them: a changed setting
+    (float kernels allowed beside the int8 ones here) converts again; the record names the settings."""
+    import adapters
+    import ios_core.quantize as q
+
+    adapter = adapters.get("tflite")
+    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
+    if reason:
+        pytest.skip(reason)
+    g = mini_inception()
+    g.init_weights(0)
+
+    def calibration():
+        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
+                             cache_dir=str(tmp_path / "cache")).info["calibration"]
+
+    first = calibration()
+    assert first["cache"] == "cold" and calibration()["cache"] == "warm"
+    assert first["settings"] == q.TFLITE_SETTINGS
+    monkeypatch.setitem(q.TFLITE_SETTINGS, "supported_ops", "TFLITE_BUILTINS")
+    got = calibration()
+    assert got["cache"] == "cold" and got["settings"]["supported_ops"] == "TFLITE_BUILTINS"
+    assert "TFLITE_BUILTINS)" in got["tool"]
+
+
 @pytest.mark.parametrize("name, options", [("openvino", {}), ("torch", {}), ("tflite", {}),
                                            ("ios", {"provider": "onnxruntime"}), ("ios", {"provider": "openvino"})])
 def test_every_int8_path_is_calibrated_on_the_folder_when_given(tmp_path, name, options):
