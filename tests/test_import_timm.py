@@ -23,6 +23,7 @@ pytest.importorskip("onnx")
 from ios_core import reference  # noqa: E402
 from ios_core.check import compare, tolerance_for  # noqa: E402
 from ios_core.frontend import onnx as frontend  # noqa: E402
+from tests.lively_weights import lively  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -49,27 +50,11 @@ def _build(timm, name: str, **kwargs):
     return net
 
 
-def _lively(net):
-    """``net`` with every parameter that timm initializes to one value for all its elements (norm
-    weights and biases, ConvNeXt's layer scale at 1e-6, Swin V2's post-norms at 0, which make a block
-    the identity) moved by a seeded 0.2 x N(0, 1), and the linear layers' weights drawn at the scale of
-    their inputs (N(0, 1 / fan-in)): each branch then counts in the output, and the attention is not
-    near uniform, so that a softmax along the wrong axis, a roll the wrong way or a misread bias shows."""
-    gen = torch.Generator().manual_seed(2)
-    with torch.no_grad():
-        for p in net.parameters():
-            if p.numel() and bool((p == p.flatten()[0]).all()):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
-        for m in net.modules():  # timm's std of 0.02 leaves the scores near 0 and each softmax near uniform
-            if isinstance(m, torch.nn.Linear):
-                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) / m.in_features ** 0.5)
-    return net
-
-
 def _check(net, image: int, name: str):
-    """Import ``net`` (its weights redrawn by :func:`_lively`) exported at ``image`` x ``image`` and
-    check the oracle's output against torch's (a batch of 2) at the fp32 bound; the graph."""
-    net = _lively(net)
+    """Import ``net`` (its weights redrawn by :func:`tests.lively_weights.lively`) exported at ``image``
+    x ``image`` and check the oracle's output against torch's (a batch of 2) at the fp32 bound; the
+    graph."""
+    net = lively(net)
     graph = frontend.load(tv.export(net, image), name=name)
     x = np.random.default_rng(0).standard_normal((2, 3, image, image), dtype=np.float32)
     with torch.no_grad():
