@@ -33,7 +33,8 @@ from ios_core import optimize, reference  # noqa: E402
 from ios_core.check import compare, tolerance_for  # noqa: E402
 from ios_core.cost import SyntheticCostModel  # noqa: E402
 from ios_core.frontend import onnx as frontend  # noqa: E402
-from tests.test_import_timm import _build, _lively  # noqa: E402
+from tests.lively_weights import lively  # noqa: E402
+from tests.test_import_timm import _build  # noqa: E402
 
 BATCH = 2
 FP32 = tolerance_for("fp32")
@@ -76,7 +77,7 @@ def nets():
     def get(key, table):
         name, kwargs, image = table[key]
         if (name, repr(kwargs)) not in cache:
-            net = _lively(_build(timm, name, **kwargs))
+            net = lively(_build(timm, name, **kwargs))
             graph = frontend.load(tv.export(net, image), name=key)
             x = np.random.default_rng(0).standard_normal((BATCH, 3, image, image), dtype=np.float32)
             ref = reference.run(graph, x)
