@@ -301,7 +301,15 @@ def test_every_int8_path_is_calibrated_on_the_folder_when_given(tmp_path, name, 
     calib = c.info["calibration"]
     assert calib["data"]["files"] == 4 and calib["samples"] == 16, calib
     x = random_input(g, 2, seed=3)
-    assert check_precision(c.run(x), oracle(g, x), "int8").passed
+    out = c.run(x)
+    assert check_precision(out, oracle(g, x), "int8").passed
+    # ... and calibrated on it, not only recording it: a folder of the same inputs 4x larger (ranges 4x wider,
+    # so steps 4x coarser) gives another quantized model, where a path that read its seeded inputs would not
+    (tmp_path / "wide").mkdir()
+    wide = _folder(tmp_path / "wide", g.input_shape, batch=13, scale=4.0)
+    other = adapter.build(g, 2, threads=1, precision="int8", calibration_data=str(wide), **options)
+    assert other.info["calibration"]["data"]["files"] == 4
+    assert not np.array_equal(other.run(x), out)
 
 
 # ---- "int8" means integer convolutions: what each engine left in float, read back ------------------------
