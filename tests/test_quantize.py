@@ -210,23 +210,27 @@ def test_the_int8_build_cache_key_holds_the_calibration_source_and_the_quantizer
     assert got["cache"] == "cold" and got["settings"]["per_channel"] is False  # a changed setting: built again
 
 
-def test_the_openvino_int8_build_cache_key_holds_nncfs_settings(tmp_path, monkeypatch):
-    """A changed NNCF setting (its preset here) quantizes the model again instead of reusing the one
-    quantized with the old settings; the record names the setting the model was quantized with."""
+def _int8_builds(tmp_path, name):
+    """A function building ``name``'s int8 cell of a small graph (2 calibration samples, one build cache
+    under ``tmp_path``) and returning its calibration record; the test skips where ``name`` has no int8 here."""
     import adapters
-    import ios_core.quantize as q
 
-    adapter = adapters.get("openvino")
+    adapter = adapters.get(name)
     reason = adapter.available() or adapter.precision_reason("int8", "cpu")
     if reason:
         pytest.skip(reason)
     g = mini_inception()
     g.init_weights(0)
+    return lambda: adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
+                                 cache_dir=str(tmp_path / "cache")).info["calibration"]
 
-    def calibration():
-        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
-                             cache_dir=str(tmp_path / "cache")).info["calibration"]
 
+def test_the_openvino_int8_build_cache_key_holds_nncfs_settings(tmp_path, monkeypatch):
+    """A changed NNCF setting (its preset here) quantizes the model again instead of reusing the one
+    quantized with the old settings; the record names the setting the model was quantized with."""
+    import ios_core.quantize as q
+
+    calibration = _int8_builds(tmp_path, "openvino")
     assert calibration()["cache"] == "cold" and calibration()["cache"] == "warm"
     monkeypatch.setitem(q.NNCF_SETTINGS, "preset", "mixed")
     got = calibration()
@@ -239,16 +243,12 @@ def test_the_torch_int8_build_cache_key_holds_its_qconfig(tmp_path, monkeypatch)
     of another kind."""
     from torch.ao.quantization import MinMaxObserver, QConfig, QConfigMapping, default_per_channel_weight_observer
 
-    import adapters
     import ios_core.quantize as q
 
-    adapter = adapters.get("torch")
-    g = mini_inception()
-    g.init_weights(0)
+    calibration = _int8_builds(tmp_path, "torch")
 
     def cache():
-        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
-                             cache_dir=str(tmp_path / "cache")).info["calibration"]["cache"]
+        return calibration()["cache"]
 
     assert cache() == "cold" and cache() == "warm"
     minmax = QConfigMapping().set_global(QConfig(activation=MinMaxObserver.with_args(reduce_range=True),
@@ -260,20 +260,9 @@ def test_the_torch_int8_build_cache_key_holds_its_qconfig(tmp_path, monkeypatch)
 def test_the_tflite_int8_build_cache_key_holds_the_converters_settings(tmp_path, monkeypatch):
     """tflite_quantize sets the converter from TFLITE_SETTINGS and the key holds them: a changed setting
     (float kernels allowed beside the int8 ones here) converts again; the record names the settings."""
-    import adapters
     import ios_core.quantize as q
 
-    adapter = adapters.get("tflite")
-    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
-    if reason:
-        pytest.skip(reason)
-    g = mini_inception()
-    g.init_weights(0)
-
-    def calibration():
-        return adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
-                             cache_dir=str(tmp_path / "cache")).info["calibration"]
-
+    calibration = _int8_builds(tmp_path, "tflite")
     first = calibration()
     assert first["cache"] == "cold" and calibration()["cache"] == "warm"
     assert first["settings"] == q.TFLITE_SETTINGS
