@@ -772,10 +772,10 @@ def test_runs_of_another_thread_count_or_another_network_of_the_same_name_are_no
         (folder / "results.jsonl").write_text(json.dumps({**rec("m", 1, "torch", median=median),
                                                           "threads": threads}) + "\n")
     found = estimate.earlier_runs(tmp_path / "new")
-    assert estimate.learn(found, cpu, 2, {"m": "m"}).latency_ms == {("m", 1, "torch"): 40.0}
-    assert estimate.learn(found, cpu, 1, {"m": "m"}).latency_ms == {("m", 1, "torch"): 70.0}
-    assert estimate.learn(found, cpu, 2, {"m": "/here/m.json"}).latency_ms == {("m", 1, "torch"): 300.0}
-    assert estimate.learn(found, cpu, 2, {"other": "other"}).runs == ["zoo2", "file2"]  # m is not planned
+    assert estimate.learn(found, cpu, 2, {"m": True}).latency_ms == {("m", 1, "torch"): 40.0}
+    assert estimate.learn(found, cpu, 1, {"m": True}).latency_ms == {("m", 1, "torch"): 70.0}
+    assert estimate.learn(found, cpu, 2, {"m": False}).latency_ms == {("m", 1, "torch"): 300.0}  # m from a file
+    assert estimate.learn(found, cpu, 2, {"other": True}).runs == ["zoo2", "file2"]  # m is not planned
 
 
 def test_a_record_or_a_round_taken_beside_other_work_teaches_no_speed():

@@ -119,18 +119,13 @@ def same_machine(env: dict | None, cpu: dict) -> bool:
             and (None in isa or sorted(isa[0]) == sorted(isa[1])))
 
 
-def from_file(name: str, specs) -> bool:
-    """Whether the model ``name`` of a run whose ``--models`` were ``specs`` came from a file (a JSON or
-    ONNX graph, named by the file) rather than the zoo (its name given as it is)."""
-    return name not in (specs or [])
-
-
-def learn(folders: list[Path], cpu: dict, threads: int | None = None, models: dict[str, str] | None = None) -> History:
+def learn(folders: list[Path], cpu: dict, threads: int | None = None, zoo: dict[str, bool] | None = None) -> History:
     """Every finished record of the run folders measured on a machine like this one. With ``threads``
     (the plan's threads per cell), a record of another thread count is not learnt: it measured another
-    speed. With ``models`` ({name: what the plan was given for it, a zoo name or a file}), a record is
-    learnt only where its model came from the same kind of source: a zoo model and a file named like it
-    (torchvision's alexnet imported, the zoo's alexnet) are two networks."""
+    speed. With ``zoo`` ({name: whether the plan's model of that name is the zoo's, not a file's}), a record
+    is learnt only where its model came from the same kind of source (its run's ``--models`` gave the name
+    as it is: the zoo's; else a file): a zoo model and a file named like it (torchvision's alexnet
+    imported, the zoo's alexnet) are two networks."""
     from ios_bench.results import read_records
 
     hist = History()
@@ -149,8 +144,7 @@ def learn(folders: list[Path], cpu: dict, threads: int | None = None, models: di
             if threads is not None and isinstance(rec.get("threads"), int) and rec["threads"] != threads:
                 continue
             name = rec.get("model")
-            if models is not None and specs is not None and name in models and \
-                    from_file(name, specs) != from_file(name, list(models.values())):
+            if zoo is not None and specs is not None and name in zoo and (name in specs) != zoo[name]:
                 continue
             hist.add(rec, folder.name)
     return hist

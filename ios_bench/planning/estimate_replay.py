@@ -42,7 +42,7 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     recorded = env.get("estimate") or {}
     given = plan.get("models") or []  # a record's model came from the zoo where its name was given as it is
     hist = learn(list(learn_from or []), env.get("cpu") or {}, plan.get("threads"),
-                 {r["model"]: r["model"] if r["model"] in given else f"file {r['model']}" for r in recs})
+                 {r["model"]: r["model"] in given for r in recs})
     macs = {m: v[0] for m, v in graphs.items()}
     sizes = {**history_sizes(hist, graphs), **{m: (v[1], v[3]) for m, v in graphs.items() if len(v) > 3}}
     model = Model(hist, {**history_macs(hist, macs), **macs},

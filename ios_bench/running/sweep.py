@@ -232,7 +232,7 @@ class Sweep:
         plan = self.plan
         # earlier runs at this plan's threads, of the same networks (a file named like a zoo model is another)
         hist = estimate.learn(estimate.earlier_runs(self.folder), cpu, plan.threads,
-                              {g.name: spec for spec, g in graphs.items()})
+                              {g.name: spec == g.name for spec, g in graphs.items()})
         named = {g.name: g for g in graphs.values()}
         macs = {n: g.macs() for n, g in named.items()}
         searched = {c.model for c in cells if c.schedule and not c.skip_reason}  # the DP's states cost its searches
