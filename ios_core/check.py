@@ -26,7 +26,7 @@ PRECISIONS = tuple(PRECISION_TOLERANCE)  # what a sweep can ask for (run --preci
 ARGMAX_AGREEMENT = {"int8": 0.75}
 # ... counted over at least this many seeded samples: a cell of a smaller batch is also run on further seeded
 # inputs (random_input(graph, bs, seed=input_seed + i), i = 1..), so that its arg-max share is no single sample's
-# yes or no (ios_bench.running.references, task_cell.batch_check)
+# yes or no (ios_bench.running.references, task_cell._check_batches)
 ARGMAX_SAMPLES = 16
 
 
