@@ -90,11 +90,12 @@ def chunk_size(graph: Graph, budget: int | None = None, p: RuntimePlan | None = 
     return max(1, int(budget) // max(1, activation_bytes(graph, p)))
 
 
-def _evaluate(p: RuntimePlan, x: torch.Tensor) -> torch.Tensor:
-    """One chunk through the plan: each step computed from the tensors it reads, each buffer
-    dropped after its last stage."""
+def _evaluate(p: RuntimePlan, x: torch.Tensor, emit=None) -> torch.Tensor:
+    """One chunk through the plan: each step computed from the tensors it reads (``emit(op, input)``,
+    the oracle's kernels unless told otherwise), each buffer dropped after its last stage."""
     from ios_core.runtime.plan import ALIAS
 
+    emit = emit or apply  # looked up at the call: a test may wrap the module's apply
     drop: list[list[int]] = [[] for _ in p.stages]
     for b in p.buffers:
         if not b.kept and 0 <= b.end < len(p.stages):
@@ -110,7 +111,7 @@ def _evaluate(p: RuntimePlan, x: torch.Tensor) -> torch.Tensor:
         for g in st.groups:
             for step in g.steps:
                 if step.mode != ALIAS:  # an alias's value is its source's tensor
-                    env[step.out.buffer] = apply(step.op, evaluate(step.inputs, read, TORCH_PRIMS))
+                    env[step.out.buffer] = emit(step.op, evaluate(step.inputs, read, TORCH_PRIMS))
         for k in drop[si]:
             env.pop(k, None)
     out = p.value(p.outputs[0])
@@ -134,12 +135,12 @@ def run(graph: Graph, x: np.ndarray) -> np.ndarray:
     return _run(p, x, chunk_size(graph, p=p))
 
 
-def _run(p: RuntimePlan, x: np.ndarray, chunk: int) -> np.ndarray:
+def _run(p: RuntimePlan, x: np.ndarray, chunk: int, emit=None) -> np.ndarray:
     n = x.shape[0]
     out = None
     with torch.inference_mode():
         for i in range(0, max(n, 1), chunk):  # an empty batch runs once, as a batch of none
-            y = _evaluate(p, torch.from_numpy(x[i:i + chunk]))
+            y = _evaluate(p, torch.from_numpy(x[i:i + chunk]), emit)
             if out is None:
                 out = np.empty((n, *y.shape[1:]), dtype=np.float32)
             out[i:i + chunk] = y.contiguous().numpy()
@@ -154,3 +155,65 @@ def run_plain(graph: Graph, x: np.ndarray) -> np.ndarray:
     with torch.inference_mode():
         out = lower(graph, torch.from_numpy(x), TORCH_PRIMS, apply)
         return out.contiguous().numpy().copy()
+
+
+# The oracle's int8: the same walk with the network quantized as post-training static int8 quantization
+# quantizes it, in its plainest form and no further: every convolution and linear layer (``conv``, ``linear``,
+# ``dense``) reads int8 weights (symmetric, per output channel: scale = the channel's largest magnitude / 127)
+# and an int8 input (per tensor, 256 levels over the [min, max] the calibration inputs give it, 0 included:
+# asymmetric, as u8 with a zero point); every other operator computes in float, as the frameworks' transformer
+# recipes keep attention, softmax and normalizations (a CNN's framework also quantizes pools, sums and
+# concatenations: a little more error than this). It tells how far a correct int8 quantization of *this*
+# network, calibrated on *these* inputs, is from the float oracle: what ``ios_core.check`` measures an int8
+# cell's error against (docs/precision.md).
+INT8_SIM_WEIGHTED = ("conv", "linear", "dense")
+INT8_SIM_LEVELS = 256
+
+
+def _fake_quant_weight(w: np.ndarray) -> np.ndarray:
+    w = np.asarray(w, np.float32)
+    axes = tuple(range(1, w.ndim))
+    scale = np.abs(w).max(axis=axes, keepdims=True) / 127.0 if axes else np.abs(w) / 127.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return (np.clip(np.round(w / scale), -128, 127) * scale).astype(np.float32)
+
+
+def _fake_quant(t: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    step = (hi - lo) / (INT8_SIM_LEVELS - 1) or 1.0
+    zero = round(-lo / step)
+    return (torch.clamp(torch.round(t / step) + zero, 0, INT8_SIM_LEVELS - 1) - zero) * step
+
+
+def int8_simulation(graph: Graph, calibration):
+    """The oracle of ``graph`` quantized to int8 as above, its inputs' ranges calibrated on the batches
+    ``calibration`` (``ios_core.quantize.calibration_feeds``: what the int8 cells calibrate on): a function
+    of a batch ``x`` (N, C, H, W) returning the quantized network's output, as :func:`run` returns the
+    float network's."""
+    import copy
+
+    p = plan(graph)
+    chunk = chunk_size(graph, p=p)
+    ranges: dict[str, tuple[float, float]] = {}
+
+    def calibrating(op, inp):
+        if op.TYPE in INT8_SIM_WEIGHTED:
+            lo, hi = float(inp.min()), float(inp.max())
+            a, b = ranges.get(op.name, (lo, hi))
+            ranges[op.name] = (min(a, lo), max(b, hi))
+        return apply(op, inp)
+
+    for batch in calibration:
+        _run(p, _check(graph, batch), chunk, calibrating)
+    quantized = {}
+    for op in graph.operators():
+        if op.name in ranges:
+            quantized[op.name] = q = copy.copy(op)  # the graph's own node keeps its float weight
+            q.weight = _fake_quant_weight(op.weight)
+
+    def simulated(op, inp):
+        if op.name in quantized:
+            return apply(quantized[op.name], _fake_quant(inp, *ranges[op.name]))
+        return apply(op, inp)
+
+    return lambda x: _run(p, _check(graph, x), chunk, simulated)

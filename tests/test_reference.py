@@ -147,3 +147,69 @@ def test_run_rejects_what_it_rejected_before():
     bare = mixed_graph()
     with pytest.raises(ValueError, match="no weights"):
         reference.run(bare, reference.random_input(bare, 1))
+
+
+# ---- the oracle's int8 simulation (the int8 check's RMS bound: ios_core.check) -------------------------------
+
+def _one_conv(weight, bias=None, act="identity"):
+    c_out, c_in = weight.shape[:2]
+    b = GraphBuilder("one_conv", (c_in, 2, 2))
+    y = b.conv(b.input, c_out, 1, act=act)
+    b.relu(y)  # an operator without weights: computed in float
+    g = b.finish().init_weights(0)
+    conv = next(n for n in g.operators() if n.TYPE == "conv")
+    conv.weight = np.asarray(weight, np.float32).reshape(c_out, c_in, 1, 1)
+    conv.bias = np.zeros(c_out, np.float32) if bias is None else np.asarray(bias, np.float32)
+    return g, conv
+
+
+def test_the_int8_simulation_quantizes_weights_per_channel_and_inputs_per_tensor():
+    # channel 0's weights lie on its int8 grid (largest magnitude / 127), channel 1's do not; the inputs lie on
+    # the grid of their calibrated range [0, 2.55] (a step of 0.01), but for one value between two steps
+    w = np.array([[1.27, -0.5], [1.0, 0.3333]], np.float32)
+    g, conv = _one_conv(w)
+    calib = np.zeros((1, 2, 2, 2), np.float32)
+    calib[0, 0, 0, 0] = 2.55
+    x = np.full((1, 2, 2, 2), 1.0, np.float32)
+    x[0, 1] = 0.5
+    x[0, 0, 1, 1] = 0.504  # quantized to 0.50
+    y = reference.int8_simulation(g, [calib])(x)
+    wq = w.copy()
+    wq[1, 1] = np.round(0.3333 / (1.0 / 127)) * (1.0 / 127)  # channel 1's step is 1.0 / 127
+    xq = x.copy()
+    xq[0, 0, 1, 1] = 0.50
+    expected = np.maximum(np.einsum("oc,nchw->nohw", wq, xq), 0)
+    assert np.allclose(y, expected, rtol=0, atol=1e-5)
+    assert not np.allclose(y, reference.run(g, x), rtol=0, atol=1e-5)  # the float oracle differs
+    assert np.array_equal(conv.weight.reshape(2, 2), w)  # the graph's own weights are untouched
+
+
+def test_the_int8_simulation_clips_an_input_beyond_its_calibrated_range():
+    g, _ = _one_conv(np.array([[1.0]], np.float32))
+    calib = np.linspace(-1.0, 1.0, 4, dtype=np.float32).reshape(1, 1, 2, 2)
+    x = np.array([3.0, 0.5, -0.5, 1.0], np.float32).reshape(1, 1, 2, 2)
+    y = reference.int8_simulation(g, [calib])(x).reshape(-1)
+    step = 2.0 / 255
+    assert y[0] == pytest.approx(y[3], abs=1e-6) and abs(y[0] - 1.0) <= step  # 3.0 read as the range's top
+    assert y[2] == 0.0  # the ReLU after the convolution, in float
+    assert abs(y[1] - 0.5) <= step / 2 + 1e-6
+
+
+def test_the_int8_simulation_is_calibrated_on_every_batch_it_is_given():
+    g, _ = _one_conv(np.array([[1.0]], np.float32))
+    x = np.array([0.3, 0.7, 1.9, 0.0], np.float32).reshape(1, 1, 2, 2)
+    small = np.full((1, 1, 2, 2), 0.5, np.float32)
+    large = np.full((1, 1, 2, 2), 2.0, np.float32)
+    one = reference.int8_simulation(g, [small])(x).reshape(-1)
+    both = reference.int8_simulation(g, [large, small])(x).reshape(-1)  # the first batch counts too
+    assert one[2] == pytest.approx(0.5, abs=1e-6)  # clipped to the one batch's range
+    assert both[2] == pytest.approx(1.9, abs=2.0 / 255)  # inside both batches' range
+
+
+def test_the_int8_simulation_of_a_network_is_near_the_oracle_not_equal_to_it():
+    g = mixed_graph().init_weights(0)
+    x = reference.random_input(g, 2, 0)
+    calib = [reference.random_input(g, 2, s) for s in (11, 12)]
+    ref = reference.run(g, x)
+    res = compare(reference.int8_simulation(g, calib)(x), ref, tolerance_for("int8"))
+    assert res.passed and 1e-4 < res.rms_rel_err < 0.05
