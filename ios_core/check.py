@@ -24,6 +24,15 @@ PRECISIONS = tuple(PRECISION_TOLERANCE)  # what a sweep can ask for (run --preci
 # int8 has a second condition: the arg-max of each sample's output (over everything but the batch
 # axis) agrees with the oracle's for at least this share of the batch's samples (docs/precision.md)
 ARGMAX_AGREEMENT = {"int8": 0.75}
+# int8 has a third where the oracle's own int8 simulation of the network ran
+# (``ios_core.reference.int8_simulation``: what a correct, plain int8 quantization of this network, calibrated
+# on the cell's calibration inputs, is off by): the cell's RMS error over every sample checked is at most
+# this factor times the simulation's over the same samples, or the floor where that is higher. A fixed
+# bound cannot tell a corrupted model from a correct one of another network: correct int8 models range from
+# 0.012 (RMS; a small CNN) to 0.073 (a one-block ViT, batch 16), a per-channel weight scale swapped on the
+# small CNN gives 0.088 (tests/test_check_int8.py, docs/results/precision/int8-simulated-bound-2026-11-29.md)
+SIMULATED_RMS_FACTOR = {"int8": 4.0}
+SIMULATED_RMS_FLOOR = {"int8": 0.03}
 # ... counted over at least this many seeded samples: a cell of a smaller batch is also run on further seeded
 # inputs (random_input(graph, bs, seed=input_seed + i), i = 1..), so that its arg-max share is no single sample's
 # yes or no (ios_bench.running.references, task_cell._check_batches)
@@ -55,10 +64,16 @@ class CheckResult:
     reason: str = ""
     argmax_agreement: float | None = None  # int8 checks: share of samples whose arg-max is the oracle's
     samples: int | None = None  # ... over this many samples
+    # root-mean-square error over the oracle's root-mean-square, over every value of the batch: the
+    # quantization literature's noise-to-signal ratio (SQNR = -20 log10 of it), which sees an error spread
+    # over many values that the max error, one value's, does not
+    rms_rel_err: float | None = None
+    simulated_rms_rel_err: float | None = None  # int8: the oracle's int8 simulation's, over the same samples
+    rms_bound: float | None = None  # ... and the bound on rms_rel_err it gives
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("argmax_agreement", "samples"):
+        for k in ("argmax_agreement", "samples", "rms_rel_err", "simulated_rms_rel_err", "rms_bound"):
             if d[k] is None:
                 del d[k]
         return d
@@ -74,11 +89,13 @@ def argmax_agreement(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def check_precision(out: np.ndarray, ref: np.ndarray, precision: str = "fp32",
-                    tolerance: float | None = None, more=None) -> CheckResult:
+                    tolerance: float | None = None, more=None, simulated=None) -> CheckResult:
     """The check of a cell asked for ``precision``: :func:`compare` at its bound (``tolerance``
     may only tighten it) and, for int8, the arg-max agreement with the oracle over the batch and the
     further seeded batches ``more`` ((their outputs, the oracle's), :func:`check_batches`), which count
-    in the arg-max share only: the error bound is the cell's own output's, as the bounds were measured."""
+    in the arg-max share only: the error bound is the cell's own output's, as the bounds were measured.
+    ``simulated``: the oracle's int8 simulation's outputs of the same batches (the cell's own first, then
+    ``more``'s), which bound the RMS error over them all (:data:`SIMULATED_RMS_FACTOR`)."""
     bound = tolerance_for(precision) if tolerance is None else min(tolerance, tolerance_for(precision))
     res = compare(out, ref, bound)
     need = ARGMAX_AGREEMENT.get(precision)
@@ -87,13 +104,26 @@ def check_precision(out: np.ndarray, ref: np.ndarray, precision: str = "fp32",
     if more:
         out = np.concatenate([np.asarray(out), *map(np.asarray, more[0])])
         ref = np.concatenate([np.asarray(ref), *map(np.asarray, more[1])])
+        res.rms_rel_err = rms_rel_err(out, ref)  # over every sample checked, as the arg-max share
     agree = argmax_agreement(out, ref)
     res.argmax_agreement = agree
     res.samples = int(np.asarray(out).shape[0]) if np.ndim(out) else 1
+    reasons = [res.reason] if res.reason else []
     if agree < need:
-        why = f"arg-max agrees with the oracle on {agree:.0%} of the batch < {need:.0%}"
-        res.passed = False
-        res.reason = f"{res.reason}; {why}" if res.reason else why
+        reasons.append(f"arg-max agrees with the oracle on {agree:.0%} of the batch < {need:.0%}")
+    if simulated is not None and precision in SIMULATED_RMS_FACTOR:
+        sim = np.concatenate([np.asarray(s) for s in simulated])
+        if sim.shape != np.shape(ref):
+            raise ValueError(f"the int8 simulation's outputs {sim.shape} are not the checked batches' {np.shape(ref)}")
+        res.simulated_rms_rel_err = rms_rel_err(sim, ref)
+        res.rms_bound = max(SIMULATED_RMS_FACTOR[precision] * res.simulated_rms_rel_err,
+                            SIMULATED_RMS_FLOOR[precision])
+        if res.rms_rel_err > res.rms_bound:
+            reasons.append(f"RMS error {res.rms_rel_err:.3f} > {res.rms_bound:.3f} "
+                           f"({SIMULATED_RMS_FACTOR[precision]:g} x the oracle's int8 simulation's "
+                           f"{res.simulated_rms_rel_err:.3f})")
+    res.passed = not reasons
+    res.reason = "; ".join(reasons)
     return res
 
 
@@ -102,15 +132,27 @@ def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -
     ref = np.asarray(ref)
     if out.shape != ref.shape:
         return CheckResult(False, float("inf"), float("inf"), tolerance,
-                           f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+                           f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}", rms_rel_err=float("inf"))
     if not np.isfinite(out).all():
-        return CheckResult(False, float("inf"), float("inf"), tolerance, "non-finite values in output")
+        return CheckResult(False, float("inf"), float("inf"), tolerance, "non-finite values in output",
+                           rms_rel_err=float("inf"))
     diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
     scale = (float(np.abs(ref).max()) if ref.size else 0.0) or 1.0
     max_abs = float(diff.max()) if diff.size else 0.0
     rel = max_abs / scale
     ok = rel <= tolerance
-    return CheckResult(ok, max_abs, rel, tolerance, "" if ok else f"max rel error {rel:.2e} > {tolerance:.0e}")
+    return CheckResult(ok, max_abs, rel, tolerance, "" if ok else f"max rel error {rel:.2e} > {tolerance:.0e}",
+                       rms_rel_err=rms_rel_err(out, ref))
+
+
+def rms_rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    """The root-mean-square of ``out - ref`` over the root-mean-square of ``ref`` (0 for empty outputs; an
+    all-zero oracle counts as 1, as :func:`compare`'s largest magnitude)."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if not out.size:
+        return 0.0
+    rms_ref = float(np.sqrt(np.mean(ref ** 2))) or 1.0
+    return float(np.sqrt(np.mean((out - ref) ** 2))) / rms_ref
 
 
 def combined_check(before, after) -> dict:

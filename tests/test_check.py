@@ -13,12 +13,15 @@ from ios_core.check import (
     DEFAULT_RTOL,
     PRECISION_TOLERANCE,
     PRECISIONS,
+    SIMULATED_RMS_FACTOR,
+    SIMULATED_RMS_FLOOR,
     CheckResult,
     argmax_agreement,
     check_batches,
     check_precision,
     combined_check,
     compare,
+    rms_rel_err,
     tolerance_for,
 )
 
@@ -165,3 +168,66 @@ def test_further_seeded_batches_count_in_the_arg_max_share_not_in_the_bound():
     assert res.max_rel_err == 0 and res.reason == "arg-max agrees with the oracle on 33% of the batch < 75%"
     assert check_precision(out, ref, "int8", more=([out], [ref])).samples == 16
     assert check_precision(out, ref, "bf16", more=([bad_out], [bad_ref])).passed  # no arg-max rule: unused
+
+
+# ---- the RMS error and the int8 bound the oracle's int8 simulation gives -------------------------------------
+
+def test_the_rms_error_is_relative_to_the_oracles_rms_over_every_value():
+    ref = np.array([[3.0, -4.0], [0.0, 0.0]])  # RMS 2.5
+    out = ref + np.array([[1.0, 0.0], [-1.0, 0.0]])  # error RMS sqrt(2 / 4)
+    assert rms_rel_err(out, ref) == pytest.approx(np.sqrt(0.5) / 2.5)
+    assert compare(out, ref, 1.0).rms_rel_err == pytest.approx(np.sqrt(0.5) / 2.5)
+    assert rms_rel_err(np.array([0.5, 0.0]), np.zeros(2)) == pytest.approx(np.sqrt(0.125))  # a zero oracle: absolute
+    assert rms_rel_err(np.zeros((0, 2)), np.zeros((0, 2))) == 0.0
+    assert compare(np.ones(2), np.ones(3)).rms_rel_err == np.inf  # another shape: no finite error
+    assert compare(np.array([np.nan, 1.0]), np.ones(2)).rms_rel_err == np.inf
+
+
+def _simulated_case(batches=2, n=200, sim_rms=0.01, err_rms=0.03, seed=0):
+    """Oracle outputs (``batches`` of (1, n)), a simulation off by ``sim_rms`` and an output off by ``err_rms``
+    (RMS, relative), both in errors too small for the max-error bound."""
+    rng = np.random.default_rng(seed)
+    refs = [rng.standard_normal((1, n)) for _ in range(batches)]
+    for r in refs:
+        r[0, 0] = 8.0  # an arg-max no error here moves: only the RMS rule decides
+    rms = np.sqrt(np.mean(np.concatenate(refs) ** 2))
+
+    def off(r, by):
+        e = rng.choice([-1.0, 1.0], r.shape)  # every value off by the same magnitude: its RMS is exact
+        return r + e * by * rms
+
+    return refs, [off(r, sim_rms) for r in refs], [off(r, err_rms) for r in refs]
+
+
+def test_int8_refuses_an_rms_error_above_its_factor_times_the_simulations():
+    factor, floor = SIMULATED_RMS_FACTOR["int8"], SIMULATED_RMS_FLOOR["int8"]
+    assert factor == 4.0 and floor == 0.03
+    refs, sims, outs = _simulated_case(sim_rms=0.01, err_rms=0.045)  # bound max(4 x 0.01, 0.03) = 0.04
+    more = (outs[1:], refs[1:])
+    res = check_precision(outs[0], refs[0], "int8", more=more, simulated=sims)
+    assert res.simulated_rms_rel_err == pytest.approx(0.01) and res.rms_bound == pytest.approx(0.04)
+    assert res.rms_rel_err == pytest.approx(0.045) and res.max_rel_err < 0.1  # the max-error bound lets it by
+    assert not res.passed and res.reason == "RMS error 0.045 > 0.040 (4 x the oracle's int8 simulation's 0.010)"
+    assert check_precision(outs[0], refs[0], "int8", more=more).passed  # without the simulation: passes
+    refs, sims, outs = _simulated_case(sim_rms=0.01, err_rms=0.035)
+    ok = check_precision(outs[0], refs[0], "int8", more=(outs[1:], refs[1:]), simulated=sims)
+    assert ok.passed and ok.reason == "" and ok.to_dict()["rms_bound"] == pytest.approx(0.04)
+
+
+def test_the_simulations_bound_has_a_floor_and_counts_every_checked_batch():
+    refs, sims, outs = _simulated_case(sim_rms=0.002, err_rms=0.025)  # 4 x 0.002 = 0.008 < the floor 0.03
+    res = check_precision(outs[0], refs[0], "int8", more=(outs[1:], refs[1:]), simulated=sims)
+    assert res.rms_bound == pytest.approx(0.03) and res.passed
+    # the RMS over both batches: the second batch's error alone carries it over the bound
+    refs, sims, _ = _simulated_case(sim_rms=0.01)
+    outs = [refs[0], refs[1] + 0.09 * np.sqrt(np.mean(np.concatenate(refs) ** 2)) * np.sign(refs[1])]
+    res = check_precision(outs[0], refs[0], "int8", more=(outs[1:], refs[1:]), simulated=sims)
+    assert res.rms_rel_err == pytest.approx(0.09 / np.sqrt(2), rel=1e-6) and not res.passed
+    with pytest.raises(ValueError, match="the int8 simulation's outputs"):
+        check_precision(outs[0], refs[0], "int8", more=(outs[1:], refs[1:]), simulated=sims[:1])
+
+
+def test_other_precisions_have_no_simulated_bound():
+    refs, sims, outs = _simulated_case(sim_rms=0.0001, err_rms=0.04)
+    res = check_precision(outs[0], refs[0], "bf16", simulated=sims[:1])
+    assert res.passed and res.simulated_rms_rel_err is None and "rms_bound" not in res.to_dict()
