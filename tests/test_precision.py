@@ -5,6 +5,7 @@ a quantized model with one corrupted scale failing its check; the report's Preci
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -336,6 +337,26 @@ def test_a_sweep_has_one_cell_per_precision_and_skips_what_an_adapter_cannot_giv
         assert checks["inputs"].shape[:2] == (ARGMAX_SAMPLES, 1)
         assert np.array_equal(checks["inputs"][0], np.load(tmp / "runs/p/refs/sample-b1.input.npy"))
         assert np.array_equal(checks["inputs"][3], random_input(load_graph("sample"), 1, seed=3))  # input_seed 0 + i
+    # and its RMS error under the bound the oracle's int8 simulation of the same 16 samples gives
+    from ios_core import reference
+    from ios_core.check import rms_rel_err
+    from ios_core.quantize import calibration_feeds
+
+    g = load_graph("sample").init_weights(0)
+    sim = np.load(tmp / "runs/p/refs/sample-b1.int8sim.npy")
+    with np.load(tmp / "runs/p/refs/sample-b1.check.npz") as checks:
+        xs, ys = checks["inputs"], checks["outputs"]
+    assert sim.shape == ys.shape and sim.shape[0] == ARGMAX_SAMPLES
+    simulate = reference.int8_simulation(g, calibration_feeds(g, 1)[0])  # calibrated as the int8 cells are
+    assert all(np.allclose(simulate(xs[i]), sim[i], rtol=0, atol=1e-6) for i in (0, 7, 15))
+    meta = json.loads((tmp / "runs/p/refs/sample-b1.json").read_text())["int8_simulated"]
+    assert meta["batches"] == ARGMAX_SAMPLES and meta["calibration_data"] is None
+    for cell in ("sample|b1|onnxruntime|cpu|int8", "sample|b1|torch|cpu|int8"):
+        chk = recs[cell]["check"]
+        assert chk["simulated_rms_rel_err"] == pytest.approx(rms_rel_err(sim, ys), rel=1e-9)
+        assert chk["simulated_rms_rel_err"] > 0
+        assert chk["rms_rel_err"] <= chk["rms_bound"] == pytest.approx(max(4 * chk["simulated_rms_rel_err"], 0.03))
+    assert "rms_bound" not in recs["sample|b1|onnxruntime|cpu"]["check"]
     assert recs["sample|b1|torch|cpu|bf16"]["engine_precision"] == "bf16"
     torch_int8 = recs["sample|b1|torch|cpu|int8"]  # FX graph mode quantization, calibrated like onnxruntime's
     assert torch_int8["status"] == "ok" and torch_int8["engine_precision"] == "int8", torch_int8.get("reason")
@@ -443,6 +464,19 @@ def test_a_sweep_calibrates_its_int8_cells_on_the_folder_and_records_it(tmp_path
     from ios_bench.results import flatten
 
     assert flatten(int8)["float_conv"] == 0  # the CSV's and the report's column
+    # the oracle's int8 simulation is calibrated on the folder too, as the cells are
+    meta = json.loads((tmp_path / "runs/c/refs/sample-b1.json").read_text())["int8_simulated"]
+    assert Path(meta["calibration_data"]).resolve() == (tmp_path / "calib").resolve()
+    from ios_bench.planning.loading import load_graph
+    from ios_core import reference
+    from ios_core.quantize import calibration_feeds
+
+    g = load_graph("sample").init_weights(0)
+    x = np.load(tmp_path / "runs/c/refs/sample-b1.input.npy")
+    sim = np.load(tmp_path / "runs/c/refs/sample-b1.int8sim.npy")[0]
+    assert np.allclose(reference.int8_simulation(g, calibration_feeds(g, 1, data=tmp_path / "calib")[0])(x), sim,
+                       rtol=0, atol=1e-6)
+    assert not np.allclose(reference.int8_simulation(g, calibration_feeds(g, 1)[0])(x), sim, rtol=0, atol=1e-4)
 
 
 def test_an_int8_figure_says_beside_it_what_its_engine_left_in_float():
@@ -450,6 +484,8 @@ def test_an_int8_figure_says_beside_it_what_its_engine_left_in_float():
 
     row = {"check_max_rel_err": 0.02, "check_argmax_agreement": 1.0, "float_conv": 2, "float_matmul": 1}
     assert error_text(row) == "err 2.0e-02, arg-max 100%; in float: 2 conv, 1 matmul"
+    row.update(check_rms_rel_err=0.031, check_rms_bound=0.12)  # int8 with the oracle's simulation's bound
+    assert error_text(row) == "err 2.0e-02, RMS 3.1e-02 (bound 1.2e-01), arg-max 100%; in float: 2 conv, 1 matmul"
     assert "in float" not in error_text({"check_max_rel_err": 0.004})  # bf16: nothing to say
 
 

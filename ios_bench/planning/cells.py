@@ -146,6 +146,7 @@ class CellSpec:
     loadgen_path: str | None = None  # where LoadGen writes this round's logs
     qsl_path: str | None = None  # the query sample library (seeded inputs and the oracle's outputs)
     check_path: str | None = None  # int8: further seeded batches and their oracle outputs the check also runs
+    int8_sim_path: str | None = None  # int8: the oracle's int8 simulation's outputs of the checked batches
     task: str = "cell"
 
     def to_dict(self) -> dict:

@@ -78,7 +78,8 @@ FIELDS: tuple[Field, ...] = (
               "counts and why (ios_core.measurement.measure)"),
     Field("check", "object", flatten=(("passed", "check_passed"), ("max_rel_err", "check_max_rel_err"),
                                       ("max_abs_err", "check_max_abs_err"), ("tolerance", "check_tolerance"),
-                                      ("reason", "check_reason"), ("argmax_agreement", "check_argmax_agreement"))),
+                                      ("reason", "check_reason"), ("argmax_agreement", "check_argmax_agreement"),
+                                      ("rms_rel_err", "check_rms_rel_err"), ("rms_bound", "check_rms_bound"))),
     Field("precision", "text", doc="the precision the sweep asked for (fp32, bf16, fp16, int8): part of the cell key"),
     Field("engine_precision", "text", doc="what the engine reports it computed in (a cell whose engine computes in "
                                           "another precision than asked fails, never passes as the asked one)"),

@@ -51,10 +51,14 @@ def reduced(df) -> list[str]:
 
 def error_text(r) -> str:
     """The output's error against the oracle, beside a reduced-precision figure: ``err 3.1e-03``
-    (and the int8 check's arg-max agreement where it has one, and the convolutions and matrix
-    products an int8 engine left in float: ``in float: 0 conv, 1 matmul``)."""
+    (and the int8 check's RMS error with the bound the oracle's int8 simulation gave it, its arg-max
+    agreement where it has one, and the convolutions and matrix products an int8 engine left in float:
+    ``in float: 0 conv, 1 matmul``)."""
     err = _num(r.get("check_max_rel_err"))
     text = f"err {err:.1e}" if err is not None else "err ?"
+    rms, bound = _num(r.get("check_rms_rel_err")), _num(r.get("check_rms_bound"))
+    if rms is not None and bound is not None:
+        text += f", RMS {rms:.1e} (bound {bound:.1e})"
     agree = _num(r.get("check_argmax_agreement"))
     if agree is not None:
         text += f", arg-max {agree:.0%}"

@@ -30,12 +30,16 @@ def references(ctx: SweepContext, wanted: dict[tuple[str, int], str]) -> dict[tu
         # int8's arg-max rule over ARGMAX_SAMPLES seeded samples: the further batches and their oracle outputs
         batches = max(check_batches(bs, p) for p in plan.precisions)
         checks = ref_file(model, bs, "check.npz") if batches > 1 else None
+        # int8 cells' RMS bound: the oracle's int8 simulation of the checked batches (ios_core.check)
+        simulated = ref_file(model, bs, "int8sim.npy") if "int8" in plan.precisions else None
         if (meta and meta.get("status") == "ok" and npy_ok(folder / ref_file(model, bs))
                 and npy_ok(folder / ref_file(model, bs, "input.npy"))
                 and (qsl is None or (meta.get("qsl") or {}).get("size") == qsl_size(plan)
                      and (folder / qsl).is_file())
                 and (checks is None or (meta.get("check") or {}).get("size") == batches
-                     and (folder / checks).is_file())):
+                     and (folder / checks).is_file())
+                and (simulated is None or bool(meta.get("int8_simulated")) and npy_ok(folder / simulated)
+                     and meta["int8_simulated"].get("calibration_data") == plan.calibration_data)):
             out[(model, bs)] = meta
             continue
         stem = safe_name(f"{model}-b{bs}")
@@ -48,11 +52,13 @@ def references(ctx: SweepContext, wanted: dict[tuple[str, int], str]) -> dict[tu
             spec.update(qsl_size=qsl_size(plan), qsl_paths=[qsl])
         if checks is not None:  # the int8 check's further seeded batches (ios_core.check.ARGMAX_SAMPLES)
             spec.update(check_size=batches, check_paths=[checks])
+        if simulated is not None:
+            spec.update(int8_sim_paths=[simulated], calibration_data=plan.calibration_data)
         inputs = model_inputs(folder, spec, model_spec)
         tasks.append(Task(f"reference:{model}:b{bs}", spec, f"logs/{stem}.reference.log", plan.timeout,
                           "cpu", plan.threads, inputs=inputs,
                           outputs=spec["ref_paths"] + spec["input_paths"] + [ref_file(model, bs, "source.npy")]
-                          + spec.get("qsl_paths", []) + spec.get("check_paths", []),
+                          + spec.get("qsl_paths", []) + spec.get("check_paths", []) + spec.get("int8_sim_paths", []),
                           payload=(model, bs)))
     for task, res in zip(tasks, ctx.executor.probe(tasks) if tasks else []):
         model, bs = task.payload

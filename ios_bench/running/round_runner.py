@@ -331,6 +331,9 @@ class RoundRunner:
         if ref.get("check") and check_batches(cell.batch_size, cell.precision or "fp32") > 1 and not cell.scenario:
             spec["check_path"] = checks  # int8: the arg-max share over further seeded batches (task_cell)
             inputs.append(checks)
+        if cell.precision == "int8" and ref.get("int8_simulated") and not cell.scenario:
+            spec["int8_sim_path"] = ref_file(cell.model, cell.batch_size, "int8sim.npy")  # its RMS bound (task_cell)
+            inputs.append(spec["int8_sim_path"])
         outputs = []
         if plan.sample_utilization:
             spec["util_path"] = util_file(cell)

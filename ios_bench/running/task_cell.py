@@ -101,7 +101,8 @@ def task_cell(spec: dict, result: dict) -> dict:
     compiled.sync()
     checked_ms = (time.perf_counter() - t_check) * 1000.0  # the check's call: on the CPU, warmup where it is long
     checks = _check_batches(compiled, spec, x, out, ref)  # int8: its arg-max share over 16 seeded samples
-    before = check_precision(out, ref, requested, tol, more=checks)
+    simulated = _simulated(spec, checks)  # int8: the bound on its RMS error
+    before = check_precision(out, ref, requested, tol, more=checks, simulated=simulated)
     if checks is not None:
         prepared = compiled.prepare(x)  # a program that binds its input: the cell's own input again
     source = None
@@ -126,7 +127,7 @@ def task_cell(spec: dict, result: dict) -> dict:
         result["gpu_memory"] = gpu_memory(compiled, spec["device"])
     result["phase"] = "check"
     # the last timed call's output too (with the further batches' outputs of the check before timing)
-    after = check_precision(compiled.finish(m.last), ref, requested, tol, more=checks)
+    after = check_precision(compiled.finish(m.last), ref, requested, tol, more=checks, simulated=simulated)
     check = combined_check(before, after)
     if source is not None:
         check["source"] = source.to_dict()
@@ -161,6 +162,20 @@ def _check_batches(compiled, spec: dict, x, out, ref):
         compiled.sync()
         ys.append(np.asarray(y))
     return ys, [np.asarray(o) for o in outputs[1:]]
+
+
+def _simulated(spec: dict, checks):
+    """The oracle's int8 simulation's outputs of the batches the cell is checked on (``spec["int8_sim_path"]``,
+    ``refs/<model>-b<N>.int8sim.npy``: the cell's own batch, then ``checks``'), or None without one."""
+    import numpy as np
+
+    path = spec.get("int8_sim_path")
+    if not path:
+        return None
+    sims = list(np.load(path))
+    if len(sims) != 1 + (len(checks[0]) if checks else 0):
+        raise RuntimeError(f"{path}: {len(sims)} batches, the check runs {1 + (len(checks[0]) if checks else 0)}")
+    return sims
 
 
 def precision_problem(adapter, info: dict, requested: str) -> str | None:

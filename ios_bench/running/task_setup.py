@@ -161,6 +161,9 @@ def task_reference(spec: dict) -> dict:
         if spec.get("check_size"):  # the int8 check's seeded batches (the same draws: input_seed + i)
             meta["check"] = _save_qsl(graph, bs, {**spec, "qsl_size": spec["check_size"]},
                                       spec["check_paths"][spec["batch_sizes"].index(bs)], x, y)
+        if spec.get("int8_sim_paths"):  # int8 cells' RMS bound (ios_core.check.SIMULATED_RMS_FACTOR)
+            meta["int8_simulated"] = _save_int8_simulation(graph, bs, spec,
+                                                           spec["int8_sim_paths"][spec["batch_sizes"].index(bs)])
         out[str(bs)] = meta
     # the model's memory figures the sweep's pre-check reads (ios_bench.planning.estimate)
     return {"status": "ok", "batches": out, "graph_name": graph.name, "macs": graph.macs(),
@@ -185,6 +188,30 @@ def _save_qsl(graph, bs: int, spec: dict, path: str, x, y) -> dict:
         ys.append(reference.run(graph, xi))
     atomic_write(path, lambda f: np.savez(f, inputs=np.stack(xs), outputs=np.stack(ys)))
     return {"path": path, "size": len(xs)}
+
+
+def _save_int8_simulation(graph, bs: int, spec: dict, path: str) -> dict:
+    """The oracle's int8 simulation (``ios_core.reference.int8_simulation``, calibrated on what the int8 cells
+    calibrate on: ``ios_core.quantize.calibration_feeds``, the ``--calibration-data`` folder where given) of
+    every batch an int8 cell is checked on (``ios_core.check.check_batches``: the cell's seeded input, then
+    ``input_seed + i``), stacked in one ``.npy``; with its own errors against the oracle, for the record."""
+    import numpy as np
+
+    from ios_core import reference
+    from ios_core.atomic import atomic_write
+    from ios_core.check import check_batches, compare, rms_rel_err
+    from ios_core.quantize import calibration_feeds
+    from ios_core.reference import random_input
+
+    t0 = time.perf_counter()
+    simulate = reference.int8_simulation(graph, calibration_feeds(graph, bs, data=spec.get("calibration_data"))[0])
+    xs = [random_input(graph, bs, seed=spec["input_seed"] + i) for i in range(check_batches(bs, "int8"))]
+    ys = np.stack([simulate(x) for x in xs])
+    ref = reference.run(graph, xs[0])
+    atomic_write(path, lambda f: np.save(f, ys))
+    return {"batches": len(xs), "calibration_data": spec.get("calibration_data"),
+            "max_rel_err": compare(ys[0], ref).max_rel_err, "rms_rel_err": rms_rel_err(ys[0], ref),
+            "seconds": time.perf_counter() - t0}
 
 
 def _source_path(graph) -> str | None:
