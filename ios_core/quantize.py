@@ -72,8 +72,13 @@ def calibration_inputs(graph, batch_size: int, samples: int = CALIBRATION_SAMPLE
 
     if samples < 1:
         raise ValueError(f"calibration_samples must be >= 1, got {samples}")
-    batches = max(1, -(-samples // batch_size))
-    return [random_input(graph, batch_size, seed=calibration_seed(i, seed)) for i in range(batches)]
+    return [random_input(graph, batch_size, seed=calibration_seed(i, seed))
+            for i in range(calibration_batches(batch_size, samples))]
+
+
+def calibration_batches(batch_size: int, samples: int = CALIBRATION_SAMPLES) -> int:
+    """Batches of ``batch_size`` the seeded calibration stream draws for ``samples`` samples (at least one)."""
+    return max(1, -(-int(samples) // max(1, int(batch_size))))
 
 
 def calibration_seed(i: int, seed: int = CALIBRATION_SEED) -> np.random.SeedSequence:

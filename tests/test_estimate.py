@@ -94,6 +94,22 @@ def test_the_sweep_estimate_counts_rounds_left_references_and_searches():
     assert est["seconds"] == pytest.approx(3 * one + m.reference_s("m", 1) + m.optimize_s("m", 1, "torch"))
 
 
+def test_an_int8_cells_reference_step_counts_its_check_batches_and_the_oracles_int8_simulation():
+    """At batch 1 an int8 cell's reference step runs the oracle on 15 further seeded batches, calibrates the
+    int8 simulation on 16 samples and runs it on all 16 checked batches: 47 more batch-1 passes than fp32's;
+    at batch 16, one calibration batch and the simulation of the one checked batch: 2 more."""
+    m = _model()
+    fp32 = Cell("m", "m", 1, "torch", "cpu", None, "torch", 1.0)
+    int8 = Cell("m", "m", 1, "torch", "cpu", None, "torch", 1.0, precision="int8")
+    lat = m.latency_s("m", 1, "torch", count=False)
+    assert m.reference_s("m", 1, int8=True) - m.reference_s("m", 1) == pytest.approx(47 * lat)
+    assert m.reference_s("m", 16, int8=True) - m.reference_s("m", 16) == pytest.approx(
+        2 * m.latency_s("m", 16, "torch", count=False))
+    with_int8 = estimate.sweep_seconds(m, [fp32, int8], {fp32.key: 0, int8.key: 0}, {("m", 1)}, set())
+    fp32_only = estimate.sweep_seconds(m, [fp32], {fp32.key: 0}, {("m", 1)}, set())
+    assert with_int8["seconds"] - fp32_only["seconds"] == pytest.approx(47 * lat)
+
+
 def test_a_first_round_pays_a_cold_build_and_a_search_worker_its_schedules():
     """torch-compile's first round of a cell compiles cold (later ones reuse the run's build cache);
     a cell with rounds already run does not pay it again. A search worker starts once and times its

@@ -11,7 +11,7 @@ round. It is a prediction: the sweep caps by what round 0 measures.
 
 from __future__ import annotations
 
-from ios_bench.planning.estimate_model import ROUND_PARTS, Model
+from ios_bench.planning.estimate_model import ROUND_PARTS, Model, int8_references
 from ios_bench.planning.estimate_stated import series
 
 # the kinds of cost a breakdown names, in its order: a round's parts, then the sweep's own work
@@ -77,8 +77,9 @@ def breakdown(model: Model, cells: list, rounds: dict[str, int], refs: set, sear
             add(c.batch_size, c.model, c.framework, "rerun", model.expected_reruns(left) * whole)
         if left > 0 and (fresh is None or c.key in fresh):
             add(c.batch_size, c.model, c.framework, "first_build", model.first_build_s(fw, c.model, c.batch_size))
+    int8 = int8_references(cells)
     for name, batch in sorted(refs):
-        add(batch, name, REFERENCE_ROW, "reference", model.reference_s(name, batch))
+        add(batch, name, REFERENCE_ROW, "reference", model.reference_s(name, batch, (name, batch) in int8))
     for key, n in searches.items():
         add(key[1], key[0], SEARCH_ROW, "search", model.optimize_s(*key[:3], n, *key[3:4]))
     return rows

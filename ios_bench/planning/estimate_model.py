@@ -25,8 +25,10 @@ from ios_bench.planning.estimate_stated import (
     speed_factor,
     stated_rate,
 )
+from ios_core.check import check_batches
 from ios_core.measurement.protocol import round_calls
 from ios_core.measurement.stats import median
+from ios_core.quantize import calibration_batches
 
 # the learnt rounds it takes to expect re-runs from their disturbed share (fewer say too little)
 MIN_RERUN_EVIDENCE = 30
@@ -324,8 +326,17 @@ class Model:
         return start + more + (STATED["optimize_schedule_s"] * max(1, schedules) + per_op * self.ops.get(model, 0)
                                + STATED["optimize_s_per_state"] * self.states.get(model, 0)) * self.speed(False)
 
-    def reference_s(self, model: str, batch: int) -> float:
-        return STATED["reference_fixed_s"] * self.speed(False) + 2 * self.latency_s(model, batch, "torch", count=False)
+    def reference_s(self, model: str, batch: int, int8: bool = False) -> float:
+        """The reference step of (``model``, ``batch``): the oracle's output (2 batches' worth of torch), and for
+        a plan with int8 cells (``int8``) the check's further seeded batches, the oracle's int8 simulation's
+        calibration on the int8 cells' calibration samples and its run on every checked batch
+        (``ios_bench.running.task_setup``)."""
+        lat = self.latency_s(model, batch, "torch", count=False)
+        seconds = STATED["reference_fixed_s"] * self.speed(False) + 2 * lat
+        if int8:
+            checked = check_batches(batch, "int8")
+            seconds += lat * ((checked - 1) + calibration_batches(batch) + checked)
+        return seconds
 
     def speed_note(self) -> str:
         """What the estimate was scaled by, for its printed line (empty without a probe)."""
@@ -361,7 +372,8 @@ def sweep_seconds(model: Model, cells: list, rounds: dict[str, int], todo_refs: 
             if cold else 0.0
         per_cell[c.key] = (left + model.expected_reruns(left)) * model.cell_s(c, count=True) + cold_s
     total = sum(per_cell.values())
-    total += sum(model.reference_s(m, b) for m, b in todo_refs)
+    int8 = int8_references(cells)
+    total += sum(model.reference_s(m, b, (m, b) in int8) for m, b in todo_refs)
     searches = todo_searches if isinstance(todo_searches, dict) else dict.fromkeys(todo_searches, 1)
     total += sum(model.optimize_s(*key[:3], n, *key[3:4]) for key, n in searches.items())
     return {"seconds": total, "cells": len(cells), "per_cell": per_cell, "from": dict(model.sources)}
@@ -378,3 +390,9 @@ def human(seconds: float) -> str:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
+
+
+def int8_references(cells) -> set[tuple[str, int]]:
+    """The (model, batch) references whose step also makes the int8 check's batches and simulation: those with
+    an int8 cell (``Model.reference_s``)."""
+    return {(c.model, c.batch_size) for c in cells if getattr(c, "precision", None) == "int8"}

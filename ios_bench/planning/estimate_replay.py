@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ios_bench.planning.estimate_history import _span, earlier_runs, history_macs, history_sizes, learn
-from ios_bench.planning.estimate_model import Model, human, search_states, sweep_seconds
+from ios_bench.planning.estimate_model import Model, human, int8_references, search_states, sweep_seconds
 from ios_bench.planning.estimate_stated import series
 from ios_core.measurement.protocol import protocol_fields
 from ios_core.measurement.stats import median
@@ -78,7 +78,8 @@ def replay(folder: Path, learn_from: list[Path] | None = None, graphs: dict | No
     est = sweep_seconds(model, cells, {c.key: rounds for c in cells}, refs, searches)
     first = sum(model.first_build_s(series(c.framework, c.precision), c.model, c.batch_size) for c in cells)
     search_s = sum(model.optimize_s(m, b, p, n, precision=q) for (m, b, p, q, _), n in searches.items())
-    ref_s = sum(model.reference_s(m, b) for m, b in refs)
+    int8 = int8_references(cells)
+    ref_s = sum(model.reference_s(m, b, (m, b) in int8) for m, b in refs)
     # a round measured once for several cells (their schedules identical: ios_bench.running.schedules.
     # same_schedules) is in each of their records: counted once (by its worker's process and start)
     walls, seen = [], set()
