@@ -25,13 +25,15 @@ PRECISIONS = tuple(PRECISION_TOLERANCE)  # what a sweep can ask for (run --preci
 # axis) agrees with the oracle's for at least this share of the batch's samples (docs/precision.md)
 ARGMAX_AGREEMENT = {"int8": 0.75}
 # int8 has a third where the oracle's own int8 simulation of the network ran
-# (``ios_core.reference.int8_simulation``: what a correct, plain int8 quantization of this network, calibrated
-# on the cell's calibration inputs, is off by): the cell's RMS error over every sample checked is at most
-# this factor times the simulation's over the same samples, or the floor where that is higher. A fixed
-# bound cannot tell a corrupted model from a correct one of another network: correct int8 models range from
-# 0.012 (RMS; a small CNN) to 0.073 (a one-block ViT, batch 16), a per-channel weight scale swapped on the
-# small CNN gives 0.088 (tests/test_check_int8.py, docs/results/precision/int8-simulated-bound-2026-11-29.md)
-SIMULATED_RMS_FACTOR = {"int8": 4.0}
+# (``ios_core.reference.int8_simulation``: how far a correct, plain int8 quantization of this network, calibrated
+# on the cell's calibration inputs, is off): the cell's RMS error over every sample checked is at most this
+# factor times the simulation's over the same samples, or the floor where that is higher. A fixed bound cannot
+# tell a corrupted model from a correct one of another network: correct int8 cells range from 0.012 (RMS; the
+# small test CNN) to 0.073 (a one-block ViT, batch 16), a per-channel weight scale swapped on the small CNN gives
+# 0.088. Against the simulation, correct cells measured 1.4 to 3.2 times it (OpenVINO's ConvNeXt, 7-bit weights),
+# the swapped scales 7.9 times: 5 sits a factor 1.6 from each (tests/test_check_int8.py,
+# docs/results/precision/int8-simulated-bound-2026-11-29.md, benchmarks/bench_int8_error.py)
+SIMULATED_RMS_FACTOR = {"int8": 5.0}
 SIMULATED_RMS_FLOOR = {"int8": 0.03}
 # ... counted over at least this many seeded samples: a cell of a smaller batch is also run on further seeded
 # inputs (random_input(graph, bs, seed=input_seed + i), i = 1..), so that its arg-max share is no single sample's

@@ -348,14 +348,15 @@ def test_a_sweep_has_one_cell_per_precision_and_skips_what_an_adapter_cannot_giv
         xs, ys = checks["inputs"], checks["outputs"]
     assert sim.shape == ys.shape and sim.shape[0] == ARGMAX_SAMPLES
     simulate = reference.int8_simulation(g, calibration_feeds(g, 1)[0])  # calibrated as the int8 cells are
-    assert all(np.allclose(simulate(xs[i]), sim[i], rtol=0, atol=1e-6) for i in (0, 7, 15))
+    assert np.allclose(simulate(np.concatenate(xs)).reshape(sim.shape), sim, rtol=0, atol=1e-6)
+    assert not np.allclose(sim, ys, rtol=0, atol=1e-4)  # quantized: not the oracle's
     meta = json.loads((tmp / "runs/p/refs/sample-b1.json").read_text())["int8_simulated"]
     assert meta["batches"] == ARGMAX_SAMPLES and meta["calibration_data"] is None
     for cell in ("sample|b1|onnxruntime|cpu|int8", "sample|b1|torch|cpu|int8"):
         chk = recs[cell]["check"]
         assert chk["simulated_rms_rel_err"] == pytest.approx(rms_rel_err(sim, ys), rel=1e-9)
         assert chk["simulated_rms_rel_err"] > 0
-        assert chk["rms_rel_err"] <= chk["rms_bound"] == pytest.approx(max(4 * chk["simulated_rms_rel_err"], 0.03))
+        assert chk["rms_rel_err"] <= chk["rms_bound"] == pytest.approx(max(5 * chk["simulated_rms_rel_err"], 0.03))
     assert "rms_bound" not in recs["sample|b1|onnxruntime|cpu"]["check"]
     assert recs["sample|b1|torch|cpu|bf16"]["engine_precision"] == "bf16"
     torch_int8 = recs["sample|b1|torch|cpu|int8"]  # FX graph mode quantization, calibrated like onnxruntime's
