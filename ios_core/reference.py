@@ -198,13 +198,14 @@ def int8_simulation(graph: Graph, calibration):
 
     def calibrating(op, inp):
         if op.TYPE in INT8_SIM_WEIGHTED:
-            lo, hi = float(inp.min()), float(inp.max())
+            lo, hi = (float(v) for v in torch.aminmax(inp))
             a, b = ranges.get(op.name, (lo, hi))
             ranges[op.name] = (min(a, lo), max(b, hi))
         return apply(op, inp)
 
-    for batch in calibration:
-        _run(p, _check(graph, batch), chunk, calibrating)
+    # the ranges are each input's min and max over every calibration sample: the batches are run as one, in
+    # the oracle's chunks (every operator is per image)
+    _run(p, np.concatenate([_check(graph, b) for b in calibration]), chunk, calibrating)
     quantized = {}
     for op in graph.operators():
         if op.name in ranges:
