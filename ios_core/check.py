@@ -29,11 +29,12 @@ ARGMAX_AGREEMENT = {"int8": 0.75}
 # on the cell's calibration inputs, is off): the cell's RMS error over every sample checked is at most this
 # factor times the simulation's over the same samples, or the floor where that is higher. A fixed bound cannot
 # tell a corrupted model from a correct one of another network: correct int8 cells range from 0.012 (RMS; the
-# small test CNN) to 0.073 (a one-block ViT, batch 16), a per-channel weight scale swapped on the small CNN gives
-# 0.088. Against the simulation, correct cells measured 1.4 to 3.2 times it (OpenVINO's ConvNeXt, 7-bit weights),
-# the swapped scales 7.9 times: 5 sits a factor 1.6 from each (tests/test_check_int8.py,
+# small test CNN) to 0.084 (TFLite's ConvNeXt-tiny), a per-channel weight scale swapped on the small CNN gives
+# 0.088. Against the simulation, correct cells of the zoo's CNNs measured 1.0 to 2.1 times it, of its
+# transformers up to 4.1 (TFLite's ConvNeXt-tiny, every tensor in int8), the swapped scales 7.9 times: 6 leaves
+# correct cells a margin of 1.46 and refuses the swaps by 1.3 (tests/test_check_int8.py,
 # docs/results/precision/int8-simulated-bound-2026-11-29.md, benchmarks/bench_int8_error.py)
-SIMULATED_RMS_FACTOR = {"int8": 5.0}
+SIMULATED_RMS_FACTOR = {"int8": 6.0}
 SIMULATED_RMS_FLOOR = {"int8": 0.03}
 # ... counted over at least this many seeded samples: a cell of a smaller batch is also run on further seeded
 # inputs (random_input(graph, bs, seed=input_seed + i), i = 1..), so that its arg-max share is no single sample's

@@ -356,7 +356,7 @@ def test_a_sweep_has_one_cell_per_precision_and_skips_what_an_adapter_cannot_giv
         chk = recs[cell]["check"]
         assert chk["simulated_rms_rel_err"] == pytest.approx(rms_rel_err(sim, ys), rel=1e-9)
         assert chk["simulated_rms_rel_err"] > 0
-        assert chk["rms_rel_err"] <= chk["rms_bound"] == pytest.approx(max(5 * chk["simulated_rms_rel_err"], 0.03))
+        assert chk["rms_rel_err"] <= chk["rms_bound"] == pytest.approx(max(6 * chk["simulated_rms_rel_err"], 0.03))
     assert "rms_bound" not in recs["sample|b1|onnxruntime|cpu"]["check"]
     assert recs["sample|b1|torch|cpu|bf16"]["engine_precision"] == "bf16"
     torch_int8 = recs["sample|b1|torch|cpu|int8"]  # FX graph mode quantization, calibrated like onnxruntime's
