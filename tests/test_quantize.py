@@ -515,3 +515,21 @@ def test_nncf_folds_a_transformers_constants_and_quantizes_its_weights_in_7_bits
     assert nncf_settings(cnn) == NNCF_SETTINGS and "overflow" not in nncf_method(NNCF_SETTINGS)
     consts, _ = int8_constants(cnn, NNCF_SETTINGS)
     assert max(int(np.abs(c.astype(int)).max()) for c in consts) == 127
+
+
+def test_a_float_tflite_build_has_no_integer_convolution():
+    """The TFLite read-back counts a convolution as integer only when its input and filter are int8: the fp32
+    build of the same graph (float input, float filter, a bias: three inputs) has every one in float."""
+    import adapters
+    from ios_core.ir import Conv
+    from ios_core.quantize import tflite_integer_kernels
+
+    adapter = adapters.get("tflite")
+    reason = adapter.available()
+    if reason:
+        pytest.skip(reason)
+    g = mini_inception()
+    g.init_weights(0)
+    compiled = adapter.build(g, 1, threads=1, precision="fp32", cache_dir="off")
+    k = tflite_integer_kernels(compiled.interpreter)
+    assert k["conv"] == 0 and k["float_conv"] >= sum(isinstance(op, Conv) for op in g.operators()), k
