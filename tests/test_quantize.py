@@ -536,3 +536,43 @@ def test_a_float_tflite_build_has_no_integer_convolution():
     convs = sum(isinstance(op, Conv) for op in g.operators())
     assert k["conv"] == 0 and k["float_conv"] >= convs, k
     assert k["nodes"] >= convs, k  # the model's nodes, a delegate's partitions aside: at least its convolutions
+
+
+def test_an_int8_tflite_build_computes_nothing_in_float_but_its_input_quantize():
+    """Two convolutions quantized whole: both integer, and the QUANTIZE that takes the model's float input
+    (it only converts) is not counted as computing in float."""
+    import adapters
+    from ios_core.ir.builder import GraphBuilder
+    from ios_core.quantize import tflite_integer_kernels
+
+    adapter = adapters.get("tflite")
+    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
+    if reason:
+        pytest.skip(reason)
+    b = GraphBuilder("two_convs", (4, 8, 8))
+    b.end_block(b.conv(b.conv(b.input, 8, 3, padding=1), 8, 1))
+    g = b.finish()
+    g.init_weights(0)
+    k = tflite_integer_kernels(adapter.build(g, 1, threads=1, precision="int8", cache_dir="off").interpreter)
+    assert (k["conv"], k["float_conv"], k["float_other"], k["float_dense"]) == (2, 0, 0, 0), k
+
+
+def test_a_float_fx_graph_has_no_quantized_function():
+    """torch's read-back counts the ``quantized.*`` functions of an FX graph: a traced float module's nodes
+    (its input, its modules, its output, a float function) are none of them."""
+    import torch
+    import torch.fx
+    import torch.nn as nn
+
+    from ios_core.quantize import torch_integer_ops
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 1)
+
+        def forward(self, x):
+            return torch.flatten(torch.relu(self.conv(x)), 1)
+
+    ops = torch_integer_ops(torch.fx.symbolic_trace(Net()))
+    assert (ops["conv"], ops["other"], ops["float_conv"]) == (0, 0, 1), ops
