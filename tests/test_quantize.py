@@ -118,6 +118,9 @@ def test_a_calibration_folder_is_read_in_name_order_one_input_or_a_batch_per_fil
     feeds, rec, key = calibration_feeds(g, 2, 16, d)
     # 5 samples in batches of 2: the last one filled with the first sample again; the seeded count not used
     assert [f.shape[0] for f in feeds] == [2, 2, 2] and np.array_equal(feeds[2][1], arr[0])
+    # fewer samples than one batch: the one batch is filled by going round them again
+    [one] = calibration_feeds(g, 8, 16, d)[0]
+    assert one.shape[0] == 8 and np.array_equal(one, arr[[0, 1, 2, 3, 4, 0, 1, 2]])
     assert rec["data"]["sha1"] == note["sha1"] and rec["samples"] == 5 and note["sha1"] in key
     seeded_feeds, seeded, seeded_key = calibration_feeds(g, 2, 16)
     assert "data" not in seeded and seeded_key != key and len(seeded_feeds) == 8
