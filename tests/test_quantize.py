@@ -579,3 +579,18 @@ def test_a_float_fx_graph_has_no_quantized_function():
 
     ops = torch_integer_ops(torch.fx.symbolic_trace(Net()))
     assert (ops["conv"], ops["other"], ops["float_conv"]) == (0, 0, 1), ops
+
+
+def test_torch_counts_each_quantized_kernel_once_and_not_a_linears_packed_weights():
+    """A quantized Linear holds its weights in a ``LinearPackedParams`` module: the Linear is the kernel, its
+    packed weights are not another; a quantize and a dequantize are integer kernels of their own."""
+    import torch
+    import torch.ao.nn.quantized as nnq
+    import torch.nn as nn
+
+    from ios_core.quantize import torch_integer_ops
+
+    module = nn.Sequential(nnq.Quantize(0.1, 0, torch.quint8), nnq.Linear(4, 2), nnq.DeQuantize())
+    assert any(type(m).__name__.endswith("PackedParams") for m in module.modules())
+    ops = torch_integer_ops(module)
+    assert (ops["conv"], ops["other"], ops["float_linear"]) == (0, 3, 0), ops
