@@ -37,7 +37,12 @@ lint: $(STAMP)
 # committed tree (`git status` clean after). Per module, .mutate/<module>.txt lists every mutant that
 # survived (cr-report --surviving-only, with its diff) and the score: read each survivor before calling
 # the work done, and kill it with a test or say why it is equivalent. docs/architecture.md, "Tests".
+# A module gives a thousand mutants or more (hours): SAMPLE=N runs a seeded uniform random sample of N of
+# them (SEED, default 0, picks which; the same seed, the same mutants of the same code) and the score is
+# then killed/run with a 95 % Wilson interval for the whole module (benchmarks/mutate_sample.py).
 MUTATE_DIR ?= .mutate
+SAMPLE ?=
+SEED ?= 0
 MUTATE_TIMEOUT ?= 120.0
 COSMIC_RAY ?= $(VENV)/bin/cosmic-ray
 CR_REPORT ?= $(VENV)/bin/cr-report
@@ -51,7 +56,9 @@ mutate: $(STAMP)
 	    "$$m" "$(MUTATE_TIMEOUT)" "$(abspath $(VENV))/bin/python" "$(TESTS)" > $$n.toml; \
 	  rm -f $$n.sqlite; \
 	  $(COSMIC_RAY) init $$n.toml $$n.sqlite; \
+	  if test -n "$(SAMPLE)"; then $(VENV)/bin/python benchmarks/mutate_sample.py sample $$n.sqlite $(SAMPLE) --seed $(SEED); fi; \
 	  $(COSMIC_RAY) exec $$n.toml $$n.sqlite; \
 	  $(CR_REPORT) --surviving-only --show-diff $$n.sqlite > $$n.txt; \
-	  echo "$$m: $$(grep -E 'total jobs|surviving mutants' $$n.txt | tr '\n' ' ') (survivors: $$n.txt)"; \
+	  $(VENV)/bin/python benchmarks/mutate_sample.py score $$n.sqlite >> $$n.txt; \
+	  echo "$$m: $$(tail -n 1 $$n.txt) (survivors: $$n.txt)"; \
 	done

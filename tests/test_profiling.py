@@ -232,3 +232,157 @@ def test_run_profile_keeps_the_traces_in_the_run_folder_and_the_report_names_the
     [(_, items)] = report_sections(run, tmp_path, Table)
     texts = [it[1] for it in items if isinstance(it, tuple) and it[0] == "text"]
     assert any("ios: `profile-traces/pair-ios-b1-cpu.trace.json`" in t for t in texts), texts
+
+
+# ---- what the mutation sample of profiling.py found untested (make mutate SAMPLE=40 SEED=0)
+
+
+def test_a_grouped_convolution_is_depthwise_only_when_each_channel_is_its_own_group():
+    from ios_bench.profiling import kind_of
+    from ios_core.ir.builder import GraphBuilder
+
+    b = GraphBuilder("groups", (8, 6, 6))
+    dw = b.conv(b.input, 8, 3, padding=1, groups=8)
+    two = b.conv(dw, 8, 3, padding=1, groups=2)
+    b.end_block(b.conv(two, 8, 1, groups=4))
+    g = b.finish()
+    assert [kind_of(op) for op in g.operators()] == ["conv depthwise", "conv 3x3", "conv 1x1"]
+
+
+def test_rows_follow_the_graph_by_their_first_operator(pair):
+    """A fused row over the first and the last convolution comes before the relu between them."""
+    from ios_bench.profiling import attribute
+
+    res = attribute(pair, [OpTime("relu", 1.0, ("2",), "Relu"), OpTime("both convs", 2.0, ("1", "4"), "Conv")],
+                    3.0, 3.0)
+    assert [r["name"] for r in res["rows"]] == ["1+4", "2"]
+
+
+def test_a_convolution_the_graph_does_not_name_is_unmapped(pair):
+    """A framework's convolution-typed node whose name matches nothing in the graph (a weight reorder, a
+    layout change) is counted as unmapped, not guessed at."""
+    from ios_bench.profiling import attribute
+
+    res = attribute(pair, [OpTime("reorder_conv_weights", 0.5, ("zz_reorder",), "Convolution"),
+                           OpTime("1", 2.0, ("1",), "Conv")], 3.0, 3.0)
+    assert [r["name"] for r in res["rows"]] == ["1"]
+    assert res["unmapped_rows"] == [{"name": "reorder_conv_weights", "ms": 0.5}]
+
+
+def _fake_profile(monkeypatch):
+    import adapters
+    import ios_bench.running.task_cell as task_cell
+
+    drift = Drift()
+    builds = []
+
+    class Recording(FakeAdapter):
+        def build(self, graph, batch_size, *args, **kwargs):
+            builds.append(batch_size)
+            return super().build(graph, batch_size, *args, **kwargs)
+
+    monkeypatch.setattr(adapters, "get", lambda name: Recording(drift))
+    monkeypatch.setattr(task_cell, "time_compiled", lambda compiled, prepared, device, warmup, number, repeat:
+                        Measurement(drift.block("U", 1.0, repeat), number, warmup))
+    return builds
+
+
+def test_a_profile_without_a_batch_size_profiles_one_input(pair, monkeypatch):
+    builds = _fake_profile(monkeypatch)
+    res = profile_one("fake", pair, warmup=0, repeat=2, rounds=1)
+    assert res["batch_size"] == 1 and builds == [1, 1]
+
+
+def test_a_build_that_moved_the_thread_to_other_cores_is_moved_back(pair, monkeypatch):
+    """A framework's build that pins the thread (jax-xla's thread budget) to cores it did not have is undone
+    after its profile, whether the new set is narrower or not; on a system without affinity (macOS) nothing
+    is asked of it."""
+    import os
+
+    start = os.sched_getaffinity(0)
+    if len(start) < 2:
+        pytest.skip("needs two cores")
+    first, second = sorted(start)[:2]
+    builds = _fake_profile(monkeypatch)
+    real_build = FakeAdapter.build
+
+    def pinning(self, graph, batch_size, *args, **kwargs):
+        os.sched_setaffinity(0, {second})
+        return real_build(self, graph, batch_size, *args, **kwargs)
+
+    try:
+        os.sched_setaffinity(0, {first})
+        monkeypatch.setattr(FakeAdapter, "build", pinning)
+        assert "error" not in profile_one("fake", pair, warmup=0, repeat=2, rounds=1)
+        assert os.sched_getaffinity(0) == {first}
+    finally:
+        os.sched_setaffinity(0, start)
+    monkeypatch.setattr(FakeAdapter, "build", real_build)
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert "error" not in profile_one("fake", pair, warmup=0, repeat=2, rounds=1) and builds
+
+
+def test_run_profile_profiles_each_model_with_its_own_frameworks(pair, tmp_path, monkeypatch):
+    import ios_bench.profiling as profiling
+    import ios_bench.results as results_mod
+    from ios_bench.planning.plan import Plan
+
+    path = tmp_path / "pair.json"
+    pair.save(path)
+    recs = [{"model": "pair", "batch_size": 1, "device": "cpu", "framework": "ios-greedy", "status": "ok"},
+            {"model": "other", "batch_size": 1, "device": "cpu", "framework": "onnxruntime", "status": "ok"}]
+    monkeypatch.setattr(results_mod, "load_run", lambda folder: type("R", (), {"records": recs})())
+    asked = []
+    monkeypatch.setattr(profiling, "profile_frameworks", lambda graph, names, bs, **kw: asked.append(names) or [])
+    plan = Plan()
+    plan.models = [str(path)]
+    profiling.profile_run(tmp_path, plan, say=lambda s: None)
+    assert asked == [["ios"]]
+
+
+def test_only_the_first_profiled_block_writes_the_trace(pair, monkeypatch, tmp_path):
+    """The kept trace is one block's (the first round's), not overwritten by every later round; a single
+    round still writes it."""
+    import adapters
+
+    _fake_profile(monkeypatch)
+    asked = []
+
+    class Tracing(FakeProfiled):
+        def profile(self, x, warmup=3, repeat=10, trace=None):
+            asked.append(trace is not None)
+            if trace is not None:
+                trace.write_text('{"traceEvents": [{}]}')
+            return super().profile(x, warmup, repeat)
+
+    monkeypatch.setattr(adapters, "get", lambda name: type("A", (FakeAdapter,), {
+        "build": lambda self, graph, bs, device="cpu", threads=None, precision="fp32", profiled=False:
+        Tracing(self.drift) if profiled else Compiled({"precision": "fp32"})})(Drift()))
+    res = profile_one("fake", pair, 1, warmup=0, repeat=2, rounds=3, trace_dir=tmp_path)
+    assert asked == [True, False, False] and res["trace"].endswith("pair-fake-b1-cpu.trace.json")
+    asked.clear()
+    (tmp_path / "one").mkdir()
+    assert "trace" in profile_one("fake", pair, 1, warmup=0, repeat=2, rounds=1, trace_dir=tmp_path / "one")
+    assert asked == [True]
+
+
+def test_run_profile_gives_a_graph_without_weights_its_seeded_weights(tmp_path, monkeypatch):
+    import ios_bench.profiling as profiling
+    import ios_bench.results as results_mod
+    from ios_bench.planning.plan import Plan
+    from ios_core.ir.builder import GraphBuilder
+
+    b = GraphBuilder("bare", (4, 6, 6))
+    b.end_block(b.conv(b.input, 4, 3, padding=1))
+    bare = b.finish()
+    assert not bare.has_weights
+    bare.save(tmp_path / "bare.json")
+    recs = [{"model": "bare", "batch_size": 1, "device": "cpu", "framework": "onnxruntime", "status": "ok"}]
+    monkeypatch.setattr(results_mod, "load_run", lambda folder: type("R", (), {"records": recs})())
+    weighted = []
+    monkeypatch.setattr(profiling, "profile_frameworks",
+                        lambda graph, names, bs, **kw: weighted.append(graph.has_weights) or [])
+    plan = Plan()
+    plan.models = [str(tmp_path / "bare.json")]
+    profiling.profile_run(tmp_path, plan, say=lambda s: None)
+    assert weighted == [True]

@@ -118,6 +118,9 @@ def test_a_calibration_folder_is_read_in_name_order_one_input_or_a_batch_per_fil
     feeds, rec, key = calibration_feeds(g, 2, 16, d)
     # 5 samples in batches of 2: the last one filled with the first sample again; the seeded count not used
     assert [f.shape[0] for f in feeds] == [2, 2, 2] and np.array_equal(feeds[2][1], arr[0])
+    # fewer samples than one batch: the one batch is filled by going round them again
+    [one] = calibration_feeds(g, 8, 16, d)[0]
+    assert one.shape[0] == 8 and np.array_equal(one, arr[[0, 1, 2, 3, 4, 0, 1, 2]])
     assert rec["data"]["sha1"] == note["sha1"] and rec["samples"] == 5 and note["sha1"] in key
     seeded_feeds, seeded, seeded_key = calibration_feeds(g, 2, 16)
     assert "data" not in seeded and seeded_key != key and len(seeded_feeds) == 8
@@ -515,3 +518,79 @@ def test_nncf_folds_a_transformers_constants_and_quantizes_its_weights_in_7_bits
     assert nncf_settings(cnn) == NNCF_SETTINGS and "overflow" not in nncf_method(NNCF_SETTINGS)
     consts, _ = int8_constants(cnn, NNCF_SETTINGS)
     assert max(int(np.abs(c.astype(int)).max()) for c in consts) == 127
+
+
+def test_a_float_tflite_build_has_no_integer_convolution():
+    """The TFLite read-back counts a convolution as integer only when its input and filter are int8: the fp32
+    build of the same graph (float input, float filter, a bias: three inputs) has every one in float; its node
+    count is the model's nodes, whether XNNPACK took them into a partition or not."""
+    import adapters
+    from ios_core.ir import Conv
+    from ios_core.quantize import tflite_integer_kernels
+
+    adapter = adapters.get("tflite")
+    reason = adapter.available()
+    if reason:
+        pytest.skip(reason)
+    g = mini_inception()
+    g.init_weights(0)
+    compiled = adapter.build(g, 1, threads=1, precision="fp32", cache_dir="off")
+    k = tflite_integer_kernels(compiled.interpreter)
+    convs = sum(isinstance(op, Conv) for op in g.operators())
+    assert k["conv"] == 0 and k["float_conv"] >= convs, k
+    assert k["nodes"] >= convs, k  # the model's nodes, a delegate's partitions aside: at least its convolutions
+
+
+def test_an_int8_tflite_build_computes_nothing_in_float_but_its_input_quantize():
+    """Two convolutions quantized whole: both integer, and the QUANTIZE that takes the model's float input
+    (it only converts) is not counted as computing in float."""
+    import adapters
+    from ios_core.ir.builder import GraphBuilder
+    from ios_core.quantize import tflite_integer_kernels
+
+    adapter = adapters.get("tflite")
+    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
+    if reason:
+        pytest.skip(reason)
+    b = GraphBuilder("two_convs", (4, 8, 8))
+    b.end_block(b.conv(b.conv(b.input, 8, 3, padding=1), 8, 1))
+    g = b.finish()
+    g.init_weights(0)
+    k = tflite_integer_kernels(adapter.build(g, 1, threads=1, precision="int8", cache_dir="off").interpreter)
+    assert (k["conv"], k["float_conv"], k["float_other"], k["float_dense"]) == (2, 0, 0, 0), k
+
+
+def test_a_float_fx_graph_has_no_quantized_function():
+    """torch's read-back counts the ``quantized.*`` functions of an FX graph: a traced float module's nodes
+    (its input, its modules, its output, a float function) are none of them."""
+    import torch
+    import torch.fx
+    import torch.nn as nn
+
+    from ios_core.quantize import torch_integer_ops
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 1)
+
+        def forward(self, x):
+            return torch.flatten(torch.relu(self.conv(x)), 1)
+
+    ops = torch_integer_ops(torch.fx.symbolic_trace(Net()))
+    assert (ops["conv"], ops["other"], ops["float_conv"]) == (0, 0, 1), ops
+
+
+def test_torch_counts_each_quantized_kernel_once_and_not_a_linears_packed_weights():
+    """A quantized Linear holds its weights in a ``LinearPackedParams`` module: the Linear is the kernel, its
+    packed weights are not another; a quantize and a dequantize are integer kernels of their own."""
+    import torch
+    import torch.ao.nn.quantized as nnq
+    import torch.nn as nn
+
+    from ios_core.quantize import torch_integer_ops
+
+    module = nn.Sequential(nnq.Quantize(0.1, 0, torch.quint8), nnq.Linear(4, 2), nnq.DeQuantize())
+    assert any(type(m).__name__.endswith("PackedParams") for m in module.modules())
+    ops = torch_integer_ops(module)
+    assert (ops["conv"], ops["other"], ops["float_linear"]) == (0, 3, 0), ops

@@ -1,20 +1,29 @@
 """The round protocol's parts: the interleaving order, the statistics over rounds (a hierarchical
 interval with the coverage it claims on data of known variance), the unstable verdict."""
 
+import math
+
 import numpy as np
 import pytest
 
 from ios_bench.reporting.compare import PRIOR_DF
 from ios_bench.running.rounds import (
+    AUTO,
     MIN_ROUNDS_FOR_VERDICT,
     UNSTABLE_CI_PCT,
     hierarchical_bootstrap,
     interval,
     judge_rounds,
+    needs_more,
+    paired_half_width,
+    paired_interval,
+    paired_spread,
+    planned_rounds,
     pooled_scale,
     ratio_interval,
     round_order,
     summarize,
+    typical_paired_spread,
     usual_canary,
 )
 
@@ -196,3 +205,86 @@ def test_rounds_are_judged_against_the_usual_canary():
     judge_rounds(rounds, ref)
     assert [bool(r["disturbed"]) for r in rounds] == [False] * 6 + [True, True]
     assert "canary 2.00x" in rounds[6]["disturbed"] and "40%" in rounds[7]["disturbed"]
+
+
+# ---- what the mutation sample of rounds.py found untested (make mutate SAMPLE=40 SEED=0)
+
+
+def test_only_ok_rounds_count_as_measured_and_two_undisturbed_rounds_give_an_interval():
+    """A failed round, one with a wrong output and one that went missing are not measured; two good
+    rounds are enough for an interval (one is not: ``test_unstable_when_rounds_disagree_or_are_too_few``)."""
+    rounds = [rnd(0, [10.0, 10.2, 9.9]), rnd(1, [10.4, 10.5, 10.3]), rnd(2, [10.0], status="wrong"),
+              rnd(3, [], status="failed"), rnd(4, [], status="missing")]
+    s = summarize(rounds)
+    assert s["rounds_measured"] == 2 and s["rounds_used"] == 2
+    assert s["ci_low_ms"] <= s["median_ms"] <= s["ci_high_ms"] and s["ci_half_pct"] > 0
+
+
+def test_auto_rounds_stop_once_the_interval_is_no_wider_than_the_target():
+    assert needs_more({"ci_half_pct": 2.0}, 2.0) is False  # reached: as wide as the target, not wider
+    assert needs_more({"ci_half_pct": 2.01}, 2.0) is True
+    assert needs_more({}, 2.0) is True and needs_more({"ci_half_pct": float("inf")}, 2.0) is True
+
+
+def test_auto_rounds_start_with_the_documented_minimum():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "harness.md").read_text()
+    documented = int(re.search(r"`--rounds auto` counts its minimum of (\d+) rounds", doc).group(1))
+    assert planned_rounds(AUTO) == documented and planned_rounds(5) == 5
+
+
+def _pairs(k, rng, change=1.1, between=0.02, n=8):
+    a = synthetic_rounds(rng, 10.0, k, between, n=n)
+    return a, [[v * change * np.exp(rng.normal(0, between)) for v in r] for r in a]
+
+
+def test_paired_spread_has_a_degree_of_freedom_per_pair_but_one():
+    rng = np.random.default_rng(5)
+    for k in (2, 4, 5):
+        assert paired_spread(*_pairs(k, rng))[1] == k - 1
+    assert paired_spread(*_pairs(1, rng))[1] == 0  # one pair: no spread of its own, its samples' floor only
+    with pytest.raises(ValueError, match="no paired rounds"):
+        paired_half_width([], [])
+
+
+def test_a_round_of_one_sample_adds_nothing_to_the_samples_floor():
+    """Pairs whose log-ratios agree exactly: the spread is the floor from the rounds' own samples, and a
+    pair with a single-sample round (no spread of its own) leaves it as the other pair alone sets it."""
+    rng = np.random.default_rng(2)
+    x = list(10.0 * np.exp(rng.normal(0, 0.01, 9)))
+    y = [v * 1.1 for v in x]
+    wide = [11.0 * math.exp(v) for v in (-0.4, -0.3, -0.2, -0.1, 0.0, 0.15, 0.25, 0.35, 0.5)]  # median 11.0:
+    # this pair's log-ratio, 11.0 / 10.0, is the other pair's
+    alone = paired_spread([x], [y])[0]
+    assert alone > 0
+    assert paired_spread([[10.0], x], [wide, y])[0] == pytest.approx(alone)
+
+
+def test_the_prior_is_pooled_with_the_cells_spread_by_their_degrees_of_freedom():
+    """limma's moderated spread: the variances averaged, weighted by degrees of freedom. A prior as wide
+    as the cell only adds degrees of freedom (a narrower t); a prior of overwhelming weight is the spread;
+    equal weights average the variances."""
+    from scipy import stats as sps
+
+    a, b = _pairs(4, np.random.default_rng(9), between=0.03)
+    s, df = paired_spread(a, b)
+    half, scale, n = paired_half_width(a, b)
+    assert (scale, n) == (s, 4)
+    half_p, scale_p, _ = paired_half_width(a, b, prior=(s, 8))
+    assert scale_p == pytest.approx(s)
+    assert half_p / half == pytest.approx(sps.t.ppf(0.975, df + 8) / sps.t.ppf(0.975, df))
+    assert paired_half_width(a, b, prior=(0.05, 10**6))[1] == pytest.approx(0.05, rel=1e-4)
+    assert paired_half_width(a, b, prior=(2 * s, df))[1] == pytest.approx(s * np.sqrt(2.5))
+    change, lo, hi = paired_interval(a, b, prior=(s, 8))
+    assert math.log1p(hi) - math.log1p(lo) == pytest.approx(2 * half_p)
+
+
+def test_the_runs_typical_paired_spread_is_over_pairs_of_two_rounds_or_more():
+    rng = np.random.default_rng(4)
+    three, two, one = _pairs(3, rng), _pairs(2, rng), _pairs(1, rng)
+    assert typical_paired_spread([three]) == pytest.approx(paired_spread(*three)[0])
+    assert typical_paired_spread([one]) is None
+    assert typical_paired_spread([two, three, one]) == pytest.approx(
+        (paired_spread(*two)[0] + paired_spread(*three)[0]) / 2)
