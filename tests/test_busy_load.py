@@ -164,7 +164,8 @@ def test_a_real_busy_process_is_named_and_this_process_tree_is_not():
         assert child.pid not in named and os.getpid() not in named
         top = w.figures["others"][0]
         assert f"({top['name']} pid {top['pid']}: " in judge(w.figures, None)
-        assert w.figures["others_read_ms"] < 100  # cheap beside a round's window (seconds)
+        # cheap beside a round's window (seconds): 132-190 ms seen with load average 8 on 2 cores, so not 100
+        assert w.figures["others_read_ms"] < 500
     finally:
         child.kill()
         child.wait()
