@@ -232,3 +232,16 @@ def test_other_precisions_have_no_simulated_bound():
     refs, sims, outs = _simulated_case(sim_rms=0.0001, err_rms=0.04)
     res = check_precision(outs[0], refs[0], "bf16", simulated=sims[:1])
     assert res.passed and res.simulated_rms_rel_err is None and "rms_bound" not in res.to_dict()
+
+
+def test_an_rms_error_exactly_at_the_simulations_bound_passes_and_a_wrong_shaped_simulation_is_refused():
+    # exact in binary floating point: the oracle's RMS is 1, the simulation is off by 1/16 everywhere (bound 6/16),
+    # the output by 6/16: at the bound, which passes (as the max-error bound passes an error equal to it)
+    ref = np.zeros((1, 64))
+    ref[0, 0] = 8.0
+    res = check_precision(ref + 0.375, ref, "int8", simulated=[ref + 0.0625])
+    assert res.rms_bound == 0.375 and res.rms_rel_err == 0.375 and res.max_rel_err < 0.1
+    assert res.passed, res.reason
+    for wrong in ([ref + 0.0625] * 2, [np.zeros((1, 63))]):  # a simulation of other batches: a fault, not a verdict
+        with pytest.raises(ValueError, match="the int8 simulation's outputs"):
+            check_precision(ref + 0.375, ref, "int8", simulated=wrong)
