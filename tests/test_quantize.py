@@ -213,17 +213,22 @@ def test_the_int8_build_cache_key_holds_the_calibration_source_and_the_quantizer
     assert got["cache"] == "cold" and got["settings"]["per_channel"] is False  # a changed setting: built again
 
 
-def _int8_builds(tmp_path, name):
-    """A function building ``name``'s int8 cell of a small graph (2 calibration samples, one build cache
-    under ``tmp_path``) and returning its calibration record; the test skips where ``name`` has no int8 here."""
+def _int8_adapter(name):
+    """(``name``'s adapter, the small test graph with seeded weights); the test skips where ``name`` has no int8
+    here."""
     import adapters
 
     adapter = adapters.get(name)
     reason = adapter.available() or adapter.precision_reason("int8", "cpu")
     if reason:
         pytest.skip(reason)
-    g = mini_inception()
-    g.init_weights(0)
+    return adapter, mini_inception().init_weights(0)
+
+
+def _int8_builds(tmp_path, name):
+    """A function building ``name``'s int8 cell of a small graph (2 calibration samples, one build cache
+    under ``tmp_path``) and returning its calibration record; the test skips where ``name`` has no int8 here."""
+    adapter, g = _int8_adapter(name)
     return lambda: adapter.build(g, 1, threads=1, precision="int8", calibration_samples=2,
                                  cache_dir=str(tmp_path / "cache")).info["calibration"]
 
@@ -331,15 +336,9 @@ def test_the_read_backs_count_the_convolutions_and_matrix_products_left_in_float
 
 @pytest.mark.parametrize("name", ["onnxruntime", "openvino", "torch", "tflite"])
 def test_every_int8_adapter_records_what_it_left_in_float(name):
-    import adapters
-
-    adapter = adapters.get(name)
-    reason = adapter.available() or adapter.precision_reason("int8", "cpu")
-    if reason:
-        pytest.skip(reason)
-    g = mini_inception()
-    g.init_weights(0)
     from ios_core.ir import Conv
+
+    adapter, g = _int8_adapter(name)
 
     info = adapter.build(g, 1, threads=1, precision="int8", cache_dir="off").info
     assert set(info["float_ops"]) == {"conv", "matmul"}, info["float_ops"]
