@@ -139,23 +139,29 @@ def compare(out: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_RTOL) -
     if not np.isfinite(out).all():
         return CheckResult(False, float("inf"), float("inf"), tolerance, "non-finite values in output",
                            rms_rel_err=float("inf"))
-    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    ref64 = ref.astype(np.float64)
+    diff = np.abs(out.astype(np.float64) - ref64)
     scale = (float(np.abs(ref).max()) if ref.size else 0.0) or 1.0
     max_abs = float(diff.max()) if diff.size else 0.0
     rel = max_abs / scale
     ok = rel <= tolerance
     return CheckResult(ok, max_abs, rel, tolerance, "" if ok else f"max rel error {rel:.2e} > {tolerance:.0e}",
-                       rms_rel_err=rms_rel_err(out, ref))
+                       rms_rel_err=_rms_ratio(diff, ref64))
 
 
 def rms_rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     """The root-mean-square of ``out - ref`` over the root-mean-square of ``ref`` (0 for empty outputs; an
     all-zero oracle counts as 1, as :func:`compare`'s largest magnitude)."""
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    if not out.size:
+    ref = np.asarray(ref, np.float64)
+    return _rms_ratio(np.asarray(out, np.float64) - ref, ref)
+
+
+def _rms_ratio(diff: np.ndarray, ref: np.ndarray) -> float:
+    """:func:`rms_rel_err` of a difference already taken (float64), so :func:`compare` takes it once."""
+    if not diff.size:
         return 0.0
     rms_ref = float(np.sqrt(np.mean(ref ** 2))) or 1.0
-    return float(np.sqrt(np.mean((out - ref) ** 2))) / rms_ref
+    return float(np.sqrt(np.mean(diff ** 2))) / rms_ref
 
 
 def combined_check(before, after) -> dict:
