@@ -6,7 +6,9 @@ simulation's, docs/precision.md).
 Each cell is checked as a sweep checks it (``ios_bench.running.task_cell``): the framework's int8 build of
 the zoo model (seeded weights, seed 0), calibrated on ``ios_core.quantize.calibration_feeds``, run on the
 seeded input and, below batch 16, on further seeded batches (``ios_core.check.check_batches``), then
-``ios_core.check.check_precision`` with the simulation's outputs of the same batches. No timing: the errors
+``ios_core.check.check_precision`` with the simulation's outputs of the same batches. A build whose
+engine reads back another precision than int8 is a failed row
+(``ios_bench.running.task_cell.precision_problem``). No timing: the errors
 do not depend on the machine's load.
 
     python benchmarks/bench_int8_error.py                                   # the default models, batch 1 and 16
@@ -81,6 +83,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     import adapters
+    from ios_bench.running.task_cell import precision_problem
     from ios_core import models, reference
     from ios_core.check import check_batches, check_precision
     from ios_core.inputs import random_input
@@ -114,6 +117,9 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 try:
                     c = _build(fw, g, bs, args.threads)
+                    problem = precision_problem(adapters.get(fw.split(":", 1)[0]), c.info, "int8")
+                    if problem:  # what the engine built, read back (as a sweep's cell fails on it)
+                        raise RuntimeError(problem)
                     outs = [np.asarray(c.finish(c.execute(c.prepare(x)))) for x in xs]
                 except Exception as e:  # a framework that cannot build this model at int8: said, not hidden
                     print(f"{model:14s} {bs:5d} {fw:18s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}",
