@@ -171,11 +171,12 @@ INT8_SIM_LEVELS = 256
 
 
 def _fake_quant_weight(w: np.ndarray) -> np.ndarray:
+    """``w`` (output channels first) on its symmetric int8 grid per output channel: -127..127 steps of the
+    channel's largest magnitude / 127 (an all-zero channel stays zero)."""
     w = np.asarray(w, np.float32)
-    axes = tuple(range(1, w.ndim))
-    scale = np.abs(w).max(axis=axes, keepdims=True) / 127.0 if axes else np.abs(w) / 127.0
+    scale = np.abs(w).max(axis=tuple(range(1, w.ndim)), keepdims=True) / 127.0
     scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    return (np.clip(np.round(w / scale), -128, 127) * scale).astype(np.float32)
+    return (np.round(w / scale) * scale).astype(np.float32)  # |w| / scale <= 127 by construction
 
 
 def _fake_quant(t: torch.Tensor, lo: float, hi: float) -> torch.Tensor:

@@ -184,6 +184,14 @@ def test_the_int8_simulation_quantizes_weights_per_channel_and_inputs_per_tensor
     assert np.array_equal(conv.weight.reshape(2, 2), w)  # the graph's own weights are untouched
 
 
+def test_the_int8_simulation_keeps_an_all_zero_channel_zero():
+    g, _ = _one_conv(np.array([[0.5, 0.25], [0.0, 0.0]], np.float32))  # channel 1: no weight at all
+    x = np.full((1, 2, 2, 2), 1.0, np.float32)
+    y = reference.int8_simulation(g, [x])(x)
+    assert np.isfinite(y).all() and np.array_equal(y[0, 1], np.zeros((2, 2), np.float32))
+    assert np.allclose(y[0, 0], 0.5 + 64 * 0.5 / 127, atol=1e-6)  # 0.25 is 63.5 steps of 0.5 / 127: rounded to 64
+
+
 def test_the_int8_simulation_clips_an_input_beyond_its_calibrated_range():
     g, _ = _one_conv(np.array([[1.0]], np.float32))
     calib = np.linspace(-1.0, 1.0, 4, dtype=np.float32).reshape(1, 1, 2, 2)
